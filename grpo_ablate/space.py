@@ -1,0 +1,278 @@
+"""The feasible space: which (num_generations, generation_batch_size) pairs TRL accepts.
+
+Pure arithmetic: no torch, no trl, no optuna at import. The rules mirror
+`trl.GRPOConfig.__post_init__` (TRL 1.16) and are checked against it by
+`tests/test_space_trl.py`, which builds real configs over many batch shapes.
+
+    python -m grpo_ablate plan studies/tiny-cpu.yaml     # prints this module's answer in words
+
+The rules, for W training processes, per-device batch b and accumulation a:
+- generation_batch_size (gbs) defaults to b * W * steps_per_generation, where
+  steps_per_generation defaults to a; when gbs is set it must be divisible by b * W;
+- gbs must be divisible by num_generations (whole groups per generation round);
+- num_generations >= 2;
+- with evaluation on, per_device_eval_batch_size * W must be divisible by
+  num_generations_eval (or num_generations when that is unset).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+__all__ = [
+    "BatchShape",
+    "FeasiblePair",
+    "Rejection",
+    "FeasibleSpace",
+    "check_pair",
+    "feasible_space",
+    "auto_batches",
+]
+
+# How far `auto` looks for generation batches, in multiples of the default batch.
+AUTO_BATCH_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    """Everything TRL's divisibility rules read, for one launch shape."""
+
+    world_size: int
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int = 1
+    steps_per_generation: int | None = None
+    eval_enabled: bool = False
+    per_device_eval_batch_size: int = 8
+    num_generations_eval: int | None = None
+
+    @property
+    def unit(self) -> int:
+        """Completions one micro-step consumes over all processes: every batch is a multiple of it."""
+        return self.per_device_train_batch_size * self.world_size
+
+    @property
+    def default_generation_batch_size(self) -> int:
+        """What TRL fills in when neither generation_batch_size nor steps_per_generation is set."""
+        return self.unit * (self.steps_per_generation or self.gradient_accumulation_steps)
+
+    def describe(self) -> str:
+        """The hardware arithmetic in words, for `plan`."""
+        spg = self.steps_per_generation or self.gradient_accumulation_steps
+        src = "steps_per_generation" if self.steps_per_generation else "gradient_accumulation_steps"
+        text = (
+            f"{self.world_size} training process(es) x {self.per_device_train_batch_size} per device = "
+            f"{self.unit} completions per micro-step; default generation batch = {self.unit} x "
+            f"{spg} ({src}) = {self.default_generation_batch_size} completions."
+        )
+        if self.eval_enabled:
+            target = "num_generations_eval" if self.num_generations_eval else "num_generations"
+            text += (
+                f" Evaluation is on: per_device_eval_batch_size x processes = "
+                f"{self.per_device_eval_batch_size * self.world_size} must be divisible by {target}."
+            )
+        return text
+
+
+@dataclass(frozen=True)
+class FeasiblePair:
+    num_generations: int
+    generation_batch_size: int
+    steps_per_generation: int
+    prompts_per_generation: int
+
+    @property
+    def label(self) -> str:
+        """A categorical-safe name ("8x64"): Optuna choices cannot be tuples."""
+        return f"{self.num_generations}x{self.generation_batch_size}"
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "num_generations": self.num_generations,
+            "generation_batch_size": self.generation_batch_size,
+            "steps_per_generation": self.steps_per_generation,
+            "prompts_per_generation": self.prompts_per_generation,
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    num_generations: int
+    generation_batch_size: int | None
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "num_generations": self.num_generations,
+            "generation_batch_size": self.generation_batch_size,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class FeasibleSpace:
+    shape: BatchShape
+    feasible: tuple[FeasiblePair, ...]
+    rejected: tuple[Rejection, ...]
+    batch_searched: bool = False
+    suggestions: tuple[str, ...] = field(default=())
+
+    @property
+    def generations(self) -> tuple[int, ...]:
+        return tuple(sorted({p.num_generations for p in self.feasible}))
+
+    def pair(self, num_generations: int, generation_batch_size: int | None = None) -> FeasiblePair | None:
+        for p in self.feasible:
+            if p.num_generations == num_generations and (
+                generation_batch_size is None or p.generation_batch_size == generation_batch_size
+            ):
+                return p
+        return None
+
+    def by_label(self, label: str) -> FeasiblePair:
+        for p in self.feasible:
+            if p.label == label:
+                return p
+        raise KeyError(label)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "hardware": {
+                "world_size": self.shape.world_size,
+                "per_device_train_batch_size": self.shape.per_device_train_batch_size,
+                "gradient_accumulation_steps": self.shape.gradient_accumulation_steps,
+                "steps_per_generation": self.shape.steps_per_generation,
+                "default_generation_batch_size": self.shape.default_generation_batch_size,
+                "eval_enabled": self.shape.eval_enabled,
+                "per_device_eval_batch_size": self.shape.per_device_eval_batch_size,
+                "num_generations_eval": self.shape.num_generations_eval,
+            },
+            "batch_searched": self.batch_searched,
+            "feasible": [p.as_dict() for p in self.feasible],
+            "rejected": [r.as_dict() for r in self.rejected],
+            "suggestions": list(self.suggestions),
+        }
+
+
+def check_pair(shape: BatchShape, num_generations: int, generation_batch_size: int | None = None) -> str | None:
+    """Why TRL would reject this pair, or None when it accepts it.
+
+    `generation_batch_size=None` means "leave it to TRL" (the shape's default batch).
+    """
+    G = num_generations
+    if G < 2:
+        return f"num_generations must be at least 2 (GRPO needs a group to compare), got {G}"
+    if generation_batch_size is None:
+        gbs = shape.default_generation_batch_size
+        origin = "the default generation batch"
+    else:
+        gbs = generation_batch_size
+        origin = "generation_batch_size"
+        if gbs <= 0:
+            return f"generation_batch_size must be positive, got {gbs}"
+        if shape.steps_per_generation is not None:
+            return (
+                "generation_batch_size and steps_per_generation cannot both be set; "
+                "remove steps_per_generation from the trainer section to search generation batches"
+            )
+        if gbs % shape.unit:
+            return (
+                f"generation_batch_size {gbs} is not divisible by per_device_train_batch_size x processes = "
+                f"{shape.per_device_train_batch_size} x {shape.world_size} = {shape.unit}"
+            )
+    if gbs % G:
+        return (
+            f"{origin} {gbs} is not divisible by num_generations {G} "
+            f"(every generation round must hold whole groups)"
+        )
+    if shape.eval_enabled:
+        eval_total = shape.per_device_eval_batch_size * shape.world_size
+        target = shape.num_generations_eval or G
+        name = "num_generations_eval" if shape.num_generations_eval else "num_generations"
+        if eval_total % target:
+            return (
+                f"evaluation is on: per_device_eval_batch_size x processes = "
+                f"{shape.per_device_eval_batch_size} x {shape.world_size} = {eval_total} "
+                f"is not divisible by {name} {target}"
+            )
+    return None
+
+
+def auto_batches(shape: BatchShape, generations: Iterable[int], limit: int | None = None) -> list[int]:
+    """Every generation batch worth trying under `limit` (default: 4x the default batch).
+
+    A batch qualifies when it is a multiple of the per-micro-step unit and holds whole groups
+    for at least one of the generation sizes.
+    """
+    cap = limit or shape.default_generation_batch_size * AUTO_BATCH_FACTOR
+    out: set[int] = set()
+    for G in generations:
+        if G < 2:
+            continue
+        step = math.lcm(shape.unit, G)
+        out.update(range(step, cap + 1, step))
+    return sorted(out)
+
+
+def feasible_space(
+    shape: BatchShape,
+    generations: Sequence[int],
+    batches: Sequence[int] | str | None = None,
+    max_generation_batch_size: int | None = None,
+) -> FeasibleSpace:
+    """Split every candidate pair into feasible and rejected-with-reason.
+
+    `batches`: None keeps TRL's default batch; "auto" searches every batch that fits;
+    a list searches exactly those.
+    """
+    gens = sorted(set(int(g) for g in generations))
+    searched = batches is not None
+    if batches == "auto":
+        cands: list[int | None] = list(auto_batches(shape, [g for g in gens if g >= 2], max_generation_batch_size))
+    elif batches is None:
+        cands = [None]
+    else:
+        cands = sorted(set(int(b) for b in batches))  # type: ignore[union-attr]
+
+    feasible: list[FeasiblePair] = []
+    rejected: list[Rejection] = []
+    for G in gens:
+        if G < 2:
+            rejected.append(Rejection(G, None, check_pair(shape, G) or ""))
+            continue
+        found = False
+        for b in cands:
+            reason = check_pair(shape, G, b)
+            gbs = shape.default_generation_batch_size if b is None else b
+            if reason is None:
+                found = True
+                feasible.append(FeasiblePair(G, gbs, gbs // shape.unit, gbs // G))
+            elif batches != "auto":
+                rejected.append(Rejection(G, gbs, reason))
+        if batches == "auto" and not found:
+            rejected.append(Rejection(G, None, f"no generation batch up to the auto limit holds whole groups of {G}"))
+    suggestions = tuple(_suggest(shape, gens, cands)) if not feasible else ()
+    return FeasibleSpace(shape, tuple(feasible), tuple(rejected), searched, suggestions)
+
+
+def _suggest(shape: BatchShape, gens: Sequence[int], cands: Sequence[int | None]) -> list[str]:
+    """Nearest values that would work, for the "nothing is feasible" error."""
+    out: list[str] = []
+    for b in cands:
+        gbs = shape.default_generation_batch_size if b is None else b
+        if b is not None and gbs % shape.unit:
+            lo = (gbs // shape.unit) * shape.unit
+            near = [x for x in (lo, lo + shape.unit) if x > 0]
+            out.append(f"generation_batch_size {gbs} -> nearest multiples of {shape.unit}: {near}")
+            continue
+        ok = [G for G in range(2, gbs + 1) if check_pair(shape, G, b) is None]
+        if ok and gens:
+            target = gens[0] if len(gens) == 1 else sum(gens) / len(gens)
+            best = sorted(ok, key=lambda g: (abs(g - target), g))[:3]
+            out.append(f"with generation batch {gbs}: feasible num_generations nearest to {gens} are {sorted(best)}")
+    for G in gens:
+        if G >= 2:
+            step = math.lcm(shape.unit, G)
+            out.append(f"num_generations {G} needs generation_batch_size a multiple of {step} (lcm of {shape.unit} and {G})")
+    return out
