@@ -1,0 +1,202 @@
+"""The report page: `ReportData` + figures -> one self-contained HTML string.
+
+    python -c "from grpo_ablate import load_study; from grpo_ablate.report import render_html, data; \
+print(render_html(data.collect(load_study('studies/tiny-cpu.yaml')))[:200])"
+
+One Jinja2 template (template.html.j2) with autoescape on for everything: prompts,
+completions, failure reasons and study-file values are model or user text, so they are only
+ever inserted as escaped text; nothing is marked safe. The page also carries a
+Content-Security-Policy that allows no script and no network at all (images are data: URIs,
+styles inline), so even a missed escape could not run code or phone home.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from grpo_ablate.report.data import ArmSummary, ReportData, fmt, fmt_stat, fmt_stat_short
+from grpo_ablate.report.plots import Figure, all_figures
+
+__all__ = ["render_html", "view_model", "EXPORTS"]
+
+# Files written beside the page, with what each is for (the page links them).
+EXPORTS = {
+    "trials.csv": "one row per trial: knobs, outcome, objective values, metrics",
+    "steps.csv": "every number each trial logged, one row per optimizer step",
+    "prompts.csv": "every prompt ranked by within-group reward variance (for labelling)",
+    "summary.json": "best configuration, per-arm statistics, deltas vs baseline (read by `grpo-ablate compare`)",
+}
+
+# Columns of the configurations table beyond the objectives, most decision-relevant first.
+ARM_TABLE_METRICS = ("reward_per_hour", "final_reward", "stability_variance",
+                     "samples_per_second", "peak_memory_mb", "frac_reward_zero_std", "distinct_frac")
+DELTA_TABLE_METRICS = ("reward_per_hour", "final_reward", "stability_variance", "samples_per_second", "peak_memory_mb")
+TOP_PROMPTS = 10
+COMPLETION_CHARS = 600
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("grpo_ablate", "report"),
+        autoescape=True,  # every {{ }} is escaped; there is no `|safe` in the template
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = fmt
+    env.filters["stat"] = fmt_stat
+    env.filters["stat_short"] = fmt_stat_short
+    return env
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def setup_sections(config: Mapping[str, Any], hardware: str | None, versions: Mapping[str, Any],
+                   extra: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The resolved study file as (section, [(key, value)]) with unset keys left out."""
+    titles = [("study", "Study"), ("model", "Model"), ("data", "Data"), ("rewards", "Rewards"),
+              ("search", "Search space"), ("budget", "Budget per trial"), ("hardware", "Hardware"),
+              ("trainer", "Trainer (GRPOConfig keywords)"), ("compare", "Compare")]
+    out: list[tuple[str, list[tuple[str, str]]]] = []
+    for key, title in titles:
+        sec = config.get(key)
+        rows: list[tuple[str, str]] = []
+        if key == "hardware" and hardware:
+            rows.append(("batch shape", str(hardware)))
+        if isinstance(sec, Mapping):
+            for k, v in sec.items():
+                if v is None or v == {} or v == []:
+                    continue
+                rows.append((str(k), _value(v)))
+        elif isinstance(sec, list) and sec:
+            for item in sec:
+                if isinstance(item, Mapping):
+                    rows.append((str(item.get("name", "?")), f"weight {_value(item.get('weight', 1.0))}"))
+                else:
+                    rows.append((str(item), "weight 1"))
+        if key == "study":
+            rows += [(k, _value(v)) for k, v in extra.items()]
+        if rows:
+            out.append((title, rows))
+    if versions:
+        out.append(("Library versions", [(str(k), _value(v)) for k, v in versions.items()]))
+    return out
+
+
+def _arm_columns(data: ReportData) -> list[str]:
+    cols = [m for m, _ in data.objectives]
+    cols += [m for m in ARM_TABLE_METRICS if m not in cols and m in data.docs]
+    return cols
+
+
+def _delta_columns(data: ReportData) -> list[str]:
+    cols = [m for m, _ in data.objectives]
+    return cols + [m for m in DELTA_TABLE_METRICS if m not in cols and m in data.docs]
+
+
+def _outcomes_text(a: ArmSummary) -> str:
+    """'3 done, 1 oom': completed first, short words so the column stays narrow."""
+    order = {k: i for i, k in enumerate(("completed", "pruned", "oom", "failed", "interrupted", "running"))}
+    words = {"completed": "done"}
+    return ", ".join(f"{v} {words.get(k, k)}" for k, v in sorted(a.outcomes.items(), key=lambda kv: order.get(kv[0], 9)))
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
+    """Everything the template prints, already decided and formatted."""
+    base = next((a for a in data.arms if a.is_baseline), None)
+    best_rows = []
+    for metric, direction in data.objectives:
+        b = data.best.get(metric)
+        doc = data.docs[metric]
+        vs = None
+        if b is not None and base is not None:
+            d = data.deltas.get(b.arm.name, {}).get(metric)
+            vs = d.words if d is not None else ("this is the baseline" if b.arm.is_baseline else None)
+        best_rows.append({
+            "metric": metric, "label": doc.label, "direction": direction,
+            "arm": b.arm if b else None, "stat": b.stat if b else None, "vs": vs,
+        })
+    delta_cols = _delta_columns(data)
+    delta_rows = []
+    for a in data.arms:
+        if a.is_baseline or a.name not in data.deltas:
+            continue
+        cells = []
+        for m in delta_cols:
+            d = data.deltas[a.name].get(m)
+            if d is None or d.diff.relative is None:
+                cells.append({"text": "–", "cls": "", "title": d.words if d else ""})
+                continue
+            cls = "same" if d.better is None else ("better" if d.better else "worse")
+            if d.diff.clear:
+                cls += " clear"
+            cells.append({"text": f"{d.diff.relative * 100:+.0f}%", "cls": cls, "title": d.words})
+        delta_rows.append({"arm": a, "cells": cells})
+    primary = data.objectives[0][0] if data.objectives else None
+    delta_words = [data.deltas[a.name][primary].words for a in data.arms
+                   if primary and a.name in data.deltas and primary in data.deltas[a.name]]
+    prompts = []
+    for i, row in enumerate(data.prompts.head(TOP_PROMPTS).itertuples(index=False), start=1):
+        prompts.append({
+            "rank": i,
+            "prompt": row.prompt,
+            "var": row.mean_reward_var,
+            "max_var": row.max_reward_var,
+            "groups": row.groups,
+            "reward": row.mean_reward,
+            "distinct": row.mean_distinct_frac,
+            "completions": [_clip(c, COMPLETION_CHARS) for c in row.example_completions][:4],
+        })
+    trials = []
+    for r in data.records:
+        trials.append({
+            "r": r,
+            "vals": ", ".join(fmt(v) for v in r.values) if r.values is not None and r.outcome == "completed" else "–",
+            "reason": _clip(r.reason, 300) if r.reason else "",
+        })
+    counts = data.counts
+    extra = {"trials": ", ".join(f"{v} {k}" for k, v in counts.items() if v)}
+    if data.storage_url:
+        extra["storage"] = data.storage_url
+    return {
+        "d": data,
+        "title": f"GRPO ablation: {data.study_name}",
+        "base": base,
+        "best_rows": best_rows,
+        "delta_cols": [(m, data.docs[m].label) for m in delta_cols],
+        "delta_rows": delta_rows,
+        "delta_words": delta_words,
+        "arm_cols": [(m, data.docs[m].label, data.docs[m].higher_is_better) for m in _arm_columns(data)],
+        "arms": data.arms,
+        "outcomes_text": _outcomes_text,
+        "warnings": [w for w in data.warnings if w.severity == "warning"],
+        "notes": [w for w in data.warnings if w.severity != "warning"],
+        "setup": setup_sections(data.config, data.hardware, data.versions, extra),
+        "definitions": [(m, d.label, d.direction, d.description) for m, d in data.docs.items()],
+        "figures": list(figures),
+        "prompts": prompts,
+        "n_prompts": len(data.prompts),
+        "trials": trials,
+        "counts": counts,
+        "exports": EXPORTS,
+        "objective_names": [m for m, _ in data.objectives],
+    }
+
+
+def render_html(data: ReportData, figures: Sequence[Figure] | None = None) -> str:
+    """The whole page; figures are drawn here unless given (tests pass [] to skip matplotlib)."""
+    figs = all_figures(data) if figures is None else figures
+    return _env().get_template("template.html.j2").render(**view_model(data, figs))

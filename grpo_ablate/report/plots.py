@@ -1,0 +1,527 @@
+"""Report plots: matplotlib figures of `ReportData`, each returned as an inline PNG data URI.
+
+    python -c "from grpo_ablate import load_study; from grpo_ablate.report import data, plots; \
+print([f.id for f in plots.all_figures(data.collect(load_study('studies/tiny-cpu.yaml')))])"
+
+Rendering only: every number comes from grpo_ablate.report.data. Figures are built with the
+object-oriented API on an Agg canvas (no pyplot, no global backend switch), so a report can
+be written from any thread or process. Each plot function returns a `Figure` whose `uri` is
+None and whose `note` says why when the data cannot support the plot (one temperature, one
+objective, no completed trials...); an unexpected error in one plot becomes such a note too,
+so a half-finished study still gets its page.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib import rc_context
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import EngFormatter, FixedLocator, NullLocator
+
+from grpo_ablate.report.data import ArmSummary, ReportData, zero_spread_probability
+from grpo_ablate.report.stats import stat
+
+__all__ = ["Figure", "all_figures", "PLOTS"]
+
+# Half-width figures are drawn 4.8 in wide and shown ~480 px wide: 9 pt text stays ~12 px on
+# screen, and 150 dpi keeps them sharp on high-density laptop screens and in print.
+DPI = 150
+HALF = (4.8, 3.1)
+WIDE = 9.6
+_STYLE = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "figure.facecolor": "white",
+}
+# More configurations than this and curves are pooled by num_generations (adaptive samplers
+# propose many one-off configurations; a line each would be unreadable).
+MAX_CURVES = 8
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One plot of the report: an image, or the reason there is none."""
+
+    id: str
+    title: str
+    caption: str
+    uri: str | None = None
+    note: str | None = None
+    wide: bool = False  # spans the page width (several panels)
+
+
+def _png(fig: MplFigure) -> str:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _new(width: float = HALF[0], height: float = HALF[1], ncols: int = 1) -> tuple[MplFigure, list[Axes]]:
+    fig = MplFigure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def _palette(n: int) -> list[tuple[float, float, float, float]]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(max(n, 1))]
+
+
+def _g_colors(gs: Sequence[int]) -> dict[int, tuple[float, float, float, float]]:
+    gs = sorted(set(gs))
+    return dict(zip(gs, _palette(len(gs))))
+
+
+def _log2_g_axis(ax: Axes, gs: Sequence[int]) -> None:
+    """G doubles between arms in practice, so a log2 axis spaces them evenly."""
+    gs = sorted(set(int(g) for g in gs))
+    if not gs:
+        return
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(gs))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(g) for g in gs])
+    lo, hi = min(gs), max(gs)
+    ax.set_xlim(lo / 1.35, hi * 1.35)
+    ax.set_xlabel("num_generations (G)")
+
+
+def _label(data: ReportData, metric: str) -> str:
+    d = data.docs.get(metric)
+    if d is None:
+        return metric
+    arrow = "↑" if d.higher_is_better else "↓"
+    return f"{d.label} ({arrow} better)"
+
+
+def _done_arms(data: ReportData, metric: str | None = None) -> list[ArmSummary]:
+    arms = [a for a in data.arms if a.n > 0]
+    if metric is not None:
+        arms = [a for a in arms if a.metrics.get(metric) is not None and a.metrics[metric].mean is not None]
+    return arms
+
+
+# ---------------------------------------------------------------- learning curves
+
+
+def _curve_groups(data: ReportData) -> tuple[list[tuple[str, int, list[int]]], bool]:
+    """(legend label, G, trial numbers) per curve; pooled by G when there are too many arms."""
+    arms = _done_arms(data)
+    done = {r.number for r in data.records if r.outcome == "completed"}
+    if len(arms) <= MAX_CURVES:
+        return [(a.title, a.config.num_generations, [t for t in a.trials if t in done]) for a in arms], False
+    by_g: dict[int, list[int]] = {}
+    for a in arms:
+        by_g.setdefault(a.config.num_generations, []).extend(t for t in a.trials if t in done)
+    return [(f"G={g}", g, ts) for g, ts in sorted(by_g.items())], True
+
+
+def _smooth(y: np.ndarray) -> np.ndarray:
+    w = max(1, len(y) // 25)
+    if w == 1:
+        return y
+    return pd.Series(y).rolling(w, min_periods=1).mean().to_numpy()
+
+
+def _mean_band(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 120) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Seeds sampled onto one x grid, up to where every seed still has data."""
+    curves = [(x, y) for x, y in curves if len(x) >= 1]
+    if not curves:
+        return None
+    end = min(float(x[-1]) for x, _ in curves)
+    start = max(float(x[0]) for x, _ in curves)
+    if end <= start:
+        x, y = curves[0]
+        return x, y, y, y
+    grid = np.linspace(start, end, points)
+    ys = np.vstack([np.interp(grid, x, y) for x, y in curves])
+    return grid, ys.mean(axis=0), ys.min(axis=0), ys.max(axis=0)
+
+
+def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: str, caption: str) -> Figure:
+    steps = data.steps
+    if steps.empty or xcol not in steps or "reward" not in steps:
+        return Figure(fid, title, caption, note=f"no step metrics with {xcol} and reward were recorded")
+    groups, pooled = _curve_groups(data)
+    if not groups:
+        return Figure(fid, title, caption, note="no completed trial yet")
+    colors = _palette(len(groups))
+    fig, (ax,) = _new()
+    drawn = 0
+    scale, unit = 1.0, ""
+    if xcol == "train_seconds":
+        xmax = pd.to_numeric(steps[xcol], errors="coerce").max()
+        scale, unit = (3600.0, "h") if xmax > 3 * 3600 else (60.0, "min") if xmax > 600 else (1.0, "s")
+    for (label, _g, trials), color in zip(groups, colors):
+        curves = []
+        for t in trials:
+            s = steps[steps["trial"] == t]
+            x = pd.to_numeric(s[xcol], errors="coerce").to_numpy(dtype=float)
+            y = pd.to_numeric(s["reward"], errors="coerce").to_numpy(dtype=float)
+            ok = np.isfinite(x) & np.isfinite(y)
+            x, y = x[ok], y[ok]
+            if len(x) == 0:
+                continue
+            order = np.argsort(x, kind="stable")
+            curves.append((x[order] / scale, _smooth(y[order])))
+        mb = _mean_band(curves)
+        if mb is None:
+            continue
+        gx, mean, lo, hi = mb
+        n = len(curves)
+        ax.plot(gx, mean, color=color, lw=1.8, label=f"{label} ({n} seed{'s' if n != 1 else ''})")
+        if n > 1:
+            ax.fill_between(gx, lo, hi, color=color, alpha=0.18, lw=0)
+        drawn += 1
+    if not drawn:
+        return Figure(fid, title, caption, note="the completed trials logged no reward")
+    ax.set_xlabel(xlabel + (f" ({unit})" if unit else ""))
+    if xcol == "num_tokens":
+        ax.xaxis.set_major_formatter(EngFormatter())
+    ax.set_ylabel("reward (mean over the step's completions)")
+    ax.legend(loc="best", frameon=False)
+    if pooled:
+        caption += " Configurations are pooled by num_generations (too many for a line each)."
+    return Figure(fid, title, caption, _png(fig))
+
+
+def plot_reward_vs_time(data: ReportData) -> Figure:
+    return _reward_curves(
+        data, "train_seconds", "reward-time", "Reward vs training wall time",
+        "training wall time",
+        "Mean over seeds; the band spans the seeds' range. The curve that climbs highest soonest "
+        "buys the most reward per hour.",
+    )
+
+
+def plot_reward_vs_tokens(data: ReportData) -> Figure:
+    return _reward_curves(
+        data, "num_tokens", "reward-tokens", "Reward vs generated tokens",
+        "tokens processed",
+        "The same runs against tokens instead of time: sample efficiency, independent of how fast "
+        "the hardware generated them.",
+    )
+
+
+# ---------------------------------------------------------------- metrics vs G
+
+
+def _series(arms: Sequence[ArmSummary]) -> dict[str, list[ArmSummary]]:
+    """Arms split by what else varies (batch, temperature) so each line varies only G."""
+    keys = {(a.config.generation_batch_size, a.config.temperature) for a in arms}
+    bs = {k[0] for k in keys}
+    ts = {k[1] for k in keys}
+    out: dict[str, list[ArmSummary]] = {}
+    for a in sorted(arms, key=lambda a: a.config):
+        parts = []
+        if len(bs) > 1:
+            parts.append(f"batch {a.config.generation_batch_size}")
+        if len(ts) > 1:
+            parts.append(f"T={a.config.temperature:g}")
+        out.setdefault(", ".join(parts) or "all", []).append(a)
+    return out
+
+
+def _metric_vs_g(data: ReportData, metric: str, fid: str, title: str, caption: str) -> Figure:
+    arms = _done_arms(data, metric)
+    if not arms:
+        return Figure(fid, title, caption, note=f"no completed trial recorded {metric}")
+    series = _series(arms)
+    colors = _palette(len(series))
+    fig, (ax,) = _new()
+    k = len(series)
+    for i, ((name, sarms), color) in enumerate(zip(series.items(), colors)):
+        shift = 1.04 ** (i - (k - 1) / 2)  # side by side on the log axis
+        xs = [a.config.num_generations * shift for a in sarms]
+        ms = [a.metrics[metric].mean for a in sarms]
+        errs = [a.metrics[metric].half_width or 0.0 for a in sarms]
+        ax.errorbar(xs, ms, yerr=errs, color=color, marker="o", ms=5, capsize=3, lw=1.4,
+                    label=None if name == "all" else name)
+        for x, a in zip(xs, sarms):
+            vals = a.metrics[metric].values
+            if len(vals) > 1:
+                ax.scatter([x] * len(vals), vals, color=color, s=9, alpha=0.45, zorder=3, lw=0)
+    _log2_g_axis(ax, [a.config.num_generations for a in arms])
+    ax.set_ylabel(_label(data, metric))
+    if k > 1:
+        ax.legend(frameon=False)
+    return Figure(fid, title, caption, _png(fig))
+
+
+def plot_reward_per_hour(data: ReportData) -> Figure:
+    return _metric_vs_g(
+        data, "reward_per_hour", "reward-per-hour", "Reward per hour vs num_generations",
+        "Mean over seeds with 95% intervals (error bars; none for a single seed); dots are single seeds. "
+        "The headline trade-off: bigger groups give a better signal per prompt but cost time.",
+    )
+
+
+def plot_stability(data: ReportData) -> Figure:
+    return _metric_vs_g(
+        data, "stability_variance", "stability", "Training stability vs num_generations",
+        "How much the reward curve fluctuates around its trend (lower is steadier). Small groups "
+        "estimate the advantage from few samples, so they are expected to be noisier.",
+    )
+
+
+def plot_throughput_memory(data: ReportData) -> Figure:
+    fid, title = "throughput-memory", "Throughput and peak memory vs num_generations and generation batch"
+    caption = ("Completions per second and peak memory, one line per generation batch size (mean over "
+               "completed trials). Memory grows with the generation batch; throughput with parallelism.")
+    done = [r for r in data.records if r.outcome == "completed" and r.config is not None]
+    if not done:
+        return Figure(fid, title, caption, note="no completed trial yet")
+    fig, axes = _new(width=WIDE, height=3.4, ncols=2)
+    batches = sorted({r.config.generation_batch_size for r in done})  # type: ignore[union-attr]
+    colors = dict(zip(batches, _palette(len(batches))))
+    any_drawn = False
+    for ax, metric in zip(axes, ("samples_per_second", "peak_memory_mb")):
+        for b in batches:
+            pts = []
+            for g in sorted({r.config.num_generations for r in done if r.config.generation_batch_size == b}):  # type: ignore[union-attr]
+                s = stat(r.metrics.get(metric) for r in done
+                         if r.config.num_generations == g and r.config.generation_batch_size == b)  # type: ignore[union-attr]
+                if s.mean is not None:
+                    pts.append((g, s.mean, s.half_width or 0.0))
+            if pts:
+                any_drawn = True
+                ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o",
+                            ms=5, capsize=3, color=colors[b], label=f"batch {b}")
+        _log2_g_axis(ax, [r.config.num_generations for r in done])  # type: ignore[union-attr]
+        ax.set_ylabel(_label(data, metric))
+        if metric == "peak_memory_mb":
+            ax.set_ylim(bottom=0)
+        ax.legend(frameon=False, title="generation batch" if len(batches) > 1 else None)
+    if not any_drawn:
+        return Figure(fid, title, caption, note="no trial recorded samples_per_second or peak_memory_mb", wide=True)
+    return Figure(fid, title, caption, _png(fig), wide=True)
+
+
+def plot_temperature_heatmap(data: ReportData) -> Figure:
+    fid, title = "heatmap", "Temperature x num_generations"
+    metric, direction = data.objectives[0] if data.objectives else ("reward_per_hour", "maximize")
+    caption = (f"Mean {data.docs[metric].label if metric in data.docs else metric} over completed trials in each cell "
+               f"(pooled over seeds and generation batches); brighter is better. Higher G usually wants a "
+               f"higher temperature, or its completions repeat each other.")
+    done = [r for r in data.records if r.outcome == "completed" and r.config is not None
+            and r.metrics.get(metric) is not None]
+    gs = sorted({r.config.num_generations for r in done})  # type: ignore[union-attr]
+    temps = sorted({r.config.temperature for r in done})  # type: ignore[union-attr]
+    if len(temps) < 2:
+        return Figure(fid, title, caption, note="only one temperature was run: no heatmap to draw")
+    # continuous temperatures (adaptive samplers): bin them so cells hold several trials
+    if len(temps) > 8:
+        edges = np.linspace(temps[0], temps[-1], 7)
+        labels = [f"{edges[i]:.2f}–{edges[i + 1]:.2f}" for i in range(6)]
+
+        def row_of(t: float) -> int:
+            return int(min(5, np.searchsorted(edges, t, side="right") - 1))
+    else:
+        labels = [f"{t:g}" for t in temps]
+
+        def row_of(t: float) -> int:
+            return temps.index(t)
+    grid = np.full((len(labels), len(gs)), np.nan)
+    counts = np.zeros_like(grid, dtype=int)
+    cells: dict[tuple[int, int], list[float]] = {}
+    for r in done:
+        cells.setdefault((row_of(r.config.temperature), gs.index(r.config.num_generations)), []).append(  # type: ignore[union-attr]
+            r.metrics[metric])  # type: ignore[arg-type]
+    for (i, j), vals in cells.items():
+        grid[i, j] = float(np.mean(vals))
+        counts[i, j] = len(vals)
+    fig, (ax,) = _new(height=max(2.6, 0.5 * len(labels) + 1.4))
+    cmap = "viridis" if direction == "maximize" else "viridis_r"
+    masked = np.ma.masked_invalid(grid)
+    im = ax.imshow(masked, cmap=cmap, aspect="auto", origin="lower")
+    ax.grid(False)
+    ax.set_xticks(range(len(gs)), [str(g) for g in gs])
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_xlabel("num_generations (G)")
+    ax.set_ylabel("temperature")
+    finite_vals = grid[np.isfinite(grid)]
+    mid = float(np.nanmean(finite_vals)) if finite_vals.size else 0.0
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            if np.isfinite(grid[i, j]):
+                bright = (grid[i, j] > mid) == (direction == "maximize")
+                ax.text(j, i, f"{grid[i, j]:.3g}\n(n={counts[i, j]})", ha="center", va="center", fontsize=7.5,
+                        color="black" if bright else "white")
+    fig.colorbar(im, ax=ax, label=_label(data, metric), shrink=0.9)
+    return Figure(fid, title, caption, _png(fig))
+
+
+def plot_pareto(data: ReportData) -> Figure:
+    fid, title = "pareto", "Pareto front"
+    caption = ("Each completed trial on the first two objectives; ringed points are not beaten on both at once. "
+               "Pick from the ring by what matters more to you.")
+    if len(data.objectives) < 2:
+        return Figure(fid, title, caption, note="single-objective study: no Pareto front")
+    (m1, _), (m2, _) = data.objectives[:2]
+    done = [r for r in data.records if r.outcome == "completed" and r.values is not None and len(r.values) >= 2
+            and r.config is not None]
+    if not done:
+        return Figure(fid, title, caption, note="no completed trial yet")
+    colors = _g_colors([r.config.num_generations for r in done])  # type: ignore[union-attr]
+    fig, (ax,) = _new(height=3.4)
+    for g, color in colors.items():
+        pts = [r for r in done if r.config.num_generations == g]  # type: ignore[union-attr]
+        ax.scatter([r.values[0] for r in pts], [r.values[1] for r in pts], color=color, s=30, label=f"G={g}", zorder=3)  # type: ignore[index]
+    front = sorted((r for r in done if r.number in data.pareto), key=lambda r: r.values[0])  # type: ignore[index]
+    if front:
+        ax.scatter([r.values[0] for r in front], [r.values[1] for r in front], s=110, facecolors="none",  # type: ignore[index]
+                   edgecolors="black", lw=1.2, zorder=4, label="Pareto front")
+        ax.plot([r.values[0] for r in front], [r.values[1] for r in front], color="black", lw=0.8, ls="--")  # type: ignore[index]
+    ax.set_xlabel(_label(data, m1))
+    ax.set_ylabel(_label(data, m2))
+    ax.legend(frameon=False, fontsize=7.5)
+    if len(data.objectives) > 2:
+        caption += " Only the first two of the study's objectives are drawn."
+    return Figure(fid, title, caption, _png(fig))
+
+
+def plot_importances(data: ReportData) -> Figure:
+    fid, title = "importance", "Parameter importances"
+    caption = ("Share of each objective's variation explained by each parameter (Optuna's default evaluator, over "
+               "completed trials). A large share for seed means seeds matter as much as the knobs: add seeds.")
+    if not data.importances:
+        return Figure(fid, title, caption, note=data.importance_note or "not enough completed trials")
+    metrics = list(data.importances)
+    wide = len(metrics) > 1
+    fig, axes = _new(width=WIDE if wide else HALF[0],
+                     height=max(2.0, 0.4 * max(len(v) for v in data.importances.values()) + 1.1), ncols=len(metrics))
+    for ax, metric in zip(axes, metrics):
+        imp = data.importances[metric]
+        names = list(imp)[::-1]
+        ax.barh(names, [imp[n] for n in names], color="#4c72b0")
+        ax.set_xlim(0, 1)
+        ax.set_title(data.docs[metric].label if metric in data.docs else metric)
+        ax.set_xlabel("importance")
+        ax.grid(axis="y", visible=False)
+    return Figure(fid, title, caption, _png(fig), wide=wide)
+
+
+def plot_history(data: ReportData) -> Figure:
+    fid, title = "history", "Optimisation history"
+    caption = ("Each objective per trial in the order they ran, with the best so far; crosses at the bottom mark "
+               "trials that produced no result (pruned, out of memory, failed).")
+    if not data.records:
+        return Figure(fid, title, caption, note="the study has no trials yet")
+    k = max(1, len(data.objectives))
+    fig, axes = _new(width=WIDE if k > 1 else HALF[0], height=3.2, ncols=k)
+    gs = [r.config.num_generations for r in data.records if r.config is not None]
+    colors = _g_colors(gs)
+    drawn = False
+    for i, (ax, (metric, direction)) in enumerate(zip(axes, data.objectives)):
+        done = [r for r in data.records if r.outcome == "completed" and r.values is not None and i < len(r.values)]
+        for g, color in colors.items():
+            pts = [r for r in done if r.config is not None and r.config.num_generations == g]
+            if pts:
+                ax.scatter([r.number for r in pts], [r.values[i] for r in pts], color=color, s=22, label=f"G={g}", zorder=3)  # type: ignore[index]
+        if done:
+            drawn = True
+            best, xs, ys = None, [], []
+            for r in done:
+                v = r.values[i]  # type: ignore[index]
+                best = v if best is None or (v > best if direction == "maximize" else v < best) else best
+                xs.append(r.number)
+                ys.append(best)
+            ax.step(xs, ys, where="post", color="#d62728", lw=1.2, label="best so far")
+        bad = [r for r in data.records if r.outcome in ("pruned", "oom", "failed", "interrupted")]
+        if bad:
+            ax.scatter([r.number for r in bad], [0.02] * len(bad), transform=ax.get_xaxis_transform(), marker="x",
+                       color="#555555", s=22, label="no result", zorder=4)
+        numbers = [r.number for r in data.records]
+        ax.set_xlim(min(numbers) - 0.6, max(numbers) + 0.6)
+        ax.set_xlabel("trial")
+        ax.set_ylabel(_label(data, metric))
+        ax.legend(frameon=False, fontsize=7, loc="best")
+    if not drawn:
+        return Figure(fid, title, caption, note="no completed trial yet")
+    return Figure(fid, title, caption, _png(fig), wide=k > 1)
+
+
+def plot_zero_spread(data: ReportData) -> Figure:
+    fid, title = "zero-spread", "Groups without reward spread vs num_generations"
+    caption = ("Measured share of groups whose completions all scored the same (TRL's frac_reward_zero_std; mean "
+               "and 95% interval over trials), against p^G + (1-p)^G, the share a binary reward with success "
+               "rate p would give if every prompt were equally hard. Real prompts differ in difficulty, so the "
+               "measured share usually sits above the curve.")
+    arms = [a for a in data.arms if a.metrics.get("frac_reward_zero_std") is not None
+            and a.metrics["frac_reward_zero_std"].mean is not None]
+    if not arms:
+        return Figure(fid, title, caption, note="no trial logged frac_reward_zero_std")
+    series = _series(arms)
+    colors = _palette(len(series) + 1)
+    fig, (ax,) = _new()
+    k = len(series)
+    for i, ((name, sarms), color) in enumerate(zip(series.items(), colors[1:])):
+        shift = 1.04 ** (i - (k - 1) / 2)
+        ax.errorbar([a.config.num_generations * shift for a in sarms],
+                    [a.metrics["frac_reward_zero_std"].mean for a in sarms],
+                    yerr=[a.metrics["frac_reward_zero_std"].half_width or 0.0 for a in sarms],
+                    marker="o", ms=5, capsize=3, lw=0, elinewidth=1.2, color=color,
+                    label="measured" if name == "all" else f"measured, {name}")
+    gs = [a.config.num_generations for a in arms]
+    p = data.success_p
+    if p is not None and data.success_p_unit:
+        grid = np.geomspace(min(gs) / 1.3, max(gs) * 1.3, 200)
+        ax.plot(grid, [zero_spread_probability(p, float(g)) for g in grid], color="black", lw=1.2, ls="--",  # type: ignore[arg-type]
+                label=f"p^G + (1-p)^G, p = {p:.2f}")
+    else:
+        caption += (" The curve is left out: the rewards are not in [0, 1], so they are not a success rate."
+                    if p is not None else " The curve is left out: no reward was recorded.")
+    _log2_g_axis(ax, gs)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("share of groups with zero reward spread")
+    ax.legend(frameon=False)
+    return Figure(fid, title, caption, _png(fig))
+
+
+PLOTS: tuple[Callable[[ReportData], Figure], ...] = (
+    plot_reward_vs_time,
+    plot_reward_vs_tokens,
+    plot_reward_per_hour,
+    plot_stability,
+    plot_throughput_memory,
+    plot_zero_spread,
+    plot_temperature_heatmap,
+    plot_pareto,
+    plot_importances,
+    plot_history,
+)
+
+
+def _fallback(fn: Callable[[ReportData], Figure]) -> tuple[str, str]:
+    name = fn.__name__.removeprefix("plot_").replace("_", "-")
+    return name, name.replace("-", " ").capitalize()
+
+
+def all_figures(data: ReportData, plots: Sequence[Callable[[ReportData], Figure]] = PLOTS) -> list[Figure]:
+    """Every plot, in report order; a plot that raises becomes a note, not a missing report."""
+    out = []
+    with rc_context(_STYLE):
+        for fn in plots:
+            try:
+                out.append(fn(data))
+            except Exception as e:  # noqa: BLE001 - one bad plot must not cost the whole page
+                fid, title = _fallback(fn)
+                out.append(Figure(fid, title, "", note=f"could not be drawn ({type(e).__name__}: {e})"))
+    return out
