@@ -1022,32 +1022,19 @@ def build_report_data(
     )
 
 
-def open_storage(url: str) -> "optuna.storages.BaseStorage":
-    """The project's opener when present; a private fallback keeps the report independent of it."""
-    try:
-        from grpo_ablate.storage import open_storage as project_open  # type: ignore[import-not-found]
-    except ImportError:
-        project_open = None
-    if project_open is not None:
-        return project_open(url)
-    import optuna
-
-    if "://" in url:
-        return optuna.storages.RDBStorage(url)
-    from optuna.storages.journal import JournalFileBackend
-
-    return optuna.storages.JournalStorage(JournalFileBackend(url))
-
-
 def load_trials(storage_url: str, study_name: str) -> tuple[dict[str, Any], list["FrozenTrial"]]:
     """The study's user attrs and trials; a StudyError naming the fix when there is no such study."""
     import optuna
 
     from grpo_ablate.config import Problem, StudyError
+    from grpo_ablate.storage import is_rdb_url, open_storage
 
-    if "://" not in storage_url and not os.path.exists(storage_url):
+    # opening creates a missing journal/SQLite file; a report must not conjure an empty study
+    local = storage_url[len("sqlite:///"):] if storage_url.startswith("sqlite:///") else (
+        None if is_rdb_url(storage_url) else storage_url.removeprefix("journal:"))
+    if local is not None and not os.path.exists(local):
         raise StudyError([Problem(path="study.storage", message=(
-            f"no study journal at {storage_url}: run `grpo-ablate run` on this study first"))])
+            f"no study at {local}: run `grpo-ablate run` on this study first"))])
     storage = open_storage(storage_url)
     try:
         st = optuna.load_study(study_name=study_name, storage=storage)

@@ -1,0 +1,168 @@
+"""A small, real Optuna journal study shaped exactly like `grpo-ablate run` leaves one.
+
+The numbers are chosen by hand so the report tests can assert exact values: every arm's
+reward_per_hour is a short list whose mean and t-interval are easy to check on paper.
+Trial folders hold real-shaped metrics.jsonl / groups.jsonl / result.json files, including
+model text that tries to inject markup.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState, create_trial
+
+XSS = "<script>alert(1)</script>"
+STUDY_NAME = "fixture-ablation"
+
+# arm -> (G, B, T, {seed: (outcome, reward_per_hour)})
+ARMS: dict[str, tuple[int, int, float, dict[int, tuple[str, float | None]]]] = {
+    "baseline": (8, 16, 1.0, {0: ("completed", 1.0), 1: ("completed", 2.0), 2: ("completed", 3.0)}),
+    "num_generations=4": (4, 16, 1.0, {0: ("completed", 4.0), 1: ("completed", 5.0), 2: ("completed", 6.0)}),
+    "num_generations=16": (16, 16, 1.0, {0: ("completed", 1.5), 1: ("oom", None), 2: ("pruned", None)}),
+    "temperature=0.3": (8, 16, 0.3, {0: ("completed", 2.0), 1: ("completed", 2.0), 2: ("failed", None)}),
+}
+# per arm: (frac_reward_zero_std, completions_clipped_ratio, distinct_frac) of every step/group
+DIAG = {
+    "baseline": (0.25, 0.10, 1.0),
+    "num_generations=4": (0.75, 0.10, 1.0),  # zero-spread warning
+    "num_generations=16": (0.10, 0.80, 0.9),  # truncated warning
+    "temperature=0.3": (0.30, 0.05, 0.25),  # near-duplicate warning
+}
+STEPS = 10
+PROMPTS = ["What is 2+2?", f"{XSS} Say hi", "Name a prime."]
+# within-group reward variance per prompt (same in every trial): the XSS prompt ranks first
+PROMPT_VAR = {PROMPTS[0]: 0.05, PROMPTS[1]: 0.25, PROMPTS[2]: 0.15}
+PROMPT_MEAN = {PROMPTS[0]: 0.9, PROMPTS[1]: 0.5, PROMPTS[2]: 0.2}
+
+
+def step_rows(g: int, seed: int, clipped: float, zero: float) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(1, STEPS + 1):
+        row: dict[str, Any] = {
+            "step": i,
+            "train_seconds": float(i * g),  # bigger groups take longer per step
+            "num_tokens": i * g * 100,
+            "step_time": float(g),
+            "completions": i * 16,
+            "completions_mean_length": 12.0,
+            "completions_clipped_ratio": clipped,
+            "entropy": 1.0,
+            "loss": 0.01,
+            "grad_norm": 0.5,
+            "learning_rate": 1e-5,
+            "peak_memory_mb": 100.0 * g,
+        }
+        if not (g == 16 and i % 3 == 0):  # some steps log no reward keys (steps_per_generation > 1)
+            row.update({
+                "reward": 0.1 + 0.04 * i + 0.01 * seed,
+                "reward_std": 0.2,
+                "frac_reward_zero_std": zero,
+                "rewards/count_char/mean": 0.1 + 0.04 * i,
+            })
+        rows.append(row)
+    return rows
+
+
+def group_rows(g: int, distinct: float) -> list[dict[str, Any]]:
+    rows = []
+    for step in (1, 2):
+        for p in PROMPTS:
+            rows.append({
+                "step": step,
+                "prompt": p,
+                "num_generations": g,
+                "reward_mean": PROMPT_MEAN[p],
+                "reward_var": PROMPT_VAR[p],
+                "distinct_frac": distinct,
+                "completions": [f"answer {XSS} one", "answer two", "answer three", "answer four"][: min(4, g)],
+            })
+    return rows
+
+
+def make_study(root: Path, objectives: tuple[tuple[str, str], ...] = (("reward_per_hour", "maximize"),),
+               corrupt_last_line: bool = False) -> tuple[str, Path]:
+    """Build the study under root; returns (storage path, output_dir)."""
+    out = root / "run"
+    (out / "trials").mkdir(parents=True)
+    storage_path = str(out / "study.journal")
+    storage = JournalStorage(JournalFileBackend(storage_path))
+    study = optuna.create_study(study_name=STUDY_NAME, storage=storage,
+                                directions=[d for _, d in objectives])
+    study.set_user_attr("config", {
+        "study": {"name": STUDY_NAME, "sampler": "ablation", "seeds": [0, 1, 2]},
+        "model": {"name_or_path": f"builtin:tiny {XSS}"},
+        "data": {"task": "count_char", "num_prompts": 64},
+        "rewards": [{"name": "count_char", "weight": 1.0}],
+        "trainer": {"learning_rate": 1e-5, "max_completion_length": 16},
+        "budget": {"max_steps": STEPS},
+        "search": {"num_generations": [4, 8, 16], "temperature": [0.3, 1.0]},
+    })
+    study.set_user_attr("versions", {"python": "3.11", "torch": "2.13.0", "trl": "1.16.0",
+                                     "transformers": "5.2.0", "optuna": "5.0.0", "grpo_ablate": "0.1.0"})
+    study.set_user_attr("baseline", {"num_generations": 8, "generation_batch_size": 16, "temperature": 1.0})
+    study.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in objectives])
+    study.set_user_attr("hardware", "1 training process(es) x 8 per device = 8 completions per micro-step")
+    dists = {
+        "num_generations": CategoricalDistribution([4, 8, 16]),
+        "temperature": CategoricalDistribution([0.3, 1.0]),
+        "seed": CategoricalDistribution([0, 1, 2]),
+    }
+    number = 0
+    for seed in (0, 1, 2):  # seed by seed, as the ablation plan runs them
+        for arm, (g, b, t, by_seed) in ARMS.items():
+            outcome, rph = by_seed[seed]
+            tdir = out / "trials" / str(number)
+            tdir.mkdir()
+            zero, clipped, distinct = DIAG[arm]
+            attrs: dict[str, Any] = {
+                "num_generations": g, "generation_batch_size": b, "temperature": t, "seed": seed,
+                "arm": arm, "trial_dir": str(tdir), "outcome": outcome,
+            }
+            if outcome in ("completed", "pruned"):
+                steps = step_rows(g, seed, clipped, zero)
+                text = "".join(json.dumps(r) + "\n" for r in steps)
+                if corrupt_last_line and number == 0:
+                    text += '{"step": 11, "rew'  # a trial killed mid-write
+                (tdir / "metrics.jsonl").write_text(text)
+                (tdir / "groups.jsonl").write_text("".join(json.dumps(r) + "\n" for r in group_rows(g, distinct)))
+            if outcome == "completed":
+                attrs.update({
+                    "reward_per_hour": rph, "final_reward": 0.5 + 0.1 * seed, "start_reward": 0.1,
+                    "reward_gain": 0.4 + 0.1 * seed, "stability_variance": 0.001 * g,
+                    "samples_per_second": 16.0 / g * 10, "tokens_per_second": 1000.0,
+                    "reward_per_million_tokens": 10.0, "peak_memory_mb": 100.0 * g,
+                    "train_seconds": 10.0 * g, "load_seconds": 2.0,
+                })
+            elif outcome == "oom":
+                attrs["reason"] = "CUDA out of memory. Tried to allocate 2.00 GiB"
+            elif outcome == "failed":
+                attrs["reason"] = f"RuntimeError: reward function crashed {XSS}"
+            elif outcome == "pruned":
+                attrs["reason"] = "pruned at step 5 by the median pruner"
+            (tdir / "result.json").write_text(json.dumps({"outcome": outcome, "reason": attrs.get("reason")}))
+            params = {"num_generations": g, "temperature": t, "seed": seed}
+            values = None
+            constraints = None
+            state = TrialState.COMPLETE
+            if outcome == "completed":
+                values = [attrs[m] for m, _ in objectives]
+                constraints = {"oom": 0.0}
+            elif outcome == "oom":
+                values = [0.0 if d == "maximize" else 1e9 for _, d in objectives]
+                constraints = {"oom": 1.0}
+            elif outcome == "pruned":
+                state = TrialState.PRUNED
+            else:
+                state = TrialState.FAIL
+            ft = create_trial(state=state, params=params, distributions=dists, values=values,
+                              user_attrs=attrs, constraints=constraints)
+            study.add_trial(ft)
+            number += 1
+    return storage_path, out
