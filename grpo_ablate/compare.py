@@ -1,0 +1,271 @@
+"""Compare two studies arm by arm; a non-zero exit when a tracked metric got worse (nightly CI).
+
+    grpo-ablate compare runs/last-night/summary.json runs/tonight/summary.json --tolerance reward_per_hour=0.1
+    grpo-ablate compare accepted/summary.json studies/nightly.yaml --json
+
+A and B are each a summary.json (written beside every report), a run folder holding one, or a
+study YAML: its output_dir's summary.json, or, when the report was never written, a summary
+computed from the study's storage on the spot.
+
+What is tracked, and how much worse is allowed (relative to A's mean, 0.1 = 10%):
+1. `compare.tolerances` of A's study file, overridden by B's (when they are study files);
+2. overridden by `--tolerance metric=fraction` (also `metric=10%`);
+3. if none of these names a metric, the study's objectives (B's, else A's) at 10%: a
+   nightly run should at least not lose ground on what the study optimises, and 10% is
+   about the seed-to-seed spread of short GRPO runs.
+
+Arms are matched on their configuration (num_generations, generation batch, temperature),
+not their names, so two studies with different baselines still line up. For each tracked
+metric and each arm A completed: worse beyond tolerance in the metric's own direction, or
+no completed trial in B at all, is a regression. Arms only in B are listed as new.
+
+Exit codes: 0 no regression, 1 regression, 2 bad input (unreadable file, bad tolerance,
+unknown metric, nothing in common).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TextIO
+
+__all__ = ["compare_main", "compare_summaries", "load_summary", "parse_tolerances", "Row", "CompareError",
+           "DEFAULT_TOLERANCE"]
+
+DEFAULT_TOLERANCE = 0.10
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
+
+
+class CompareError(Exception):
+    """Bad input: says what was given and what would work."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One side of the comparison: its summary and, for study files, their tolerances."""
+
+    label: str
+    summary: dict[str, Any]
+    tolerances: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Row:
+    arm: str
+    key: str
+    metric: str
+    direction: str
+    a: float | None
+    b: float | None
+    change: float | None  # relative change of the mean, (b - a) / |a|
+    worsening: float | None  # how much worse in the metric's direction (negative: better)
+    tolerance: float
+    status: str  # ok | better | REGRESSION | missing | new
+
+
+def parse_tolerances(items: Sequence[str]) -> dict[str, float]:
+    """'metric=0.1' or 'metric=10%' -> {metric: 0.1}."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name, text = name.strip(), text.strip()
+        if not sep or not name or not text:
+            raise CompareError(f"--tolerance expects METRIC=FRACTION (e.g. reward_per_hour=0.1), got {item!r}")
+        try:
+            value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            raise CompareError(f"--tolerance {name}: {text!r} is not a number (e.g. 0.1 or 10%)") from None
+        if not math.isfinite(value) or value < 0:
+            raise CompareError(f"--tolerance {name}: must be a fraction >= 0, got {text}")
+        out[name] = value
+    return out
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CompareError(f"not found: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CompareError(f"cannot read {path} as JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
+        raise CompareError(f"{path} is not a grpo-ablate summary.json (no 'arms' list)")
+    return data
+
+
+def load_summary(spec: str) -> Source:
+    """A summary.json, a run folder with one, or a study YAML (see the module docstring)."""
+    p = Path(spec)
+    if p.is_dir():
+        return Source(str(p), _read_json(p / "summary.json"), {})
+    if p.suffix.lower() in (".yaml", ".yml"):
+        from grpo_ablate.config import StudyError, load_study
+
+        try:
+            study = load_study(p)
+        except StudyError as e:
+            raise CompareError(str(e)) from None
+        tolerances = dict(study.file.compare.tolerances)
+        summary_path = study.output_dir / "summary.json"
+        if summary_path.exists():
+            return Source(str(p), _read_json(summary_path), tolerances)
+        from grpo_ablate.report.data import collect, summary_dict
+
+        try:
+            return Source(str(p), summary_dict(collect(study)), tolerances)
+        except StudyError as e:
+            raise CompareError(f"{p}: no summary.json in {study.output_dir} and {e}") from None
+    if not p.exists():
+        raise CompareError(f"not found: {p} (expected a summary.json, a run folder or a study YAML)")
+    return Source(str(p), _read_json(p), {})
+
+
+def _key(arm: Mapping[str, Any]) -> str:
+    if arm.get("key"):
+        return str(arm["key"])
+    return f"G{arm.get('num_generations')}xB{arm.get('generation_batch_size')}|T{float(arm.get('temperature', 0)):g}"
+
+
+def _mean(arm: Mapping[str, Any] | None, metric: str) -> float | None:
+    if arm is None:
+        return None
+    m = (arm.get("metrics") or {}).get(metric)
+    v = m.get("mean") if isinstance(m, Mapping) else None
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def _direction(metric: str, *summaries: Mapping[str, Any]) -> str:
+    for s in summaries:
+        info = (s.get("metrics") or {}).get(metric)
+        if isinstance(info, Mapping) and info.get("direction") in ("maximize", "minimize"):
+            return str(info["direction"])
+        for o in s.get("objectives") or []:
+            if isinstance(o, Mapping) and o.get("metric") == metric and o.get("direction"):
+                return str(o["direction"])
+    from grpo_ablate.report.data import metric_docs
+
+    return metric_docs([metric])[metric].direction
+
+
+def tracked_tolerances(a: Source, b: Source, cli: Mapping[str, float]) -> dict[str, float]:
+    """A's file, then B's file, then the command line; the objectives at 10% when none is set."""
+    tol = {**a.tolerances, **b.tolerances, **cli}
+    if tol:
+        return tol
+    for s in (b.summary, a.summary):
+        objs = [o.get("metric") for o in s.get("objectives") or [] if isinstance(o, Mapping) and o.get("metric")]
+        if objs:
+            return {str(m): DEFAULT_TOLERANCE for m in objs}
+    return {"reward_per_hour": DEFAULT_TOLERANCE}
+
+
+def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], tolerances: Mapping[str, float]) -> list[Row]:
+    """Every (arm, tracked metric) pair, judged; pure, so tests assert on the rows."""
+    a_arms = {_key(x): x for x in a.get("arms") or []}
+    b_arms = {_key(x): x for x in b.get("arms") or []}
+    known = {m for arms in (a_arms, b_arms) for x in arms.values() for m in (x.get("metrics") or {})}
+    unknown = sorted(set(tolerances) - known)
+    if unknown:
+        raise CompareError(f"unknown metric(s) {unknown}: the summaries have {sorted(known)}")
+    if not set(a_arms) & set(b_arms):
+        raise CompareError(f"nothing to compare: the two studies share no configuration "
+                           f"(A has {sorted(a_arms)}, B has {sorted(b_arms)})")
+    rows: list[Row] = []
+    for metric, tol in tolerances.items():
+        direction = _direction(metric, b, a)
+        sign = 1.0 if direction == "maximize" else -1.0
+        for key, arm_a in a_arms.items():
+            va = _mean(arm_a, metric)
+            if va is None:
+                continue  # A never measured it: nothing to regress from
+            arm_b = b_arms.get(key)
+            vb = _mean(arm_b, metric)
+            name = str(arm_a.get("arm") or key)
+            if vb is None:
+                rows.append(Row(name, key, metric, direction, va, None, None, None, tol, "missing"))
+                continue
+            if va != 0:
+                change = (vb - va) / abs(va)
+                worsening = -sign * change
+            else:
+                change = None
+                worsening = 0.0 if vb == va else (-math.inf if sign * vb > 0 else math.inf)
+            if worsening > tol + 1e-12:
+                status = "REGRESSION"
+            elif worsening < 0:
+                status = "better"
+            else:
+                status = "ok"
+            rows.append(Row(name, key, metric, direction, va, vb, change, worsening, tol, status))
+        for key, arm_b in b_arms.items():
+            if key not in a_arms and _mean(arm_b, metric) is not None:
+                rows.append(Row(str(arm_b.get("arm") or key), key, metric, direction, None, _mean(arm_b, metric),
+                                None, None, tol, "new"))
+    return rows
+
+
+def _is_regression(r: Row) -> bool:
+    return r.status in ("REGRESSION", "missing")
+
+
+def _fmt(x: float | None) -> str:
+    from grpo_ablate.report.data import fmt
+
+    return fmt(x)
+
+
+def print_table(rows: Sequence[Row], a: Source, b: Source, out: TextIO) -> None:
+    head = ("arm", "metric", "A", "B", "change", "allowed worse", "status")
+    body = []
+    for r in rows:
+        change = "–" if r.change is None else f"{r.change * 100:+.1f}%"
+        arrow = "↑" if r.direction == "maximize" else "↓"
+        status = "no completed trial in B" if r.status == "missing" else r.status
+        body.append((r.arm, f"{r.metric} {arrow}", _fmt(r.a), _fmt(r.b), change, f"{r.tolerance * 100:g}%", status))
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    print(f"A: {a.label} ({a.summary.get('study', '?')})", file=out)
+    print(f"B: {b.label} ({b.summary.get('study', '?')})", file=out)
+    for line in (head, tuple("-" * w for w in widths), *body):
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip(), file=out)
+    for metric, ba in (a.summary.get("best") or {}).items():
+        bb = (b.summary.get("best") or {}).get(metric)
+        if isinstance(ba, Mapping) and isinstance(bb, Mapping) and ba.get("params") != bb.get("params"):
+            print(f"note: the best configuration for {metric} changed: {ba.get('params')} -> {bb.get('params')}", file=out)
+
+
+def compare_main(a: str, b: str, tolerances: list[str], as_json: bool = False,
+                 out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The `grpo-ablate compare` command; returns its exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        cli = parse_tolerances(tolerances)
+        sa, sb = load_summary(a), load_summary(b)
+        tol = tracked_tolerances(sa, sb, cli)
+        rows = compare_summaries(sa.summary, sb.summary, tol)
+    except CompareError as e:
+        print(f"grpo-ablate compare: {e}", file=err)
+        return EXIT_USAGE
+    regressions = [r for r in rows if _is_regression(r)]
+    if as_json:
+        payload = {
+            "ok": not regressions,
+            "a": sa.label,
+            "b": sb.label,
+            "tolerances": tol,
+            "regressions": len(regressions),
+            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(r).items()}
+                     for r in rows],
+        }
+        print(json.dumps(payload, indent=2), file=out)
+    else:
+        print_table(rows, sa, sb, out)
+        checked = sum(1 for r in rows if r.status != "new")
+        if regressions:
+            print(f"compare: {len(regressions)} regression(s) beyond tolerance in {checked} check(s)", file=out)
+        else:
+            print(f"compare: no regression in {checked} check(s)", file=out)
+    return EXIT_REGRESSION if regressions else EXIT_OK

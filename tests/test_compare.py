@@ -1,0 +1,155 @@
+"""`grpo-ablate compare`: per-arm deltas of tracked metrics, exit 1 on a regression, 2 on bad input."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from _report_fixtures import STUDY_NAME, make_study
+from grpo_ablate.compare import DEFAULT_TOLERANCE, compare_main, compare_summaries, parse_tolerances
+from grpo_ablate.report.data import build_report_data, load_trials, summary_dict
+
+
+@pytest.fixture(scope="module")
+def summary(tmp_path_factory) -> dict:
+    storage, _ = make_study(tmp_path_factory.mktemp("cmp"),
+                            objectives=(("reward_per_hour", "maximize"), ("peak_memory_mb", "minimize")))
+    attrs, frozen = load_trials(storage, STUDY_NAME)
+    return summary_dict(build_report_data(STUDY_NAME, attrs, frozen))
+
+
+def _arm(s: dict, key: str) -> dict:
+    return next(a for a in s["arms"] if a["key"] == key)
+
+
+def _write(tmp_path: Path, name: str, s: dict) -> str:
+    p = tmp_path / name
+    p.write_text(json.dumps(s))
+    return str(p)
+
+
+def _run(a: str, b: str, tol: list[str] | None = None, as_json: bool = False) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = compare_main(a, b, tol or [], as_json=as_json, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_parse_tolerances():
+    assert parse_tolerances(["reward_per_hour=0.1", "peak_memory_mb=5%"]) == {"reward_per_hour": 0.1, "peak_memory_mb": 0.05}
+    for bad in ("reward_per_hour", "=0.1", "reward_per_hour=x", "reward_per_hour=-0.1", "reward_per_hour=nan"):
+        with pytest.raises(Exception):
+            parse_tolerances([bad])
+
+
+def test_identical_studies_pass(summary, tmp_path):
+    a = _write(tmp_path, "a.json", summary)
+    code, out, err = _run(a, a)
+    assert code == 0 and err == ""
+    assert "no regression in 8 check(s)" in out  # 4 arms x 2 objectives, 10% each by default
+
+
+def test_rows_judge_each_metric_in_its_direction(summary):
+    b = copy.deepcopy(summary)
+    _arm(b, "G4xB16|T1")["metrics"]["reward_per_hour"]["mean"] = 4.0  # 5.0 -> 4.0: 20% worse
+    _arm(b, "G8xB16|T1")["metrics"]["reward_per_hour"]["mean"] = 2.5  # 2.0 -> 2.5: better
+    _arm(b, "G8xB16|T1")["metrics"]["peak_memory_mb"]["mean"] = 880.0  # 800 -> 880: 10% more memory
+    rows = {(r.key, r.metric): r for r in compare_summaries(summary, b, {"reward_per_hour": 0.1, "peak_memory_mb": 0.05})}
+    r = rows[("G4xB16|T1", "reward_per_hour")]
+    assert (r.a, r.b, r.change, r.worsening, r.status) == (5.0, 4.0, pytest.approx(-0.2), pytest.approx(0.2), "REGRESSION")
+    assert rows[("G8xB16|T1", "reward_per_hour")].status == "better"
+    mem = rows[("G8xB16|T1", "peak_memory_mb")]
+    assert (mem.direction, mem.worsening, mem.status) == ("minimize", pytest.approx(0.1), "REGRESSION")
+    assert rows[("G16xB16|T1", "reward_per_hour")].status == "ok"
+
+
+def test_regression_beyond_tolerance_exits_1(summary, tmp_path):
+    b = copy.deepcopy(summary)
+    _arm(b, "G4xB16|T1")["metrics"]["reward_per_hour"]["mean"] = 4.0
+    a_path, b_path = _write(tmp_path, "a.json", summary), _write(tmp_path, "b.json", b)
+    code, out, _ = _run(a_path, b_path, ["reward_per_hour=0.1"])
+    assert code == 1
+    assert "REGRESSION" in out and "num_generations=4" in out and "-20.0%" in out
+    assert _run(a_path, b_path, ["reward_per_hour=0.25"])[0] == 0
+    assert _run(a_path, b_path, ["reward_per_hour=20%"])[0] == 0  # exactly at the tolerance is allowed
+
+
+def test_default_tracks_the_objectives_at_ten_percent(summary, tmp_path):
+    assert DEFAULT_TOLERANCE == 0.1
+    b = copy.deepcopy(summary)
+    _arm(b, "G8xB16|T1")["metrics"]["peak_memory_mb"]["mean"] = 1000.0  # +25% memory
+    code, out, _ = _run(_write(tmp_path, "a.json", summary), _write(tmp_path, "b.json", b))
+    assert code == 1 and "peak_memory_mb" in out
+
+
+def test_an_arm_that_no_longer_completes_is_a_regression(summary, tmp_path):
+    b = copy.deepcopy(summary)
+    arm = _arm(b, "G16xB16|T1")
+    for m in arm["metrics"].values():
+        m.update(mean=None, std=None, ci95=None, n=0)
+    code, out, _ = _run(_write(tmp_path, "a.json", summary), _write(tmp_path, "b.json", b), ["reward_per_hour=0.1"])
+    assert code == 1 and "no completed trial in B" in out
+
+
+def test_new_arms_are_listed_not_judged(summary, tmp_path):
+    b = copy.deepcopy(summary)
+    extra = copy.deepcopy(_arm(b, "G4xB16|T1"))
+    extra.update(arm="num_generations=2", key="G2xB16|T1", num_generations=2)
+    b["arms"].append(extra)
+    code, out, _ = _run(_write(tmp_path, "a.json", summary), _write(tmp_path, "b.json", b), ["reward_per_hour=0.1"])
+    assert code == 0 and "num_generations=2" in out and "new" in out
+
+
+def test_json_output_and_run_folder_input(summary, tmp_path):
+    (tmp_path / "run").mkdir()
+    _write(tmp_path / "run", "summary.json", summary)
+    code, out, _ = _run(str(tmp_path / "run"), str(tmp_path / "run"), ["reward_per_hour=0.1"], as_json=True)
+    payload = json.loads(out)
+    assert code == 0 and payload["ok"] is True and payload["regressions"] == 0
+    assert payload["tolerances"] == {"reward_per_hour": 0.1}
+    assert {r["status"] for r in payload["rows"]} == {"ok"} and len(payload["rows"]) == 4
+
+
+@pytest.mark.parametrize("case", ["missing", "not_json", "not_summary", "bad_tol", "unknown_metric", "disjoint"])
+def test_bad_input_exits_2(summary, tmp_path, case):
+    a = _write(tmp_path, "a.json", summary)
+    b, tol = a, ["reward_per_hour=0.1"]
+    if case == "missing":
+        b = str(tmp_path / "nope.json")
+    elif case == "not_json":
+        (tmp_path / "b.json").write_text("{not json")
+        b = str(tmp_path / "b.json")
+    elif case == "not_summary":
+        b = _write(tmp_path, "b.json", {"hello": 1})
+    elif case == "bad_tol":
+        tol = ["reward_per_hour"]
+    elif case == "unknown_metric":
+        tol = ["reward_per_day=0.1"]
+    elif case == "disjoint":
+        other = copy.deepcopy(summary)
+        for arm in other["arms"]:
+            arm["key"] = arm["key"].replace("B16", "B32")
+        b = _write(tmp_path, "b.json", other)
+    code, out, err = _run(a, b, tol)
+    assert code == 2 and out == "" and err.startswith("grpo-ablate compare: ")
+
+
+def test_study_file_supplies_tolerances(summary, tmp_path):
+    pytest.importorskip("grpo_ablate.metrics")
+    out_dir = tmp_path / "run"
+    out_dir.mkdir()
+    b = copy.deepcopy(summary)
+    _arm(b, "G4xB16|T1")["metrics"]["reward_per_hour"]["mean"] = 4.0  # 20% worse
+    _write(out_dir, "summary.json", b)
+    study = tmp_path / "nightly.yaml"
+    study.write_text(
+        f"study:\n  name: {STUDY_NAME}\n  output_dir: {out_dir}\n  sampler: ablation\n"
+        "data:\n  task: count_char\nbudget:\n  max_steps: 10\n"
+        "compare:\n  tolerances:\n    reward_per_hour: 0.3\n"
+    )
+    a = _write(tmp_path, "a.json", summary)
+    assert _run(a, str(study))[0] == 0  # the file allows 30%
+    assert _run(a, str(study), ["reward_per_hour=0.1"])[0] == 1  # the command line wins
