@@ -268,9 +268,12 @@ def _suggest(shape: BatchShape, gens: Sequence[int], cands: Sequence[int | None]
             continue
         ok = [G for G in range(2, gbs + 1) if check_pair(shape, G, b) is None]
         if ok and gens:
-            target = gens[0] if len(gens) == 1 else sum(gens) / len(gens)
-            best = sorted(ok, key=lambda g: (abs(g - target), g))[:3]
-            out.append(f"with generation batch {gbs}: feasible num_generations nearest to {gens} are {sorted(best)}")
+            near: set[int] = set()
+            for G in gens:  # the closest feasible value below and above each asked-for G
+                below = [g for g in ok if g < G]
+                above = [g for g in ok if g > G]
+                near.update(([max(below)] if below else []) + ([min(above)] if above else []))
+            out.append(f"with generation batch {gbs}: feasible num_generations nearest to {gens} are {sorted(near)}")
     for G in gens:
         if G >= 2:
             step = math.lcm(shape.unit, G)

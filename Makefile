@@ -1,0 +1,37 @@
+# All set-up is here, so a fresh clone needs only `make demo` or `make test`.
+#   make demo    virtualenv + install + a real study on the built-in offline default
+#   make test    virtualenv + install + the whole test suite (GPU tests skip without a GPU)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# CPU build of torch where there is no NVIDIA GPU: an unpinned torch pulls a multi-GB CUDA build.
+TORCH_CPU ?= torch==2.13.0
+
+.PHONY: install demo test test-fast bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	if command -v nvidia-smi >/dev/null 2>&1; then :; else $(BIN)/python -m pip install -q "$(TORCH_CPU)"; fi
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP)
+
+demo: install
+	HF_HUB_OFFLINE=1 $(BIN)/grpo-ablate run studies/tiny-cpu.yaml
+
+test: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu" tests
+
+test-fast: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not slow" tests
+
+bench: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/overhead.py
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/workers.py
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,7 @@
+"""`python -m grpo_ablate ...` is the same as the `grpo-ablate` command."""
+
+import sys
+
+from grpo_ablate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,182 @@
+"""The `grpo-ablate` command: one subcommand per job, each returning an exit code.
+
+    grpo-ablate validate studies/tiny-cpu.yaml
+    grpo-ablate plan studies/tiny-cpu.yaml [--json]
+    grpo-ablate run studies/tiny-cpu.yaml [--workers 2] [--n-trials N] [--storage URL] [--set key=value]
+    grpo-ablate run-one studies/tiny-cpu.yaml --set num_generations=4 --set temperature=0.9
+    grpo-ablate report studies/tiny-cpu.yaml [--out report.html]
+    grpo-ablate compare runs/a/summary.json runs/b/summary.json [--tolerance reward_per_hour=0.1]
+    grpo-ablate dashboard studies/tiny-cpu.yaml [--port 8080]
+
+Exit codes: 0 success, 1 the job ran and failed (or compare found a regression), 2 bad input
+(an invalid study, a missing file), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable, Sequence
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _add_study(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", help="the study file (YAML)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a study key (dotted path, e.g. study.n_trials=4; bare GRPOConfig keys go to trainer, "
+                        "num_generations/temperature/generation_batch_size to search); repeatable")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo-ablate", description="Decide GRPO's num_generations on real runs.")
+    parser.add_argument("--version", action="version", version=f"grpo-ablate {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check a study file; every problem at once")
+    _add_study(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("plan", help="the feasible (num_generations, generation batch) pairs on this hardware")
+    _add_study(p)
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("run", help="run (or resume) the Optuna study of real GRPO trials, then write the report")
+    _add_study(p)
+    p.add_argument("--n-trials", type=int, help="total trials of the study (finished ones count)")
+    p.add_argument("--workers", type=int, help="parallel trial processes on this machine")
+    p.add_argument("--storage", help="Optuna storage URL (e.g. postgresql://user@host/db) shared by many machines")
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("run-one", help="one trial without Optuna, e.g. --set num_generations=4")
+    _add_study(p)
+    p.add_argument("--trial-dir", help="where the trial writes (default <output_dir>/single/<params>)")
+    p.set_defaults(func=cmd_run_one)
+
+    p = sub.add_parser("report", help="write the HTML ablation report and CSV/JSON exports")
+    _add_study(p)
+    p.add_argument("--out", help="the HTML file (default <output_dir>/report.html)")
+    p.add_argument("--storage", help="read the study from this storage URL")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="deltas between two studies; non-zero exit on a regression")
+    p.add_argument("a", help="the accepted baseline: a summary.json, a run folder or a study file")
+    p.add_argument("b", help="the candidate: a summary.json, a run folder or a study file")
+    p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=FRACTION",
+                   help="allowed relative worsening, e.g. reward_per_hour=0.1; repeatable")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("dashboard", help="optuna-dashboard on the study's storage and artifacts")
+    _add_study(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--storage", help="read the study from this storage URL")
+    p.set_defaults(func=cmd_dashboard)
+    return parser
+
+
+def _version() -> str:
+    from grpo_ablate import __version__
+
+    return __version__
+
+
+def _load(args: argparse.Namespace, extra: Sequence[str] = ()):  # -> Study
+    from grpo_ablate.config import load_study
+
+    return load_study(args.study, list(args.sets) + list(extra))
+
+
+def _err(msg: str) -> None:
+    print(f"grpo-ablate: {msg}", file=sys.stderr)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    study = _load(args)
+    for w in study.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    n = len(study.space.feasible)
+    print(f"OK: {args.study} (study {study.study.name!r}, {n} feasible pair(s), sampler {study.study.sampler})")
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from grpo_ablate.planview import plan_json, plan_text
+
+    study = _load(args)
+    if args.json:
+        print(json.dumps(plan_json(study)))
+    else:
+        print(plan_text(study))
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from grpo_ablate.study import run_study
+
+    extra = []
+    if args.n_trials is not None:
+        extra.append(f"study.n_trials={args.n_trials}")
+    if args.workers is not None:
+        extra.append(f"study.workers={args.workers}")
+    if args.storage:
+        extra.append(f"study.storage={args.storage}")
+    study = _load(args, extra)
+    return run_study(study, write_report=not args.no_report)
+
+
+def cmd_run_one(args: argparse.Namespace) -> int:
+    from grpo_ablate.run_one import run_one
+
+    return run_one(args.study, list(args.sets), trial_dir=args.trial_dir)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from grpo_ablate.report import write_report
+
+    extra = [f"study.storage={args.storage}"] if args.storage else []
+    study = _load(args, extra)
+    paths = write_report(study, out=args.out)
+    print(f"report: {paths['html']}")
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from grpo_ablate.compare import compare_main
+
+    return compare_main(args.a, args.b, args.tolerance, as_json=args.json)
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from grpo_ablate.dashboard import serve
+
+    extra = [f"study.storage={args.storage}"] if args.storage else []
+    study = _load(args, extra)
+    return serve(study, host=args.host, port=args.port)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from grpo_ablate.config import StudyError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except StudyError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    except FileNotFoundError as e:
+        _err(f"file not found: {e.filename or e}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
