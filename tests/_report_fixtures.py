@@ -166,3 +166,36 @@ def make_study(root: Path, objectives: tuple[tuple[str, str], ...] = (("reward_p
             study.add_trial(ft)
             number += 1
     return storage_path, out
+
+
+def make_tpe_study(root: Path, n: int = 24) -> tuple[str, Path]:
+    """An adaptive-sampler study: one-off configurations, continuous temperature, no baseline run."""
+    import random
+
+    rng = random.Random(0)
+    out = root / "tpe"
+    (out / "trials").mkdir(parents=True)
+    storage_path = str(out / "study.journal")
+    study = optuna.create_study(study_name="tpe", storage=JournalStorage(JournalFileBackend(storage_path)),
+                                direction="maximize")
+    study.set_user_attr("baseline", {"num_generations": 8, "generation_batch_size": 64, "temperature": 1.0})
+    study.set_user_attr("objectives", [{"metric": "reward_per_hour", "direction": "maximize"}])
+    dists = {
+        "generation": CategoricalDistribution(["2x64", "4x64", "8x64", "16x64", "8x32", "16x32"]),
+        "temperature": optuna.distributions.FloatDistribution(0.5, 1.2),
+    }
+    for number in range(n):
+        label = rng.choice(dists["generation"].choices)
+        g, b = (int(x) for x in str(label).split("x"))
+        t = round(rng.uniform(0.5, 1.2), 3)
+        tdir = out / "trials" / str(number)
+        tdir.mkdir()
+        rph = 1.0 + 0.1 * g * t + rng.random()
+        (tdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in step_rows(g, number, 0.1, 0.2)))
+        (tdir / "groups.jsonl").write_text("".join(json.dumps(r) + "\n" for r in group_rows(g, 0.9)))
+        attrs = {"num_generations": g, "generation_batch_size": b, "temperature": t, "seed": 0, "arm": "tpe",
+                 "trial_dir": str(tdir), "outcome": "completed", "reward_per_hour": rph, "final_reward": 0.5,
+                 "stability_variance": 0.01, "samples_per_second": 100.0 / g, "peak_memory_mb": 10.0 * b * g}
+        study.add_trial(create_trial(params={"generation": label, "temperature": t}, distributions=dists,
+                                     value=rph, user_attrs=attrs, constraints={"oom": -1.0}))
+    return storage_path, out

@@ -128,7 +128,7 @@ def test_missing_data_skips_plots_with_a_note(tmp_path):
     figs = all_figures(data)
     assert all(f.uri is None and f.note for f in figs)
     html = render_html(data, figs)
-    assert "Not drawn:" in html and "No configuration completed yet" in html
+    assert "Not drawn" in html and "No configuration completed yet" in html
 
 
 def test_a_plot_that_raises_becomes_a_note(report):
@@ -148,3 +148,18 @@ def test_summary_and_page_agree(report, tmp_path):
     paths = write_outputs(data, tmp_path / "r.html")
     summary = json.loads(Path(paths["summary_json"]).read_text())
     assert summary["recommendation"] == data.recommendation
+
+
+def test_adaptive_sampler_study_pools_curves_and_bins_temperatures(tmp_path):
+    from _report_fixtures import make_tpe_study
+
+    storage, _ = make_tpe_study(tmp_path)
+    attrs, frozen = load_trials(storage, "tpe")
+    data = build_report_data("tpe", attrs, frozen)
+    assert all(a.name == a.config.short for a in data.arms)  # "tpe" is a sampler, not an arm name
+    assert len(data.arms) > 8 and data.baseline is None
+    figs = {f.id: f for f in all_figures(data)}
+    assert [fid for fid, f in figs.items() if f.uri is None] == ["pareto"]
+    assert "pooled by num_generations" in figs["reward-time"].caption
+    assert data.recommendation.startswith("Use ") and "baseline was not run" in data.recommendation
+    assert [w.kind for w in data.warnings] == ["single_seed", "no_baseline"]

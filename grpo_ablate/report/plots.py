@@ -20,9 +20,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib import rc_context
+from matplotlib import colormaps, rc_context
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import EngFormatter, FixedLocator, NullLocator
 
@@ -78,8 +80,6 @@ def _new(width: float = HALF[0], height: float = HALF[1], ncols: int = 1) -> tup
 
 
 def _palette(n: int) -> list[tuple[float, float, float, float]]:
-    from matplotlib import colormaps
-
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(max(n, 1))]
 
@@ -223,8 +223,15 @@ def plot_reward_vs_tokens(data: ReportData) -> Figure:
 # ---------------------------------------------------------------- metrics vs G
 
 
-def _series(arms: Sequence[ArmSummary]) -> dict[str, list[ArmSummary]]:
-    """Arms split by what else varies (batch, temperature) so each line varies only G."""
+MAX_SERIES = 5  # beyond this many (batch, temperature) lines, points are coloured by temperature instead
+
+
+def _series(arms: Sequence[ArmSummary]) -> dict[str, list[ArmSummary]] | None:
+    """Arms split by what else varies (batch, temperature) so each line varies only G.
+
+    None when there are too many such lines to read (continuous temperatures from adaptive
+    samplers): the caller then draws one point per arm coloured by temperature.
+    """
     keys = {(a.config.generation_batch_size, a.config.temperature) for a in arms}
     bs = {k[0] for k in keys}
     ts = {k[1] for k in keys}
@@ -236,31 +243,49 @@ def _series(arms: Sequence[ArmSummary]) -> dict[str, list[ArmSummary]]:
         if len(ts) > 1:
             parts.append(f"T={a.config.temperature:g}")
         out.setdefault(", ".join(parts) or "all", []).append(a)
-    return out
+    return out if len(out) <= MAX_SERIES else None
 
 
-def _metric_vs_g(data: ReportData, metric: str, fid: str, title: str, caption: str) -> Figure:
-    arms = _done_arms(data, metric)
-    if not arms:
-        return Figure(fid, title, caption, note=f"no completed trial recorded {metric}")
+def _draw_by_g(fig: MplFigure, ax: Axes, arms: Sequence[ArmSummary], metric: str, label_prefix: str = "",
+               lines: bool = True) -> None:
+    """Mean and 95% interval per arm against G: lines per series, or temperature-coloured points."""
     series = _series(arms)
-    colors = _palette(len(series))
-    fig, (ax,) = _new()
+    if series is None:
+        temps = [a.config.temperature for a in arms]
+        norm = Normalize(min(temps), max(temps))
+        cmap = colormaps["viridis"]
+        for a in arms:
+            s = a.metrics[metric]
+            x = a.config.num_generations * 1.06 ** ((norm(a.config.temperature) - 0.5) * 2)
+            ax.errorbar([x], [s.mean], yerr=[s.half_width or 0.0], marker="o", ms=5, capsize=3, lw=0,
+                        elinewidth=1.0, color=cmap(norm(a.config.temperature)))
+        fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="temperature", shrink=0.9)
+        return
+    colors = _palette(len(series) + (0 if lines else 1))[(0 if lines else 1):]
     k = len(series)
     for i, ((name, sarms), color) in enumerate(zip(series.items(), colors)):
         shift = 1.04 ** (i - (k - 1) / 2)  # side by side on the log axis
         xs = [a.config.num_generations * shift for a in sarms]
         ms = [a.metrics[metric].mean for a in sarms]
         errs = [a.metrics[metric].half_width or 0.0 for a in sarms]
-        ax.errorbar(xs, ms, yerr=errs, color=color, marker="o", ms=5, capsize=3, lw=1.4,
-                    label=None if name == "all" else name)
+        label = (label_prefix.rstrip(", ") or None) if name == "all" else f"{label_prefix}{name}"
+        ax.errorbar(xs, ms, yerr=errs, color=color, marker="o", ms=5, capsize=3, lw=1.4 if lines else 0,
+                    elinewidth=1.2, label=label)
         for x, a in zip(xs, sarms):
             vals = a.metrics[metric].values
             if len(vals) > 1:
                 ax.scatter([x] * len(vals), vals, color=color, s=9, alpha=0.45, zorder=3, lw=0)
+
+
+def _metric_vs_g(data: ReportData, metric: str, fid: str, title: str, caption: str) -> Figure:
+    arms = _done_arms(data, metric)
+    if not arms:
+        return Figure(fid, title, caption, note=f"no completed trial recorded {metric}")
+    fig, (ax,) = _new()
+    _draw_by_g(fig, ax, arms, metric)
     _log2_g_axis(ax, [a.config.num_generations for a in arms])
     ax.set_ylabel(_label(data, metric))
-    if k > 1:
+    if ax.get_legend_handles_labels()[1]:
         ax.legend(frameon=False)
     return Figure(fid, title, caption, _png(fig))
 
@@ -468,17 +493,8 @@ def plot_zero_spread(data: ReportData) -> Figure:
             and a.metrics["frac_reward_zero_std"].mean is not None]
     if not arms:
         return Figure(fid, title, caption, note="no trial logged frac_reward_zero_std")
-    series = _series(arms)
-    colors = _palette(len(series) + 1)
     fig, (ax,) = _new()
-    k = len(series)
-    for i, ((name, sarms), color) in enumerate(zip(series.items(), colors[1:])):
-        shift = 1.04 ** (i - (k - 1) / 2)
-        ax.errorbar([a.config.num_generations * shift for a in sarms],
-                    [a.metrics["frac_reward_zero_std"].mean for a in sarms],
-                    yerr=[a.metrics["frac_reward_zero_std"].half_width or 0.0 for a in sarms],
-                    marker="o", ms=5, capsize=3, lw=0, elinewidth=1.2, color=color,
-                    label="measured" if name == "all" else f"measured, {name}")
+    _draw_by_g(fig, ax, arms, "frac_reward_zero_std", label_prefix="measured, ", lines=False)
     gs = [a.config.num_generations for a in arms]
     p = data.success_p
     if p is not None and data.success_p_unit:
@@ -491,7 +507,8 @@ def plot_zero_spread(data: ReportData) -> Figure:
     _log2_g_axis(ax, gs)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of groups with zero reward spread")
-    ax.legend(frameon=False)
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(frameon=False)
     return Figure(fid, title, caption, _png(fig))
 
 
