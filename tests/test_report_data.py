@@ -283,3 +283,14 @@ def test_missing_study_is_a_clear_error(tmp_path):
     storage, _ = make_study(tmp_path)
     with pytest.raises(StudyError, match="no study named 'other'"):
         load_trials(storage, "other")
+
+
+def test_interrupted_and_running_trials_are_notes_not_warnings():
+    from grpo_ablate.report.data import TrialRecord, find_warnings
+
+    def rec(n: int, outcome: str) -> TrialRecord:
+        return TrialRecord(n, "FAIL", outcome, None, "baseline", Config(8, 16, 1.0), 0, {}, {}, None, None)
+
+    found = find_warnings([rec(0, "interrupted"), rec(1, "running"), rec(2, "running")], [])
+    assert [(f.kind, f.severity, f.trials) for f in found] == [("interrupted", "info", (0,)), ("running", "info", (1, 2))]
+    assert found[1].message == "2 trial(s) were still running when this report was written: #1, #2."

@@ -623,7 +623,7 @@ def baseline_deltas(arms: Sequence[ArmSummary], docs: Mapping[str, MetricDoc]) -
 class Finding:
     """A warning the data supports, with the trials that show it."""
 
-    kind: str  # near_duplicates | truncated | zero_spread | oom | failed | interrupted | single_seed | no_baseline | unreadable
+    kind: str  # near_duplicates | truncated | zero_spread | oom | failed | interrupted | running | single_seed | no_baseline | unreadable
     message: str
     trials: tuple[int, ...] = ()
     severity: str = "warning"  # warning | info
@@ -676,15 +676,21 @@ def find_warnings(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], ba
     ooms = [r for r in records if r.outcome == "oom" and r.config is not None]
     if ooms:
         out.append(_oom_finding(records, ooms))
-    for kind in ("failed", "interrupted"):
-        bad = [r for r in records if r.outcome == kind]
-        by_reason: dict[str, list[TrialRecord]] = defaultdict(list)
-        for r in bad:
-            by_reason[r.reason or "no reason recorded"].append(r)
-        for reason, rs in sorted(by_reason.items(), key=lambda kv: kv[1][0].number):
-            which = ", ".join(f"#{r.number}" + (f" ({r.config.short})" if r.config else "") for r in rs)
-            out.append(Finding(kind, f"{len(rs)} trial(s) {kind}: {which}. Reason: {_clip(reason, 400)}",
-                               tuple(r.number for r in rs)))
+    failed = [r for r in records if r.outcome == "failed"]
+    by_reason: dict[str, list[TrialRecord]] = defaultdict(list)
+    for r in failed:
+        by_reason[r.reason or "no reason recorded"].append(r)
+    for reason, rs in sorted(by_reason.items(), key=lambda kv: kv[1][0].number):
+        which = ", ".join(f"#{r.number}" + (f" ({r.config.short})" if r.config else "") for r in rs)
+        out.append(Finding("failed", f"{len(rs)} trial(s) failed: {which}. Reason: {_clip(reason, 400)}",
+                           tuple(r.number for r in rs)))
+    # interrupted trials are re-queued by the study, running ones belong to live workers: news, not faults
+    for kind, text in (("interrupted", "were interrupted (a resumed study retries them)"),
+                       ("running", "were still running when this report was written")):
+        rs = [r for r in records if r.outcome == kind]
+        if rs:
+            out.append(Finding(kind, f"{len(rs)} trial(s) {text}: " + ", ".join(f"#{r.number}" for r in rs) + ".",
+                               tuple(r.number for r in rs), severity="info"))
     ran = [a for a in arms if a.n > 0]
     if ran and all(a.n == 1 for a in ran) and len(ran) > 1:
         out.append(Finding(
