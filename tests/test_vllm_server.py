@@ -1,0 +1,249 @@
+"""vLLM server mode: the GPU split, ports, command line and trainer keys as values; the lifecycle
+with a real stand-in server process (a Python http.server answering /health, with a child of its
+own) in place of `trl vllm-serve`. No subprocess mocks: processes are started and must be gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_ablate.trainer.vllm_server import (
+    VllmServerError,
+    block_gpus,
+    server_command,
+    server_ports,
+    server_trainer_keys,
+    split_gpus,
+    vllm_server,
+)
+
+SERVER_HW = {"gpus": 8, "num_processes": 7, "vllm": {"mode": "server", "server_gpus": 1, "port": 18000}}
+PAIR_HW = {"gpus": 2, "num_processes": 1, "vllm": {"mode": "server", "server_gpus": 1, "port": 18100}}  # 1 train + 1 vLLM
+
+# The stand-in: reports what it saw, starts a child (as vLLM's engine core is), then serves
+# GET /health with 200 after `delay` seconds. With `ignore_term` it survives SIGTERM.
+STANDIN = r'''
+import http.server, json, os, signal, subprocess, sys, time
+port, state, delay, ignore_term = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1"
+if ignore_term:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+with open(state, "w") as f:
+    json.dump({"pid": os.getpid(), "child": child.pid, "pgid": os.getpgid(0),
+               "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "rank": os.environ.get("RANK")}, f)
+time.sleep(delay)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+print("serving", port, flush=True)
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by its parent) counts as gone
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid: int, timeout: float = 15.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def standin(tmp_path):
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN)
+    state = tmp_path / "state.json"
+
+    def command(delay: float = 0.5, ignore_term: bool = False) -> list[str]:
+        return [sys.executable, str(script), "{port}", str(state), str(delay), "1" if ignore_term else "0"]
+
+    return command, state
+
+
+# ------------------------------------------------------------------ pure parts
+
+
+def test_server_takes_the_last_gpus_of_the_block():
+    assert split_gpus([str(i) for i in range(8)], 1) == (["0", "1", "2", "3", "4", "5", "6"], ["7"])
+    assert split_gpus(["4", "5", "6", "7"], 2) == (["4", "5"], ["6", "7"])
+
+
+def test_split_refuses_a_block_with_no_training_gpu():
+    with pytest.raises(ValueError, match="raise hardware.gpus to at least 2"):
+        split_gpus(["0"], 1)
+    with pytest.raises(ValueError, match="server_gpus must be >= 1"):
+        split_gpus(["0", "1"], 0)
+
+
+def test_block_is_the_trials_visible_devices_else_the_first_gpus():
+    assert block_gpus({"CUDA_VISIBLE_DEVICES": "8,9,10,11"}, {"gpus": 4}) == ["8", "9", "10", "11"]
+    assert block_gpus({}, {"gpus": 3}) == ["0", "1", "2"]
+    assert block_gpus({"CUDA_VISIBLE_DEVICES": ""}, {"gpus": 2}) == ["0", "1"]
+
+
+def test_ports_are_offset_by_the_block_and_skip_taken_ones():
+    free = lambda port: True  # noqa: E731
+    assert server_ports(8000, ["0", "1"], is_free=free) == (8000, 51216)
+    assert server_ports(8000, ["8", "9"], is_free=free) == (8008, 51224)
+    assert server_ports(8000, ["GPU-3f2a", "GPU-77b1"], is_free=free) == (8000, 51216)
+    taken = {8008, 8009}
+    assert server_ports(8000, ["8"], is_free=lambda p: p not in taken) == (8010, 51224)
+    with pytest.raises(VllmServerError, match="no free port"):
+        server_ports(8000, ["0"], is_free=lambda p: False, span=5)
+
+
+def test_command_is_trl_vllm_serve_on_loopback():
+    cmd = server_command("/models/qwen", 8007, tensor_parallel_size=2, dtype="bfloat16", trust_remote_code=True,
+                         gpu_memory_utilization=0.85, python="/venv/bin/python")
+    assert cmd[:4] == ["/venv/bin/python", "-m", "trl.cli.main", "vllm-serve"]
+    args = dict(zip(cmd[4::2], cmd[5::2]))
+    assert args == {"--model": "/models/qwen", "--host": "127.0.0.1", "--port": "8007", "--tensor_parallel_size": "2",
+                    "--dtype": "bfloat16", "--trust_remote_code": "true", "--gpu_memory_utilization": "0.85"}
+    assert "--dtype" not in server_command("m", 8000, dtype="auto")
+
+
+def test_command_parses_with_the_installed_trl():
+    """The flags are TRL's own: its parser accepts every one and turns them into `vllm serve` flags."""
+    pytest.importorskip("trl")
+    from trl.scripts.vllm_serve import build_command, make_parser
+
+    cmd = server_command("/models/qwen", 8007, tensor_parallel_size=2, dtype="bfloat16", max_model_len=2048)
+    script_args, extra = make_parser().parse_args_and_config(cmd[4:], return_remaining_strings=True)
+    assert extra == []
+    assert (script_args.model, script_args.port, script_args.host) == ("/models/qwen", 8007, "127.0.0.1")
+    assert script_args.tensor_parallel_size == 2 and script_args.max_model_len == 2048
+    served = build_command(script_args)
+    assert "serve" in served and "--weight-transfer-config" in served
+
+
+def test_trainer_keys_are_grpo_config_fields():
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+
+    keys = server_trainer_keys(8007, 51223)
+    fields = set(GRPOConfig.__dataclass_fields__)
+    assert set(keys) <= fields
+    assert keys["vllm_mode"] == "server" and keys["vllm_server_port"] == 8007 and keys["vllm_group_port"] == 51223
+    cfg = GRPOConfig(output_dir="/tmp/unused", use_cpu=True, bf16=False, report_to=[], **keys)
+    assert cfg.use_vllm and cfg.vllm_server_host == "127.0.0.1"
+
+
+def test_modes_other_than_server_start_nothing(tmp_path):
+    env = {"CUDA_VISIBLE_DEVICES": "0"}
+    with vllm_server({"vllm": {"mode": "none"}}, "m", env, tmp_path / "v.log") as served:
+        assert served["env"] == env and served["trainer"] == {} and served["pid"] is None
+    with vllm_server({"vllm": {"mode": "colocate"}}, "m", env, tmp_path / "v.log") as served:
+        assert served["trainer"] == {"use_vllm": True, "vllm_mode": "colocate"}
+    assert not (tmp_path / "v.log").exists()
+
+
+def test_too_many_processes_for_the_training_gpus(tmp_path, standin):
+    command, _ = standin
+    hw = {**SERVER_HW, "num_processes": 8}
+    with pytest.raises(ValueError, match="8 training processes but only 7"):
+        with vllm_server(hw, "m", {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}, tmp_path / "v.log", command=command()):
+            pass
+
+
+# ------------------------------------------------------------------ lifecycle
+
+
+def test_server_lifecycle_with_a_standin(tmp_path, standin):
+    command, state = standin
+    env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "RANK": "3", "KEEP": "yes"}
+    log = tmp_path / "trial" / "vllm.log"
+    with vllm_server(SERVER_HW, "/models/m", env, log, command=command(delay=1.0), poll_interval=0.2) as served:
+        seen = json.loads(state.read_text())
+        assert served["pid"] == seen["pid"] == seen["pgid"]  # its own process group
+        assert seen["cuda"] == "7" and seen["rank"] is None  # the last GPU; no rank leaks into the server
+        assert served["env"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6" and served["env"]["KEEP"] == "yes"
+        assert served["train_gpus"] == ["0", "1", "2", "3", "4", "5", "6"] and served["server_gpus"] == ["7"]
+        port = served["trainer"]["vllm_server_port"]
+        assert served["url"] == f"http://127.0.0.1:{port}" and port >= 18000
+        import urllib.request
+
+        with urllib.request.urlopen(served["url"] + "/health", timeout=5) as r:
+            assert r.status == 200
+    # the server and its child are gone once the block ends
+    assert _wait_gone(seen["pid"]) and _wait_gone(seen["child"])
+    assert "serving" in log.read_text() and "CUDA_VISIBLE_DEVICES=7" in log.read_text()
+
+
+def test_server_is_stopped_when_the_trial_fails(tmp_path, standin):
+    command, state = standin
+    with pytest.raises(RuntimeError, match="trial blew up"):
+        with vllm_server(PAIR_HW, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, tmp_path / "v.log",
+                         command=command(delay=0.2), poll_interval=0.1):
+            raise RuntimeError("trial blew up")
+    seen = json.loads(state.read_text())
+    assert _wait_gone(seen["pid"]) and _wait_gone(seen["child"])
+
+
+def test_a_server_ignoring_sigterm_is_killed(tmp_path, standin):
+    command, state = standin
+    started = time.monotonic()
+    with vllm_server(PAIR_HW, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, tmp_path / "v.log",
+                     command=command(delay=0.2, ignore_term=True), poll_interval=0.1, stop_timeout=1.0):
+        pass
+    seen = json.loads(state.read_text())
+    assert _wait_gone(seen["pid"]) and _wait_gone(seen["child"])
+    assert time.monotonic() - started < 20
+
+
+def test_a_server_that_dies_is_reported_with_its_log(tmp_path):
+    crash = [sys.executable, "-c", "import sys; print('CUDA error: no kernel image is available'); sys.exit(3)"]
+    with pytest.raises(VllmServerError, match=r"exited with code 3(.|\n)*no kernel image"):
+        with vllm_server(PAIR_HW, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, tmp_path / "v.log", command=crash,
+                         poll_interval=0.1):
+            pytest.fail("the block must not run without a server")
+
+
+def test_a_server_that_never_gets_healthy_times_out(tmp_path, standin):
+    command, state = standin
+    with pytest.raises(VllmServerError, match=r"not healthy after 1 s"):
+        with vllm_server(PAIR_HW, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, tmp_path / "v.log",
+                         command=command(delay=60), startup_timeout=1.0, poll_interval=0.1, stop_timeout=2.0):
+            pytest.fail("the block must not run without a server")
+    seen = json.loads(state.read_text())
+    assert _wait_gone(seen["pid"]) and _wait_gone(seen["child"])
+
+
+def test_interrupt_while_waiting_stops_the_server(tmp_path, standin):
+    """Ctrl-C during the (minutes-long) vLLM start-up must not leave a server holding the GPU."""
+    command, state = standin
+    old = signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            with vllm_server(PAIR_HW, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, tmp_path / "v.log",
+                             command=command(delay=60), poll_interval=0.1, stop_timeout=2.0):
+                pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    seen = json.loads(state.read_text())
+    assert _wait_gone(seen["pid"]) and _wait_gone(seen["child"])
