@@ -7,13 +7,17 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # CPU build of torch where there is no NVIDIA GPU: an unpinned torch pulls a multi-GB CUDA build.
 TORCH_CPU ?= torch==2.13.0
+# Where that CPU build comes from: empty = pip's configured index. Off this machine (e.g. GitHub's
+# runners, .github/workflows/nightly.yml) set TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu:
+# PyPI's Linux torch is a CUDA build.
+TORCH_INDEX_URL ?=
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast bench clean nightly nightly-baseline
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	if command -v nvidia-smi >/dev/null 2>&1; then :; else $(BIN)/python -m pip install -q "$(TORCH_CPU)"; fi
+	if command -v nvidia-smi >/dev/null 2>&1; then :; else $(BIN)/python -m pip install -q $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_CPU)"; fi
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
@@ -35,3 +39,16 @@ bench: install
 
 clean:
 	rm -rf runs .pytest_cache
+
+# The nightly regression sweep (.github/workflows/nightly.yml runs the same two commands):
+# a fresh run of sweeps/nightly.yaml, then the gate against the accepted baseline summary.
+nightly: install
+	rm -rf runs/nightly
+	HF_HUB_OFFLINE=1 $(BIN)/grpo-ablate run sweeps/nightly.yaml
+	$(BIN)/grpo-ablate compare sweeps/baselines/nightly-summary.json sweeps/nightly.yaml
+
+# Accept tonight's numbers as the new baseline (after a change meant to move them); commit the file.
+nightly-baseline: install
+	rm -rf runs/nightly
+	HF_HUB_OFFLINE=1 $(BIN)/grpo-ablate run sweeps/nightly.yaml
+	cp runs/nightly/summary.json sweeps/baselines/nightly-summary.json
