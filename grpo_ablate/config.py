@@ -689,9 +689,9 @@ def _check_meaning(sf: StudyFile, space: FeasibleSpace, base_dir: Path | None, w
         unknown = set(st.baseline) - {"num_generations", "temperature", "generation_batch_size"}
         if unknown:
             problems.append(Problem(path="study.baseline", message=f"only num_generations, temperature and generation_batch_size can be set, got {sorted(unknown)}"))
-        g = st.baseline.get("num_generations", TRL_DEFAULTS["num_generations"])
+        g = st.baseline.get("num_generations")  # unset: TRL's 8, or the nearest feasible G
         b = st.baseline.get("generation_batch_size")
-        if space.feasible and space.pair(int(g), int(b) if b else None) is None:
+        if g is not None and space.feasible and space.pair(int(g), int(b) if b else None) is None:
             problems.append(Problem(path="study.baseline.num_generations", message=f"baseline num_generations={g}{f' with generation_batch_size={b}' if b else ''} is not feasible here; feasible: {list(space.generations)}"))
     if st.sampler == "gp":
         try:
