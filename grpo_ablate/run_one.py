@@ -1,0 +1,216 @@
+"""`grpo-ablate run-one STUDY --set num_generations=4 --set temperature=0.9`: one trial, no Optuna.
+
+The same trial process a study runs (same spec, same files in the trial folder), started
+directly: to try a setting before a sweep, to reproduce one trial, or to debug a reward.
+Progress shows on the console; the headline metrics print as a table at the end.
+
+Bare `num_generations`, `temperature` and `generation_batch_size` pick this trial's values
+(one each); everything else is an ordinary study override (`trainer.learning_rate=1e-4`,
+`budget.max_steps=20`, bare GRPOConfig keys go to the trainer section). Unset values come from
+the study's baseline, then TRL's default G=8 when feasible, then the first feasible G.
+
+Exit status: 0 completed, 1 failed/oom, 2 a study that does not validate, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from grpo_ablate.metrics import METRICS
+from grpo_ablate.trainer.spec import TrialOutcome, TrialResult, TrialSpec
+
+__all__ = ["run_one", "spec_from_sections", "print_result"]
+
+_TRIAL_KEYS = ("num_generations", "temperature", "generation_batch_size", "seed")
+
+
+def spec_from_sections(
+    trial_dir: str | Path,
+    *,
+    model: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None,
+    rewards: Sequence[dict[str, Any] | str] = (),
+    trainer: dict[str, Any] | None = None,
+    budget: dict[str, Any] | None = None,
+    hardware: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
+    timeout_s: float | None = None,
+    env: dict[str, str] | None = None,
+) -> TrialSpec:
+    """A TrialSpec from plain section dicts; the trial's params are merged into the trainer.
+
+    For callers without a validated Study (tests, benchmarks, scripts). Missing section keys
+    take the schema defaults (see trainer/spec.py).
+    """
+    merged = dict(trainer or {})
+    for key, value in (params or {}).items():
+        if key in _TRIAL_KEYS and value is not None:
+            merged[key] = value
+    return TrialSpec(
+        trial_dir=str(trial_dir),
+        model=dict(model or {}),
+        data=dict(data or {}),
+        rewards=[{"name": r} if isinstance(r, str) else dict(r) for r in rewards],
+        trainer=merged,
+        budget=dict(budget or {}),
+        hardware=dict(hardware or {}),
+        params=dict(params or {}),
+        timeout_s=timeout_s,
+        env=dict(env or {}),
+    )
+
+
+def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+    """Separate this trial's values (bare G/temperature/batch/seed) from ordinary overrides.
+
+    In a study, `--set num_generations=[2, 4]` changes the search; for one trial a single value
+    is meant, so a scalar is pinned in the search as a one-value list (it must still be feasible).
+    """
+    import yaml
+
+    overrides: list[str] = []
+    chosen: dict[str, Any] = {}
+    for item in sets:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        value = yaml.safe_load(text) if sep and text.strip() else None
+        if key in _TRIAL_KEYS and not isinstance(value, (list, dict)):
+            chosen[key] = value
+            if key in ("num_generations", "generation_batch_size"):
+                overrides.append(f"search.{key}=[{value}]")
+            elif key == "temperature":
+                overrides.append(f"search.temperature={value}")
+            continue
+        overrides.append(item)
+    if chosen.keys() & {"num_generations", "generation_batch_size", "temperature"}:
+        overrides.append("study.baseline={}")  # the values given here are this trial's; a study baseline may not fit them
+    return overrides, chosen
+
+
+def _pick_params(study: Any, chosen: dict[str, Any]):
+    """This trial's TrialParams from the validated study and the values given on the command line."""
+    from grpo_ablate.objective import TrialParams
+
+    space = study.space
+    baseline = dict(study.study.baseline or {})
+    g = chosen.get("num_generations") or baseline.get("num_generations")
+    if g is None:
+        g = 8 if 8 in space.generations else space.generations[0]
+    pair = None
+    b = chosen.get("generation_batch_size") or baseline.get("generation_batch_size")
+    if b is not None:
+        pair = next((p for p in space.feasible if p.num_generations == int(g) and p.generation_batch_size == int(b)), None)
+    pair = pair or space.pair(int(g))
+    if pair is None:
+        raise ValueError(f"num_generations={g} is not feasible for this study; feasible: {list(space.generations)}")
+    temps = study.temperatures()
+    if "temperature" in chosen:
+        temperature = float(chosen["temperature"])
+    elif baseline.get("temperature") is not None:
+        temperature = float(baseline["temperature"])
+    elif isinstance(temps, list) and temps:
+        temperature = float(temps[0])
+    elif temps is not None and hasattr(temps, "low"):
+        temperature = float(temps.low if temps.log else (temps.low + temps.high) / 2)
+    else:
+        temperature = study.fixed_temperature()
+    seed = int(chosen.get("seed", study.study.seeds[0] if study.study.seeds else 0))
+    return TrialParams(pair.num_generations, pair.generation_batch_size, temperature, seed, "run-one")
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "-"
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
+    return str(value)
+
+
+def print_result(result: TrialResult, console: Any = None) -> None:
+    """The headline metrics as a table, with the outcome and the reason when not completed."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"trial {result.outcome.value}" + (f" - {result.reason}" if result.reason else ""), title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("better", justify="center")
+    table.add_column("meaning")
+    m = result.metrics or {}
+    for name, info in METRICS.items():
+        arrow = "higher" if info.direction == "maximize" else "lower"
+        table.add_row(name, _fmt(m.get(name)), arrow, info.description)
+    for name in ("start_reward", "steps", "completions", "startup_seconds", "load_seconds", "build_seconds"):
+        table.add_row(name, _fmt(m.get(name)), "", "")
+    console.print(table)
+    if result.outcome in (TrialOutcome.FAILED, TrialOutcome.OOM) and result.log_tail:
+        console.print("[bold]end of log.txt:[/bold]")
+        console.print("\n".join(result.log_tail.splitlines()[-25:]), markup=False, highlight=False)
+
+
+def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> int:
+    """Run one trial of a study file without Optuna; print progress and the metrics table."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grpo_ablate.config import StudyError, load_study
+    from grpo_ablate.objective import build_spec
+    from grpo_ablate.trainer.launch import run_trial
+
+    console = Console(stderr=True)
+    overrides, chosen = _split_sets(sets)
+    try:
+        study = load_study(study_path, overrides)
+        params = _pick_params(study, chosen)
+    except (StudyError, ValueError) as exc:
+        console.print(str(exc), markup=False, highlight=False)
+        return 2
+    folder = Path(trial_dir) if trial_dir else study.output_dir / "run-one" / time.strftime("%Y%m%d-%H%M%S")
+    spec = build_spec(study, params, folder.resolve())
+    steps = spec.budget.get("max_steps")
+    console.print(
+        f"run-one: G={params.num_generations} generation_batch_size={params.generation_batch_size} "
+        f"temperature={params.temperature:g} seed={params.seed} -> {folder}",
+        markup=False,
+    )
+    with Progress(
+        TextColumn("[bold]step {task.completed:.0f}/{task.total}"),
+        BarColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("train", total=steps, status="starting the trial process (imports, model)...")
+        last_reward: list[float] = []
+
+        def on_progress(row: dict[str, Any]) -> None:
+            if row.get("reward") is not None:
+                last_reward.append(float(row["reward"]))
+            window = last_reward[-5:]
+            reward = f"reward {sum(window) / len(window):.3f} (5-step mean)" if window else ""
+            progress.update(task, completed=int(row.get("step", 0)), status=f"{reward}  {row.get('train_seconds', 0):.1f}s training")
+
+        try:
+            result = run_trial(spec, on_progress=on_progress)
+        except KeyboardInterrupt:
+            console.print("interrupted: the trial was stopped; partial metrics are in " + str(folder), markup=False)
+            return 130
+    print_result(result, Console())
+    console.print(f"files: {folder}/ (metrics.jsonl, groups.jsonl, log.txt, result.json)", markup=False)
+    if result.outcome in (TrialOutcome.COMPLETED, TrialOutcome.PRUNED):
+        return 0
+    return 130 if result.outcome is TrialOutcome.INTERRUPTED else 1
+
+
+if __name__ == "__main__":  # pragma: no cover - the CLI is the entry point
+    import sys
+
+    raise SystemExit(run_one(sys.argv[1], sys.argv[2:]))

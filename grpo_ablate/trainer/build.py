@@ -1,0 +1,308 @@
+"""Build one trial from its spec: model, tokenizer, prompts, rewards, GRPOConfig, GRPOTrainer.
+
+The single place where a study's sections meet TRL. Every trial builds a *fresh* GRPOConfig
+from the raw keyword arguments (TRL fills generation_batch_size and steps_per_generation in
+__post_init__, so a copied or rebuilt config raises "both configured"), then a fresh trainer.
+No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark use it as is.
+
+    python -m grpo_ablate.trainer.worker runs/x/trials/0/spec.json   # builds through this module
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .callbacks import MetricsRecorder, StopSwitch
+from .rewards import RewardContext, build_rewards
+from .spec import TrialSpec
+from .tasks import builtin_model_path, is_builtin_model, task_dataset
+
+__all__ = [
+    "BuiltTrial",
+    "build_config_kwargs",
+    "build_trial",
+    "derive_max_steps",
+    "load_model_and_tokenizer",
+    "load_prompts",
+]
+
+DEFAULT_TASK_PROMPTS = 2000
+# Dataset files by extension -> the `datasets` builder that reads them.
+_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+@dataclass
+class BuiltTrial:
+    """A ready-to-train trial and what the worker records about building it."""
+
+    trainer: Any
+    config: Any
+    recorder: MetricsRecorder
+    stopper: StopSwitch
+    model_path: str
+    reward_names: list[str]
+    reward_weights: list[float]
+    load_seconds: float
+    build_seconds: float
+
+
+def _cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+# --------------------------------------------------------------------------------------------
+# Model and tokenizer
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_model_path(model: dict[str, Any], data: dict[str, Any], log: Callable[[str], None] = print) -> str:
+    """A hub id or local path as given; `builtin:*` resolved to its cached folder (built on first use)."""
+    name = str(model["name_or_path"])
+    if is_builtin_model(name):
+        return os.fspath(builtin_model_path(name, data.get("task"), log=log))
+    return name
+
+
+def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: Callable[[str], None] = print):
+    """(model, tokenizer, path). The model is loaded here, not by TRL, so its time is measured.
+
+    dtype follows TRL's rule (float32 unless the study says otherwise); padding is on the left,
+    which generation needs; a tokenizer without a pad token pads with its end token.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(model, data, log)
+    common: dict[str, Any] = {"trust_remote_code": bool(model.get("trust_remote_code"))}
+    if model.get("revision"):
+        common["revision"] = model["revision"]
+    kwargs: dict[str, Any] = dict(common)
+    dtype = model.get("dtype")
+    kwargs["dtype"] = "auto" if dtype == "auto" else getattr(torch, dtype or "float32")
+    if model.get("attn_implementation"):
+        kwargs["attn_implementation"] = model["attn_implementation"]
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left", **common)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    loaded = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return loaded, tokenizer, path
+
+
+# --------------------------------------------------------------------------------------------
+# Prompts
+# --------------------------------------------------------------------------------------------
+
+
+def _load_source(data: dict[str, Any]):
+    """The raw dataset: a local file, a saved dataset folder, a loadable folder, or a hub id."""
+    from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+
+    source = str(data["dataset"])
+    split = data.get("split") or "train"
+    path = Path(source).expanduser()
+    if path.is_file():
+        builder = _FILE_BUILDERS.get(path.suffix.lower())
+        if builder is None:
+            raise ValueError(
+                f"data.dataset {source!r}: unknown file type {path.suffix!r}; use one of {sorted(_FILE_BUILDERS)}"
+            )
+        return load_dataset(builder, data_files=str(path), split="train")
+    if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()):
+        loaded = load_from_disk(str(path))
+        if isinstance(loaded, DatasetDict):
+            if split not in loaded:
+                raise ValueError(f"data.split {split!r} not in the saved dataset {source!r} (has {sorted(loaded)})")
+            loaded = loaded[split]
+        assert isinstance(loaded, Dataset)
+        return loaded
+    return load_dataset(source, name=data.get("config_name"), split=split)
+
+
+def _use_chat(data: dict[str, Any], tokenizer) -> bool:
+    """Whether prompts become chat messages: `chat_template` null = when the tokenizer has one."""
+    setting = data.get("chat_template")
+    if isinstance(setting, str) and setting.strip():
+        tokenizer.chat_template = setting  # a Jinja template given in the study
+        return True
+    if setting is False:
+        return False
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if setting is True and not has_template:
+        raise ValueError("data.chat_template is true but the tokenizer has no chat template; give one as a string")
+    return has_template
+
+
+def load_prompts(data: dict[str, Any], tokenizer, *, seed: int = 1234):
+    """The training dataset with a `prompt` column, built as Open R1 builds it.
+
+    With a chat template: [system?, user] messages (TRL applies the template). Without: plain
+    text, the system prompt (if any) prepended. Other columns stay, so rewards read them
+    (`solution`, `answer`, ...).
+    """
+    if data.get("task"):
+        dataset = task_dataset(data["task"], int(data.get("num_prompts") or DEFAULT_TASK_PROMPTS), seed=seed)
+        column = "prompt"
+    else:
+        dataset = _load_source(data)
+        column = data.get("prompt_column") or "prompt"
+        if column not in dataset.column_names:
+            raise ValueError(
+                f"data.prompt_column {column!r} is not a column of {data['dataset']!r}; "
+                f"columns are {dataset.column_names}"
+            )
+    if data.get("max_samples"):
+        dataset = dataset.select(range(min(int(data["max_samples"]), len(dataset))))
+    chat = _use_chat(data, tokenizer)
+    system = data.get("system_prompt")
+
+    def to_prompt(row: dict[str, Any]) -> dict[str, Any]:
+        value = row[column]
+        if isinstance(value, list):  # already messages
+            messages = list(value)
+            if system and not (messages and messages[0].get("role") == "system"):
+                messages = [{"role": "system", "content": system}, *messages]
+            return {"prompt": messages}
+        if chat:
+            messages = [{"role": "user", "content": str(value)}]
+            if system:
+                messages.insert(0, {"role": "system", "content": system})
+            return {"prompt": messages}
+        return {"prompt": f"{system}\n\n{value}" if system else str(value)}
+
+    remove = [column] if column != "prompt" else []
+    return dataset.map(to_prompt, remove_columns=remove, desc="building prompts")
+
+
+# --------------------------------------------------------------------------------------------
+# GRPOConfig
+# --------------------------------------------------------------------------------------------
+
+
+def derive_max_steps(budget: dict[str, Any], trainer: dict[str, Any], world_size: int) -> int | None:
+    """Optimizer steps from the budget: `max_steps`, or completions -> steps, the smaller when both.
+
+    completions -> steps = ceil(completions * num_iterations / (per_device_train_batch_size x
+    world_size x gradient_accumulation_steps)): each optimizer step trains on that many
+    completions, each generated completion is trained on num_iterations times.
+    """
+    candidates = []
+    if budget.get("max_steps"):
+        candidates.append(int(budget["max_steps"]))
+    if budget.get("completions"):
+        per_step = (
+            int(trainer.get("per_device_train_batch_size", 8))
+            * world_size
+            * int(trainer.get("gradient_accumulation_steps", 1))
+        )
+        iterations = int(trainer.get("num_iterations", 1))
+        candidates.append(max(1, math.ceil(int(budget["completions"]) * iterations / per_step)))
+    return min(candidates) if candidates else None
+
+
+def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: list[float]) -> dict[str, Any]:
+    """GRPOConfig keyword arguments: the study's, verbatim, plus what a trial must own.
+
+    Always: output_dir inside the trial folder, logging_steps=1 (metrics.jsonl is per step).
+    Unless the study set them: report_to none, save_strategy no, no progress bar (the parent
+    shows progress). Without CUDA: bf16/fp16 off, use_cpu. Built-in model: no gradient
+    checkpointing (it only slows a tiny model). vLLM mode from the hardware section.
+    """
+    kw = dict(spec.trainer)
+    kw["output_dir"] = os.fspath(Path(spec.trial_dir) / "trainer")
+    kw["logging_strategy"] = "steps"
+    kw["logging_steps"] = 1
+    kw.setdefault("report_to", "none")
+    kw.setdefault("save_strategy", "no")
+    kw.setdefault("disable_tqdm", True)
+    if not _cuda():
+        kw["bf16"] = False
+        kw["fp16"] = False
+        kw["use_cpu"] = True
+    if is_builtin_model(str(spec.model["name_or_path"])):
+        kw["gradient_checkpointing"] = False
+    vllm_mode = (spec.hardware.get("vllm") or {}).get("mode", "none")
+    if vllm_mode in ("colocate", "server"):
+        kw.setdefault("use_vllm", True)
+        kw.setdefault("vllm_mode", vllm_mode)
+    steps = derive_max_steps(spec.budget, kw, world_size)
+    if steps is not None:
+        kw["max_steps"] = steps
+    if "reward_weights" not in kw and any(w != 1.0 for w in reward_weights):
+        kw["reward_weights"] = list(reward_weights)
+    return kw
+
+
+# --------------------------------------------------------------------------------------------
+# The whole trial
+# --------------------------------------------------------------------------------------------
+
+
+def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bool = True) -> BuiltTrial:
+    """Load (timed as load_seconds) then build config and trainer (timed as build_seconds)."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    started = time.perf_counter()
+    model, tokenizer, path = load_model_and_tokenizer(spec.model, spec.data, log)
+    # The same prompt set for every trial of a study: the trial's seed varies sampling, not data.
+    dataset = load_prompts(spec.data, tokenizer)
+    ctx = RewardContext(task=spec.data.get("task"), max_completion_length=spec.trainer.get("max_completion_length", 512))
+    funcs, names, weights = build_rewards(spec.rewards, ctx)
+    load_seconds = time.perf_counter() - started
+
+    started = time.perf_counter()
+    config = GRPOConfig(**build_config_kwargs(spec, world_size=world_size, reward_weights=weights))
+    prompts_per_round = config.generation_batch_size // config.num_generations
+    if len(dataset) < prompts_per_round:
+        raise ValueError(
+            f"the dataset has {len(dataset)} prompts but each generation round needs {prompts_per_round} "
+            f"(generation_batch_size {config.generation_batch_size} / num_generations {config.num_generations}); "
+            "use more prompts (data.num_prompts / data.max_samples) or a smaller generation batch"
+        )
+    if config.reward_weights is not None and len(config.reward_weights) != len(funcs):
+        raise ValueError(
+            f"trainer.reward_weights has {len(config.reward_weights)} values for {len(funcs)} rewards {names}"
+        )
+    effective_weights = list(config.reward_weights) if config.reward_weights is not None else [1.0] * len(funcs)
+    recorder = MetricsRecorder(
+        spec.trial_dir,
+        reward_names=names,
+        reward_weights=effective_weights,
+        num_generations=config.num_generations,
+        generation_batch_size=config.generation_batch_size,
+        completions_per_step=config.per_device_train_batch_size * config.world_size * config.gradient_accumulation_steps,
+        echo=echo,
+    )
+    stopper = StopSwitch(spec.trial_dir, max_tokens=spec.budget.get("tokens"), max_seconds=spec.budget.get("seconds"))
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[recorder, stopper],
+    )
+    recorder.attach(trainer)
+    if config.disable_tqdm:
+        # The printer dumps every step's full dict; the recorder's one-line echo is enough for log.txt.
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+    build_seconds = time.perf_counter() - started
+    return BuiltTrial(
+        trainer=trainer,
+        config=config,
+        recorder=recorder,
+        stopper=stopper,
+        model_path=path,
+        reward_names=names,
+        reward_weights=effective_weights,
+        load_seconds=load_seconds,
+        build_seconds=build_seconds,
+    )

@@ -1,0 +1,254 @@
+"""Trainer callbacks: the per-step metrics recorder and the stop/budget switch.
+
+The recorder turns each of GRPOTrainer's per-step logs into one flushed line of
+`metrics.jsonl` (so a crash keeps every finished step), and each generation round into one line
+per prompt group in `groups.jsonl`. The switch ends training at the end of an optimizer step
+when the parent asks (a `STOP` file), or a token/time budget runs out; in a multi-process run
+the ranks agree on the decision with one all_reduce per step, because a rank that stops alone
+leaves the others waiting in DDP forever.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.distributed as dist
+from transformers import TrainerCallback
+
+from .spec import GROUPS_FILE, METRICS_FILE, STOP_FILE
+
+__all__ = ["MetricsRecorder", "StopSwitch", "peak_memory_mb"]
+
+# TRL's log keys that we rename (slashes make awkward column names in reports).
+_RENAMED = {
+    "completions/mean_length": "completions_mean_length",
+    "completions/min_length": "completions_min_length",
+    "completions/max_length": "completions_max_length",
+    "completions/clipped_ratio": "completions_clipped_ratio",
+    "completions/mean_terminated_length": "completions_mean_terminated_length",
+    "completions/min_terminated_length": "completions_min_terminated_length",
+    "completions/max_terminated_length": "completions_max_terminated_length",
+}
+# Trainer summary keys logged once at the end; not a step.
+_END_OF_TRAINING = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}
+
+MAX_GROUPS_PER_STEP = 32
+MAX_PROMPT_CHARS = 500
+MAX_COMPLETION_CHARS = 200
+SAMPLE_COMPLETIONS = 4
+
+
+def peak_memory_mb() -> float:
+    """CUDA max allocated on GPU; peak resident set size of this process on CPU."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports KiB, macOS bytes.
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024
+
+
+def _text(value: Any) -> str:
+    """A prompt or completion as text: chat messages become their last user/assistant content."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and isinstance(value[-1], dict):
+        content = value[-1].get("content", "")
+        return content if isinstance(content, str) else json.dumps(content, default=str)
+    return str(value)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe scalars: NaN/inf become None, tensors become floats."""
+    if isinstance(value, torch.Tensor):
+        value = value.item() if value.numel() == 1 else value.tolist()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class MetricsRecorder(TrainerCallback):
+    """Append one row per optimizer step to metrics.jsonl and the prompt groups to groups.jsonl.
+
+    Runs on every rank (TRL's metrics are already gathered) but writes only on the main one.
+    `attach(trainer)` after building the trainer gives it the generation buffer it reads groups
+    from (TRL keeps the last generation batch, gathered over processes, in `trainer._logs`).
+    """
+
+    def __init__(
+        self,
+        trial_dir: str | Path,
+        *,
+        reward_names: Sequence[str],
+        reward_weights: Sequence[float],
+        num_generations: int,
+        generation_batch_size: int,
+        completions_per_step: int,
+        echo: bool = True,
+    ) -> None:
+        self.trial_dir = Path(trial_dir)
+        self.reward_names = list(reward_names)
+        self.reward_weights = list(reward_weights)
+        self.num_generations = num_generations
+        self.generation_batch_size = generation_batch_size
+        self.completions_per_step = completions_per_step
+        self.echo = echo
+        self.trainer: Any = None
+        self.started: float | None = None
+        self.last_log: float | None = None
+        self.rows_written = 0
+        self._metrics_handle = None
+        self._groups_handle = None
+        self._rng = random.Random(0)
+
+    def attach(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.perf_counter()
+        if state.is_world_process_zero:
+            self.trial_dir.mkdir(parents=True, exist_ok=True)
+            self._metrics_handle = open(self.trial_dir / METRICS_FILE, "a", buffering=1)
+            self._groups_handle = open(self.trial_dir / GROUPS_FILE, "a", buffering=1)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.close()
+
+    def close(self) -> None:
+        for handle in (self._metrics_handle, self._groups_handle):
+            if handle is not None and not handle.closed:
+                handle.flush()
+                handle.close()
+
+    @property
+    def train_seconds(self) -> float:
+        return 0.0 if self.started is None else time.perf_counter() - self.started
+
+    # -- per step --------------------------------------------------------------------------
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or not state.is_world_process_zero or self._metrics_handle is None:
+            return
+        if _END_OF_TRAINING & set(logs) or any(k.startswith("eval_") for k in logs):
+            return
+        generated = "reward" in logs
+        row: dict[str, Any] = {"step": state.global_step, "train_seconds": round(self.train_seconds, 4)}
+        for key, value in logs.items():
+            row[_RENAMED.get(key, key)] = _clean(value)
+        row["completions"] = self.generation_batch_size if generated else 0
+        row["completions_trained"] = self.completions_per_step
+        if generated and row.get("completions_mean_length") is not None:
+            row["completion_tokens"] = round(row["completions_mean_length"] * self.generation_batch_size, 2)
+        row["peak_memory_mb"] = round(peak_memory_mb(), 2)
+        self._metrics_handle.write(json.dumps(row) + "\n")
+        self._metrics_handle.flush()
+        self.rows_written += 1
+        if generated:
+            self._write_groups(state.global_step)
+        if self.echo:
+            shown = {k: row[k] for k in ("step", "train_seconds", "reward", "frac_reward_zero_std", "loss") if row.get(k) is not None}
+            print("[grpo-ablate] " + json.dumps(shown), flush=True)
+
+    def _write_groups(self, step: int) -> None:
+        logs = getattr(self.trainer, "_logs", None)
+        if not logs or self._groups_handle is None:
+            return
+        prompts = list(logs.get("prompt", []))
+        completions = list(logs.get("completion", []))
+        per_func = [list(logs.get("rewards", {}).get(name, [])) for name in self.reward_names]
+        g = self.num_generations
+        n = len(prompts)
+        if n == 0 or n % g or len(completions) != n or any(len(v) != n for v in per_func):
+            return  # not one whole generation batch: skip rather than mis-group
+        totals = []
+        for i in range(n):
+            parts = [w * v for w, v in zip(self.reward_weights, (f[i] for f in per_func)) if v is not None and not math.isnan(v)]
+            totals.append(sum(parts) if parts else None)
+        num_groups = n // g
+        chosen = range(num_groups)
+        if num_groups > MAX_GROUPS_PER_STEP:
+            chosen = sorted(self._rng.sample(range(num_groups), MAX_GROUPS_PER_STEP))
+        for j in chosen:
+            lo, hi = j * g, (j + 1) * g
+            scores = [t for t in totals[lo:hi] if t is not None]
+            texts = [_text(c) for c in completions[lo:hi]]
+            mean = sum(scores) / len(scores) if scores else None
+            var = sum((s - mean) ** 2 for s in scores) / len(scores) if scores else None
+            record = {
+                "step": step,
+                "group": j,
+                "prompt": _text(prompts[lo])[:MAX_PROMPT_CHARS],
+                "num_generations": g,
+                "reward_mean": mean,
+                "reward_var": var,
+                "distinct_frac": len(set(texts)) / g,
+                "rewards": [None if t is None else round(t, 4) for t in totals[lo:hi]],
+                "completions": [t[:MAX_COMPLETION_CHARS] for t in texts[:SAMPLE_COMPLETIONS]],
+            }
+            self._groups_handle.write(json.dumps(record) + "\n")
+        self._groups_handle.flush()
+
+
+class StopSwitch(TrainerCallback):
+    """End training after the current optimizer step on a STOP file, a token budget or a time budget.
+
+    The parent (a pruner, Ctrl-C, `run_trial(stop_event=...)`) asks by writing `<trial_dir>/STOP`
+    containing "pruned" or "interrupted". Budgets: `tokens` counts TRL's num_input_tokens_seen
+    (prompt + completion tokens over all processes), `seconds` the training wall time.
+    """
+
+    def __init__(self, trial_dir: str | Path, *, max_tokens: int | None = None, max_seconds: float | None = None) -> None:
+        self.trial_dir = Path(trial_dir)
+        self.max_tokens = max_tokens
+        self.max_seconds = max_seconds
+        self.started: float | None = None
+        self.stop_reason: str | None = None  # "pruned" | "interrupted" | "budget: ..."
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.perf_counter()
+
+    def _local_reason(self, state) -> int:
+        """0 = go on; 1 = budget reached; 2 = stop requested by the parent."""
+        if (self.trial_dir / STOP_FILE).exists():
+            return 2
+        if self.max_tokens is not None and state.num_input_tokens_seen >= self.max_tokens:
+            return 1
+        if self.max_seconds is not None and self.started is not None:
+            if time.perf_counter() - self.started >= self.max_seconds:
+                return 1
+        return 0
+
+    def on_step_end(self, args, state, control, **kwargs):
+        code = self._local_reason(state)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            device = torch.device("cpu")
+            if dist.get_backend() == "nccl":
+                device = torch.device("cuda", torch.cuda.current_device())
+            flag = torch.tensor([code], dtype=torch.int32, device=device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            code = int(flag.item())
+        if code == 0:
+            return control
+        if code == 2:
+            try:
+                text = (self.trial_dir / STOP_FILE).read_text().strip().lower()
+            except OSError:
+                text = ""
+            self.stop_reason = "interrupted" if text.startswith("interrupt") else "pruned"
+        else:
+            self.stop_reason = self._budget_text(state)
+        control.should_training_stop = True
+        return control
+
+    def _budget_text(self, state) -> str:
+        if self.max_tokens is not None and state.num_input_tokens_seen >= self.max_tokens:
+            return f"budget: {state.num_input_tokens_seen} tokens >= tokens budget {self.max_tokens}"
+        return f"budget: training time reached the seconds budget {self.max_seconds}"

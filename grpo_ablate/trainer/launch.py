@@ -1,0 +1,388 @@
+"""Start one trial in its own process tree, watch it, stop it, and say how it ended.
+
+The parent side of a trial (stdlib only: the orchestrator never imports torch, so its memory
+stays flat over hundreds of trials). `run_trial` writes `spec.json`, starts
+
+    python -m grpo_ablate.trainer.worker <trial_dir>/spec.json                # 1 process
+    python -m torch.distributed.run --nproc_per_node N -m grpo_ablate.trainer.worker ...
+    python -m accelerate.commands.launch --config_file F --num_processes N -m grpo_ablate.trainer.worker ...
+
+sends its output to `log.txt`, tails `metrics.jsonl` for progress, enforces the timeout, turns
+a stop request into a `STOP` file (the worker ends after the current step, all ranks agreeing),
+and classifies the outcome from the worker's `result.json` and the exit status. The final
+classification is written back into `result.json`, so every trial folder ends with one.
+
+    from grpo_ablate.trainer.launch import run_trial
+    result = run_trial(TrialSpec.load("runs/x/trials/0/spec.json"), on_progress=print)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..metrics import summarize_trial
+from .vllm_server import vllm_server
+from .spec import (
+    GROUPS_FILE,
+    LOG_FILE,
+    METRICS_FILE,
+    RESULT_FILE,
+    SPEC_FILE,
+    STOP_FILE,
+    TrialOutcome,
+    TrialResult,
+    TrialSpec,
+)
+
+__all__ = ["TrialOutcome", "TrialResult", "build_command", "request_stop", "run_trial"]
+
+POLL_SECONDS = 0.5
+STOP_GRACE_SECONDS = 60.0  # after a STOP, how long a step may take before the process is killed
+TERM_GRACE_SECONDS = 10.0  # between SIGTERM and SIGKILL
+LOG_TAIL_LINES = 60
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+_OOM_LOG_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "MemoryError", "Signal 9 (SIGKILL)", "exitcode  : -9")
+_STALE = (METRICS_FILE, GROUPS_FILE, RESULT_FILE, STOP_FILE, LOG_FILE, "resolved_config.json")
+
+
+def request_stop(trial_dir: str | os.PathLike[str], reason: str = "pruned") -> None:
+    """Ask a running trial to end after its current optimizer step ("pruned" or "interrupted")."""
+    path = Path(trial_dir) / STOP_FILE
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(reason + "\n")
+        os.replace(tmp, path)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _launcher(spec: TrialSpec) -> str:
+    choice = str(spec.hardware.get("launcher") or "auto")
+    if choice != "auto":
+        return choice
+    if spec.num_processes <= 1:
+        return "python"
+    # accelerate only when the study gives it a config: `accelerate launch --cpu --num_processes 2`
+    # was seen starting ONE process, torchrun starts N reliably on CPU (gloo) and GPU (nccl).
+    return "accelerate" if spec.hardware.get("accelerate_config") else "torchrun"
+
+
+def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[str]:
+    """The argv that starts the trial's process(es)."""
+    worker = ["-m", "grpo_ablate.trainer.worker", os.fspath(spec_path)]
+    launcher = _launcher(spec)
+    n = spec.num_processes
+    if launcher == "python":
+        if n != 1:
+            raise ValueError(f"hardware.launcher 'python' starts one process, but num_processes is {n}; use torchrun or accelerate")
+        return [sys.executable, *worker]
+    if launcher == "torchrun":
+        return [
+            sys.executable, "-m", "torch.distributed.run",
+            "--nnodes", "1", "--nproc_per_node", str(n),
+            "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+            *worker,
+        ]
+    if launcher == "accelerate":
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(n), "--main_process_port", str(_free_port())]
+        if spec.hardware.get("accelerate_config"):
+            cmd += ["--config_file", os.fspath(spec.hardware["accelerate_config"])]
+        return [*cmd, *worker]
+    raise ValueError(f"hardware.launcher must be auto, python, torchrun or accelerate, got {launcher!r}")
+
+
+def _environment(spec: TrialSpec) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(spec.env)
+    # The worker imports this package by module name, installed or not.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.fspath(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env["GRPO_ABLATE_LAUNCHED_AT"] = repr(time.time())
+    return env
+
+
+class _Tail:
+    """Read the complete new lines of a growing JSONL file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        data = self.partial + chunk
+        lines = data.split(b"\n")
+        self.partial = lines.pop()
+        rows = []
+        for line in lines:
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(obj, dict):
+                rows.append(obj)
+        return rows
+
+
+def _kill_tree(proc: subprocess.Popen, grace: float = TERM_GRACE_SECONDS) -> None:
+    """SIGTERM the trial's process group, then SIGKILL what is left after `grace` seconds."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+
+
+def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64_000))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+# --------------------------------------------------------------------------------------------
+# The trial
+# --------------------------------------------------------------------------------------------
+
+
+def _serve_vllm(spec: TrialSpec, env: dict[str, str], stack: contextlib.ExitStack) -> dict[str, str]:
+    """Start the trial's vLLM server (trainer/vllm_server.py); point the trainer at it.
+
+    Returns the training processes' environment (CUDA_VISIBLE_DEVICES without the server GPUs).
+    The server stops when `stack` closes, whatever happened to the trial.
+    """
+    model = str(spec.model["name_or_path"])
+    if model.startswith("builtin:"):
+        raise ValueError("vLLM server mode needs a model folder or hub id; the built-in model is for CPU runs")
+    served = stack.enter_context(
+        vllm_server(
+            spec.hardware, model, env, spec.path / "vllm.log",
+            dtype=spec.model.get("dtype"), revision=spec.model.get("revision"),
+            trust_remote_code=bool(spec.model.get("trust_remote_code")),
+        )
+    )
+    spec.trainer.update(served["trainer"])  # host, ports: this trial's server, whatever the study said
+    return dict(served["env"])
+
+
+def _prepare(spec: TrialSpec) -> Path:
+    trial_dir = spec.path
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    for name in _STALE:
+        (trial_dir / name).unlink(missing_ok=True)
+    for stale in trial_dir.glob("result.rank*.json"):
+        stale.unlink()
+    return trial_dir
+
+
+def _classify(
+    spec: TrialSpec,
+    returncode: int | None,
+    worker: dict[str, Any] | None,
+    rank_failures: list[dict[str, Any]],
+    *,
+    timed_out: bool,
+    stop_reason: str | None,
+    log_tail: str,
+) -> tuple[TrialOutcome, str | None]:
+    if timed_out:
+        return TrialOutcome.FAILED, f"timeout: the trial ran past timeout_s={spec.timeout_s:g} s and was killed"
+    for failure in rank_failures:  # a non-zero rank's own record of what went wrong comes first
+        return TrialOutcome(failure.get("outcome", "failed")), f"rank {failure.get('rank')}: {failure.get('reason')}"
+    if worker is not None:
+        outcome = TrialOutcome(worker.get("outcome", "failed"))
+        if outcome in (TrialOutcome.COMPLETED, TrialOutcome.PRUNED, TrialOutcome.INTERRUPTED):
+            expected = spec.num_processes
+            seen = int(worker.get("world_size") or 1)
+            if seen != expected:
+                return TrialOutcome.FAILED, (
+                    f"the launcher started {seen} training process(es), expected hardware.num_processes={expected}; "
+                    "check the launcher (torchrun starts N on CPU; `accelerate launch --cpu` may start one)"
+                )
+        return outcome, worker.get("reason")
+    if stop_reason is not None:
+        return TrialOutcome(stop_reason), f"stopped by the parent ({stop_reason}); the process was killed after the grace period"
+    if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
+        return TrialOutcome.OOM, f"killed (SIGKILL, exit {returncode}) with no result: probably out of memory"
+    if any(marker in log_tail for marker in _OOM_LOG_MARKERS):
+        return TrialOutcome.OOM, f"exited with code {returncode}; the log shows an out-of-memory error"
+    last = next((line for line in reversed(log_tail.splitlines()) if line.strip()), "")
+    return TrialOutcome.FAILED, f"the trial process exited with code {returncode} without a result; last log line: {last[:300]}"
+
+
+def run_trial(
+    spec: TrialSpec,
+    *,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    stop_event: threading.Event | None = None,
+    poll_seconds: float = POLL_SECONDS,
+    stop_grace_s: float = STOP_GRACE_SECONDS,
+) -> TrialResult:
+    """Run one trial to its end and classify it; never raises for a trial's own failure.
+
+    `on_progress(row)` is called from this thread with every new metrics.jsonl row.
+    `stop_event` set (or a STOP file written by anyone) ends the trial after the current step
+    as "pruned" (the STOP file's text, "pruned" or "interrupted", decides). Ctrl-C in the
+    parent stops the trial as "interrupted", then re-raises.
+    """
+    trial_dir = _prepare(spec)
+    env = _environment(spec)
+    log_path = trial_dir / LOG_FILE
+    tail = _Tail(trial_dir / METRICS_FILE)
+    started = time.monotonic()
+    timed_out = False
+    stop_reason: str | None = None
+    stop_requested_at: float | None = None
+    server = contextlib.ExitStack()
+
+    def deliver(rows: list[dict[str, Any]]) -> None:
+        if on_progress is not None:
+            for row in rows:
+                on_progress(row)
+
+    with log_path.open("ab", buffering=0) as log:
+        try:
+            if (spec.hardware.get("vllm") or {}).get("mode") == "server":
+                env = _serve_vllm(spec, env, server)
+            spec_path = spec.save()
+            cmd = build_command(spec, spec_path)
+            log.write(("$ " + " ".join(cmd) + "\n").encode())
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=os.getcwd())
+        except Exception as exc:  # could not even start: a failed trial, not a crash of the sweep
+            server.close()
+            spec.save()
+            log.write(f"could not start the trial: {type(exc).__name__}: {exc}\n".encode())
+            result = TrialResult(TrialOutcome.FAILED, f"could not start the trial: {type(exc).__name__}: {exc}",
+                                 metrics=summarize_trial(trial_dir), exception_type=type(exc).__name__,
+                                 exception_message=str(exc), log_tail=_log_tail(log_path), trial_dir=spec.trial_dir)
+            _finalize(trial_dir, result, None)
+            return result
+        try:
+            while proc.poll() is None:
+                time.sleep(poll_seconds)
+                deliver(tail.read())
+                now = time.monotonic()
+                if stop_reason is None:
+                    if stop_event is not None and stop_event.is_set():
+                        request_stop(trial_dir, "pruned")
+                    if (trial_dir / STOP_FILE).exists():
+                        text = (trial_dir / STOP_FILE).read_text().strip().lower()
+                        stop_reason = "interrupted" if text.startswith("interrupt") else "pruned"
+                        stop_requested_at = now
+                if stop_requested_at is not None and now - stop_requested_at > stop_grace_s:
+                    _kill_tree(proc)
+                if spec.timeout_s is not None and now - started > spec.timeout_s:
+                    timed_out = True
+                    _kill_tree(proc)
+        except KeyboardInterrupt:
+            request_stop(trial_dir, "interrupted")
+            try:
+                proc.wait(timeout=TERM_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                _kill_tree(proc)
+            _finish(spec, proc.returncode, timed_out=False, stop_reason="interrupted", log_path=log_path)
+            raise
+        finally:
+            server.close()
+    deliver(tail.read())
+    return _finish(spec, proc.returncode, timed_out=timed_out, stop_reason=stop_reason, log_path=log_path)
+
+
+def _finish(spec: TrialSpec, returncode: int | None, *, timed_out: bool, stop_reason: str | None, log_path: Path) -> TrialResult:
+    trial_dir = spec.path
+    worker = _read_json(trial_dir / RESULT_FILE)
+    rank_failures = [r for r in (_read_json(p) for p in sorted(trial_dir.glob("result.rank*.json"))) if r]
+    log_tail = _log_tail(log_path)
+    outcome, reason = _classify(
+        spec, returncode, worker, rank_failures, timed_out=timed_out, stop_reason=stop_reason, log_tail=log_tail
+    )
+    source = rank_failures[0] if rank_failures else (worker or {})
+    metrics = summarize_trial(trial_dir)
+    result = TrialResult(
+        outcome=outcome,
+        reason=reason,
+        metrics=metrics,
+        returncode=returncode,
+        log_tail=log_tail,
+        exception_type=source.get("exception_type"),
+        exception_message=source.get("exception_message"),
+        timings=dict((worker or {}).get("timings") or {}),
+        world_size=(worker or {}).get("world_size"),
+        trial_dir=spec.trial_dir,
+    )
+    _finalize(trial_dir, result, worker)
+    return result
+
+
+def _finalize(trial_dir: Path, result: TrialResult, worker: dict[str, Any] | None) -> None:
+    """Write the parent's classification into result.json, keeping the worker's details."""
+    payload = dict(worker or {})
+    final = result.to_dict()
+    final.pop("log_tail", None)
+    payload.update({k: v for k, v in final.items() if v is not None or k not in payload})
+    payload["worker_outcome"] = (worker or {}).get("outcome")
+    tmp = trial_dir / (RESULT_FILE + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    os.replace(tmp, trial_dir / RESULT_FILE)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """`python -m grpo_ablate.trainer.launch spec.json`: re-run a trial from its spec."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m grpo_ablate.trainer.launch <trial_dir>/spec.json", file=sys.stderr)
+        return 2
+    spec = TrialSpec.load(argv[0])
+    result = run_trial(spec, on_progress=lambda row: print(json.dumps({k: row.get(k) for k in ("step", "train_seconds", "reward")})))
+    print(json.dumps({k: v for k, v in result.to_dict().items() if k != "log_tail"}, indent=2, default=str))
+    return 0 if result.outcome is TrialOutcome.COMPLETED else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -1,0 +1,267 @@
+"""Reward functions by name: a small registry of built-ins plus any `package.module:function`.
+
+A study names its rewards (`rewards: [{name: accuracy}, {name: format, weight: 0.5}]`); this
+module turns each name into a TRL reward function `f(prompts, completions, completion_ids,
+**kwargs) -> list[float | None]`. Every function is wrapped so a broken reward fails its trial
+with the reward's name in the reason (an exception inside it, or the wrong number of values),
+instead of a bare traceback from deep inside GRPOTrainer.
+
+Built-ins (Open R1's set, written afresh):
+- `accuracy`: the completion's final answer equals the dataset's `solution` (or `answer`)
+  column, checked with math-verify (LaTeX and plain expressions); None when the gold answer
+  cannot be parsed, so the row is ignored rather than punished. Needs `pip install 'grpo-ablate[math]'`.
+- `format`: 1.0 when the completion is `<think>...</think>` then `<answer>...</answer>`, else 0.
+- `tag_count`: 0.25 for each of the four tags present exactly once (a smooth path to `format`).
+- `length_penalty`: -(completion tokens / max_completion_length), in [-1, 0]: shorter is better.
+- `task` (or the task's own name, e.g. `addition`): the built-in task's exact-answer reward.
+
+    python -c "from grpo_ablate.trainer.rewards import describe; print(describe())"
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+__all__ = [
+    "BUILTIN_REWARDS",
+    "RewardContext",
+    "RewardFunctionError",
+    "build_reward",
+    "build_rewards",
+    "describe",
+]
+
+RewardFunc = Callable[..., list[Any]]
+
+
+class RewardFunctionError(RuntimeError):
+    """A reward function misbehaved; the message starts with the reward's name."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"reward function '{name}' {message}")
+        self.reward_name = name
+
+
+@dataclass(frozen=True)
+class RewardContext:
+    """What a reward factory may need from the study: the task, the completion budget."""
+
+    task: str | None = None
+    max_completion_length: int | None = None
+
+
+def completion_text(completion: Any) -> str:
+    """Plain text of a completion, whether a string or a conversational message list."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        content = completion[-1].get("content", "")
+        if isinstance(content, list):  # content blocks
+            return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        return str(content)
+    return str(completion)
+
+
+# --------------------------------------------------------------------------------------------
+# Built-in rewards
+# --------------------------------------------------------------------------------------------
+
+_FORMAT = re.compile(r"^\s*<think>.*?</think>\s*<answer>.*?</answer>\s*$", re.DOTALL)
+_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def format_reward(completions: Sequence[Any], **_: Any) -> list[float]:
+    return [1.0 if _FORMAT.match(completion_text(c)) else 0.0 for c in completions]
+
+
+def tag_count_reward(completions: Sequence[Any], **_: Any) -> list[float]:
+    out = []
+    for c in completions:
+        text = completion_text(c)
+        out.append(sum(0.25 for tag in _TAGS if text.count(tag) == 1))
+    return out
+
+
+def _math_verify():
+    try:
+        import math_verify  # noqa: F401
+        from math_verify import LatexExtractionConfig, parse, verify
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "the 'accuracy' reward needs math-verify. Install it with: pip install 'grpo-ablate[math]'"
+        ) from exc
+    return parse, verify, LatexExtractionConfig
+
+
+def accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
+    """1.0 when math-verify finds the completion's answer equal to the gold one; None if gold is unparseable."""
+    gold_column = solution if solution is not None else kwargs.get("answer")
+    if gold_column is None:
+        raise ValueError("needs a `solution` or `answer` column in the dataset to check answers against")
+    parse, verify, LatexExtractionConfig = _math_verify()
+    out: list[float | None] = []
+    for completion, gold in zip(completions, gold_column, strict=True):
+        gold_text = str(gold)
+        gold_parsed = parse(gold_text if "$" in gold_text or "\\" in gold_text else f"${gold_text}$")
+        if not gold_parsed:
+            out.append(None)
+            continue
+        text = completion_text(completion)
+        tagged = _ANSWER.search(text)
+        answer_text = tagged.group(1) if tagged else text
+        try:
+            predicted = parse(answer_text)
+            out.append(1.0 if predicted and verify(gold_parsed, predicted) else 0.0)
+        except Exception:  # math-verify raises on pathological strings: a wrong answer, not a crash
+            out.append(0.0)
+    return out
+
+
+def _length_penalty(ctx: RewardContext) -> RewardFunc:
+    limit = ctx.max_completion_length or 512
+
+    def length_penalty(completions: Sequence[Any], completion_ids: Sequence[Sequence[int]] | None = None, **_: Any) -> list[float]:
+        if completion_ids is not None:
+            lengths = [len(ids) for ids in completion_ids]
+        else:
+            lengths = [len(completion_text(c)) for c in completions]
+        return [-min(1.0, n / limit) for n in lengths]
+
+    return length_penalty
+
+
+def _task_reward(ctx: RewardContext) -> RewardFunc:
+    if not ctx.task:
+        raise ValueError("the 'task' reward needs a built-in task (data.task); this study uses a dataset")
+    from .tasks import task_reward
+
+    return task_reward(ctx.task)
+
+
+# name -> (factory taking the context, one-line description)
+BUILTIN_REWARDS: dict[str, tuple[Callable[[RewardContext], RewardFunc], str]] = {
+    "accuracy": (lambda ctx: accuracy_reward, "math answer equals the `solution` column (math-verify)"),
+    "format": (lambda ctx: format_reward, "<think>...</think><answer>...</answer> layout, 1 or 0"),
+    "tag_count": (lambda ctx: tag_count_reward, "0.25 per think/answer tag present exactly once"),
+    "length_penalty": (_length_penalty, "-(completion tokens / max_completion_length)"),
+    "task": (_task_reward, "the built-in task's own exact-answer reward"),
+}
+
+
+def describe() -> str:
+    from .tasks import TASKS
+
+    lines = [f"{name:16s} {doc}" for name, (_, doc) in BUILTIN_REWARDS.items()]
+    lines += [f"{name:16s} built-in task reward: {task.description}" for name, task in TASKS.items()]
+    lines.append("module:function  any importable function f(prompts, completions, completion_ids, **kwargs)")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Resolution and the safety wrapper
+# --------------------------------------------------------------------------------------------
+
+
+def _import_function(spec: str) -> RewardFunc:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"reward {spec!r}: expected a built-in name or 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"reward {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"reward {spec!r}: module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"reward {spec!r}: {attr!r} is not callable")
+    return target
+
+
+def _reward_name(spec: str) -> str:
+    """The name TRL logs under `rewards/<name>/mean`: the built-in name or the function's name."""
+    return spec.partition(":")[2].split(".")[-1] if ":" in spec else spec
+
+
+def _checked(func: RewardFunc, name: str) -> RewardFunc:
+    """Wrap a reward so misbehaviour fails the trial with the reward's name and the rule broken."""
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
+        try:
+            values = func(prompts=prompts, completions=completions, *args, **kwargs)
+        except (RewardFunctionError, MemoryError):
+            raise  # running out of memory is the hardware's verdict on the trial, not a bug in the reward
+        except Exception as exc:
+            if type(exc).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError, without importing torch
+                raise
+            raise RewardFunctionError(name, f"raised {type(exc).__name__}: {exc}") from exc
+        try:
+            values = list(values)
+        except TypeError:
+            raise RewardFunctionError(
+                name, f"returned {type(values).__name__}, expected a list of one float per completion"
+            ) from None
+        if len(values) != len(completions):
+            raise RewardFunctionError(
+                name,
+                f"returned {len(values)} values for {len(completions)} completions; "
+                "it must return exactly one float (or None) per completion",
+            )
+        for i, v in enumerate(values):
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+                raise RewardFunctionError(name, f"returned {type(v).__name__} at position {i}; expected float or None")
+            if math.isnan(float(v)):
+                values[i] = None
+        return [None if v is None else float(v) for v in values]
+
+    reward.__name__ = name
+    reward.__qualname__ = name
+    reward.__doc__ = getattr(func, "__doc__", None)
+    return reward
+
+
+def build_reward(spec: str, ctx: RewardContext) -> tuple[str, RewardFunc]:
+    """(logged name, checked reward function) for one `rewards[].name`."""
+    from .tasks import TASKS
+
+    if spec in BUILTIN_REWARDS:
+        func = BUILTIN_REWARDS[spec][0](ctx)
+        name = ctx.task if spec == "task" and ctx.task else spec
+    elif spec in TASKS:
+        func = _task_reward(RewardContext(task=spec, max_completion_length=ctx.max_completion_length))
+        name = spec
+    elif ":" in spec:
+        func = _import_function(spec)
+        name = _reward_name(spec)
+    else:
+        known = sorted([*BUILTIN_REWARDS, *TASKS])
+        raise ValueError(f"unknown reward {spec!r}; use one of {known} or 'package.module:function'")
+    return name, _checked(func, name)
+
+
+def build_rewards(
+    entries: Sequence[dict[str, Any]], ctx: RewardContext
+) -> tuple[list[RewardFunc], list[str], list[float]]:
+    """Reward functions, their logged names and weights; no entries means the task's own reward."""
+    if not entries:
+        if not ctx.task:
+            raise ValueError("no rewards given and no built-in task to take one from: set `rewards:` in the study")
+        entries = [{"name": "task", "weight": 1.0}]
+    funcs, names, weights = [], [], []
+    for entry in entries:
+        name, func = build_reward(str(entry["name"]), ctx)
+        if name in names:
+            raise ValueError(f"reward {name!r} is listed twice; TRL logs rewards by name, so names must be unique")
+        funcs.append(func)
+        names.append(name)
+        weights.append(float(entry.get("weight", 1.0)))
+    return funcs, names, weights

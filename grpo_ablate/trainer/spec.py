@@ -1,0 +1,176 @@
+"""What one trial is, as data: the spec the parent writes and the result the worker writes.
+
+Stdlib only: the orchestrator (study, objective, run-one) imports this without paying for
+torch. The trial process reads `<trial_dir>/spec.json` and writes `<trial_dir>/result.json`;
+those two files are the whole interface between a sweep and a run, so a trial can be re-run by
+hand with `python -m grpo_ablate.trainer.worker runs/x/trials/3/spec.json`.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DEFAULT_DATA",
+    "DEFAULT_HARDWARE",
+    "DEFAULT_MODEL",
+    "TrialOutcome",
+    "TrialResult",
+    "TrialSpec",
+    "SPEC_FILE",
+    "RESULT_FILE",
+    "METRICS_FILE",
+    "GROUPS_FILE",
+    "LOG_FILE",
+    "STOP_FILE",
+]
+
+SPEC_FILE = "spec.json"
+RESULT_FILE = "result.json"
+METRICS_FILE = "metrics.jsonl"
+GROUPS_FILE = "groups.jsonl"
+LOG_FILE = "log.txt"
+STOP_FILE = "STOP"
+
+# Section defaults, mirroring the study schema: a spec built from partial sections (tests,
+# run-one before config.py validates) still reads every key the trainer core looks up.
+DEFAULT_MODEL: dict[str, Any] = {
+    "name_or_path": "builtin:tiny",
+    "dtype": None,
+    "attn_implementation": None,
+    "trust_remote_code": False,
+    "revision": None,
+}
+DEFAULT_DATA: dict[str, Any] = {
+    "task": None,
+    "dataset": None,
+    "config_name": None,
+    "split": "train",
+    "prompt_column": "prompt",
+    "system_prompt": None,
+    "chat_template": None,
+    "max_samples": None,
+    "num_prompts": None,
+}
+DEFAULT_BUDGET: dict[str, Any] = {"max_steps": None, "completions": None, "tokens": None, "seconds": None}
+DEFAULT_HARDWARE: dict[str, Any] = {
+    "num_processes": 1,
+    "accelerate_config": None,
+    "launcher": "auto",
+    "vllm": {"mode": "none", "server_gpus": 1},
+}
+
+
+def _merged(defaults: dict[str, Any], given: dict[str, Any] | None) -> dict[str, Any]:
+    out = copy.deepcopy(defaults)
+    for key, value in (given or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+@dataclass
+class TrialSpec:
+    """Everything one trial process needs, already validated and merged with the trial's params.
+
+    `trainer` holds GRPOConfig keyword arguments verbatim (never a built config: TRL fills
+    generation_batch_size and steps_per_generation in __post_init__, so a rebuilt config raises).
+    `params` repeats the searched values for the record; they are already inside `trainer`.
+    """
+
+    trial_dir: str
+    model: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    rewards: list[dict[str, Any]] = field(default_factory=list)
+    trainer: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.trial_dir = os.fspath(self.trial_dir)
+        self.model = _merged(DEFAULT_MODEL, self.model)
+        self.data = _merged(DEFAULT_DATA, self.data)
+        self.budget = _merged(DEFAULT_BUDGET, self.budget)
+        self.hardware = _merged(DEFAULT_HARDWARE, self.hardware)
+        self.rewards = [{"weight": 1.0, **r} for r in (self.rewards or [])]
+        self.env = {str(k): str(v) for k, v in (self.env or {}).items()}
+
+    @property
+    def path(self) -> Path:
+        return Path(self.trial_dir)
+
+    @property
+    def num_processes(self) -> int:
+        return int(self.hardware.get("num_processes") or 1)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrialSpec":
+        raw = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"spec.json has unknown keys {unknown}; known keys are {sorted(known)}")
+        return cls(**raw)
+
+    def save(self) -> Path:
+        """Write `<trial_dir>/spec.json` (atomically: a crash never leaves half a spec)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        target = self.path / SPEC_FILE
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(self.to_json())
+        os.replace(tmp, target)
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "TrialSpec":
+        return cls.from_json(Path(path).read_text())
+
+
+class TrialOutcome(str, enum.Enum):
+    """How a trial ended. A str enum, so it goes into JSON and Optuna attrs as its value."""
+
+    COMPLETED = "completed"
+    PRUNED = "pruned"
+    OOM = "oom"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass
+class TrialResult:
+    """What the parent learns about a finished trial.
+
+    `metrics` are the headline metrics (grpo_ablate.metrics.summarize over metrics.jsonl, plus
+    load/build seconds); they are filled for every outcome, partial runs included.
+    """
+
+    outcome: TrialOutcome
+    reason: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    returncode: int | None = None
+    log_tail: str = ""
+    exception_type: str | None = None
+    exception_message: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    world_size: int | None = None
+    trial_dir: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["outcome"] = self.outcome.value
+        return out

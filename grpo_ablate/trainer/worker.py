@@ -1,0 +1,169 @@
+"""The trial process: read spec.json, build, train, write result.json. One trial, one process tree.
+
+Runs as `python -m grpo_ablate.trainer.worker <trial_dir>/spec.json`, or under torchrun /
+accelerate launch for several training processes (each rank runs this; rank 0 writes the
+files). Keeping a trial in its own process keeps memory, CUDA/vLLM state and crashes out of the
+sweep. The outcome is always written before exit when Python still runs:
+
+- completed: training reached max_steps / epochs, or a token/time budget (reason says which);
+- pruned / interrupted: the parent wrote STOP; training ended after the current step;
+- oom: CUDA out of memory or MemoryError (a kernel kill leaves no file: the parent infers it);
+- failed: any other exception; type, message and traceback tail kept. A misbehaving reward
+  function fails with its name in the reason.
+
+Exit status: 0 for completed/pruned/interrupted, 1 for failed, 3 for oom.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .spec import RESULT_FILE, TrialOutcome, TrialSpec
+
+__all__ = ["classify_exception", "main", "run_spec"]
+
+EXIT_FAILED = 1
+EXIT_OOM = 3
+_OOM_MARKERS = ("out of memory", "cuda error: out of memory", "cublas_status_alloc_failed")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def classify_exception(exc: BaseException) -> tuple[TrialOutcome, str]:
+    """(outcome, reason) for an exception: OOM by type or message, a reward's own error first."""
+    from .rewards import RewardFunctionError
+
+    chain = _chain(exc)
+    for item in chain:
+        if isinstance(item, RewardFunctionError):
+            return TrialOutcome.FAILED, str(item)
+    for item in chain:
+        name = type(item).__name__
+        if isinstance(item, MemoryError) or name == "OutOfMemoryError" or any(m in str(item).lower() for m in _OOM_MARKERS):
+            return TrialOutcome.OOM, f"{name}: {str(item)[:500]}"
+    return TrialOutcome.FAILED, f"{type(exc).__name__}: {str(exc)[:1000]}"
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def _resolved(config: Any) -> dict[str, Any]:
+    """The GRPOConfig values a report needs, after TRL filled in its derived fields."""
+    keys = (
+        "num_generations", "generation_batch_size", "steps_per_generation", "per_device_train_batch_size",
+        "gradient_accumulation_steps", "num_iterations", "max_steps", "num_train_epochs", "temperature",
+        "top_p", "learning_rate", "beta", "loss_type", "scale_rewards", "max_completion_length", "seed",
+        "world_size", "bf16", "use_cpu", "use_vllm", "vllm_mode", "reward_weights",
+    )
+    return {k: getattr(config, k, None) for k in keys}
+
+
+def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[TrialOutcome, dict[str, Any]]:
+    """Build and train one trial in this process; return (outcome, result payload)."""
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    payload: dict[str, Any] = {"trial_dir": spec.trial_dir, "params": spec.params}
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    payload.update(rank=rank, world_size=world_size, pid=os.getpid())
+    if launched_at is not None:
+        timings["startup_seconds"] = max(0.0, time.time() - launched_at)
+    built = None
+    try:
+        import torch
+        import transformers
+        import trl
+        from trl import GRPOConfig, GRPOTrainer  # noqa: F401 - lazy modules: pay the import here, timed
+
+        from .build import build_trial
+
+        transformers.logging.set_verbosity_warning()
+        payload["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__}
+        timings["import_seconds"] = time.perf_counter() - t0
+        if "startup_seconds" in timings:
+            timings["startup_seconds"] += timings["import_seconds"]
+        built = build_trial(spec, log=lambda m: print(f"[grpo-ablate] {m}", flush=True))
+        timings["load_seconds"] = built.load_seconds
+        timings["build_seconds"] = built.build_seconds
+        payload["model_path"] = built.model_path
+        payload["reward_names"] = built.reward_names
+        payload["resolved_config"] = _resolved(built.config)
+        if rank == 0:
+            _write_json(Path(spec.trial_dir) / "resolved_config.json", payload["resolved_config"])
+        started = time.perf_counter()
+        try:
+            built.trainer.train()
+        finally:
+            timings["train_seconds"] = time.perf_counter() - started
+            built.recorder.close()
+        payload["steps"] = int(built.trainer.state.global_step)
+        reason = built.stopper.stop_reason
+        if reason in ("pruned", "interrupted"):
+            outcome = TrialOutcome(reason)
+            payload["reason"] = f"stopped by the parent ({reason}) after step {payload['steps']}"
+        else:
+            outcome = TrialOutcome.COMPLETED
+            payload["reason"] = reason  # a budget stop, or None
+    except BaseException as exc:  # noqa: BLE001 - the whole point is to record any failure
+        if isinstance(exc, KeyboardInterrupt):
+            outcome, reason_text = TrialOutcome.INTERRUPTED, "KeyboardInterrupt"
+        else:
+            outcome, reason_text = classify_exception(exc)
+        payload["reason"] = reason_text
+        payload["exception_type"] = type(exc).__name__
+        payload["exception_message"] = str(exc)[:4000]
+        payload["traceback"] = "".join(traceback.format_exception(exc))[-6000:]
+        if built is not None:
+            payload["steps"] = int(built.trainer.state.global_step)
+        traceback.print_exc()
+    payload["outcome"] = outcome.value
+    payload["timings"] = {k: round(v, 4) for k, v in timings.items()}
+    return outcome, payload
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m grpo_ablate.trainer.worker <trial_dir>/spec.json", file=sys.stderr)
+        return 2
+    spec = TrialSpec.load(argv[0])
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    if str(spec.model.get("name_or_path", "")).startswith("builtin:") and spec.data.get("task"):
+        os.environ["HF_HUB_OFFLINE"] = "1"  # the built-in demo never touches the network
+    for key, value in spec.env.items():
+        os.environ.setdefault(key, value)
+    launched = os.environ.get("GRPO_ABLATE_LAUNCHED_AT")
+    outcome, payload = run_spec(spec, launched_at=float(launched) if launched else None)
+    rank = payload.get("rank", 0)
+    trial_dir = Path(spec.trial_dir)
+    if rank == 0:
+        _write_json(trial_dir / RESULT_FILE, payload)
+    elif outcome in (TrialOutcome.FAILED, TrialOutcome.OOM):
+        # A failing non-zero rank leaves its own record: rank 0 may be killed before writing.
+        _write_json(trial_dir / f"result.rank{rank}.json", payload)
+    print(f"[grpo-ablate] trial {outcome.value}: {payload.get('reason')}", flush=True)
+    if outcome is TrialOutcome.OOM:
+        return EXIT_OOM
+    if outcome is TrialOutcome.FAILED:
+        return EXIT_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
