@@ -117,7 +117,8 @@ def load_summary(spec: str) -> Source:
         try:
             return Source(str(p), summary_dict(collect(study)), tolerances)
         except StudyError as e:
-            raise CompareError(f"{p}: no summary.json in {study.output_dir} and {e}") from None
+            why = "; ".join(pr.message for pr in e.problems)
+            raise CompareError(f"{p}: no summary.json in {study.output_dir}, and {why}") from None
     if not p.exists():
         raise CompareError(f"not found: {p} (expected a summary.json, a run folder or a study YAML)")
     return Source(str(p), _read_json(p), {})

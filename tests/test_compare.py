@@ -138,7 +138,6 @@ def test_bad_input_exits_2(summary, tmp_path, case):
 
 
 def test_study_file_supplies_tolerances(summary, tmp_path):
-    pytest.importorskip("grpo_ablate.metrics")
     out_dir = tmp_path / "run"
     out_dir.mkdir()
     b = copy.deepcopy(summary)
@@ -147,9 +146,19 @@ def test_study_file_supplies_tolerances(summary, tmp_path):
     study = tmp_path / "nightly.yaml"
     study.write_text(
         f"study:\n  name: {STUDY_NAME}\n  output_dir: {out_dir}\n  sampler: ablation\n"
-        "data:\n  task: count_char\nbudget:\n  max_steps: 10\n"
+        "data:\n  task: addition\nbudget:\n  max_steps: 10\n"
         "compare:\n  tolerances:\n    reward_per_hour: 0.3\n"
     )
     a = _write(tmp_path, "a.json", summary)
     assert _run(a, str(study))[0] == 0  # the file allows 30%
     assert _run(a, str(study), ["reward_per_hour=0.1"])[0] == 1  # the command line wins
+
+
+def test_study_file_without_summary_is_summarised_from_its_storage(tmp_path):
+    _, out_dir = make_study(tmp_path)
+    study = tmp_path / "s.yaml"
+    study.write_text(f"study:\n  name: {STUDY_NAME}\n  output_dir: {out_dir}\n  sampler: ablation\n"
+                     "data:\n  task: addition\nbudget:\n  max_steps: 10\n")
+    assert not (out_dir / "summary.json").exists()
+    code, out, _ = _run(str(study), str(study))
+    assert code == 0 and "no regression in 4 check(s)" in out  # the objective over 4 arms

@@ -294,3 +294,16 @@ def test_interrupted_and_running_trials_are_notes_not_warnings():
     found = find_warnings([rec(0, "interrupted"), rec(1, "running"), rec(2, "running")], [])
     assert [(f.kind, f.severity, f.trials) for f in found] == [("interrupted", "info", (0,)), ("running", "info", (1, 2))]
     assert found[1].message == "2 trial(s) were still running when this report was written: #1, #2."
+
+
+def test_generated_tokens_count_completion_tokens_only():
+    from grpo_ablate.report.data import TrialRecord, steps_rows
+
+    r = TrialRecord(0, "COMPLETE", "completed", None, "baseline", Config(8, 16, 1.0), 0, {}, {}, None, None)
+    rows = steps_rows(r, [{"step": 1, "num_tokens": 500, "completion_tokens": 96},
+                          {"step": 2, "num_tokens": 1000},  # a step that logged no generation
+                          {"step": 3, "num_tokens": 1500, "completion_tokens": 100}])
+    assert [x["generated_tokens"] for x in rows] == [96, 96, 196]
+    assert rows[0]["num_generations"] == 8 and rows[0]["trial"] == 0
+    fallback = steps_rows(r, [{"step": 1, "num_tokens": 500}])
+    assert fallback[0]["generated_tokens"] == 500

@@ -101,6 +101,7 @@ _SAMPLER_ARMS = frozenset({"tpe", "random", "gp", "grid", "nsga2", "cmaes", "sam
 NEAR_DUPLICATE_DISTINCT_FRAC = 0.5  # under half of a group's completions distinct: G is buying duplicates
 TRUNCATED_CLIPPED_RATIO = 0.5  # most completions cut at max_completion_length: rewards judge cut-offs
 ZERO_SPREAD_FRACTION = 0.5  # most groups with equal rewards: most prompts give no gradient
+LOW_TEMPERATURE = 0.7  # below this, duplicates are the sampler's doing rather than the model's certainty
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class MetricDoc:
     direction: str  # "maximize" | "minimize"
     description: str
     label: str
+    unit: str = ""
 
     @property
     def higher_is_better(self) -> bool:
@@ -175,7 +177,8 @@ def metric_docs(names: Iterable[str]) -> dict[str, MetricDoc]:
         direction = getattr(info, "direction", None) or fb_dir
         description = getattr(info, "description", None) or fb_desc
         label = getattr(info, "label", None) or _LABELS.get(name) or name.replace("_", " ")
-        out[name] = MetricDoc(name, str(direction), str(description), str(label))
+        unit = getattr(info, "unit", None) or ""
+        out[name] = MetricDoc(name, str(direction), str(description), str(label), str(unit))
     return out
 
 
@@ -272,7 +275,7 @@ def record_from_trial(ft: "FrozenTrial", diagnostics: Mapping[str, float | None]
     metrics: dict[str, float | None] = {m: finite(ua.get(m)) for m in HEADLINE_METRICS}
     for k, v in ua.items():  # objectives may name metrics beyond the headline set
         if k not in metrics and isinstance(v, (int, float)) and not isinstance(v, bool) and k not in (
-            "num_generations", "generation_batch_size", "temperature", "seed",
+            "num_generations", "generation_batch_size", "temperature", "seed", "retry_of",
         ):
             metrics[k] = finite(v)
     for k, v in (diagnostics or {}).items():
@@ -386,8 +389,24 @@ def _trial_columns(r: TrialRecord) -> dict[str, Any]:
 
 
 def steps_rows(r: TrialRecord, steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The trial's steps with its knobs on every row, plus `generated_tokens`.
+
+    generated_tokens is the running sum of `completion_tokens` (tokens the policy generated);
+    TRL's own `num_tokens` also counts prompt tokens, so it is the fallback only.
+    """
     base = _trial_columns(r)
-    return [{**base, **{k: _scalar(v) for k, v in s.items() if k not in base}} for s in steps]
+    out = []
+    total = 0.0
+    have = any(finite(s.get("completion_tokens")) is not None for s in steps)
+    for s in steps:
+        row = {**base, **{k: _scalar(v) for k, v in s.items() if k not in base}}
+        if have:
+            total += finite(s.get("completion_tokens")) or 0.0
+            row["generated_tokens"] = total
+        else:
+            row["generated_tokens"] = finite(s.get("num_tokens"))
+        out.append(row)
+    return out
 
 
 def groups_rows(r: TrialRecord, groups: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -644,13 +663,16 @@ def find_warnings(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], ba
     for a in arms:
         d = a.metrics.get("distinct_frac")
         if d is not None and d.mean is not None and d.mean < NEAR_DUPLICATE_DISTINCT_FRAC:
-            out.append(Finding(
-                "near_duplicates",
-                f"{a.title}: only {d.mean * 100:.0f}% of each group's completions are distinct on average; "
-                f"temperature {a.config.temperature:g} is too low for G={a.config.num_generations} "
-                f"(raise the temperature or lower num_generations: duplicates add cost, not contrast).",
-                a.trials,
-            ))
+            head = f"{a.title}: only {d.mean * 100:.0f}% of each group's completions are distinct on average"
+            if a.config.temperature < LOW_TEMPERATURE:
+                advice = (f"; temperature {a.config.temperature:g} is too low for G={a.config.num_generations} "
+                          f"(raise the temperature or lower num_generations: duplicates add cost, not contrast).")
+            else:
+                advice = (f" at temperature {a.config.temperature:g}: the G={a.config.num_generations} samples mostly "
+                          f"repeat each other, so a larger G buys duplicates rather than contrast. Raise the "
+                          f"temperature or use a smaller G (with short exact answers some repetition is expected "
+                          f"as the model learns).")
+            out.append(Finding("near_duplicates", head + advice, a.trials))
     for a in arms:
         c = a.metrics.get("completions_clipped_ratio")
         if c is not None and c.mean is not None and c.mean > TRUNCATED_CLIPPED_RATIO:
@@ -754,21 +776,21 @@ def prompt_variance(groups: pd.DataFrame) -> pd.DataFrame:
     g = groups[groups["reward_var"].notna()]
     if g.empty:
         return pd.DataFrame(columns=PROMPT_COLUMNS)
-    rows = []
-    for prompt, sub in g.groupby("prompt", sort=False):
-        top = sub.loc[sub["reward_var"].idxmax()]
-        rows.append({
-            "prompt": prompt,
-            "groups": int(len(sub)),
-            "trials": int(sub["trial"].nunique()),
-            "mean_reward_var": float(sub["reward_var"].mean()),
-            "max_reward_var": float(sub["reward_var"].max()),
-            "mean_reward": float(sub["reward_mean"].mean()) if sub["reward_mean"].notna().any() else None,
-            "mean_distinct_frac": float(sub["distinct_frac"].mean()) if sub["distinct_frac"].notna().any() else None,
-            "example_completions": list(top["completions"]),
-        })
-    out = pd.DataFrame(rows, columns=PROMPT_COLUMNS)
-    return out.sort_values(["mean_reward_var", "groups", "prompt"], ascending=[False, False, True], kind="stable").reset_index(drop=True)
+    by = g.groupby("prompt", sort=False)
+    out = by.agg(
+        groups=("reward_var", "size"),
+        trials=("trial", "nunique"),
+        mean_reward_var=("reward_var", "mean"),
+        max_reward_var=("reward_var", "max"),
+        mean_reward=("reward_mean", "mean"),
+        mean_distinct_frac=("distinct_frac", "mean"),
+    )
+    top = by["reward_var"].idxmax()  # row label of each prompt's most varied group
+    out["example_completions"] = [list(c) for c in g.loc[top.loc[out.index].to_numpy(), "completions"]]
+    out = out.reset_index()[PROMPT_COLUMNS]
+    out[["groups", "trials"]] = out[["groups", "trials"]].astype(int)
+    return out.sort_values(["mean_reward_var", "groups", "prompt"], ascending=[False, False, True],
+                           kind="stable").reset_index(drop=True)
 
 
 def success_rate(records: Sequence[TrialRecord], groups: pd.DataFrame, steps: pd.DataFrame) -> tuple[float | None, bool]:
@@ -886,8 +908,9 @@ def recommendation(best: Mapping[str, Best | None], deltas: Mapping[str, Mapping
             text = (f"Use {cfg}: its {label} was {pct} than the baseline's ({versus}), "
                     f"more than the seed-to-seed spread explains.")
         elif d is not None and d.diff.clear is False:
-            text = (f"{cfg} had the best {label} ({pct} than the baseline: {versus}), but the difference "
-                    f"is within the seed-to-seed spread: keep the baseline, or add seeds to confirm.")
+            text = (f"Keep the baseline ({base.config.words}) for now: {b.arm.config.short} had the best {label} "
+                    f"({pct}: {fmt(b.stat.mean)} vs {fmt(bs.mean if bs else None)}), but the difference is within "
+                    f"the seed-to-seed spread; add seeds (study.seeds) to confirm it.")
         else:
             text = (f"Try {cfg}: it had the best {label} ({pct} than the baseline: {versus}), from a single "
                     f"seed per configuration; add seeds (study.seeds) before switching for good.")
@@ -985,7 +1008,7 @@ def build_report_data(
     names += list(DIAGNOSTIC_METRICS)
     docs = metric_docs(names)
     for m, d in objectives:  # the study's direction wins for its objectives
-        docs[m] = MetricDoc(m, d, docs[m].description, docs[m].label)
+        docs[m] = MetricDoc(m, d, docs[m].description, docs[m].label, docs[m].unit)
 
     baseline_attr = dict(study_user_attrs.get("baseline") or {})
     provisional = summarize_arms(records, [])

@@ -12,7 +12,6 @@ styles inline), so even a missed escape could not run code or phone home.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -53,8 +52,13 @@ def _env() -> Environment:
 
 
 def _value(v: Any) -> str:
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, ensure_ascii=False)
+    """Study-file values as a person writes them: '2, 4, 8', 'mode=none, port=8000'."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_value(x)}" for k, x in v.items() if x is not None)
+    if isinstance(v, list):
+        if all(isinstance(x, dict) for x in v):
+            return "; ".join(_value(x) for x in v)
+        return ", ".join(_value(x) for x in v)
     if isinstance(v, float):
         return f"{v:g}"
     return str(v)
@@ -140,9 +144,12 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
             if d is None or d.diff.relative is None:
                 cells.append({"text": "–", "cls": "", "title": d.words if d else ""})
                 continue
-            cls = "same" if d.better is None else ("better" if d.better else "worse")
-            if d.diff.clear:
-                cls += " clear"
+            if d.better is None:
+                cls = "same"
+            elif d.diff.clear is False:
+                cls = "noise"  # within the seeds' spread: no colour, it is no evidence either way
+            else:
+                cls = ("better" if d.better else "worse") + (" clear" if d.diff.clear else "")
             cells.append({"text": f"{d.diff.relative * 100:+.0f}%", "cls": cls, "title": d.words})
         delta_rows.append({"arm": a, "cells": cells})
     primary = data.objectives[0][0] if data.objectives else None
@@ -185,7 +192,7 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
         "warnings": [w for w in data.warnings if w.severity == "warning"],
         "notes": [w for w in data.warnings if w.severity != "warning"],
         "setup": setup_sections(data.config, data.hardware, data.versions, extra),
-        "definitions": [(m, d.label, d.direction, d.description) for m, d in data.docs.items()],
+        "definitions": [(m, d.label, d.direction, d.description, d.unit) for m, d in data.docs.items()],
         "figures": list(figures),
         "prompts": prompts,
         "n_prompts": len(data.prompts),

@@ -193,7 +193,7 @@ def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: st
     if not drawn:
         return Figure(fid, title, caption, note="the completed trials logged no reward")
     ax.set_xlabel(xlabel + (f" ({unit})" if unit else ""))
-    if xcol == "num_tokens":
+    if xcol == "generated_tokens":
         ax.xaxis.set_major_formatter(EngFormatter())
     ax.set_ylabel("reward (mean over the step's completions)")
     ax.legend(loc="best", frameon=False)
@@ -213,8 +213,8 @@ def plot_reward_vs_time(data: ReportData) -> Figure:
 
 def plot_reward_vs_tokens(data: ReportData) -> Figure:
     return _reward_curves(
-        data, "num_tokens", "reward-tokens", "Reward vs generated tokens",
-        "tokens processed",
+        data, "generated_tokens", "reward-tokens", "Reward vs generated tokens",
+        "tokens generated",
         "The same runs against tokens instead of time: sample efficiency, independent of how fast "
         "the hardware generated them.",
     )
@@ -274,7 +274,7 @@ def _draw_by_g(fig: MplFigure, ax: Axes, arms: Sequence[ArmSummary], metric: str
         for x, a in zip(xs, sarms):
             vals = a.metrics[metric].values
             if len(vals) > 1:
-                ax.scatter([x] * len(vals), vals, color=color, s=9, alpha=0.45, zorder=3, lw=0)
+                ax.scatter([x] * len(vals), vals, color=color, s=16, alpha=0.6, zorder=3, lw=0)
 
 
 def _metric_vs_g(data: ReportData, metric: str, fid: str, title: str, caption: str) -> Figure:
