@@ -205,6 +205,15 @@ def derive_max_steps(budget: dict[str, Any], trainer: dict[str, Any], world_size
     return min(candidates) if candidates else None
 
 
+def _checkpointing_field() -> str:
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
 def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: list[float]) -> dict[str, Any]:
     """GRPOConfig keyword arguments: the study's, verbatim, plus what a trial must own.
 
@@ -225,7 +234,11 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
         kw["fp16"] = False
         kw["use_cpu"] = True
     if is_builtin_model(str(spec.model["name_or_path"])):
-        kw["gradient_checkpointing"] = False
+        # Checkpointing only slows a tiny model; transformers >= 5.x names it activation_checkpointing
+        # (gradient_checkpointing is its deprecated alias, which TRL still defaults to True).
+        kw.pop("gradient_checkpointing", None)
+        kw[_checkpointing_field()] = False
+        kw.setdefault("ddp_find_unused_parameters", False)  # every parameter is used: skip DDP's extra graph walk
     vllm_mode = (spec.hardware.get("vllm") or {}).get("mode", "none")
     if vllm_mode in ("colocate", "server"):
         kw.setdefault("use_vllm", True)

@@ -10,7 +10,7 @@ Built-ins (Open R1's set, written afresh):
 - `accuracy`: the completion's final answer equals the dataset's `solution` (or `answer`)
   column, checked with math-verify (LaTeX and plain expressions); None when the gold answer
   cannot be parsed, so the row is ignored rather than punished. Needs `pip install 'grpo-ablate[math]'`.
-- `format`: 1.0 when the completion is `<think>...</think>` then `<answer>...</answer>`, else 0.
+- `format`: 1.0 when the completion is one `<think>...</think>` then one `<answer>...</answer>`, else 0.
 - `tag_count`: 0.25 for each of the four tags present exactly once (a smooth path to `format`).
 - `length_penalty`: -(completion tokens / max_completion_length), in [-1, 0]: shorter is better.
 - `task` (or the task's own name, e.g. `addition`): the built-in task's exact-answer reward.
@@ -75,8 +75,12 @@ _TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
+def _well_formed(text: str) -> bool:
+    return bool(_FORMAT.match(text)) and all(text.count(tag) == 1 for tag in _TAGS)
+
+
 def format_reward(completions: Sequence[Any], **_: Any) -> list[float]:
-    return [1.0 if _FORMAT.match(completion_text(c)) else 0.0 for c in completions]
+    return [1.0 if _well_formed(completion_text(c)) else 0.0 for c in completions]
 
 
 def tag_count_reward(completions: Sequence[Any], **_: Any) -> list[float]:

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 __all__ = [
+    "TINY_CPU_TRAINER",
     "BUILTIN_MODEL_PREFIX",
     "BUILTIN_MODELS",
     "TASKS",
@@ -181,6 +182,20 @@ TASKS: dict[str, Task] = {
         corrupt=_forgot_carry,
         params={"digits": [2, 1], "carry_only": True, "slip": "forgot_carry"},
     ),
+}
+
+# The docstring's recommended trainer section as data, for tests and benchmarks (the study file
+# `studies/tiny-cpu.yaml` carries the same values for users to read and change).
+TINY_CPU_TRAINER: dict[str, Any] = {
+    "learning_rate": 3.0e-4,
+    "per_device_train_batch_size": 64,
+    "gradient_accumulation_steps": 1,
+    "max_completion_length": 6,
+    "lr_scheduler_type": "constant",
+    "beta": 0.0,
+    "temperature": 1.0,
+    "num_generations": 8,
+    "seed": 0,
 }
 
 # Built-in model names accepted as `model.name_or_path`.

@@ -94,11 +94,19 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Tria
         from .build import build_trial
 
         transformers.logging.set_verbosity_warning()
+        transformers.utils.logging.disable_progress_bar()  # log.txt gets one line per step instead
+        import datasets
+
+        datasets.disable_progress_bars()
         payload["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__}
         timings["import_seconds"] = time.perf_counter() - t0
         if "startup_seconds" in timings:
             timings["startup_seconds"] += timings["import_seconds"]
         built = build_trial(spec, log=lambda m: print(f"[grpo-ablate] {m}", flush=True))
+        if str(spec.model.get("name_or_path", "")).startswith("builtin:") and "OMP_NUM_THREADS" not in os.environ:
+            # A 64-wide model gains nothing from intra-op threads, and on a busy CPU (parallel trials,
+            # other jobs) spinning OpenMP threads made steps ~8x slower in our measurements.
+            torch.set_num_threads(1)
         timings["load_seconds"] = built.load_seconds
         timings["build_seconds"] = built.build_seconds
         payload["model_path"] = built.model_path
