@@ -183,9 +183,12 @@ def test_two_array_tasks_share_one_postgresql_study(tmp_path, fresh_pg_db):
 
     url = normalize_url(fresh_pg_db)
     venv = Path(sys.executable).parent.parent
-    upgrade = subprocess.run([str(venv / "bin" / "optuna"), "storage", "upgrade", "--storage", url],
-                             capture_output=True, text=True, timeout=120, env=cli_env())
-    assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+    # the README's one-time table creation, as written there
+    init = next(line.strip() for line in (ROOT / "sweeps/slurm/README.md").read_text().splitlines()
+                if "open_storage(sys.argv[1])" in line)
+    tables = subprocess.run(["bash", "-c", init.replace(".venv/bin/python", sys.executable)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120, env=cli_env(GRPO_ABLATE_STORAGE=url))
+    assert tables.returncode == 0, tables.stdout + tables.stderr
     study_file = tmp_path / "slurm-e2e.yaml"
     study_file.write_text(STUDY.format(out=tmp_path / "runs"))
     procs = []

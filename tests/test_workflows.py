@@ -162,7 +162,8 @@ def test_nightly_sweep_passes_its_gate_and_a_worse_run_fails_it(tmp_path):
     run = run_cli("run", str(study), timeout=900)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     summary = json.loads((tmp_path / "nightly" / "summary.json").read_text())
-    assert summary["trials"] and all(a["n"] == 2 for a in summary["arms"]), summary["trials"]
+    seeds = len(yaml.safe_load(NIGHTLY.read_text())["study"]["seeds"])
+    assert summary["trials"]["completed"] == 3 * seeds and all(a["n"] == seeds for a in summary["arms"]), summary["trials"]
 
     gate = run_cli("compare", str(BASELINE), str(study))
     assert gate.returncode == 0, gate.stdout + gate.stderr
