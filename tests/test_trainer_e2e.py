@@ -143,3 +143,18 @@ def test_seconds_budget_stops_training_as_completed(tmp_path):
     assert result.outcome is TrialOutcome.COMPLETED, result.reason
     assert result.reason and result.reason.startswith("budget")
     assert 1 <= result.metrics["steps"] < 2000
+
+
+def test_run_one_cli_prints_the_table_and_writes_the_trial_files(tmp_path):
+    from conftest import run_cli
+
+    folder = tmp_path / "one"
+    res = run_cli("run-one", "studies/tiny-cpu.yaml", "--set", "num_generations=4", "--set", "temperature=0.9",
+                  "--set", "budget.max_steps=4", "--trial-dir", str(folder))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "reward_per_hour" in res.stdout and "stability_variance" in res.stdout and "completed" in res.stdout
+    for name in ("spec.json", "metrics.jsonl", "groups.jsonl", "log.txt", "result.json", "resolved_config.json"):
+        assert (folder / name).exists(), name
+    resolved = json.loads((folder / "resolved_config.json").read_text())
+    assert resolved["num_generations"] == 4 and resolved["temperature"] == 0.9 and resolved["max_steps"] == 4
+    assert len(read_rows(folder / "metrics.jsonl")) == 4

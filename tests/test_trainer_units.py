@@ -1,0 +1,130 @@
+"""The trainer core's pure parts: spec files, launch commands, outcome classification, config kwargs."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from grpo_ablate.run_one import _split_sets, spec_from_sections
+from grpo_ablate.trainer.launch import _classify, build_command, request_stop
+from grpo_ablate.trainer.spec import TrialOutcome, TrialResult, TrialSpec
+
+
+def spec(tmp_path, **kw) -> TrialSpec:
+    return spec_from_sections(tmp_path / "t", data={"task": "addition"}, trainer={"num_generations": 4}, budget={"max_steps": 3}, **kw)
+
+
+def test_spec_round_trips_and_fills_defaults(tmp_path):
+    s = spec(tmp_path, params={"temperature": 0.7, "seed": 3}, rewards=["format", {"name": "task", "weight": 2}])
+    assert s.model["name_or_path"] == "builtin:tiny" and s.hardware["vllm"]["mode"] == "none"
+    assert s.trainer == {"num_generations": 4, "temperature": 0.7, "seed": 3}  # params merged into the trainer
+    assert s.rewards == [{"weight": 1.0, "name": "format"}, {"weight": 2, "name": "task"}]
+    path = s.save()
+    assert path.name == "spec.json"
+    again = TrialSpec.load(path)
+    assert again == s
+    raw = json.loads(path.read_text())
+    raw["surprise"] = 1
+    with pytest.raises(ValueError, match="unknown keys"):
+        TrialSpec.from_json(json.dumps(raw))
+
+
+def test_launch_commands(tmp_path):
+    one = build_command(spec(tmp_path), "s.json")
+    assert one == [sys.executable, "-m", "grpo_ablate.trainer.worker", "s.json"]
+    two = build_command(spec(tmp_path, hardware={"num_processes": 2}), "s.json")
+    assert two[1:3] == ["-m", "torch.distributed.run"] and "--nproc_per_node" in two and two[two.index("--nproc_per_node") + 1] == "2"
+    assert two[-3:] == ["-m", "grpo_ablate.trainer.worker", "s.json"]
+    acc = build_command(spec(tmp_path, hardware={"num_processes": 2, "accelerate_config": "ds.yaml"}), "s.json")
+    assert acc[1:3] == ["-m", "accelerate.commands.launch"] and acc[acc.index("--config_file") + 1] == "ds.yaml"
+    with pytest.raises(ValueError, match="starts one process"):
+        build_command(spec(tmp_path, hardware={"num_processes": 2, "launcher": "python"}), "s.json")
+
+
+def _classify_with(s, rc=0, worker=None, ranks=(), timed_out=False, stop=None, log=""):
+    return _classify(s, rc, worker, list(ranks), timed_out=timed_out, stop_reason=stop, log_tail=log)
+
+
+def test_outcome_classification(tmp_path):
+    s = spec(tmp_path, timeout_s=30)
+    assert _classify_with(s, worker={"outcome": "completed", "world_size": 1}) == (TrialOutcome.COMPLETED, None)
+    assert _classify_with(s, rc=-9, timed_out=True)[0] is TrialOutcome.FAILED
+    assert "timeout" in _classify_with(s, rc=-9, timed_out=True)[1]
+    # killed by the kernel with nothing written: out of memory
+    assert _classify_with(s, rc=-signal.SIGKILL)[0] is TrialOutcome.OOM
+    assert _classify_with(s, rc=137)[0] is TrialOutcome.OOM
+    assert _classify_with(s, rc=1, log="torch.OutOfMemoryError: CUDA out of memory")[0] is TrialOutcome.OOM
+    failed = _classify_with(s, rc=1, log="line 1\nImportError: nope\n")
+    assert failed[0] is TrialOutcome.FAILED and "ImportError: nope" in failed[1]
+    # a failing non-zero rank outranks rank 0, which was killed without writing
+    ranked = _classify_with(s, rc=1, ranks=[{"outcome": "oom", "rank": 1, "reason": "MemoryError: x"}])
+    assert ranked == (TrialOutcome.OOM, "rank 1: MemoryError: x")
+    # fewer processes than asked for is a failure, not a quiet single-process run
+    two = spec(tmp_path, hardware={"num_processes": 2})
+    wrong = _classify_with(two, worker={"outcome": "completed", "world_size": 1})
+    assert wrong[0] is TrialOutcome.FAILED and "started 1 training process" in wrong[1]
+    # a STOP that the worker could not honour in time still counts as the requested outcome
+    assert _classify_with(s, rc=-15, stop="pruned")[0] is TrialOutcome.PRUNED
+
+
+def test_request_stop_writes_once(tmp_path):
+    request_stop(tmp_path, "interrupted")
+    request_stop(tmp_path, "pruned")
+    assert (tmp_path / "STOP").read_text().strip() == "interrupted"
+
+
+def test_result_to_dict_uses_outcome_values():
+    assert TrialResult(TrialOutcome.OOM, "x").to_dict()["outcome"] == "oom"
+    assert {o.value for o in TrialOutcome} == {"completed", "pruned", "oom", "failed", "interrupted"}
+
+
+def test_run_one_splits_trial_values_from_overrides():
+    overrides, chosen = _split_sets(["num_generations=4", "temperature=0.9", "budget.max_steps=5", "learning_rate=1e-4"])
+    assert chosen == {"num_generations": 4, "temperature": 0.9}
+    assert overrides == ["search.num_generations=[4]", "search.temperature=0.9", "budget.max_steps=5",
+                         "learning_rate=1e-4", "study.baseline={}"]
+    # a list still means the study's search
+    assert _split_sets(["num_generations=[2, 4]"]) == (["num_generations=[2, 4]"], {})
+
+
+def test_parent_side_imports_no_torch():
+    code = ("import sys, grpo_ablate.trainer.launch, grpo_ablate.trainer.spec, grpo_ablate.metrics, grpo_ablate.run_one; "
+            "bad = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_config_kwargs_and_step_budget(tmp_path):
+    pytest.importorskip("trl")
+    from grpo_ablate.trainer.build import build_config_kwargs, derive_max_steps
+
+    assert derive_max_steps({"max_steps": 10}, {}, 1) == 10
+    # 1000 completions, 16 per device x 2 processes x 2 accumulation = 64 per step -> ceil(15.6) = 16
+    trainer = {"per_device_train_batch_size": 16, "gradient_accumulation_steps": 2}
+    assert derive_max_steps({"completions": 1000}, trainer, 2) == 16
+    assert derive_max_steps({"completions": 1000}, {**trainer, "num_iterations": 2}, 2) == 32
+    assert derive_max_steps({"completions": 1000, "max_steps": 5}, trainer, 2) == 5
+    assert derive_max_steps({"tokens": 10}, trainer, 1) is None
+
+    s = spec_from_sections(tmp_path / "t", data={"task": "addition"},
+                           trainer={"num_generations": 4, "logging_steps": 50, "save_strategy": "steps", "gradient_checkpointing": True},
+                           budget={"completions": 640})
+    kw = build_config_kwargs(s, world_size=1, reward_weights=[1.0, 0.5])
+    assert kw["logging_steps"] == 1 and kw["output_dir"].endswith("/t/trainer")
+    assert kw["save_strategy"] == "steps" and kw["report_to"] == "none"  # the user's choice kept, the rest filled
+    assert kw["max_steps"] == 80  # 640 / 8 (TRL's default per-device batch)
+    assert kw["reward_weights"] == [1.0, 0.5]
+    assert "gradient_checkpointing" not in kw and kw.get("activation_checkpointing", kw.get("gradient_checkpointing")) is False
+    import torch
+
+    if not torch.cuda.is_available():
+        assert kw["bf16"] is False and kw["use_cpu"] is True
+    from trl import GRPOConfig
+
+    config = GRPOConfig(**kw)  # TRL accepts it and derives the generation batch itself
+    assert config.generation_batch_size == 8 and config.steps_per_generation == 1
+    assert not math.isnan(config.learning_rate)
