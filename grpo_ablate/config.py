@@ -458,10 +458,10 @@ def apply_overrides(raw: dict[str, Any], sets: list[str]) -> dict[str, Any]:
             except ValueError:
                 pass
         parts = key.strip().split(".")
-        if len(parts) == 1:
-            if parts[0] in ("num_generations", "temperature", "generation_batch_size"):
+        if len(parts) == 1 and parts[0] not in StudyFile.model_fields:
+            if parts[0] in SearchSection.model_fields:
                 parts = ["search", parts[0]]
-            elif parts[0] in ("n_trials", "workers", "sampler", "pruner", "storage", "name", "output_dir", "seeds"):
+            elif parts[0] in StudySection.model_fields:
                 parts = ["study", parts[0]]
             else:
                 parts = ["trainer", parts[0]]

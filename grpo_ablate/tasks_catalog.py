@@ -16,6 +16,6 @@ def builtin_task_names() -> list[str]:
 
 
 def builtin_reward_names() -> list[str]:
-    from grpo_ablate.trainer.rewards import reward_names
+    from grpo_ablate.trainer.rewards import BUILTIN_REWARDS
 
-    return sorted(reward_names())
+    return sorted(BUILTIN_REWARDS)

@@ -1,0 +1,41 @@
+"""`grpo-ablate dashboard`: optuna-dashboard on a study's storage and artifact store.
+
+    grpo-ablate dashboard studies/tiny-cpu.yaml --port 8080    # then open http://127.0.0.1:8080
+
+The dashboard lists every trial with its params and user attributes (reward_per_hour,
+stability_variance, samples_per_second, outcome, ...), and shows each trial's artifacts: the
+metrics table (metrics.jsonl) and its reward curve. It binds to 127.0.0.1 unless told otherwise:
+the dashboard can edit studies, so exposing it is the user's explicit choice.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from grpo_ablate.storage import open_artifact_store, open_storage
+
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study
+
+__all__ = ["serve"]
+
+
+def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
+    from optuna_dashboard import run_server
+
+    url = study.storage_url
+    if not study.study.storage and not study.output_dir.joinpath("study.journal").exists():
+        print(f"grpo-ablate: no study storage at {url} yet; run `grpo-ablate run` first", file=sys.stderr)
+        return 2
+    storage = open_storage(url)
+    artifacts = open_artifact_store(study.output_dir)
+    print(f"optuna-dashboard for study {study.study.name!r} ({url}) on http://{host}:{port}  (Ctrl-C to stop)", flush=True)
+    try:
+        run_server(storage, host=host, port=port, artifact_store=artifacts)
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        print(f"grpo-ablate: cannot serve on {host}:{port}: {e}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,156 @@
+"""`grpo-ablate run` end to end: real GRPO trials on the tiny offline model, driven through the CLI.
+
+Covers: ablation plan run and resumed with nothing repeated; OOM stored as a violated
+constraint on a COMPLETE trial; consecutive failures stop the study; Ctrl-C/SIGTERM records
+the running trial and the rerun finishes the study; two workers.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from conftest import ROOT, cli_env, run_cli
+from grpo_ablate.storage import open_storage
+
+pytestmark = pytest.mark.slow
+
+# Small and quick: the tiny model, a handful of optimizer steps per trial.
+QUICK = ["--set", "budget.max_steps=3", "--set", "study.seeds=[0]", "--set", "study.workers=1"]
+
+
+def _study(tmp: Path, name: str) -> list[str]:
+    return ["--set", f"study.name={name}", "--set", f"study.output_dir={tmp / name}"]
+
+
+def _load(tmp: Path, name: str, storage: str | None = None) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=open_storage(storage or str(tmp / name / "study.journal")))
+
+
+def _by_outcome(study: optuna.Study) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        key = t.user_attrs.get("outcome", t.state.name.lower())
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def test_ablation_runs_records_and_resumes(tmp_path):
+    args = ["run", "studies/tiny-cpu.yaml", *QUICK, *_study(tmp_path, "abl"),
+            "--set", "num_generations=[2, 4]", "--set", "study.baseline={num_generations: 4}"]
+    first = run_cli(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    st = _load(tmp_path, "abl")
+    trials = st.get_trials(deepcopy=False)
+    assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    base = trials[0]
+    assert base.user_attrs["arm"] == "baseline" and base.user_attrs["num_generations"] == 4
+    for t in trials:
+        u = t.user_attrs
+        assert u["outcome"] == "completed"
+        for key in ("reward_per_hour", "stability_variance", "samples_per_second", "tokens_per_second",
+                    "reward_per_million_tokens", "peak_memory_mb"):
+            assert key in u, key
+        assert t.constraints == {"oom": -1.0}  # feasible
+        rows = [json.loads(x) for x in Path(u["trial_dir"], "metrics.jsonl").read_text().splitlines()]
+        assert len(rows) == 3
+    # artifacts for the dashboard
+    arts = [k for t in trials for k in t.system_attrs if k.startswith("artifacts:")]
+    assert len(arts) >= 2
+    assert "Best trials" in first.stdout
+
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert len(_load(tmp_path, "abl").get_trials(deepcopy=False)) == 2  # nothing re-run
+    assert "(2/2 trials finished)" in again.stdout
+
+
+def test_oom_is_a_violated_constraint_not_a_failure(tmp_path):
+    args = ["run", "studies/tiny-cpu.yaml", *QUICK, *_study(tmp_path, "oom"), "--no-report",
+            "--set", "num_generations=[2, 8]", "--set", "study.baseline={num_generations: 2}",
+            "--set", "rewards=[{name: task}, {name: 'helpers_rewards:oom_for_large_groups', weight: 0.0}]"]
+    res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    st = _load(tmp_path, "oom")
+    by_g = {t.user_attrs["num_generations"]: t for t in st.get_trials(deepcopy=False)}
+    big = by_g[8]
+    assert big.state == optuna.trial.TrialState.COMPLETE and big.user_attrs["outcome"] == "oom"
+    assert big.constraints["oom"] > 0  # violated: the sampler learns the boundary
+    assert by_g[2].user_attrs["outcome"] == "completed"
+    assert st.best_trials and all(t.user_attrs["outcome"] == "completed" for t in st.best_trials)
+
+
+def test_consecutive_failures_stop_the_study(tmp_path):
+    args = ["run", "studies/tiny-cpu.yaml", *QUICK, *_study(tmp_path, "fail"), "--no-report",
+            "--set", "sampler=random", "--set", "study.n_trials=6", "--set", "study.max_consecutive_failures=2",
+            "--set", "rewards=['helpers_rewards:always_raises']"]
+    res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
+    assert res.returncode == 1
+    assert "2 trials failed in a row" in res.stderr and "always_raises" in res.stderr
+    st = _load(tmp_path, "fail")
+    assert len(st.get_trials(deepcopy=False)) == 2
+    assert all(t.state == optuna.trial.TrialState.FAIL for t in st.get_trials(deepcopy=False))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
+    name = f"int{int(sig)}"
+    args = ["run", "studies/tiny-cpu.yaml", "--set", "budget.max_steps=40", "--set", "study.seeds=[0]",
+            *_study(tmp_path, name), "--no-report", "--set", "num_generations=[2, 4]",
+            "--set", "study.baseline={num_generations: 2}"]
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", *args], cwd=ROOT, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / name / "trials" / "00000" / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        time.sleep(0.5)
+    assert metrics.exists(), "the first trial never started training"
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, out + err
+    st = _load(tmp_path, name)
+    first = st.get_trials(deepcopy=False)[0]
+    assert first.user_attrs["outcome"] == "interrupted"
+    kept = metrics.read_text().count("\n")
+    assert 2 <= kept < 40  # stopped early, partial metrics kept
+
+    res = run_cli(*args[:-4], "--set", "budget.max_steps=3", "--set", "num_generations=[2, 4]",
+                  "--set", "study.baseline={num_generations: 2}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    st = _load(tmp_path, name)
+    complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    cells = sorted((t.user_attrs["num_generations"], t.user_attrs["seed"]) for t in complete)
+    assert cells == [(2, 0), (4, 0)]  # each arm exactly once: nothing lost, nothing repeated
+
+
+def test_killed_run_on_journal_storage_is_finished_by_the_next_run(tmp_path):
+    """kill -9 of the whole run (no heartbeat storage): the next run requeues the dead trial and finishes."""
+    import psutil
+
+    args = ["run", "studies/tiny-cpu.yaml", "--set", "study.seeds=[0]", *_study(tmp_path, "kill"), "--no-report",
+            "--set", "num_generations=[2]", "--set", "study.baseline={}", "--set", "study.workers=1"]
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", *args, "--set", "budget.max_steps=200"], cwd=ROOT,
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "kill" / "trials" / "00000" / "metrics.jsonl"
+    deadline = time.time() + 180
+    while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size > 0):
+        time.sleep(0.5)
+    assert metrics.exists()
+    for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    proc.wait(timeout=30)
+    res = run_cli(*args, "--set", "budget.max_steps=2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    st = _load(tmp_path, "kill")
+    states = [(t.state.name, t.user_attrs.get("outcome")) for t in st.get_trials(deepcopy=False)]
+    assert states == [("FAIL", "interrupted"), ("COMPLETE", "completed")]
