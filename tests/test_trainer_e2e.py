@@ -158,3 +158,37 @@ def test_run_one_cli_prints_the_table_and_writes_the_trial_files(tmp_path):
     resolved = json.loads((folder / "resolved_config.json").read_text())
     assert resolved["num_generations"] == 4 and resolved["temperature"] == 0.9 and resolved["max_steps"] == 4
     assert len(read_rows(folder / "metrics.jsonl")) == 4
+
+
+def test_user_dataset_local_model_path_chat_template_and_reward_registry(tmp_path):
+    """The real-model path, offline: a local model folder, a jsonl with its own prompt column,
+    a system prompt and chat template, the Open R1 rewards by name and one by module:function."""
+    pytest.importorskip("math_verify")
+    from grpo_ablate.trainer.tasks import builtin_model_path
+
+    model_dir = builtin_model_path("builtin:tiny-untrained", None)  # a plain saved model folder
+    data = tmp_path / "math.jsonl"
+    data.write_text("\n".join(json.dumps({"problem": f"what is {i} plus {i}?", "solution": f"${2 * i}$"}) for i in range(16)))
+    template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                "{% if add_generation_prompt %}assistant: {% endif %}")
+    spec = spec_from_sections(
+        tmp_path / "user",
+        model={"name_or_path": str(model_dir), "dtype": "float32"},
+        data={"dataset": str(data), "prompt_column": "problem", "system_prompt": "answer in tags", "chat_template": template},
+        rewards=[{"name": "accuracy"}, {"name": "format"}, {"name": "tag_count", "weight": 0.5},
+                 {"name": "length_penalty", "weight": 0.1}, {"name": "trainer_rewards:solution_length"}],
+        trainer={"num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 12,
+                 "learning_rate": 1e-4, "seed": 0},
+        budget={"completions": 16},  # 16 completions / 8 per step = 2 optimizer steps
+        env={"PYTHONPATH": str(TESTS)},
+    )
+    result = run_trial(spec)
+    assert result.outcome is TrialOutcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
+    rows = read_rows(tmp_path / "user" / "metrics.jsonl")
+    assert len(rows) == 2
+    for name in ("accuracy", "format", "tag_count", "length_penalty", "solution_length"):
+        assert f"rewards/{name}/mean" in rows[0], name
+    resolved = json.loads((tmp_path / "user" / "resolved_config.json").read_text())
+    assert resolved["reward_weights"] == [1.0, 1.0, 0.5, 0.1, 1.0] and resolved["max_steps"] == 2
+    group = json.loads((tmp_path / "user" / "groups.jsonl").read_text().splitlines()[0])
+    assert group["prompt"].startswith("what is") and group["num_generations"] == 4

@@ -128,3 +128,52 @@ def test_config_kwargs_and_step_budget(tmp_path):
     config = GRPOConfig(**kw)  # TRL accepts it and derives the generation batch itself
     assert config.generation_batch_size == 8 and config.steps_per_generation == 1
     assert not math.isnan(config.learning_rate)
+
+
+CHAT_TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
+
+
+def _jsonl(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_prompts_from_a_local_jsonl_as_open_r1_builds_them(tmp_path):
+    pytest.importorskip("datasets")
+    from grpo_ablate.trainer.build import load_prompts
+    from grpo_ablate.trainer.tasks import build_tokenizer
+
+    rows = [{"problem": f"what is {i}+1?", "solution": f"${i + 1}$"} for i in range(5)]
+    path = _jsonl(tmp_path / "train.jsonl", rows)
+    tok = build_tokenizer()  # no chat template: plain text prompts, the system prompt in front
+    data = {"dataset": str(path), "prompt_column": "problem", "system_prompt": "think first", "max_samples": 3}
+    ds = load_prompts(data, tok)
+    assert len(ds) == 3 and ds[0]["prompt"] == "think first\n\nwhat is 0+1?" and ds[0]["solution"] == "$1$"
+    assert "problem" not in ds.column_names  # became `prompt`; other columns stay for the rewards
+    # a chat template given in the study: [system, user] messages for TRL to template
+    ds = load_prompts({**data, "chat_template": CHAT_TEMPLATE}, tok)
+    assert ds[1]["prompt"] == [{"role": "system", "content": "think first"}, {"role": "user", "content": "what is 1+1?"}]
+    assert tok.chat_template == CHAT_TEMPLATE
+    # a tokenizer with a template uses it unless told not to
+    assert isinstance(load_prompts({**data, "chat_template": None}, tok)[0]["prompt"], list)
+    assert isinstance(load_prompts({**data, "chat_template": False}, tok)[0]["prompt"], str)
+    with pytest.raises(ValueError, match=r"prompt_column 'question' is not a column.*problem"):
+        load_prompts({**data, "prompt_column": "question"}, tok)
+
+
+def test_prompts_from_parquet_and_a_saved_dataset(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from grpo_ablate.trainer.build import load_prompts
+    from grpo_ablate.trainer.tasks import build_tokenizer
+
+    ds = datasets.Dataset.from_dict({"prompt": ["a", "b"], "answer": ["1", "2"]})
+    ds.to_parquet(str(tmp_path / "p.parquet"))
+    ds.save_to_disk(str(tmp_path / "saved"))
+    datasets.DatasetDict({"test": ds}).save_to_disk(str(tmp_path / "saved_dict"))
+    tok = build_tokenizer()
+    assert load_prompts({"dataset": str(tmp_path / "p.parquet")}, tok)["prompt"] == ["a", "b"]
+    assert load_prompts({"dataset": str(tmp_path / "saved")}, tok)["answer"] == ["1", "2"]
+    assert len(load_prompts({"dataset": str(tmp_path / "saved_dict"), "split": "test"}, tok)) == 2
+    with pytest.raises(ValueError, match="unknown file type"):
+        (tmp_path / "x.txt").write_text("hi")
+        load_prompts({"dataset": str(tmp_path / "x.txt")}, tok)
