@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="grpo-gpu-smoke-"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    model = save_tiny_model(out / "tiny-qwen2-bf16", dtype="float32" if args.cpu else "bfloat16")
+    dtype = "float32" if args.cpu else "bfloat16"
+    model = save_tiny_model(out / f"tiny-qwen2-{dtype}", dtype=dtype)
     print(f"gpu_smoke: model saved in {model}; studies in {out}")
     results = []
     for mode in modes:
