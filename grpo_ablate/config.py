@@ -737,6 +737,15 @@ def _check_meaning(sf: StudyFile, space: FeasibleSpace, base_dir: Path | None, w
         problems.append(Problem(path="model.name_or_path", message=f"unknown built-in model {sf.model.name_or_path!r}; use builtin:tiny, a hub id or a local folder"))
     if sf.model.name_or_path.startswith("builtin:") and sf.data.task is None:
         problems.append(Problem(path="model.name_or_path", message="builtin:tiny knows only the built-in tasks' characters; use it with data.task, or name a real model"))
+    hw = sf.hardware
+    if hw.gpus is not None:
+        server = hw.vllm.server_gpus if hw.vllm.mode == "server" else 0
+        world = _world_size(sf)
+        if world + server > hw.gpus and (world > 1 or server):
+            problems.append(Problem(path="hardware.gpus", message=(
+                f"{world} training process(es){f' + {server} vLLM server GPU(s)' if server else ''} do not fit in "
+                f"{hw.gpus} GPU(s) per trial; raise hardware.gpus or lower num_processes (accelerate config) "
+                f"to {max(1, hw.gpus - server)}")))
     if sf.hardware.vllm.mode != "none" and not sf.hardware.gpus and sf.hardware.vllm.mode == "server":
         problems.append(Problem(path="hardware.gpus", message="vLLM server mode needs hardware.gpus (GPUs per trial, server included)"))
     return problems

@@ -203,3 +203,9 @@ def test_plan_text_explains_hardware():
     assert res.returncode == 0, res.stderr
     assert "7 training process(es) x 16 per device = 112" in res.stdout
     assert "Rejected (2)" in res.stdout and "Trial plan" in res.stdout
+
+
+def test_processes_and_vllm_server_must_fit_the_gpus(tmp_path, task_name):
+    text = MINIMAL.format(task=task_name) + "hardware:\n  gpus: 8\n  num_processes: 8\n  vllm: {mode: server, server_gpus: 1}\n"
+    joined = "\n".join(problems_of(write(tmp_path, text)))
+    assert "hardware.gpus: 8 training process(es) + 1 vLLM server GPU(s) do not fit in 8 GPU(s)" in joined
