@@ -68,6 +68,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from .rewards import completion_text
+
 __all__ = [
     "TINY_CPU_TRAINER",
     "BUILTIN_MODEL_PREFIX",
@@ -245,19 +247,10 @@ def task_reward(name: str) -> Callable[..., list[float]]:
             raise ValueError(
                 f"the {name!r} reward needs the dataset's `answer` column; it is only valid with data.task: {name}"
             )
-        return [task.score(_completion_text(c), str(a)) for c, a in zip(completions, answer, strict=True)]
+        return [task.score(completion_text(c), str(a)) for c, a in zip(completions, answer, strict=True)]
 
     reward.__name__ = name
     return reward
-
-
-def _completion_text(completion: Any) -> str:
-    """Plain text from a completion, whether a string or a chat message list."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
-        return str(completion[-1].get("content", ""))
-    return str(completion)
 
 
 # --------------------------------------------------------------------------------------------
