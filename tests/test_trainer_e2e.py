@@ -196,11 +196,14 @@ def test_user_dataset_local_model_path_chat_template_and_reward_registry(tmp_pat
 
 def test_steps_without_generation_log_no_reward_and_are_tolerated(tmp_path):
     # generation_batch_size = 2 x the step's batch: one generation feeds two optimizer steps.
-    result = run_trial(tiny(tmp_path, "spg", steps=4, per_device_train_batch_size=32, generation_batch_size=64))
+    # An async reward rides along: TRL runs it concurrently, through the same checked wrapper.
+    rewards = [{"name": "task"}, {"name": "trainer_rewards:async_exact", "weight": 0.0}]
+    result = run_trial(tiny(tmp_path, "spg", steps=4, rewards=rewards, per_device_train_batch_size=32, generation_batch_size=64))
     assert result.outcome is TrialOutcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
     rows = read_rows(tmp_path / "spg" / "metrics.jsonl")
     assert [("reward" in r, r["completions"]) for r in rows] == [(True, 64), (False, 0), (True, 64), (False, 0)]
     assert all(r["completions_trained"] == 32 for r in rows)
+    assert rows[0]["rewards/async_exact/mean"] == rows[0]["rewards/addition/mean"]  # same rule, async
     assert result.metrics["samples_per_second"] == pytest.approx(128 / result.metrics["train_seconds"])
     assert result.metrics["reward_gain"] is not None
     assert {json.loads(x)["step"] for x in (tmp_path / "spg" / "groups.jsonl").read_text().splitlines()} == {1, 3}

@@ -6,3 +6,12 @@ from __future__ import annotations
 def solution_length(prompts, completions, **kwargs):
     """A well-behaved custom reward: reads a dataset column, returns one float per completion."""
     return [float(len(str(s))) / 10 for s in kwargs["solution"]]
+
+
+async def async_exact(prompts, completions, **kwargs):
+    """An async reward: TRL runs these concurrently; the wrapper must keep it async."""
+    return [1.0 if str(c).strip() == str(a) else 0.0 for c, a in zip(completions, kwargs["answer"])]
+
+
+async def async_short(prompts, completions, **kwargs):
+    return [0.0]

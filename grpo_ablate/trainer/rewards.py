@@ -20,7 +20,9 @@ Built-ins (Open R1's set, written afresh):
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import math
 import re
 from dataclasses import dataclass
@@ -194,43 +196,73 @@ def _reward_name(spec: str) -> str:
     return spec.partition(":")[2].split(".")[-1] if ":" in spec else spec
 
 
+def _is_async(func: Any) -> bool:
+    """Whether calling `func` gives a coroutine (functions, partials, instances with an async __call__)."""
+    target = func.func if isinstance(func, functools.partial) else func
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))
+
+
+def _validated(values: Any, n: int, name: str) -> list[float | None]:
+    """One float or None per completion, or a RewardFunctionError naming the reward and the rule."""
+    try:
+        values = list(values)
+    except TypeError:
+        raise RewardFunctionError(
+            name, f"returned {type(values).__name__}, expected a list of one float per completion"
+        ) from None
+    if len(values) != n:
+        raise RewardFunctionError(
+            name,
+            f"returned {len(values)} values for {n} completions; it must return exactly one float (or None) per completion",
+        )
+    out: list[float | None] = []
+    for i, v in enumerate(values):
+        if v is None:
+            out.append(None)
+            continue
+        if isinstance(v, (bool, str, bytes)) or not hasattr(v, "__float__"):
+            raise RewardFunctionError(name, f"returned {type(v).__name__} at position {i}; expected float or None")
+        f = float(v)
+        out.append(None if math.isnan(f) else f)
+    return out
+
+
+def _reraise(exc: Exception, name: str) -> None:
+    # Running out of memory is the hardware's verdict on the trial (outcome oom), not a bug in the reward.
+    if isinstance(exc, (RewardFunctionError, MemoryError)) or type(exc).__name__ == "OutOfMemoryError":
+        raise exc
+    raise RewardFunctionError(name, f"raised {type(exc).__name__}: {exc}") from exc
+
+
 def _checked(func: RewardFunc, name: str) -> RewardFunc:
-    """Wrap a reward so misbehaviour fails the trial with the reward's name and the rule broken."""
+    """Wrap a reward so misbehaviour fails the trial with the reward's name and the rule broken.
 
-    def reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
-        try:
-            values = func(prompts=prompts, completions=completions, *args, **kwargs)
-        except (RewardFunctionError, MemoryError):
-            raise  # running out of memory is the hardware's verdict on the trial, not a bug in the reward
-        except Exception as exc:
-            if type(exc).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError, without importing torch
-                raise
-            raise RewardFunctionError(name, f"raised {type(exc).__name__}: {exc}") from exc
-        try:
-            values = list(values)
-        except TypeError:
-            raise RewardFunctionError(
-                name, f"returned {type(values).__name__}, expected a list of one float per completion"
-            ) from None
-        if len(values) != len(completions):
-            raise RewardFunctionError(
-                name,
-                f"returned {len(values)} values for {len(completions)} completions; "
-                "it must return exactly one float (or None) per completion",
-            )
-        for i, v in enumerate(values):
-            if v is None:
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
-                raise RewardFunctionError(name, f"returned {type(v).__name__} at position {i}; expected float or None")
-            if math.isnan(float(v)):
-                values[i] = None
-        return [None if v is None else float(v) for v in values]
+    An async reward stays async (TRL runs those concurrently), so the wrapper matches its kind.
+    """
+    if _is_async(func):
 
-    reward.__name__ = name
-    reward.__qualname__ = name
-    reward.__doc__ = getattr(func, "__doc__", None)
-    return reward
+        async def async_reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
+            try:
+                values = await func(prompts=prompts, completions=completions, *args, **kwargs)
+            except Exception as exc:
+                _reraise(exc, name)
+            return _validated(values, len(completions), name)
+
+        wrapper: RewardFunc = async_reward
+    else:
+
+        def reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
+            try:
+                values = func(prompts=prompts, completions=completions, *args, **kwargs)
+            except Exception as exc:
+                _reraise(exc, name)
+            return _validated(values, len(completions), name)
+
+        wrapper = reward
+    wrapper.__name__ = name
+    wrapper.__qualname__ = name
+    wrapper.__doc__ = getattr(func, "__doc__", None)
+    return wrapper
 
 
 def build_reward(spec: str, ctx: RewardContext) -> tuple[str, RewardFunc]:
