@@ -177,3 +177,18 @@ def test_prompts_from_parquet_and_a_saved_dataset(tmp_path):
     with pytest.raises(ValueError, match="unknown file type"):
         (tmp_path / "x.txt").write_text("hi")
         load_prompts({"dataset": str(tmp_path / "x.txt")}, tok)
+
+
+def test_max_prompt_tokens_drops_long_prompts(tmp_path):
+    pytest.importorskip("datasets")
+    from grpo_ablate.trainer.build import load_prompts
+    from grpo_ablate.trainer.tasks import build_tokenizer
+
+    path = _jsonl(tmp_path / "d.jsonl", [{"prompt": "x" * n} for n in (3, 8, 12)])
+    tok = build_tokenizer()  # one token per character
+    assert load_prompts({"dataset": str(path), "max_prompt_tokens": 8}, tok)["prompt"] == ["xxx", "x" * 8]
+    # with a chat template the templated length counts
+    templated = load_prompts({"dataset": str(path), "max_prompt_tokens": 25, "chat_template": CHAT_TEMPLATE}, tok)
+    assert [len(p[0]["content"]) for p in templated["prompt"]] == [3, 8]  # 6 ("<user>") + n + 11 ("<assistant>") <= 25
+    with pytest.raises(ValueError, match="drops every one"):
+        load_prompts({"dataset": str(path), "max_prompt_tokens": 1}, tok)

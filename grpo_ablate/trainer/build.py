@@ -176,7 +176,31 @@ def load_prompts(data: dict[str, Any], tokenizer, *, seed: int = 1234):
         return {"prompt": f"{system}\n\n{value}" if system else str(value)}
 
     remove = [column] if column != "prompt" else []
-    return dataset.map(to_prompt, remove_columns=remove, desc="building prompts")
+    dataset = dataset.map(to_prompt, remove_columns=remove, desc="building prompts")
+    limit = data.get("max_prompt_tokens")
+    if limit:
+        dataset = _drop_long_prompts(dataset, tokenizer, int(limit))
+    return dataset
+
+
+def _prompt_length(prompt: Any, tokenizer) -> int:
+    if isinstance(prompt, list):
+        ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+        if hasattr(ids, "keys"):  # transformers 5 may return a BatchEncoding
+            ids = ids["input_ids"]
+        return len(ids)
+    return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+
+def _drop_long_prompts(dataset, tokenizer, limit: int):
+    """Keep prompts of at most `limit` tokens (as the model sees them): TRL no longer truncates."""
+    before = len(dataset)
+    kept = dataset.filter(lambda row: _prompt_length(row["prompt"], tokenizer) <= limit, desc="dropping long prompts")
+    if len(kept) == 0:
+        raise ValueError(f"data.max_prompt_tokens={limit} drops every one of the {before} prompts; raise it")
+    if len(kept) < before:
+        print(f"[grpo-ablate] data.max_prompt_tokens={limit}: dropped {before - len(kept)} of {before} prompts", flush=True)
+    return kept
 
 
 # --------------------------------------------------------------------------------------------

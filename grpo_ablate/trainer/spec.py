@@ -58,6 +58,7 @@ DEFAULT_DATA: dict[str, Any] = {
     "chat_template": None,
     "max_samples": None,
     "num_prompts": None,
+    "max_prompt_tokens": None,
 }
 DEFAULT_BUDGET: dict[str, Any] = {"max_steps": None, "completions": None, "tokens": None, "seconds": None}
 DEFAULT_HARDWARE: dict[str, Any] = {
