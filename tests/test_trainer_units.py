@@ -192,3 +192,29 @@ def test_max_prompt_tokens_drops_long_prompts(tmp_path):
     assert [len(p[0]["content"]) for p in templated["prompt"]] == [3, 8]  # 6 ("<user>") + n + 11 ("<assistant>") <= 25
     with pytest.raises(ValueError, match="drops every one"):
         load_prompts({"dataset": str(path), "max_prompt_tokens": 1}, tok)
+
+
+def test_prepare_keeps_a_pending_stop_but_clears_a_previous_run(tmp_path):
+    from grpo_ablate.trainer.launch import _prepare
+
+    s = spec(tmp_path)
+    s.path.mkdir(parents=True)
+    request_stop(s.path, "interrupted")  # asked before the trial started: honoured
+    _prepare(s)
+    assert (s.path / "STOP").exists()
+    (s.path / "result.json").write_text("{}")  # a finished earlier run in the same folder: all stale
+    (s.path / "metrics.jsonl").write_text("{}\n")
+    _prepare(s)
+    assert not any((s.path / n).exists() for n in ("STOP", "result.json", "metrics.jsonl"))
+
+
+def test_a_trial_stopped_before_it_starts_never_launches(tmp_path):
+    from grpo_ablate.trainer.launch import run_trial
+
+    s = spec(tmp_path)
+    s.path.mkdir(parents=True)
+    request_stop(s.path, "interrupted")
+    result = run_trial(s)
+    assert result.outcome is TrialOutcome.INTERRUPTED and "before it started" in result.reason
+    assert json.loads((s.path / "result.json").read_text())["outcome"] == "interrupted"
+    assert not (s.path / "log.txt").exists()

@@ -212,9 +212,18 @@ def _serve_vllm(spec: TrialSpec, env: dict[str, str], stack: contextlib.ExitStac
 
 
 def _prepare(spec: TrialSpec) -> Path:
+    """Clear a previous run's files from the folder (a rerun starts clean).
+
+    A STOP file is a previous run's only when that run also left a result; otherwise it is a
+    request for this run written before it started (a study interrupted while launching), so
+    it stays and the trial ends after its first step.
+    """
     trial_dir = spec.path
     trial_dir.mkdir(parents=True, exist_ok=True)
+    previous_run = (trial_dir / RESULT_FILE).exists()
     for name in _STALE:
+        if name == STOP_FILE and not previous_run:
+            continue
         (trial_dir / name).unlink(missing_ok=True)
     for stale in trial_dir.glob("result.rank*.json"):
         stale.unlink()
@@ -286,6 +295,14 @@ def run_trial(
             for row in rows:
                 on_progress(row)
 
+    if (trial_dir / STOP_FILE).exists():  # stopped before it started: nothing to run
+        spec.save()
+        requested = (trial_dir / STOP_FILE).read_text().strip().lower()
+        outcome = TrialOutcome.INTERRUPTED if requested.startswith("interrupt") else TrialOutcome.PRUNED
+        result = TrialResult(outcome, f"stopped by the parent ({outcome.value}) before it started",
+                             metrics=summarize_trial(trial_dir), trial_dir=spec.trial_dir)
+        _finalize(trial_dir, result, None)
+        return result
     with log_path.open("ab", buffering=0) as log:
         try:
             if (spec.hardware.get("vllm") or {}).get("mode") == "server":
