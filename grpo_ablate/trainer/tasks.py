@@ -489,8 +489,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("task", nargs="?", default="addition", choices=sorted(TASKS))
     args = parser.parse_args(argv)
     path = builtin_model_path("builtin:tiny", args.task)
+    info = json.loads((path / "grpo_ablate_builtin.json").read_text())
     print(path)
-    print((path / "grpo_ablate_builtin.json").read_text())
+    print(json.dumps({k: v for k, v in info.items() if k != "settings"}, indent=2))
     return 0
 
 
