@@ -105,6 +105,7 @@ class MetricsRecorder(TrainerCallback):
         self.started: float | None = None
         self.last_log: float | None = None
         self.rows_written = 0
+        self.seconds_spent = 0.0  # our own cost inside training, for the overhead benchmark
         self._metrics_handle = None
         self._groups_handle = None
         self._rng = random.Random(0)
@@ -135,6 +136,13 @@ class MetricsRecorder(TrainerCallback):
 
     # -- per step --------------------------------------------------------------------------
     def on_log(self, args, state, control, logs=None, **kwargs):
+        started = time.perf_counter()
+        try:
+            self._record(state, logs)
+        finally:
+            self.seconds_spent += time.perf_counter() - started
+
+    def _record(self, state, logs) -> None:
         if not logs or not state.is_world_process_zero or self._metrics_handle is None:
             return
         if _END_OF_TRAINING & set(logs) or any(k.startswith("eval_") for k in logs):
@@ -211,6 +219,7 @@ class StopSwitch(TrainerCallback):
         self.max_seconds = max_seconds
         self.started: float | None = None
         self.stop_reason: str | None = None  # "pruned" | "interrupted" | "budget: ..."
+        self.seconds_spent = 0.0
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.started = time.perf_counter()
@@ -227,6 +236,13 @@ class StopSwitch(TrainerCallback):
         return 0
 
     def on_step_end(self, args, state, control, **kwargs):
+        started = time.perf_counter()
+        try:
+            return self._check(state, control)
+        finally:
+            self.seconds_spent += time.perf_counter() - started
+
+    def _check(self, state, control):
         code = self._local_reason(state)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             device = torch.device("cpu")

@@ -119,6 +119,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Tria
             built.trainer.train()
         finally:
             timings["train_seconds"] = time.perf_counter() - started
+            timings["callback_seconds"] = built.recorder.seconds_spent + built.stopper.seconds_spent
             built.recorder.close()
         payload["steps"] = int(built.trainer.state.global_step)
         reason = built.stopper.stop_reason
