@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import importlib.util
+import random
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,11 +63,26 @@ def open_storage(
                 kwargs["heartbeat_stale_trial_callback"] = RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
         if url.startswith("sqlite:///"):
             Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        return RDBStorage(normalize_url(url), **kwargs)  # type: ignore[arg-type]
+        return _rdb_with_retry(normalize_url(url), kwargs)
     path = Path(url.removeprefix("journal:"))
     path.parent.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return JournalStorage(JournalFileBackend(str(path)))
+
+
+def _rdb_with_retry(url: str, kwargs: dict[str, object]) -> "optuna.storages.RDBStorage":
+    """Workers that start together all try to create the tables; the losers retry and find them."""
+    import sqlalchemy.exc
+    from optuna.storages import RDBStorage
+
+    for attempt in range(6):
+        try:
+            return RDBStorage(url, **kwargs)  # type: ignore[arg-type]
+        except sqlalchemy.exc.DBAPIError:
+            if attempt == 5:
+                raise
+            time.sleep(0.5 + random.random() * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def open_artifact_store(output_dir: Path) -> "optuna.artifacts.FileSystemArtifactStore":

@@ -217,6 +217,7 @@ class StudyRunner:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.interrupted = False
+        self.interrupt_requests = 0
         self.storage_error = False
         self.stop_reason: str | None = None
         self.running: dict[int, _Running] = {}
@@ -435,35 +436,49 @@ class StudyRunner:
             line += f"\n  trial {r.number} {r.params.arm} step {r.step}/{r.max_steps or '?'} reward {rw} eta {r.eta()}"
         return line
 
+    def request_interrupt(self, signum: int = signal.SIGINT, frame: Any = None) -> None:
+        """Signal handler: only counts. The main loop acts on it (never raise inside a join)."""
+        self.interrupt_requests += 1
+
     def run(self) -> int:
-        threads = [threading.Thread(target=self._worker, args=(i,), name=f"worker-{i}", daemon=True) for i in range(self.workers)]
+        done = [threading.Event() for _ in range(self.workers)]
+
+        def work(i: int) -> None:
+            try:
+                self._worker(i)
+            finally:
+                done[i].set()
+
+        threads = [threading.Thread(target=work, args=(i,), name=f"worker-{i}", daemon=True) for i in range(self.workers)]
         for t in threads:
             t.start()
         last_status = 0.0
-        interrupts = 0
-        while any(t.is_alive() for t in threads):
-            try:
-                for t in threads:
-                    t.join(timeout=0.5)
-                now = time.monotonic()
-                if now - last_status > 30 and self.running:
-                    last_status = now
-                    self._say(self._status_line())
-            except KeyboardInterrupt:
-                interrupts += 1
-                self.interrupted = True
-                self.stop.set()
-                with self.lock:
-                    dirs = [r.trial_dir for r in self.running.values()]
-                if interrupts == 1:
-                    self._say("interrupt: running trials stop after their current step and are queued again "
-                              "(press Ctrl-C again to kill them now)")
-                    for d in dirs:
-                        _write_stop(d, "interrupted")
-                else:
-                    self._say("interrupt: killing running trials")
-                    _kill_children()
+        handled = 0
+        while not all(d.is_set() for d in done):
+            for d in done:
+                d.wait(timeout=0.25)
+            if self.interrupt_requests > handled:
+                handled = self.interrupt_requests
+                self._on_interrupt(first=not self.interrupted)
+            now = time.monotonic()
+            if now - last_status > 30 and self.running:
+                last_status = now
+                self._say(self._status_line())
         return 0
+
+    def _on_interrupt(self, first: bool) -> None:
+        self.interrupted = True
+        self.stop.set()
+        with self.lock:
+            dirs = [r.trial_dir for r in self.running.values()]
+        if first:
+            self._say("interrupt: running trials stop after their current step and are queued again "
+                      "(press Ctrl-C again to kill them now)")
+            for d in dirs:
+                _write_stop(d, "interrupted")
+        else:
+            self._say("interrupt: killing running trials")
+            _kill_children()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -589,9 +604,9 @@ def run_study(study: "Study", write_report: bool = True) -> int:
           f"objectives {', '.join(f'{m} ({d})' for m, d in zip(study.metric_names, study.directions))}")
 
     previous = {}
-    for sig in (signal.SIGTERM,):
+    for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            previous[sig] = signal.signal(sig, _raise_interrupt)
+            previous[sig] = signal.signal(sig, runner.request_interrupt)
         except ValueError:  # not the main thread (tests drive run_study from threads)
             pass
     try:
@@ -619,10 +634,6 @@ def run_study(study: "Study", write_report: bool = True) -> int:
     if runner.stop_reason:
         print(f"Stopped: {runner.stop_reason}")
     return 0
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _print_summary(study: "Study", ostudy: "optuna.Study", runner: StudyRunner) -> None:

@@ -21,7 +21,3 @@ def always_raises(prompts, completions, **kwargs):
 def wrong_length(prompts, completions, **kwargs):
     return [0.0] * (len(completions) + 1)
 
-
-def wrong_length_free(prompts, completions, **kwargs):
-    """A well-behaved custom reward: reads a dataset column and returns one float per completion."""
-    return [float(len(str(s))) / 10 for s in kwargs["solution"]]

@@ -36,3 +36,17 @@ def test_postgres_heartbeat_fails_and_retries_a_silent_trial(fresh_pg_db):
     assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
     retry = study.get_trials()[1]
     assert retry.params == trial.params  # same settings, run again by the next free worker
+
+
+@pytest.mark.slow
+def test_workers_starting_together_create_the_tables_once(fresh_pg_db):
+    """Several hosts opening a new database at the same moment: every one gets a working storage."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from grpo_ablate.storage import open_storage; "
+            "open_storage(sys.argv[1], heartbeat_interval=5); print('ok')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, fresh_pg_db], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], [err[-500:] for _, err in results]
