@@ -550,12 +550,40 @@ def _did_you_mean(word: str, options: list[str]) -> str:
 
 @functools.lru_cache(maxsize=1)
 def trainer_field_names() -> frozenset[str]:
-    """GRPOConfig's fields in the installed TRL (imported once; no model is loaded)."""
-    import dataclasses
+    """GRPOConfig's fields in the installed TRL.
 
-    from trl import GRPOConfig  # the one heavy import validation needs
+    Read once per TRL version in a child process and cached on disk, so neither `validate` nor
+    the study's orchestrator ever imports trl/torch (seconds of start-up, hundreds of MB).
+    """
+    import importlib.metadata
+    import subprocess
+    import sys
 
-    return frozenset(f.name for f in dataclasses.fields(GRPOConfig))
+    try:
+        version = importlib.metadata.version("trl")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    cache = Path(os.environ.get("GRPO_ABLATE_CACHE") or Path.home() / ".cache" / "grpo-ablate") / f"grpo_config_fields-trl{version}.json"
+    try:
+        return frozenset(json.loads(cache.read_text()))
+    except (OSError, ValueError):
+        pass
+    code = ("import dataclasses, json; from trl import GRPOConfig; "
+            "print(json.dumps(sorted(f.name for f in dataclasses.fields(GRPOConfig))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+        raise StudyError([Problem(path="trainer", message=f"cannot read GRPOConfig from the installed TRL: {tail}")])
+    names = json.loads(out.stdout.strip().splitlines()[-1])
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(names))
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return frozenset(names)
 
 
 def _check_trainer_keys(trainer: dict[str, Any], raw: dict[str, Any]) -> list[Problem]:

@@ -209,3 +209,13 @@ def test_processes_and_vllm_server_must_fit_the_gpus(tmp_path, task_name):
     text = MINIMAL.format(task=task_name) + "hardware:\n  gpus: 8\n  num_processes: 8\n  vllm: {mode: server, server_gpus: 1}\n"
     joined = "\n".join(problems_of(write(tmp_path, text)))
     assert "hardware.gpus: 8 training process(es) + 1 vLLM server GPU(s) do not fit in 8 GPU(s)" in joined
+
+
+def test_validation_and_orchestrator_never_import_torch_or_trl():
+    """The study process stays small: GRPOConfig's fields come from a cached child process."""
+    code = ("import sys; from grpo_ablate.config import load_study; load_study('studies/tiny-cpu.yaml'); "
+            "import grpo_ablate.study, grpo_ablate.objective, grpo_ablate.trainer.launch; "
+            "print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
