@@ -531,10 +531,7 @@ def _heartbeat(ostudy: "optuna.Study", trial_id: int, interval: int, stop: threa
 def _reward_plot(metrics_path: Path, out: Path, title: str) -> bool:
     import json
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: its global figure registry grows in a long sweep
 
     xs, ys = [], []
     for line in metrics_path.read_text().splitlines():
@@ -547,7 +544,8 @@ def _reward_plot(metrics_path: Path, out: Path, title: str) -> bool:
             ys.append(row["reward"])
     if len(xs) < 2:
         return False
-    fig, ax = plt.subplots(figsize=(5, 3), dpi=90)
+    fig = Figure(figsize=(5, 3), dpi=90)
+    ax = fig.subplots()
     ax.plot(xs, ys, lw=1.2)
     ax.set_xlabel("training seconds")
     ax.set_ylabel("mean reward")
@@ -555,7 +553,6 @@ def _reward_plot(metrics_path: Path, out: Path, title: str) -> bool:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out)
-    plt.close(fig)
     return True
 
 
