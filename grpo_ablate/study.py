@@ -529,16 +529,12 @@ def _heartbeat(ostudy: "optuna.Study", trial_id: int, interval: int, stop: threa
 
 
 def _reward_plot(metrics_path: Path, out: Path, title: str) -> bool:
-    import json
-
     from matplotlib.figure import Figure  # no pyplot: its global figure registry grows in a long sweep
 
+    from grpo_ablate.metrics import read_rows
+
     xs, ys = [], []
-    for line in metrics_path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
+    for row in read_rows(metrics_path):
         if row.get("reward") is not None:
             xs.append(row.get("train_seconds", row.get("step")))
             ys.append(row["reward"])
