@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.config import FloatRange
+from grpo_ablate.config import FloatRange, resolved_trial_count
 from grpo_ablate.plan import study_plan
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def plan_text(study: "Study") -> str:
         for i, c in enumerate(cells):
             lines.append(f"  {i:>3}. {c.arm:<28} G={c.num_generations:<3} batch={c.generation_batch_size:<5} T={c.temperature:g} seed={c.seed}")
     else:
-        lines.append(f"Trials: {study.study.n_trials or 20} proposed by the {study.study.sampler} sampler, seeds {list(study.study.seeds)}.")
+        lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.study.sampler} sampler, seeds {list(study.study.seeds)}.")
     for w in study.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_ablate.config import resolved_trial_count
 from grpo_ablate.objective import TrialParams, build_spec, objective_values, record_result, suggest_params
 from grpo_ablate.plan import Cell, baseline_params, study_plan
 from grpo_ablate.storage import is_rdb_url, open_artifact_store, open_storage
@@ -213,7 +214,7 @@ class StudyRunner:
         self.workers = len(self.envs)
         self.artifacts = open_artifact_store(study.output_dir)
         self.planned = study.study.sampler in ("grid", "ablation")
-        self.n_trials = study.study.n_trials or (len(study_plan(study)) if self.planned else 20)
+        self.n_trials = resolved_trial_count(study)
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.interrupted = False
