@@ -46,6 +46,7 @@ __all__ = [
     "MetricInfo",
     "SMOOTHING_FRACTION",
     "STABILITY_WINDOW",
+    "read_jsonl",
     "read_rows",
     "read_timings",
     "summarize",
@@ -100,24 +101,38 @@ METRICS: dict[str, MetricInfo] = {
 }
 
 
+def read_jsonl(path: str | Path) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of a .jsonl file and how many lines were unreadable.
+
+    A trial killed mid-write leaves a torn last line; it is counted and skipped, not fatal.
+    """
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    bad += 1
+                    continue
+                if isinstance(obj, dict):
+                    rows.append(obj)
+                else:
+                    bad += 1
+    except FileNotFoundError:
+        return [], 0
+    except (OSError, UnicodeDecodeError):
+        return [], 1
+    return rows, bad
+
+
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a metrics.jsonl; a torn last line (a crash mid-write) is skipped, not fatal."""
-    p = Path(path)
-    if not p.exists():
-        return []
-    rows: list[dict[str, Any]] = []
-    with p.open() as handle:
-        for line in handle:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                rows.append(obj)
-    return rows
+    return read_jsonl(path)[0]
 
 
 def _num(value: Any) -> float | None:

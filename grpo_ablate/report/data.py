@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from grpo_ablate.metrics import read_jsonl  # one torn-line-tolerant reader for every trial file
 from grpo_ablate.report.stats import Difference, MetricStat, difference, finite, stat
 
 if TYPE_CHECKING:
@@ -301,33 +302,6 @@ def record_from_trial(ft: "FrozenTrial", diagnostics: Mapping[str, float | None]
     )
 
 
-def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The JSON objects of a .jsonl file and how many lines were unreadable.
-
-    A trial killed mid-write leaves a truncated last line; it is skipped, not fatal.
-    """
-    rows: list[dict[str, Any]] = []
-    bad = 0
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    bad += 1
-                    continue
-                if isinstance(obj, dict):
-                    rows.append(obj)
-                else:
-                    bad += 1
-    except FileNotFoundError:
-        return [], 0
-    except (OSError, UnicodeDecodeError):
-        return [], 1
-    return rows, bad
 
 
 def _prompt_text(prompt: Any) -> str:
