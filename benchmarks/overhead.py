@@ -85,7 +85,8 @@ def run_plain(tmp: Path, steps: int, seed: int, g: int, index: int) -> dict:
 
 def run_grpo_ablate(tmp: Path, steps: int, seed: int, g: int, index: int) -> dict:
     from grpo_ablate.run_one import spec_from_sections
-    from grpo_ablate.trainer.launch import TrialOutcome, run_trial
+    from grpo_ablate.trainer.launch import run_trial
+    from grpo_ablate.vocab import Outcome
     from grpo_ablate.trainer.tasks import TINY_CPU_TRAINER
 
     spec = spec_from_sections(
@@ -96,7 +97,7 @@ def run_grpo_ablate(tmp: Path, steps: int, seed: int, g: int, index: int) -> dic
         budget={"max_steps": steps},
     )
     result = run_trial(spec)
-    if result.outcome is not TrialOutcome.COMPLETED:
+    if result.outcome is not Outcome.COMPLETED:
         raise SystemExit(f"grpo-ablate trial {result.outcome.value}: {result.reason}\n{result.log_tail}")
     rows = [json.loads(line) for line in (spec.path / "metrics.jsonl").read_text().splitlines()]
     return {"train_seconds": result.timings["train_seconds"], "steps": result.metrics["steps"],

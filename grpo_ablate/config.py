@@ -270,7 +270,7 @@ class Study:
 
     @property
     def directions(self) -> list[str]:
-        from grpo_ablate.metrics import METRICS
+        from grpo_ablate.vocab import METRICS
 
         return [o.direction or METRICS[o.metric].direction for o in self.study.objectives]
 
@@ -672,7 +672,7 @@ def _space_for(sf: StudyFile) -> FeasibleSpace:
 
 
 def _check_meaning(sf: StudyFile, space: FeasibleSpace, base_dir: Path | None, warnings: list[str]) -> list[Problem]:
-    from grpo_ablate.metrics import METRICS
+    from grpo_ablate.vocab import METRICS
 
     problems: list[Problem] = []
     st, search = sf.study, sf.search

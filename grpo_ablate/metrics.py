@@ -37,13 +37,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from grpo_ablate.vocab import HEADLINE_METRICS, METRICS_FILE, RESULT_FILE
+
 __all__ = [
-    "METRICS",
-    "MetricInfo",
     "SMOOTHING_FRACTION",
     "STABILITY_WINDOW",
     "read_jsonl",
@@ -58,47 +57,6 @@ SMOOTHING_FRACTION = 0.1
 STABILITY_WINDOW = 5
 
 
-@dataclass(frozen=True)
-class MetricInfo:
-    """One metric a study may optimise or report: which way is better, in plain words."""
-
-    direction: str  # "maximize" | "minimize"
-    description: str
-    unit: str = ""
-
-
-METRICS: dict[str, MetricInfo] = {
-    "reward_per_hour": MetricInfo(
-        "maximize",
-        "Reward gained per hour of training: (mean reward of the last 10% of steps - mean of the first 10%) / training hours.",
-        "reward/h",
-    ),
-    "stability_variance": MetricInfo(
-        "minimize",
-        "How much the reward curve jitters: variance of each step's reward minus the 5-step moving average around it. Lower is steadier.",
-        "reward^2",
-    ),
-    "samples_per_second": MetricInfo(
-        "maximize", "Completions generated (and trained on) per second of training time.", "completions/s"
-    ),
-    "tokens_per_second": MetricInfo(
-        "maximize", "Prompt plus completion tokens processed per second of training time.", "tokens/s"
-    ),
-    "reward_per_million_tokens": MetricInfo(
-        "maximize", "Reward gained per million generated completion tokens: sample efficiency in tokens.", "reward/Mtok"
-    ),
-    "peak_memory_mb": MetricInfo(
-        "minimize", "Peak memory: CUDA max allocated on GPU, peak resident memory (RSS) on CPU.", "MB"
-    ),
-    "final_reward": MetricInfo("maximize", "Mean reward over the last 10% of steps.", "reward"),
-    "reward_gain": MetricInfo(
-        "maximize", "Mean reward of the last 10% of steps minus that of the first 10%.", "reward"
-    ),
-    "train_seconds": MetricInfo("minimize", "Training wall time, excluding start-up, loading and building.", "s"),
-    "mean_frac_reward_zero_std": MetricInfo(
-        "minimize", "Share of prompt groups whose completions all scored the same, so gave no gradient.", ""
-    ),
-}
 
 
 def read_jsonl(path: str | Path) -> tuple[list[dict[str, Any]], int]:
@@ -168,7 +126,7 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The headline metrics of one trial from its per-step rows (see the module docstring)."""
     rows = [r for r in rows if isinstance(r, Mapping)]
     rows.sort(key=lambda r: _num(r.get("step")) or 0.0)
-    out: dict[str, Any] = {name: None for name in METRICS}
+    out: dict[str, Any] = {name: None for name in HEADLINE_METRICS}
     out.update(steps=0, start_reward=None, completions=0, generated_tokens=0.0)
     if not rows:
         return out
@@ -223,7 +181,7 @@ def summarize_file(path: str | Path) -> dict[str, Any]:
 
 def read_timings(trial_dir: str | Path) -> dict[str, float]:
     """load_seconds / build_seconds / train_seconds / startup_seconds from result.json, when written."""
-    path = Path(trial_dir) / "result.json"
+    path = Path(trial_dir) / RESULT_FILE
     try:
         raw = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
@@ -234,7 +192,7 @@ def read_timings(trial_dir: str | Path) -> dict[str, float]:
 
 def summarize_trial(trial_dir: str | Path) -> dict[str, Any]:
     """`summarize_file(<trial_dir>/metrics.jsonl)` plus the load/build seconds kept out of the rates."""
-    out = summarize_file(Path(trial_dir) / "metrics.jsonl")
+    out = summarize_file(Path(trial_dir) / METRICS_FILE)
     timings = read_timings(trial_dir)
     for key in ("startup_seconds", "load_seconds", "build_seconds"):
         out[key] = timings.get(key)

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from grpo_ablate.metrics import METRICS
-from grpo_ablate.trainer.spec import TrialOutcome, TrialResult, TrialSpec
+from grpo_ablate.vocab import HEADLINE_METRICS, METRICS
+from grpo_ablate.trainer.spec import TrialResult, TrialSpec
+from grpo_ablate.vocab import Outcome
 
 __all__ = ["run_one", "spec_from_sections", "print_result"]
 
@@ -144,13 +145,14 @@ def print_result(result: TrialResult, console: Any = None) -> None:
     table.add_column("better", justify="center")
     table.add_column("meaning")
     m = result.metrics or {}
-    for name, info in METRICS.items():
-        arrow = "higher" if info.direction == "maximize" else "lower"
+    for name in HEADLINE_METRICS:
+        info = METRICS[name]
+        arrow = {"maximize": "higher", "minimize": "lower"}.get(info.direction or "", "")
         table.add_row(name, _fmt(m.get(name)), arrow, info.description)
-    for name in ("start_reward", "steps", "completions", "startup_seconds", "load_seconds", "build_seconds"):
+    for name in ("completions", "startup_seconds", "build_seconds"):
         table.add_row(name, _fmt(m.get(name)), "", "")
     console.print(table)
-    if result.outcome in (TrialOutcome.FAILED, TrialOutcome.OOM) and result.log_tail:
+    if result.outcome in (Outcome.FAILED, Outcome.OOM) and result.log_tail:
         console.print("[bold]end of log.txt:[/bold]")
         console.print("\n".join(result.log_tail.splitlines()[-25:]), markup=False, highlight=False)
 
@@ -205,9 +207,9 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
             return 130
     print_result(result, Console())
     console.print(f"files: {folder}/ (metrics.jsonl, groups.jsonl, log.txt, result.json)", markup=False)
-    if result.outcome in (TrialOutcome.COMPLETED, TrialOutcome.PRUNED):
+    if result.outcome in (Outcome.COMPLETED, Outcome.PRUNED):
         return 0
-    return 130 if result.outcome is TrialOutcome.INTERRUPTED else 1
+    return 130 if result.outcome is Outcome.INTERRUPTED else 1
 
 
 if __name__ == "__main__":  # pragma: no cover - the CLI is the entry point

@@ -19,13 +19,31 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url"]
+__all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url"]
 
 _RDB_PREFIXES = ("postgresql", "postgres", "mysql", "sqlite", "oracle", "mssql")
 
 
 def is_rdb_url(url: str) -> bool:
     return url.split(":", 1)[0].split("+", 1)[0] in _RDB_PREFIXES and "://" in url
+
+
+def mask_url(url: str) -> str:
+    """The URL as it may be shown or stored: any password replaced by ***.
+
+    Every place that prints, logs or stores a storage URL goes through this (stdout, the
+    study's attributes the dashboard shows, the report). Stdlib only: no SQLAlchemy import on
+    the paths that merely print.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, tail = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{hostport}{slash}{tail}"
 
 
 def normalize_url(url: str) -> str:

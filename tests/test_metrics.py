@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from grpo_ablate.metrics import METRICS, STABILITY_WINDOW, read_rows, summarize, summarize_file, summarize_trial
+from grpo_ablate.vocab import HEADLINE_METRICS, METRICS
+from grpo_ablate.metrics import STABILITY_WINDOW, read_rows, summarize, summarize_file, summarize_trial
 
 
 def _rows(rewards, *, seconds_per_step=1.0, completions=8, length=4.0, tokens_per_step=100):
@@ -91,7 +92,7 @@ def test_steps_without_generation_are_tolerated():
 
 def test_too_few_rows_give_none_not_errors():
     empty = summarize([])
-    assert all(empty[name] is None for name in METRICS)
+    assert all(empty[name] is None for name in HEADLINE_METRICS if name != "steps")
     one = summarize(_rows([0.3]))
     assert one["final_reward"] == pytest.approx(0.3)
     assert one["reward_gain"] is None and one["reward_per_hour"] is None and one["stability_variance"] is None
@@ -127,7 +128,7 @@ def test_summarize_trial_adds_load_and_build_seconds(tmp_path):
 
 def test_every_metric_has_a_direction_and_words():
     for name, info in METRICS.items():
-        assert info.direction in ("maximize", "minimize"), name
+        assert info.direction in ("maximize", "minimize") or name == "steps", name
         assert len(info.description) > 20, name
     assert METRICS["stability_variance"].direction == "minimize"
     assert METRICS["reward_per_hour"].direction == "maximize"

@@ -15,7 +15,8 @@ import pytest
 
 from grpo_ablate.metrics import read_rows
 from grpo_ablate.run_one import spec_from_sections
-from grpo_ablate.trainer.launch import TrialOutcome, run_trial
+from grpo_ablate.trainer.launch import run_trial
+from grpo_ablate.vocab import Outcome
 from grpo_ablate.trainer.tasks import TINY_CPU_TRAINER
 
 pytestmark = pytest.mark.slow
@@ -49,7 +50,7 @@ def test_builtin_task_learns_and_group_size_shows(tmp_path):
     results = {}
     for g in (8, 2):
         result = run_trial(tiny(tmp_path, f"g{g}", steps=50, num_generations=g))
-        assert result.outcome is TrialOutcome.COMPLETED, result.reason + "\n" + result.log_tail
+        assert result.outcome is Outcome.COMPLETED, result.reason + "\n" + result.log_tail
         rows = read_rows(tmp_path / f"g{g}" / "metrics.jsonl")
         first, last = _margin(rows)
         assert last >= first + 0.15, f"G={g}: reward {first:.3f} -> {last:.3f}, expected a gain of at least 0.15"
@@ -77,7 +78,7 @@ def test_builtin_task_learns_and_group_size_shows(tmp_path):
 def test_two_process_torchrun_trial_sees_world_size_two(tmp_path):
     spec = tiny(tmp_path, "ddp", steps=3, per_device_train_batch_size=16, hardware={"num_processes": 2, "launcher": "auto"})
     result = run_trial(spec)
-    assert result.outcome is TrialOutcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
+    assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
     assert result.world_size == 2
     resolved = json.loads((tmp_path / "ddp" / "resolved_config.json").read_text())
     assert resolved["world_size"] == 2 and resolved["generation_batch_size"] == 32  # 16 per device x 2
@@ -87,7 +88,7 @@ def test_two_process_torchrun_trial_sees_world_size_two(tmp_path):
 
 def test_reward_that_raises_fails_with_its_name(tmp_path):
     result = run_trial(tiny(tmp_path, "raises", rewards=["helpers_rewards:always_raises"]))
-    assert result.outcome is TrialOutcome.FAILED
+    assert result.outcome is Outcome.FAILED
     assert "always_raises" in result.reason and "ValueError" in result.reason
     assert result.exception_type == "RewardFunctionError"
     assert "always_raises" in result.log_tail
@@ -97,26 +98,26 @@ def test_reward_that_raises_fails_with_its_name(tmp_path):
 
 def test_reward_with_wrong_length_fails_with_its_name(tmp_path):
     result = run_trial(tiny(tmp_path, "len", rewards=[{"name": "task"}, {"name": "helpers_rewards:wrong_length", "weight": 0.5}]))
-    assert result.outcome is TrialOutcome.FAILED
+    assert result.outcome is Outcome.FAILED
     assert "'wrong_length' returned 65 values for 64 completions" in result.reason
 
 
 def test_memory_error_is_oom(tmp_path):
     result = run_trial(tiny(tmp_path, "oom", rewards=["helpers_rewards:oom_for_large_groups"], num_generations=8))
-    assert result.outcome is TrialOutcome.OOM, result.reason
+    assert result.outcome is Outcome.OOM, result.reason
     assert "MemoryError" in result.reason
 
 
 def test_beta_with_builtin_model_uses_a_reference(tmp_path):
     result = run_trial(tiny(tmp_path, "beta", steps=3, beta=0.04))
-    assert result.outcome is TrialOutcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
+    assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
     rows = read_rows(tmp_path / "beta" / "metrics.jsonl")
     assert len(rows) == 3 and all("kl" in r for r in rows)
 
 
 def test_timeout_fails_with_reason(tmp_path):
     result = run_trial(tiny(tmp_path, "slow", steps=1000, timeout_s=4))
-    assert result.outcome is TrialOutcome.FAILED
+    assert result.outcome is Outcome.FAILED
     assert "timeout" in result.reason and "4" in result.reason
     assert json.loads((tmp_path / "slow" / "result.json").read_text())["outcome"] == "failed"
 
@@ -131,7 +132,7 @@ def test_stop_request_prunes_and_keeps_partial_metrics(tmp_path):
             stop.set()
 
     result = run_trial(tiny(tmp_path, "stop", steps=500), on_progress=on_progress, stop_event=stop)
-    assert result.outcome is TrialOutcome.PRUNED, f"{result.reason}\n{result.log_tail}"
+    assert result.outcome is Outcome.PRUNED, f"{result.reason}\n{result.log_tail}"
     rows = read_rows(tmp_path / "stop" / "metrics.jsonl")
     assert 3 <= len(rows) < 500 and [r["step"] for r in seen] == [r["step"] for r in rows]
     assert result.metrics["steps"] == len(rows) and result.metrics["reward_gain"] is not None
@@ -140,7 +141,7 @@ def test_stop_request_prunes_and_keeps_partial_metrics(tmp_path):
 
 def test_seconds_budget_stops_training_as_completed(tmp_path):
     result = run_trial(tiny(tmp_path, "secs", budget={"max_steps": 2000, "seconds": 1.5}))
-    assert result.outcome is TrialOutcome.COMPLETED, result.reason
+    assert result.outcome is Outcome.COMPLETED, result.reason
     assert result.reason and result.reason.startswith("budget")
     assert 1 <= result.metrics["steps"] < 2000
 
@@ -183,7 +184,7 @@ def test_user_dataset_local_model_path_chat_template_and_reward_registry(tmp_pat
         env={"PYTHONPATH": str(TESTS)},
     )
     result = run_trial(spec)
-    assert result.outcome is TrialOutcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
+    assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
     rows = read_rows(tmp_path / "user" / "metrics.jsonl")
     assert len(rows) == 2
     for name in ("accuracy", "format", "tag_count", "length_penalty", "solution_length"):
@@ -199,7 +200,7 @@ def test_steps_without_generation_log_no_reward_and_are_tolerated(tmp_path):
     # An async reward rides along: TRL runs it concurrently, through the same checked wrapper.
     rewards = [{"name": "task"}, {"name": "trainer_rewards:async_exact", "weight": 0.0}]
     result = run_trial(tiny(tmp_path, "spg", steps=4, rewards=rewards, per_device_train_batch_size=32, generation_batch_size=64))
-    assert result.outcome is TrialOutcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
+    assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
     rows = read_rows(tmp_path / "spg" / "metrics.jsonl")
     assert [("reward" in r, r["completions"]) for r in rows] == [(True, 64), (False, 0), (True, 64), (False, 0)]
     assert all(r["completions_trained"] == 32 for r in rows)

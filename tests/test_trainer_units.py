@@ -12,7 +12,8 @@ import pytest
 
 from grpo_ablate.run_one import _split_sets, spec_from_sections
 from grpo_ablate.trainer.launch import _classify, build_command, request_stop
-from grpo_ablate.trainer.spec import TrialOutcome, TrialResult, TrialSpec
+from grpo_ablate.trainer.spec import TrialResult, TrialSpec
+from grpo_ablate.vocab import Outcome
 
 
 def spec(tmp_path, **kw) -> TrialSpec:
@@ -52,24 +53,24 @@ def _classify_with(s, rc=0, worker=None, ranks=(), timed_out=False, stop=None, l
 
 def test_outcome_classification(tmp_path):
     s = spec(tmp_path, timeout_s=30)
-    assert _classify_with(s, worker={"outcome": "completed", "world_size": 1}) == (TrialOutcome.COMPLETED, None)
-    assert _classify_with(s, rc=-9, timed_out=True)[0] is TrialOutcome.FAILED
+    assert _classify_with(s, worker={"outcome": "completed", "world_size": 1}) == (Outcome.COMPLETED, None)
+    assert _classify_with(s, rc=-9, timed_out=True)[0] is Outcome.FAILED
     assert "timeout" in _classify_with(s, rc=-9, timed_out=True)[1]
     # killed by the kernel with nothing written: out of memory
-    assert _classify_with(s, rc=-signal.SIGKILL)[0] is TrialOutcome.OOM
-    assert _classify_with(s, rc=137)[0] is TrialOutcome.OOM
-    assert _classify_with(s, rc=1, log="torch.OutOfMemoryError: CUDA out of memory")[0] is TrialOutcome.OOM
+    assert _classify_with(s, rc=-signal.SIGKILL)[0] is Outcome.OOM
+    assert _classify_with(s, rc=137)[0] is Outcome.OOM
+    assert _classify_with(s, rc=1, log="torch.OutOfMemoryError: CUDA out of memory")[0] is Outcome.OOM
     failed = _classify_with(s, rc=1, log="line 1\nImportError: nope\n")
-    assert failed[0] is TrialOutcome.FAILED and "ImportError: nope" in failed[1]
+    assert failed[0] is Outcome.FAILED and "ImportError: nope" in failed[1]
     # a failing non-zero rank outranks rank 0, which was killed without writing
     ranked = _classify_with(s, rc=1, ranks=[{"outcome": "oom", "rank": 1, "reason": "MemoryError: x"}])
-    assert ranked == (TrialOutcome.OOM, "rank 1: MemoryError: x")
+    assert ranked == (Outcome.OOM, "rank 1: MemoryError: x")
     # fewer processes than asked for is a failure, not a quiet single-process run
     two = spec(tmp_path, hardware={"num_processes": 2})
     wrong = _classify_with(two, worker={"outcome": "completed", "world_size": 1})
-    assert wrong[0] is TrialOutcome.FAILED and "started 1 training process" in wrong[1]
+    assert wrong[0] is Outcome.FAILED and "started 1 training process" in wrong[1]
     # a STOP that the worker could not honour in time still counts as the requested outcome
-    assert _classify_with(s, rc=-15, stop="pruned")[0] is TrialOutcome.PRUNED
+    assert _classify_with(s, rc=-15, stop="pruned")[0] is Outcome.PRUNED
 
 
 def test_request_stop_writes_once(tmp_path):
@@ -79,8 +80,8 @@ def test_request_stop_writes_once(tmp_path):
 
 
 def test_result_to_dict_uses_outcome_values():
-    assert TrialResult(TrialOutcome.OOM, "x").to_dict()["outcome"] == "oom"
-    assert {o.value for o in TrialOutcome} == {"completed", "pruned", "oom", "failed", "interrupted"}
+    assert TrialResult(Outcome.OOM, "x").to_dict()["outcome"] == "oom"
+    assert {o.value for o in Outcome} == {"completed", "pruned", "oom", "failed", "interrupted", "running"}
 
 
 def test_run_one_splits_trial_values_from_overrides():
@@ -215,6 +216,6 @@ def test_a_trial_stopped_before_it_starts_never_launches(tmp_path):
     s.path.mkdir(parents=True)
     request_stop(s.path, "interrupted")
     result = run_trial(s)
-    assert result.outcome is TrialOutcome.INTERRUPTED and "before it started" in result.reason
+    assert result.outcome is Outcome.INTERRUPTED and "before it started" in result.reason
     assert json.loads((s.path / "result.json").read_text())["outcome"] == "interrupted"
     assert not (s.path / "log.txt").exists()

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
-from .spec import GROUPS_FILE, METRICS_FILE, STOP_FILE
+from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
 
 __all__ = ["MetricsRecorder", "StopSwitch", "peak_memory_mb"]
 

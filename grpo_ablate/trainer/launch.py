@@ -33,19 +33,10 @@ from typing import Any, Callable
 
 from ..metrics import summarize_trial
 from .vllm_server import vllm_server
-from .spec import (
-    GROUPS_FILE,
-    LOG_FILE,
-    METRICS_FILE,
-    RESULT_FILE,
-    SPEC_FILE,
-    STOP_FILE,
-    TrialOutcome,
-    TrialResult,
-    TrialSpec,
-)
+from ..vocab import GROUPS_FILE, LOG_FILE, METRICS_FILE, RESOLVED_CONFIG_FILE, RESULT_FILE, STOP_FILE, Outcome
+from .spec import TrialResult, TrialSpec
 
-__all__ = ["TrialOutcome", "TrialResult", "build_command", "request_stop", "run_trial"]
+__all__ = ["TrialResult", "build_command", "request_stop", "run_trial"]
 
 POLL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 60.0  # after a STOP, how long a step may take before the process is killed
@@ -53,7 +44,7 @@ TERM_GRACE_SECONDS = 10.0  # between SIGTERM and SIGKILL
 LOG_TAIL_LINES = 60
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _OOM_LOG_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "MemoryError", "Signal 9 (SIGKILL)", "exitcode  : -9")
-_STALE = (METRICS_FILE, GROUPS_FILE, RESULT_FILE, STOP_FILE, LOG_FILE, "resolved_config.json")
+_STALE = (METRICS_FILE, GROUPS_FILE, RESULT_FILE, STOP_FILE, LOG_FILE, RESOLVED_CONFIG_FILE)
 
 
 def request_stop(trial_dir: str | os.PathLike[str], reason: str = "pruned") -> None:
@@ -239,30 +230,30 @@ def _classify(
     timed_out: bool,
     stop_reason: str | None,
     log_tail: str,
-) -> tuple[TrialOutcome, str | None]:
+) -> tuple[Outcome, str | None]:
     if timed_out:
-        return TrialOutcome.FAILED, f"timeout: the trial ran past timeout_s={spec.timeout_s:g} s and was killed"
+        return Outcome.FAILED, f"timeout: the trial ran past timeout_s={spec.timeout_s:g} s and was killed"
     for failure in rank_failures:  # a non-zero rank's own record of what went wrong comes first
-        return TrialOutcome(failure.get("outcome", "failed")), f"rank {failure.get('rank')}: {failure.get('reason')}"
+        return Outcome(failure.get("outcome", "failed")), f"rank {failure.get('rank')}: {failure.get('reason')}"
     if worker is not None:
-        outcome = TrialOutcome(worker.get("outcome", "failed"))
-        if outcome in (TrialOutcome.COMPLETED, TrialOutcome.PRUNED, TrialOutcome.INTERRUPTED):
+        outcome = Outcome(worker.get("outcome", "failed"))
+        if outcome in (Outcome.COMPLETED, Outcome.PRUNED, Outcome.INTERRUPTED):
             expected = spec.num_processes
             seen = int(worker.get("world_size") or 1)
             if seen != expected:
-                return TrialOutcome.FAILED, (
+                return Outcome.FAILED, (
                     f"the launcher started {seen} training process(es), expected hardware.num_processes={expected}; "
                     "check the launcher (torchrun starts N on CPU; `accelerate launch --cpu` may start one)"
                 )
         return outcome, worker.get("reason")
     if stop_reason is not None:
-        return TrialOutcome(stop_reason), f"stopped by the parent ({stop_reason}); the process was killed after the grace period"
+        return Outcome(stop_reason), f"stopped by the parent ({stop_reason}); the process was killed after the grace period"
     if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
-        return TrialOutcome.OOM, f"killed (SIGKILL, exit {returncode}) with no result: probably out of memory"
+        return Outcome.OOM, f"killed (SIGKILL, exit {returncode}) with no result: probably out of memory"
     if any(marker in log_tail for marker in _OOM_LOG_MARKERS):
-        return TrialOutcome.OOM, f"exited with code {returncode}; the log shows an out-of-memory error"
+        return Outcome.OOM, f"exited with code {returncode}; the log shows an out-of-memory error"
     last = next((line for line in reversed(log_tail.splitlines()) if line.strip()), "")
-    return TrialOutcome.FAILED, f"the trial process exited with code {returncode} without a result; last log line: {last[:300]}"
+    return Outcome.FAILED, f"the trial process exited with code {returncode} without a result; last log line: {last[:300]}"
 
 
 def run_trial(
@@ -298,7 +289,7 @@ def run_trial(
     if (trial_dir / STOP_FILE).exists():  # stopped before it started: nothing to run
         spec.save()
         requested = (trial_dir / STOP_FILE).read_text().strip().lower()
-        outcome = TrialOutcome.INTERRUPTED if requested.startswith("interrupt") else TrialOutcome.PRUNED
+        outcome = Outcome.INTERRUPTED if requested.startswith("interrupt") else Outcome.PRUNED
         result = TrialResult(outcome, f"stopped by the parent ({outcome.value}) before it started",
                              metrics=summarize_trial(trial_dir), trial_dir=spec.trial_dir)
         _finalize(trial_dir, result, None)
@@ -315,7 +306,7 @@ def run_trial(
             server.close()
             spec.save()
             log.write(f"could not start the trial: {type(exc).__name__}: {exc}\n".encode())
-            result = TrialResult(TrialOutcome.FAILED, f"could not start the trial: {type(exc).__name__}: {exc}",
+            result = TrialResult(Outcome.FAILED, f"could not start the trial: {type(exc).__name__}: {exc}",
                                  metrics=summarize_trial(trial_dir), exception_type=type(exc).__name__,
                                  exception_message=str(exc), log_tail=_log_tail(log_path), trial_dir=spec.trial_dir)
             _finalize(trial_dir, result, None)
@@ -398,7 +389,7 @@ def _main(argv: list[str] | None = None) -> int:
     spec = TrialSpec.load(argv[0])
     result = run_trial(spec, on_progress=lambda row: print(json.dumps({k: row.get(k) for k in ("step", "train_seconds", "reward")})))
     print(json.dumps({k: v for k, v in result.to_dict().items() if k != "log_tail"}, indent=2, default=str))
-    return 0 if result.outcome is TrialOutcome.COMPLETED else 1
+    return 0 if result.outcome is Outcome.COMPLETED else 1
 
 
 if __name__ == "__main__":

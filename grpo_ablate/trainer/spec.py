@@ -9,35 +9,23 @@ hand with `python -m grpo_ablate.trainer.worker runs/x/trials/3/spec.json`.
 from __future__ import annotations
 
 import copy
-import enum
 import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.vocab import GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE, SPEC_FILE, STOP_FILE, Outcome
+
 __all__ = [
     "DEFAULT_BUDGET",
     "DEFAULT_DATA",
     "DEFAULT_HARDWARE",
     "DEFAULT_MODEL",
-    "TrialOutcome",
     "TrialResult",
     "TrialSpec",
-    "SPEC_FILE",
-    "RESULT_FILE",
-    "METRICS_FILE",
-    "GROUPS_FILE",
-    "LOG_FILE",
-    "STOP_FILE",
 ]
 
-SPEC_FILE = "spec.json"
-RESULT_FILE = "result.json"
-METRICS_FILE = "metrics.jsonl"
-GROUPS_FILE = "groups.jsonl"
-LOG_FILE = "log.txt"
-STOP_FILE = "STOP"
 
 # Section defaults, mirroring the study schema: a spec built from partial sections (tests,
 # run-one before config.py validates) still reads every key the trainer core looks up.
@@ -142,16 +130,6 @@ class TrialSpec:
         return cls.from_json(Path(path).read_text())
 
 
-class TrialOutcome(str, enum.Enum):
-    """How a trial ended. A str enum, so it goes into JSON and Optuna attrs as its value."""
-
-    COMPLETED = "completed"
-    PRUNED = "pruned"
-    OOM = "oom"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-
-
 @dataclass
 class TrialResult:
     """What the parent learns about a finished trial.
@@ -160,7 +138,7 @@ class TrialResult:
     load/build seconds); they are filled for every outcome, partial runs included.
     """
 
-    outcome: TrialOutcome
+    outcome: Outcome
     reason: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     returncode: int | None = None

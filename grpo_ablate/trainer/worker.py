@@ -24,7 +24,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .spec import RESULT_FILE, TrialOutcome, TrialSpec
+from grpo_ablate.vocab import RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
+
+from .spec import TrialSpec
 
 __all__ = ["classify_exception", "main", "run_spec"]
 
@@ -42,19 +44,19 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def classify_exception(exc: BaseException) -> tuple[TrialOutcome, str]:
+def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
     """(outcome, reason) for an exception: OOM by type or message, a reward's own error first."""
     from .rewards import RewardFunctionError
 
     chain = _chain(exc)
     for item in chain:
         if isinstance(item, RewardFunctionError):
-            return TrialOutcome.FAILED, str(item)
+            return Outcome.FAILED, str(item)
     for item in chain:
         name = type(item).__name__
         if isinstance(item, MemoryError) or name == "OutOfMemoryError" or any(m in str(item).lower() for m in _OOM_MARKERS):
-            return TrialOutcome.OOM, f"{name}: {str(item)[:500]}"
-    return TrialOutcome.FAILED, f"{type(exc).__name__}: {str(exc)[:1000]}"
+            return Outcome.OOM, f"{name}: {str(item)[:500]}"
+    return Outcome.FAILED, f"{type(exc).__name__}: {str(exc)[:1000]}"
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -74,7 +76,7 @@ def _resolved(config: Any) -> dict[str, Any]:
     return {k: getattr(config, k, None) for k in keys}
 
 
-def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[TrialOutcome, dict[str, Any]]:
+def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outcome, dict[str, Any]]:
     """Build and train one trial in this process; return (outcome, result payload)."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
@@ -113,7 +115,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Tria
         payload["reward_names"] = built.reward_names
         payload["resolved_config"] = _resolved(built.config)
         if rank == 0:
-            _write_json(Path(spec.trial_dir) / "resolved_config.json", payload["resolved_config"])
+            _write_json(Path(spec.trial_dir) / RESOLVED_CONFIG_FILE, payload["resolved_config"])
         started = time.perf_counter()
         try:
             built.trainer.train()
@@ -124,14 +126,14 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Tria
         payload["steps"] = int(built.trainer.state.global_step)
         reason = built.stopper.stop_reason
         if reason in ("pruned", "interrupted"):
-            outcome = TrialOutcome(reason)
+            outcome = Outcome(reason)
             payload["reason"] = f"stopped by the parent ({reason}) after step {payload['steps']}"
         else:
-            outcome = TrialOutcome.COMPLETED
+            outcome = Outcome.COMPLETED
             payload["reason"] = reason  # a budget stop, or None
     except BaseException as exc:  # noqa: BLE001 - the whole point is to record any failure
         if isinstance(exc, KeyboardInterrupt):
-            outcome, reason_text = TrialOutcome.INTERRUPTED, "KeyboardInterrupt"
+            outcome, reason_text = Outcome.INTERRUPTED, "KeyboardInterrupt"
         else:
             outcome, reason_text = classify_exception(exc)
         payload["reason"] = reason_text
@@ -163,13 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     trial_dir = Path(spec.trial_dir)
     if rank == 0:
         _write_json(trial_dir / RESULT_FILE, payload)
-    elif outcome in (TrialOutcome.FAILED, TrialOutcome.OOM):
+    elif outcome in (Outcome.FAILED, Outcome.OOM):
         # A failing non-zero rank leaves its own record: rank 0 may be killed before writing.
         _write_json(trial_dir / f"result.rank{rank}.json", payload)
     print(f"[grpo-ablate] trial {outcome.value}: {payload.get('reason')}", flush=True)
-    if outcome is TrialOutcome.OOM:
+    if outcome is Outcome.OOM:
         return EXIT_OOM
-    if outcome is TrialOutcome.FAILED:
+    if outcome is Outcome.FAILED:
         return EXIT_FAILED
     return 0
 

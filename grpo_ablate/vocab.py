@@ -1,0 +1,308 @@
+"""The words every layer shares, each defined once. Stdlib only, so anything may import it.
+
+    python -c "from grpo_ablate.vocab import Arm; print(Arm(8, 64, 0.9).key)"   # G8xB64|T0.9
+
+- `Arm`: one configuration of the knobs this tool decides (G, generation batch, temperature),
+  with its key (stable across studies: compare matches arms on it) and its labels;
+- `Cell`: an arm on one seed in one role ("baseline", "num_generations=4", or the sampler's
+  name): what one trial runs;
+- `SEARCHED_KEYS`, `TRIAL_KEYS`: the study keys a search owns;
+- `Outcome`: how a trial ended;
+- the trial folder's file names;
+- `METRICS`: every metric's label, unit, direction, bounds and plain-words definition, read by
+  the metrics module, the objective, the report, compare and the dashboard attributes;
+- the names of the built-in tasks, rewards and models (the trainer core holds their code).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = [
+    "Arm",
+    "Cell",
+    "Metric",
+    "METRICS",
+    "HEADLINE_METRICS",
+    "DIAGNOSTIC_METRICS",
+    "Outcome",
+    "SEARCHED_KEYS",
+    "TRIAL_KEYS",
+    "SPEC_FILE",
+    "RESULT_FILE",
+    "METRICS_FILE",
+    "GROUPS_FILE",
+    "LOG_FILE",
+    "STOP_FILE",
+    "RESOLVED_CONFIG_FILE",
+    "REWARD_CURVE_FILE",
+    "TRIALS_DIR",
+    "trial_dir_name",
+    "BUILTIN_TASKS",
+    "BUILTIN_REWARDS",
+    "BUILTIN_MODELS",
+    "BUILTIN_MODEL_PREFIX",
+    "reward_names",
+    "metric",
+    "finite",
+]
+
+# ---------------------------------------------------------------- searched keys
+
+# The GRPOConfig keys a study searches (TRL's own names, unchanged).
+SEARCHED_KEYS: tuple[str, ...] = ("num_generations", "temperature", "generation_batch_size")
+# What identifies one trial's run: the searched keys plus the training seed.
+TRIAL_KEYS: tuple[str, ...] = (*SEARCHED_KEYS, "seed")
+
+
+# ---------------------------------------------------------------- arms and cells
+
+_KEY = re.compile(r"^G(?P<g>\d+)xB(?P<b>\d+)\|T(?P<t>[-+0-9.eE]+)$")
+
+
+@dataclass(frozen=True, order=True)
+class Arm:
+    """One configuration: the three knobs this tool decides.
+
+    `num_generations` is an int today; schedules of G will be values of this field too, so
+    every reader goes through `key`, `label` and `as_dict` rather than formatting it itself.
+    """
+
+    num_generations: int
+    generation_batch_size: int
+    temperature: float
+
+    @property
+    def key(self) -> str:
+        """Stable across studies and versions: compare and the duplicate check match on it."""
+        return f"G{self.num_generations}xB{self.generation_batch_size}|T{self.temperature:g}"
+
+    @property
+    def label(self) -> str:
+        """Short, for tables and legends."""
+        return f"G={self.num_generations}, batch {self.generation_batch_size}, T={self.temperature:g}"
+
+    @property
+    def words(self) -> str:
+        """In TRL's own key names, for sentences a user can paste into a config."""
+        return (f"num_generations={self.num_generations}, generation_batch_size={self.generation_batch_size}, "
+                f"temperature={self.temperature:g}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"num_generations": self.num_generations, "generation_batch_size": self.generation_batch_size,
+                "temperature": self.temperature}
+
+    @classmethod
+    def from_key(cls, key: str) -> "Arm":
+        m = _KEY.match(key.strip())
+        if not m:
+            raise ValueError(f"not an arm key (expected like 'G8xB64|T0.9'): {key!r}")
+        return cls(int(m["g"]), int(m["b"]), float(m["t"]))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "Arm | None":
+        """From trial attributes or params; None when a knob is missing or not a number."""
+        try:
+            return cls(int(values["num_generations"]), int(values["generation_batch_size"]),
+                       float(values["temperature"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One trial's run: an arm on one seed, in a role.
+
+    The role says why the trial exists: the ablation's "baseline" or the factor it varies
+    ("num_generations=4"), "grid", or the adaptive sampler's name.
+    """
+
+    arm: Arm
+    seed: int
+    role: str = ""
+
+    @property
+    def key(self) -> str:
+        """Unique within a study: the plan's duplicate check and requeueing use it."""
+        return f"{self.arm.key}|seed{self.seed}"
+
+    @property
+    def slug(self) -> str:
+        """File-name safe."""
+        a = self.arm
+        return f"G{a.num_generations}-B{a.generation_batch_size}-T{a.temperature:g}-s{self.seed}"
+
+    def as_attrs(self) -> dict[str, Any]:
+        """The trial's user attributes (the report and the dashboard read these names)."""
+        return {**self.arm.as_dict(), "seed": self.seed, "role": self.role}
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any]) -> "Cell | None":
+        arm = Arm.from_mapping(attrs)
+        if arm is None:
+            return None
+        try:
+            seed = int(attrs["seed"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(arm, seed, str(attrs.get("role") or ""))
+
+
+# ---------------------------------------------------------------- outcomes
+
+
+class Outcome(str, enum.Enum):
+    """How a trial ended. A str enum, so it goes into JSON and Optuna attrs as its value."""
+
+    COMPLETED = "completed"
+    PRUNED = "pruned"
+    OOM = "oom"  # on evidence only: the kernel's OOM kill, CUDA's OOM error, MemoryError
+    FAILED = "failed"  # the trial's own fault: counted, not retried
+    INTERRUPTED = "interrupted"  # stopped or lost for reasons outside the trial: queued again
+    RUNNING = "running"  # only seen by readers of a live study
+
+    @property
+    def retried(self) -> bool:
+        return self is Outcome.INTERRUPTED
+
+
+# ---------------------------------------------------------------- trial files
+
+TRIALS_DIR = "trials"  # <output_dir>/trials/<trial_dir_name(number)>/
+SPEC_FILE = "spec.json"  # the trial's whole input
+RESULT_FILE = "result.json"  # how it ended (the worker's record, then the parent's classification)
+METRICS_FILE = "metrics.jsonl"  # one JSON object per optimizer step
+GROUPS_FILE = "groups.jsonl"  # one JSON object per prompt group
+LOG_FILE = "log.txt"  # the trial process's stdout and stderr
+STOP_FILE = "STOP"  # written by the parent: end after the current step (its text is the reason)
+RESOLVED_CONFIG_FILE = "resolved_config.json"  # GRPOConfig after TRL derived its fields
+REWARD_CURVE_FILE = "reward_curve.png"  # the dashboard's per-trial plot
+
+
+def trial_dir_name(number: int) -> str:
+    return f"{number:05d}"
+
+
+# ---------------------------------------------------------------- metrics
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How every layer names, reads and orders one metric."""
+
+    name: str
+    label: str  # short, for tables and axes
+    unit: str
+    direction: str | None  # "maximize" | "minimize"; None: a count, not something to optimise
+    description: str  # plain words; the formula lives in grpo_ablate/metrics.py
+    low: float | None = None  # the range the quantity can take (intervals are clipped to it)
+    high: float | None = None
+    headline: bool = True  # copied into each trial's user attributes
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction == "maximize"
+
+    def clip(self, x: float) -> float:
+        if self.low is not None:
+            x = max(self.low, x)
+        if self.high is not None:
+            x = min(self.high, x)
+        return x
+
+
+def _m(name: str, label: str, unit: str, direction: str | None, description: str, *,
+       low: float | None = None, high: float | None = None, headline: bool = True) -> tuple[str, Metric]:
+    return name, Metric(name, label, unit, direction, description, low, high, headline)
+
+
+METRICS: dict[str, Metric] = dict([
+    _m("reward_per_hour", "reward/hour", "reward/h", "maximize",
+       "Reward gained per hour of training: (mean reward of the last 10% of steps - mean of the first 10%) / training hours."),
+    _m("final_reward", "final reward", "reward", "maximize", "Mean reward over the last 10% of steps."),
+    _m("reward_gain", "reward gain", "reward", "maximize",
+       "Mean reward of the last 10% of steps minus that of the first 10%."),
+    _m("start_reward", "start reward", "reward", "maximize",
+       "Mean reward over the first 10% of steps, before training changed much."),
+    _m("stability_variance", "stability variance", "reward^2", "minimize",
+       "How much the reward curve jitters: variance of each step's reward minus the 5-step moving average around it. Lower is steadier.",
+       low=0.0),
+    _m("samples_per_second", "samples/s", "completions/s", "maximize",
+       "Completions generated (and trained on) per second of training time.", low=0.0),
+    _m("tokens_per_second", "tokens/s", "tokens/s", "maximize",
+       "Prompt plus completion tokens processed per second of training time.", low=0.0),
+    _m("reward_per_million_tokens", "reward per M tokens", "reward/Mtok", "maximize",
+       "Reward gained per million generated completion tokens: sample efficiency in tokens."),
+    _m("peak_memory_mb", "peak memory (MB)", "MB", "minimize",
+       "Peak memory: CUDA max allocated on GPU, peak resident memory (RSS) on CPU.", low=0.0),
+    _m("train_seconds", "train time (s)", "s", "minimize",
+       "Training wall time, excluding start-up, loading and building.", low=0.0),
+    _m("load_seconds", "load time (s)", "s", "minimize",
+       "Time to load the model and data before the trainer is built.", low=0.0),
+    _m("steps", "steps", "", None, "Optimizer steps the trial took.", low=0.0),
+    _m("mean_frac_reward_zero_std", "zero-spread groups", "", "minimize",
+       "Share of prompt groups whose completions all scored the same, so gave no gradient.", low=0.0, high=1.0),
+    # Diagnostics the report derives from a trial's files; they back its warnings.
+    _m("frac_reward_zero_std", "zero-spread groups", "", "minimize",
+       "Share of prompt groups whose completions all got the same reward: such groups have zero advantage and "
+       "teach nothing (TRL's frac_reward_zero_std, averaged over steps).", low=0.0, high=1.0, headline=False),
+    _m("completions_clipped_ratio", "truncated completions", "", "minimize",
+       "Share of completions cut off at max_completion_length (averaged over steps).", low=0.0, high=1.0,
+       headline=False),
+    _m("distinct_frac", "distinct completions", "", "maximize",
+       "Share of a group's completions that differ from each other (averaged over groups); low means the G "
+       "samples are near duplicates.", low=0.0, high=1.0, headline=False),
+])
+
+HEADLINE_METRICS: tuple[str, ...] = tuple(n for n, m in METRICS.items() if m.headline)
+DIAGNOSTIC_METRICS: tuple[str, ...] = tuple(n for n, m in METRICS.items() if not m.headline)
+
+
+def metric(name: str) -> Metric:
+    """The registry's entry; a name from an older study gets a neutral entry rather than a crash."""
+    return METRICS.get(name) or Metric(name, name.replace("_", " "), "", "maximize", "")
+
+
+# ---------------------------------------------------------------- built-ins (names only)
+
+BUILTIN_MODEL_PREFIX = "builtin:"
+
+# name -> what it is. The code is in grpo_ablate/trainer/builtin/.
+BUILTIN_MODELS: dict[str, str] = {
+    "builtin:tiny": "2-layer, 64-wide Qwen2; warm-started on the data section's built-in task when there is one.",
+    "builtin:tiny-untrained": "the same model, randomly initialised (no warm start): shows GRPO cannot start from zero reward.",
+}
+
+BUILTIN_TASKS: dict[str, str] = {
+    "addition": ("Carry drill: add a 2-digit and a 1-digit number whose units carry (`47+8=` -> `55`); "
+                 "reward 1 for the exact sum, else 0."),
+}
+
+# name -> what it scores. Every built-in task's name is a reward too (its exact-answer score).
+BUILTIN_REWARDS: dict[str, str] = {
+    "accuracy": "math answer equals the `solution` column (math-verify)",
+    "format": "<think>...</think><answer>...</answer> layout, 1 or 0",
+    "tag_count": "0.25 per think/answer tag present exactly once",
+    "length_penalty": "-(completion tokens / max_completion_length)",
+    "task": "the built-in task's own exact-answer reward",
+}
+
+
+def reward_names() -> list[str]:
+    """Every name a study's `rewards` may use besides package.module:function."""
+    return sorted({*BUILTIN_REWARDS, *BUILTIN_TASKS})
+
+
+def finite(x: object) -> float | None:
+    """A finite float, or None (missing, None, bool, NaN, inf, not a number)."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        f = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
