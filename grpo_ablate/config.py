@@ -791,15 +791,3 @@ def _check_reward_name(name: str, path: str) -> list[Problem]:
     if name not in names:
         return [Problem(path=path, message=f"unknown reward {name!r}{_did_you_mean(name, names)}; built-in rewards: {names}, or package.module:function")]
     return []
-
-
-def resolved_trial_count(study: Study) -> int:
-    """The number of trials the study aims for (plan size for grid/ablation)."""
-    if study.study.n_trials:
-        return study.study.n_trials
-    if study.study.sampler in ("grid", "ablation"):
-        from grpo_ablate.plan import study_plan
-
-        return len(study_plan(study))
-    return 20
-

@@ -17,12 +17,12 @@ Outcomes map to Optuna states so samplers learn the right thing:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
 from grpo_ablate.plan import batch_is_searched
+from grpo_ablate.vocab import HEADLINE_METRICS, Arm, Cell
 
 if TYPE_CHECKING:
     import optuna
@@ -31,32 +31,12 @@ if TYPE_CHECKING:
     from grpo_ablate.trainer.launch import TrialResult
     from grpo_ablate.trainer.spec import TrialSpec
 
-__all__ = ["TrialParams", "suggest_params", "build_spec", "record_result", "HEADLINE_ATTRS"]
-
-# Metrics copied into every trial's user attributes (the dashboard and report read them).
-HEADLINE_ATTRS = (
-    "reward_per_hour", "stability_variance", "samples_per_second", "tokens_per_second",
-    "reward_per_million_tokens", "peak_memory_mb", "final_reward", "start_reward", "reward_gain",
-    "train_seconds", "load_seconds", "steps",
-)
+__all__ = ["suggest_params", "build_spec", "record_result"]
 
 
-@dataclass(frozen=True)
-class TrialParams:
-    num_generations: int
-    generation_batch_size: int
-    temperature: float
-    seed: int
-    arm: str
-
-    def as_attrs(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def slug(self) -> str:
-        return f"G{self.num_generations}-B{self.generation_batch_size}-T{self.temperature:g}-s{self.seed}"
 
 
-def suggest_params(trial: "optuna.Trial", study: "Study") -> TrialParams:
+def suggest_params(trial: "optuna.Trial", study: "Study") -> Cell:
     """Draw a trial's settings from the feasible space only: TRL never sees a pair it rejects."""
     space = study.space
     if batch_is_searched(study):
@@ -80,20 +60,20 @@ def suggest_params(trial: "optuna.Trial", study: "Study") -> TrialParams:
         seed = int(trial.suggest_categorical("seed", seeds))  # type: ignore[arg-type]
     else:
         seed = seeds[trial.number % len(seeds)]
-    arm = str(trial.user_attrs.get("arm") or study.study.sampler)
-    return TrialParams(pair.num_generations, pair.generation_batch_size, float(temperature), seed, arm)
+    role = str(trial.user_attrs.get("role") or study.study.sampler)
+    return Cell(Arm(pair.num_generations, pair.generation_batch_size, float(temperature)), seed, role)
 
 
-def build_spec(study: "Study", params: TrialParams, trial_dir: Path, env: dict[str, str] | None = None) -> "TrialSpec":
+def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None) -> "TrialSpec":
     """A trial process's whole input: the study's sections with this trial's settings merged in."""
     from grpo_ablate.trainer.spec import TrialSpec
 
     trainer = dict(study.trainer)
-    trainer["num_generations"] = params.num_generations
-    trainer["temperature"] = params.temperature
-    trainer["seed"] = params.seed
+    trainer["num_generations"] = cell.arm.num_generations
+    trainer["temperature"] = cell.arm.temperature
+    trainer["seed"] = cell.seed
     if study.space.batch_searched:
-        trainer["generation_batch_size"] = params.generation_batch_size
+        trainer["generation_batch_size"] = cell.arm.generation_batch_size
         trainer.pop("steps_per_generation", None)
     trainer.pop("max_steps", None)  # the budget owns it
     hardware = study.hardware.model_dump()
@@ -109,7 +89,7 @@ def build_spec(study: "Study", params: TrialParams, trial_dir: Path, env: dict[s
         trainer=trainer,
         budget=budget,
         hardware=hardware,
-        params=params.as_attrs(),
+        params=cell.as_attrs(),
         timeout_s=study.study.trial_timeout,
         env=dict(env or {}),
     )
@@ -131,7 +111,7 @@ def record_result(optuna_study: "optuna.Study", trial: "optuna.Trial", study: "S
 
     outcome = result.outcome.value
     metrics = result.metrics or {}
-    for key in HEADLINE_ATTRS:
+    for key in HEADLINE_METRICS:
         if key in metrics:
             trial.set_user_attr(key, _json_safe(metrics[key]))
     trial.set_user_attr("outcome", outcome)
@@ -156,7 +136,7 @@ def record_result(optuna_study: "optuna.Study", trial: "optuna.Trial", study: "S
     elif outcome == "interrupted":
         optuna_study.tell(trial, state=TrialState.FAIL)
         frozen = optuna_study._storage.get_trial(trial._trial_id)  # the params as stored
-        optuna_study.enqueue_trial(frozen.params, user_attrs={"arm": frozen.user_attrs.get("arm", ""), "retry_of": trial.number})
+        optuna_study.enqueue_trial(frozen.params, user_attrs={"role": frozen.user_attrs.get("role", ""), "retry_of": trial.number})
     else:
         optuna_study.tell(trial, state=TrialState.FAIL)
     return outcome

@@ -13,39 +13,26 @@ objective turns each into a trial.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from grpo_ablate.space import FeasiblePair
+from grpo_ablate.vocab import Arm, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["Cell", "study_plan", "pair_param", "baseline_params"]
+__all__ = ["study_plan", "cell_params", "pair_param", "baseline_arm", "batch_is_searched", "resolved_trial_count"]
+
+DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 
 
-@dataclass(frozen=True)
-class Cell:
-    arm: str  # "baseline", "num_generations=4", "temperature=0.7", ...
-    num_generations: int
-    generation_batch_size: int
-    temperature: float
-    seed: int
-
-    @property
-    def key(self) -> str:
-        """Unique within a study: the duplicate check of parallel workers uses it."""
-        return f"G{self.num_generations}xB{self.generation_batch_size}|T{self.temperature:g}|seed{self.seed}"
-
-    def params(self, study: "Study") -> dict[str, object]:
-        """The Optuna params that reproduce this cell (names as the objective suggests them)."""
-        out: dict[str, object] = {}
-        name, value = pair_param(study, self.num_generations, self.generation_batch_size)
-        out[name] = value
-        if study.temperatures() is not None:
-            out["temperature"] = self.temperature
-        out["seed"] = self.seed
-        return out
+def cell_params(study: "Study", cell: Cell) -> dict[str, object]:
+    """The Optuna params that reproduce a cell (names as the objective suggests them)."""
+    name, value = pair_param(study, cell.arm.num_generations, cell.arm.generation_batch_size)
+    out: dict[str, object] = {name: value}
+    if study.temperatures() is not None:
+        out["temperature"] = cell.arm.temperature
+    out["seed"] = cell.seed
+    return out
 
 
 def pair_param(study: "Study", num_generations: int, generation_batch_size: int) -> tuple[str, object]:
@@ -72,7 +59,7 @@ def _temperatures(study: "Study") -> list[float]:
     return [study.fixed_temperature()]
 
 
-def baseline_params(study: "Study") -> tuple[FeasiblePair, float]:
+def baseline_arm(study: "Study") -> Arm:
     """The ablation baseline: the study's, else TRL's default G=8 (or the nearest feasible G)."""
     base = study.study.baseline
     space = study.space
@@ -90,21 +77,21 @@ def baseline_params(study: "Study") -> tuple[FeasiblePair, float]:
         temp = study.fixed_temperature()
     else:
         temp = temps[len(temps) // 2]
-    return pair, temp
+    return Arm(pair.num_generations, pair.generation_batch_size, temp)
 
 
 def study_plan(study: "Study") -> list[Cell]:
-    """Every trial a grid or ablation study runs, in order."""
+    """Every trial a grid or ablation study runs, in order; empty for adaptive samplers."""
     seeds = list(study.study.seeds)
     if study.study.sampler == "grid":
         cells = [
-            Cell("grid", p.num_generations, p.generation_batch_size, t, s)
+            Cell(Arm(p.num_generations, p.generation_batch_size, t), s, "grid")
             for s in seeds
             for p in study.space.feasible
             for t in _temperatures(study)
         ]
     elif study.study.sampler == "ablation":
-        cells = [c for s in seeds for c in _ablation_arms(study, s)]
+        cells = [c for s in seeds for c in _ablation_cells(study, s)]
     else:
         return []
     unique: dict[str, Cell] = {}
@@ -113,24 +100,34 @@ def study_plan(study: "Study") -> list[Cell]:
     return list(unique.values())
 
 
-def _ablation_arms(study: "Study", seed: int) -> list[Cell]:
-    pair, temp = baseline_params(study)
-    arms = [Cell("baseline", pair.num_generations, pair.generation_batch_size, temp, seed)]
+def resolved_trial_count(study: "Study") -> int:
+    """The number of finished trials the study aims for, over every run and host."""
+    if study.study.n_trials:
+        return study.study.n_trials
+    if study.study.sampler in ("grid", "ablation"):
+        return len(study_plan(study))
+    return DEFAULT_ADAPTIVE_TRIALS
+
+
+def _ablation_cells(study: "Study", seed: int) -> list[Cell]:
+    base = baseline_arm(study)
+    g0, b0, t0 = base.num_generations, base.generation_batch_size, base.temperature
+    cells = [Cell(base, seed, "baseline")]
     # factor 1: num_generations, at the baseline's batch when that holds whole groups, else its own
     for g in study.space.generations:
-        if g == pair.num_generations:
+        if g == g0:
             continue
-        p = study.space.pair(g, pair.generation_batch_size) or study.space.pair(g)
+        p = study.space.pair(g, b0) or study.space.pair(g)
         if p is not None:
-            arms.append(Cell(f"num_generations={g}", p.num_generations, p.generation_batch_size, temp, seed))
+            cells.append(Cell(Arm(p.num_generations, p.generation_batch_size, t0), seed, f"num_generations={g}"))
     # factor 2: temperature
     if study.temperatures() is not None:
         for t in _temperatures(study):
-            if t != temp:
-                arms.append(Cell(f"temperature={t:g}", pair.num_generations, pair.generation_batch_size, t, seed))
+            if t != t0:
+                cells.append(Cell(Arm(g0, b0, t), seed, f"temperature={t:g}"))
     # factor 3: generation batch, at the baseline's G
     if batch_is_searched(study):
         for p in study.space.feasible:
-            if p.num_generations == pair.num_generations and p.generation_batch_size != pair.generation_batch_size:
-                arms.append(Cell(f"generation_batch_size={p.generation_batch_size}", p.num_generations, p.generation_batch_size, temp, seed))
-    return arms
+            if p.num_generations == g0 and p.generation_batch_size != b0:
+                cells.append(Cell(Arm(g0, p.generation_batch_size, t0), seed, f"generation_batch_size={p.generation_batch_size}"))
+    return cells

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.config import FloatRange, resolved_trial_count
-from grpo_ablate.plan import study_plan
+from grpo_ablate.config import FloatRange
+from grpo_ablate.plan import resolved_trial_count, study_plan
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -36,11 +36,10 @@ def plan_json(study: "Study") -> dict[str, Any]:
             "search_space_size": (len(space.feasible) * n_temps) if n_temps else None,
             "seeds": list(study.study.seeds),
             "plan": [
-                {"arm": c.arm, "num_generations": c.num_generations, "generation_batch_size": c.generation_batch_size,
-                 "temperature": c.temperature, "seed": c.seed}
+                {"role": c.role, **c.arm.as_dict(), "seed": c.seed}
                 for c in cells
             ],
-            "n_trials": study.study.n_trials or (len(cells) if cells else None),
+            "n_trials": resolved_trial_count(study),
         }
     )
     return out
@@ -68,7 +67,7 @@ def plan_text(study: "Study") -> str:
     if cells:
         lines += ["", f"Trial plan ({len(cells)} trials, seeds {list(study.study.seeds)}):"]
         for i, c in enumerate(cells):
-            lines.append(f"  {i:>3}. {c.arm:<28} G={c.num_generations:<3} batch={c.generation_batch_size:<5} T={c.temperature:g} seed={c.seed}")
+            lines.append(f"  {i:>3}. {c.role:<28} {c.arm.label}, seed {c.seed}")
     else:
         lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.study.sampler} sampler, seeds {list(study.study.seeds)}.")
     for w in study.warnings:

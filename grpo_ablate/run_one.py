@@ -93,8 +93,8 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
 
 
 def _pick_params(study: Any, chosen: dict[str, Any]):
-    """This trial's TrialParams from the validated study and the values given on the command line."""
-    from grpo_ablate.objective import TrialParams
+    """This trial's cell from the validated study and the values given on the command line."""
+    from grpo_ablate.vocab import Arm, Cell
 
     space = study.space
     baseline = dict(study.study.baseline or {})
@@ -120,7 +120,7 @@ def _pick_params(study: Any, chosen: dict[str, Any]):
     else:
         temperature = study.fixed_temperature()
     seed = int(chosen.get("seed", study.study.seeds[0] if study.study.seeds else 0))
-    return TrialParams(pair.num_generations, pair.generation_batch_size, temperature, seed, "run-one")
+    return Cell(Arm(pair.num_generations, pair.generation_batch_size, temperature), seed, "run-one")
 
 
 def _fmt(value: Any) -> str:
@@ -178,8 +178,7 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
     spec = build_spec(study, params, folder.resolve())
     steps = spec.budget.get("max_steps")
     console.print(
-        f"run-one: G={params.num_generations} generation_batch_size={params.generation_batch_size} "
-        f"temperature={params.temperature:g} seed={params.seed} -> {folder}",
+        f"run-one: {params.arm.words} seed={params.seed} -> {folder}",
         markup=False,
     )
     with Progress(

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.config import resolved_trial_count
-from grpo_ablate.objective import TrialParams, build_spec, objective_values, record_result, suggest_params
-from grpo_ablate.plan import Cell, baseline_params, study_plan
+from grpo_ablate.objective import build_spec, objective_values, record_result, suggest_params
+from grpo_ablate.plan import baseline_arm, cell_params, resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, open_artifact_store, open_storage
+from grpo_ablate.vocab import Cell
 
 if TYPE_CHECKING:
     import optuna
@@ -120,12 +120,10 @@ def open_study(study: "Study", *, for_run: bool = False) -> tuple["optuna.Study"
 
 
 def _describe_study(ostudy: "optuna.Study", study: "Study") -> None:
-    pair, temp = baseline_params(study)
     ostudy.set_user_attr("config", study.to_dict())
     ostudy.set_user_attr("versions", library_versions())
     ostudy.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)])
-    ostudy.set_user_attr("baseline", {"num_generations": pair.num_generations,
-                                      "generation_batch_size": pair.generation_batch_size, "temperature": temp})
+    ostudy.set_user_attr("baseline", baseline_arm(study).as_dict())
     ostudy.set_user_attr("hardware", study.space.shape.describe())
 
 
@@ -133,7 +131,7 @@ def _queue_plan(ostudy: "optuna.Study", study: "Study", cells: list[Cell]) -> in
     """Queue every planned cell not already in the study (finished, running or queued)."""
     before = len(ostudy.get_trials(deepcopy=False))
     for c in cells:
-        ostudy.enqueue_trial(c.params(study), user_attrs={"arm": c.arm, "cell": c.key}, skip_if_exists=True)
+        ostudy.enqueue_trial(cell_params(study, c), user_attrs={"role": c.role, "cell": c.key}, skip_if_exists=True)
     return len(ostudy.get_trials(deepcopy=False)) - before
 
 
@@ -179,7 +177,7 @@ def worker_envs(study: "Study", workers: int) -> list[dict[str, str]]:
 @dataclass
 class _Running:
     number: int
-    params: TrialParams
+    params: Cell
     started: float
     trial_dir: Path
     max_steps: int | None
@@ -291,7 +289,7 @@ class StudyRunner:
                     continue
             except Exception:
                 continue
-            self.ostudy.enqueue_trial(t.params, user_attrs={"arm": t.user_attrs.get("arm", ""), "retry_of": t.number})
+            self.ostudy.enqueue_trial(t.params, user_attrs={"role": t.user_attrs.get("role", ""), "retry_of": t.number})
 
     # ---- running one
 
@@ -335,8 +333,7 @@ class StudyRunner:
         run = _Running(trial.number, params, time.monotonic(), trial_dir, spec.budget.get("max_steps"))
         with self.lock:
             self.running[trial.number] = run
-        self._say(f"[trial {trial.number}] start {params.arm}: G={params.num_generations} batch={params.generation_batch_size} "
-                  f"T={params.temperature:g} seed={params.seed} -> {trial_dir}")
+        self._say(f"[trial {trial.number}] start {params.role}: {params.arm.label}, seed {params.seed} -> {trial_dir}")
 
         rows: list[dict[str, Any]] = []
         prune = self.study.study.pruner != "none" and len(self.study.directions) == 1
@@ -434,7 +431,7 @@ class StudyRunner:
         line = " | ".join(parts)
         for r in running:
             rw = "-" if r.reward is None else f"{r.reward:.3f}"
-            line += f"\n  trial {r.number} {r.params.arm} step {r.step}/{r.max_steps or '?'} reward {rw} eta {r.eta()}"
+            line += f"\n  trial {r.number} {r.params.role} step {r.step}/{r.max_steps or '?'} reward {rw} eta {r.eta()}"
         return line
 
     def request_interrupt(self, signum: int = signal.SIGINT, frame: Any = None) -> None:
@@ -650,7 +647,7 @@ def _print_summary(study: "Study", ostudy: "optuna.Study", runner: StudyRunner) 
     for i, (metric, direction) in enumerate(zip(study.metric_names, study.directions)):
         best = (max if direction == "maximize" else min)(good, key=lambda t: t.values[i])
         u = best.user_attrs
-        table.add_row(f"{metric} ({direction})", str(best.number), str(u.get("arm", "")), str(u.get("num_generations")),
+        table.add_row(f"{metric} ({direction})", str(best.number), str(u.get("role", "")), str(u.get("num_generations")),
                       str(u.get("generation_batch_size")), f"{u.get('temperature', 0):.3g}", str(u.get("seed")),
                       f"{best.values[i]:.4g}")
     runner.console.print(table)

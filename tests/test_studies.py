@@ -42,10 +42,10 @@ def test_openr1_study_matches_practice():
     assert study.space.shape.default_generation_batch_size == 1792
     assert set(study.space.generations) == {7, 8, 14, 16}
     cells = study_plan(study)
-    assert cells[0].arm == "baseline" and cells[0].num_generations == 7
+    assert cells[0].role == "baseline" and cells[0].arm.num_generations == 7
     # one factor at a time: every non-baseline arm differs from the baseline in exactly one setting
     base = cells[0]
     for c in cells:
-        diffs = sum([c.num_generations != base.num_generations, c.temperature != base.temperature])
-        assert diffs == (0 if c.arm == "baseline" else 1), c
+        diffs = sum([c.arm.num_generations != base.arm.num_generations, c.arm.temperature != base.arm.temperature])
+        assert diffs == (0 if c.role == "baseline" else 1), c
     assert len(cells) == len({c.key for c in cells}) == 2 * (1 + 3 + 1)

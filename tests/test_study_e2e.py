@@ -51,7 +51,7 @@ def test_ablation_runs_records_and_resumes(tmp_path):
     trials = st.get_trials(deepcopy=False)
     assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     base = trials[0]
-    assert base.user_attrs["arm"] == "baseline" and base.user_attrs["num_generations"] == 4
+    assert base.user_attrs["role"] == "baseline" and base.user_attrs["num_generations"] == 4
     for t in trials:
         u = t.user_attrs
         assert u["outcome"] == "completed"

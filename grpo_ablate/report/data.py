@@ -290,7 +290,7 @@ def record_from_trial(ft: "FrozenTrial", diagnostics: Mapping[str, float | None]
         state=state,
         outcome=outcome,
         reason=str(reason) if reason not in (None, "") else None,
-        arm=str(ua.get("arm", "") or ""),
+        arm=str(ua.get("role", ua.get("arm", "")) or ""),
         config=_config_from(ua, ft.params),
         seed=int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None,
         params=dict(ft.params),
