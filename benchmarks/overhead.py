@@ -3,8 +3,8 @@
     python benchmarks/overhead.py                      # 3 interleaved pairs of 50-step runs
     python benchmarks/overhead.py --repeats 5 --steps 100
 
-Both sides train the built-in task (cached warm-started tiny model, the recommended CPU
-settings of grpo_ablate/trainer/tasks.py) for the same steps and seed, each in a fresh
+Both sides train the built-in task (cached warm-started tiny model, the trainer section of
+studies/tiny-cpu.yaml, grpo_ablate/trainer/builtin/recipe.py) for the same steps and seed, each in a fresh
 process, alternating which goes first. Measured: wall time of `trainer.train()` on each side
 (grpo-ablate's worker records it as timings.train_seconds), so both include the same generation
 and optimizer work; grpo-ablate adds its reward wrapper, the per-step metrics/groups writer and
@@ -41,7 +41,9 @@ def plain_trl(out: str, steps: int, seed: int, num_generations: int) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_ablate.trainer.tasks import TINY_CPU_TRAINER, builtin_model_path, task_dataset, task_reward
+    from grpo_ablate.trainer.builtin.model import builtin_model_path
+    from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
+    from grpo_ablate.trainer.builtin.tasks import task_dataset, task_reward
 
     path = builtin_model_path("builtin:tiny", "addition")
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
@@ -87,7 +89,7 @@ def run_grpo_ablate(tmp: Path, steps: int, seed: int, g: int, index: int) -> dic
     from grpo_ablate.run_one import spec_from_sections
     from grpo_ablate.trainer.launch import run_trial
     from grpo_ablate.vocab import Outcome
-    from grpo_ablate.trainer.tasks import TINY_CPU_TRAINER
+    from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 
     spec = spec_from_sections(
         tmp / f"grpo-ablate-{index}",
@@ -118,7 +120,7 @@ def main() -> int:
         plain_trl(args.plain_out, args.steps, args.seed, args.num_generations)
         return 0
 
-    from grpo_ablate.trainer.tasks import builtin_model_path  # build the warm start once, outside the timing
+    from grpo_ablate.trainer.builtin.model import builtin_model_path  # build the warm start once, outside the timing
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     builtin_model_path("builtin:tiny", "addition", log=lambda m: print(m, file=sys.stderr))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from grpo_ablate.trainer.builtin.tasks import TASKS, task_problems
 from grpo_ablate.trainer.rewards import (
-    BUILTIN_REWARDS,
+    REWARD_FACTORIES,
     RewardContext,
     RewardFunctionError,
     build_reward,
     build_rewards,
 )
-from grpo_ablate.trainer.tasks import TASKS, task_problems
 
 CTX = RewardContext(task="addition", max_completion_length=10)
 
@@ -131,7 +131,7 @@ def test_build_rewards_defaults_to_the_task_and_keeps_weights():
 
 
 def test_registry_lists_the_documented_builtins():
-    assert {"accuracy", "format", "tag_count", "length_penalty", "task"} <= set(BUILTIN_REWARDS)
+    assert {"accuracy", "format", "tag_count", "length_penalty", "task"} <= set(REWARD_FACTORIES)
 
 
 def test_async_rewards_stay_async_and_are_checked():

@@ -3,9 +3,9 @@
 The single place where a study's sections meet TRL. Every trial builds a *fresh* GRPOConfig
 from the raw keyword arguments (TRL fills generation_batch_size and steps_per_generation in
 __post_init__, so a copied or rebuilt config raises "both configured"), then a fresh trainer.
-No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark use it as is.
+No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmarks use it as is.
 
-    python -m grpo_ablate.trainer.worker runs/x/trials/0/spec.json   # builds through this module
+    python -m grpo_ablate.trainer.worker runs/tiny-cpu/trials/00000/spec.json   # builds through this module
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import Any, Callable
 
 import torch
 
+from .builtin.model import builtin_model_path, is_builtin_model
+from .builtin.tasks import task_dataset
 from .callbacks import MetricsRecorder, StopSwitch
 from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
-from .tasks import builtin_model_path, is_builtin_model, task_dataset
 
 __all__ = [
     "BuiltTrial",
@@ -244,7 +245,8 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     Always: output_dir inside the trial folder, logging_steps=1 (metrics.jsonl is per step).
     Unless the study set them: report_to none, save_strategy no, no progress bar (the parent
     shows progress). Without CUDA: bf16/fp16 off, use_cpu. Built-in model: no gradient
-    checkpointing (it only slows a tiny model). vLLM mode from the hardware section.
+    checkpointing (it only slows a tiny model). vLLM mode from the hardware section; max_steps
+    from the budget; reward_weights from the rewards when one is not 1.
     """
     kw = dict(spec.trainer)
     kw["output_dir"] = os.fspath(Path(spec.trial_dir) / "trainer")

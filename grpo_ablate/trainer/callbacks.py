@@ -2,10 +2,12 @@
 
 The recorder turns each of GRPOTrainer's per-step logs into one flushed line of
 `metrics.jsonl` (so a crash keeps every finished step), and each generation round into one line
-per prompt group in `groups.jsonl`. The switch ends training at the end of an optimizer step
+per prompt group in `groups.jsonl` (at most 32 groups a round, sampled when there are more). The switch ends training at the end of an optimizer step
 when the parent asks (a `STOP` file), or a token/time budget runs out; in a multi-process run
 the ranks agree on the decision with one all_reduce per step, because a rank that stops alone
 leaves the others waiting in DDP forever.
+
+    grpo-ablate run-one studies/tiny-cpu.yaml   # one trial; its folder gets both files
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import torch.distributed as dist
 from transformers import TrainerCallback
 
 from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
+
+from .text import plain_text
 
 __all__ = ["MetricsRecorder", "StopSwitch", "peak_memory_mb"]
 
@@ -54,16 +58,6 @@ def peak_memory_mb() -> float:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # Linux reports KiB, macOS bytes.
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024
-
-
-def _text(value: Any) -> str:
-    """A prompt or completion as text: chat messages become their last user/assistant content."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and isinstance(value[-1], dict):
-        content = value[-1].get("content", "")
-        return content if isinstance(content, str) else json.dumps(content, default=str)
-    return str(value)
 
 
 def _clean(value: Any) -> Any:
@@ -187,13 +181,13 @@ class MetricsRecorder(TrainerCallback):
         for j in chosen:
             lo, hi = j * g, (j + 1) * g
             scores = [t for t in totals[lo:hi] if t is not None]
-            texts = [_text(c) for c in completions[lo:hi]]
+            texts = [plain_text(c) for c in completions[lo:hi]]
             mean = sum(scores) / len(scores) if scores else None
             var = sum((s - mean) ** 2 for s in scores) / len(scores) if scores else None
             record = {
                 "step": step,
                 "group": j,
-                "prompt": _text(prompts[lo])[:MAX_PROMPT_CHARS],
+                "prompt": plain_text(prompts[lo])[:MAX_PROMPT_CHARS],
                 "num_generations": g,
                 "reward_mean": mean,
                 "reward_var": var,

@@ -1,4 +1,4 @@
-"""Reward functions by name: a small registry of built-ins plus any `package.module:function`.
+"""Reward functions by name: the built-ins, the built-in tasks' own rewards, and any `package.module:function`.
 
 A study names its rewards (`rewards: [{name: accuracy}, {name: format, weight: 0.5}]`); this
 module turns each name into a TRL reward function `f(prompts, completions, completion_ids,
@@ -6,14 +6,10 @@ module turns each name into a TRL reward function `f(prompts, completions, compl
 with the reward's name in the reason (an exception inside it, or the wrong number of values),
 instead of a bare traceback from deep inside GRPOTrainer.
 
-Built-ins (Open R1's set, written afresh):
-- `accuracy`: the completion's final answer equals the dataset's `solution` (or `answer`)
-  column, checked with math-verify (LaTeX and plain expressions); None when the gold answer
-  cannot be parsed, so the row is ignored rather than punished. Needs `pip install 'grpo-ablate[math]'`.
-- `format`: 1.0 when the completion is one `<think>...</think>` then one `<answer>...</answer>`, else 0.
-- `tag_count`: 0.25 for each of the four tags present exactly once (a smooth path to `format`).
-- `length_penalty`: -(completion tokens / max_completion_length), in [-1, 0]: shorter is better.
-- `task` (or the task's own name, e.g. `addition`): the built-in task's exact-answer reward.
+The names and their descriptions are the vocabulary's (`grpo_ablate.vocab.BUILTIN_REWARDS`, and
+every `BUILTIN_TASKS` name scores its task); `REWARD_FACTORIES` holds the code for exactly
+those names. The built-ins are Open R1's set, written afresh. `accuracy` needs
+`pip install 'grpo-ablate[math]'`.
 
     python -c "from grpo_ablate.trainer.rewards import describe; print(describe())"
 """
@@ -28,8 +24,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from grpo_ablate.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
+
+from .builtin.tasks import TASKS, task_reward
+from .text import plain_text
+
 __all__ = [
-    "BUILTIN_REWARDS",
+    "REWARD_FACTORIES",
     "RewardContext",
     "RewardFunctionError",
     "build_reward",
@@ -56,18 +57,6 @@ class RewardContext:
     max_completion_length: int | None = None
 
 
-def completion_text(completion: Any) -> str:
-    """Plain text of a completion, whether a string or a conversational message list."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
-        content = completion[-1].get("content", "")
-        if isinstance(content, list):  # content blocks
-            return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-        return str(content)
-    return str(completion)
-
-
 # --------------------------------------------------------------------------------------------
 # Built-in rewards
 # --------------------------------------------------------------------------------------------
@@ -82,13 +71,13 @@ def _well_formed(text: str) -> bool:
 
 
 def format_reward(completions: Sequence[Any], **_: Any) -> list[float]:
-    return [1.0 if _well_formed(completion_text(c)) else 0.0 for c in completions]
+    return [1.0 if _well_formed(plain_text(c)) else 0.0 for c in completions]
 
 
 def tag_count_reward(completions: Sequence[Any], **_: Any) -> list[float]:
     out = []
     for c in completions:
-        text = completion_text(c)
+        text = plain_text(c)
         out.append(sum(0.25 for tag in _TAGS if text.count(tag) == 1))
     return out
 
@@ -117,7 +106,7 @@ def accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None =
         if not gold_parsed:
             out.append(None)
             continue
-        text = completion_text(completion)
+        text = plain_text(completion)
         tagged = _ANSWER.search(text)
         answer_text = tagged.group(1) if tagged else text
         try:
@@ -135,7 +124,7 @@ def _length_penalty(ctx: RewardContext) -> RewardFunc:
         if completion_ids is not None:
             lengths = [len(ids) for ids in completion_ids]
         else:
-            lengths = [len(completion_text(c)) for c in completions]
+            lengths = [len(plain_text(c)) for c in completions]
         return [-min(1.0, n / limit) for n in lengths]
 
     return length_penalty
@@ -144,26 +133,23 @@ def _length_penalty(ctx: RewardContext) -> RewardFunc:
 def _task_reward(ctx: RewardContext) -> RewardFunc:
     if not ctx.task:
         raise ValueError("the 'task' reward needs a built-in task (data.task); this study uses a dataset")
-    from .tasks import task_reward
-
     return task_reward(ctx.task)
 
 
-# name -> (factory taking the context, one-line description)
-BUILTIN_REWARDS: dict[str, tuple[Callable[[RewardContext], RewardFunc], str]] = {
-    "accuracy": (lambda ctx: accuracy_reward, "math answer equals the `solution` column (math-verify)"),
-    "format": (lambda ctx: format_reward, "<think>...</think><answer>...</answer> layout, 1 or 0"),
-    "tag_count": (lambda ctx: tag_count_reward, "0.25 per think/answer tag present exactly once"),
-    "length_penalty": (_length_penalty, "-(completion tokens / max_completion_length)"),
-    "task": (_task_reward, "the built-in task's own exact-answer reward"),
+# The code for each name in vocab.BUILTIN_REWARDS (a test checks that the two agree). Task names
+# are rewards too: build_reward takes them from the task registry.
+REWARD_FACTORIES: dict[str, Callable[[RewardContext], RewardFunc]] = {
+    "accuracy": lambda ctx: accuracy_reward,
+    "format": lambda ctx: format_reward,
+    "tag_count": lambda ctx: tag_count_reward,
+    "length_penalty": _length_penalty,
+    "task": _task_reward,
 }
 
 
 def describe() -> str:
-    from .tasks import TASKS
-
-    lines = [f"{name:16s} {doc}" for name, (_, doc) in BUILTIN_REWARDS.items()]
-    lines += [f"{name:16s} built-in task reward: {task.description}" for name, task in TASKS.items()]
+    lines = [f"{name:16s} {doc}" for name, doc in BUILTIN_REWARDS.items()]
+    lines += [f"{name:16s} built-in task reward: {doc}" for name, doc in BUILTIN_TASKS.items()]
     lines.append("module:function  any importable function f(prompts, completions, completion_ids, **kwargs)")
     return "\n".join(lines)
 
@@ -267,10 +253,8 @@ def _checked(func: RewardFunc, name: str) -> RewardFunc:
 
 def build_reward(spec: str, ctx: RewardContext) -> tuple[str, RewardFunc]:
     """(logged name, checked reward function) for one `rewards[].name`."""
-    from .tasks import TASKS
-
-    if spec in BUILTIN_REWARDS:
-        func = BUILTIN_REWARDS[spec][0](ctx)
+    if spec in REWARD_FACTORIES:
+        func = REWARD_FACTORIES[spec](ctx)
         name = ctx.task if spec == "task" and ctx.task else spec
     elif spec in TASKS:
         func = _task_reward(RewardContext(task=spec, max_completion_length=ctx.max_completion_length))
@@ -279,7 +263,7 @@ def build_reward(spec: str, ctx: RewardContext) -> tuple[str, RewardFunc]:
         func = _import_function(spec)
         name = _reward_name(spec)
     else:
-        known = sorted([*BUILTIN_REWARDS, *TASKS])
+        known = sorted([*REWARD_FACTORIES, *TASKS])
         raise ValueError(f"unknown reward {spec!r}; use one of {known} or 'package.module:function'")
     return name, _checked(func, name)
 

@@ -1,0 +1,280 @@
+"""The built-in model: a 2-layer, 64-wide Qwen2 (~135k parameters), warm-started and cached on disk.
+
+A randomly initialised model never answers a task correctly, so GRPO would see only
+zero-spread groups and learn nothing. `builtin:tiny` is therefore warm-started (supervised,
+once) on answers that carry the task's typical slip most of the time: a learner that knows how
+to add but forgets the carry. GRPO's verified reward then has one clear, learnable job.
+
+The model and its tokenizer are saved under `$GRPO_ABLATE_CACHE` (default
+`~/.cache/grpo-ablate`), in a folder named by a hash of every setting that shapes it and of the
+torch/transformers versions. It is written to a temporary folder and renamed into place under a
+file lock, so parallel trials build it once and never see half a model. Because it lives on
+disk, `beta > 0` works: TRL reloads the reference model from the policy's path.
+
+    python -m grpo_ablate.trainer.builtin.model addition   # build (or find) the cached model, print accuracy
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+
+from .tasks import TASKS, Task, get_task
+from .tokenizer import MAX_LENGTH, SPECIAL_TOKENS, VOCAB_CHARS, build_tokenizer
+
+__all__ = [
+    "WARM_STARTED",
+    "TinyModelSettings",
+    "build_tiny_model",
+    "builtin_model_path",
+    "cache_root",
+    "is_builtin_model",
+    "task_accuracy",
+]
+
+# The code for each name in vocab.BUILTIN_MODELS (a test checks that the two agree): whether
+# the model is warm-started on the study's built-in task.
+WARM_STARTED: dict[str, bool] = {
+    "builtin:tiny": True,
+    "builtin:tiny-untrained": False,
+}
+
+
+@dataclass(frozen=True)
+class TinyModelSettings:
+    """The tiny Qwen2's shape. Changing any field changes the cache key."""
+
+    hidden_size: int = 64
+    intermediate_size: int = 256
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 4
+    max_position_embeddings: int = MAX_LENGTH
+    init_seed: int = 0
+
+
+def is_builtin_model(name_or_path: str) -> bool:
+    return name_or_path.startswith(BUILTIN_MODEL_PREFIX)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """Seed torch's global generator for a block, then restore it (the trainer seeds its own)."""
+    import torch
+
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def build_tiny_model(tokenizer: Any, settings: TinyModelSettings = TinyModelSettings()) -> Any:
+    """A randomly initialised tiny Qwen2, seeded so every build is identical."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=settings.hidden_size,
+        intermediate_size=settings.intermediate_size,
+        num_hidden_layers=settings.num_hidden_layers,
+        num_attention_heads=settings.num_attention_heads,
+        num_key_value_heads=settings.num_key_value_heads,
+        max_position_embeddings=settings.max_position_embeddings,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    with _seeded(settings.init_seed):
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
+    )
+    return model.to(torch.float32)
+
+
+def _warm_start(model: Any, tokenizer: Any, task: Task) -> dict[str, float]:
+    """Supervised steps on the task's (prompt, answer) pairs, loss on the answer only."""
+    import torch
+
+    ws = task.warm_start
+    rng = random.Random(f"warm:{task.name}:{ws.seed}")
+    eos = tokenizer.eos_token_id
+    optimizer = torch.optim.AdamW(model.parameters(), lr=ws.learning_rate, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=ws.learning_rate, total_steps=ws.steps, pct_start=ws.warmup_fraction
+    )
+    # Character-level vocabulary: encode by lookup instead of calling the tokenizer 200k times.
+    vocab = tokenizer.get_vocab()
+    unk = tokenizer.unk_token_id
+
+    def encode(text: str) -> list[int]:
+        return [vocab.get(ch, unk) for ch in text]
+
+    model.train()
+    loss_value = float("nan")
+    with _seeded(ws.seed):
+        for _ in range(ws.steps):
+            rows, labels = [], []
+            for _ in range(ws.batch_size):
+                prompt, answer = task.make_problem(rng)
+                if rng.random() < ws.noise:
+                    answer = task.corrupt(rng, prompt, answer)
+                p_ids, a_ids = encode(prompt), encode(answer) + [eos]
+                rows.append(p_ids + a_ids)
+                labels.append([-100] * len(p_ids) + a_ids)
+            width = max(map(len, rows))
+            # Right padding for training; the pad positions are masked out of the loss.
+            ids = torch.full((len(rows), width), tokenizer.pad_token_id)
+            lab = torch.full((len(rows), width), -100)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for i, (r, l) in enumerate(zip(rows, labels)):
+                ids[i, : len(r)] = torch.tensor(r)
+                lab[i, : len(l)] = torch.tensor(l)
+                mask[i, : len(r)] = 1
+            loss = model(input_ids=ids, attention_mask=mask, labels=lab).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            schedule.step()
+            loss_value = float(loss.item())
+    model.eval()
+    return {"final_loss": loss_value}
+
+
+def task_accuracy(model: Any, tokenizer: Any, task_name: str, *, n: int = 512, temperature: float | None = None,
+                  seed: int = 99) -> float:
+    """Share of `n` fresh problems answered exactly (greedy when temperature is None)."""
+    import torch
+
+    task = get_task(task_name)
+    rng = random.Random(f"eval:{task_name}:{seed}")
+    problems = [task.make_problem(rng) for _ in range(n)]
+    enc = tokenizer([p for p, _ in problems], return_tensors="pt", padding=True, add_special_tokens=False)
+    gen_kwargs: dict[str, Any] = {"max_new_tokens": task.max_answer_chars + 2, "do_sample": temperature is not None}
+    if temperature is not None:
+        gen_kwargs.update(temperature=temperature, top_k=None, top_p=None)
+    model.eval()
+    with _seeded(seed), torch.no_grad():
+        out = model.generate(**enc, **gen_kwargs)
+    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=False)
+    return sum(task.score(t, a) for t, (_, a) in zip(texts, problems)) / n
+
+
+# --------------------------------------------------------------------------------------------
+# The on-disk cache
+# --------------------------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    """`$GRPO_ABLATE_CACHE`, else `~/.cache/grpo-ablate`."""
+    env = os.environ.get("GRPO_ABLATE_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "grpo-ablate"
+
+
+def _cache_key(settings: dict[str, Any]) -> str:
+    import torch
+    import transformers
+
+    # Library versions are part of the key: the same seed gives different weights across them.
+    full = {**settings, "torch": torch.__version__.split("+")[0], "transformers": transformers.__version__}
+    return hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock, so parallel trials build a model once (POSIX; no-op elsewhere)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: atomic rename still prevents torn reads
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _settings(name: str, task_name: str | None) -> tuple[str, dict[str, Any], Task | None]:
+    """(folder label, everything that shapes the model, the task it is warm-started on)."""
+    if name not in WARM_STARTED:
+        raise ValueError(f"unknown built-in model {name!r}; choose one of {sorted(WARM_STARTED)}")
+    task = get_task(task_name) if (task_name and WARM_STARTED[name]) else None
+    settings: dict[str, Any] = {
+        "model": asdict(TinyModelSettings()),
+        "vocab": [*SPECIAL_TOKENS, *VOCAB_CHARS],
+        "warm_start": task.settings() if task else None,
+    }
+    return (f"tiny-{task.name}" if task else "tiny-untrained"), settings, task
+
+
+def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str], None] = print) -> Path:
+    """The folder holding the built-in model (and its tokenizer), building it on first use.
+
+    `builtin:tiny` with a built-in task is warm-started on that task; `builtin:tiny-untrained`,
+    or `builtin:tiny` with a user dataset, is the seeded random model. Either way it is on disk,
+    so TRL can reload it as the reference model when beta > 0.
+    """
+    label, settings, task = _settings(name, task_name)
+    target = cache_root() / "models" / f"{label}-{_cache_key(settings)}"
+    if (target / "config.json").exists():
+        return target
+    with _file_lock(target.with_suffix(".lock")):
+        if (target / "config.json").exists():  # another trial built it while we waited
+            return target
+        started = time.perf_counter()
+        log(f"building built-in model {label} in {target} (once; cached)")
+        tokenizer = build_tokenizer()
+        model = build_tiny_model(tokenizer)
+        info: dict[str, Any] = {"settings": settings}
+        if task is not None:
+            info.update(_warm_start(model, tokenizer, task))
+            info["greedy_accuracy"] = task_accuracy(model, tokenizer, task.name)
+            info["sampled_accuracy_t1"] = task_accuracy(model, tokenizer, task.name, temperature=1.0)
+        info["build_seconds"] = round(time.perf_counter() - started, 2)
+        staging = Path(tempfile.mkdtemp(prefix=f".{label}-", dir=target.parent))
+        try:
+            model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            (staging / "grpo_ablate_builtin.json").write_text(json.dumps(info, indent=2))
+            os.replace(staging, target)  # atomic: readers see no folder or a whole one
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        log(f"built {label} in {info['build_seconds']} s: " + json.dumps({k: v for k, v in info.items() if k != 'settings'}))
+    return target
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Build (or find) the cached built-in model for a task.")
+    parser.add_argument("task", nargs="?", default="addition", choices=sorted(TASKS))
+    args = parser.parse_args(argv)
+    path = builtin_model_path("builtin:tiny", args.task)
+    info = json.loads((path / "grpo_ablate_builtin.json").read_text())
+    print(path)
+    print(json.dumps({k: v for k, v in info.items() if k != "settings"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

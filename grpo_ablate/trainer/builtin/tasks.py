@@ -1,0 +1,136 @@
+"""The built-in tasks: a problem generator with one right answer per prompt, its dataset, its reward.
+
+"addition" is a carry drill: a 2-digit plus a 1-digit number whose units carry (`47+8=` ->
+`55`), checked exactly, reward 1 or 0. A task also says how a learner typically slips, so the
+tiny model can be warm-started into a state GRPO can fix (see builtin/model.py). The names and
+descriptions are the vocabulary's (`grpo_ablate.vocab.BUILTIN_TASKS`); the code is here.
+
+    python -c "from grpo_ablate.trainer.builtin.tasks import task_problems; print(task_problems('addition', 3))"
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+from grpo_ablate.vocab import BUILTIN_TASKS
+
+from ..text import plain_text
+
+__all__ = ["TASKS", "Task", "WarmStartSettings", "get_task", "task_dataset", "task_problems", "task_reward"]
+
+
+@dataclass(frozen=True)
+class WarmStartSettings:
+    """The supervised warm start: a learner that knows the format and the sum but slips.
+
+    With probability `noise` a training answer is replaced by the task's typical slip (for
+    addition: the carry forgotten), so the model puts most of its mass on the slip and some on
+    the right answer. That is the state GRPO is good at fixing: every prompt's right and wrong
+    completions differ in the same way, so the policy gradient of all prompts points one way.
+    """
+
+    steps: int = 400
+    batch_size: int = 256
+    learning_rate: float = 3e-3
+    warmup_fraction: float = 0.1
+    noise: float = 0.8
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Task:
+    """A built-in task: a problem generator with one right answer per prompt, and its score."""
+
+    name: str
+    make_problem: Callable[[random.Random], tuple[str, str]]
+    score: Callable[[str, str], float]
+    max_answer_chars: int
+    # A plausible wrong answer for the warm start's label noise.
+    corrupt: Callable[[random.Random, str, str], str]
+    warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def description(self) -> str:
+        return BUILTIN_TASKS[self.name]
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that shapes the warm-started model, for the cache key."""
+        return {"task": self.name, "params": self.params, "warm_start": asdict(self.warm_start)}
+
+
+def _addition_problem(digits_a: int, digits_b: int, carry_only: bool = False) -> Callable[[random.Random], tuple[str, str]]:
+    def make(rng: random.Random) -> tuple[str, str]:
+        while True:
+            a, b = rng.randrange(10**digits_a), rng.randrange(10**digits_b)
+            if not carry_only or (a % 10) + (b % 10) >= 10:
+                break
+        # Fixed-width operands: every prompt has the same length, so generation batches need no
+        # padding and the digits line up for a 2-layer model.
+        return f"{a:0{digits_a}d}+{b:0{digits_b}d}=", str(a + b)
+
+    return make
+
+
+def _forgot_carry(rng: random.Random, prompt: str, answer: str) -> str:
+    """The sum with the units carry dropped: the classic slip of a learner."""
+    a, b = (int(x) for x in prompt.rstrip("=").split("+"))
+    return str(a + b - 10) if (a % 10) + (b % 10) >= 10 else answer
+
+
+def _exact_answer(completion: str, answer: str) -> float:
+    """1.0 when the completion, up to its end token and surrounding spaces, is the answer."""
+    text = completion.split("<eos>", 1)[0].strip()
+    return 1.0 if text == answer else 0.0
+
+
+# The code for each name in vocab.BUILTIN_TASKS (a test checks that the two agree).
+TASKS: dict[str, Task] = {
+    "addition": Task(
+        name="addition",
+        make_problem=_addition_problem(2, 1, carry_only=True),
+        score=_exact_answer,
+        max_answer_chars=3,
+        corrupt=_forgot_carry,
+        params={"digits": [2, 1], "carry_only": True, "slip": "forgot_carry"},
+    ),
+}
+
+
+def get_task(name: str) -> Task:
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown built-in task {name!r}; choose one of {sorted(TASKS)}") from None
+
+
+def task_problems(name: str, num_prompts: int, seed: int = 1234) -> list[tuple[str, str]]:
+    """`num_prompts` (prompt, answer) pairs, the same for the same seed on every machine."""
+    task = get_task(name)
+    rng = random.Random(f"{name}:{seed}")
+    return [task.make_problem(rng) for _ in range(num_prompts)]
+
+
+def task_dataset(name: str, num_prompts: int = 2000, seed: int = 1234) -> Any:
+    """A `datasets.Dataset` with `prompt` (plain text) and `answer`; the reward reads `answer`."""
+    from datasets import Dataset
+
+    pairs = task_problems(name, num_prompts, seed)
+    return Dataset.from_dict({"prompt": [p for p, _ in pairs], "answer": [a for _, a in pairs]})
+
+
+def task_reward(name: str) -> Callable[..., list[float]]:
+    """The task's reward as a TRL reward function: reads the dataset's `answer` column."""
+    task = get_task(name)
+
+    def reward(completions: Sequence[Any], answer: Sequence[str] | None = None, **_: Any) -> list[float]:
+        if answer is None:
+            raise ValueError(
+                f"the {name!r} reward needs the dataset's `answer` column; it is only valid with data.task: {name}"
+            )
+        return [task.score(plain_text(c), str(a)) for c, a in zip(completions, answer, strict=True)]
+
+    reward.__name__ = name
+    return reward
