@@ -21,11 +21,15 @@ Measured on a 2-core CPU, 2026-11-29, seed 0, 50 steps (3-5 s of training per tr
     1.0          16  0.21   0.85   0.14                0.0094              24
 
 Small groups waste most prompts (all completions agree) but see 8x more prompts per step, so
-their curve is steadier; G=16 sees 4 prompts per step and climbs later. The warm-started model
-starts at ~18% right when sampled at temperature 1 and 0% greedy (it forgets the carry). What
-failed, for the record: a warm start that is merely undertrained, or that learns random
-near-miss answers, leaves a 2-layer model whose policy gradient has no shared direction to
-follow; RL then drifts instead of learning.
+their curve is steadier; G=16 sees 4 prompts per step and climbs later. From the same runs:
+temperatures 0.6-1.3 all learn; learning rate 1e-3 learns faster, then collapses; beta 0.04
+also works (the reference model is reloaded from the cache).
+
+The warm start (400 supervised steps, 20-30 s on 2 cores, once) leaves a model that is 0%
+right greedy (it forgets the carry) and ~18% right sampled at temperature 1; the numbers are
+in the cached model's grpo_ablate_builtin.json. What failed, for the record: a warm start that
+is merely undertrained, or that learns random near-miss answers, leaves a 2-layer model whose
+policy gradient has no shared direction to follow; RL then drifts instead of learning.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 It is `studies/tiny-cpu.yaml`'s trainer section, as data for tests and benchmarks (the study
 file is what users read and change); tests/test_builtin_registries.py checks them key by key.
-With it, `python -m grpo_ablate run studies/tiny-cpu.yaml` takes the reward from ~0.2 to
+With it, `grpo-ablate run studies/tiny-cpu.yaml` takes the reward from ~0.2 to
 ~0.8 in 50 steps in every arm (README, "Measured").
 """
 
