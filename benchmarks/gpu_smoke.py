@@ -42,7 +42,7 @@ def save_tiny_model(folder: Path, dtype: str = "bfloat16") -> Path:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    from grpo_ablate.trainer.tasks import build_tokenizer
+    from grpo_ablate.trainer.builtin.tokenizer import build_tokenizer
 
     if (folder / "config.json").exists():
         return folder
