@@ -30,9 +30,9 @@ budget:
 
 @pytest.fixture
 def task_name() -> str:
-    from grpo_ablate.tasks_catalog import builtin_task_names
+    from grpo_ablate.vocab import BUILTIN_TASKS
 
-    return builtin_task_names()[0]
+    return sorted(BUILTIN_TASKS)[0]
 
 
 def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
