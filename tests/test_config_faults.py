@@ -258,3 +258,20 @@ def test_reward_module_in_tests_folder_found_from_repo_root():
             "print(f('tests.helpers_rewards'), f('tests.nope'), f('json'), f('os.path'), f('bad name'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.split() == ["True", "False", "True", "True", "False"], out.stderr
+
+
+def test_run_refuses_bad_storage_before_anything_runs(tmp_path):
+    """`run` validates as `validate` does: a typo or a bad port never reaches Optuna."""
+    path = write(tmp_path, STUDY)
+    for url, needle in (("postgress://u:secret@localhost/db", "unknown storage scheme"),
+                        ("postgresql://u:secret@localhost:abc/db", "bad port")):
+        line = refused(run_cli("run", str(path), "--storage", url, cwd=tmp_path, timeout=60, PYTHONPATH=str(ROOT)),
+                       "study.storage", needle)
+        assert "secret" not in line
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_malformed_accelerate_config_is_named(tmp_path):
+    (tmp_path / "acc.yaml").write_text("num_processes: [1,\n")
+    msgs = [str(p) for p in pytest.raises(StudyError, load_study, write(tmp_path, STUDY + "hardware: {accelerate_config: acc.yaml}\n")).value.problems]
+    assert any(m.startswith("hardware.accelerate_config: malformed YAML") for m in msgs), msgs

@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from grpo_ablate.config.errors import Problem, did_you_mean, echo
+from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import accelerate_processes
 from grpo_ablate.config.schema import StudyFile
+from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.storage import mask_url
 
 __all__ = ["check_places", "check_storage", "writable_dir_problem", "DATABASE_SCHEMES", "is_local_dataset"]
@@ -135,11 +136,15 @@ def check_places(sf: StudyFile) -> list[Problem]:
     if sf.study.storage is not None:
         problems += check_storage(sf.study.storage)
     acc = sf.hardware.accelerate_config
-    if acc and not Path(acc).exists():
-        problems.append(Problem(path="hardware.accelerate_config", message=f"file not found: {echo(acc)}"))
-    elif acc and accelerate_processes(acc) is None and not sf.hardware.num_processes:
-        problems.append(Problem(path="hardware.accelerate_config",
-                                message="has no num_processes; set it there or in hardware.num_processes"))
+    if acc:
+        try:
+            read_yaml_file(Path(acc), what="accelerate config")
+        except StudyError as e:
+            problems.append(Problem(path="hardware.accelerate_config", message=e.problems[0].message))
+        else:
+            if accelerate_processes(acc) is None and not sf.hardware.num_processes:
+                problems.append(Problem(path="hardware.accelerate_config",
+                                        message="has no num_processes; set it there or in hardware.num_processes"))
     ds = sf.data.dataset
     if ds and is_local_dataset(ds) and not Path(ds).exists():
         problems.append(Problem(path="data.dataset", message=f"local dataset file not found: {echo(ds)}"))
