@@ -10,7 +10,6 @@ sampler and pruner, budget, names, places).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
