@@ -23,13 +23,13 @@ __all__ = ["check_places", "check_storage", "writable_dir_problem", "DATABASE_SC
 
 JOURNAL_PREFIX = "journal:"  # forces a journal file, e.g. for a file name with a colon
 
-# database scheme -> the driver modules SQLAlchemy may use by default (any one will do)
+# database scheme -> the driver modules SQLAlchemy may use by default (any one will do).
+# The schemes are those storage.is_rdb_url opens as a database; anything else would be a journal file.
 DATABASE_SCHEMES: dict[str, tuple[str, ...]] = {
     "postgresql": ("psycopg", "psycopg2"),
     "postgres": ("psycopg", "psycopg2"),
     "sqlite": ("sqlite3",),
     "mysql": ("MySQLdb",),
-    "mariadb": ("MySQLdb",),
     "oracle": ("oracledb", "cx_Oracle"),
     "mssql": ("pyodbc",),
 }
