@@ -4,7 +4,8 @@
     grpo-ablate run studies/tiny-cpu.yaml     # the Optuna study of real GRPO trials, then the report
 
 The public API is small: load a study, compute its feasible space, run it, report it.
-Heavy libraries (torch, trl) are imported only by the trial process and by validation.
+Heavy libraries (torch, trl) are imported only by the trial process; validation reads
+GRPOConfig's field names once in a child process and caches them.
 """
 
 from grpo_ablate.config import Study, StudyError, load_study

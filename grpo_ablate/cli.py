@@ -9,7 +9,8 @@
     grpo-ablate dashboard studies/tiny-cpu.yaml [--port 8080]
 
 Exit codes: 0 success, 1 the job ran and failed (or compare found a regression), 2 bad input
-(an invalid study, a missing file), 130 interrupted.
+(an invalid study, a malformed `--set`, a missing file or unusable path: one line on stderr),
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -53,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run-one", help="one trial without Optuna, e.g. --set num_generations=4")
     _add_study(p)
-    p.add_argument("--trial-dir", help="where the trial writes (default <output_dir>/single/<params>)")
+    p.add_argument("--trial-dir", help="where the trial writes (default <output_dir>/run-one/<date-time>)")
     p.set_defaults(func=cmd_run_one)
 
     p = sub.add_parser("report", help="write the HTML ablation report and CSV/JSON exports")
@@ -85,10 +89,25 @@ def _version() -> str:
     return __version__
 
 
-def _load(args: argparse.Namespace, extra: Sequence[str] = ()):  # -> Study
+def _load(args: argparse.Namespace, extra: Sequence[str] = ()) -> "Study":
     from grpo_ablate.config import load_study
 
     return load_study(args.study, list(args.sets) + list(extra))
+
+
+def _set(key: str, value: str) -> str:
+    """An override from a command-line option, quoted so YAML keeps it a string (URLs hold `#`, `: `)."""
+    return f"{key}={json.dumps(value)}"
+
+
+def _check_sets(args: argparse.Namespace) -> None:
+    """Every `--set` parses, before any command acts on one (run-one splits them itself)."""
+    from grpo_ablate.config import Problem, StudyError, apply_overrides
+
+    try:
+        apply_overrides({}, list(args.sets))
+    except ValueError as e:
+        raise StudyError([Problem(path="--set", message=str(e))], args.study) from None
 
 
 def _err(msg: str) -> None:
@@ -99,8 +118,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     study = _load(args)
     for w in study.warnings:
         print(f"warning: {w}", file=sys.stderr)
+    from grpo_ablate.storage import mask_url
+
     n = len(study.space.feasible)
-    print(f"OK: {args.study} (study {study.study.name!r}, {n} feasible pair(s), sampler {study.study.sampler})")
+    print(f"OK: {args.study} (study {study.study.name!r}, {n} feasible pair(s), sampler {study.study.sampler}, "
+          f"storage {mask_url(study.storage_url)})")
     return EXIT_OK
 
 
@@ -124,7 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None:
         extra.append(f"study.workers={args.workers}")
     if args.storage:
-        extra.append(f"study.storage={args.storage}")
+        extra.append(_set("study.storage", args.storage))
     study = _load(args, extra)
     return run_study(study, write_report=not args.no_report)
 
@@ -132,13 +154,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_run_one(args: argparse.Namespace) -> int:
     from grpo_ablate.run_one import run_one
 
+    _check_sets(args)
     return run_one(args.study, list(args.sets), trial_dir=args.trial_dir)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from grpo_ablate.report import write_report
 
-    extra = [f"study.storage={args.storage}"] if args.storage else []
+    extra = [_set("study.storage", args.storage)] if args.storage else []
     study = _load(args, extra)
     paths = write_report(study, out=args.out)
     print(f"report: {paths['html']}")
@@ -154,7 +177,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from grpo_ablate.dashboard import serve
 
-    extra = [f"study.storage={args.storage}"] if args.storage else []
+    extra = [_set("study.storage", args.storage)] if args.storage else []
     study = _load(args, extra)
     return serve(study, host=args.host, port=args.port)
 
@@ -172,6 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except FileNotFoundError as e:
         _err(f"file not found: {e.filename or e}")
+        return EXIT_USAGE
+    except (NotADirectoryError, IsADirectoryError, PermissionError) as e:
+        _err(f"cannot use {e.filename or ''}: {e.strerror or e}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         _err("interrupted")

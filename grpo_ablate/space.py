@@ -2,7 +2,7 @@
 
 Pure arithmetic: no torch, no trl, no optuna at import. The rules mirror
 `trl.GRPOConfig.__post_init__` (TRL 1.16) and are checked against it by
-`tests/test_space_trl.py`, which builds real configs over many batch shapes.
+`tests/test_space.py`, which builds real configs over many batch shapes.
 
     python -m grpo_ablate plan studies/tiny-cpu.yaml     # prints this module's answer in words
 

@@ -30,9 +30,9 @@ budget:
 
 @pytest.fixture
 def task_name() -> str:
-    from grpo_ablate.tasks_catalog import builtin_task_names
+    from grpo_ablate.vocab import BUILTIN_TASKS
 
-    return builtin_task_names()[0]
+    return sorted(BUILTIN_TASKS)[0]
 
 
 def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
@@ -219,3 +219,55 @@ def test_validation_and_orchestrator_never_import_torch_or_trl():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ disagreements the vocabulary ended
+
+
+def test_task_names_are_rewards_from_the_cli():
+    res = run_cli("validate", "studies/tiny-cpu.yaml", "--set", "rewards=[addition]")
+    assert res.returncode == 0, res.stderr
+
+
+def test_every_builtin_model_is_accepted(tmp_path, task_name):
+    from grpo_ablate.vocab import BUILTIN_MODELS
+
+    for name in BUILTIN_MODELS:
+        study = load_study(write(tmp_path, MINIMAL.format(task=task_name)), [f"model.name_or_path={name}"])
+        assert study.model.name_or_path == name
+    res = run_cli("validate", "studies/tiny-cpu.yaml", "--set", "model.name_or_path=builtin:tiny-untrained")
+    assert res.returncode == 0, res.stderr
+    msgs = problems_of(write(tmp_path, MINIMAL.format(task=task_name)), ["model.name_or_path=builtin:tiniest"])
+    assert any("unknown built-in model 'builtin:tiniest'" in m for m in msgs), msgs
+
+
+def test_builtin_names_come_from_the_vocabulary(tmp_path, task_name):
+    from grpo_ablate.vocab import reward_names
+
+    path = write(tmp_path, MINIMAL.format(task=task_name))
+    load_study(path, [f"rewards={reward_names()}"])
+    (msg,) = problems_of(path, ["rewards=[acurracy]"])
+    assert "unknown reward 'acurracy' (did you mean 'accuracy'?)" in msg
+
+
+def test_objectives_need_a_metric_with_a_direction(tmp_path, task_name):
+    from grpo_ablate.vocab import METRICS
+
+    path = write(tmp_path, MINIMAL.format(task=task_name))
+    assert METRICS["steps"].direction is None
+    (msg,) = problems_of(path, ["study.objectives=[{metric: steps}]"])
+    assert msg.startswith("study.objectives.0.metric: 'steps' has no direction")
+    study = load_study(path, ["study.objectives=[{metric: peak_memory_mb}]"])
+    assert study.directions == ["minimize"]
+
+
+@pytest.mark.parametrize("study_file", ["studies/tiny-cpu.yaml", "studies/qwen2.5-0.5b-gsm8k.yaml"])
+def test_plan_json_trial_count_matches_the_text(study_file):
+    import re
+
+    text = run_cli("plan", study_file)
+    js = run_cli("plan", study_file, "--json")
+    assert text.returncode == js.returncode == 0, text.stderr + js.stderr
+    m = re.search(r"Trial plan \((\d+) trials|Trials: (\d+) proposed", text.stdout)
+    assert m, text.stdout
+    assert json.loads(js.stdout)["n_trials"] == int(m.group(1) or m.group(2))

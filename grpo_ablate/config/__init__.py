@@ -1,0 +1,45 @@
+"""The study file: its schema, loading, and validation that reports every problem at once.
+
+    grpo-ablate validate studies/tiny-cpu.yaml
+
+A study file has the sections study, model, data, rewards, trainer (GRPOConfig keywords
+verbatim), trainer_from (a recipe file the trainer section starts from), hardware, search,
+budget and compare. The field comments in config/schema.py are their documentation.
+
+Modules: errors (Problem, StudyError), yaml_io (bounded YAML reading), schema (the sections),
+load (recipe merge, `--set`), trainer_fields (GRPOConfig's fields, cached), hardware (world
+size, batch shape), names and places (what the study names, where it writes), validate (the
+meaning checks), study (the validated Study).
+"""
+
+from grpo_ablate.config.errors import Problem, StudyError
+from grpo_ablate.config.load import apply_overrides, load_study
+from grpo_ablate.config.schema import (
+    BudgetSection,
+    DataSection,
+    FloatRange,
+    HardwareSection,
+    IntRange,
+    ModelSection,
+    SearchSection,
+    StudySection,
+)
+from grpo_ablate.config.study import Study
+from grpo_ablate.config.trainer_fields import trainer_field_names
+
+__all__ = [
+    "Study",
+    "StudyError",
+    "Problem",
+    "load_study",
+    "apply_overrides",
+    "trainer_field_names",
+    "FloatRange",
+    "IntRange",
+    "ModelSection",
+    "DataSection",
+    "BudgetSection",
+    "HardwareSection",
+    "SearchSection",
+    "StudySection",
+]

@@ -1,0 +1,78 @@
+"""A study's launch shape: the world size of one trial and the batch arithmetic TRL will do.
+
+    grpo-ablate plan studies/openr1-1.5b-numina-8gpu.yaml   # "7 training process(es) x 16 per device"
+
+The world size comes from hardware.num_processes, else the accelerate config's
+num_processes, else the GPUs per trial less those a vLLM server takes, else 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from grpo_ablate.config.errors import StudyError
+from grpo_ablate.config.schema import IntRange, StudyFile
+from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
+from grpo_ablate.config.yaml_io import read_yaml_file
+from grpo_ablate.space import BatchShape, FeasibleSpace, feasible_space
+
+__all__ = ["accelerate_processes", "world_size", "batch_shape", "space_for"]
+
+
+def accelerate_processes(path: str) -> int | None:
+    """num_processes of an accelerate config file; None when unreadable or unset."""
+    try:
+        cfg = read_yaml_file(Path(path), what="accelerate config")
+    except StudyError:
+        return None
+    n = cfg.get("num_processes") if isinstance(cfg, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def world_size(sf: StudyFile) -> int:
+    hw = sf.hardware
+    if hw.num_processes:
+        return hw.num_processes
+    if hw.accelerate_config:
+        n = accelerate_processes(hw.accelerate_config)
+        if n:
+            return n
+    if hw.gpus:
+        taken = hw.vllm.server_gpus if hw.vllm.mode == "server" else 0
+        return max(1, hw.gpus - taken)
+    return 1
+
+
+def batch_shape(sf: StudyFile) -> BatchShape:
+    """What TRL's divisibility rules read, from the trainer section (TRL's defaults where unset)."""
+    t = sf.trainer
+
+    def num(key: str) -> int:
+        v = t.get(key, TRL_DEFAULTS[key])
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else TRL_DEFAULTS[key]
+
+    eval_strategy = t.get("eval_strategy", "no")
+    eval_on = bool(t.get("do_eval")) or (eval_strategy not in (None, "no"))
+    spg = t.get("steps_per_generation")
+    nge = t.get("num_generations_eval")
+    return BatchShape(
+        world_size=world_size(sf),
+        per_device_train_batch_size=num("per_device_train_batch_size"),
+        gradient_accumulation_steps=num("gradient_accumulation_steps"),
+        steps_per_generation=spg if isinstance(spg, int) and not isinstance(spg, bool) and spg > 0 else None,
+        eval_enabled=eval_on and eval_strategy != "no",
+        per_device_eval_batch_size=num("per_device_eval_batch_size"),
+        num_generations_eval=nge if isinstance(nge, int) and not isinstance(nge, bool) and nge > 0 else None,
+    )
+
+
+def space_for(sf: StudyFile) -> FeasibleSpace:
+    """The feasible (num_generations, generation_batch_size) pairs of the study's search."""
+    search = sf.search
+    g = search.num_generations
+    gens = list(range(g.low, g.high + 1, g.step)) if isinstance(g, IntRange) else list(g)
+    batches: Any = search.generation_batch_size
+    if batches is None and "generation_batch_size" in sf.trainer:
+        batches = [sf.trainer["generation_batch_size"]]
+    return feasible_space(batch_shape(sf), gens, batches, search.max_generation_batch_size)

@@ -1,0 +1,179 @@
+"""The study file's schema: one pydantic model per section. Each field's comment is its documentation.
+
+    grpo-ablate validate studies/tiny-cpu.yaml
+
+Types, ranges and unknown keys are checked here; what the values mean together (feasible
+pairs, names, places) is checked in validate.py. The `trainer` section is GRPOConfig keywords
+verbatim, checked against the installed TRL in trainer_fields.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "Objective",
+    "StudySection",
+    "ModelSection",
+    "DataSection",
+    "RewardSpec",
+    "VllmSection",
+    "HardwareSection",
+    "FloatRange",
+    "IntRange",
+    "SearchSection",
+    "BudgetSection",
+    "CompareSection",
+    "StudyFile",
+    "SECTION_MODELS",
+    "model_at",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Objective(_Section):
+    metric: str = "reward_per_hour"  # a metric of grpo_ablate/vocab.py METRICS that has a direction
+    direction: Literal["maximize", "minimize"] | None = None  # default: the metric's natural direction
+
+
+class StudySection(_Section):
+    name: str  # the Optuna study name; also names the run folder
+    output_dir: str | None = None  # default runs/<name>, relative to the current directory
+    storage: str | None = None  # Optuna storage URL; default a journal file in output_dir (safe for parallel workers)
+    sampler: Literal["tpe", "random", "gp", "grid", "ablation"] = "tpe"
+    sampler_seed: int | None = 0  # seeds the sampler itself, so the same study proposes the same trials
+    pruner: Literal["none", "median", "hyperband"] = "none"
+    n_trials: int | None = Field(default=None, ge=1)  # total over all runs/workers; grid/ablation default: the plan size
+    timeout: float | None = Field(default=None, gt=0)  # seconds for the whole study (this invocation)
+    objectives: list[Objective] = Field(default_factory=lambda: [Objective()])
+    seeds: list[int] = Field(default_factory=lambda: [0])  # training seeds; grid/ablation repeat every arm over them
+    baseline: dict[str, float | int] = Field(default_factory=dict)  # ablation baseline, e.g. {num_generations: 8}
+    workers: int = Field(default=1, ge=1)  # parallel trial processes on this machine
+    trial_timeout: float | None = Field(default=3600, gt=0)  # seconds before a trial is stopped and failed
+    max_consecutive_failures: int = Field(default=5, ge=1)  # the study stops after this many failures in a row
+    heartbeat_interval: int = Field(default=60, ge=1)  # RDB storages: seconds between a running trial's heartbeats
+    grace_period: int | None = None  # RDB storages: a trial silent this long is failed and retried (default 3x interval)
+    max_retry: int = Field(default=2, ge=0)  # how often a trial whose worker died is retried
+
+
+class ModelSection(_Section):
+    name_or_path: str = "builtin:tiny"  # a hub id, a local folder, or a built-in model (vocab.BUILTIN_MODELS, offline)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    attn_implementation: str | None = None  # e.g. flash_attention_2 on GPUs
+    trust_remote_code: bool = False
+    revision: str | None = None
+
+
+class DataSection(_Section):
+    task: str | None = None  # a built-in offline task (grpo_ablate/vocab.py BUILTIN_TASKS), or
+    dataset: str | None = None  # a hub id, a local folder, or a .jsonl/.json/.parquet/.csv file
+    config_name: str | None = None
+    split: str = "train"
+    prompt_column: str = "prompt"
+    system_prompt: str | None = None
+    chat_template: bool | None = None  # None: use the tokenizer's chat template when it has one
+    max_samples: int | None = Field(default=None, ge=1)
+    num_prompts: int | None = Field(default=None, ge=1)  # size of a built-in task's dataset
+    max_prompt_tokens: int | None = Field(default=None, ge=1)  # drop longer prompts (TRL no longer truncates)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "DataSection":
+        if (self.task is None) == (self.dataset is None):
+            raise ValueError("set exactly one of data.task (a built-in task) or data.dataset (a dataset id or file)")
+        return self
+
+
+class RewardSpec(_Section):
+    name: str  # a built-in reward or task name (vocab.reward_names()), or package.module:function
+    weight: float = 1.0
+
+
+class VllmSection(_Section):
+    mode: Literal["none", "colocate", "server"] = "none"
+    server_gpus: int = Field(default=1, ge=1)  # server mode: GPUs the vLLM server takes from each trial's block
+    port: int = 8000
+
+
+class HardwareSection(_Section):
+    num_processes: int | None = Field(default=None, ge=1)  # training processes per trial (the world size)
+    gpus: int | None = Field(default=None, ge=0)  # GPUs per trial; with vLLM server mode some go to the server
+    accelerate_config: str | None = None  # accelerate config file; its num_processes is the world size
+    launcher: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
+    vllm: VllmSection = Field(default_factory=VllmSection)
+
+
+class FloatRange(_Section):
+    low: float
+    high: float
+    log: bool = False
+
+
+class IntRange(_Section):
+    low: int
+    high: int
+    step: int = Field(default=1, ge=1)
+
+
+class SearchSection(_Section):
+    num_generations: list[int] | IntRange = Field(default_factory=lambda: [4, 8, 16])
+    temperature: list[float] | FloatRange | float | None = None  # None: the trainer's temperature (TRL default 1.0)
+    generation_batch_size: list[int] | Literal["auto"] | None = None  # None: TRL's default batch
+    max_generation_batch_size: int | None = Field(default=None, ge=1)  # upper bound for `auto`
+
+
+class BudgetSection(_Section):
+    max_steps: int | None = Field(default=None, ge=1)  # optimizer steps per trial (also the cap for the others)
+    completions: int | None = Field(default=None, ge=1)  # equal generated completions per trial
+    tokens: int | None = Field(default=None, ge=1)  # stop once this many tokens were processed
+    seconds: float | None = Field(default=None, gt=0)  # stop after this much training wall time
+
+    @model_validator(mode="after")
+    def _some_budget(self) -> "BudgetSection":
+        if not any(v is not None for v in (self.max_steps, self.completions, self.tokens, self.seconds)):
+            raise ValueError("give each trial a budget: max_steps, completions, tokens or seconds")
+        return self
+
+
+class CompareSection(_Section):
+    # metric -> allowed relative worsening (0.1 = 10%) before `grpo-ablate compare` fails
+    tolerances: dict[str, float] = Field(default_factory=dict)
+
+
+class StudyFile(_Section):
+    study: StudySection
+    model: ModelSection = Field(default_factory=ModelSection)
+    data: DataSection
+    rewards: list[RewardSpec | str] = Field(default_factory=list)
+    trainer: dict[str, Any] = Field(default_factory=dict)
+    trainer_from: str | None = None
+    hardware: HardwareSection = Field(default_factory=HardwareSection)
+    search: SearchSection = Field(default_factory=SearchSection)
+    budget: BudgetSection = Field(default_factory=lambda: BudgetSection(max_steps=100))
+    compare: CompareSection = Field(default_factory=CompareSection)
+
+
+SECTION_MODELS: dict[str, type[BaseModel]] = {
+    "study": StudySection, "model": ModelSection, "data": DataSection, "hardware": HardwareSection,
+    "search": SearchSection, "budget": BudgetSection, "compare": CompareSection,
+}
+
+
+def model_at(loc: list[str]) -> type[BaseModel] | None:
+    """The model whose keys are valid at a key path (for did-you-mean on unknown keys)."""
+    if not loc:
+        return StudyFile
+    model = SECTION_MODELS.get(loc[0])
+    if model is HardwareSection and len(loc) > 1 and loc[1] == "vllm":
+        return VllmSection
+    if loc[0] == "study" and len(loc) > 2 and loc[1] == "objectives":
+        return Objective
+    if loc[0] == "rewards":
+        return RewardSpec
+    if loc[0] == "search" and len(loc) > 1:
+        return FloatRange if loc[1] == "temperature" else IntRange
+    return model

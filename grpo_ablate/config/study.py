@@ -1,0 +1,121 @@
+"""A validated study: the parsed sections, its feasible space, and what is derived from them.
+
+    python -c "from grpo_ablate.config import load_study; print(load_study('studies/tiny-cpu.yaml').world_size)"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_ablate.config.hardware import world_size
+from grpo_ablate.config.schema import (
+    BudgetSection,
+    DataSection,
+    FloatRange,
+    HardwareSection,
+    IntRange,
+    ModelSection,
+    RewardSpec,
+    SearchSection,
+    StudyFile,
+    StudySection,
+)
+from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
+from grpo_ablate.space import FeasibleSpace
+from grpo_ablate.storage import mask_url
+from grpo_ablate.vocab import METRICS
+
+__all__ = ["Study"]
+
+
+@dataclass
+class Study:
+    """A validated study: the sections, plus what was derived from them."""
+
+    file: StudyFile
+    path: Path | None
+    space: FeasibleSpace
+    warnings: list[str] = field(default_factory=list)
+
+    # the sections, by their study-file names
+    @property
+    def study(self) -> StudySection:
+        return self.file.study
+
+    @property
+    def model(self) -> ModelSection:
+        return self.file.model
+
+    @property
+    def data(self) -> DataSection:
+        return self.file.data
+
+    @property
+    def rewards(self) -> list[RewardSpec]:
+        return [r if isinstance(r, RewardSpec) else RewardSpec(name=r) for r in self.file.rewards]
+
+    @property
+    def trainer(self) -> dict[str, Any]:
+        return self.file.trainer
+
+    @property
+    def hardware(self) -> HardwareSection:
+        return self.file.hardware
+
+    @property
+    def search(self) -> SearchSection:
+        return self.file.search
+
+    @property
+    def budget(self) -> BudgetSection:
+        return self.file.budget
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.study.output_dir or os.path.join("runs", self.study.name))
+
+    @property
+    def storage_url(self) -> str:
+        return self.study.storage or str(self.output_dir / "study.journal")
+
+    @property
+    def world_size(self) -> int:
+        return world_size(self.file)
+
+    @property
+    def directions(self) -> list[str]:
+        return [o.direction or METRICS[o.metric].direction or "maximize" for o in self.study.objectives]
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [o.metric for o in self.study.objectives]
+
+    def temperatures(self) -> list[float] | FloatRange | None:
+        """The searched temperatures: a list, a range, or None when fixed by the trainer."""
+        t = self.search.temperature
+        if t is None or isinstance(t, (int, float)):
+            return None
+        return t
+
+    def fixed_temperature(self) -> float:
+        t = self.search.temperature
+        if isinstance(t, (int, float)):
+            return float(t)
+        return float(self.trainer.get("temperature", TRL_DEFAULTS["temperature"]))
+
+    def generations(self) -> list[int]:
+        g = self.search.num_generations
+        if isinstance(g, IntRange):
+            return list(range(g.low, g.high + 1, g.step))
+        return list(g)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved study (recipe merged, defaults filled), as saved and shown: password masked."""
+        out = json.loads(self.file.model_dump_json())
+        if out["study"].get("storage"):
+            out["study"]["storage"] = mask_url(out["study"]["storage"])
+        return out

@@ -1,0 +1,115 @@
+"""The `trainer` section against the installed TRL: GRPOConfig's field names, read once and cached.
+
+    python -c "from grpo_ablate.config import trainer_field_names; print(len(trainer_field_names()))"
+
+The names are read in a child process and cached on disk per TRL version, so neither
+`validate` nor the study's orchestrator ever imports trl/torch (seconds, hundreds of MB).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.vocab import SEARCHED_KEYS
+
+__all__ = ["TRL_DEFAULTS", "REMOVED_TRAINER_KEYS", "OWNED_TRAINER_KEYS", "trainer_field_names", "check_trainer_keys"]
+
+# TRL's own defaults, for the keys the feasible space reads when the study leaves them out.
+TRL_DEFAULTS: dict[str, Any] = {
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "per_device_eval_batch_size": 8,
+    "temperature": 1.0,
+    "num_generations": 8,
+}
+
+# Keys older recipes carry that current TRL no longer has, with what to do instead.
+REMOVED_TRAINER_KEYS = {
+    "max_prompt_length": (
+        "was removed from TRL (0.28); prompts are no longer truncated by the trainer: "
+        "filter long prompts out of the dataset instead (data.max_prompt_tokens)"
+    ),
+    "warmup_ratio": (
+        "was folded into warmup_steps by transformers 5: write warmup_steps: 0.1 "
+        "(a value below 1 is a fraction of the total steps)"
+    ),
+}
+
+# Keys grpo-ablate sets per trial; a value in `trainer` would be overwritten, so say so.
+OWNED_TRAINER_KEYS = {
+    "output_dir": "each trial writes to <study output_dir>/trials/<n>; set study.output_dir instead",
+    "auto_find_batch_size": "TRL rejects it for GRPO (shrinking the batch breaks whole groups)",
+}
+
+_POSITIVE_INT_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "per_device_eval_batch_size",
+                      "steps_per_generation")
+
+
+@functools.lru_cache(maxsize=1)
+def trainer_field_names() -> frozenset[str]:
+    """GRPOConfig's fields in the installed TRL (cached on disk under $GRPO_ABLATE_CACHE)."""
+    try:
+        version = importlib.metadata.version("trl")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    folder = Path(os.environ.get("GRPO_ABLATE_CACHE") or Path.home() / ".cache" / "grpo-ablate")
+    cache = folder / f"grpo_config_fields-trl{version}.json"
+    try:
+        return frozenset(json.loads(cache.read_text()))
+    except (OSError, ValueError):
+        pass
+    code = ("import dataclasses, json; from trl import GRPOConfig; "
+            "print(json.dumps(sorted(f.name for f in dataclasses.fields(GRPOConfig))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+        raise StudyError([Problem(path="trainer", message=f"cannot read GRPOConfig from the installed TRL: {tail}")])
+    names = json.loads(out.stdout.strip().splitlines()[-1])
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(names))
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # a read-only home: read again next time
+    return frozenset(names)
+
+
+def check_trainer_keys(trainer: dict[str, Any], search: dict[str, Any]) -> list[Problem]:
+    """Every trainer key a GRPOConfig field, none owned by grpo-ablate or by the search."""
+    problems: list[Problem] = []
+    fields = trainer_field_names()
+    for key, value in trainer.items():
+        key = str(key)
+        path = f"trainer.{key}"
+        if key in REMOVED_TRAINER_KEYS:
+            problems.append(Problem(path=path, message=f"{key} {REMOVED_TRAINER_KEYS[key]}"))
+        elif key not in fields:
+            problems.append(Problem(path=path, message=f"not a GRPOConfig field of the installed TRL"
+                                                       f"{did_you_mean(key, sorted(fields))}"))
+        elif key in OWNED_TRAINER_KEYS and key != "output_dir" and value:
+            problems.append(Problem(path=path, message=OWNED_TRAINER_KEYS[key]))
+        elif key in SEARCHED_KEYS and key in search:
+            problems.append(Problem(path=path, message=f"is searched (search.{key}); remove it here, "
+                                                       f"or give search.{key} a single value"))
+    t = trainer.get("temperature")
+    if isinstance(t, (int, float)) and t <= 0:
+        problems.append(Problem(path="trainer.temperature",
+                                message=f"must be > 0 (TRL fails only when the trainer is built), got {echo(t)}"))
+    if "generation_batch_size" in trainer and "steps_per_generation" in trainer:
+        problems.append(Problem(path="trainer.steps_per_generation",
+                                message="generation_batch_size and steps_per_generation cannot both be set; keep one"))
+    for key in _POSITIVE_INT_KEYS:
+        v = trainer.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            problems.append(Problem(path=f"trainer.{key}", message=f"must be a positive integer, got {echo(v)}"))
+    return problems
