@@ -15,10 +15,10 @@ What is tracked, and how much worse is allowed (relative to A's mean, 0.1 = 10%)
    about the seed-to-seed spread of short GRPO runs.
 
 Arms are matched on their key (`vocab.Arm.key`), not their names, so two studies with
-different baselines still line up. Directions come from the study's objectives, else from the
-metric registry (`vocab.metric`). For each tracked
-metric and each arm A completed: worse beyond tolerance in the metric's own direction, or
-no completed trial in B at all, is a regression. Arms only in B are listed as new.
+different baselines still line up. A metric's direction is the study's objective direction,
+else the registry's (`vocab.METRICS`). For each tracked metric and each arm A completed:
+worse beyond tolerance in that direction, or no completed trial in B at all, is a
+regression. Arms only in B are listed as new.
 
 Exit codes: 0 no regression, 1 regression, 2 bad input (unreadable file, bad tolerance,
 unknown metric, nothing in common).

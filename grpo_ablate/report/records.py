@@ -4,8 +4,9 @@
 print(len(load_trials('runs/tiny-cpu/study.journal', 'tiny-cpu')[1]))"
 
 Tolerant of what a crashed trial leaves behind: missing files, a half-written last line,
-absent metric keys. Storage URLs and failure reasons are masked here, on the way in, so no
-later stage can show a password.
+absent metric keys. Failure reasons are masked as they are read (`masked`), and so are the
+study's config and storage URL when `data.build_report_data` takes them: no stage after this
+one holds a password.
 """
 
 from __future__ import annotations
