@@ -14,10 +14,11 @@ What is tracked, and how much worse is allowed (relative to A's mean, 0.1 = 10%)
    nightly run should at least not lose ground on what the study optimises, and 10% is
    about the seed-to-seed spread of short GRPO runs.
 
-Arms are matched on their configuration (num_generations, generation batch, temperature),
-not their names, so two studies with different baselines still line up. For each tracked
-metric and each arm A completed: worse beyond tolerance in the metric's own direction, or
-no completed trial in B at all, is a regression. Arms only in B are listed as new.
+Arms are matched on their key (`vocab.Arm.key`), not their names, so two studies with
+different baselines still line up. A metric's direction is the study's objective direction,
+else the registry's (`vocab.METRICS`). For each tracked metric and each arm A completed:
+worse beyond tolerance in that direction, or no completed trial in B at all, is a
+regression. Arms only in B are listed as new.
 
 Exit codes: 0 no regression, 1 regression, 2 bad input (unreadable file, bad tolerance,
 unknown metric, nothing in common).
@@ -31,6 +32,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
+
+from grpo_ablate.report.text import fmt
+from grpo_ablate.vocab import METRICS, Arm
 
 __all__ = ["compare_main", "compare_summaries", "load_summary", "parse_tolerances", "Row", "CompareError",
            "DEFAULT_TOLERANCE"]
@@ -112,7 +116,8 @@ def load_summary(spec: str) -> Source:
         summary_path = study.output_dir / "summary.json"
         if summary_path.exists():
             return Source(str(p), _read_json(summary_path), tolerances)
-        from grpo_ablate.report.data import collect, summary_dict
+        from grpo_ablate.report.data import collect
+        from grpo_ablate.report.summary import summary_dict
 
         try:
             return Source(str(p), summary_dict(collect(study)), tolerances)
@@ -127,7 +132,10 @@ def load_summary(spec: str) -> Source:
 def _key(arm: Mapping[str, Any]) -> str:
     if arm.get("key"):
         return str(arm["key"])
-    return f"G{arm.get('num_generations')}xB{arm.get('generation_batch_size')}|T{float(arm.get('temperature', 0)):g}"
+    parsed = Arm.from_mapping(arm)
+    if parsed is None:
+        raise CompareError(f"an arm of the summary has neither a key nor its three knobs: {dict(arm)}")
+    return parsed.key
 
 
 def _mean(arm: Mapping[str, Any] | None, metric: str) -> float | None:
@@ -138,17 +146,25 @@ def _mean(arm: Mapping[str, Any] | None, metric: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
+_DIRECTIONS = ("maximize", "minimize")
+
+
 def _direction(metric: str, *summaries: Mapping[str, Any]) -> str:
+    """The study's objective direction, else the registry's, else what a summary recorded (older names)."""
+    for s in summaries:
+        for o in s.get("objectives") or []:
+            if isinstance(o, Mapping) and o.get("metric") == metric and o.get("direction") in _DIRECTIONS:
+                return str(o["direction"])
+    if metric in METRICS:
+        direction = METRICS[metric].direction
+        if direction is None:
+            raise CompareError(f"{metric} is a count, neither better nor worse: it cannot be tracked")
+        return direction
     for s in summaries:
         info = (s.get("metrics") or {}).get(metric)
-        if isinstance(info, Mapping) and info.get("direction") in ("maximize", "minimize"):
+        if isinstance(info, Mapping) and info.get("direction") in _DIRECTIONS:
             return str(info["direction"])
-        for o in s.get("objectives") or []:
-            if isinstance(o, Mapping) and o.get("metric") == metric and o.get("direction"):
-                return str(o["direction"])
-    from grpo_ablate.report.data import metric_docs
-
-    return metric_docs([metric])[metric].direction
+    raise CompareError(f"no direction known for {metric}: neither study optimises it and the registry lacks it")
 
 
 def tracked_tolerances(a: Source, b: Source, cli: Mapping[str, float]) -> dict[str, float]:
@@ -212,12 +228,6 @@ def _is_regression(r: Row) -> bool:
     return r.status in ("REGRESSION", "missing")
 
 
-def _fmt(x: float | None) -> str:
-    from grpo_ablate.report.data import fmt
-
-    return fmt(x)
-
-
 def print_table(rows: Sequence[Row], a: Source, b: Source, out: TextIO) -> None:
     head = ("arm", "metric", "A", "B", "change", "allowed worse", "status")
     body = []
@@ -225,7 +235,7 @@ def print_table(rows: Sequence[Row], a: Source, b: Source, out: TextIO) -> None:
         change = "–" if r.change is None else f"{r.change * 100:+.1f}%"
         arrow = "↑" if r.direction == "maximize" else "↓"
         status = "no completed trial in B" if r.status == "missing" else r.status
-        body.append((r.arm, f"{r.metric} {arrow}", _fmt(r.a), _fmt(r.b), change, f"{r.tolerance * 100:g}%", status))
+        body.append((r.arm, f"{r.metric} {arrow}", fmt(r.a), fmt(r.b), change, f"{r.tolerance * 100:g}%", status))
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     print(f"A: {a.label} ({a.summary.get('study', '?')})", file=out)
     print(f"B: {b.label} ({b.summary.get('study', '?')})", file=out)
@@ -234,7 +244,13 @@ def print_table(rows: Sequence[Row], a: Source, b: Source, out: TextIO) -> None:
     for metric, ba in (a.summary.get("best") or {}).items():
         bb = (b.summary.get("best") or {}).get(metric)
         if isinstance(ba, Mapping) and isinstance(bb, Mapping) and ba.get("params") != bb.get("params"):
-            print(f"note: the best configuration for {metric} changed: {ba.get('params')} -> {bb.get('params')}", file=out)
+            print(f"note: the best configuration for {metric} changed: {_arm_label(ba)} -> {_arm_label(bb)}", file=out)
+
+
+def _arm_label(best: Mapping[str, Any]) -> str:
+    params = best.get("params")
+    arm = Arm.from_mapping(params) if isinstance(params, Mapping) else None
+    return arm.label if arm is not None else str(params)
 
 
 def compare_main(a: str, b: str, tolerances: list[str], as_json: bool = False,

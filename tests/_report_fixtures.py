@@ -87,8 +87,11 @@ def group_rows(g: int, distinct: float) -> list[dict[str, Any]]:
 
 
 def make_study(root: Path, objectives: tuple[tuple[str, str], ...] = (("reward_per_hour", "maximize"),),
-               corrupt_last_line: bool = False) -> tuple[str, Path]:
-    """Build the study under root; returns (storage path, output_dir)."""
+               corrupt_last_line: bool = False, role_attr: str = "role") -> tuple[str, Path]:
+    """Build the study under root; returns (storage path, output_dir).
+
+    role_attr "arm" writes trials as studies did before the "role" attr.
+    """
     out = root / "run"
     (out / "trials").mkdir(parents=True)
     storage_path = str(out / "study.journal")
@@ -123,7 +126,7 @@ def make_study(root: Path, objectives: tuple[tuple[str, str], ...] = (("reward_p
             zero, clipped, distinct = DIAG[arm]
             attrs: dict[str, Any] = {
                 "num_generations": g, "generation_batch_size": b, "temperature": t, "seed": seed,
-                "arm": arm, "trial_dir": str(tdir), "outcome": outcome,
+                role_attr: arm, "trial_dir": str(tdir), "outcome": outcome,
             }
             if outcome in ("completed", "pruned"):
                 steps = step_rows(g, seed, clipped, zero)
@@ -193,7 +196,7 @@ def make_tpe_study(root: Path, n: int = 24) -> tuple[str, Path]:
         rph = 1.0 + 0.1 * g * t + rng.random()
         (tdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in step_rows(g, number, 0.1, 0.2)))
         (tdir / "groups.jsonl").write_text("".join(json.dumps(r) + "\n" for r in group_rows(g, 0.9)))
-        attrs = {"num_generations": g, "generation_batch_size": b, "temperature": t, "seed": 0, "arm": "tpe",
+        attrs = {"num_generations": g, "generation_batch_size": b, "temperature": t, "seed": 0, "role": "tpe",
                  "trial_dir": str(tdir), "outcome": "completed", "reward_per_hour": rph, "final_reward": 0.5,
                  "stability_variance": 0.01, "samples_per_second": 100.0 / g, "peak_memory_mb": 10.0 * b * g}
         study.add_trial(create_trial(params={"generation": label, "temperature": t}, distributions=dists,

@@ -11,7 +11,9 @@ import pytest
 
 from _report_fixtures import STUDY_NAME, make_study
 from grpo_ablate.compare import DEFAULT_TOLERANCE, compare_main, compare_summaries, parse_tolerances
-from grpo_ablate.report.data import build_report_data, load_trials, summary_dict
+from grpo_ablate.report.data import build_report_data
+from grpo_ablate.report.records import load_trials
+from grpo_ablate.report.summary import summary_dict
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +164,17 @@ def test_study_file_without_summary_is_summarised_from_its_storage(tmp_path):
     assert not (out_dir / "summary.json").exists()
     code, out, _ = _run(str(study), str(study))
     assert code == 0 and "no regression in 4 check(s)" in out  # the objective over 4 arms
+
+
+def test_a_count_cannot_be_tracked(summary, tmp_path):
+    a = _write(tmp_path, "a.json", summary)
+    code, out, err = _run(a, a, ["steps=0.1"])  # the registry gives steps no direction
+    assert code == 2 and out == "" and "steps is a count" in err
+
+
+def test_arms_without_a_key_match_on_their_knobs(summary):
+    b = copy.deepcopy(summary)
+    for arm in b["arms"]:
+        del arm["key"]  # a summary written by hand, or by an older version
+    rows = compare_summaries(summary, b, {"reward_per_hour": 0.1})
+    assert {r.status for r in rows} == {"ok"} and {r.key for r in rows} == {a["key"] for a in summary["arms"]}

@@ -17,7 +17,8 @@ import pytest
 from _cdp import Browser, find_chromium
 from _report_fixtures import STUDY_NAME, XSS, make_study
 from grpo_ablate.report import write_outputs
-from grpo_ablate.report.data import build_report_data, load_trials
+from grpo_ablate.report.data import build_report_data
+from grpo_ablate.report.records import load_trials
 
 pytestmark = pytest.mark.slow
 

@@ -10,20 +10,16 @@ import pandas as pd
 import pytest
 
 from _report_fixtures import PROMPTS, STUDY_NAME, XSS, make_study
+from grpo_ablate.metrics import read_jsonl
 from grpo_ablate.report import write_outputs
-from grpo_ablate.report.data import (
-    Config,
-    build_report_data,
-    find_baseline,
-    load_trials,
-    outcome_of,
-    pareto_front,
-    read_jsonl,
-    summary_dict,
-    trials_frame,
-    zero_spread_probability,
-)
+from grpo_ablate.report.arms import study_baseline
+from grpo_ablate.report.data import build_report_data
+from grpo_ablate.report.groups import zero_spread_probability
+from grpo_ablate.report.objectives import pareto_front
+from grpo_ablate.report.records import TrialRecord, load_trials, outcome_of
 from grpo_ablate.report.stats import difference, stat, t975
+from grpo_ablate.report.summary import summary_dict, trials_frame
+from grpo_ablate.vocab import Arm
 
 T2 = 4.303  # t(0.975, df=2): three seeds
 
@@ -95,13 +91,25 @@ def test_outcome_from_state_when_the_objective_wrote_none():
     assert outcome_of("FAIL", {"outcome": "interrupted"}, {}) == "interrupted"
 
 
-def test_find_baseline_matches_given_keys_only():
-    cfgs = [Config(4, 16, 1.0), Config(8, 16, 1.0), Config(8, 16, 0.7), Config(8, 32, 1.0)]
-    assert find_baseline({"num_generations": 8, "generation_batch_size": 16, "temperature": 1.0}, cfgs) == Config(8, 16, 1.0)
-    assert find_baseline({"num_generations": 8, "temperature": 0.7}, cfgs) == Config(8, 16, 0.7)
-    assert find_baseline({"num_generations": 2}, cfgs) is None
-    named = {Config(8, 32, 1.0): "baseline"}
-    assert find_baseline({"num_generations": 8}, cfgs, named) == Config(8, 32, 1.0)
+def test_baseline_is_the_stored_arm_else_the_baseline_role():
+    def rec(n: int, arm: Arm, role: str) -> TrialRecord:
+        return TrialRecord(n, "COMPLETE", "completed", None, role, arm, 0, {}, {}, None, None)
+
+    recs = [rec(0, Arm(4, 16, 1.0), "num_generations=4"), rec(1, Arm(8, 16, 1.0), "temperature=1"),
+            rec(2, Arm(8, 16, 0.7), "temperature=0.7"), rec(3, Arm(8, 32, 1.0), "baseline")]
+    assert study_baseline(Arm(8, 16, 1.0).as_dict(), recs) == Arm(8, 16, 1.0)  # the stored attr wins over a role
+    assert study_baseline({"num_generations": 8, "generation_batch_size": 16, "temperature": 0.7}, recs) == Arm(8, 16, 0.7)
+    assert study_baseline(Arm(2, 16, 1.0).as_dict(), recs) is None  # the study's baseline never ran
+    # studies without the attr (or with something that is not an arm): the trials whose role is "baseline"
+    assert study_baseline(None, recs) == Arm(8, 32, 1.0)
+    assert study_baseline({"num_generations": 8}, recs) == Arm(8, 32, 1.0)
+    assert study_baseline(None, recs[:3]) is None
+
+
+def test_studies_written_before_role_name_arms_from_the_arm_attr(tmp_path):
+    data = _data(tmp_path, role_attr="arm")
+    assert [a.name for a in data.arms] == ["baseline", "num_generations=4", "temperature=0.3", "num_generations=16"]
+    assert data.records[1].role == "num_generations=4"
 
 
 def test_read_jsonl_skips_a_half_written_line(tmp_path):
@@ -119,7 +127,7 @@ def test_read_jsonl_skips_a_half_written_line(tmp_path):
 def test_trial_records_and_counts(data):
     assert data.counts == {"completed": 9, "pruned": 1, "oom": 1, "failed": 1, "interrupted": 0, "running": 0}
     oom = data.records[6]
-    assert (oom.outcome, oom.state, oom.config, oom.seed) == ("oom", "COMPLETE", Config(16, 16, 1.0), 1)
+    assert (oom.outcome, oom.state, oom.config, oom.seed) == ("oom", "COMPLETE", Arm(16, 16, 1.0), 1)
     assert oom.reason.startswith("CUDA out of memory")
     assert data.records[11].outcome == "failed" and XSS in data.records[11].reason
     assert data.records[0].metrics["reward_per_hour"] == 1.0
@@ -129,7 +137,7 @@ def test_trial_records_and_counts(data):
 def test_arms_grouped_by_configuration_with_seed_statistics(data):
     assert [a.name for a in data.arms] == ["baseline", "num_generations=4", "temperature=0.3", "num_generations=16"]
     base, g4, t03, g16 = data.arms
-    assert base.is_baseline and data.baseline == Config(8, 16, 1.0)
+    assert base.is_baseline and data.baseline == Arm(8, 16, 1.0)
     rph = base.metrics["reward_per_hour"]
     assert (rph.n, rph.mean, rph.std) == (3, 2.0, 1.0)
     assert rph.half_width == pytest.approx(T2 / math.sqrt(3))
@@ -145,7 +153,7 @@ def test_arms_grouped_by_configuration_with_seed_statistics(data):
 
 def test_best_and_deltas_vs_baseline(data):
     best = data.best["reward_per_hour"]
-    assert best is not None and best.arm.config == Config(4, 16, 1.0)
+    assert best is not None and best.arm.config == Arm(4, 16, 1.0)
     assert (best.stat.mean, best.stat.n) == (5.0, 3)
     d = data.deltas["num_generations=4"]["reward_per_hour"]
     assert (d.diff.delta, d.diff.relative, d.better, d.diff.clear) == (3.0, 1.5, True, True)
@@ -192,7 +200,7 @@ def test_prompts_ranked_by_within_group_variance(data):
 def test_steps_keep_every_number_and_tolerate_missing_reward_keys(data):
     s = data.steps
     assert len(s) == 10 * 10
-    assert {"trial", "arm", "num_generations", "seed", "outcome", "step", "reward", "num_tokens",
+    assert {"trial", "role", "num_generations", "seed", "outcome", "step", "reward", "num_tokens",
             "rewards/count_char/mean", "completions_clipped_ratio", "peak_memory_mb"} <= set(s.columns)
     g16 = s[(s["trial"] == 2)]
     assert g16["reward"].isna().sum() == 3  # steps 3, 6, 9 logged no reward keys
@@ -212,7 +220,7 @@ def test_multi_objective_pareto_and_importances(tmp_path):
     assert set(data.importances) == {"reward_per_hour", "peak_memory_mb"}
     assert set(data.importances["peak_memory_mb"]) == {"num_generations", "temperature", "seed"}
     assert max(data.importances["peak_memory_mb"], key=data.importances["peak_memory_mb"].get) == "num_generations"
-    assert data.best["peak_memory_mb"].arm.config == Config(4, 16, 1.0)
+    assert data.best["peak_memory_mb"].arm.config == Arm(4, 16, 1.0)
 
 
 def test_summary_json_schema(data):
@@ -286,10 +294,10 @@ def test_missing_study_is_a_clear_error(tmp_path):
 
 
 def test_interrupted_and_running_trials_are_notes_not_warnings():
-    from grpo_ablate.report.data import TrialRecord, find_warnings
+    from grpo_ablate.report.findings import find_warnings
 
     def rec(n: int, outcome: str) -> TrialRecord:
-        return TrialRecord(n, "FAIL", outcome, None, "baseline", Config(8, 16, 1.0), 0, {}, {}, None, None)
+        return TrialRecord(n, "FAIL", outcome, None, "baseline", Arm(8, 16, 1.0), 0, {}, {}, None, None)
 
     found = find_warnings([rec(0, "interrupted"), rec(1, "running"), rec(2, "running")], [])
     assert [(f.kind, f.severity, f.trials) for f in found] == [("interrupted", "info", (0,)), ("running", "info", (1, 2))]
@@ -297,9 +305,9 @@ def test_interrupted_and_running_trials_are_notes_not_warnings():
 
 
 def test_generated_tokens_count_completion_tokens_only():
-    from grpo_ablate.report.data import TrialRecord, steps_rows
+    from grpo_ablate.report.records import steps_rows
 
-    r = TrialRecord(0, "COMPLETE", "completed", None, "baseline", Config(8, 16, 1.0), 0, {}, {}, None, None)
+    r = TrialRecord(0, "COMPLETE", "completed", None, "baseline", Arm(8, 16, 1.0), 0, {}, {}, None, None)
     rows = steps_rows(r, [{"step": 1, "num_tokens": 500, "completion_tokens": 96},
                           {"step": 2, "num_tokens": 1000},  # a step that logged no generation
                           {"step": 3, "num_tokens": 1500, "completion_tokens": 100}])

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from _report_fixtures import STUDY_NAME, XSS, make_study
-from grpo_ablate.report import render_html, write_outputs
-from grpo_ablate.report.data import build_report_data, load_trials
+from grpo_ablate.report import write_outputs
+from grpo_ablate.report.data import build_report_data
+from grpo_ablate.report.html import render_html
 from grpo_ablate.report.plots import PLOTS, Figure, all_figures
+from grpo_ablate.report.records import load_trials
 
 SECTIONS = ["answer", "warnings", "setup", "definitions", "plots", "configurations", "prompts", "trials", "exports"]
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -156,7 +158,7 @@ def test_adaptive_sampler_study_pools_curves_and_bins_temperatures(tmp_path):
     storage, _ = make_tpe_study(tmp_path)
     attrs, frozen = load_trials(storage, "tpe")
     data = build_report_data("tpe", attrs, frozen)
-    assert all(a.name == a.config.short for a in data.arms)  # "tpe" is a sampler, not an arm name
+    assert all(a.name == a.config.label for a in data.arms)  # "tpe" is a sampler, not an arm name
     assert len(data.arms) > 8 and data.baseline is None
     figs = {f.id: f for f in all_figures(data)}
     assert [fid for fid, f in figs.items() if f.uri is None] == ["pareto"]

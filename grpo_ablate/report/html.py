@@ -1,7 +1,7 @@
 """The report page: `ReportData` + figures -> one self-contained HTML string.
 
-    python -c "from grpo_ablate import load_study; from grpo_ablate.report import render_html, data; \
-print(render_html(data.collect(load_study('studies/tiny-cpu.yaml')))[:200])"
+    python -c "from grpo_ablate import load_study; from grpo_ablate.report.data import collect; \
+from grpo_ablate.report.html import render_html; print(render_html(collect(load_study('studies/tiny-cpu.yaml')))[:200])"
 
 One Jinja2 template (template.html.j2) with autoescape on for everything: prompts,
 completions, failure reasons and study-file values are model or user text, so they are only
@@ -16,23 +16,19 @@ from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from grpo_ablate.report.data import ArmSummary, ReportData, fmt, fmt_stat, fmt_stat_short
+from grpo_ablate.report.arms import ArmSummary
+from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.plots import Figure, all_figures
+from grpo_ablate.report.summary import EXPORTS
+from grpo_ablate.report.text import clip, fmt, fmt_stat, fmt_stat_short
+from grpo_ablate.vocab import Outcome
 
-__all__ = ["render_html", "view_model", "EXPORTS"]
+__all__ = ["render_html", "view_model", "TABLE_ORDER"]
 
-# Files written beside the page, with what each is for (the page links them).
-EXPORTS = {
-    "trials.csv": "one row per trial: knobs, outcome, objective values, metrics",
-    "steps.csv": "every number each trial logged, one row per optimizer step",
-    "prompts.csv": "every prompt ranked by within-group reward variance (for labelling)",
-    "summary.json": "best configuration, per-arm statistics, deltas vs baseline (read by `grpo-ablate compare`)",
-}
-
-# Columns of the configurations table beyond the objectives, most decision-relevant first.
-ARM_TABLE_METRICS = ("reward_per_hour", "final_reward", "stability_variance",
-                     "samples_per_second", "peak_memory_mb", "frac_reward_zero_std", "distinct_frac")
-DELTA_TABLE_METRICS = ("reward_per_hour", "final_reward", "stability_variance", "samples_per_second", "peak_memory_mb")
+# The tables' columns after the study's objectives, most decision-relevant first. The deltas
+# table leaves out the diagnostics (the registry's non-headline metrics): they explain, not decide.
+TABLE_ORDER = ("reward_per_hour", "final_reward", "stability_variance", "samples_per_second", "peak_memory_mb",
+               "frac_reward_zero_std", "distinct_frac")
 TOP_PROMPTS = 10
 COMPLETION_CHARS = 600
 
@@ -98,24 +94,22 @@ def setup_sections(config: Mapping[str, Any], hardware: str | None, versions: Ma
 
 def _arm_columns(data: ReportData) -> list[str]:
     cols = [m for m, _ in data.objectives]
-    cols += [m for m in ARM_TABLE_METRICS if m not in cols and m in data.docs]
-    return cols
+    return cols + [m for m in TABLE_ORDER if m not in cols and m in data.metrics]
 
 
 def _delta_columns(data: ReportData) -> list[str]:
-    cols = [m for m, _ in data.objectives]
-    return cols + [m for m in DELTA_TABLE_METRICS if m not in cols and m in data.docs]
+    objectives = {m for m, _ in data.objectives}
+    return [m for m in _arm_columns(data) if m in objectives or data.metrics[m].headline]
+
+
+_ARROWS = {"maximize": "↑", "minimize": "↓"}
 
 
 def _outcomes_text(a: ArmSummary) -> str:
     """'3 done, 1 oom': completed first, short words so the column stays narrow."""
-    order = {k: i for i, k in enumerate(("completed", "pruned", "oom", "failed", "interrupted", "running"))}
-    words = {"completed": "done"}
+    order = {o.value: i for i, o in enumerate(Outcome)}
+    words = {Outcome.COMPLETED.value: "done"}
     return ", ".join(f"{v} {words.get(k, k)}" for k, v in sorted(a.outcomes.items(), key=lambda kv: order.get(kv[0], 9)))
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
@@ -124,13 +118,13 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
     best_rows = []
     for metric, direction in data.objectives:
         b = data.best.get(metric)
-        doc = data.docs[metric]
+        m = data.metrics[metric]
         vs = None
         if b is not None and base is not None:
             d = data.deltas.get(b.arm.name, {}).get(metric)
             vs = d.words if d is not None else ("this is the baseline" if b.arm.is_baseline else None)
         best_rows.append({
-            "metric": metric, "label": doc.label, "direction": direction,
+            "metric": metric, "label": m.label, "direction": direction,
             "arm": b.arm if b else None, "stat": b.stat if b else None, "vs": vs,
         })
     delta_cols = _delta_columns(data)
@@ -165,14 +159,14 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
             "groups": row.groups,
             "reward": row.mean_reward,
             "distinct": row.mean_distinct_frac,
-            "completions": [_clip(c, COMPLETION_CHARS) for c in row.example_completions][:4],
+            "completions": [clip(c, COMPLETION_CHARS) for c in row.example_completions][:4],
         })
     trials = []
     for r in data.records:
         trials.append({
             "r": r,
             "vals": ", ".join(fmt(v) for v in r.values) if r.values is not None and r.outcome == "completed" else "–",
-            "reason": _clip(r.reason, 300) if r.reason else "",
+            "reason": clip(r.reason, 300) if r.reason else "",
         })
     counts = data.counts
     extra = {"trials": ", ".join(f"{v} {k}" for k, v in counts.items() if v)}
@@ -183,16 +177,17 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
         "title": f"GRPO ablation: {data.study_name}",
         "base": base,
         "best_rows": best_rows,
-        "delta_cols": [(m, data.docs[m].label) for m in delta_cols],
+        "delta_cols": [(m, data.metrics[m].label) for m in delta_cols],
         "delta_rows": delta_rows,
         "delta_words": delta_words,
-        "arm_cols": [(m, data.docs[m].label, data.docs[m].higher_is_better) for m in _arm_columns(data)],
+        "arm_cols": [(m, data.metrics[m].label, _ARROWS.get(data.metrics[m].direction or "", ""))
+                     for m in _arm_columns(data)],
         "arms": data.arms,
         "outcomes_text": _outcomes_text,
         "warnings": [w for w in data.warnings if w.severity == "warning"],
         "notes": [w for w in data.warnings if w.severity != "warning"],
         "setup": setup_sections(data.config, data.hardware, data.versions, extra),
-        "definitions": [(m, d.label, d.direction, d.description, d.unit) for m, d in data.docs.items()],
+        "definitions": [(m, d.label, d.direction, d.description, d.unit) for m, d in data.metrics.items()],
         "figures": list(figures),
         "prompts": prompts,
         "n_prompts": len(data.prompts),

@@ -3,7 +3,8 @@
     python -c "from grpo_ablate import load_study; from grpo_ablate.report import data, plots; \
 print([f.id for f in plots.all_figures(data.collect(load_study('studies/tiny-cpu.yaml')))])"
 
-Rendering only: every number comes from grpo_ablate.report.data. Figures are built with the
+Rendering only: every number comes from `ReportData`; error bars are the arms' 95% intervals,
+cut to the range each metric can take (`vocab.Metric.low`/`high`). Figures are built with the
 object-oriented API on an Agg canvas (no pyplot, no global backend switch), so a report can
 be written from any thread or process. Each plot function returns a `Figure` whose `uri` is
 None and whose `note` says why when the data cannot support the plot (one temperature, one
@@ -28,8 +29,12 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import EngFormatter, FixedLocator, NullLocator
 
-from grpo_ablate.report.data import ArmSummary, ReportData, zero_spread_probability
-from grpo_ablate.report.stats import stat
+from grpo_ablate.report.arms import ArmSummary
+from grpo_ablate.report.data import ReportData
+from grpo_ablate.report.groups import zero_spread_probability
+from grpo_ablate.report.stats import MetricStat, stat
+from grpo_ablate.report.text import fmt
+from grpo_ablate.vocab import Outcome, metric
 
 __all__ = ["Figure", "all_figures", "PLOTS"]
 
@@ -103,12 +108,19 @@ def _log2_g_axis(ax: Axes, gs: Sequence[int]) -> None:
     ax.set_xlabel("num_generations (G)")
 
 
-def _label(data: ReportData, metric: str) -> str:
-    d = data.docs.get(metric)
-    if d is None:
-        return metric
-    arrow = "↑" if d.higher_is_better else "↓"
-    return f"{d.label} ({arrow} better)"
+def _label(data: ReportData, name: str) -> str:
+    m = data.metrics.get(name)
+    if m is None:
+        return name
+    if m.direction is None:
+        return m.label
+    return f"{m.label} ({'↑' if m.higher_is_better else '↓'} better)"
+
+
+def _yerr(stats: Sequence[MetricStat]) -> list[list[float]]:
+    """matplotlib's asymmetric error bars, [below, above]; none for a single seed."""
+    errs = [s.errors or (0.0, 0.0) for s in stats]
+    return [[e[0] for e in errs], [e[1] for e in errs]]
 
 
 def _done_arms(data: ReportData, metric: str | None = None) -> list[ArmSummary]:
@@ -124,7 +136,7 @@ def _done_arms(data: ReportData, metric: str | None = None) -> list[ArmSummary]:
 def _curve_groups(data: ReportData) -> tuple[list[tuple[str, int, list[int]]], bool]:
     """(legend label, G, trial numbers) per curve; pooled by G when there are too many arms."""
     arms = _done_arms(data)
-    done = {r.number for r in data.records if r.outcome == "completed"}
+    done = {r.number for r in data.records if r.outcome == Outcome.COMPLETED.value}
     if len(arms) <= MAX_CURVES:
         return [(a.title, a.config.num_generations, [t for t in a.trials if t in done]) for a in arms], False
     by_g: dict[int, list[int]] = {}
@@ -257,7 +269,7 @@ def _draw_by_g(fig: MplFigure, ax: Axes, arms: Sequence[ArmSummary], metric: str
         for a in arms:
             s = a.metrics[metric]
             x = a.config.num_generations * 1.06 ** ((norm(a.config.temperature) - 0.5) * 2)
-            ax.errorbar([x], [s.mean], yerr=[s.half_width or 0.0], marker="o", ms=5, capsize=3, lw=0,
+            ax.errorbar([x], [s.mean], yerr=_yerr([s]), marker="o", ms=5, capsize=3, lw=0,
                         elinewidth=1.0, color=cmap(norm(a.config.temperature)))
         fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="temperature", shrink=0.9)
         return
@@ -267,7 +279,7 @@ def _draw_by_g(fig: MplFigure, ax: Axes, arms: Sequence[ArmSummary], metric: str
         shift = 1.04 ** (i - (k - 1) / 2)  # side by side on the log axis
         xs = [a.config.num_generations * shift for a in sarms]
         ms = [a.metrics[metric].mean for a in sarms]
-        errs = [a.metrics[metric].half_width or 0.0 for a in sarms]
+        errs = _yerr([a.metrics[metric] for a in sarms])
         label = (label_prefix.rstrip(", ") or None) if name == "all" else f"{label_prefix}{name}"
         ax.errorbar(xs, ms, yerr=errs, color=color, marker="o", ms=5, capsize=3, lw=1.4 if lines else 0,
                     elinewidth=1.2, label=label)
@@ -310,29 +322,31 @@ def plot_throughput_memory(data: ReportData) -> Figure:
     fid, title = "throughput-memory", "Throughput and peak memory vs num_generations and generation batch"
     caption = ("Completions per second and peak memory, one line per generation batch size (mean over "
                "completed trials). Memory grows with the generation batch; throughput with parallelism.")
-    done = [r for r in data.records if r.outcome == "completed" and r.config is not None]
+    done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.config is not None]
     if not done:
         return Figure(fid, title, caption, note="no completed trial yet")
     fig, axes = _new(width=WIDE, height=3.4, ncols=2)
     batches = sorted({r.config.generation_batch_size for r in done})  # type: ignore[union-attr]
     colors = dict(zip(batches, _palette(len(batches))))
     any_drawn = False
-    for ax, metric in zip(axes, ("samples_per_second", "peak_memory_mb")):
+    for ax, name in zip(axes, ("samples_per_second", "peak_memory_mb")):
+        bounds = metric(name)
         for b in batches:
-            pts = []
+            pts: list[tuple[int, MetricStat]] = []
             for g in sorted({r.config.num_generations for r in done if r.config.generation_batch_size == b}):  # type: ignore[union-attr]
-                s = stat(r.metrics.get(metric) for r in done
-                         if r.config.num_generations == g and r.config.generation_batch_size == b)  # type: ignore[union-attr]
+                s = stat((r.metrics.get(name) for r in done
+                          if r.config.num_generations == g and r.config.generation_batch_size == b),  # type: ignore[union-attr]
+                         low=bounds.low, high=bounds.high)
                 if s.mean is not None:
-                    pts.append((g, s.mean, s.half_width or 0.0))
+                    pts.append((g, s))
             if pts:
                 any_drawn = True
-                ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o",
+                ax.errorbar([g for g, _ in pts], [s.mean for _, s in pts], yerr=_yerr([s for _, s in pts]), marker="o",
                             ms=5, capsize=3, color=colors[b], label=f"batch {b}")
         _log2_g_axis(ax, [r.config.num_generations for r in done])  # type: ignore[union-attr]
-        ax.set_ylabel(_label(data, metric))
-        if metric == "peak_memory_mb":
-            ax.set_ylim(bottom=0)
+        ax.set_ylabel(_label(data, name))
+        if bounds.low is not None:
+            ax.set_ylim(bottom=bounds.low)
         ax.legend(frameon=False, title="generation batch" if len(batches) > 1 else None)
     if not any_drawn:
         return Figure(fid, title, caption, note="no trial recorded samples_per_second or peak_memory_mb", wide=True)
@@ -342,10 +356,10 @@ def plot_throughput_memory(data: ReportData) -> Figure:
 def plot_temperature_heatmap(data: ReportData) -> Figure:
     fid, title = "heatmap", "Temperature x num_generations"
     metric, direction = data.objectives[0] if data.objectives else ("reward_per_hour", "maximize")
-    caption = (f"Mean {data.docs[metric].label if metric in data.docs else metric} over completed trials in each cell "
+    caption = (f"Mean {data.metrics[metric].label if metric in data.metrics else metric} over completed trials in each cell "
                f"(pooled over seeds and generation batches); brighter is better. Higher G usually wants a "
                f"higher temperature, or its completions repeat each other.")
-    done = [r for r in data.records if r.outcome == "completed" and r.config is not None
+    done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.config is not None
             and r.metrics.get(metric) is not None]
     gs = sorted({r.config.num_generations for r in done})  # type: ignore[union-attr]
     temps = sorted({r.config.temperature for r in done})  # type: ignore[union-attr]
@@ -387,7 +401,7 @@ def plot_temperature_heatmap(data: ReportData) -> Figure:
         for j in range(grid.shape[1]):
             if np.isfinite(grid[i, j]):
                 bright = (grid[i, j] > mid) == (direction == "maximize")
-                ax.text(j, i, f"{grid[i, j]:.3g}\n(n={counts[i, j]})", ha="center", va="center", fontsize=7.5,
+                ax.text(j, i, f"{fmt(float(grid[i, j]))}\n(n={counts[i, j]})", ha="center", va="center", fontsize=7.5,
                         color="black" if bright else "white")
     fig.colorbar(im, ax=ax, label=_label(data, metric), shrink=0.9)
     return Figure(fid, title, caption, _png(fig))
@@ -400,8 +414,8 @@ def plot_pareto(data: ReportData) -> Figure:
     if len(data.objectives) < 2:
         return Figure(fid, title, caption, note="single-objective study: no Pareto front")
     (m1, _), (m2, _) = data.objectives[:2]
-    done = [r for r in data.records if r.outcome == "completed" and r.values is not None and len(r.values) >= 2
-            and r.config is not None]
+    done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.values is not None
+            and len(r.values) >= 2 and r.config is not None]
     if not done:
         return Figure(fid, title, caption, note="no completed trial yet")
     colors = _g_colors([r.config.num_generations for r in done])  # type: ignore[union-attr]
@@ -437,10 +451,13 @@ def plot_importances(data: ReportData) -> Figure:
         names = list(imp)[::-1]
         ax.barh(names, [imp[n] for n in names], color="#4c72b0")
         ax.set_xlim(0, 1)
-        ax.set_title(data.docs[metric].label if metric in data.docs else metric)
+        ax.set_title(data.metrics[metric].label if metric in data.metrics else metric)
         ax.set_xlabel("importance")
         ax.grid(axis="y", visible=False)
     return Figure(fid, title, caption, _png(fig), wide=wide)
+
+
+_NO_RESULT = frozenset(o.value for o in (Outcome.PRUNED, Outcome.OOM, Outcome.FAILED, Outcome.INTERRUPTED))
 
 
 def plot_history(data: ReportData) -> Figure:
@@ -455,7 +472,8 @@ def plot_history(data: ReportData) -> Figure:
     colors = _g_colors(gs)
     drawn = False
     for i, (ax, (metric, direction)) in enumerate(zip(axes, data.objectives)):
-        done = [r for r in data.records if r.outcome == "completed" and r.values is not None and i < len(r.values)]
+        done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.values is not None
+                and i < len(r.values)]
         for g, color in colors.items():
             pts = [r for r in done if r.config is not None and r.config.num_generations == g]
             if pts:
@@ -469,7 +487,7 @@ def plot_history(data: ReportData) -> Figure:
                 xs.append(r.number)
                 ys.append(best)
             ax.step(xs, ys, where="post", color="#d62728", lw=1.2, label="best so far")
-        bad = [r for r in data.records if r.outcome in ("pruned", "oom", "failed", "interrupted")]
+        bad = [r for r in data.records if r.outcome in _NO_RESULT]
         if bad:
             ax.scatter([r.number for r in bad], [0.02] * len(bad), transform=ax.get_xaxis_transform(), marker="x",
                        color="#555555", s=22, label="no result", zorder=4)

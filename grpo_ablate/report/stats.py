@@ -1,20 +1,21 @@
-"""Seed statistics for the report: mean, spread and 95% intervals from a handful of seeds.
-
-Ablations run each arm over 1-5 seeds, so the normal approximation (1.96) would claim far more
-certainty than the data holds; Student's t is used instead. The t quantiles come from a table
-(no scipy dependency for one number); between table rows the next smaller df is used, which
-errs on the wide side.
+"""Seed statistics: mean, spread and 95% intervals from a handful of seeds.
 
     python -c "from grpo_ablate.report.stats import stat; print(stat([1.0, 1.2, 0.9]))"
+
+Arms run over 1-5 seeds, so Student's t is used rather than the normal 1.96, which would claim
+far more certainty than the data holds. The quantiles come from a table (no scipy for one
+number); between rows the next smaller df is used, which errs on the wide side.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable
 
-__all__ = ["MetricStat", "Difference", "stat", "difference", "t975", "finite"]
+from grpo_ablate.vocab import finite
+
+__all__ = ["MetricStat", "Difference", "stat", "difference", "t975"]
 
 # Two-sided 95% Student t quantiles (0.975) by degrees of freedom.
 _T975 = {
@@ -37,17 +38,6 @@ def t975(df: float) -> float:
     return _T975[max(k for k in _T975 if k <= d)]
 
 
-def finite(x: object) -> float | None:
-    """A float, or None for None/NaN/inf/non-numbers: the metrics of failed trials are ragged."""
-    if x is None or isinstance(x, bool):
-        return None
-    try:
-        f = float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 @dataclass(frozen=True)
 class MetricStat:
     """One metric of one arm over its seeds."""
@@ -55,12 +45,24 @@ class MetricStat:
     n: int
     mean: float | None
     std: float | None  # sample standard deviation (ddof=1); None below two seeds
-    ci95: tuple[float, float] | None  # None below two seeds: one seed says nothing about spread
+    # None below two seeds (one seed says nothing about spread); cut to the range the quantity
+    # can take (no negative memory), so it need not be symmetric around the mean
+    ci95: tuple[float, float] | None
     values: tuple[float, ...]
 
     @property
     def half_width(self) -> float | None:
-        return None if self.ci95 is None or self.mean is None else self.ci95[1] - self.mean
+        """The t interval's half-width, before it was cut to the metric's range."""
+        if self.std is None or self.n < 2:
+            return None
+        return t975(self.n - 1) * self.std / math.sqrt(self.n)
+
+    @property
+    def errors(self) -> tuple[float, float] | None:
+        """(below, above) the mean: what an error bar draws."""
+        if self.ci95 is None or self.mean is None:
+            return None
+        return self.mean - self.ci95[0], self.ci95[1] - self.mean
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -71,8 +73,8 @@ class MetricStat:
         }
 
 
-def stat(values: Iterable[object]) -> MetricStat:
-    """Mean, sample std and t-based 95% interval of the finite values."""
+def stat(values: Iterable[object], *, low: float | None = None, high: float | None = None) -> MetricStat:
+    """Mean, sample std and t-based 95% interval of the finite values, the interval within [low, high]."""
     xs = tuple(v for v in (finite(x) for x in values) if v is not None)
     n = len(xs)
     if n == 0:
@@ -83,7 +85,12 @@ def stat(values: Iterable[object]) -> MetricStat:
     var = math.fsum((x - mean) ** 2 for x in xs) / (n - 1)
     std = math.sqrt(var)
     half = t975(n - 1) * std / math.sqrt(n)
-    return MetricStat(n, mean, std, (mean - half, mean + half), xs)
+    lo, hi = mean - half, mean + half
+    if low is not None:  # never past the mean, should a value break the bound
+        lo = max(lo, min(low, mean))
+    if high is not None:
+        hi = min(hi, max(high, mean))
+    return MetricStat(n, mean, std, (lo, hi), xs)
 
 
 @dataclass(frozen=True)
@@ -112,8 +119,3 @@ def difference(a: MetricStat, b: MetricStat) -> Difference | None:
     half = t975(max(df, 1.0)) * se
     lo, hi = delta - half, delta + half
     return Difference(delta, relative, (lo, hi), not (lo <= 0 <= hi))
-
-
-def mean_or_none(values: Sequence[float | None]) -> float | None:
-    xs = [v for v in values if v is not None]
-    return math.fsum(xs) / len(xs) if xs else None

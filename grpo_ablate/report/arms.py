@@ -1,0 +1,174 @@
+"""Arms: trials grouped by configuration (`vocab.Arm`) over their seeds, the baseline among them,
+the best arm per objective, and every arm's differences to the baseline.
+
+    python -c "from grpo_ablate import load_study; from grpo_ablate.report.data import collect; \
+print([a.title for a in collect(load_study('studies/tiny-cpu.yaml')).arms])"
+
+Arm statistics use completed trials only (pruned trials stopped early, OOM trials never
+trained), except the diagnostics (`vocab.DIAGNOSTIC_METRICS`), which pool every trial that
+logged them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from grpo_ablate.report.records import TrialRecord
+from grpo_ablate.report.stats import Difference, MetricStat, difference, stat
+from grpo_ablate.report.text import delta_words
+from grpo_ablate.vocab import DIAGNOSTIC_METRICS, Arm, Metric, Outcome, metric
+
+__all__ = ["ArmSummary", "Best", "Delta", "summarize_arms", "study_baseline", "best_per_objective",
+           "baseline_deltas", "names_an_arm"]
+
+
+def names_an_arm(role: str) -> bool:
+    """Whether a trial's role names its arm ("baseline", "temperature=0.3") or says who chose it.
+
+    The ablation plan's roles are "baseline" and one "key=value" per factor; the others are the
+    names of samplers ("grid", "tpe", ...), shared by every arm they propose.
+    """
+    return role == "baseline" or "=" in role
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    """One arm over its seeds: `config` is the configuration, `name` what the study called it."""
+
+    name: str
+    config: Arm
+    trials: tuple[int, ...]
+    seeds: tuple[int, ...]  # seeds of the completed trials
+    outcomes: dict[str, int]
+    metrics: dict[str, MetricStat]  # completed trials only (diagnostics: every trial that logged them)
+    is_baseline: bool = False
+
+    @property
+    def n(self) -> int:
+        return len(self.seeds) if self.seeds else self.outcomes.get(Outcome.COMPLETED.value, 0)
+
+    @property
+    def title(self) -> str:
+        """What tables and legends call the arm."""
+        return self.name
+
+
+def _arm_name(roles: Iterable[str], config: Arm) -> str:
+    names = sorted({r for r in roles if names_an_arm(r)})
+    if "baseline" in names:
+        return "baseline"
+    return names[0] if len(names) == 1 else config.label
+
+
+def study_baseline(attr: Mapping[str, Any] | None, records: Sequence[TrialRecord]) -> Arm | None:
+    """The study's baseline arm, when some trial ran it.
+
+    The study stores it as its "baseline" attr (grpo_ablate.plan.baseline_arm). A study without
+    that attr falls back to the arm of the trials whose role is "baseline".
+    """
+    ran = {r.config for r in records if r.config is not None}
+    stored = Arm.from_mapping(attr or {})
+    if stored is not None:
+        return stored if stored in ran else None
+    named = sorted(r.config for r in records if r.config is not None and r.role == "baseline")
+    return named[0] if named else None
+
+
+def summarize_arms(records: Sequence[TrialRecord], names: Sequence[str], baseline: Arm | None = None) -> list[ArmSummary]:
+    """Group trials by arm, each metric of `names` over its seeds; baseline first, then by G, batch, temperature."""
+    by_arm: dict[Arm, list[TrialRecord]] = defaultdict(list)
+    for r in records:
+        if r.config is not None:
+            by_arm[r.config].append(r)
+    arms: list[ArmSummary] = []
+    for cfg, rs in by_arm.items():
+        done = [r for r in rs if r.outcome == Outcome.COMPLETED.value]
+        metrics: dict[str, MetricStat] = {}
+        for m in names:
+            pool = rs if m in DIAGNOSTIC_METRICS else done
+            bounds = metric(m)
+            metrics[m] = stat((r.metrics.get(m) for r in pool), low=bounds.low, high=bounds.high)
+        arms.append(ArmSummary(
+            name=_arm_name((r.role for r in rs), cfg),
+            config=cfg,
+            trials=tuple(sorted(r.number for r in rs)),
+            seeds=tuple(sorted(r.seed for r in done if r.seed is not None)),
+            outcomes=dict(Counter(r.outcome for r in rs)),
+            metrics=metrics,
+            is_baseline=(baseline is not None and cfg == baseline),
+        ))
+    arms.sort(key=lambda a: (not a.is_baseline, a.config))
+    return arms
+
+
+@dataclass(frozen=True)
+class Best:
+    metric: str
+    direction: str
+    arm: ArmSummary
+    stat: MetricStat
+
+
+def best_per_objective(arms: Sequence[ArmSummary], objectives: Sequence[tuple[str, str]]) -> dict[str, Best | None]:
+    """The arm with the best mean per objective; ties go to more seeds, then to the baseline."""
+    out: dict[str, Best | None] = {}
+    for name, direction in objectives:
+        cands = [a for a in arms if name in a.metrics and a.metrics[name].mean is not None]
+        if not cands:
+            out[name] = None
+            continue
+        sign = 1.0 if direction == "maximize" else -1.0
+        best = max(cands, key=lambda a: (sign * a.metrics[name].mean, a.metrics[name].n, a.is_baseline))  # type: ignore[operator]
+        out[name] = Best(name, direction, best, best.metrics[name])
+    return out
+
+
+@dataclass(frozen=True)
+class Delta:
+    metric: str
+    arm: str
+    baseline: MetricStat
+    value: MetricStat
+    diff: Difference
+    better: bool | None  # None: no change
+    words: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline.mean,
+            "value": self.value.mean,
+            "delta": self.diff.delta,
+            "relative": self.diff.relative,
+            "ci95": list(self.diff.ci95) if self.diff.ci95 else None,
+            "clear": self.diff.clear,
+            "better": self.better,
+            "words": self.words,
+        }
+
+
+def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric]) -> dict[str, dict[str, Delta]]:
+    """Every arm against the baseline arm, per metric with a direction, in numbers and in words."""
+    base = next((a for a in arms if a.is_baseline), None)
+    if base is None:
+        return {}
+    out: dict[str, dict[str, Delta]] = {}
+    for arm in arms:
+        if arm.is_baseline:
+            continue
+        row: dict[str, Delta] = {}
+        for name, m in metrics.items():
+            if m.direction is None:  # a count (steps): neither better nor worse
+                continue
+            a, b = base.metrics.get(name), arm.metrics.get(name)
+            if a is None or b is None:
+                continue
+            diff = difference(a, b)
+            if diff is None:
+                continue
+            better = None if diff.delta == 0 else ((diff.delta > 0) == m.higher_is_better)
+            words = delta_words(m, arm.title, f"the baseline ({base.config.label})", b, a, diff, better)
+            row[name] = Delta(name, arm.name, a, b, diff, better, words)
+        out[arm.name] = row
+    return out

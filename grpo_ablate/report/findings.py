@@ -1,0 +1,137 @@
+"""Warnings and notes: problems worth a person's attention, each stated with the numbers behind it.
+
+    python -c "from grpo_ablate import load_study; from grpo_ablate.report.data import collect; \
+[print(w.kind, w.message) for w in collect(load_study('studies/tiny-cpu.yaml')).warnings]"
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from grpo_ablate.report.arms import ArmSummary
+from grpo_ablate.report.groups import zero_spread_probability
+from grpo_ablate.report.records import TrialRecord
+from grpo_ablate.report.text import clip
+from grpo_ablate.vocab import Arm, Outcome
+
+__all__ = ["Finding", "find_warnings", "NEAR_DUPLICATE_DISTINCT_FRAC", "TRUNCATED_CLIPPED_RATIO",
+           "ZERO_SPREAD_FRACTION", "LOW_TEMPERATURE"]
+
+# Each threshold is the point past which the data says the trial wasted its budget.
+NEAR_DUPLICATE_DISTINCT_FRAC = 0.5  # under half of a group's completions distinct: G is buying duplicates
+TRUNCATED_CLIPPED_RATIO = 0.5  # most completions cut at max_completion_length: rewards judge cut-offs
+ZERO_SPREAD_FRACTION = 0.5  # most groups with equal rewards: most prompts give no gradient
+LOW_TEMPERATURE = 0.7  # below this, duplicates are the sampler's doing rather than the model's certainty
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A warning the data supports, with the trials that show it."""
+
+    kind: str  # near_duplicates | truncated | zero_spread | oom | failed | interrupted | running | single_seed | no_baseline | unreadable
+    message: str
+    trials: tuple[int, ...] = ()
+    severity: str = "warning"  # warning | info
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "severity": self.severity, "message": self.message, "trials": list(self.trials)}
+
+
+def find_warnings(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], bad_lines: int = 0,
+                  success_p: float | None = None) -> list[Finding]:
+    """Every finding, warnings about the arms first, then about trials, then notes."""
+    out: list[Finding] = []
+    for a in arms:
+        d = a.metrics.get("distinct_frac")
+        if d is not None and d.mean is not None and d.mean < NEAR_DUPLICATE_DISTINCT_FRAC:
+            head = f"{a.title}: only {d.mean * 100:.0f}% of each group's completions are distinct on average"
+            if a.config.temperature < LOW_TEMPERATURE:
+                advice = (f"; temperature {a.config.temperature:g} is too low for G={a.config.num_generations} "
+                          f"(raise the temperature or lower num_generations: duplicates add cost, not contrast).")
+            else:
+                advice = (f" at temperature {a.config.temperature:g}: the G={a.config.num_generations} samples mostly "
+                          f"repeat each other, so a larger G buys duplicates rather than contrast. Raise the "
+                          f"temperature or use a smaller G (with short exact answers some repetition is expected "
+                          f"as the model learns).")
+            out.append(Finding("near_duplicates", head + advice, a.trials))
+    for a in arms:
+        c = a.metrics.get("completions_clipped_ratio")
+        if c is not None and c.mean is not None and c.mean > TRUNCATED_CLIPPED_RATIO:
+            out.append(Finding(
+                "truncated",
+                f"{a.title}: {c.mean * 100:.0f}% of completions were cut off at max_completion_length; "
+                f"the reward is judging unfinished answers (raise trainer.max_completion_length).",
+                a.trials,
+            ))
+    for a in arms:
+        z = a.metrics.get("frac_reward_zero_std")
+        if z is not None and z.mean is not None and z.mean > ZERO_SPREAD_FRACTION:
+            expect = ""
+            if success_p is not None and 0 <= success_p <= 1:
+                expect = (f" (a binary reward at the measured success rate {success_p:.2f} predicts "
+                          f"{zero_spread_probability(success_p, a.config.num_generations) * 100:.0f}%)")
+            out.append(Finding(
+                "zero_spread",
+                f"{a.title}: {z.mean * 100:.0f}% of groups had no reward spread{expect}; those prompts give "
+                f"zero advantage and no gradient (raise num_generations, or use easier/harder prompts).",
+                a.trials,
+            ))
+    ooms = [r for r in records if r.outcome == Outcome.OOM.value and r.config is not None]
+    if ooms:
+        out.append(_oom_finding(records, ooms))
+    by_reason: dict[str, list[TrialRecord]] = defaultdict(list)
+    for r in records:
+        if r.outcome == Outcome.FAILED.value:
+            by_reason[r.reason or "no reason recorded"].append(r)
+    for reason, rs in sorted(by_reason.items(), key=lambda kv: kv[1][0].number):
+        which = ", ".join(f"#{r.number}" + (f" ({r.config.label})" if r.config else "") for r in rs)
+        out.append(Finding("failed", f"{len(rs)} trial(s) failed: {which}. Reason: {clip(' '.join(reason.split()), 400)}",
+                           tuple(r.number for r in rs)))
+    # interrupted trials are queued again by the study, running ones belong to live workers: news, not faults
+    for outcome, text in ((Outcome.INTERRUPTED, "were interrupted (a resumed study retries them)"),
+                          (Outcome.RUNNING, "were still running when this report was written")):
+        rs = [r for r in records if r.outcome == outcome.value]
+        if rs:
+            out.append(Finding(outcome.value, f"{len(rs)} trial(s) {text}: " + ", ".join(f"#{r.number}" for r in rs) + ".",
+                               tuple(r.number for r in rs), severity="info"))
+    ran = [a for a in arms if a.n > 0]
+    if ran and all(a.n == 1 for a in ran) and len(ran) > 1:
+        out.append(Finding(
+            "single_seed",
+            "Every configuration ran one seed: differences between them may be seed noise. "
+            "Add seeds (study.seeds) before trusting a small difference.",
+            severity="info",
+        ))
+    if ran and not any(a.is_baseline for a in arms):
+        out.append(Finding("no_baseline", "The baseline configuration was not run: no deltas vs baseline.",
+                           severity="info"))
+    if bad_lines:
+        out.append(Finding("unreadable", f"{bad_lines} line(s) of trial metrics/groups files were unreadable "
+                           f"(usually a trial stopped mid-write) and were skipped.", severity="info"))
+    return out
+
+
+def _oom_finding(records: Sequence[TrialRecord], ooms: Sequence[TrialRecord]) -> Finding:
+    """Where memory ran out, whether that configuration is at the edge (some seeds fit) or beyond it."""
+    def size(c: Arm) -> tuple[int, int]:
+        return (c.generation_batch_size, c.num_generations)
+
+    oom_arms = sorted({r.config for r in ooms if r.config is not None}, key=size)
+    first = oom_arms[0]
+    parts = []
+    for c in oom_arms:
+        n_oom = sum(1 for r in ooms if r.config == c)
+        n_all = sum(1 for r in records if r.config == c)
+        edge = " (other seeds fit: at the edge of memory)" if any(
+            r.config == c and r.outcome == Outcome.COMPLETED.value for r in records) else ""
+        parts.append(f"{c.label}: {n_oom} of {n_all} trial(s){edge}")
+    msg = (f"Out of memory began at num_generations={first.num_generations} with generation batch "
+           f"{first.generation_batch_size}. " + "; ".join(parts) + ".")
+    clean = [r.config for r in records if r.outcome == Outcome.COMPLETED.value and r.config is not None
+             and r.config not in oom_arms]
+    if clean:
+        big = max(clean, key=size)
+        msg += f" The largest configuration that never ran out of memory: {big.label}."
+    return Finding("oom", msg, tuple(r.number for r in ooms))
