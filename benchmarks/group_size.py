@@ -83,7 +83,7 @@ def main() -> int:
                     continue
                 rewards = [r["reward"] for r in read_rows(folder / "metrics.jsonl") if r.get("reward") is not None]
                 print(f"{temperature:5g} {g:3d} {seed:4d} {m['start_reward']:6.2f} {m['final_reward']:6.2f} "
-                      f"{m['mean_frac_reward_zero_std']:11.2f} {m['stability_variance']:10.4f} "
+                      f"{m['frac_reward_zero_std']:11.2f} {m['stability_variance']:10.4f} "
                       f"{str(steps_to(rewards, 0.6)):>6} {m['train_seconds']:7.1f}", flush=True)
     print(f"trial folders: {root}")
     return 0

@@ -24,7 +24,7 @@ separately as load_seconds and build_seconds).
   G_tok = sum(completions_mean_length * completions) the generated (completion) tokens.
 - peak_memory_mb = max(peak_memory_mb): CUDA max allocated on GPU, peak RSS of the main
   process on CPU.
-- mean_frac_reward_zero_std = mean of frac_reward_zero_std over reward rows: the share of
+- frac_reward_zero_std = mean of TRL's frac_reward_zero_std over reward rows: the share of
   groups whose G completions all scored the same (no gradient from them).
 
 Metrics that need more rows than the file has are None (a trial pruned after one step has no
@@ -127,7 +127,7 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     rows = [r for r in rows if isinstance(r, Mapping)]
     rows.sort(key=lambda r: _num(r.get("step")) or 0.0)
     out: dict[str, Any] = {name: None for name in HEADLINE_METRICS}
-    out.update(steps=0, start_reward=None, completions=0, generated_tokens=0.0)
+    out.update(steps=0, start_reward=None, completions=0, generated_tokens=0.0, frac_reward_zero_std=None)
     if not rows:
         return out
 
@@ -150,7 +150,7 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
     zero_std = [v for v in (_num(r.get("frac_reward_zero_std")) for r in rows) if v is not None]
     if zero_std:
-        out["mean_frac_reward_zero_std"] = _mean(zero_std)
+        out["frac_reward_zero_std"] = _mean(zero_std)
 
     completions = sum(int(_num(r.get("completions")) or 0) for r in rows)
     generated_tokens = sum(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.vocab import Arm, Cell, pair_label
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -43,7 +43,7 @@ def pair_param(study: "Study", num_generations: int, generation_batch_size: int)
     feasible pairs can ever be proposed.
     """
     if batch_is_searched(study):
-        return "generation", f"{num_generations}x{generation_batch_size}"
+        return "generation", pair_label(num_generations, generation_batch_size)
     return "num_generations", num_generations
 
 

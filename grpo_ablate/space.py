@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from grpo_ablate.vocab import pair_label
+
 __all__ = [
     "BatchShape",
     "FeasiblePair",
@@ -85,7 +87,7 @@ class FeasiblePair:
     @property
     def label(self) -> str:
         """A categorical-safe name ("8x64"): Optuna choices cannot be tuples."""
-        return f"{self.num_generations}x{self.generation_batch_size}"
+        return pair_label(self.num_generations, self.generation_batch_size)
 
     def as_dict(self) -> dict[str, int]:
         return {

@@ -25,6 +25,8 @@ from typing import Any, Mapping
 __all__ = [
     "Arm",
     "Cell",
+    "pair_label",
+    "parse_pair_label",
     "Metric",
     "METRICS",
     "HEADLINE_METRICS",
@@ -111,6 +113,18 @@ class Arm:
                        float(values["temperature"]))
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def pair_label(num_generations: int, generation_batch_size: int) -> str:
+    """The single categorical param ("8x64") a trial draws when batches are searched too."""
+    return f"{num_generations}x{generation_batch_size}"
+
+
+def parse_pair_label(label: str) -> tuple[int, int]:
+    g, sep, b = label.partition("x")
+    if not sep:
+        raise ValueError(f"not a (num_generations x generation_batch_size) label: {label!r}")
+    return int(g), int(b)
 
 
 @dataclass(frozen=True)
@@ -207,6 +221,11 @@ class Metric:
     def higher_is_better(self) -> bool:
         return self.direction == "maximize"
 
+    @property
+    def optimisable(self) -> bool:
+        """A study may name it as an objective: it has a direction and every trial records it."""
+        return self.direction is not None and self.headline
+
     def clip(self, x: float) -> float:
         if self.low is not None:
             x = max(self.low, x)
@@ -244,8 +263,6 @@ METRICS: dict[str, Metric] = dict([
     _m("load_seconds", "load time (s)", "s", "minimize",
        "Time to load the model and data before the trainer is built.", low=0.0),
     _m("steps", "steps", "", None, "Optimizer steps the trial took.", low=0.0),
-    _m("mean_frac_reward_zero_std", "zero-spread groups", "", "minimize",
-       "Share of prompt groups whose completions all scored the same, so gave no gradient.", low=0.0, high=1.0),
     # Diagnostics the report derives from a trial's files; they back its warnings.
     _m("frac_reward_zero_std", "zero-spread groups", "", "minimize",
        "Share of prompt groups whose completions all got the same reward: such groups have zero advantage and "

@@ -43,7 +43,7 @@ def test_ten_rows_hand_computed():
     # generated tokens = 10 x 8 x 4 = 320 -> 0.9 / 320e-6
     assert m["reward_per_million_tokens"] == pytest.approx(0.9 / 320e-6)
     assert m["peak_memory_mb"] == pytest.approx(109.0)
-    assert m["mean_frac_reward_zero_std"] == pytest.approx(0.5)
+    assert m["frac_reward_zero_std"] == pytest.approx(0.5)
     assert m["steps"] == 10
 
 

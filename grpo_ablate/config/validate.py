@@ -28,12 +28,8 @@ __all__ = ["validate_dict", "objective_metrics"]
 
 
 def objective_metrics() -> list[str]:
-    """The metrics a study may optimise: those with a direction that every trial measures.
-
-    The report's diagnostics (headline=False) are derived later from a trial's files, so a
-    trial could never be told them.
-    """
-    return sorted(name for name, m in METRICS.items() if m.direction is not None and m.headline)
+    """The metrics a study may optimise (vocab.Metric.optimisable)."""
+    return sorted(name for name, m in METRICS.items() if m.optimisable)
 
 
 def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem] | None = None) -> Study:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.metrics import read_jsonl  # the one torn-line-tolerant reader of trial files
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, Outcome, finite
+from grpo_ablate.vocab import DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, Outcome, finite, parse_pair_label
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -95,11 +95,14 @@ def _arm_of(user_attrs: Mapping[str, Any], params: Mapping[str, Any]) -> Arm | N
     """The trial's arm from its attrs; a trial that failed before writing them has only its params."""
     values: dict[str, Any] = {**params, **user_attrs}
     label = params.get("generation")
-    # TODO(vocab): the "GxB" param label is written by grpo_ablate.plan.pair_param; its codec belongs in vocab.
-    if isinstance(label, str) and "x" in label:
-        g, b = label.split("x", 1)
-        values.setdefault("num_generations", g)
-        values.setdefault("generation_batch_size", b)
+    if isinstance(label, str):
+        try:
+            g, b = parse_pair_label(label)
+        except ValueError:
+            pass
+        else:
+            values.setdefault("num_generations", g)
+            values.setdefault("generation_batch_size", b)
     return Arm.from_mapping(values)
 
 
