@@ -31,6 +31,8 @@ __all__ = [
     "METRICS",
     "HEADLINE_METRICS",
     "DIAGNOSTIC_METRICS",
+    "TARGET_METRICS",
+    "EVAL_FILE",
     "Outcome",
     "SEARCHED_KEYS",
     "TRIAL_KEYS",
@@ -195,6 +197,7 @@ LOG_FILE = "log.txt"  # the trial process's stdout and stderr
 STOP_FILE = "STOP"  # written by the parent: end after the current step (its text is the reason)
 RESOLVED_CONFIG_FILE = "resolved_config.json"  # GRPOConfig after TRL derived its fields
 REWARD_CURVE_FILE = "reward_curve.png"  # the dashboard's per-trial plot
+EVAL_FILE = "eval.jsonl"  # held-out evaluation: one JSON object per evaluation point
 
 
 def trial_dir_name(number: int) -> str:
@@ -215,7 +218,14 @@ class Metric:
     description: str  # plain words; the formula lives in grpo_ablate/metrics.py
     low: float | None = None  # the range the quantity can take (intervals are clipped to it)
     high: float | None = None
-    headline: bool = True  # copied into each trial's user attributes
+    # "trial": computed when a trial ends, copied into its user attributes (objectives are these);
+    # "diagnostic": derived by the report from a trial's files, pooled over every trial that logged it;
+    # "target": derived by the report once the study's evaluation target is known (censored when unmet).
+    kind: str = "trial"
+
+    @property
+    def headline(self) -> bool:
+        return self.kind == "trial"
 
     @property
     def higher_is_better(self) -> bool:
@@ -235,8 +245,8 @@ class Metric:
 
 
 def _m(name: str, label: str, unit: str, direction: str | None, description: str, *,
-       low: float | None = None, high: float | None = None, headline: bool = True) -> tuple[str, Metric]:
-    return name, Metric(name, label, unit, direction, description, low, high, headline)
+       low: float | None = None, high: float | None = None, kind: str = "trial") -> tuple[str, Metric]:
+    return name, Metric(name, label, unit, direction, description, low, high, kind)
 
 
 METRICS: dict[str, Metric] = dict([
@@ -263,20 +273,46 @@ METRICS: dict[str, Metric] = dict([
     _m("load_seconds", "load time (s)", "s", "minimize",
        "Time to load the model and data before the trainer is built.", low=0.0),
     _m("steps", "steps", "", None, "Optimizer steps the trial took.", low=0.0),
+    # Held-out evaluation (EVAL_FILE): the same prompts and the same fixed decoding for every arm,
+    # scored before the first step, at equal generated compute, and at the end.
+    _m("eval_start_reward", "held-out reward at start", "reward", "maximize",
+       "Held-out reward before the first step, at the study's fixed evaluation decoding."),
+    _m("eval_final_reward", "held-out reward", "reward", "maximize",
+       "Held-out reward at the end of the trial's budget, at the study's fixed evaluation decoding."),
+    _m("eval_gain", "held-out gain", "reward", "maximize", "Held-out reward at the end minus at the start."),
+    _m("eval_gain_per_hour", "held-out gain/hour", "reward/h", "maximize",
+       "Held-out gain per hour of training time (evaluation time excluded)."),
+    _m("eval_gain_per_million_tokens", "held-out gain per M tokens", "reward/Mtok", "maximize",
+       "Held-out gain per million generated completion tokens: sample efficiency, independent of the machine."),
+    _m("eval_auc", "held-out reward AUC", "reward", "maximize",
+       "Area under the held-out reward curve against generated tokens, divided by the tokens: the mean held-out "
+       "reward over the run, so an arm that learns early scores higher."),
+    _m("eval_seconds", "evaluation time (s)", "s", "minimize",
+       "Time spent scoring held-out prompts; never counted as training time.", low=0.0),
+    _m("completions_to_target", "completions to target", "completions", "minimize",
+       "Completions generated until the held-out reward first reached the study's target; censored at the budget "
+       "when it never did.", low=0.0, kind="target"),
+    _m("tokens_to_target", "tokens to target", "tokens", "minimize",
+       "Completion tokens generated until the held-out reward first reached the target; censored when never reached.",
+       low=0.0, kind="target"),
+    _m("seconds_to_target", "training seconds to target", "s", "minimize",
+       "Training seconds until the held-out reward first reached the target; censored when never reached.",
+       low=0.0, kind="target"),
     # Diagnostics the report derives from a trial's files; they back its warnings.
     _m("frac_reward_zero_std", "zero-spread groups", "", "minimize",
        "Share of prompt groups whose completions all got the same reward: such groups have zero advantage and "
-       "teach nothing (TRL's frac_reward_zero_std, averaged over steps).", low=0.0, high=1.0, headline=False),
+       "teach nothing (TRL's frac_reward_zero_std, averaged over steps).", low=0.0, high=1.0, kind="diagnostic"),
     _m("completions_clipped_ratio", "truncated completions", "", "minimize",
        "Share of completions cut off at max_completion_length (averaged over steps).", low=0.0, high=1.0,
-       headline=False),
+       kind="diagnostic"),
     _m("distinct_frac", "distinct completions", "", "maximize",
        "Share of a group's completions that differ from each other (averaged over groups); low means the G "
-       "samples are near duplicates.", low=0.0, high=1.0, headline=False),
+       "samples are near duplicates.", low=0.0, high=1.0, kind="diagnostic"),
 ])
 
-HEADLINE_METRICS: tuple[str, ...] = tuple(n for n, m in METRICS.items() if m.headline)
-DIAGNOSTIC_METRICS: tuple[str, ...] = tuple(n for n, m in METRICS.items() if not m.headline)
+HEADLINE_METRICS: tuple[str, ...] = tuple(n for n, m in METRICS.items() if m.kind == "trial")
+DIAGNOSTIC_METRICS: tuple[str, ...] = tuple(n for n, m in METRICS.items() if m.kind == "diagnostic")
+TARGET_METRICS: tuple[str, ...] = tuple(n for n, m in METRICS.items() if m.kind == "target")
 
 
 def metric(name: str) -> Metric:

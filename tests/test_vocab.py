@@ -10,6 +10,7 @@ from grpo_ablate.vocab import (
     BUILTIN_TASKS,
     DIAGNOSTIC_METRICS,
     HEADLINE_METRICS,
+    TARGET_METRICS,
     METRICS,
     Arm,
     Cell,
@@ -35,8 +36,8 @@ def test_cell_attrs_round_trip():
 
 
 def test_metric_registry_partitions_and_bounds():
-    assert set(HEADLINE_METRICS) | set(DIAGNOSTIC_METRICS) == set(METRICS)
-    assert not set(HEADLINE_METRICS) & set(DIAGNOSTIC_METRICS)
+    parts = [set(HEADLINE_METRICS), set(DIAGNOSTIC_METRICS), set(TARGET_METRICS)]
+    assert set().union(*parts) == set(METRICS) and sum(map(len, parts)) == len(METRICS)
     assert METRICS["stability_variance"].clip(-0.5) == 0.0
     assert METRICS["distinct_frac"].clip(1.5) == 1.0
     assert metric("from_an_old_version").label == "from an old version"
