@@ -224,8 +224,8 @@ def test_a_trial_stopped_before_it_starts_never_launches(tmp_path):
 def test_spec_defaults_are_the_study_schemas(tmp_path):
     from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
 
-    s = TrialSpec(trial_dir=str(tmp_path), hardware={"vllm": {"mode": "colocate"}})
-    assert s.model == ModelSection().model_dump() and s.data == DataSection().model_dump()
+    s = TrialSpec(trial_dir=str(tmp_path), data={"task": "addition"}, hardware={"vllm": {"mode": "colocate"}})
+    assert s.model == ModelSection().model_dump() and s.data == DataSection(task="addition").model_dump()
     assert s.hardware == {**HardwareSection().model_dump(), "vllm": {**HardwareSection().vllm.model_dump(), "mode": "colocate"}}
     assert s.budget == {name: None for name in BudgetSection.model_fields}  # the schema refuses it empty; the spec does not
     assert s.hardware["num_processes"] is None and s.num_processes == 1  # not set means one process
