@@ -229,3 +229,19 @@ def test_spec_defaults_are_the_study_schemas(tmp_path):
     assert s.hardware == {**HardwareSection().model_dump(), "vllm": {**HardwareSection().vllm.model_dump(), "mode": "colocate"}}
     assert s.budget == {name: None for name in BudgetSection.model_fields}  # the schema refuses it empty; the spec does not
     assert s.hardware["num_processes"] is None and s.num_processes == 1  # not set means one process
+
+
+def test_worker_calls_oom_only_for_memory_errors():
+    from grpo_ablate.trainer.worker import classify_exception
+
+    assert classify_exception(MemoryError())[0] is Outcome.OOM
+    assert classify_exception(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))[0] is Outcome.OOM
+    assert classify_exception(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 9 bytes"))[0] is Outcome.OOM
+    try:
+        try:
+            raise MemoryError("inner")
+        except MemoryError as exc:
+            raise RuntimeError("while generating") from exc
+    except RuntimeError as outer:
+        assert classify_exception(outer) == (Outcome.OOM, "MemoryError: inner")  # found down the chain
+    assert classify_exception(ValueError("peak memory 3 GB is fine"))[0] is Outcome.FAILED

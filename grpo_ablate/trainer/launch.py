@@ -47,8 +47,8 @@ __all__ = [
     "oom_kill_files",
     "parse_oom_kills",
     "request_stop",
-    "run_trial",
     "requested_stop",
+    "run_trial",
 ]
 
 POLL_SECONDS = 0.5
