@@ -38,7 +38,7 @@ from ..metrics import summarize_trial
 from ..vocab import GROUPS_FILE, LOG_FILE, METRICS_FILE, RESOLVED_CONFIG_FILE, RESULT_FILE, STOP_FILE, Outcome
 from .spec import TrialResult, TrialSpec
 from .vllm_server import vllm_server
-from .worker import LAUNCHED_AT_ENV, PARENT_PID_ENV
+from .worker import LAUNCHED_AT_ENV, PARENT_PID_ENV, RANK_RESULT_GLOB
 
 __all__ = [
     "TrialResult",
@@ -355,7 +355,7 @@ def _prepare(spec: TrialSpec) -> Path:
         if name == STOP_FILE and not previous_run:
             continue
         (trial_dir / name).unlink(missing_ok=True)
-    for stale in trial_dir.glob("result.rank*.json"):
+    for stale in trial_dir.glob(RANK_RESULT_GLOB):
         stale.unlink()
     return trial_dir
 
@@ -508,7 +508,7 @@ def _finish(spec: TrialSpec, returncode: int | None, *, timed_out: bool, stop_re
             oom_kill: str | None = None) -> TrialResult:
     trial_dir = spec.path
     worker = _read_json(trial_dir / RESULT_FILE)
-    rank_failures = [r for r in (_read_json(p) for p in sorted(trial_dir.glob("result.rank*.json"))) if r]
+    rank_failures = [r for r in (_read_json(p) for p in sorted(trial_dir.glob(RANK_RESULT_GLOB))) if r]
     log_tail = _log_tail(log_path)
     outcome, reason = _classify(spec, returncode, worker, rank_failures, timed_out=timed_out, stop_reason=stop_reason,
                                 log_tail=log_tail, oom_kill=oom_kill)

@@ -36,13 +36,27 @@ from grpo_ablate.vocab import RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
 from .spec import TrialSpec
 
-__all__ = ["LAUNCHED_AT_ENV", "PARENT_PID_ENV", "classify_exception", "main", "run_spec", "watch_parent"]
+__all__ = [
+    "LAUNCHED_AT_ENV",
+    "PARENT_PID_ENV",
+    "RANK_RESULT_GLOB",
+    "classify_exception",
+    "main",
+    "rank_result_file",
+    "run_spec",
+    "watch_parent",
+]
 
 EXIT_FAILED = 1
 EXIT_OOM = 3
 # TODO(vocab): the launch/worker environment contract, set by trainer/launch.py.
 PARENT_PID_ENV = "GRPO_ABLATE_PARENT_PID"  # the orchestrator's pid: the trial ends when it is gone
 LAUNCHED_AT_ENV = "GRPO_ABLATE_LAUNCHED_AT"  # time.time() at launch, for startup_seconds
+RANK_RESULT_GLOB = "result.rank*.json"  # TODO(vocab): a failing non-zero rank's own result file
+
+
+def rank_result_file(rank: int) -> str:
+    return RANK_RESULT_GLOB.replace("*", str(rank))
 _OOM_MARKERS = ("out of memory", "cublas_status_alloc_failed", "can't allocate memory")
 
 
@@ -235,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         _write_json(trial_dir / RESULT_FILE, payload)
     elif outcome in (Outcome.FAILED, Outcome.OOM):
         # A failing non-zero rank leaves its own record: rank 0 may be killed before writing.
-        _write_json(trial_dir / f"result.rank{rank}.json", payload)
+        _write_json(trial_dir / rank_result_file(rank), payload)
     print(f"[grpo-ablate] trial {outcome.value}: {payload.get('reason')}", flush=True)
     if outcome is Outcome.OOM:
         return EXIT_OOM
