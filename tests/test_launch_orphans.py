@@ -151,3 +151,17 @@ def test_worker_refuses_to_start_when_the_orchestrator_is_already_gone(tmp_path)
     done = subprocess.run([sys.executable, "-m", "grpo_ablate.trainer.worker", str(spec.save())], capture_output=True,
                           text=True, env={**_env(), PARENT_PID_ENV: str(gone.pid)}, timeout=120)
     assert done.returncode == 1 and "gone before the trial started" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_failing_progress_callback_does_not_leave_the_trial_running(tmp_path):
+    from grpo_ablate.trainer.launch import run_trial
+
+    spec = _long_trial(tmp_path / "t", 1)
+
+    def broken(row: dict) -> None:
+        raise RuntimeError("the study's storage went away")
+
+    with pytest.raises(RuntimeError, match="storage went away"):
+        run_trial(spec, on_progress=broken)
+    assert not _alive(_trial_processes(os.getpid()))

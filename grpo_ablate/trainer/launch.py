@@ -489,13 +489,19 @@ def run_trial(
                     timed_out = True
                     _kill_tree(proc)
         except KeyboardInterrupt:
-            request_stop(trial_dir, Outcome.INTERRUPTED.value)
+            try:
+                request_stop(trial_dir, Outcome.INTERRUPTED.value)
+            except OSError:  # no STOP can be written: end it now rather than after its step
+                _kill_tree(proc)
             try:
                 proc.wait(timeout=TERM_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
                 _kill_tree(proc)
             _finish(spec, proc.returncode, timed_out=False, stop_reason=requested_stop(trial_dir), log_path=log_path,
                     oom_kill=_oom_kill_evidence(oom_kills_before, oom_kill_count()))
+            raise
+        except BaseException:  # the watch itself failed (a progress callback, the disk): never leave the trial unwatched
+            _kill_tree(proc)
             raise
         finally:
             server.close()
