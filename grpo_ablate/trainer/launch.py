@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import json
 import os
@@ -181,8 +180,7 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     ends it). The signal follows the starting *thread*, which here waits in run_trial until the
     trial has ended. libc is loaded here, not in the child, so the child only makes the call.
     """
-    name = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
-    prctl = ctypes.CDLL(name, use_errno=True).prctl if name else None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
     def preexec() -> None:
         if prctl is None:
