@@ -56,9 +56,9 @@ def test_outcome_classification(tmp_path):
     assert _classify_with(s, worker={"outcome": "completed", "world_size": 1}) == (Outcome.COMPLETED, None)
     assert _classify_with(s, rc=-9, timed_out=True)[0] is Outcome.FAILED
     assert "timeout" in _classify_with(s, rc=-9, timed_out=True)[1]
-    # killed by the kernel with nothing written: out of memory
-    assert _classify_with(s, rc=-signal.SIGKILL)[0] is Outcome.OOM
-    assert _classify_with(s, rc=137)[0] is Outcome.OOM
+    # a SIGKILL alone is not evidence of running out of memory (tests/test_launch_oom.py has the rest)
+    assert _classify_with(s, rc=-signal.SIGKILL)[0] is Outcome.INTERRUPTED
+    assert _classify_with(s, rc=137)[0] is Outcome.INTERRUPTED
     assert _classify_with(s, rc=1, log="torch.OutOfMemoryError: CUDA out of memory")[0] is Outcome.OOM
     failed = _classify_with(s, rc=1, log="line 1\nImportError: nope\n")
     assert failed[0] is Outcome.FAILED and "ImportError: nope" in failed[1]
@@ -74,8 +74,8 @@ def test_outcome_classification(tmp_path):
 
 
 def test_request_stop_writes_once(tmp_path):
-    request_stop(tmp_path, "interrupted")
-    request_stop(tmp_path, "pruned")
+    assert request_stop(tmp_path, "interrupted") is True
+    assert request_stop(tmp_path, "pruned") is False
     assert (tmp_path / "STOP").read_text().strip() == "interrupted"
 
 
@@ -219,3 +219,29 @@ def test_a_trial_stopped_before_it_starts_never_launches(tmp_path):
     assert result.outcome is Outcome.INTERRUPTED and "before it started" in result.reason
     assert json.loads((s.path / "result.json").read_text())["outcome"] == "interrupted"
     assert not (s.path / "log.txt").exists()
+
+
+def test_spec_defaults_are_the_study_schemas(tmp_path):
+    from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
+
+    s = TrialSpec(trial_dir=str(tmp_path), data={"task": "addition"}, hardware={"vllm": {"mode": "colocate"}})
+    assert s.model == ModelSection().model_dump() and s.data == DataSection(task="addition").model_dump()
+    assert s.hardware == {**HardwareSection().model_dump(), "vllm": {**HardwareSection().vllm.model_dump(), "mode": "colocate"}}
+    assert s.budget == {name: None for name in BudgetSection.model_fields}  # the schema refuses it empty; the spec does not
+    assert s.hardware["num_processes"] is None and s.num_processes == 1  # not set means one process
+
+
+def test_worker_calls_oom_only_for_memory_errors():
+    from grpo_ablate.trainer.worker import classify_exception
+
+    assert classify_exception(MemoryError())[0] is Outcome.OOM
+    assert classify_exception(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))[0] is Outcome.OOM
+    assert classify_exception(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 9 bytes"))[0] is Outcome.OOM
+    try:
+        try:
+            raise MemoryError("inner")
+        except MemoryError as exc:
+            raise RuntimeError("while generating") from exc
+    except RuntimeError as outer:
+        assert classify_exception(outer) == (Outcome.OOM, "MemoryError: inner")  # found down the chain
+    assert classify_exception(ValueError("peak memory 3 GB is fine"))[0] is Outcome.FAILED

@@ -247,3 +247,43 @@ def test_interrupt_while_waiting_stops_the_server(tmp_path, standin):
         signal.signal(signal.SIGALRM, old)
     seen = json.loads(state.read_text())
     assert _wait_gone(seen["pid"]) and _wait_gone(seen["child"])
+
+
+_HOLDER = r'''
+import os, sys, time
+from grpo_ablate.trainer.launch import _die_with_parent
+from grpo_ablate.trainer.vllm_server import vllm_server
+hw = {"gpus": 2, "num_processes": 1, "vllm": {"mode": "server", "server_gpus": 1, "port": 18200}}
+command = sys.argv[1:]
+with vllm_server(hw, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, sys.argv[0] + ".log", command=command, poll_interval=0.1,
+                 preexec_fn=_die_with_parent(os.getpid())):
+    print("ready", flush=True)
+    time.sleep(600)
+'''
+
+
+def test_server_dies_with_a_sigkilled_orchestrator(tmp_path, standin):
+    """launch.py gives the server the parent-death signal: a `kill -9` of the study ends it too.
+    (Its engine children are vLLM's own business: current vLLM gives them the same signal.)"""
+    import subprocess
+
+    command, state = standin
+    holder = tmp_path / "holder.py"
+    holder.write_text(_HOLDER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, str(holder), *command(delay=0.2)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        seen = json.loads(state.read_text())
+        assert _alive(seen["pid"])
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert _wait_gone(seen["pid"], timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        seen = json.loads(state.read_text()) if state.exists() else {}
+        for pid in (seen.get("pid"), seen.get("child")):
+            if pid and _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -1,60 +1,40 @@
-"""What one trial is, as data: the spec the parent writes and the result the worker writes.
+"""What one trial is, as data: the spec the parent writes, and the result it reads back.
 
-Stdlib only: the orchestrator (study, objective, run-one) imports this without paying for
-torch. The trial process reads `<trial_dir>/spec.json` and writes `<trial_dir>/result.json`;
-those two files are the whole interface between a sweep and a run, so a trial can be re-run by
-hand with `python -m grpo_ablate.trainer.worker runs/x/trials/3/spec.json`.
+No torch here: the orchestrator imports it. `<trial_dir>/spec.json` is the trial process's
+whole input, so a trial can be re-run by hand:
+
+    python -m grpo_ablate.trainer.worker runs/x/trials/00003/spec.json
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.vocab import GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE, SPEC_FILE, STOP_FILE, Outcome
+from pydantic import BaseModel
 
-__all__ = [
-    "DEFAULT_BUDGET",
-    "DEFAULT_DATA",
-    "DEFAULT_HARDWARE",
-    "DEFAULT_MODEL",
-    "TrialResult",
-    "TrialSpec",
-]
+from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
+from grpo_ablate.vocab import SPEC_FILE, Outcome
+
+__all__ = ["TrialResult", "TrialSpec"]
 
 
-# Section defaults, mirroring the study schema: a spec built from partial sections (tests,
-# run-one before config.py validates) still reads every key the trainer core looks up.
-DEFAULT_MODEL: dict[str, Any] = {
-    "name_or_path": "builtin:tiny",
-    "dtype": None,
-    "attn_implementation": None,
-    "trust_remote_code": False,
-    "revision": None,
-}
-DEFAULT_DATA: dict[str, Any] = {
-    "task": None,
-    "dataset": None,
-    "config_name": None,
-    "split": "train",
-    "prompt_column": "prompt",
-    "system_prompt": None,
-    "chat_template": None,
-    "max_samples": None,
-    "num_prompts": None,
-    "max_prompt_tokens": None,
-}
-DEFAULT_BUDGET: dict[str, Any] = {"max_steps": None, "completions": None, "tokens": None, "seconds": None}
-DEFAULT_HARDWARE: dict[str, Any] = {
-    "num_processes": 1,
-    "accelerate_config": None,
-    "launcher": "auto",
-    "vllm": {"mode": "none", "server_gpus": 1},
-}
+@functools.cache
+def _defaults(section: type[BaseModel]) -> dict[str, Any]:
+    """A study section's field defaults as plain data, nested sections included.
+
+    Read from the fields rather than an instance: BudgetSection refuses an empty budget.
+    """
+    out: dict[str, Any] = {}
+    for name, info in section.model_fields.items():
+        value = info.get_default(call_default_factory=True)
+        out[name] = value.model_dump() if isinstance(value, BaseModel) else value
+    return out
 
 
 def _merged(defaults: dict[str, Any], given: dict[str, Any] | None) -> dict[str, Any]:
@@ -89,10 +69,12 @@ class TrialSpec:
 
     def __post_init__(self) -> None:
         self.trial_dir = os.fspath(self.trial_dir)
-        self.model = _merged(DEFAULT_MODEL, self.model)
-        self.data = _merged(DEFAULT_DATA, self.data)
-        self.budget = _merged(DEFAULT_BUDGET, self.budget)
-        self.hardware = _merged(DEFAULT_HARDWARE, self.hardware)
+        # A spec built from partial sections (tests, run-one) still reads every key the trainer
+        # core looks up: missing keys take the study schema's defaults.
+        self.model = _merged(_defaults(ModelSection), self.model)
+        self.data = _merged(_defaults(DataSection), self.data)
+        self.budget = _merged(_defaults(BudgetSection), self.budget)
+        self.hardware = _merged(_defaults(HardwareSection), self.hardware)
         self.rewards = [{"weight": 1.0, **r} for r in (self.rewards or [])]
         self.env = {str(k): str(v) for k, v in (self.env or {}).items()}
 
@@ -102,6 +84,7 @@ class TrialSpec:
 
     @property
     def num_processes(self) -> int:
+        """Training processes per trial; the schema's None (not set) means one."""
         return int(self.hardware.get("num_processes") or 1)
 
     def to_json(self) -> str:

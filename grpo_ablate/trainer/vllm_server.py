@@ -13,7 +13,7 @@ started by hand and a study could not run unattended.
 
 Lifecycle, one per trial (weights change every step, so a server is never shared):
 - the server is its own process group (start_new_session), its output goes to the trial's
-  `vllm.log`;
+  `vllm.log`; launch.py gives it the parent-death signal, as it does the trial;
 - the trial waits for GET /health to answer 200; if the server process exits first, or the
   wait passes `startup_timeout`, VllmServerError says so with the log's tail;
 - on leaving the block, normally or by an exception (trial failed, Ctrl-C), the whole group is
@@ -40,7 +40,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 __all__ = [
     "VllmServerError",
@@ -207,13 +207,15 @@ def vllm_server(hardware: Mapping[str, Any], model: str, env: Mapping[str, str],
                 dtype: str | None = None, revision: str | None = None, trust_remote_code: bool = False,
                 gpu_memory_utilization: float | None = None, max_model_len: int | None = None,
                 command: Sequence[str] | None = None, startup_timeout: float = 900.0,
-                stop_timeout: float = 30.0, poll_interval: float = 1.0) -> Iterator[dict[str, Any]]:
+                stop_timeout: float = 30.0, poll_interval: float = 1.0,
+                preexec_fn: Callable[[], None] | None = None) -> Iterator[dict[str, Any]]:
     """Serve `model` with vLLM for one trial when hardware.vllm.mode is "server".
 
     Yields {"env": the training processes' environment, "trainer": GRPOConfig keys to add,
     "url", "pid", "server_gpus", "train_gpus"}. For mode "colocate" the trainer keys turn colocated
     vLLM on; for "none" nothing changes. `command` replaces the server command line (tests use a
-    stand-in); "{port}" and "{model}" in it are filled in.
+    stand-in); "{port}" and "{model}" in it are filled in. `preexec_fn` runs in the server
+    process before it starts (launch passes one that ties the server's life to the trial's parent).
     """
     base_env = dict(env)
     mode = _vllm(hardware).get("mode", "none") or "none"
@@ -251,7 +253,7 @@ def vllm_server(hardware: Mapping[str, Any], model: str, env: Mapping[str, str],
         log.write(f"$ CUDA_VISIBLE_DEVICES={server_env['CUDA_VISIBLE_DEVICES']} {' '.join(cmd)}\n".encode())
         log.flush()
         proc = subprocess.Popen(cmd, env=server_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=preexec_fn)
     try:
         started = time.monotonic()
         while not _healthy(url + HEALTH_PATH):

@@ -1,24 +1,32 @@
-"""The trial process: read spec.json, build, train, write result.json. One trial, one process tree.
+"""The trial process: read spec.json, build, train, write result.json.
 
-Runs as `python -m grpo_ablate.trainer.worker <trial_dir>/spec.json`, or under torchrun /
-accelerate launch for several training processes (each rank runs this; rank 0 writes the
-files). Keeping a trial in its own process keeps memory, CUDA/vLLM state and crashes out of the
-sweep. The outcome is always written before exit when Python still runs:
+    python -m grpo_ablate.trainer.worker runs/x/trials/00000/spec.json
 
-- completed: training reached max_steps / epochs, or a token/time budget (reason says which);
-- pruned / interrupted: the parent wrote STOP; training ended after the current step;
-- oom: CUDA out of memory or MemoryError (a kernel kill leaves no file: the parent infers it);
-- failed: any other exception; type, message and traceback tail kept. A misbehaving reward
-  function fails with its name in the reason.
+Under torchrun or accelerate every rank runs this; rank 0 writes result.json, and a failing
+other rank writes result.rank<N>.json (rank 0 may be killed before it writes). A trial in its
+own process keeps memory, CUDA/vLLM state and crashes out of the sweep. The outcome, whenever
+Python still runs to write it:
 
-Exit status: 0 for completed/pruned/interrupted, 1 for failed, 3 for oom.
+- completed: training reached max_steps / epochs, or a token/time budget (the reason says which);
+- pruned / interrupted: the parent wrote STOP, training ended after the current step
+  (interrupted also for a KeyboardInterrupt);
+- oom: a MemoryError or CUDA's out-of-memory error (a kernel OOM kill leaves no file: the
+  parent looks for it in the cgroup's memory events);
+- failed: any other exception, with type, message and traceback tail; a reward function's
+  error names the reward.
+
+Exit status: 0 for completed/pruned/interrupted, 1 for failed, 3 for oom. Launched by
+run_trial, the worker ends its whole process group when the orchestrator (GRPO_ABLATE_PARENT_PID)
+is gone: under torchrun its direct parent is torchrun, not the orchestrator.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -28,11 +36,81 @@ from grpo_ablate.vocab import RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
 from .spec import TrialSpec
 
-__all__ = ["classify_exception", "main", "run_spec"]
+__all__ = [
+    "LAUNCHED_AT_ENV",
+    "PARENT_PID_ENV",
+    "RANK_RESULT_GLOB",
+    "classify_exception",
+    "main",
+    "rank_result_file",
+    "run_spec",
+    "watch_parent",
+]
 
 EXIT_FAILED = 1
 EXIT_OOM = 3
-_OOM_MARKERS = ("out of memory", "cuda error: out of memory", "cublas_status_alloc_failed")
+# TODO(vocab): the launch/worker environment contract, set by trainer/launch.py.
+PARENT_PID_ENV = "GRPO_ABLATE_PARENT_PID"  # the orchestrator's pid: the trial ends when it is gone
+LAUNCHED_AT_ENV = "GRPO_ABLATE_LAUNCHED_AT"  # time.time() at launch, for startup_seconds
+RANK_RESULT_GLOB = "result.rank*.json"  # TODO(vocab): a failing non-zero rank's own result file
+
+
+def rank_result_file(rank: int) -> str:
+    return RANK_RESULT_GLOB.replace("*", str(rank))
+_OOM_MARKERS = ("out of memory", "cublas_status_alloc_failed", "can't allocate memory")
+
+
+def _alive_since(pid: int) -> str | None:
+    """An identity of a live process (its start time), None when it is gone or a zombie.
+
+    The start time tells a reused pid from the original; a zombie (killed, not yet reaped by
+    its own parent) counts as gone.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    except OSError:  # no /proc here: only whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "alive"
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]  # field 22 of /proc/<pid>/stat: start time in clock ticks after boot
+
+
+def watch_parent(pid: int, interval: float = 1.0) -> threading.Thread | None:
+    """Kill this trial's process group once process `pid` (the orchestrator) is gone.
+
+    A daemon thread polls every `interval` seconds. The group is this trial's own (run_trial
+    starts it in a new session; torchrun gives each rank its own); if it is somehow the
+    orchestrator's group too, only this process is killed. None when `pid` is already gone
+    at the start: then the caller ends at once.
+    """
+    identity = _alive_since(pid)
+    if identity is None:
+        return None
+    try:
+        shared_group = os.getpgid(pid) == os.getpgrp()
+    except OSError:
+        shared_group = False
+
+    def watch() -> None:
+        while _alive_since(pid) == identity:
+            time.sleep(interval)
+        print(f"[grpo-ablate] the orchestrator (pid {pid}) is gone: ending this trial", flush=True)
+        if shared_group:
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="grpo-ablate-parent-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -153,13 +231,17 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m grpo_ablate.trainer.worker <trial_dir>/spec.json", file=sys.stderr)
         return 2
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent and watch_parent(int(parent)) is None:
+        print(f"[grpo-ablate] the orchestrator (pid {parent}) is gone before the trial started", flush=True)
+        return EXIT_FAILED
     spec = TrialSpec.load(argv[0])
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     if str(spec.model.get("name_or_path", "")).startswith("builtin:") and spec.data.get("task"):
         os.environ["HF_HUB_OFFLINE"] = "1"  # the built-in demo never touches the network
     for key, value in spec.env.items():
         os.environ.setdefault(key, value)
-    launched = os.environ.get("GRPO_ABLATE_LAUNCHED_AT")
+    launched = os.environ.get(LAUNCHED_AT_ENV)
     outcome, payload = run_spec(spec, launched_at=float(launched) if launched else None)
     rank = payload.get("rank", 0)
     trial_dir = Path(spec.trial_dir)
@@ -167,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         _write_json(trial_dir / RESULT_FILE, payload)
     elif outcome in (Outcome.FAILED, Outcome.OOM):
         # A failing non-zero rank leaves its own record: rank 0 may be killed before writing.
-        _write_json(trial_dir / f"result.rank{rank}.json", payload)
+        _write_json(trial_dir / rank_result_file(rank), payload)
     print(f"[grpo-ablate] trial {outcome.value}: {payload.get('reason')}", flush=True)
     if outcome is Outcome.OOM:
         return EXIT_OOM

@@ -1,0 +1,167 @@
+"""A trial dies with its orchestrator: no orphan keeps training after a `kill -9` of the study.
+
+    pytest -m slow tests/test_launch_orphans.py      # real trials; a few minutes on 2 cores
+
+Real processes throughout: a small script runs `run_trial` on a long tiny trial and is
+SIGKILLed while the trial trains (one process, then torchrun with two ranks in their own
+sessions); and a worker started by hand watches a stand-in parent that is then killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.trainer.tasks import TINY_CPU_TRAINER
+from grpo_ablate.trainer.worker import PARENT_PID_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTUP_DEADLINE_S = 240.0  # imports, warm start and the first step, on a busy 2-core machine
+DEATH_DEADLINE_S = 30.0  # the worker polls its parent once a second
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+
+
+def _long_trial(trial_dir: Path, processes: int):
+    trainer = {**TINY_CPU_TRAINER, **({"per_device_train_batch_size": 16} if processes > 1 else {})}
+    return spec_from_sections(trial_dir, data={"task": "addition", "num_prompts": 2000}, trainer=trainer,
+                              budget={"max_steps": 100_000}, hardware={"num_processes": processes}, timeout_s=900)
+
+
+def _trial_processes(parent_pid: int) -> list[psutil.Process]:
+    """Live processes launched for a trial by `parent_pid` (they carry its pid in their environment)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(PARENT_PID_ENV) == str(parent_pid):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    out = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return out
+
+
+def _wait_for_training(metrics: Path, watched: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_DEADLINE_S
+    while time.monotonic() < deadline:
+        if metrics.exists() and metrics.read_text().count("\n") >= 1:
+            return
+        if watched.poll() is not None:
+            pytest.fail(f"exited with {watched.returncode} before training; log:\n{log.read_text() if log.exists() else ''}")
+        time.sleep(0.5)
+    pytest.fail(f"no training step within {STARTUP_DEADLINE_S:.0f} s; log:\n{log.read_text() if log.exists() else ''}")
+
+
+def _wait_until_gone(procs: list[psutil.Process]) -> list[psutil.Process]:
+    deadline = time.monotonic() + DEATH_DEADLINE_S
+    while _alive(procs) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return _alive(procs)
+
+
+def _kill_all(procs: list[psutil.Process]) -> None:
+    for proc in _alive(procs):
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+_ORCHESTRATOR = """
+import sys
+from grpo_ablate.trainer.launch import run_trial
+from grpo_ablate.trainer.spec import TrialSpec
+run_trial(TrialSpec.load(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2], ids=["python", "torchrun"])
+def test_trial_dies_with_a_sigkilled_orchestrator(tmp_path, processes):
+    spec = _long_trial(tmp_path / "t", processes)
+    spec_path = spec.save()
+    orchestrator = subprocess.Popen([sys.executable, "-c", _ORCHESTRATOR, str(spec_path)], env=_env())
+    trial: list[psutil.Process] = []
+    try:
+        _wait_for_training(spec.path / "metrics.jsonl", orchestrator, spec.path / "log.txt")
+        trial = _trial_processes(orchestrator.pid)
+        workers = [p for p in trial if "grpo_ablate.trainer.worker" in " ".join(p.cmdline())]
+        assert len(workers) >= processes, [p.cmdline() for p in trial]
+        orchestrator.send_signal(signal.SIGKILL)
+        orchestrator.wait(timeout=30)
+        left = _wait_until_gone(trial)
+        assert not left, f"still alive {DEATH_DEADLINE_S:.0f} s after the orchestrator was killed: {[p.cmdline() for p in left]}"
+    finally:
+        if orchestrator.poll() is None:
+            orchestrator.kill()
+            orchestrator.wait()
+        _kill_all(trial)
+
+
+@pytest.mark.slow
+def test_worker_ends_its_process_group_when_the_orchestrator_is_gone(tmp_path):
+    """No parent-death signal here: the worker's own watch of GRPO_ABLATE_PARENT_PID ends it."""
+    stand_in = subprocess.Popen(["sleep", "600"])  # plays the orchestrator; left a zombie when killed
+    spec = _long_trial(tmp_path / "t", 1)
+    spec_path = spec.save()
+    log = spec.path / "log.txt"
+    with log.open("wb") as out:
+        worker = subprocess.Popen([sys.executable, "-m", "grpo_ablate.trainer.worker", str(spec_path)], stdout=out,
+                                  stderr=subprocess.STDOUT, env={**_env(), PARENT_PID_ENV: str(stand_in.pid)},
+                                  start_new_session=True)
+    try:
+        _wait_for_training(spec.path / "metrics.jsonl", worker, log)
+        stand_in.send_signal(signal.SIGKILL)  # not reaped yet: a zombie counts as gone
+        worker.wait(timeout=DEATH_DEADLINE_S)
+        assert worker.returncode == -signal.SIGKILL
+        assert f"the orchestrator (pid {stand_in.pid}) is gone" in log.read_text()
+    finally:
+        for proc in (worker, stand_in):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def test_worker_refuses_to_start_when_the_orchestrator_is_already_gone(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    spec = _long_trial(tmp_path / "t", 1)
+    done = subprocess.run([sys.executable, "-m", "grpo_ablate.trainer.worker", str(spec.save())], capture_output=True,
+                          text=True, env={**_env(), PARENT_PID_ENV: str(gone.pid)}, timeout=120)
+    assert done.returncode == 1 and "gone before the trial started" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_failing_progress_callback_does_not_leave_the_trial_running(tmp_path):
+    from grpo_ablate.trainer.launch import run_trial
+
+    spec = _long_trial(tmp_path / "t", 1)
+
+    def broken(row: dict) -> None:
+        raise RuntimeError("the study's storage went away")
+
+    with pytest.raises(RuntimeError, match="storage went away"):
+        run_trial(spec, on_progress=broken)
+    assert not _alive(_trial_processes(os.getpid()))
