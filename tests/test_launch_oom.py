@@ -142,7 +142,7 @@ import json, os, sys
 open(sys.argv[1] + "/cgroup.procs", "w").write(str(os.getpid()))  # before anything is imported
 from grpo_ablate.run_one import spec_from_sections
 from grpo_ablate.trainer.launch import run_trial
-from grpo_ablate.trainer.tasks import TINY_CPU_TRAINER
+from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 spec = spec_from_sections(sys.argv[2], data={"task": "addition", "num_prompts": 200}, trainer=dict(TINY_CPU_TRAINER),
                           budget={"max_steps": 3}, timeout_s=300)
 result = run_trial(spec)
@@ -172,7 +172,7 @@ def test_a_trial_killed_by_the_kernel_oom_killer_is_oom(small_cgroup, tmp_path):
 @pytest.mark.slow
 def test_a_sigkilled_running_trial_is_interrupted_not_oom(tmp_path):
     """Killed by hand (or by anything but the OOM killer) while it trains: retried, not OOM."""
-    from grpo_ablate.trainer.tasks import TINY_CPU_TRAINER
+    from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 
     spec = spec_from_sections(tmp_path / "t", data={"task": "addition", "num_prompts": 2000}, trainer=dict(TINY_CPU_TRAINER),
                               budget={"max_steps": 100_000}, timeout_s=600)

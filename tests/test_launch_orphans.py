@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from grpo_ablate.run_one import spec_from_sections
-from grpo_ablate.trainer.tasks import TINY_CPU_TRAINER
+from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
 
 ROOT = Path(__file__).resolve().parents[1]

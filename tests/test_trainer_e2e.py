@@ -17,7 +17,7 @@ from grpo_ablate.metrics import read_rows
 from grpo_ablate.run_one import spec_from_sections
 from grpo_ablate.trainer.launch import run_trial
 from grpo_ablate.vocab import Outcome
-from grpo_ablate.trainer.tasks import TINY_CPU_TRAINER
+from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +63,7 @@ def test_builtin_task_learns_and_group_size_shows(tmp_path):
                     "completions_mean_length", "completions_clipped_ratio", "entropy", "num_tokens", "step_time",
                     "completions", "peak_memory_mb", "loss", "grad_norm", "learning_rate"):
             assert key in rows[0], key
-        assert rows[0]["completions"] == 64
+        assert rows[0]["completions"] == TINY_CPU_TRAINER["per_device_train_batch_size"]
         groups = [json.loads(line) for line in (tmp_path / f"g{g}" / "groups.jsonl").read_text().splitlines()]
         assert groups and all(x["num_generations"] == g and 0 < x["distinct_frac"] <= 1 for x in groups)
         assert {x["step"] for x in groups} == set(range(1, 51))
@@ -71,7 +71,7 @@ def test_builtin_task_learns_and_group_size_shows(tmp_path):
         for key in ("load_seconds", "build_seconds", "train_seconds", "startup_seconds"):
             assert result.timings[key] > 0, key
     # Two groups of a weak policy agree far more often than eight: the zero-spread share differs.
-    assert results[2].metrics["mean_frac_reward_zero_std"] > results[8].metrics["mean_frac_reward_zero_std"] + 0.15
+    assert results[2].metrics["frac_reward_zero_std"] > results[8].metrics["frac_reward_zero_std"] + 0.15
     assert results[2].metrics["stability_variance"] != results[8].metrics["stability_variance"]
 
 
@@ -165,7 +165,7 @@ def test_user_dataset_local_model_path_chat_template_and_reward_registry(tmp_pat
     """The real-model path, offline: a local model folder, a jsonl with its own prompt column,
     a system prompt and chat template, the Open R1 rewards by name and one by module:function."""
     pytest.importorskip("math_verify")
-    from grpo_ablate.trainer.tasks import builtin_model_path
+    from grpo_ablate.trainer.builtin.model import builtin_model_path
 
     model_dir = builtin_model_path("builtin:tiny-untrained", None)  # a plain saved model folder
     data = tmp_path / "math.jsonl"

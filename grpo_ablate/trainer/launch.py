@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..metrics import summarize_trial
-from ..vocab import GROUPS_FILE, LOG_FILE, METRICS_FILE, RESOLVED_CONFIG_FILE, RESULT_FILE, STOP_FILE, Outcome
+from ..vocab import BUILTIN_MODEL_PREFIX, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESOLVED_CONFIG_FILE, RESULT_FILE, STOP_FILE, Outcome
 from .spec import TrialResult, TrialSpec
 from .vllm_server import vllm_server
 from .worker import LAUNCHED_AT_ENV, PARENT_PID_ENV, RANK_RESULT_GLOB
@@ -326,7 +326,7 @@ def _serve_vllm(spec: TrialSpec, env: dict[str, str], stack: contextlib.ExitStac
     The server stops when `stack` closes, whatever happened to the trial.
     """
     model = str(spec.model["name_or_path"])
-    if model.startswith("builtin:"):
+    if model.startswith(BUILTIN_MODEL_PREFIX):
         raise ValueError("vLLM server mode needs a model folder or hub id; the built-in model is for CPU runs")
     served = stack.enter_context(
         vllm_server(

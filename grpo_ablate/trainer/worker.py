@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.vocab import RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
 from .spec import TrialSpec
 
@@ -183,7 +183,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if "startup_seconds" in timings:
             timings["startup_seconds"] += timings["import_seconds"]
         built = build_trial(spec, log=lambda m: print(f"[grpo-ablate] {m}", flush=True))
-        if str(spec.model.get("name_or_path", "")).startswith("builtin:") and "OMP_NUM_THREADS" not in os.environ:
+        if str(spec.model.get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX) and "OMP_NUM_THREADS" not in os.environ:
             # A 64-wide model gains nothing from intra-op threads, and on a busy CPU (parallel trials,
             # other jobs) spinning OpenMP threads made steps ~8x slower in our measurements.
             torch.set_num_threads(1)
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     spec = TrialSpec.load(argv[0])
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    if str(spec.model.get("name_or_path", "")).startswith("builtin:") and spec.data.get("task"):
+    if str(spec.model.get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX) and spec.data.get("task"):
         os.environ["HF_HUB_OFFLINE"] = "1"  # the built-in demo never touches the network
     for key, value in spec.env.items():
         os.environ.setdefault(key, value)
