@@ -266,6 +266,10 @@ class Registry:
         """Call with the lock held."""
         run = Running(number, trial_dir, started=time.monotonic())
         self.running[number] = run
+        try:
+            trial_dir.mkdir(parents=True, exist_ok=True)  # a local folder, no storage round trip
+        except OSError:
+            pass  # preparing the trial meets the same error and requeues it
         if self.stop_reason is not None:
             _stop(trial_dir, self.stop_reason)
         return run
