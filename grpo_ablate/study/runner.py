@@ -27,7 +27,7 @@ from grpo_ablate.plan import resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
-from grpo_ablate.study.lifecycle import HOST, Registry, TrialLifecycle, requeue
+from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle, requeue
 from grpo_ablate.study.setup import PLAN_READY_ATTR, describe_study, open_study, queue_plan, wait_for_plan
 from grpo_ablate.vocab import Outcome
 
@@ -170,7 +170,7 @@ class StudyRunner:
             self.console.ended(self.study, ended)
             self._count(ended)
 
-    def _count(self, ended: Any) -> None:
+    def _count(self, ended: Ended) -> None:
         with self.registry.lock:
             self.counts.add(ended)
             c = self.counts
@@ -283,7 +283,11 @@ def run_study(study: "Study", write_report: bool = True) -> int:
             if added:
                 print(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
 
-    runner = StudyRunner(study, ostudy, storage, study.study.workers)
+    try:
+        runner = StudyRunner(study, ostudy, storage, study.study.workers)
+    except (RuntimeError, OSError) as e:  # GPUs that cannot hold one trial; an output folder we cannot write
+        print(f"grpo-ablate: {e}", file=sys.stderr)
+        return 2
     done, _ = runner.finished_count()
     print(f"Study {study.study.name!r}: {'created' if created else 'resumed'} in {url} "
           f"({done}/{runner.n_trials} trials finished), {runner.workers} worker(s), sampler {study.study.sampler}, "
