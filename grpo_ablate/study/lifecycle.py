@@ -143,9 +143,7 @@ def record_result(ostudy: "optuna.Study", trial: "optuna.Trial", study: "Study",
 
     outcome = result.outcome.value
     metrics = result.metrics or {}
-    for key in HEADLINE_METRICS:
-        if key in metrics:
-            trial.set_user_attr(key, _json_safe(metrics[key]))
+    record_metrics(trial, metrics)
     trial.set_user_attr("outcome", outcome)
     if result.reason:
         trial.set_user_attr("reason", str(result.reason)[:2000])
@@ -167,6 +165,13 @@ def record_result(ostudy: "optuna.Study", trial: "optuna.Trial", study: "Study",
     else:
         ostudy.tell(trial, state=TrialState.FAIL)
     return outcome
+
+
+def record_metrics(trial: "optuna.Trial", metrics: dict[str, Any]) -> None:
+    """The headline metrics as user attributes (partial ones too: the report and dashboard read them)."""
+    for key in HEADLINE_METRICS:
+        if key in metrics:
+            trial.set_user_attr(key, _json_safe(metrics[key]))
 
 
 def _json_safe(v: Any) -> Any:
@@ -420,6 +425,7 @@ class TrialLifecycle:
     def _tell(self, trial: "optuna.Trial", result: "TrialResult") -> Ended:
         reason = result.reason or ""
         if result.outcome is Outcome.INTERRUPTED:
+            record_metrics(trial, result.metrics or {})
             counted = self.registry.stop_reason is None  # lost or killed, not stopped by the user
             outcome = requeue(self.ostudy, self.storage, trial.number, reason or "interrupted",
                               max_retry=self.study.study.max_retry, counted=counted)
