@@ -374,6 +374,8 @@ class TrialLifecycle:
                 upload_trial_artifacts(self.artifacts, trial, run.trial_dir)
             except OSError as e:
                 return self._fault(trial, "running the trial (the orchestrator's own files)", e)
+            except Exception as e:  # noqa: BLE001 - run_trial never raises for the trial's own failure: a bug
+                return self._failed(trial, f"the orchestrator failed running the trial: {type(e).__name__}: {e}")
             trial.set_user_attr("orchestrator_rss_mb", _rss_mb())  # benchmarks/workers.py checks it stays flat
             return self._tell(trial, result)
         finally:
