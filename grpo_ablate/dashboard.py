@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from grpo_ablate.storage import open_artifact_store, open_storage
+from grpo_ablate.storage import mask_url, open_artifact_store, open_storage
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -25,12 +25,13 @@ def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
     from optuna_dashboard import run_server
 
     url = study.storage_url
+    shown = mask_url(url)
     if not study.study.storage and not study.output_dir.joinpath("study.journal").exists():
-        print(f"grpo-ablate: no study storage at {url} yet; run `grpo-ablate run` first", file=sys.stderr)
+        print(f"grpo-ablate: no study storage at {shown} yet; run `grpo-ablate run` first", file=sys.stderr)
         return 2
-    storage = open_storage(url)
+    storage = open_storage(url)  # StudyError (exit 2, one line) when it cannot be opened
     artifacts = open_artifact_store(study.output_dir)
-    print(f"optuna-dashboard for study {study.study.name!r} ({url}) on http://{host}:{port}  (Ctrl-C to stop)", flush=True)
+    print(f"optuna-dashboard for study {study.study.name!r} ({shown}) on http://{host}:{port}  (Ctrl-C to stop)", flush=True)
     try:
         run_server(storage, host=host, port=port, artifact_store=artifacts)
     except KeyboardInterrupt:

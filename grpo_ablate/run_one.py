@@ -18,15 +18,15 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from grpo_ablate.vocab import HEADLINE_METRICS, METRICS
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Outcome
+
+if TYPE_CHECKING:
+    from grpo_ablate.vocab import Cell
 
 __all__ = ["run_one", "spec_from_sections", "print_result"]
-
-_TRIAL_KEYS = ("num_generations", "temperature", "generation_batch_size", "seed")
 
 
 def spec_from_sections(
@@ -49,7 +49,7 @@ def spec_from_sections(
     """
     merged = dict(trainer or {})
     for key, value in (params or {}).items():
-        if key in _TRIAL_KEYS and value is not None:
+        if key in TRIAL_KEYS and value is not None:
             merged[key] = value
     return TrialSpec(
         trial_dir=str(trial_dir),
@@ -79,7 +79,7 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
         key, sep, text = item.partition("=")
         key = key.strip()
         value = yaml.safe_load(text) if sep and text.strip() else None
-        if key in _TRIAL_KEYS and not isinstance(value, (list, dict)):
+        if key in TRIAL_KEYS and not isinstance(value, (list, dict)):
             chosen[key] = value
             if key in ("num_generations", "generation_batch_size"):
                 overrides.append(f"search.{key}=[{value}]")
@@ -92,7 +92,7 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
     return overrides, chosen
 
 
-def _pick_params(study: Any, chosen: dict[str, Any]):
+def _pick_params(study: Any, chosen: dict[str, Any]) -> "Cell":
     """This trial's cell from the validated study and the values given on the command line."""
     from grpo_ablate.vocab import Arm, Cell
 
@@ -163,7 +163,7 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grpo_ablate.config import StudyError, load_study
-    from grpo_ablate.objective import build_spec
+    from grpo_ablate.study.lifecycle import build_spec
     from grpo_ablate.trainer.launch import run_trial
 
     console = Console(stderr=True)

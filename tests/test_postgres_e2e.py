@@ -1,11 +1,13 @@
 """Many workers, one study, a real PostgreSQL server: nothing lost, nothing duplicated, dead workers' trials retried.
 
 Each worker is a separate `grpo-ablate run` process (as on separate hosts), running real GRPO
-trials of the tiny offline model.
+trials of the tiny offline model. Also: the storage password is masked wherever it is shown or
+stored, and a database that does not exist is refused in one line.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -17,7 +19,7 @@ import optuna
 import psutil
 import pytest
 
-from conftest import ROOT, cli_env
+from conftest import ROOT, cli_env, free_port
 from grpo_ablate.storage import open_storage
 
 pytestmark = pytest.mark.slow
@@ -79,3 +81,37 @@ def test_killed_worker_trial_is_retried_with_same_params(tmp_path, fresh_pg_db):
     retried = [t for t in trials if t.number != 0 and t.params == dead.params]
     assert len(retried) == 1 and retried[0].state == optuna.trial.TrialState.COMPLETE
     assert _cells(study) == Counter({(2, 0): 1, (2, 1): 1})
+
+
+def test_the_password_is_never_shown_or_stored(tmp_path, fresh_pg_db):
+    """stdout, the study's `config` attribute and `dashboard` show the URL with *** (issue 9, B3)."""
+    url = fresh_pg_db.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")  # trust auth: accepted
+    res = subprocess.run(_args(tmp_path, "pgpw", url, 2, "--set", "num_generations=[2]", "--set", "study.baseline={}"),
+                         cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "s3cret-pw" not in res.stdout + res.stderr and "postgres:***@" in res.stdout
+    study = optuna.load_study(study_name="pgpw", storage=open_storage(fresh_pg_db))
+    stored = json.dumps(study.user_attrs)
+    assert "s3cret-pw" not in stored and "postgres:***@" in study.user_attrs["config"]["study"]["storage"]
+
+    port = free_port()
+    dash = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "dashboard", "studies/tiny-cpu.yaml", "--storage", url,
+                             "--set", "study.name=pgpw", "--set", f"study.output_dir={tmp_path / 'pgpw'}",
+                             "--port", str(port)], cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        line = dash.stdout.readline()
+    finally:
+        dash.terminate()
+        rest = dash.communicate(timeout=30)[0]
+    assert "optuna-dashboard for study 'pgpw'" in line and "postgres:***@" in line, line + rest
+    assert "s3cret-pw" not in line + rest
+
+
+def test_a_database_that_does_not_exist_is_one_line_and_exit_2(tmp_path, postgres_url):
+    url = postgres_url.rsplit("/", 1)[0] + "/no_such_database"
+    res = subprocess.run(_args(tmp_path, "pgnone", url, 2), cwd=ROOT, env=cli_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "cannot open the storage" in lines[0] and "no_such_database" in lines[0], res.stderr

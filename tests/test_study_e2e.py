@@ -1,13 +1,15 @@
 """`grpo-ablate run` end to end: real GRPO trials on the tiny offline model, driven through the CLI.
 
 Covers: ablation plan run and resumed with nothing repeated; OOM stored as a violated
-constraint on a COMPLETE trial; consecutive failures stop the study; Ctrl-C/SIGTERM records
-the running trial and the rerun finishes the study; two workers.
+constraint on a COMPLETE trial; consecutive failures stop the study, and a study whose every
+trial failed exits 1; Ctrl-C/SIGTERM (also while a trial starts) records the running trial and
+the rerun finishes the study; a full disk requeues trials; a kill -9 of the run is recovered.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,7 +19,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from conftest import ROOT, cli_env, run_cli
+from conftest import ROOT, cli_env, run_cli, unavailable
 from grpo_ablate.storage import open_storage
 
 pytestmark = pytest.mark.slow
@@ -99,19 +101,36 @@ def test_consecutive_failures_stop_the_study(tmp_path):
     assert all(t.state == optuna.trial.TrialState.FAIL for t in st.get_trials(deepcopy=False))
 
 
+def _wait_for(predicate, seconds: float, what: str) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what} within {seconds:.0f} s")
+
+
+def _has_rows(path: Path) -> bool:
+    return path.exists() and path.read_text().count("\n") >= 1
+
+
+# Far more steps than the tiny model trains in the test's window: the stop always finds it running.
+ENDLESS = "budget.max_steps=100000"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
     name = f"int{int(sig)}"
-    args = ["run", "studies/tiny-cpu.yaml", "--set", "budget.max_steps=40", "--set", "study.seeds=[0]",
-            *_study(tmp_path, name), "--no-report", "--set", "num_generations=[2, 4]",
+    plan = ["--set", "study.seeds=[0]", *_study(tmp_path, name), "--no-report", "--set", "num_generations=[2, 4]",
             "--set", "study.baseline={num_generations: 2}"]
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", *args], cwd=ROOT, env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", ENDLESS,
+                             *plan], cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / name / "trials" / "00000" / "metrics.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (metrics.exists() and metrics.read_text().count("\n") >= 2):
-        time.sleep(0.5)
-    assert metrics.exists(), "the first trial never started training"
+    try:
+        _wait_for(lambda: _has_rows(metrics), 180, "the first trial never logged a step")
+    except AssertionError:
+        proc.kill()
+        raise
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 130, out + err
@@ -119,15 +138,86 @@ def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
     first = st.get_trials(deepcopy=False)[0]
     assert first.user_attrs.get("outcome") == "interrupted", out + err
     kept = metrics.read_text().count("\n")
-    assert 2 <= kept < 40  # stopped early, partial metrics kept
+    assert 1 <= kept < 100000  # stopped early, partial metrics kept
 
-    res = run_cli(*args[:-4], "--set", "budget.max_steps=3", "--set", "num_generations=[2, 4]",
-                  "--set", "study.baseline={num_generations: 2}")
+    res = run_cli("run", "studies/tiny-cpu.yaml", "--set", "budget.max_steps=3", *plan)
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, name)
     complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
     cells = sorted((t.user_attrs["num_generations"], t.user_attrs["seed"]) for t in complete)
     assert cells == [(2, 0), (4, 0)]  # each arm exactly once: nothing lost, nothing repeated
+
+
+def test_a_stop_while_a_trial_starts_is_not_missed(tmp_path):
+    """Ctrl-C as soon as the trial is registered (its folder exists), long before its first step."""
+    name = "early"
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", ENDLESS,
+                             "--set", "study.seeds=[0]", *_study(tmp_path, name), "--no-report",
+                             "--set", "num_generations=[2]", "--set", "study.baseline={}"],
+                            cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    folder = tmp_path / name / "trials" / "00000"
+    try:
+        _wait_for(folder.exists, 120, "the first trial was never registered")
+    except AssertionError:
+        proc.kill()
+        raise
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=180)  # a missed stop would train 100000 steps
+    assert proc.returncode == 130, out + err
+    assert (folder / "STOP").read_text().strip() == "interrupted"
+    trials = _load(tmp_path, name).get_trials(deepcopy=False)
+    assert trials[0].user_attrs.get("outcome") == "interrupted", out + err
+    assert trials[1].state == optuna.trial.TrialState.WAITING and trials[1].user_attrs["retry_of"] == 0
+
+
+def test_a_study_whose_every_trial_failed_exits_1_with_the_reasons(tmp_path):
+    args = ["run", "studies/tiny-cpu.yaml", *QUICK, *_study(tmp_path, "allfail"), "--no-report",
+            "--set", "sampler=random", "--set", "study.n_trials=1",
+            "--set", "rewards=['helpers_rewards:always_raises']"]
+    res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "every trial of the study failed" in res.stderr and "always_raises" in res.stderr
+    again = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))  # nothing left to run: still a failed study
+    assert again.returncode == 1 and "every trial of the study failed" in again.stderr
+
+
+def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path):
+    """A real tmpfs, filled up: the orchestrator cannot write the trials' files (issue 9, B2)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        unavailable("mounting a tmpfs needs root")
+    try:
+        journal = tmp_path / "study.journal"  # the storage is elsewhere: only the trial files are on the full disk
+        args = ["run", "studies/tiny-cpu.yaml", *QUICK, "--no-report", "--set", "study.name=full",
+                "--set", f"study.output_dir={disk / 'full'}", "--storage", str(journal),
+                "--set", "num_generations=[2, 4]", "--set", "study.baseline={num_generations: 2}",
+                "--set", "study.max_consecutive_failures=2"]
+        (disk / "full").mkdir()
+        fill = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fill, b"\0" * 65536)
+        except OSError:
+            pass
+        finally:
+            os.close(fill)
+        res = run_cli(*args)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "No space left on device" in res.stderr
+        st = _load(tmp_path, "full", str(journal))
+        states = [(t.state.name, t.user_attrs.get("outcome")) for t in st.get_trials(deepcopy=False)]
+        assert states == [("FAIL", "interrupted")] * 2 + [("WAITING", None)] * 2, states
+
+        (disk / "filler").unlink()
+        res = run_cli(*args)
+        assert res.returncode == 0, res.stdout + res.stderr
+        st = _load(tmp_path, "full", str(journal))
+        complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+        assert sorted(t.user_attrs["num_generations"] for t in complete) == [2, 4]
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_killed_run_on_journal_storage_is_finished_by_the_next_run(tmp_path):

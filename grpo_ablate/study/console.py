@@ -1,0 +1,106 @@
+"""What `run` prints: one line per trial start and end, a status block, and the closing summary."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from grpo_ablate.vocab import Outcome
+
+if TYPE_CHECKING:
+    import optuna
+
+    from grpo_ablate.config import Study
+    from grpo_ablate.study.lifecycle import Ended, Running
+
+__all__ = ["StudyConsole", "Counts"]
+
+
+@dataclass
+class Counts:
+    """This process's trials by outcome, and the run of failures that stops a study."""
+
+    done: int = 0
+    pruned: int = 0
+    oom: int = 0
+    failed: int = 0
+    interrupted: int = 0
+    consecutive_failures: int = 0
+    last_reasons: list[str] = field(default_factory=list)
+
+    def add(self, ended: "Ended") -> None:
+        if ended.outcome == Outcome.FAILED.value or ended.fault:
+            if ended.outcome == Outcome.FAILED.value:
+                self.failed += 1
+            else:
+                self.interrupted += 1
+            self.consecutive_failures += 1
+            self.last_reasons = (self.last_reasons + [f"trial {ended.number}: {ended.reason[:300]}"])[-3:]
+            return
+        if ended.outcome == Outcome.INTERRUPTED.value:
+            self.interrupted += 1
+            return
+        self.consecutive_failures = 0
+        if ended.outcome == Outcome.COMPLETED.value:
+            self.done += 1
+        elif ended.outcome == Outcome.PRUNED.value:
+            self.pruned += 1
+        elif ended.outcome == Outcome.OOM.value:
+            self.oom += 1
+
+
+class StudyConsole:
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+        self._lock = threading.Lock()
+
+    def say(self, text: str) -> None:
+        with self._lock:
+            self.console.print(text, markup=False, soft_wrap=True)
+
+    def ended(self, study: "Study", ended: "Ended") -> None:
+        shown = ", ".join(f"{m}={v:.4g}" for m, v in zip(study.metric_names, ended.values or []))
+        line = f"[trial {ended.number}] {ended.outcome}" + (f": {shown}" if shown else "")
+        if ended.reason and ended.outcome != Outcome.COMPLETED.value:
+            line += f" ({ended.reason[:300]})"
+        self.say(line)
+
+    def status(self, counts: Counts, running: list["Running"]) -> None:
+        c = counts
+        line = f"done {c.done} | pruned {c.pruned} | oom {c.oom} | failed {c.failed} | running {len(running)}"
+        for r in running:
+            rw = "-" if r.reward is None else f"{r.reward:.3f}"
+            role = r.cell.role if r.cell else "starting"
+            line += f"\n  trial {r.number} {role} step {r.step}/{r.max_steps or '?'} reward {rw} eta {r.eta()}"
+        self.say(line)
+
+    def summary(self, study: "Study", ostudy: "optuna.Study") -> None:
+        """Trials by outcome, then the best trial per objective."""
+        from optuna.trial import TrialState
+        from rich.table import Table
+
+        trials = ostudy.get_trials(deepcopy=False)
+        states: dict[str, int] = {}
+        for t in trials:
+            key = t.user_attrs.get("outcome") or t.state.name.lower()
+            states[key] = states.get(key, 0) + 1
+        self.say("Trials: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
+        good = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome") == Outcome.COMPLETED.value]
+        if not good:
+            self.say("No trial completed yet.")
+            return
+        table = Table(title="Best trials", show_lines=False, min_width=60)
+        for col in ("objective", "trial", "arm", "G", "batch", "T", "seed", "value"):
+            table.add_column(col)
+        for i, (metric, direction) in enumerate(zip(study.metric_names, study.directions)):
+            best = (max if direction == "maximize" else min)(good, key=lambda t: t.values[i])
+            u = best.user_attrs
+            table.add_row(f"{metric} ({direction})", str(best.number), str(u.get("role", "")), str(u.get("num_generations")),
+                          str(u.get("generation_batch_size")), f"{u.get('temperature', 0):.3g}", str(u.get("seed")),
+                          f"{best.values[i]:.4g}")
+        with self._lock:
+            self.console.print(table)

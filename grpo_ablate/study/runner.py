@@ -1,0 +1,351 @@
+"""`grpo-ablate run`: worker threads, the main loop, and the signals that stop it.
+
+    grpo-ablate run studies/tiny-cpu.yaml --workers 2
+
+One orchestrating process (no torch: its memory stays flat however many trials run) holds
+`study.workers` threads; each asks the study for a trial and runs it through the lifecycle.
+Several hosts can run the same command on one PostgreSQL storage: the storage hands out
+trials, so none runs twice. Ctrl-C or SIGTERM stops the running trials after their current
+step and queues them again; a second Ctrl-C kills them at once.
+
+Exit status: 0 done, 1 the study stopped on failures (or every trial failed), 2 the storage
+cannot be opened, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from grpo_ablate.plan import resolved_trial_count, study_plan
+from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage
+from grpo_ablate.study.console import Counts, StudyConsole
+from grpo_ablate.study.devices import worker_envs
+from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle, requeue
+from grpo_ablate.study.setup import PLAN_READY_ATTR, describe_study, open_study, queue_plan, wait_for_plan
+from grpo_ablate.vocab import Outcome
+
+if TYPE_CHECKING:
+    import optuna
+
+    from grpo_ablate.config import Study
+
+__all__ = ["run_study", "StudyRunner"]
+
+WAIT = "wait"
+STATUS_EVERY_S = 30.0
+
+
+class Wakeup:
+    """A self-pipe: the signal handler (through signal.set_wakeup_fd) and finishing workers wake the main loop."""
+
+    def __init__(self) -> None:
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+        os.set_blocking(self.w, False)
+
+    def notify(self) -> None:
+        try:
+            os.write(self.w, b"\0")
+        except BlockingIOError:  # the pipe is full: a wake-up is pending anyway
+            pass
+
+    def wait(self, timeout: float) -> None:
+        select.select([self.r], [], [], max(0.0, timeout))
+        try:
+            while os.read(self.r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        os.close(self.r)
+        os.close(self.w)
+
+
+class StudyRunner:
+    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", workers: int):
+        self.study = study
+        self.ostudy = ostudy
+        self.storage = storage
+        self.envs = worker_envs(study, workers)
+        self.workers = len(self.envs)
+        self.n_trials = resolved_trial_count(study)
+        self.heartbeat = is_rdb_url(study.storage_url)
+        self.registry = Registry()
+        self.console = StudyConsole()
+        self.counts = Counts()
+        self.lifecycle = TrialLifecycle(study, ostudy, storage, open_artifact_store(study.output_dir), self.registry,
+                                        workers=self.workers, heartbeat=self.heartbeat, say=self.console.say)
+        self.wakeup = Wakeup()
+        self.interrupt_requests = 0
+        self.interrupted = False
+        self.storage_error = False
+        self.failures_stop = False
+        self.stop_reason: str | None = None
+        self.deadline = time.monotonic() + study.study.timeout if study.study.timeout else None
+
+    # ---- choosing the next trial
+
+    def finished_count(self) -> tuple[int, int]:
+        """(finished, running) trials of the study over every host; requeued ones are not finished."""
+        from optuna.trial import TrialState
+
+        trials = self.ostudy.get_trials(deepcopy=False)
+        done = sum(1 for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+                   or (t.state == TrialState.FAIL and t.user_attrs.get("outcome") == Outcome.FAILED.value))
+        running = sum(1 for t in trials if t.state == TrialState.RUNNING)
+        return done, running
+
+    def _next_trial(self) -> "optuna.Trial | str | None":
+        """The next trial, registered; WAIT when only other hosts' running trials stand in the way."""
+        from optuna.storages import fail_stale_trials
+
+        with self.registry.lock:
+            if self.registry.stop.is_set():
+                return None
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                self.stop_reason = self.stop_reason or "the study's timeout was reached"
+                return None
+            fail_stale_trials(self.ostudy)
+            self._requeue_dead_local_trials()
+            done, running = self.finished_count()
+            others_running = running - len(self.registry.running)
+            may_wait = self.heartbeat and others_running > 0 and done < self.n_trials
+            if done + running >= self.n_trials:
+                return WAIT if may_wait else None  # a dead host's trial comes back once its heartbeat is stale
+            trial = self.lifecycle.ask_and_register()
+            if trial is None:
+                return WAIT if may_wait else None
+            return trial
+
+    def _requeue_dead_local_trials(self) -> None:
+        """RUNNING trials of a process on this host that no longer exists: queue them again.
+
+        Covers the storages without heartbeats (the journal file) after a kill -9 or a power cut.
+        """
+        from optuna.trial import TrialState
+
+        for t in self.ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.user_attrs.get("host") != HOST or t.number in self.registry.running:
+                continue
+            pid = t.user_attrs.get("pid")
+            if not isinstance(pid, int) or _pid_alive(pid):
+                continue
+            requeue(self.ostudy, self.storage, t.number, f"its orchestrator (pid {pid} on {HOST}) died",
+                    max_retry=self.study.study.max_retry, counted=True)
+
+    # ---- the workers
+
+    def _worker(self, index: int) -> None:
+        env = self.envs[index]
+        while not self.registry.stop.is_set():
+            try:
+                trial = self._next_trial()
+            except Exception as e:  # noqa: BLE001 - storage trouble: stop, say why
+                self.stop_reason = f"could not get a trial from the storage: {type(e).__name__}: {e}"
+                self.storage_error = True
+                self.registry.stop.set()
+                return
+            if trial is None:
+                return
+            if trial == WAIT:
+                self.registry.stop.wait(max(1, self.study.study.heartbeat_interval))
+                continue
+            assert not isinstance(trial, str)
+            try:
+                ended = self.lifecycle.run(trial, env)
+            except Exception as e:  # noqa: BLE001 - the storage refused the record: stop, say why
+                self.registry.unregister(trial.number)
+                self.stop_reason = f"could not record trial {trial.number}: {type(e).__name__}: {e}"
+                self.storage_error = True
+                self.registry.stop.set()
+                return
+            self.console.ended(self.study, ended)
+            self._count(ended)
+
+    def _count(self, ended: Ended) -> None:
+        with self.registry.lock:
+            self.counts.add(ended)
+            c = self.counts
+            if c.consecutive_failures >= self.study.study.max_consecutive_failures and not self.failures_stop:
+                self.failures_stop = True
+                self.stop_reason = (f"{c.consecutive_failures} trials failed in a row; the last reasons:\n  "
+                                    + "\n  ".join(c.last_reasons))
+                self.registry.stop.set()
+
+    # ---- the main loop and its signals
+
+    def request_interrupt(self, signum: int = signal.SIGINT, frame: Any = None) -> None:
+        """Signal handler: counts only (the wakeup fd has already woken the main loop)."""
+        self.interrupt_requests += 1
+
+    def run(self) -> None:
+        done = [threading.Event() for _ in range(self.workers)]
+
+        def work(i: int) -> None:
+            try:
+                self._worker(i)
+            finally:
+                done[i].set()
+                self.wakeup.notify()
+
+        threads = [threading.Thread(target=work, args=(i,), name=f"worker-{i}", daemon=True) for i in range(self.workers)]
+        for t in threads:
+            t.start()
+        last_status = time.monotonic()
+        handled = 0
+        while not all(d.is_set() for d in done):
+            self.wakeup.wait(timeout=last_status + STATUS_EVERY_S - time.monotonic())
+            if self.interrupt_requests > handled:
+                handled = self.interrupt_requests
+                self._on_interrupt(first=not self.interrupted)
+            if time.monotonic() - last_status >= STATUS_EVERY_S:
+                last_status = time.monotonic()
+                running = self.registry.snapshot()
+                if running:
+                    self.console.status(self.counts, running)
+
+    def _on_interrupt(self, first: bool) -> None:
+        self.interrupted = True
+        if first:
+            self.console.say("interrupt: running trials stop after their current step and are queued again "
+                             "(press Ctrl-C again to kill them now)")
+            self.registry.request_stop(Outcome.INTERRUPTED.value)
+        else:
+            self.console.say("interrupt: killing running trials")
+            _kill_children()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_children() -> None:
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+
+
+# ------------------------------------------------------------------ the command
+
+
+def run_study(study: "Study", write_report: bool = True) -> int:
+    """Create or resume the study, run it to n_trials, summarise, write the report; the exit status."""
+    from grpo_ablate.config import StudyError
+
+    warnings.filterwarnings("ignore", message=".*Heartbeat of storage is supposed to be used.*")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
+    import optuna
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    url = mask_url(study.storage_url)
+    try:
+        study.output_dir.mkdir(parents=True, exist_ok=True)
+        storage = open_storage(study.storage_url, heartbeat_interval=study.study.heartbeat_interval,
+                               grace_period=study.study.grace_period, max_retry=study.study.max_retry)
+        ostudy, created = open_study(study, for_run=True, storage=storage)
+    except StudyError as e:
+        print(f"grpo-ablate: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"grpo-ablate: cannot write the study's output folder {study.output_dir}: {e}", file=sys.stderr)
+        return 2
+    if created:
+        describe_study(ostudy, study)
+    cells = study_plan(study)
+    if cells:
+        if created:
+            queue_plan(ostudy, study, cells)
+            ostudy.set_user_attr(PLAN_READY_ATTR, True)
+        elif not wait_for_plan(ostudy):
+            print("grpo-ablate: the study exists but its trial plan was never queued (did the first host die while "
+                  "creating it?); remove the study or run with a new study.name", file=sys.stderr)
+            return 1
+        else:
+            added = queue_plan(ostudy, study, cells)
+            if added:
+                print(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
+
+    try:
+        runner = StudyRunner(study, ostudy, storage, study.study.workers)
+    except (RuntimeError, OSError) as e:  # GPUs that cannot hold one trial; an output folder we cannot write
+        print(f"grpo-ablate: {e}", file=sys.stderr)
+        return 2
+    done, _ = runner.finished_count()
+    print(f"Study {study.study.name!r}: {'created' if created else 'resumed'} in {url} "
+          f"({done}/{runner.n_trials} trials finished), {runner.workers} worker(s), sampler {study.study.sampler}, "
+          f"objectives {', '.join(f'{m} ({d})' for m, d in zip(study.metric_names, study.directions))}", flush=True)
+
+    previous: dict[int, Any] = {}
+    wakeup_fd: int | None = None
+    if threading.current_thread() is threading.main_thread():  # tests drive run_study from threads too
+        wakeup_fd = signal.set_wakeup_fd(runner.wakeup.w, warn_on_full_buffer=False)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, runner.request_interrupt)
+    try:
+        runner.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if wakeup_fd is not None:
+            signal.set_wakeup_fd(wakeup_fd)
+        runner.wakeup.close()
+
+    runner.console.summary(study, ostudy)
+    if write_report:
+        try:
+            from grpo_ablate.report import write_report as _write
+
+            paths = _write(study)
+            print(f"Report: {paths['html']}")
+        except Exception as e:  # noqa: BLE001 - the study is safe in storage; `grpo-ablate report` redoes it
+            print(f"grpo-ablate: the report could not be written ({type(e).__name__}: {e}); "
+                  f"retry with: grpo-ablate report {study.path or '<study.yaml>'}", file=sys.stderr)
+    return _exit_status(study, ostudy, runner)
+
+
+def _exit_status(study: "Study", ostudy: "optuna.Study", runner: StudyRunner) -> int:
+    if runner.interrupted:
+        print("Interrupted: run the same command again to finish the study (nothing finished is lost or repeated).")
+        return 130
+    if runner.storage_error or runner.failures_stop:
+        print(f"grpo-ablate: the study stopped: {runner.stop_reason}", file=sys.stderr)
+        return 1
+    failed = all_failed_reasons(ostudy)
+    if failed:
+        print(f"grpo-ablate: every trial of the study failed ({len(failed)}); the reasons:\n  " + "\n  ".join(failed[:5]),
+              file=sys.stderr)
+        return 1
+    if runner.stop_reason:
+        print(f"Stopped: {runner.stop_reason}")
+    return 0
+
+
+def all_failed_reasons(ostudy: "optuna.Study") -> list[str]:
+    """The distinct reasons when trials finished and every one of them failed; else empty."""
+    outcomes = [(t.user_attrs.get("outcome"), t) for t in ostudy.get_trials(deepcopy=False)]
+    finished = [(o, t) for o, t in outcomes if o in (Outcome.COMPLETED.value, Outcome.PRUNED.value, Outcome.OOM.value,
+                                                      Outcome.FAILED.value)]
+    if not finished or any(o != Outcome.FAILED.value for o, _ in finished):
+        return []
+    reasons: dict[str, list[int]] = {}
+    for _, t in finished:
+        reasons.setdefault(str(t.user_attrs.get("reason") or "no reason recorded")[:300], []).append(t.number)
+    return [f"trial(s) {', '.join(map(str, nums))}: {reason}" for reason, nums in reasons.items()]

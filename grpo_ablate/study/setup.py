@@ -1,0 +1,131 @@
+"""Open or create the Optuna study: sampler, pruner, the attributes that describe it, the plan."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import time
+from typing import TYPE_CHECKING, Any
+
+from grpo_ablate.plan import baseline_arm, cell_params
+from grpo_ablate.storage import mask_url, open_storage
+from grpo_ablate.vocab import Cell
+
+if TYPE_CHECKING:
+    import optuna
+
+    from grpo_ablate.config import Study
+
+__all__ = ["open_study", "describe_study", "queue_plan", "wait_for_plan", "library_versions", "PLAN_READY_ATTR"]
+
+PLAN_READY_ATTR = "plan_ready"
+PLAN_WAIT_S = 120.0
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of what trains, read from package metadata (nothing heavy is imported)."""
+    out = {"python": platform.python_version()}
+    for name in ("grpo-ablate", "torch", "trl", "transformers", "accelerate", "datasets", "optuna", "vllm", "deepspeed"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def make_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
+    import optuna
+
+    seed = study.study.sampler_seed
+    kind = study.study.sampler
+    if kind == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if kind == "gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    if kind in ("grid", "ablation"):
+        # Planned studies only pop queued trials; the sampler never proposes on its own.
+        return optuna.samplers.RandomSampler(seed=seed)
+    n_startup = min(10, max(3, (study.study.n_trials or 20) // 4))
+    if len(study.directions) > 1:
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup, multivariate=True)
+
+
+def make_pruner(study: "Study") -> "optuna.pruners.BasePruner":
+    import optuna
+
+    kind = study.study.pruner
+    steps = study.budget.max_steps
+    if kind == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=max(1, (steps or 20) // 5))
+    if kind == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=max(1, (steps or 20) // 8), max_resource=steps or "auto")
+    return optuna.pruners.NopPruner()
+
+
+def open_study(
+    study: "Study", *, for_run: bool = False, storage: "optuna.storages.BaseStorage | None" = None
+) -> tuple["optuna.Study", bool]:
+    """Create the Optuna study or load it; returns (study, created_here).
+
+    `storage` is the one `run` opened itself (it keeps the handle for heartbeats); otherwise
+    the study's URL is opened here, with heartbeats when `for_run`.
+    """
+    import optuna
+
+    if storage is None:
+        kwargs: dict[str, Any] = {}
+        if for_run:
+            kwargs = {"heartbeat_interval": study.study.heartbeat_interval, "grace_period": study.study.grace_period,
+                      "max_retry": study.study.max_retry}
+        storage = open_storage(study.storage_url, **kwargs)
+    try:
+        ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=study.directions,
+                                     sampler=make_sampler(study), pruner=make_pruner(study), load_if_exists=False)
+        return ostudy, True
+    except optuna.exceptions.DuplicatedStudyError:
+        ostudy = optuna.load_study(study_name=study.study.name, storage=storage, sampler=make_sampler(study),
+                                   pruner=make_pruner(study))
+        stored = [d.name.lower() for d in ostudy.directions]
+        if stored != study.directions:
+            from grpo_ablate.config import Problem, StudyError
+
+            raise StudyError([Problem(path="study.objectives", message=(
+                f"the stored study {study.study.name!r} has directions {stored}, the file asks for {study.directions}; "
+                "use another study.name to start a new study"))]) from None
+        return ostudy, False
+
+
+def masked_config(study: "Study") -> dict[str, Any]:
+    """The resolved study as stored in the study (the dashboard shows it): no password in it."""
+    config = study.to_dict()
+    section = config.get("study")
+    if isinstance(section, dict) and isinstance(section.get("storage"), str):
+        section["storage"] = mask_url(section["storage"])
+    return config
+
+
+def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
+    ostudy.set_user_attr("config", masked_config(study))
+    ostudy.set_user_attr("versions", library_versions())
+    ostudy.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)])
+    ostudy.set_user_attr("baseline", baseline_arm(study).as_dict())
+    ostudy.set_user_attr("hardware", study.space.shape.describe())
+
+
+def queue_plan(ostudy: "optuna.Study", study: "Study", cells: list[Cell]) -> int:
+    """Queue every planned cell not already in the study (finished, running or queued)."""
+    before = len(ostudy.get_trials(deepcopy=False))
+    for c in cells:
+        ostudy.enqueue_trial(cell_params(study, c), user_attrs={"role": c.role, "cell": c.key}, skip_if_exists=True)
+    return len(ostudy.get_trials(deepcopy=False)) - before
+
+
+def wait_for_plan(ostudy: "optuna.Study") -> bool:
+    """Another host created the study: wait until it has queued the plan."""
+    deadline = time.monotonic() + PLAN_WAIT_S
+    while time.monotonic() < deadline:
+        if ostudy.user_attrs.get(PLAN_READY_ATTR):
+            return True
+        time.sleep(1.0)
+    return False

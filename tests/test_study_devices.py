@@ -1,0 +1,67 @@
+"""CPU threads are split over every trial on the host, across processes (issue 9, B10).
+
+Real processes hold real `flock` slots in a private cache folder; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+from grpo_ablate.study.devices import claim_cpu_share
+
+HOLDER = """
+import sys
+from grpo_ablate.study.devices import claim_cpu_share
+share = claim_cpu_share(workers=1, cores=8)
+print(share.threads, share.running, flush=True)
+sys.stdin.readline()  # hold the slot until told
+share.release()
+"""
+
+
+def _holder(cache) -> subprocess.Popen:
+    env = dict(os.environ, GRPO_ABLATE_CACHE=str(cache))
+    return subprocess.Popen([sys.executable, "-c", HOLDER], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_two_processes_split_the_cores(tmp_path):
+    first = _holder(tmp_path)
+    assert first.stdout.readline().split() == ["8", "1"]  # alone on the host: every core
+    second = _holder(tmp_path)
+    try:
+        assert second.stdout.readline().split() == ["4", "2"]  # the other process's trial counts
+    finally:
+        for p in (first, second):
+            p.communicate("\n", timeout=60)
+    third = _holder(tmp_path)  # both released their slots on exit
+    assert third.stdout.readline().split() == ["8", "1"]
+    third.communicate("\n", timeout=60)
+
+
+def test_a_killed_process_leaves_no_slot_behind(tmp_path):
+    victim = _holder(tmp_path)
+    assert victim.stdout.readline().split() == ["8", "1"]
+    victim.kill()
+    victim.wait(timeout=30)
+    share = claim_cpu_share(workers=1, cores=8, directory=tmp_path / "slots")
+    try:
+        assert (share.threads, share.running) == (8, 1)
+    finally:
+        share.release()
+
+
+def test_a_process_s_own_workers_share_the_cores_from_the_first_trial(tmp_path):
+    slots = tmp_path / "slots"
+    a = claim_cpu_share(workers=2, cores=8, directory=slots)
+    b = claim_cpu_share(workers=2, cores=8, directory=slots)
+    c = claim_cpu_share(workers=2, cores=8, world_size=2, directory=slots)
+    try:
+        assert (a.threads, b.threads, c.threads) == (4, 4, 1)  # c: 3 trials x 2 processes on 8 cores
+        assert a.env() == {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4"}
+    finally:
+        for s in (a, b, c):
+            s.release()
