@@ -2,8 +2,8 @@
 
     grpo-ablate plan studies/tiny-cpu.yaml
 
-Pure: reads a validated Study, imports no optuna. The study module enqueues these cells; the
-objective turns each into a trial.
+Pure: reads a validated Study, imports no optuna. study/setup.py queues these cells;
+study/lifecycle.py turns each into a trial.
 
 - grid: every feasible (num_generations, generation batch) pair x every temperature x every seed.
 - ablation: the baseline first, then one factor at a time (the other factors held at the
@@ -26,7 +26,7 @@ DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 
 
 def cell_params(study: "Study", cell: Cell) -> dict[str, object]:
-    """The Optuna params that reproduce a cell (names as the objective suggests them)."""
+    """The Optuna params that reproduce a cell (names as the lifecycle suggests them)."""
     name, value = pair_param(study, cell.arm.num_generations, cell.arm.generation_batch_size)
     out: dict[str, object] = {name: value}
     if study.temperatures() is not None:

@@ -10,7 +10,7 @@
 - `Outcome`: how a trial ended;
 - the trial folder's file names;
 - `METRICS`: every metric's label, unit, direction, bounds and plain-words definition, read by
-  the metrics module, the objective, the report, compare and the dashboard attributes;
+  the metrics module, the study lifecycle, the report, compare and the dashboard attributes;
 - the names of the built-in tasks, rewards and models (the trainer core holds their code).
 """
 
