@@ -14,8 +14,7 @@ Exit status: 0 completed, 1 failed/oom, 2 a study that does not validate, 130 in
 
 from __future__ import annotations
 
-import json
-import math
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -71,14 +70,13 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
     In a study, `--set num_generations=[2, 4]` changes the search; for one trial a single value
     is meant, so a scalar is pinned in the search as a one-value list (it must still be feasible).
     """
-    import yaml
+    from grpo_ablate.config.load import parse_override
 
     overrides: list[str] = []
     chosen: dict[str, Any] = {}
     for item in sets:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        value = yaml.safe_load(text) if sep and text.strip() else None
+        key = item.partition("=")[0].strip()
+        value = parse_override(item)[1]  # ValueError (one line) for a malformed value
         if key in TRIAL_KEYS and not isinstance(value, (list, dict)):
             chosen[key] = value
             if key in ("num_generations", "generation_batch_size"):
@@ -123,20 +121,13 @@ def _pick_params(study: Any, chosen: dict[str, Any]) -> "Cell":
     return Cell(Arm(pair.num_generations, pair.generation_batch_size, temperature), seed, "run-one")
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "-"
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
-    return str(value)
-
 
 def print_result(result: TrialResult, console: Any = None) -> None:
     """The headline metrics as a table, with the outcome and the reason when not completed."""
     from rich.console import Console
     from rich.table import Table
+
+    from grpo_ablate.report.text import fmt
 
     console = console or Console()
     table = Table(title=f"trial {result.outcome.value}" + (f" - {result.reason}" if result.reason else ""), title_justify="left")
@@ -148,9 +139,9 @@ def print_result(result: TrialResult, console: Any = None) -> None:
     for name in HEADLINE_METRICS:
         info = METRICS[name]
         arrow = {"maximize": "higher", "minimize": "lower"}.get(info.direction or "", "")
-        table.add_row(name, _fmt(m.get(name)), arrow, info.description)
+        table.add_row(name, fmt(m.get(name), digits=4), arrow, info.description)
     for name in ("completions", "startup_seconds", "build_seconds"):
-        table.add_row(name, _fmt(m.get(name)), "", "")
+        table.add_row(name, fmt(m.get(name), digits=4), "", "")
     console.print(table)
     if result.outcome in (Outcome.FAILED, Outcome.OOM) and result.log_tail:
         console.print("[bold]end of log.txt:[/bold]")
@@ -167,12 +158,12 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
     from grpo_ablate.trainer.launch import run_trial
 
     console = Console(stderr=True)
-    overrides, chosen = _split_sets(sets)
     try:
+        overrides, chosen = _split_sets(sets)
         study = load_study(study_path, overrides)
         params = _pick_params(study, chosen)
     except (StudyError, ValueError) as exc:
-        console.print(str(exc), markup=False, highlight=False)
+        print(f"grpo-ablate: {exc}", file=sys.stderr)  # plain print: rich would wrap a one-line error
         return 2
     folder = Path(trial_dir) if trial_dir else study.output_dir / "run-one" / time.strftime("%Y%m%d-%H%M%S")
     spec = build_spec(study, params, folder.resolve())
@@ -212,6 +203,4 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
 
 
 if __name__ == "__main__":  # pragma: no cover - the CLI is the entry point
-    import sys
-
     raise SystemExit(run_one(sys.argv[1], sys.argv[2:]))
