@@ -304,7 +304,7 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
         else:
             trainer[key] = value
     if ignored:
-        notes.append(RecipeNote(f"{recipe.path.name}: ignored, read by other tools: {', '.join(ignored)}"))
+        notes.append(RecipeNote(f"{recipe.path.name}: ignored (read by other tools, or left off): {', '.join(ignored)}"))
     rewards = _rewards(recipe, notes, problems)
     if rewards and not raw.get("rewards"):
         raw["rewards"] = rewards
