@@ -103,6 +103,7 @@ def test_dashboard_shows_trials_and_user_attrs(tmp_path):
         assert studies is not None, "the dashboard never answered"
         (summary,) = [s for s in studies["study_summaries"] if s["study_name"] == "dash"]
         detail = _get(f"{base}/api/studies/{summary['study_id']}?after=0")
+        assert detail.get("objective_names") == ["reward_per_hour"]
         trials = detail["trials"]
         assert len(trials) == 2 and {t["state"] for t in trials} == {"Complete"}
         for t in trials:
