@@ -28,7 +28,8 @@ def test_openr1_recipe_plans_unedited_and_prints_the_notes():
     for key, says in [("max_prompt_length", "data.max_prompt_tokens"), ("warmup_ratio", "warmup_steps"),
                       ("overwrite_output_dir", "dropped"), ("vllm_device", "dropped"),
                       ("max_steps", "budget decides"), ("num_train_epochs", "budget decides"),
-                      ("push_to_hub", "hub"), ("save_strategy", "saving"), ("report_to", "study.trackers")]:
+                      ("push_to_hub", "hub"), ("save_strategy", "saving"), ("report_to", "study.trackers"),
+                      ("eval_strategy", "evaluation"), ("num_processes", "hardware section")]:
         note = f"note: {name}:{_line(recipe, key)}: {key}"
         assert note in out, f"missing {note!r}"
         assert says in out.split(note, 1)[1].splitlines()[0]
@@ -55,7 +56,7 @@ def test_openr1_recipe_keys_land_in_the_study_sections():
     t = study.trainer
     assert t["warmup_steps"] == pytest.approx(0.1) and "warmup_ratio" not in t
     for gone in ("max_steps", "num_train_epochs", "output_dir", "push_to_hub", "report_to", "save_strategy",
-                 "callbacks", "vllm_device", "num_generations", "temperature"):
+                 "callbacks", "vllm_device", "num_generations", "temperature", "do_eval", "eval_strategy"):
         assert gone not in t
     assert t["gradient_accumulation_steps"] == 16 and t["log_completions"] is True
     assert study.world_size == 7 and study.budget.max_steps == 50

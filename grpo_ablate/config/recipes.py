@@ -91,6 +91,11 @@ STUDY_OWNED_KEYS: dict[str, str] = {
     "logging_steps": "logging: metrics are read every step",
     "logging_strategy": "logging: metrics are read every step",
     "logging_first_step": "logging: metrics are read every step",
+    "do_eval": "evaluation: the study decides (the recipe's test split is not loaded)",
+    "eval_strategy": "evaluation: the study decides (the recipe's test split is not loaded)",
+    "eval_steps": "evaluation: the study decides (the recipe's test split is not loaded)",
+    "eval_on_start": "evaluation: the study decides (the recipe's test split is not loaded)",
+    "num_processes": "processes: the study's hardware section decides (a launcher key, not GRPOConfig's)",
 }
 
 # Keys read by other tools (Open R1's callbacks and evaluation, W&B setup, code sandboxes,
@@ -272,6 +277,15 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             sec.setdefault(field, value)
         elif key in ("reward_funcs", "reward_weights"):
             continue
+        elif key == "dataset_configs":  # older Open R1 scripts: a list holding one config name
+            names = value if isinstance(value, list) else [value]
+            if len(names) == 1 and isinstance(names[0], str):
+                if "task" not in section("data"):
+                    section("data").setdefault("config_name", names[0])
+                notes.append(RecipeNote(f"{recipe.at(key)}: dataset_configs {echo(names)} became data.config_name"))
+            else:
+                problems.append(recipe.problem(key, f"expected one config name, got {echo(value)}; "
+                                                    f"set data.config_name in the study"))
         elif key == "max_prompt_length":
             if value is not None:
                 section("data").setdefault("max_prompt_tokens", value)
@@ -285,7 +299,7 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             notes.append(RecipeNote(f"{recipe.at(key)}: {key} {REMOVED_KEYS[key]}"))
         elif key in STUDY_OWNED_KEYS:
             if key not in own:
-                notes.append(RecipeNote(f"{recipe.at(key)}: {key}: {echo(value)} overridden ({STUDY_OWNED_KEYS[key]})"))
+                notes.append(RecipeNote(f"{recipe.at(key)}: {key}: {echo(value)} overridden; {STUDY_OWNED_KEYS[key]}"))
         elif _matches(key, OTHER_TOOL_KEYS):
             ignored.append(f"{key} (line {recipe.lines.get(key, '?')})")
         elif _matches(key, UNSUPPORTED_KEYS):
