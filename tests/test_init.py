@@ -65,3 +65,11 @@ def test_an_invalid_result_writes_nothing(tmp_path):
 def test_temperatures_stay_positive():
     assert temperatures_around(0.1) == [0.1, 0.3]
     assert temperatures_around(1.0) == [0.8, 1.0, 1.2]
+
+
+def test_init_from_a_trl_cli_recipe(tmp_path):
+    recipe = ROOT / "studies/recipes/trl-cli-style.yaml"
+    study = load_study(write_study(InitAnswers(recipe=recipe, gpus=2, vllm="colocate"), tmp_path / "s.yaml"))
+    assert study.world_size == 2 and study.study.baseline["num_generations"] == 8
+    assert [r.name for r in study.rewards] == ["trl.rewards:think_format_reward", "trl.rewards:accuracy_reward"]
+    assert study.search.temperature == [0.8, 1.0, 1.2]  # the recipe leaves TRL's 1.0
