@@ -7,6 +7,7 @@
     grpo-ablate report studies/tiny-cpu.yaml [--out report.html]
     grpo-ablate compare runs/a/summary.json runs/b/summary.json [--tolerance reward_per_hour=0.1]
     grpo-ablate dashboard studies/tiny-cpu.yaml [--port 8080]
+    grpo-ablate init --from RECIPE --gpus N [--vllm server|colocate] [--out study.yaml] [--force]
 
 Exit codes: 0 success, 1 the job ran and failed (or compare found a regression), 2 bad input
 (an invalid study, a malformed `--set`, a missing file or unusable path: one line on stderr),
@@ -80,6 +81,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--storage", help="read the study from this storage URL")
     p.set_defaults(func=cmd_dashboard)
+
+    p = sub.add_parser("init", help="write a commented study file from a recipe (or a few answers), then plan it")
+    p.add_argument("--from", dest="recipe", help="an Open R1 or `trl grpo` recipe file, used as published")
+    p.add_argument("--gpus", type=int, help="GPUs per trial (0: CPU)")
+    p.add_argument("--vllm", choices=["none", "server", "colocate"], default="none",
+                   help="vLLM generation: server takes one GPU of each trial's block")
+    p.add_argument("--model", help="without --from: a hub id or local folder")
+    p.add_argument("--dataset", help="without --from: a hub id or a data file")
+    p.add_argument("--task", help="without --from: a built-in offline task instead of a dataset")
+    p.add_argument("--name", help="the study name (default from the recipe and the hardware)")
+    p.add_argument("--out", default="study.yaml", help="the study file to write (default study.yaml)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.set_defaults(func=cmd_init)
     return parser
 
 
@@ -180,6 +194,21 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     extra = [_set("study.storage", args.storage)] if args.storage else []
     study = _load(args, extra)
     return serve(study, host=args.host, port=args.port)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from grpo_ablate.config import load_study
+    from grpo_ablate.init import InitAnswers, ask_missing, write_study
+    from grpo_ablate.planview import plan_text
+
+    answers = InitAnswers(recipe=Path(args.recipe) if args.recipe else None, model=args.model, dataset=args.dataset,
+                          task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name)
+    out = write_study(ask_missing(answers), Path(args.out), force=args.force)
+    print(f"wrote {out}\n")
+    print(plan_text(load_study(out)))
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,9 +2,11 @@
 
     grpo-ablate dashboard studies/tiny-cpu.yaml --port 8080    # then open http://127.0.0.1:8080
 
-The dashboard lists every trial with its params and user attributes (reward_per_hour,
-stability_variance, samples_per_second, outcome, ...), and shows each trial's artifacts: the
-metrics table (metrics.jsonl) and its reward curve. It binds to 127.0.0.1 unless told otherwise:
+The dashboard names each objective by its metric (reward_per_hour, not "Objective 0"), lists
+every trial with its params and user attributes (reward_per_hour, stability_variance,
+samples_per_second, outcome, ...), and shows each trial's artifacts: its headline metrics
+(headline_metrics.csv), the per-step metrics table (metrics.jsonl), and its reward curve titled
+with the trial's G, batch, temperature and seed. It binds to 127.0.0.1 unless told otherwise:
 the dashboard can edit studies, so exposing it is the user's explicit choice.
 """
 
@@ -30,6 +32,7 @@ def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
         print(f"grpo-ablate: no study storage at {shown} yet; run `grpo-ablate run` first", file=sys.stderr)
         return 2
     storage = open_storage(url)  # StudyError (exit 2, one line) when it cannot be opened
+    _name_objectives(storage, study)
     artifacts = open_artifact_store(study.output_dir)
     print(f"optuna-dashboard for study {study.study.name!r} ({shown}) on http://{host}:{port}  (Ctrl-C to stop)", flush=True)
     try:
@@ -40,3 +43,17 @@ def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
         print(f"grpo-ablate: cannot serve on {host}:{port}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _name_objectives(storage: object, study: "Study") -> None:
+    """A study created before objectives were named gets its metric names now."""
+    import optuna
+
+    from grpo_ablate.study.setup import name_objectives
+
+    try:
+        ostudy = optuna.load_study(study_name=study.study.name, storage=storage)  # type: ignore[arg-type]
+    except KeyError:
+        return  # not in this storage (yet): the dashboard lists what is there
+    if ostudy.metric_names is None and len(ostudy.directions) == len(study.metric_names):
+        name_objectives(ostudy, study)

@@ -1,17 +1,109 @@
-"""What `grpo-ablate plan` prints: the hardware arithmetic, feasible pairs, rejections, the plan.
+"""What `grpo-ablate plan` prints: the hardware arithmetic, feasible pairs, rejections, the plan,
+what each trial generates and how long it may take, and the notes on a translated recipe.
 
     grpo-ablate plan studies/tiny-cpu.yaml --json
 """
 
 from __future__ import annotations
 
+import statistics
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
+from grpo_ablate.config.hardware import world_size_reason
+from grpo_ablate.config.recipes import RecipeNote
+from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
 from grpo_ablate.plan import resolved_trial_count, study_plan
+from grpo_ablate.storage import is_rdb_url, mask_url
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
+
+__all__ = ["plan_json", "plan_text", "trial_cost", "TrialCost"]
+
+STEPS_PER_GENERATION = (
+    "steps/gen: micro-steps (one per-device batch each) trained on the completions of one generation round; "
+    "a round spans steps/gen / gradient_accumulation_steps optimizer steps, and prompts/round = gen_batch / G."
+)
+
+
+class TrialCost(dict[str, Any]):
+    """What one trial generates (an upper bound) and, when a previous study measured it, how long it takes."""
+
+
+def _completions_per_trial(study: "Study") -> int | None:
+    """Completions one trial generates: budget.completions, else max_steps x completions per optimizer step."""
+    b = study.budget
+    if b.completions:
+        return b.completions
+    steps = b.max_steps
+    if not steps:
+        return None
+    shape = study.space.shape
+    return steps * shape.unit * shape.gradient_accumulation_steps
+
+
+def _seconds_per_completion(study: "Study") -> tuple[float, str] | None:
+    """Median training seconds per completion over finished trials in the study's storage, and where from.
+
+    Read-only: a journal file or SQLite file that exists; a server storage is not contacted by `plan`.
+    """
+    url = study.storage_url
+    if is_rdb_url(url) and not url.startswith("sqlite:///"):
+        return None
+    path = Path(url.removeprefix("sqlite:///"))
+    if not path.is_file() or not path.stat().st_size:
+        return None
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        if url.startswith("sqlite:///"):
+            storage: Any = optuna.storages.RDBStorage(url, skip_compatibility_check=True)
+        else:
+            storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+        rates: list[float] = []
+        names: set[str] = set()
+        for s in storage.get_all_studies():
+            for t in storage.get_all_trials(s._study_id, deepcopy=False):
+                sps = t.user_attrs.get("samples_per_second")
+                if t.state == optuna.trial.TrialState.COMPLETE and isinstance(sps, (int, float)) and sps > 0:
+                    rates.append(1.0 / float(sps))
+                    names.add(s.study_name)
+    except Exception:  # a storage plan cannot read says nothing about the plan: no estimate
+        return None
+    if not rates:
+        return None
+    where = f"{len(rates)} finished trial(s) of {', '.join(sorted(names))} in {mask_url(url)}"
+    return statistics.median(rates), where
+
+
+def trial_cost(study: "Study") -> TrialCost:
+    """Generated completions and tokens per trial (upper bound), and the wall-time estimate with its source."""
+    n = _completions_per_trial(study)
+    length = study.trainer.get("max_completion_length", TRL_DEFAULTS["max_completion_length"])
+    length = length if isinstance(length, int) and not isinstance(length, bool) else TRL_DEFAULTS["max_completion_length"]
+    cost = TrialCost(completions=n, max_completion_length=length, max_tokens=n * length if n else None,
+                     seconds=None, seconds_source=None)
+    measured = _seconds_per_completion(study) if n else None
+    if measured and n:
+        per, where = measured
+        cost["seconds"] = per * n
+        cost["seconds_per_completion"] = per
+        cost["seconds_source"] = where
+    if study.budget.seconds and (cost["seconds"] is None or cost["seconds"] > study.budget.seconds):
+        cost["seconds"] = study.budget.seconds
+        cost["seconds_source"] = (cost["seconds_source"] or "") + ("; " if cost["seconds_source"] else "") + "capped by budget.seconds"
+    return cost
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _temperature_text(study: "Study") -> tuple[str, int | None]:
@@ -40,6 +132,10 @@ def plan_json(study: "Study") -> dict[str, Any]:
                 for c in cells
             ],
             "n_trials": resolved_trial_count(study),
+            "world_size_reason": world_size_reason(study.file),
+            "steps_per_generation_meaning": STEPS_PER_GENERATION,
+            "trial_cost": dict(trial_cost(study)),
+            "notes": [str(w) for w in study.warnings if isinstance(w, RecipeNote)],
         }
     )
     return out
@@ -47,11 +143,18 @@ def plan_json(study: "Study") -> dict[str, Any]:
 
 def plan_text(study: "Study") -> str:
     space = study.space
-    lines = [f"Study {study.study.name!r} ({study.study.sampler} sampler)", "", "Hardware: " + space.shape.describe(), ""]
+    lines = [f"Study {study.study.name!r} ({study.study.sampler} sampler)", ""]
+    notes = [w for w in study.warnings if isinstance(w, RecipeNote)]
+    if notes:
+        lines.append(f"Recipe {study.file.trainer_from} (notes on its keys):")
+        lines += [f"  note: {n}" for n in notes]
+        lines.append("")
+    lines += ["Processes: " + world_size_reason(study.file) + ".", "Hardware: " + space.shape.describe(), ""]
     lines.append(f"Feasible pairs ({len(space.feasible)}):")
     lines.append(f"  {'num_generations':>15} {'gen_batch':>9} {'steps/gen':>9} {'prompts/round':>13}")
     for p in space.feasible:
         lines.append(f"  {p.num_generations:>15} {p.generation_batch_size:>9} {p.steps_per_generation:>9} {p.prompts_per_generation:>13}")
+    lines.append("  " + STEPS_PER_GENERATION)
     if space.rejected:
         lines += ["", f"Rejected ({len(space.rejected)}):"]
         for r in space.rejected:
@@ -70,6 +173,26 @@ def plan_text(study: "Study") -> str:
             lines.append(f"  {i:>3}. {c.role:<28} {c.arm.label}, seed {c.seed}")
     else:
         lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.study.sampler} sampler, seeds {list(study.study.seeds)}.")
+    lines += ["", *_cost_lines(study)]
     for w in study.warnings:
-        lines.append(f"warning: {w}")
+        if not isinstance(w, RecipeNote):
+            lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def _cost_lines(study: "Study") -> list[str]:
+    cost = trial_cost(study)
+    n = cost["completions"]
+    if not n:
+        return ["Per trial: generated tokens unknown (the budget is tokens or seconds only)."]
+    out = [f"Per trial: {n:,} completions x max_completion_length {cost['max_completion_length']} = "
+           f"at most {cost['max_tokens']:,} generated tokens."]
+    if cost["seconds"] is not None:
+        trials = resolved_trial_count(study)
+        per = cost.get("seconds_per_completion")
+        rate = f" ({per:.3g} s per completion)" if per else ""
+        out.append(f"Wall time: about {_duration(cost['seconds'])} per trial, {_duration(cost['seconds'] * trials)} "
+                   f"for {trials} trials{rate}; from {cost['seconds_source']}.")
+    else:
+        out.append("Wall time: no estimate yet (no finished trial in this study's storage; run a few trials first).")
+    return out

@@ -1,4 +1,5 @@
-"""`grpo-ablate dashboard` serves a real finished study; its HTTP API returns the trials and our user attributes."""
+"""`grpo-ablate dashboard` serves a real study; its HTTP API returns what a user sees: the objectives'
+metric names, the trials, our user attributes and the artifacts."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import urllib.request
 import pytest
 
 from conftest import ROOT, cli_env, free_port, run_cli
-
-pytestmark = pytest.mark.slow
+from grpo_ablate.config import load_study
+from grpo_ablate.storage import open_artifact_store
+from grpo_ablate.study.artifacts import HEADLINE_FILE, curve_title, upload_trial_artifacts
+from grpo_ablate.study.setup import describe_study, open_study
+from grpo_ablate.vocab import METRICS_FILE, REWARD_CURVE_FILE, Arm, Cell
 
 
 def _get(url: str):
@@ -20,6 +24,64 @@ def _get(url: str):
         return json.loads(r.read().decode())
 
 
+def _serve(study_args: list[str]) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "dashboard", *study_args, "--port", str(port)],
+                            cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _wait_for_api(base: str) -> dict:
+    for _ in range(120):
+        try:
+            return _get(f"{base}/api/studies")
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError("the dashboard never answered")
+
+
+def test_dashboard_names_objectives_and_shows_headline_metrics(tmp_path):
+    """No training: the study is set up by the real code, one trial's files are written by hand."""
+    study_args = ["studies/tiny-cpu.yaml", "--set", "study.name=named", "--set", f"study.output_dir={tmp_path / 'named'}",
+                  "--set", "study.objectives=[{metric: reward_per_hour}, {metric: peak_memory_mb}]"]
+    study = load_study(study_args[0], [a for a in study_args[1:] if a != "--set"])
+    ostudy, created = open_study(study)
+    assert created
+    describe_study(ostudy, study)
+    cell = Cell(Arm(8, 32, 0.9), 1, "baseline")
+    trial = ostudy.ask()
+    for k, v in cell.as_attrs().items():
+        trial.set_user_attr(k, v)
+    trial_dir = tmp_path / "trial"
+    trial_dir.mkdir()
+    rows = [{"step": i, "reward": 0.1 * i, "train_seconds": 2.0 * i, "completions": 32, "peak_memory_mb": 900.0}
+            for i in range(1, 6)]
+    (trial_dir / METRICS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    upload_trial_artifacts(open_artifact_store(study.output_dir), trial, trial_dir)
+    trial.set_user_attr("reward_per_hour", 288.0)
+    ostudy.tell(trial, [288.0, 900.0])
+    assert curve_title(trial.number, dict(cell.as_attrs())) == "trial 0: G=8, batch 32, T=0.9, seed 1 (baseline)"
+    assert (trial_dir / REWARD_CURVE_FILE).exists()
+    headline = (trial_dir / HEADLINE_FILE).read_text().splitlines()
+    assert headline[0] == "metric,label,value,unit,better" and any(r.startswith("reward_per_hour,") for r in headline)
+
+    proc, base = _serve(study_args)
+    try:
+        studies = _wait_for_api(base)
+        (summary,) = [s for s in studies["study_summaries"] if s["study_name"] == "named"]
+        detail = _get(f"{base}/api/studies/{summary['study_id']}?after=0")
+        assert detail.get("objective_names") == ["reward_per_hour", "peak_memory_mb"]
+        (t,) = detail["trials"]
+        names = [a["filename"] for a in t["artifacts"]]
+        assert names == [HEADLINE_FILE, METRICS_FILE, REWARD_CURVE_FILE]
+        attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
+        assert attrs["reward_per_hour"] == "288.0" or attrs["reward_per_hour"] == 288.0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.mark.slow
 def test_dashboard_shows_trials_and_user_attrs(tmp_path):
     study_args = ["studies/tiny-cpu.yaml", "--set", "study.name=dash", "--set", f"study.output_dir={tmp_path / 'dash'}",
                   "--set", "budget.max_steps=3", "--set", "study.seeds=[0]", "--set", "num_generations=[2, 4]",
@@ -41,6 +103,7 @@ def test_dashboard_shows_trials_and_user_attrs(tmp_path):
         assert studies is not None, "the dashboard never answered"
         (summary,) = [s for s in studies["study_summaries"] if s["study_name"] == "dash"]
         detail = _get(f"{base}/api/studies/{summary['study_id']}?after=0")
+        assert detail.get("objective_names") == ["reward_per_hour"]
         trials = detail["trials"]
         assert len(trials) == 2 and {t["state"] for t in trials} == {"Complete"}
         for t in trials:

@@ -2,8 +2,10 @@
 
     grpo-ablate plan studies/openr1-1.5b-numina-8gpu.yaml   # "7 training process(es) x 16 per device"
 
-The world size comes from hardware.num_processes, else the accelerate config's
-num_processes, else the GPUs per trial less those a vLLM server takes, else 1.
+The world size comes from hardware.num_processes; else, with vLLM in server mode, from the GPUs
+per trial less the server's (overriding the accelerate config's num_processes, as
+`accelerate launch --num_processes 7` does in Open R1's launch); else the accelerate config's
+num_processes; else the GPUs per trial; else 1.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
 from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.space import BatchShape, FeasibleSpace, feasible_space
 
-__all__ = ["accelerate_processes", "world_size", "batch_shape", "space_for"]
+__all__ = ["accelerate_processes", "world_size", "world_size_reason", "batch_shape", "space_for"]
 
 
 def accelerate_processes(path: str) -> int | None:
@@ -31,17 +33,33 @@ def accelerate_processes(path: str) -> int | None:
 
 
 def world_size(sf: StudyFile) -> int:
+    """Training processes per trial (see the module docstring for the order)."""
+    return _world(sf)[0]
+
+
+def world_size_reason(sf: StudyFile) -> str:
+    """Where the world size came from, in words, for `plan`."""
+    return _world(sf)[1]
+
+
+def _world(sf: StudyFile) -> tuple[int, str]:
     hw = sf.hardware
     if hw.num_processes:
-        return hw.num_processes
-    if hw.accelerate_config:
-        n = accelerate_processes(hw.accelerate_config)
-        if n:
-            return n
+        return hw.num_processes, f"{hw.num_processes} training process(es) from hardware.num_processes"
+    from_file = accelerate_processes(hw.accelerate_config) if hw.accelerate_config else None
+    if hw.gpus and hw.vllm.mode == "server":
+        n = max(1, hw.gpus - hw.vllm.server_gpus)
+        text = (f"{n} training process(es) = hardware.gpus {hw.gpus} - vllm.server_gpus {hw.vllm.server_gpus} "
+                f"(the vLLM server's)")
+        if from_file is not None and from_file != n:
+            text += (f"; this overrides num_processes: {from_file} in {Path(str(hw.accelerate_config)).name}, "
+                     f"as `accelerate launch --num_processes {n}` does")
+        return n, text
+    if from_file:
+        return from_file, f"{from_file} training process(es) from num_processes in {Path(str(hw.accelerate_config)).name}"
     if hw.gpus:
-        taken = hw.vllm.server_gpus if hw.vllm.mode == "server" else 0
-        return max(1, hw.gpus - taken)
-    return 1
+        return hw.gpus, f"{hw.gpus} training process(es), one per GPU (hardware.gpus)"
+    return 1, "1 training process (set hardware.num_processes or gpus for more)"
 
 
 def batch_shape(sf: StudyFile) -> BatchShape:

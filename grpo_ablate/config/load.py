@@ -2,8 +2,8 @@
 
     grpo-ablate validate studies/tiny-cpu.yaml --set num_generations=[2,4] --set study.n_trials=4
 
-A recipe (an Open R1 / TRL script config) fills the trainer section; its script keys go to the
-model, data and rewards sections; the study's own keys win. Relative file paths mean: beside
+A recipe (an Open R1 / `trl grpo` script config, as published) fills the trainer section;
+config/recipes.py translates its keys and notes what it did; the study's own keys win. Relative file paths mean: beside
 the study file, else from the current directory.
 """
 
@@ -16,29 +16,14 @@ from typing import Any
 
 from grpo_ablate.config.errors import Problem, StudyError, echo
 from grpo_ablate.config.places import is_local_dataset
+from grpo_ablate.config.recipes import RecipeNote, merge_recipe
 from grpo_ablate.config.schema import SearchSection, StudyFile, StudySection
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.validate import validate_dict
 from grpo_ablate.config.yaml_io import YamlLimitError, parse_yaml, read_yaml_file
 from grpo_ablate.vocab import SEARCHED_KEYS
 
-__all__ = ["load_study", "apply_overrides", "parse_override", "RECIPE_KEY_MAP"]
-
-# Keys of Open R1 / TRL script recipes that are not GRPOConfig fields, and where they go.
-RECIPE_KEY_MAP = {
-    "model_name_or_path": ("model", "name_or_path"),
-    "model_revision": ("model", "revision"),
-    "torch_dtype": ("model", "dtype"),
-    "dtype": ("model", "dtype"),
-    "attn_implementation": ("model", "attn_implementation"),
-    "trust_remote_code": ("model", "trust_remote_code"),
-    "dataset_name": ("data", "dataset"),
-    "dataset_config": ("data", "config_name"),
-    "dataset_train_split": ("data", "split"),
-    "dataset_prompt_column": ("data", "prompt_column"),
-    "system_prompt": ("data", "system_prompt"),
-}
-
+__all__ = ["load_study", "apply_overrides", "parse_override"]
 
 def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None) -> Study:
     """Read, merge the recipe, apply `--set` overrides, validate. Raises StudyError."""
@@ -48,9 +33,10 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
         raise StudyError([Problem(path="", message=(
             f"expected a mapping of sections at the top level, got {type(raw).__name__}"))], str(p))
     problems: list[Problem] = []
+    notes: list[RecipeNote] = []
     raw = copy.deepcopy(raw)
     if raw.get("trainer_from"):
-        raw, recipe_problems = _merge_recipe(raw, p.parent)
+        raw, notes, recipe_problems = merge_recipe(raw, p.parent)
         problems += recipe_problems
     if overrides:
         try:
@@ -60,6 +46,7 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
     _resolve_paths(raw, p.parent)
     study = validate_dict(raw, source=str(p), problems=problems)
     study.path = p
+    study.warnings[:0] = notes
     return study
 
 
@@ -114,50 +101,6 @@ def apply_overrides(raw: dict[str, Any], sets: list[str]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- recipe and paths
-
-
-def _merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[Problem]]:
-    """Start the trainer section from a recipe file; the study's own keys win."""
-    if not isinstance(raw["trainer_from"], str):
-        return raw, [Problem(path="trainer_from", message=f"expected a file path, got {echo(raw['trainer_from'])}")]
-    rp = Path(raw["trainer_from"])
-    if not rp.is_absolute():
-        rp = base / rp
-    try:
-        recipe = read_yaml_file(rp, what="trainer_from recipe")
-    except StudyError as e:
-        return raw, [Problem(path="trainer_from", message=e.problems[0].message)]
-    if not isinstance(recipe, dict):
-        return raw, [Problem(path="trainer_from", message=f"{echo(str(rp))} must be a mapping of keys, "
-                                                          f"got {type(recipe).__name__}")]
-    trainer: dict[str, Any] = {}
-    for key, value in recipe.items():
-        if key in RECIPE_KEY_MAP:
-            section, name = RECIPE_KEY_MAP[key]
-            if key == "torch_dtype" and value not in (None, "auto", "float32", "bfloat16", "float16"):
-                value = str(value)
-            sec = raw.setdefault(section, {}) if isinstance(raw.get(section, {}), dict) else {}
-            if section == "data" and "task" in sec:
-                continue  # the study chose a built-in task; the recipe's dataset does not apply
-            sec.setdefault(name, value)
-        elif key == "reward_funcs":
-            if not raw.get("rewards"):
-                names = value if isinstance(value, list) else []
-                weights = recipe.get("reward_weights") or [1.0] * len(names)
-                raw["rewards"] = [{"name": n, "weight": w} for n, w in zip(names, weights)]
-        elif key == "reward_weights":
-            continue
-        else:
-            trainer[key] = value
-    search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
-    for key in SEARCHED_KEYS:
-        if key in search:
-            trainer.pop(key, None)  # the search decides these; the recipe's value is its baseline at most
-    own = raw.get("trainer")
-    if own is None or isinstance(own, dict):  # anything else stays, for the schema to report
-        trainer.update(own or {})
-        raw["trainer"] = trainer
-    return raw, []
 
 
 def _resolve_path(value: Any, base: Path | None) -> Any:

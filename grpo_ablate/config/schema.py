@@ -59,6 +59,8 @@ class StudySection(_Section):
     heartbeat_interval: int = Field(default=60, ge=1)  # RDB storages: seconds between a running trial's heartbeats
     grace_period: int | None = None  # RDB storages: a trial silent this long is failed and retried (default 3x interval)
     max_retry: int = Field(default=2, ge=0)  # how often a trial whose worker died is retried
+    # report_to for every trial, e.g. [tensorboard] or [wandb]; runs are grouped under the study's name
+    trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(default_factory=list)
 
 
 class ModelSection(_Section):
@@ -76,7 +78,7 @@ class DataSection(_Section):
     split: str = "train"
     prompt_column: str = "prompt"
     system_prompt: str | None = None
-    chat_template: bool | None = None  # None: use the tokenizer's chat template when it has one
+    chat_template: bool | str | None = None  # None: the tokenizer's template when it has one; a string: this Jinja template
     max_samples: int | None = Field(default=None, ge=1)
     num_prompts: int | None = Field(default=None, ge=1)  # size of a built-in task's dataset
     max_prompt_tokens: int | None = Field(default=None, ge=1)  # drop longer prompts (TRL no longer truncates)
@@ -100,9 +102,9 @@ class VllmSection(_Section):
 
 
 class HardwareSection(_Section):
-    num_processes: int | None = Field(default=None, ge=1)  # training processes per trial (the world size)
-    gpus: int | None = Field(default=None, ge=0)  # GPUs per trial; with vLLM server mode some go to the server
-    accelerate_config: str | None = None  # accelerate config file; its num_processes is the world size
+    num_processes: int | None = Field(default=None, ge=1)  # training processes per trial (the world size); wins over all below
+    gpus: int | None = Field(default=None, ge=0)  # GPUs per trial; with vLLM server mode, gpus - server_gpus train
+    accelerate_config: str | None = None  # accelerate config file; its num_processes counts unless vLLM server mode sets it
     launcher: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
     vllm: VllmSection = Field(default_factory=VllmSection)
 

@@ -29,6 +29,7 @@ TRL_DEFAULTS: dict[str, Any] = {
     "per_device_eval_batch_size": 8,
     "temperature": 1.0,
     "num_generations": 8,
+    "max_completion_length": 512,
 }
 
 # Keys older recipes carry that current TRL no longer has, with what to do instead.

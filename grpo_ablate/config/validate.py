@@ -49,6 +49,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_study(sf, space)
     problems += _check_budget(sf, warnings)
     problems += _check_gpus(sf)
+    problems += _check_trackers(sf)
     problems += check_names(sf)
     problems += check_places(sf)
     if problems:
@@ -187,4 +188,22 @@ def _check_gpus(sf: StudyFile) -> list[Problem]:
                 f"to {max(1, hw.gpus - server)}")))
     if hw.vllm.mode == "server" and not hw.gpus:
         problems.append(Problem(path="hardware.gpus", message="vLLM server mode needs hardware.gpus (GPUs per trial, server included)"))
+    return problems
+
+
+# Tracker name -> the module its report_to integration imports.
+_TRACKER_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio", "mlflow": "mlflow",
+                    "comet_ml": "comet_ml", "swanlab": "swanlab"}
+
+
+def _check_trackers(sf: StudyFile) -> list[Problem]:
+    """Each tracker importable here (the trials run in this environment)."""
+    import importlib.util
+
+    problems: list[Problem] = []
+    for i, name in enumerate(sf.study.trackers):
+        module = _TRACKER_MODULES[name]
+        if importlib.util.find_spec(module) is None:
+            problems.append(Problem(path=f"study.trackers.{i}", message=(
+                f"{name} is not installed in this environment: pip install {module}")))
     return problems

@@ -29,6 +29,7 @@ from grpo_ablate.config import FloatRange
 from grpo_ablate.plan import batch_is_searched
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
+from grpo_ablate.study.trackers import tracker_settings
 from grpo_ablate.trainer.launch import request_stop, run_trial
 from grpo_ablate.vocab import HEADLINE_METRICS, TRIALS_DIR, Arm, Cell, Outcome, trial_dir_name
 
@@ -89,6 +90,9 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
         trainer["generation_batch_size"] = cell.arm.generation_batch_size
         trainer.pop("steps_per_generation", None)
     trainer.pop("max_steps", None)  # the budget owns it
+    tracked, tracker_env = tracker_settings(study, cell)
+    trainer.update(tracked)
+    env = {**tracker_env, **(env or {})}
     hardware = study.hardware.model_dump()
     hardware["num_processes"] = study.world_size
     budget = study.budget.model_dump()

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import Study
 
-__all__ = ["open_study", "describe_study", "queue_plan", "wait_for_plan", "library_versions", "PLAN_READY_ATTR"]
+__all__ = ["open_study", "describe_study", "queue_plan", "wait_for_plan", "library_versions", "name_objectives", "PLAN_READY_ATTR"]
 
 PLAN_READY_ATTR = "plan_ready"
 PLAN_WAIT_S = 120.0
@@ -106,11 +106,21 @@ def masked_config(study: "Study") -> dict[str, Any]:
 
 
 def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
+    name_objectives(ostudy, study)
     ostudy.set_user_attr("config", masked_config(study))
     ostudy.set_user_attr("versions", library_versions())
     ostudy.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)])
     ostudy.set_user_attr("baseline", baseline_arm(study).as_dict())
     ostudy.set_user_attr("hardware", study.space.shape.describe())
+
+
+def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
+    """The dashboard's objective names: the study's metric names, not "Objective 0"."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # set_metric_names is marked experimental
+        ostudy.set_metric_names(list(study.metric_names))
 
 
 def queue_plan(ostudy: "optuna.Study", study: "Study", cells: list[Cell]) -> int:

@@ -1,0 +1,49 @@
+"""Experiment trackers per trial: report_to for every trial, each run named by its arm and seed.
+
+    grpo-ablate run studies/tiny-cpu.yaml --set study.trackers=[tensorboard]
+    tensorboard --logdir runs/tiny-cpu/tensorboard        # one run per trial, named like G8-B32-T1-s0
+
+Runs are grouped under the study's name: W&B gets WANDB_PROJECT (unless set already) and
+WANDB_RUN_GROUP, trackio gets `project`, TensorBoard writes one folder per trial under
+<output_dir>/tensorboard (transformers reads TENSORBOARD_LOGGING_DIR).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from grpo_ablate.vocab import Cell
+
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study
+
+__all__ = ["trackers_of", "tracker_settings", "TENSORBOARD_DIR"]
+
+TENSORBOARD_DIR = "tensorboard"  # TODO(vocab): <output_dir>/tensorboard/<run name>/
+
+
+def trackers_of(study: "Study") -> list[str]:
+    """study.trackers, else the study's own trainer.report_to; [] when reporting is off."""
+    if study.study.trackers:
+        return list(study.study.trackers)
+    given: Any = study.trainer.get("report_to")
+    names = [given] if isinstance(given, str) else list(given or [])
+    return [str(n) for n in names if str(n) != "none"]
+
+
+def tracker_settings(study: "Study", cell: Cell) -> tuple[dict[str, Any], dict[str, str]]:
+    """(GRPOConfig keys, environment) that name and group one trial's tracker run; empty when off."""
+    trackers = trackers_of(study)
+    if not trackers:
+        return {}, {}
+    run_name = cell.slug
+    trainer: dict[str, Any] = {"report_to": trackers, "run_name": run_name, "project": study.study.name}
+    env = {
+        "WANDB_RUN_GROUP": study.study.name,
+        "WANDB_DIR": str(study.output_dir.resolve()),
+        "TENSORBOARD_LOGGING_DIR": str((study.output_dir / TENSORBOARD_DIR / run_name).resolve()),
+    }
+    if not os.environ.get("WANDB_PROJECT"):
+        env["WANDB_PROJECT"] = study.study.name
+    return trainer, env

@@ -1,0 +1,75 @@
+"""`grpo-ablate init` writes a commented study file that validates, for several hardware shapes."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_cli
+from grpo_ablate.config import StudyError, load_study
+from grpo_ablate.init import InitAnswers, ask_missing, temperatures_around, write_study
+
+RECIPE = ROOT / "studies/recipes/openr1-style-every-key.yaml"
+
+
+@pytest.mark.parametrize("gpus,vllm,world", [(8, "server", 7), (8, "colocate", 8), (4, "none", 4), (2, "server", 1),
+                                             (1, "none", 1)])
+def test_init_from_recipe_validates_on_each_hardware_shape(tmp_path, gpus, vllm, world):
+    out = write_study(InitAnswers(recipe=RECIPE, gpus=gpus, vllm=vllm), tmp_path / "study.yaml")
+    text = out.read_text()
+    assert text.startswith("# Written by `grpo-ablate init` from openr1-style-every-key.yaml")
+    study = load_study(out)
+    assert study.world_size == world
+    assert study.study.baseline["num_generations"] == 16  # the recipe's own G is feasible on all of these
+    gens = study.generations()
+    assert 16 in gens and len(gens) <= 5 and {p.num_generations for p in study.space.feasible} == set(gens)
+    assert study.search.temperature == [0.5, 0.7, 0.9]  # around the recipe's 0.7
+    assert study.study.seeds == [0, 1] and study.budget.max_steps == 100
+
+
+def test_init_cli_prints_the_plan_and_never_overwrites_without_force(tmp_path):
+    out = tmp_path / "s.yaml"
+    res = run_cli("init", "--from", str(RECIPE), "--gpus", "8", "--vllm", "server", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert f"wrote {out}" in res.stdout and "Trial plan" in res.stdout and "7 training process(es)" in res.stdout
+    out.write_text("mine\n")
+    res = run_cli("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out))
+    assert res.returncode == 2 and "pass --force" in res.stderr and out.read_text() == "mine\n"
+    res = run_cli("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out), "--force")
+    assert res.returncode == 0 and load_study(out).world_size == 8
+
+
+def test_init_without_recipe_from_flags_and_from_questions(tmp_path):
+    res = run_cli("init", "--task", "addition", "--out", str(tmp_path / "t.yaml"))
+    assert res.returncode == 0, res.stderr
+    assert load_study(tmp_path / "t.yaml").data.task == "addition"
+    res = run_cli("init", "--out", str(tmp_path / "u.yaml"))  # stdin is not a TTY here
+    assert res.returncode == 2 and "--from RECIPE, or --model and --dataset" in res.stderr
+    answers = iter(["Qwen/Qwen2-0.5B-Instruct", "trl-lib/DeepMath-103K", "2", "server"])
+    a = ask_missing(InitAnswers(), ask=lambda _q: next(answers), interactive=True)
+    out = write_study(a, tmp_path / "v.yaml")
+    study = load_study(out)
+    assert study.model.name_or_path == "Qwen/Qwen2-0.5B-Instruct" and study.data.dataset == "trl-lib/DeepMath-103K"
+    assert study.world_size == 1 and study.hardware.vllm.mode == "server"
+    assert yaml.safe_load(out.read_text())["rewards"][0]["name"] == "accuracy"
+
+
+def test_an_invalid_result_writes_nothing(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model_name_or_path: m\ndataset_name: d\nreward_funcs: [code]\n")
+    with pytest.raises(StudyError):
+        write_study(InitAnswers(recipe=recipe, gpus=1), tmp_path / "s.yaml")
+    assert not list(tmp_path.glob("*s.yaml*"))
+
+
+def test_temperatures_stay_positive():
+    assert temperatures_around(0.1) == [0.1, 0.3]
+    assert temperatures_around(1.0) == [0.8, 1.0, 1.2]
+
+
+def test_init_from_a_trl_cli_recipe(tmp_path):
+    recipe = ROOT / "studies/recipes/trl-cli-style.yaml"
+    study = load_study(write_study(InitAnswers(recipe=recipe, gpus=2, vllm="colocate"), tmp_path / "s.yaml"))
+    assert study.world_size == 2 and study.study.baseline["num_generations"] == 8
+    assert [r.name for r in study.rewards] == ["trl.rewards:think_format_reward", "trl.rewards:accuracy_reward"]
+    assert study.search.temperature == [0.8, 1.0, 1.2]  # the recipe leaves TRL's 1.0
