@@ -129,9 +129,11 @@ def _err(msg: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from grpo_ablate.config.recipes import RecipeNote
+
     study = _load(args)
     for w in study.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"{'note' if isinstance(w, RecipeNote) else 'warning'}: {w}", file=sys.stderr)
     from grpo_ablate.storage import mask_url
 
     n = len(study.space.feasible)

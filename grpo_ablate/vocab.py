@@ -33,6 +33,8 @@ __all__ = [
     "DIAGNOSTIC_METRICS",
     "TARGET_METRICS",
     "EVAL_FILE",
+    "HEADLINE_FILE",
+    "TENSORBOARD_DIR",
     "Outcome",
     "SEARCHED_KEYS",
     "TRIAL_KEYS",
@@ -198,6 +200,8 @@ STOP_FILE = "STOP"  # written by the parent: end after the current step (its tex
 RESOLVED_CONFIG_FILE = "resolved_config.json"  # GRPOConfig after TRL derived its fields
 REWARD_CURVE_FILE = "reward_curve.png"  # the dashboard's per-trial plot
 EVAL_FILE = "eval.jsonl"  # held-out evaluation: one JSON object per evaluation point
+HEADLINE_FILE = "headline_metrics.csv"  # the headline metrics as a small table, a dashboard artifact
+TENSORBOARD_DIR = "tensorboard"  # <output_dir>/tensorboard/<run name>/ when the study turns TensorBoard on
 
 
 def trial_dir_name(number: int) -> str:

@@ -14,7 +14,8 @@ import pytest
 from conftest import ROOT, cli_env, free_port, run_cli
 from grpo_ablate.config import load_study
 from grpo_ablate.storage import open_artifact_store
-from grpo_ablate.study.artifacts import HEADLINE_FILE, curve_title, upload_trial_artifacts
+from grpo_ablate.study.artifacts import curve_title, upload_trial_artifacts
+from grpo_ablate.vocab import HEADLINE_FILE
 from grpo_ablate.study.setup import describe_study, open_study
 from grpo_ablate.vocab import METRICS_FILE, REWARD_CURVE_FILE, Arm, Cell
 

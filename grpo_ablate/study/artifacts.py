@@ -12,14 +12,13 @@ import csv
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.vocab import METRICS, METRICS_FILE, REWARD_CURVE_FILE, Cell, finite
+from grpo_ablate.vocab import HEADLINE_FILE, METRICS, METRICS_FILE, REWARD_CURVE_FILE, Cell, finite
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["upload_trial_artifacts", "reward_plot", "curve_title", "headline_rows", "HEADLINE_FILE"]
+__all__ = ["upload_trial_artifacts", "reward_plot", "curve_title", "headline_rows"]
 
-HEADLINE_FILE = "headline_metrics.csv"  # TODO(vocab): a trial file name, beside METRICS_FILE
 
 
 def curve_title(number: int, attrs: dict[str, Any]) -> str:

@@ -13,14 +13,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.vocab import Cell
+from grpo_ablate.vocab import TENSORBOARD_DIR, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["trackers_of", "tracker_settings", "TENSORBOARD_DIR"]
+__all__ = ["trackers_of", "tracker_settings"]
 
-TENSORBOARD_DIR = "tensorboard"  # TODO(vocab): <output_dir>/tensorboard/<run name>/
 
 
 def trackers_of(study: "Study") -> list[str]:
