@@ -99,7 +99,8 @@ def test_reward_that_raises_fails_with_its_name(tmp_path):
 def test_reward_with_wrong_length_fails_with_its_name(tmp_path):
     result = run_trial(tiny(tmp_path, "len", rewards=[{"name": "task"}, {"name": "helpers_rewards:wrong_length", "weight": 0.5}]))
     assert result.outcome is Outcome.FAILED
-    assert "'wrong_length' returned 65 values for 64 completions" in result.reason
+    n = TINY_CPU_TRAINER["per_device_train_batch_size"]
+    assert f"'wrong_length' returned {n + 1} values for {n} completions" in result.reason
 
 
 def test_memory_error_is_oom(tmp_path):
