@@ -247,8 +247,13 @@ def eval_samples(arms: Sequence[ArmSummary], records: Sequence[TrialRecord],
 
 def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
     comps = sample.get("completions") or []
-    return [{"text": str(c.get("text", "")), "reward": finite(c.get("reward")), "length": finite(c.get("length"))}
-            for c in comps if isinstance(c, Mapping)]
+    out = []
+    for c in comps:
+        if isinstance(c, Mapping):
+            length = finite(c.get("length"))
+            out.append({"text": str(c.get("text", "")), "reward": finite(c.get("reward")),
+                        "length": int(length) if length is not None and length.is_integer() else length})
+    return out
 
 
 def collect(study: "Study") -> ReportData:

@@ -289,7 +289,7 @@ def seeds_needed(delta: float, sd: float, paired: bool = True, power: float = PO
         return None
     delta = abs(delta)
     for n in range(2, MAX_SEEDS + 1):
-        if _power(delta, sd, n, paired, alpha) >= power:
+        if _power(delta, sd, n, paired, alpha) >= power - 1e-6:  # brentq's root of the same curve
             return n
     return MAX_SEEDS + 1
 
