@@ -131,7 +131,7 @@ def _verdict_facts(data: ReportData) -> list[str]:
     if c is not None:
         if c.ci95 is not None:
             out.append(f"Comparison used: {c.words}; difference {fmt(c.delta)}, 95% interval {fmt_interval(c.ci95)}, "
-                       f"p = {fmt_p(c.p_value)}.")
+                       f"{fmt_p(c.p_value)}.")
         else:
             out.append(f"Comparison used: {c.words}.")
     if v.detectable is not None:

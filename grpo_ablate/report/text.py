@@ -74,12 +74,12 @@ def fmt_stat(s: MetricStat | None) -> str:
 
 
 def fmt_p(p: float | None) -> str:
-    """A p-value for a person: two significant digits, '< 0.001' below that."""
+    """A p-value for a person, as a phrase: 'p = 0.0091', 'p = 0.50', 'p < 0.001'."""
     if p is None:
-        return MISSING
+        return f"p {MISSING}"
     if p < 0.001:
-        return "< 0.001"
-    return f"{p:.2g}" if p < 0.1 else f"{p:.2f}"
+        return "p < 0.001"
+    return f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
 
 
 def fmt_interval(ci: tuple[float, float] | None, signed: bool = True) -> str:
@@ -109,7 +109,7 @@ def delta_words(m: Metric, arm_title: str, base_title: str, value: MetricStat, b
     else:
         size = f"{fmt(abs(diff.delta))} {'higher' if diff.delta > 0 else 'lower'}"
     verdict = "better" if better else "worse"
-    test = f"{comparison.words}, p = {fmt_p(comparison.p_value)}" if comparison is not None and \
+    test = f"{comparison.words}, {fmt_p(comparison.p_value)}" if comparison is not None and \
         comparison.p_value is not None else f"{value.n} vs {base.n} seeds"
     if diff.clear is True:
         noise = f"a difference larger than the seed-to-seed spread ({test})"

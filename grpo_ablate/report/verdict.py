@@ -264,7 +264,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
         rel = f" ({abs(c.delta / bmean) * 100:.0f}% {'higher' if c.delta > 0 else 'lower'})" if bmean else ""
         text = (f"Use {w.config.words}: its {label} was {fmt(w.mean)} vs {fmt(bmean)} for {versus}, "
                 f"a difference of {_signed(c.delta)}{rel}, 95% interval {fmt_interval(c.ci95)}, "
-                f"p = {fmt_p(c.p_value)} ({c.words}): more than the seed-to-seed spread explains.")
+                f"{fmt_p(c.p_value)} ({c.words}): more than the seed-to-seed spread explains.")
         worse = [v for v in verdicts if v.worse]
         if worse:
             text += " Clearly worse than the baseline: " + ", ".join(v.config.label for v in worse) + "."
@@ -303,9 +303,9 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
 
     text = (f"No configuration is clearly better than {versus} on {label}. The closest, {top.config.label}, "
             f"scored {fmt(top.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, 95% interval {fmt_interval(tc.ci95)}, "
-            f"p = {fmt_p(tc.p_value)}, {tc.words}).")
+            f"{fmt_p(tc.p_value)}, {tc.words}).")
     if mde is not None:
-        rel = f" ({mde_rel * 100:.0f}% of the baseline)" if mde_rel is not None else ""
+        rel = f", {mde_rel * 100:.0f}% of the baseline," if mde_rel is not None else ""
         text += (f" With {n} seeds this study could only detect a difference of about {fmt(mde)}{rel} "
                  f"(80% power, 5% two-sided, from the observed {'paired' if is_paired else 'per-arm'} spread)")
         if need is not None and need > n:
