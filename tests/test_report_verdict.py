@@ -296,3 +296,18 @@ def test_prompts_to_label_show_the_arm_and_every_reward(clear):
     assert set(top["example_rewards"]) == {0.0, 1.0}
     html = render_html(clear, [])
     assert "ties go to the prompt seen in more groups" in html
+
+
+def test_held_out_curve_is_drawn_against_tokens(clear):
+    from grpo_ablate.report.plots import all_figures, plot_eval_vs_tokens
+
+    (fig,) = all_figures(clear, [plot_eval_vs_tokens])
+    assert fig.uri is not None and fig.uri.startswith("data:image/png;base64,")
+    assert len(clear.evals) == 6 * 5 and {"trial", "generated_tokens", "reward", "num_generations"} <= set(clear.evals)
+
+
+def test_power_stays_finite_with_two_seeds():
+    """scipy's noncentral t returns NaN far in its lower tail (df 1): the demo's two seeds hit it."""
+    mde = detectable_difference(20.0, 2)
+    assert mde is not None and 200 < mde < 260
+    assert seeds_needed(mde, 20.0) == 2 and seeds_needed(1.0, 20.0) == 1001  # beyond MAX_SEEDS

@@ -256,8 +256,13 @@ def _power(delta: float, sd: float, n: int, paired: bool, alpha: float = ALPHA) 
         df, ncp = n - 1, delta / (sd / math.sqrt(n))
     else:  # two arms of n seeds each, equal spread
         df, ncp = 2 * n - 2, delta / (sd * math.sqrt(2.0 / n))
+    ncp = abs(ncp)
     crit = _t_ppf(1 - alpha / 2, df)
-    return float(st.nct.sf(crit, df, ncp) + st.nct.cdf(-crit, df, ncp))
+    upper = float(st.nct.sf(crit, df, ncp))
+    lower = float(st.nct.cdf(-crit, df, ncp))  # the wrong-sign tail: negligible, and scipy's NaN far out
+    if not math.isfinite(upper):  # scipy's noncentral t fails far in the tails: the normal limit
+        upper = float(st.norm.sf(crit - ncp))
+    return min(1.0, upper + (lower if math.isfinite(lower) else 0.0))
 
 
 def detectable_difference(sd: float, n: int, paired: bool = True, power: float = POWER,
@@ -288,10 +293,20 @@ def seeds_needed(delta: float, sd: float, paired: bool = True, power: float = PO
     if not delta or not sd or not math.isfinite(sd) or sd <= 0:
         return None
     delta = abs(delta)
-    for n in range(2, MAX_SEEDS + 1):
-        if _power(delta, sd, n, paired, alpha) >= power - 1e-6:  # brentq's root of the same curve
-            return n
-    return MAX_SEEDS + 1
+
+    def enough(n: int) -> bool:
+        return _power(delta, sd, n, paired, alpha) >= power - 1e-6  # brentq's root of the same curve
+
+    if not enough(MAX_SEEDS):
+        return MAX_SEEDS + 1
+    lo, hi = 1, MAX_SEEDS  # power grows with n: the smallest n that is enough, by bisection
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if enough(mid):
+            hi = mid
+        else:
+            lo = mid
+    return max(2, hi)
 
 
 def coefficient_of_variation(values: Iterable[object]) -> float | None:
