@@ -104,7 +104,8 @@ def _arm_columns(data: ReportData) -> list[str]:
     if data.verdict is not None and data.verdict.metric and data.verdict.metric not in cols:
         cols.insert(0, data.verdict.metric)
     order = EVAL_TABLE_ORDER if data.has_eval else TABLE_ORDER
-    return cols + [m for m in order if m not in cols and m in data.metrics]
+    measured = {m for a in data.arms for m, s in a.metrics.items() if s.mean is not None}
+    return cols + [m for m in order if m not in cols and m in data.metrics and (m in measured or not data.arms)]
 
 
 def target_cell(t: CensoredStat | None) -> str:

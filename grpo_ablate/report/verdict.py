@@ -145,12 +145,19 @@ class Verdict:
     cost_unit: str | None = None
     timing: TimingNoise | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    headline: str | None = None  # the opening of `words` the page sets in bold; None: all of it
+
+    @property
+    def detail(self) -> str:
+        """The rest of `words`, after the headline: the numbers behind it."""
+        return self.words[len(self.headline):].strip() if self.headline and self.words.startswith(self.headline) else ""
 
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison
         return {
             "kind": self.kind,
             "words": self.words,
+            "headline": self.headline or self.words,
             "metric": self.metric,
             "direction": self.direction,
             "recommended": ({"arm": self.recommended_name, "key": self.recommended.key, **self.recommended.as_dict()}
@@ -301,18 +308,18 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
     need = seeds_needed(observed, sd, is_paired) if sd and observed > 0 else None
     seeds_for = (observed, need) if need is not None else None
 
-    text = (f"No configuration is clearly better than {versus} on {label}. The closest, {top.config.label}, "
-            f"scored {fmt(top.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, 95% interval {fmt_interval(tc.ci95)}, "
-            f"{fmt_p(tc.p_value)}, {tc.words}).")
+    head = f"No configuration is clearly better than {versus} on {label}."
+    detail = (f" The closest, {top.config.label}, scored {fmt(top.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, "
+              f"95% interval {fmt_interval(tc.ci95)}, {fmt_p(tc.p_value)}, {tc.words}).")
     if mde is not None:
-        rel = f", {mde_rel * 100:.0f}% of the baseline," if mde_rel is not None else ""
-        text += (f" With {n} seeds this study could only detect a difference of about {fmt(mde)}{rel} "
-                 f"(80% power, 5% two-sided, from the observed {'paired' if is_paired else 'per-arm'} spread)")
+        rel = f"{mde_rel * 100:.0f}% of the baseline; " if mde_rel is not None else ""
+        detail += (f" With {n} seeds this study could only detect a difference of about {fmt(mde)} "
+                   f"({rel}80% power, 5% two-sided, from the observed {'paired' if is_paired else 'per-arm'} spread)")
         if need is not None and need > n:
             more = f"more than {need - 1:,}" if need > 1000 else f"about {need}"
-            text += f"; {more} seeds would be needed to detect a difference as small as the observed {fmt(observed)}."
+            detail += f"; {more} seeds would be needed to detect a difference as small as the observed {fmt(observed)}."
         else:
-            text += "."
+            detail += "."
     # the recommendation among those not clearly worse: the cheapest, when that is a real saving
     candidates = [(base.name, base.config, costs.get(base.config))] + \
         [(v.name, v.config, v.cost) for v in verdicts if not v.worse]
@@ -321,17 +328,18 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
     cheapest = min(priced, key=lambda c: c[2]) if priced else None  # type: ignore[arg-type,return-value]
     if cheapest is not None and base_cost and cheapest[1] != base.config and cheapest[2] <= base_cost * (1 - CHEAPER_BY):
         saving = 1 - cheapest[2] / base_cost
-        text += (f" Use {cheapest[1].words}: it is not clearly worse than the baseline and is the cheapest such "
+        head += (f" Use {cheapest[1].words}: it is not clearly worse than the baseline and is the cheapest such "
                  f"configuration ({fmt(cheapest[2])} {cost_unit} vs {fmt(base_cost)}, {saving * 100:.0f}% less). "
                  f"Cost, not a better {label}, is the reason for this choice.")
         rec, rec_name, reason = cheapest[1], cheapest[0], "cheapest_not_worse"
     else:
         why = (f"no configuration that is not clearly worse is at least {CHEAPER_BY * 100:.0f}% cheaper "
                f"in {cost_unit}" if priced else "no cost was measured to choose on")
-        text += f" Keep the baseline ({base.config.words}): {why}."
+        head += f" Keep the baseline ({base.config.words}): {why}."
         rec, rec_name, reason = base.config, base.name, "baseline_not_beaten"
+    text = head + detail
     return Verdict("no_clear_winner", name, direction, text + tail, rec, rec_name, reason, tc, tuple(verdicts),
-                   mde, mde_rel, seeds_for, cost_unit, timing, tuple(notes))
+                   mde, mde_rel, seeds_for, cost_unit, timing, tuple(notes), headline=head)
 
 
 def _signed(x: float) -> str:
