@@ -34,7 +34,7 @@ LOW_TEMPERATURE = 0.7  # below this, duplicates are the sampler's doing rather t
 class Finding:
     """A warning the data supports, with the trials that show it."""
 
-    kind: str  # near_duplicates | truncated | zero_spread | oom | failed | interrupted | running | single_seed | no_baseline | unreadable
+    kind: str  # near_duplicates | truncated | zero_spread | timing_noise | oom | failed | interrupted | running | single_seed | no_baseline | unreadable
     message: str
     trials: tuple[int, ...] = ()
     severity: str = "warning"  # warning | info
