@@ -311,3 +311,15 @@ def test_power_stays_finite_with_two_seeds():
     mde = detectable_difference(20.0, 2)
     assert mde is not None and 200 < mde < 260
     assert seeds_needed(mde, 20.0) == 2 and seeds_needed(1.0, 20.0) == 1001  # beyond MAX_SEEDS
+
+
+def test_group_completions_pair_texts_with_rewards_old_and_new():
+    from grpo_ablate.report.records import group_completions
+
+    new = {"completions": [{"text": "55", "reward": 1.0}, {"text": "54", "reward": 0.0}]}
+    assert group_completions(new) == (["55", "54"], [1.0, 0.0])
+    old = {"completions": ["55", "54"], "rewards": [1.0, 0.0]}  # a rewards list as long as the texts
+    assert group_completions(old) == (["55", "54"], [1.0, 0.0])
+    capped = {"completions": ["55", "54"], "rewards": [1.0, 0.0, 0.0, 1.0]}  # 4 texts kept of 8: no pairing
+    assert group_completions(capped) == (["55", "54"], [None, None])
+    assert group_completions({}) == ([], [])

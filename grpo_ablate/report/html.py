@@ -199,6 +199,8 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
     prompts = []
     for i, row in enumerate(data.prompts.head(TOP_PROMPTS).itertuples(index=False), start=1):
         rewards = list(getattr(row, "example_rewards", []) or [])
+        if all(r is None for r in rewards):  # groups.jsonl from before rewards were kept per completion
+            rewards = []
         texts = [clip(c, COMPLETION_CHARS) for c in row.example_completions]
         prompts.append({
             "arm": getattr(row, "example_arm", None),
