@@ -222,6 +222,7 @@ def test_timing_noise_larger_than_the_arm_differences_points_to_the_token_twin(t
     assert v.timing is not None and v.timing.exceeds and v.timing.cv > 0.3 and v.timing.arm_spread < 0.1
     note = next(w for w in data.warnings if w.kind == "timing_noise")
     assert "cannot separate" in note.message and "reward_per_million_tokens" in note.message
+    assert "eval_gain" not in note.message  # no held-out evaluation here: no held-out twin to point to
     assert v.metric == "reward_per_million_tokens" and v.recommended == G4 and v.kind == "winner"
     assert any("token-based twin" in n for n in v.notes)
 

@@ -63,24 +63,25 @@ class TimingNoise:
     arm_spread: float | None
     metric: str
     exceeds: bool
+    twins: tuple[str, ...] = ("reward_per_million_tokens",)  # the token-based metrics to compare on instead
 
     @property
     def words(self) -> str:
-        twin = [t for t in (TIME_TWINS.get(self.metric), TIME_TWINS.get("eval_gain_per_hour")) if t]
+        twin = list(self.twins)
         spread = f"{self.arm_spread * 100:.0f}%" if self.arm_spread is not None else "unknown"
         return (f"Run-to-run timing noise ({self.cv * 100:.0f}%: the spread of training seconds per step among "
                 f"seeds of the same configuration) is larger than the differences between configurations on "
                 f"{metric(self.metric).label} ({spread} at most), so time-based metrics (reward per hour, "
                 f"held-out gain per hour, samples/s) cannot separate the configurations here. Compare them on "
-                f"the token-based twin{'s' if len(set(twin)) > 1 else ''} instead: "
-                f"{', '.join(dict.fromkeys(twin))}.")
+                f"the token-based twin{'s' if len(twin) > 1 else ''} instead: {', '.join(twin)}.")
 
     def as_dict(self) -> dict[str, Any]:
         return {"cv": self.cv, "arm_spread": self.arm_spread, "metric": self.metric, "exceeds": self.exceeds,
-                "words": self.words if self.exceeds else None}
+                "twins": list(self.twins), "words": self.words if self.exceeds else None}
 
 
-def timing_noise(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], time_metric: str) -> TimingNoise | None:
+def timing_noise(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], time_metric: str,
+                 has_eval: bool = False) -> TimingNoise | None:
     """None when no arm has two completed seeds with training times."""
     cvs = []
     for a in arms:
@@ -104,7 +105,9 @@ def timing_noise(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], tim
         rel = [abs((a.metrics[time_metric].mean - bm) / bm) for a in arms  # type: ignore[operator]
                if not a.is_baseline and time_metric in a.metrics and a.metrics[time_metric].mean is not None]
         spread = max(rel) if rel else None
-    return TimingNoise(cv, spread, time_metric, spread is not None and cv >= spread)
+    twins = tuple(dict.fromkeys(t for t in (TIME_TWINS.get(time_metric), "reward_per_million_tokens",
+                                            "eval_gain_per_million_tokens" if has_eval else None) if t))
+    return TimingNoise(cv, spread, time_metric, spread is not None and cv >= spread, twins)
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
     name, direction = chosen
     notes: list[str] = []
     time_ref = name if name in TIME_TWINS else ("eval_gain_per_hour" if has_eval else "reward_per_hour")
-    timing = timing_noise(records, arms, time_ref)
+    timing = timing_noise(records, arms, time_ref, has_eval)
     twin = TIME_TWINS.get(name)
     if timing is not None and timing.exceeds and twin and any(a.metrics.get(twin) and a.metrics[twin].mean is not None
                                                                 for a in arms):
