@@ -324,3 +324,13 @@ def test_group_completions_pair_texts_with_rewards_old_and_new():
     capped = {"completions": ["55", "54"], "rewards": [1.0, 0.0, 0.0, 1.0]}  # 4 texts kept of 8: no pairing
     assert group_completions(capped) == (["55", "54"], [None, None])
     assert group_completions({}) == ([], [])
+
+
+def test_single_seed_study_only_suggests_something_to_try(tmp_path):
+    arms = {"baseline": (BASE, runs({0: 0.5})), "num_generations=4": (G4, runs({0: 0.6}))}
+    data = load_custom(make_custom_study(tmp_path, arms, evaluation={})[0])
+    v = data.verdict
+    assert v.kind == "untested" and v.recommended == G4 and v.reason == "best_mean_untested"
+    assert v.words.startswith("Try num_generations=4") and "no test was possible" in v.words
+    assert v.comparison is not None and v.comparison.kind == "single seed"
+    assert [w.kind for w in data.warnings if w.kind == "single_seed"] == ["single_seed"]
