@@ -20,6 +20,10 @@ else the registry's (`vocab.METRICS`). For each tracked metric and each arm A co
 worse beyond tolerance in that direction, or no completed trial in B at all, is a
 regression. Arms only in B are listed as new.
 
+The two answers (summary.json's "verdict": kind, recommended configuration, the comparison and
+p-value behind it) are printed side by side with whether they agree; a changed answer is news,
+not a regression, so it does not change the exit code.
+
 Exit codes: 0 no regression, 1 regression, 2 bad input (unreadable file, bad tolerance,
 unknown metric, nothing in common).
 """
@@ -33,11 +37,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
-from grpo_ablate.report.text import fmt
+from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
 from grpo_ablate.vocab import METRICS, Arm
 
-__all__ = ["compare_main", "compare_summaries", "load_summary", "parse_tolerances", "Row", "CompareError",
-           "DEFAULT_TOLERANCE"]
+__all__ = ["compare_main", "compare_summaries", "compare_verdicts", "load_summary", "parse_tolerances", "Row",
+           "CompareError", "DEFAULT_TOLERANCE"]
 
 DEFAULT_TOLERANCE = 0.10
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
@@ -224,6 +228,32 @@ def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], tolerances: Ma
     return rows
 
 
+def compare_verdicts(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Both summaries' answers and whether they agree (same kind, same recommended arm); None if either lacks one."""
+    va, vb = a.get("verdict"), b.get("verdict")
+    if not isinstance(va, Mapping) or not isinstance(vb, Mapping):
+        return None
+
+    def ident(v: Mapping[str, Any]) -> tuple[Any, Any]:
+        rec = v.get("recommended")
+        return v.get("kind"), rec.get("key") if isinstance(rec, Mapping) else None
+
+    return {"agree": ident(va) == ident(vb), "a": dict(va), "b": dict(vb)}
+
+
+def _verdict_line(v: Mapping[str, Any]) -> str:
+    rec = v.get("recommended")
+    key = rec.get("key") if isinstance(rec, Mapping) else None
+    stats = []
+    if v.get("comparison"):
+        stats.append(str(v["comparison"]))
+    if v.get("ci95"):
+        stats.append(f"95% interval {fmt_interval(tuple(v['ci95']))}")
+    if v.get("p_value") is not None:
+        stats.append(fmt_p(v["p_value"]))
+    return f"{v.get('kind')}, recommends {key or '–'} on {v.get('metric')}" + (f" ({', '.join(stats)})" if stats else "")
+
+
 def _is_regression(r: Row) -> bool:
     return r.status in ("REGRESSION", "missing")
 
@@ -245,6 +275,11 @@ def print_table(rows: Sequence[Row], a: Source, b: Source, out: TextIO) -> None:
         bb = (b.summary.get("best") or {}).get(metric)
         if isinstance(ba, Mapping) and isinstance(bb, Mapping) and ba.get("params") != bb.get("params"):
             print(f"note: the best configuration for {metric} changed: {_arm_label(ba)} -> {_arm_label(bb)}", file=out)
+    verdicts = compare_verdicts(a.summary, b.summary)
+    if verdicts is not None:
+        print(f"answer A: {_verdict_line(verdicts['a'])}", file=out)
+        print(f"answer B: {_verdict_line(verdicts['b'])}", file=out)
+        print(f"the answers {'agree' if verdicts['agree'] else 'DIFFER'}", file=out)
 
 
 def _arm_label(best: Mapping[str, Any]) -> str:
@@ -274,6 +309,7 @@ def compare_main(a: str, b: str, tolerances: list[str], as_json: bool = False,
             "b": sb.label,
             "tolerances": tol,
             "regressions": len(regressions),
+            "verdicts": compare_verdicts(sa.summary, sb.summary),
             "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(r).items()}
                      for r in rows],
         }

@@ -9,6 +9,7 @@ model text that tries to inject markup.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState, create_trial
+
+from grpo_ablate.vocab import Arm
 
 XSS = "<script>alert(1)</script>"
 STUDY_NAME = "fixture-ablation"
@@ -202,3 +205,112 @@ def make_tpe_study(root: Path, n: int = 24) -> tuple[str, Path]:
         study.add_trial(create_trial(params={"generation": label, "temperature": t}, distributions=dists,
                                      value=rph, user_attrs=attrs, constraints={"oom": -1.0}))
     return storage_path, out
+
+
+# ---------------------------------------------------------------- hand-built studies for the answer
+
+EVAL_PROMPTS = ["47+8=", "19+3=", f"{XSS}+1="]
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One completed trial of a hand-built study: its held-out curve and its training numbers.
+
+    `eval_curve` is the held-out reward at evenly spaced points of generated compute (point 0 is
+    before the first step); the same completions budget for every arm, as the trial side runs it.
+    """
+
+    eval_curve: tuple[float, ...] | None = None
+    train_seconds: float = 10.0
+    tokens_per_completion: float = 4.0
+    metrics: dict[str, float] = field(default_factory=dict)  # extra user attrs (reward_per_hour ...)
+
+
+def eval_rows(run: SeedRun, budget_completions: int = 256, steps: int = 8) -> list[dict[str, Any]]:
+    """eval.jsonl rows as the interface defines them, with completions and rewards per sample."""
+    curve = run.eval_curve or ()
+    rows = []
+    last = len(curve) - 1
+    for i, reward in enumerate(curve):
+        frac = i / last if last else 1.0
+        completions = int(round(budget_completions * frac))
+        samples = []
+        for j, prompt in enumerate(EVAL_PROMPTS[:2]):
+            ok = reward >= (0.5 if j == 0 else 0.7)
+            samples.append({"prompt_index": j, "prompt": prompt, "completions": [
+                {"text": "55" if ok else f"5{j} {XSS}", "reward": 1.0 if ok else 0.0, "length": 3}]})
+        rows.append({
+            "point": i, "step": int(round(steps * frac)), "completions": completions,
+            "generated_tokens": completions * run.tokens_per_completion,
+            "train_seconds": run.train_seconds * frac, "eval_seconds": 0.5, "reward": reward,
+            "per_prompt": [reward] * 4, "num_prompts": 4, "samples_per_prompt": 1, "temperature": 0.0,
+            "max_completion_length": 6, "samples": samples,
+        })
+    return rows
+
+
+def make_custom_study(root: Path, arms: dict[str, tuple[Arm, dict[int, SeedRun]]], *,
+                      name: str = "custom", objectives: tuple[tuple[str, str], ...] = (("eval_final_reward", "maximize"),),
+                      evaluation: dict[str, Any] | None = None, baseline: str = "baseline",
+                      distinct: dict[str, float] | None = None, zero_spread: dict[str, float] | None = None,
+                      write_eval_attrs: bool = False) -> tuple[str, Path]:
+    """A journal study of completed trials, one per (arm, seed), shaped as `grpo-ablate run` leaves them.
+
+    Held-out metrics come from each trial's eval.jsonl (the report derives them) unless
+    `write_eval_attrs` also copies them into the user attrs, as the trial side will.
+    """
+    from grpo_ablate.report.evaluation import summarize_eval
+
+    out = root / name
+    (out / "trials").mkdir(parents=True)
+    storage_path = str(out / "study.journal")
+    study = optuna.create_study(study_name=name, storage=JournalStorage(JournalFileBackend(storage_path)),
+                                directions=[d for _, d in objectives])
+    study.set_user_attr("baseline", arms[baseline][0].as_dict())
+    study.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in objectives])
+    if evaluation is not None:
+        study.set_user_attr("evaluation", evaluation)
+    dists = {"num_generations": CategoricalDistribution(sorted({a.num_generations for a, _ in arms.values()})),
+             "temperature": CategoricalDistribution(sorted({a.temperature for a, _ in arms.values()})),
+             "seed": CategoricalDistribution(sorted({s for _, runs in arms.values() for s in runs}))}
+    number = 0
+    seeds = sorted({s for _, runs in arms.values() for s in runs})
+    for seed in seeds:
+        for role, (arm, runs) in arms.items():
+            if seed not in runs:
+                continue
+            run = runs[seed]
+            tdir = out / "trials" / f"{number:05d}"
+            tdir.mkdir()
+            rows = eval_rows(run) if run.eval_curve else []
+            if rows:
+                (tdir / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            steps = [{"step": i, "train_seconds": run.train_seconds * i / 8, "completions": 32,
+                      "completion_tokens": 32 * run.tokens_per_completion, "reward": 0.3 + 0.02 * i,
+                      "frac_reward_zero_std": (zero_spread or {}).get(role, 0.2)} for i in range(1, 9)]
+            (tdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+            groups = [{"step": 1, "prompt": p, "num_generations": arm.num_generations, "reward_mean": 0.5,
+                       "reward_var": 0.25, "distinct_frac": (distinct or {}).get(role, 0.9),
+                       "completions": [{"text": f"{k}", "reward": float(k % 2)} for k in range(arm.num_generations)]}
+                      for p in ("1+1=", "2+2=")]
+            (tdir / "groups.jsonl").write_text("".join(json.dumps(g) + "\n" for g in groups))
+            attrs: dict[str, Any] = {**arm.as_dict(), "seed": seed, "role": role, "trial_dir": str(tdir),
+                                     "outcome": "completed", "train_seconds": run.train_seconds, "steps": 8,
+                                     **run.metrics}
+            if write_eval_attrs and rows:
+                attrs.update({k: v for k, v in summarize_eval(rows).items() if v is not None})
+            values = [attrs.get(m, summarize_eval(rows).get(m)) or 0.0 for m, _ in objectives]
+            study.add_trial(create_trial(params={"num_generations": arm.num_generations, "temperature": arm.temperature,
+                                                 "seed": seed}, distributions=dists, values=values,
+                                         user_attrs=attrs, constraints={"oom": 0.0}))
+            number += 1
+    return storage_path, out
+
+
+def load_custom(storage: str, name: str = "custom"):
+    """The ReportData of a hand-built study."""
+    from grpo_ablate.report.data import build_report_data
+    from grpo_ablate.report.records import load_trials
+
+    attrs, frozen = load_trials(storage, name)
+    return build_report_data(name, attrs, frozen, storage_url=storage)

@@ -178,3 +178,17 @@ def test_arms_without_a_key_match_on_their_knobs(summary):
         del arm["key"]  # a summary written by hand, or by an older version
     rows = compare_summaries(summary, b, {"reward_per_hour": 0.1})
     assert {r.status for r in rows} == {"ok"} and {r.key for r in rows} == {a["key"] for a in summary["arms"]}
+
+
+def test_the_two_answers_are_shown_and_matched(summary, tmp_path):
+    assert summary["verdict"]["kind"] == "winner" and summary["verdict"]["comparison"] == "paired"
+    a = _write(tmp_path, "a.json", summary)
+    code, out, _ = _run(a, a)
+    assert code == 0 and "answer A: winner, recommends G4xB16|T1" in out and "the answers agree" in out
+    b = copy.deepcopy(summary)
+    b["verdict"]["recommended"]["key"] = "G8xB16|T1"
+    b["verdict"]["kind"] = "no_clear_winner"
+    code, out, _ = _run(a, _write(tmp_path, "b.json", b), as_json=True)
+    payload = json.loads(out)
+    assert code == 0 and payload["verdicts"]["agree"] is False  # news, not a regression
+    assert payload["verdicts"]["b"]["kind"] == "no_clear_winner"

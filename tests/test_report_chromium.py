@@ -2,8 +2,9 @@
 
     pytest -m slow tests/test_report_chromium.py     # screenshots: $GRPO_ABLATE_ARTIFACTS or the tmp dir
 
-Uses Debian's chromium (installed by .ci/run) over the DevTools protocol (tests/_cdp.py), so
-the page keeps its no-script policy while the test still sees console errors and image state.
+Playwright drives the system's Chromium (Debian's, installed by .ci/run): no browser download,
+no network. The page forbids scripts; Playwright evaluates the checks from outside the page
+over the DevTools protocol, and collects console messages, page errors and failed requests.
 """
 
 from __future__ import annotations
@@ -14,43 +15,75 @@ from pathlib import Path
 
 import pytest
 
-from _cdp import Browser, find_chromium
-from _report_fixtures import STUDY_NAME, XSS, make_study
+from _report_fixtures import STUDY_NAME, XSS, SeedRun, load_custom, make_custom_study, make_study
 from grpo_ablate.report import write_outputs
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.records import load_trials
+from grpo_ablate.vocab import Arm
 
 pytestmark = pytest.mark.slow
 
+CHROMIUM = "/usr/bin/chromium"
 SECTIONS = ["answer", "warnings", "setup", "definitions", "plots", "configurations", "prompts", "trials", "exports"]
 
-CHECKS = """(() => {
+CHECKS = """(sections) => {
   const imgs = Array.from(document.images).map(i => ({
     id: i.closest('figure') ? i.closest('figure').id : '', complete: i.complete,
     w: i.naturalWidth, h: i.naturalHeight, shown: i.getBoundingClientRect().width }));
-  const sections = %s.map(id => {
+  const found = sections.map(id => {
     const el = document.getElementById(id);
     return {id, present: !!el, height: el ? el.getBoundingClientRect().height : 0};
   });
+  const text = id => (document.getElementById(id) || {innerText: ''}).innerText;
   return {
     title: document.title,
-    imgs, sections,
+    imgs, sections: found,
     scripts: document.scripts.length,
     overflow: document.documentElement.scrollWidth - window.innerWidth,
-    promptText: (document.getElementById('prompts') || {innerText: ''}).innerText,
+    promptText: text('prompts'),
+    samplesText: text('samples'),
     answer: (document.querySelector('#answer .rec') || {innerText: ''}).innerText,
+    facts: document.querySelectorAll('#answer ul.facts li').length,
     skipped: document.querySelectorAll('ul.skipped li').length,
   };
-})()"""
+}"""
+
+
+def _visit(browser, html: Path, shots: Path | None, sections: list[str]) -> dict:
+    """Open the page in a fresh 1280x2000 window; the checks' result, the errors seen, and its PDF."""
+    context = browser.new_context(viewport={"width": 1280, "height": 2000}, offline=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    page.goto(html.resolve().as_uri(), wait_until="load")
+    result = page.evaluate(CHECKS, sections)
+    if shots is not None:
+        page.screenshot(path=str(shots / "report.png"))  # what a laptop window shows first
+        page.screenshot(path=str(shots / "report-full.png"), full_page=True)
+    pdf = page.pdf(format="A4", print_background=True)
+    context.close()
+    return {"result": result, "errors": errors, "pdf": pdf}
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    if find_chromium() is None:
-        reason = "needs chromium (apt-get install chromium; .ci/run does)"
+def browser():
+    if not os.path.exists(CHROMIUM):
+        reason = f"needs {CHROMIUM} (apt-get install chromium; .ci/run does)"
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):  # as tests/conftest.py: CI must not skip
             pytest.fail(f"required under CI but unavailable: {reason}")
         pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, tmp_path_factory):
     root = tmp_path_factory.mktemp("chromium")
     storage, out = make_study(root, objectives=(("reward_per_hour", "maximize"), ("peak_memory_mb", "minimize")))
     attrs, frozen = load_trials(storage, STUDY_NAME)
@@ -58,15 +91,21 @@ def page(tmp_path_factory):
     html = write_outputs(data, out / "report.html")["html"]
     shots = Path(os.environ.get("GRPO_ABLATE_ARTIFACTS") or root / "shots")
     shots.mkdir(parents=True, exist_ok=True)
-    with Browser(root / "profile", width=1280, height=2000) as browser:
-        browser.open(html.resolve().as_uri())
-        result = browser.evaluate(CHECKS % SECTIONS)
-        errors = browser.errors()
-        browser.screenshot(shots / "report.png")  # what a 1280x2000 laptop window shows first
-        browser.screenshot(shots / "report-full.png", full_page=True)
-        pdf = browser.pdf()
+    seen = _visit(browser, html, shots, SECTIONS)
     print(f"screenshots: {shots / 'report.png'} {shots / 'report-full.png'}")
-    return {"result": result, "errors": errors, "pdf": pdf, "shots": shots, "data": data}
+    return {**seen, "shots": shots, "data": data}
+
+
+@pytest.fixture(scope="module")
+def eval_page(browser, tmp_path_factory):
+    """A study with held-out evaluation: the answer's statistics and the completions side by side."""
+    root = tmp_path_factory.mktemp("chromium-eval")
+    finals = {"baseline": (Arm(8, 32, 1.0), (0.30, 0.50, 0.70)), "num_generations=4": (Arm(4, 32, 1.0), (0.36, 0.57, 0.75))}
+    arms = {role: (arm, {s: SeedRun(eval_curve=(0.2, (0.2 + f) / 2, f)) for s, f in enumerate(fs)})
+            for role, (arm, fs) in finals.items()}
+    storage, out = make_custom_study(root, arms, evaluation={"num_prompts": 4})
+    html = write_outputs(load_custom(storage), out / "report.html")["html"]
+    return _visit(browser, html, None, [*SECTIONS, "samples"])
 
 
 def test_loads_without_console_errors(page):
@@ -86,6 +125,7 @@ def test_every_image_decodes(page):
 def test_key_sections_are_present_and_visible(page):
     assert [s["id"] for s in page["result"]["sections"] if not (s["present"] and s["height"] > 0)] == []
     assert page["result"]["answer"].startswith("Use num_generations=4")
+    assert page["result"]["facts"] >= 2  # the metric and the comparison behind the answer
 
 
 def test_a_complete_study_draws_every_plot(page):
@@ -112,3 +152,12 @@ def test_screenshots_saved(page):
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
     if os.environ.get("GRPO_ABLATE_ARTIFACTS") is None:
         shutil.rmtree(page["shots"], ignore_errors=True)
+
+
+def test_held_out_study_shows_its_answer_and_completions(eval_page):
+    r = eval_page["result"]
+    assert eval_page["errors"] == []
+    assert [s["id"] for s in r["sections"] if not (s["present"] and s["height"] > 0)] == []
+    assert r["answer"].startswith("Use num_generations=4") and "paired t test" in r["answer"]
+    assert XSS in r["samplesText"] and "reward 0" in r["samplesText"]
+    assert r["overflow"] <= 0

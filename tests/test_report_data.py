@@ -177,7 +177,7 @@ def test_warnings_the_data_supports(data):
     kinds = [w.kind for w in data.warnings]
     assert kinds == ["near_duplicates", "truncated", "zero_spread", "oom", "failed"]
     by = {w.kind: w for w in data.warnings}
-    assert "25%" in by["near_duplicates"].message and "temperature 0.3 is too low for G=8" in by["near_duplicates"].message
+    assert "25%" in by["near_duplicates"].message and "temperature 0.3 is low for G=8" in by["near_duplicates"].message
     assert "80%" in by["truncated"].message
     # measured success rate p = mean of the groups' reward means = (0.9 + 0.5 + 0.2) / 3
     assert data.success_p == pytest.approx(1.6 / 3) and data.success_p_unit

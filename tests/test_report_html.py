@@ -13,7 +13,7 @@ from _report_fixtures import STUDY_NAME, XSS, make_study
 from grpo_ablate.report import write_outputs
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.html import render_html
-from grpo_ablate.report.plots import PLOTS, Figure, all_figures
+from grpo_ablate.report.plots import EVAL_PLOTS, PLOTS, Figure, all_figures
 from grpo_ablate.report.records import load_trials
 
 SECTIONS = ["answer", "warnings", "setup", "definitions", "plots", "configurations", "prompts", "trials", "exports"]
@@ -115,7 +115,7 @@ def test_all_plots_draw_for_a_complete_study(report):
     data, _ = report
     figs = all_figures(data)
     assert [f.id for f in figs if f.uri is None] == []
-    assert len(figs) == len(PLOTS)
+    assert len(figs) == len(PLOTS) - len(EVAL_PLOTS)  # no held-out evaluation in this study
 
 
 def test_missing_data_skips_plots_with_a_note(tmp_path):

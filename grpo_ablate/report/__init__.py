@@ -3,9 +3,11 @@
     grpo-ablate report studies/tiny-cpu.yaml [--out runs/tiny-cpu/report.html]
 
 Also written at the end of every `grpo-ablate run`. The stages: records (storage and trial
-folders) -> arms, findings, groups, objectives, importance (plain functions of the records,
-assembled into `data.ReportData`) -> text (the words) -> plots (inline PNGs) -> html (one
-autoescaped template); summary writes summary.json and the CSVs.
+folders, evaluation for eval.jsonl) -> arms (seed statistics from stats), verdict (the answer
+and how sure it is), findings (warnings that consult the answer), groups, objectives,
+importance (plain functions of the records, assembled into `data.ReportData`) -> text (the
+words) -> plots (inline PNGs) -> html (one autoescaped template); summary writes summary.json
+(with the answer's statistics under "verdict") and the CSVs.
 
 Nothing is imported here at load time, so `grpo_ablate.report.text.fmt` costs the command
 line's tables no pandas, matplotlib or Jinja2.

@@ -12,16 +12,17 @@ logged them.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.report.records import TrialRecord
-from grpo_ablate.report.stats import Difference, MetricStat, difference, stat
+from grpo_ablate.report.evaluation import CensoredStat
+from grpo_ablate.report.stats import Comparison, Difference, MetricStat, compare_to_baseline, stat
 from grpo_ablate.report.text import delta_words
-from grpo_ablate.vocab import DIAGNOSTIC_METRICS, Arm, Metric, Outcome, metric
+from grpo_ablate.vocab import DIAGNOSTIC_METRICS, Arm, Metric, Outcome, finite, metric
 
 __all__ = ["ArmSummary", "Best", "Delta", "summarize_arms", "study_baseline", "best_per_objective",
-           "baseline_deltas", "names_an_arm"]
+           "baseline_deltas", "arm_vs_baseline", "names_an_arm"]
 
 
 def names_an_arm(role: str) -> bool:
@@ -44,6 +45,10 @@ class ArmSummary:
     outcomes: dict[str, int]
     metrics: dict[str, MetricStat]  # completed trials only (diagnostics: every trial that logged them)
     is_baseline: bool = False
+    # metric -> {seed: value} of the completed trials: what the paired comparisons pair on
+    by_seed: dict[str, dict[int, float]] = field(default_factory=dict)
+    # target metric -> seeds reached and the censored median; never averaged (report.evaluation)
+    targets: dict[str, CensoredStat] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -86,10 +91,13 @@ def summarize_arms(records: Sequence[TrialRecord], names: Sequence[str], baselin
     for cfg, rs in by_arm.items():
         done = [r for r in rs if r.outcome == Outcome.COMPLETED.value]
         metrics: dict[str, MetricStat] = {}
+        by_seed: dict[str, dict[int, float]] = {}
         for m in names:
             pool = rs if m in DIAGNOSTIC_METRICS else done
             bounds = metric(m)
             metrics[m] = stat((r.metrics.get(m) for r in pool), low=bounds.low, high=bounds.high)
+            by_seed[m] = {r.seed: v for r in done if r.seed is not None
+                          and (v := finite(r.metrics.get(m))) is not None}
         arms.append(ArmSummary(
             name=_arm_name((r.role for r in rs), cfg),
             config=cfg,
@@ -98,6 +106,7 @@ def summarize_arms(records: Sequence[TrialRecord], names: Sequence[str], baselin
             outcomes=dict(Counter(r.outcome for r in rs)),
             metrics=metrics,
             is_baseline=(baseline is not None and cfg == baseline),
+            by_seed=by_seed,
         ))
     arms.sort(key=lambda a: (not a.is_baseline, a.config))
     return arms
@@ -134,8 +143,10 @@ class Delta:
     diff: Difference
     better: bool | None  # None: no change
     words: str
+    comparison: Comparison | None = None  # the test behind diff: paired, Welch or a single seed
 
     def as_dict(self) -> dict[str, Any]:
+        c = self.comparison
         return {
             "baseline": self.baseline.mean,
             "value": self.value.mean,
@@ -144,12 +155,23 @@ class Delta:
             "ci95": list(self.diff.ci95) if self.diff.ci95 else None,
             "clear": self.diff.clear,
             "better": self.better,
+            "comparison": c.kind if c else None,
+            "p_value": c.p_value if c else None,
             "words": self.words,
         }
 
 
+def arm_vs_baseline(base: ArmSummary, arm: ArmSummary, name: str) -> Comparison | None:
+    """The arm minus the baseline on one metric: paired on shared seeds when tighter, else Welch."""
+    m = metric(name)
+    return compare_to_baseline(base.by_seed.get(name, {}), arm.by_seed.get(name, {}), low=m.low, high=m.high)
+
+
 def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric]) -> dict[str, dict[str, Delta]]:
-    """Every arm against the baseline arm, per metric with a direction, in numbers and in words."""
+    """Every arm against the baseline arm, per metric with a direction, in numbers and in words.
+
+    The test is `stats.compare_to_baseline` (paired by seed when that is tighter, else Welch).
+    """
     base = next((a for a in arms if a.is_baseline), None)
     if base is None:
         return {}
@@ -164,11 +186,14 @@ def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric]) -
             a, b = base.metrics.get(name), arm.metrics.get(name)
             if a is None or b is None:
                 continue
-            diff = difference(a, b)
-            if diff is None:
+            if a.mean is None or b.mean is None:
                 continue
+            comp = arm_vs_baseline(base, arm, name) if name not in DIAGNOSTIC_METRICS else None
+            delta = b.mean - a.mean
+            relative = delta / abs(a.mean) if a.mean != 0 else None
+            diff = Difference(delta, relative, comp.ci95 if comp else None, comp.clear if comp else None)
             better = None if diff.delta == 0 else ((diff.delta > 0) == m.higher_is_better)
-            words = delta_words(m, arm.title, f"the baseline ({base.config.label})", b, a, diff, better)
-            row[name] = Delta(name, arm.name, a, b, diff, better, words)
+            words = delta_words(m, arm.title, f"the baseline ({base.config.label})", b, a, diff, better, comp)
+            row[name] = Delta(name, arm.name, a, b, diff, better, words, comp)
         out[arm.name] = row
     return out

@@ -20,22 +20,24 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pandas as pd
 
 from grpo_ablate.report.arms import ArmSummary, Best, Delta, baseline_deltas, best_per_objective, study_baseline, summarize_arms
+from grpo_ablate.report.evaluation import (EVAL_METRICS, TARGET_KEYS, censored_stat, study_has_evaluation, study_target,
+                                           summarize_eval, to_target)
 from grpo_ablate.report.findings import Finding, find_warnings
 from grpo_ablate.report.groups import prompt_variance, success_rate
 from grpo_ablate.report.importance import param_importances
 from grpo_ablate.report.objectives import pareto_front, study_objectives
 from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, load_trials, masked, read_trial_files,
-                                        record_from_trial, steps_rows)
-from grpo_ablate.report.text import recommendation
+                                        record_from_trial, steps_rows, trial_columns)
+from grpo_ablate.report.verdict import Verdict, decide
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import DIAGNOSTIC_METRICS, HEADLINE_METRICS, Arm, Metric, Outcome, metric
+from grpo_ablate.vocab import DIAGNOSTIC_METRICS, HEADLINE_METRICS, Arm, Metric, Outcome, finite, metric
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
 
-__all__ = ["ReportData", "build_report_data", "collect", "report_metrics"]
+__all__ = ["ReportData", "build_report_data", "collect", "report_metrics", "eval_samples", "EVAL_PROMPTS_SHOWN"]
 
 
 @dataclass
@@ -59,11 +61,19 @@ class ReportData:
     pareto: set[int]
     importances: dict[str, dict[str, float]]
     importance_note: str | None
-    recommendation: str
+    recommendation: str  # the answer's words (verdict.words)
     config: dict[str, Any]  # the study file as stored, passwords masked
     versions: dict[str, Any]
     hardware: str | None
     storage_url: str | None = None  # masked
+    verdict: Verdict | None = None
+    has_eval: bool = False
+    target: float | None = None  # the held-out reward the "... to target" figures count to
+    target_words: str = ""
+    targets: dict[int, dict[str, Any]] = field(default_factory=dict)  # trial -> to_target's result
+    # per arm: the same first held-out prompts at the start and at the end (eval.jsonl `samples`)
+    eval_samples: list[dict[str, Any]] = field(default_factory=list)
+    evals: pd.DataFrame = field(default_factory=pd.DataFrame)  # every evaluation point, knobs on each row
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -72,10 +82,14 @@ class ReportData:
         return {o.value: int(c.get(o.value, 0)) for o in Outcome}
 
 
-def report_metrics(objectives: Sequence[tuple[str, str]]) -> dict[str, Metric]:
-    """The objectives, the registry's headline metrics, then its diagnostics; the study's direction wins."""
+def report_metrics(objectives: Sequence[tuple[str, str]], has_eval: bool = True) -> dict[str, Metric]:
+    """The objectives, the registry's headline metrics, then its diagnostics; the study's direction wins.
+
+    A study without held-out evaluation leaves the evaluation metrics out (unless it optimises one).
+    """
     names = [m for m, _ in objectives]
-    names += [m for m in (*HEADLINE_METRICS, *DIAGNOSTIC_METRICS) if m not in names]
+    names += [m for m in (*HEADLINE_METRICS, *DIAGNOSTIC_METRICS) if m not in names
+              and (has_eval or m not in EVAL_METRICS)]
     out = {m: metric(m) for m in names}
     for m, d in objectives:
         out[m] = dataclasses.replace(out[m], direction=d)
@@ -92,28 +106,56 @@ def build_report_data(
 ) -> ReportData:
     """Extract everything from a study's attrs and trials (and the trial folders they point to)."""
     objectives = study_objectives(study_user_attrs, fallback_objectives)
-    metrics = report_metrics(objectives)
+    all_metrics = report_metrics(objectives)
     records: list[TrialRecord] = []
     step_rows: list[dict[str, Any]] = []
     group_rows: list[dict[str, Any]] = []
+    eval_rows: dict[int, list[dict[str, Any]]] = {}
+    tokens: dict[int, float] = {}
     bad_lines = 0
     for ft in sorted(frozen, key=lambda t: t.number):
         tdir = ft.user_attrs.get("trial_dir")
         files = read_trial_files(Path(tdir) if tdir else None)
         bad_lines += files.bad_lines
-        r = record_from_trial(ft, list(metrics), diagnostics(files))
+        r = record_from_trial(ft, list(all_metrics), diagnostics(files))
+        # TODO(merge): the trial side copies these into the user attrs; the files fill any gap
+        for k, v in summarize_eval(files.evals).items():
+            if r.metrics.get(k) is None and v is not None:
+                r.metrics[k] = v
         records.append(r)
-        step_rows += steps_rows(r, files.steps)
+        rows = steps_rows(r, files.steps)
+        step_rows += rows
         group_rows += groups_rows(r, files.groups)
+        if files.evals:
+            eval_rows[r.number] = files.evals
+        spent = [x for x in (finite(files.evals[-1].get("generated_tokens")) if files.evals else None,
+                             finite(rows[-1].get("generated_tokens")) if rows else None) if x]
+        if spent:
+            tokens[r.number] = spent[0]
     steps = pd.DataFrame(step_rows)
     groups = pd.DataFrame(group_rows)
+    has_eval = study_has_evaluation(study_user_attrs, [r.metrics for r in records])
+    metrics = report_metrics(objectives, has_eval)
 
     baseline = study_baseline(study_user_attrs.get("baseline"), records)
     arms = summarize_arms(records, list(metrics), baseline)
+    target, target_words, targets = None, "", {}
+    if has_eval:
+        evaluation = study_user_attrs.get("evaluation")
+        base_done = [r for r in records if r.config == baseline and r.outcome == Outcome.COMPLETED.value]
+        target, target_words = study_target(
+            evaluation if isinstance(evaluation, Mapping) else None,
+            [v for r in base_done if (v := finite(r.metrics.get("eval_start_reward"))) is not None],
+            [v for r in base_done if (v := finite(r.metrics.get("eval_gain"))) is not None])
+        if target is not None:
+            targets = {n: to_target(rows_, target) for n, rows_ in eval_rows.items()}
+            arms = [_with_targets(a, records, targets) for a in arms]
     best = best_per_objective(arms, objectives)
     deltas = baseline_deltas(arms, metrics)
     p, unit = success_rate(records, groups, steps)
-    warnings = find_warnings(records, arms, bad_lines, p if unit else None)
+    verdict = decide(arms, records, objectives, metrics, has_eval, tokens)
+    extra = [Finding("timing_noise", verdict.timing.words)] if verdict.timing and verdict.timing.exceeds else []
+    warnings = find_warnings(records, arms, bad_lines, p if unit else None, verdict.recommended, extra)
 
     feasible_done = [r for r in records if r.outcome == Outcome.COMPLETED.value and r.values is not None]
     pareto = pareto_front([(r.number, r.values) for r in feasible_done], [d for _, d in objectives]) \
@@ -138,12 +180,80 @@ def build_report_data(
         pareto=pareto,
         importances=importances,
         importance_note=note,
-        recommendation=recommendation(best, deltas, arms, objectives, metrics),
+        recommendation=verdict.words,
         config=masked(dict(study_user_attrs.get("config") or fallback_config or {})),
         versions=dict(study_user_attrs.get("versions") or {}),
         hardware=study_user_attrs.get("hardware"),
         storage_url=mask_url(storage_url) if storage_url else None,
+        verdict=verdict,
+        has_eval=has_eval,
+        target=target,
+        target_words=target_words,
+        targets=targets,
+        eval_samples=eval_samples(arms, records, eval_rows),
+        evals=pd.DataFrame([{**trial_columns(r), **{k: v for k, v in row.items() if k not in ("per_prompt", "samples")}}
+                            for r in records if r.number in eval_rows for row in eval_rows[r.number]]),
     )
+
+
+def _with_targets(a: ArmSummary, records: Sequence[TrialRecord], targets: Mapping[int, Mapping[str, Any]]) -> ArmSummary:
+    """The arm with its censored target figures over its completed seeds."""
+    mine = [targets[r.number] for r in records
+            if r.config == a.config and r.outcome == Outcome.COMPLETED.value and r.number in targets]
+    return dataclasses.replace(a, targets={m: censored_stat((t.get(m), bool(t.get("target_reached"))) for t in mine)
+                                           for m in TARGET_KEYS})
+
+
+EVAL_PROMPTS_SHOWN = 3  # how many held-out prompts each arm shows side by side
+
+
+def eval_samples(arms: Sequence[ArmSummary], records: Sequence[TrialRecord],
+                 eval_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Per arm, its first completed seed's first held-out prompts at the first and the last point.
+
+    Every trial scores the same prompts in the same order, so the rows line up across arms.
+    """
+    out = []
+    for a in arms:
+        rs = sorted((r for r in records if r.config == a.config and r.outcome == Outcome.COMPLETED.value
+                     and len(eval_rows.get(r.number, ())) >= 1), key=lambda r: (r.seed is None, r.seed, r.number))
+        if not rs:
+            continue
+        r = rs[0]
+        rows = eval_rows[r.number]
+        first, last = rows[0], rows[-1]
+
+        def by_index(row: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
+            samples = row.get("samples") or []
+            return {int(x.get("prompt_index", i)): x for i, x in enumerate(samples) if isinstance(x, Mapping)}
+
+        start, end = by_index(first), by_index(last)
+        prompts = []
+        for idx in sorted(set(start) | set(end))[:EVAL_PROMPTS_SHOWN]:
+            s0, s1 = start.get(idx, {}), end.get(idx, {})
+            prompts.append({
+                "index": idx,
+                "prompt": str(s1.get("prompt", s0.get("prompt", ""))),
+                "start": _completions(s0),
+                "end": _completions(s1),
+            })
+        if prompts:
+            out.append({"arm": a.title, "config": a.config, "seed": r.seed, "trial": r.number,
+                        "start_step": first.get("step"), "end_step": last.get("step"),
+                        "start_completions": first.get("completions"), "end_completions": last.get("completions"),
+                        "prompts": prompts})
+    return out
+
+
+def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
+    comps = sample.get("completions") or []
+    out = []
+    for c in comps:
+        if isinstance(c, Mapping):
+            length = finite(c.get("length"))
+            out.append({"text": str(c.get("text", "")), "reward": finite(c.get("reward")),
+                        "length": int(length) if length is not None and length.is_integer() else length})
+    return out
 
 
 def collect(study: "Study") -> ReportData:

@@ -1,5 +1,9 @@
 """Warnings and notes: problems worth a person's attention, each stated with the numbers behind it.
 
+Warnings consult the answer (`report.verdict.Verdict.recommended`): advice to change G is given
+only when it points the way the answer does, so the page makes one recommendation. A finding's
+`suggests` records the change it advises (knob, "lower" | "higher"), and `consistent` checks it.
+
     python -c "from grpo_ablate import load_study; from grpo_ablate.report.data import collect; \
 [print(w.kind, w.message) for w in collect(load_study('studies/tiny-cpu.yaml')).warnings]"
 """
@@ -16,7 +20,7 @@ from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.text import clip
 from grpo_ablate.vocab import Arm, Outcome
 
-__all__ = ["Finding", "find_warnings", "NEAR_DUPLICATE_DISTINCT_FRAC", "TRUNCATED_CLIPPED_RATIO",
+__all__ = ["Finding", "find_warnings", "consistent", "NEAR_DUPLICATE_DISTINCT_FRAC", "TRUNCATED_CLIPPED_RATIO",
            "ZERO_SPREAD_FRACTION", "LOW_TEMPERATURE"]
 
 # Each threshold is the point past which the data says the trial wasted its budget.
@@ -30,32 +34,69 @@ LOW_TEMPERATURE = 0.7  # below this, duplicates are the sampler's doing rather t
 class Finding:
     """A warning the data supports, with the trials that show it."""
 
-    kind: str  # near_duplicates | truncated | zero_spread | oom | failed | interrupted | running | single_seed | no_baseline | unreadable
+    kind: str  # near_duplicates | truncated | zero_spread | timing_noise | oom | failed | interrupted | running | single_seed | no_baseline | unreadable
     message: str
     trials: tuple[int, ...] = ()
     severity: str = "warning"  # warning | info
+    arm: Arm | None = None  # the configuration it is about
+    suggests: tuple[tuple[str, str], ...] = ()  # (knob, "lower" | "higher") the message advises for `arm`
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "severity": self.severity, "message": self.message, "trials": list(self.trials)}
+        return {"kind": self.kind, "severity": self.severity, "message": self.message, "trials": list(self.trials),
+                "suggests": [list(s) for s in self.suggests]}
+
+
+def consistent(finding: Finding, recommended: Arm | None) -> bool:
+    """Whether the finding's advice points from its arm towards the recommended arm (or advises nothing)."""
+    if recommended is None or finding.arm is None:
+        return True
+    for knob, way in finding.suggests:
+        mine, theirs = finding.arm.as_dict()[knob], recommended.as_dict()[knob]
+        if (way == "lower" and not theirs < mine) or (way == "higher" and not theirs > mine):
+            return False
+    return True
+
+
+def _g_advice(a: Arm, way: str, recommended: Arm | None, plain: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Advice to move G `way`, unless the answer recommends otherwise; then the answer's choice is named."""
+    if recommended is None:
+        return plain, (("num_generations", way),)
+    g, rg = a.num_generations, recommended.num_generations
+    agrees = rg < g if way == "lower" else rg > g
+    if agrees:
+        return plain + f" The answer above recommends G={rg}.", (("num_generations", way),)
+    if recommended == a:
+        return (f" The answer above still recommends this configuration on its measured result; treat this as a cost "
+                f"to watch rather than a reason to change G."), ()
+    return (f" The answer above recommends {recommended.label}, which already accounts for this measured result."), ()
 
 
 def find_warnings(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], bad_lines: int = 0,
-                  success_p: float | None = None) -> list[Finding]:
-    """Every finding, warnings about the arms first, then about trials, then notes."""
+                  success_p: float | None = None, recommended: Arm | None = None,
+                  extra: Sequence[Finding] = ()) -> list[Finding]:
+    """Every finding, warnings about the arms first, then about trials, then notes.
+
+    `recommended` is the answer's configuration: G advice never points away from it.
+    `extra` (e.g. the timing-noise warning) goes after the arms' warnings.
+    """
     out: list[Finding] = []
     for a in arms:
         d = a.metrics.get("distinct_frac")
         if d is not None and d.mean is not None and d.mean < NEAR_DUPLICATE_DISTINCT_FRAC:
             head = f"{a.title}: only {d.mean * 100:.0f}% of each group's completions are distinct on average"
             if a.config.temperature < LOW_TEMPERATURE:
-                advice = (f"; temperature {a.config.temperature:g} is too low for G={a.config.num_generations} "
-                          f"(raise the temperature or lower num_generations: duplicates add cost, not contrast).")
+                advice, sug = _g_advice(a.config, "lower", recommended,
+                                        " Raising the temperature or lowering num_generations would turn duplicates "
+                                        "into contrast.")
+                advice = (f"; temperature {a.config.temperature:g} is low for G={a.config.num_generations}: "
+                          f"duplicates add cost, not contrast." + advice)
             else:
+                advice, sug = _g_advice(a.config, "lower", recommended,
+                                        " Raise the temperature or use a smaller G (with short exact answers some "
+                                        "repetition is expected as the model learns).")
                 advice = (f" at temperature {a.config.temperature:g}: the G={a.config.num_generations} samples mostly "
-                          f"repeat each other, so a larger G buys duplicates rather than contrast. Raise the "
-                          f"temperature or use a smaller G (with short exact answers some repetition is expected "
-                          f"as the model learns).")
-            out.append(Finding("near_duplicates", head + advice, a.trials))
+                          f"repeat each other, so a larger G buys duplicates rather than contrast." + advice)
+            out.append(Finding("near_duplicates", head + advice, a.trials, arm=a.config, suggests=sug))
     for a in arms:
         c = a.metrics.get("completions_clipped_ratio")
         if c is not None and c.mean is not None and c.mean > TRUNCATED_CLIPPED_RATIO:
@@ -72,12 +113,16 @@ def find_warnings(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], ba
             if success_p is not None and 0 <= success_p <= 1:
                 expect = (f" (a binary reward at the measured success rate {success_p:.2f} predicts "
                           f"{zero_spread_probability(success_p, a.config.num_generations) * 100:.0f}%)")
+            advice, sug = _g_advice(a.config, "higher", recommended,
+                                    " A larger num_generations, or easier/harder prompts, would give more groups "
+                                    "some spread.")
             out.append(Finding(
                 "zero_spread",
                 f"{a.title}: {z.mean * 100:.0f}% of groups had no reward spread{expect}; those prompts give "
-                f"zero advantage and no gradient (raise num_generations, or use easier/harder prompts).",
-                a.trials,
+                f"zero advantage and no gradient." + advice,
+                a.trials, arm=a.config, suggests=sug,
             ))
+    out += list(extra)
     ooms = [r for r in records if r.outcome == Outcome.OOM.value and r.config is not None]
     if ooms:
         out.append(_oom_finding(records, ooms))

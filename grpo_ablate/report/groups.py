@@ -13,10 +13,13 @@ import pandas as pd
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.vocab import Outcome
 
-__all__ = ["PROMPT_COLUMNS", "prompt_variance", "success_rate", "zero_spread_probability"]
+__all__ = ["PROMPT_COLUMNS", "RANKING_RULE", "prompt_variance", "success_rate", "zero_spread_probability"]
 
 PROMPT_COLUMNS = ["prompt", "groups", "trials", "mean_reward_var", "max_reward_var", "mean_reward",
-                  "mean_distinct_frac", "example_completions"]
+                  "mean_distinct_frac", "example_arm", "example_completions", "example_rewards"]
+# What the page says about the order; prompt_variance sorts by exactly this.
+RANKING_RULE = ("higher mean within-group reward variance first; ties go to the prompt seen in more groups, "
+                "then to the higher maximum variance, then alphabetical order of the prompt text")
 
 
 def zero_spread_probability(p: float, num_generations: int) -> float:
@@ -28,7 +31,8 @@ def prompt_variance(groups: pd.DataFrame) -> pd.DataFrame:
     """Prompts ranked by how much rewards vary within their groups: where the model is unsure.
 
     Each prompt's score is the mean within-group reward variance over every group it appeared
-    in (all trials, all steps); its example completions come from its most varied group.
+    in (all trials, all steps); its example completions, their rewards and the arm come from its
+    most varied group (the latest such group on a tie). Order: RANKING_RULE.
     """
     if groups.empty or "reward_var" not in groups:
         return pd.DataFrame(columns=PROMPT_COLUMNS)
@@ -44,12 +48,17 @@ def prompt_variance(groups: pd.DataFrame) -> pd.DataFrame:
         mean_reward=("reward_mean", "mean"),
         mean_distinct_frac=("distinct_frac", "mean"),
     )
-    top = by["reward_var"].idxmax()  # row label of each prompt's most varied group
-    out["example_completions"] = [list(c) for c in g.loc[top.loc[out.index].to_numpy(), "completions"]]
+    # row label of each prompt's most varied group; the last one on a tie (later groups keep every completion)
+    top = g.iloc[::-1].groupby("prompt", sort=False)["reward_var"].idxmax()
+    rows = top.loc[out.index].to_numpy()
+    out["example_arm"] = list(g.loc[rows, "arm"]) if "arm" in g else [None] * len(out)
+    out["example_completions"] = [list(c) for c in g.loc[rows, "completions"]]
+    out["example_rewards"] = ([list(x) if isinstance(x, list) else [] for x in g.loc[rows, "rewards"]]
+                              if "rewards" in g else [[] for _ in rows])
     out = out.reset_index()[PROMPT_COLUMNS]
     out[["groups", "trials"]] = out[["groups", "trials"]].astype(int)
-    return out.sort_values(["mean_reward_var", "groups", "prompt"], ascending=[False, False, True],
-                           kind="stable").reset_index(drop=True)
+    return out.sort_values(["mean_reward_var", "groups", "max_reward_var", "prompt"],
+                           ascending=[False, False, False, True], kind="stable").reset_index(drop=True)
 
 
 def success_rate(records: Sequence[TrialRecord], groups: pd.DataFrame, steps: pd.DataFrame) -> tuple[float | None, bool]:

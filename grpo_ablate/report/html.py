@@ -20,15 +20,22 @@ from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.plots import Figure, all_figures
 from grpo_ablate.report.summary import EXPORTS
-from grpo_ablate.report.text import clip, fmt, fmt_stat, fmt_stat_short
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.report.evaluation import TARGET_KEYS, CensoredStat
+from grpo_ablate.report.groups import RANKING_RULE
+from grpo_ablate.report.text import clip, fmt, fmt_interval, fmt_p, fmt_stat, fmt_stat_short
+from grpo_ablate.vocab import TARGET_METRICS, Outcome
+from grpo_ablate.vocab import metric as registry_metric
 
-__all__ = ["render_html", "view_model", "TABLE_ORDER"]
+__all__ = ["render_html", "view_model", "target_cell", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
 
 # The tables' columns after the study's objectives, most decision-relevant first. The deltas
 # table leaves out the diagnostics (the registry's non-headline metrics): they explain, not decide.
-TABLE_ORDER = ("reward_per_hour", "final_reward", "stability_variance", "samples_per_second", "peak_memory_mb",
-               "frac_reward_zero_std", "distinct_frac")
+TABLE_ORDER = ("reward_per_hour", "final_reward", "reward_per_million_tokens", "stability_variance",
+               "samples_per_second", "peak_memory_mb", "frac_reward_zero_std", "distinct_frac")
+# With held-out evaluation the held-out metrics lead; training reward stays for reference.
+EVAL_TABLE_ORDER = ("eval_final_reward", "eval_gain", "eval_auc", "eval_gain_per_million_tokens", "eval_gain_per_hour",
+                    "reward_per_million_tokens", "final_reward", "reward_per_hour", "samples_per_second",
+                    "peak_memory_mb", "frac_reward_zero_std", "distinct_frac")
 TOP_PROMPTS = 10
 COMPLETION_CHARS = 600
 
@@ -94,7 +101,47 @@ def setup_sections(config: Mapping[str, Any], hardware: str | None, versions: Ma
 
 def _arm_columns(data: ReportData) -> list[str]:
     cols = [m for m, _ in data.objectives]
-    return cols + [m for m in TABLE_ORDER if m not in cols and m in data.metrics]
+    if data.verdict is not None and data.verdict.metric and data.verdict.metric not in cols:
+        cols.insert(0, data.verdict.metric)
+    order = EVAL_TABLE_ORDER if data.has_eval else TABLE_ORDER
+    measured = {m for a in data.arms for m, s in a.metrics.items() if s.mean is not None}
+    return cols + [m for m in order if m not in cols and m in data.metrics and (m in measured or not data.arms)]
+
+
+def target_cell(t: CensoredStat | None) -> str:
+    """'3/3 reached, median 1,200'; '1/3 reached, median ≥ 4,000 (lower bound)'; 'not reached (0/2; budget 6,400)'."""
+    if t is None or t.n == 0:
+        return "–"
+    if t.reached == 0:
+        budget = max(v for v, _ in t.values)
+        return f"not reached (0/{t.n}; budget {fmt(budget)})"
+    if t.median_is_bound:
+        return f"{t.reached}/{t.n} reached, median ≥ {fmt(t.median)} (lower bound)"
+    return f"{t.reached}/{t.n} reached, median {fmt(t.median)}"
+
+
+def _verdict_facts(data: ReportData) -> list[str]:
+    """The statistics behind the answer, one short line each."""
+    v = data.verdict
+    if v is None or v.metric is None:
+        return []
+    out = [f"Judged on {data.metrics[v.metric].label if v.metric in data.metrics else v.metric}"
+           + (" (held-out prompts, the same decoding for every configuration)" if v.metric.startswith("eval_") else "")
+           + "."]
+    c = v.comparison
+    if c is not None:
+        if c.ci95 is not None:
+            out.append(f"Comparison used: {c.words}; difference {fmt(c.delta)}, 95% interval {fmt_interval(c.ci95)}, "
+                       f"{fmt_p(c.p_value)}.")
+        else:
+            out.append(f"Comparison used: {c.words}.")
+    if v.detectable is not None:
+        out.append(f"Smallest difference this study could detect (80% power, 5% two-sided): about {fmt(v.detectable)}.")
+    if v.seeds_for is not None:
+        d, n = v.seeds_for
+        out.append(f"Seeds needed to detect a difference of {fmt(d)}: about {n:,}" + (" or more" if n > 1000 else "") + ".")
+    out += list(v.notes)
+    return out
 
 
 def _delta_columns(data: ReportData) -> list[str]:
@@ -151,7 +198,14 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
                    if primary and a.name in data.deltas and primary in data.deltas[a.name]]
     prompts = []
     for i, row in enumerate(data.prompts.head(TOP_PROMPTS).itertuples(index=False), start=1):
+        rewards = list(getattr(row, "example_rewards", []) or [])
+        if all(r is None for r in rewards):  # groups.jsonl from before rewards were kept per completion
+            rewards = []
+        texts = [clip(c, COMPLETION_CHARS) for c in row.example_completions]
         prompts.append({
+            "arm": getattr(row, "example_arm", None),
+            "rewards": rewards,
+            "pairs": [(t, rewards[j] if j < len(rewards) else None) for j, t in enumerate(texts)],
             "rank": i,
             "prompt": row.prompt,
             "var": row.mean_reward_var,
@@ -159,12 +213,14 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
             "groups": row.groups,
             "reward": row.mean_reward,
             "distinct": row.mean_distinct_frac,
-            "completions": [clip(c, COMPLETION_CHARS) for c in row.example_completions][:4],
         })
     trials = []
     for r in data.records:
+        t = data.targets.get(r.number)
         trials.append({
             "r": r,
+            "target": ("–" if t is None or t.get("completions_to_target") is None else
+                       fmt(t["completions_to_target"]) if t.get("target_reached") else "not reached"),
             "vals": ", ".join(fmt(v) for v in r.values) if r.values is not None and r.outcome == "completed" else "–",
             "reason": clip(r.reason, 300) if r.reason else "",
         })
@@ -187,7 +243,10 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
         "warnings": [w for w in data.warnings if w.severity == "warning"],
         "notes": [w for w in data.warnings if w.severity != "warning"],
         "setup": setup_sections(data.config, data.hardware, data.versions, extra),
-        "definitions": [(m, d.label, d.direction, d.description, d.unit) for m, d in data.metrics.items()],
+        "definitions": [(m, d.label, d.direction, d.description, d.unit) for m, d in data.metrics.items()]
+        + ([(m, registry_metric(m).label, registry_metric(m).direction, registry_metric(m).description,
+             registry_metric(m).unit) for m in TARGET_METRICS]
+           if data.has_eval else []),
         "figures": list(figures),
         "prompts": prompts,
         "n_prompts": len(data.prompts),
@@ -195,6 +254,14 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
         "counts": counts,
         "exports": EXPORTS,
         "objective_names": [m for m, _ in data.objectives],
+        "verdict_facts": _verdict_facts(data),
+        "target_cols": [(m, data.metrics[m].label if m in data.metrics else m) for m in TARGET_KEYS],
+        "target_rows": [{"arm": a, "cells": [target_cell(a.targets.get(m)) for m in TARGET_KEYS]}
+                        for a in data.arms if a.targets],
+        "eval_samples": data.eval_samples,
+        "ranking_rule": RANKING_RULE,
+        "has_eval": data.has_eval,
+        "completion_chars": COMPLETION_CHARS,
     }
 
 

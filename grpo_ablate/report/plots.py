@@ -36,7 +36,7 @@ from grpo_ablate.report.stats import MetricStat, stat
 from grpo_ablate.report.text import fmt
 from grpo_ablate.vocab import Outcome, metric
 
-__all__ = ["Figure", "all_figures", "PLOTS"]
+__all__ = ["Figure", "all_figures", "PLOTS", "EVAL_PLOTS"]
 
 # Half-width figures are drawn 4.8 in wide and shown ~480 px wide: 9 pt text stays ~12 px on
 # screen, and 150 dpi keeps them sharp on high-density laptop screens and in print.
@@ -167,10 +167,13 @@ def _mean_band(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 120) -
     return grid, ys.mean(axis=0), ys.min(axis=0), ys.max(axis=0)
 
 
-def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: str, caption: str) -> Figure:
-    steps = data.steps
+def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: str, caption: str,
+                   frame: pd.DataFrame | None = None, smooth: bool = True,
+                   ylabel: str = "reward (mean over the step's completions)") -> Figure:
+    steps = data.steps if frame is None else frame
     if steps.empty or xcol not in steps or "reward" not in steps:
-        return Figure(fid, title, caption, note=f"no step metrics with {xcol} and reward were recorded")
+        what = "step metrics" if frame is None else "evaluation rows"
+        return Figure(fid, title, caption, note=f"no {what} with {xcol} and reward were recorded")
     groups, pooled = _curve_groups(data)
     if not groups:
         return Figure(fid, title, caption, note="no completed trial yet")
@@ -192,7 +195,7 @@ def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: st
             if len(x) == 0:
                 continue
             order = np.argsort(x, kind="stable")
-            curves.append((x[order] / scale, _smooth(y[order])))
+            curves.append((x[order] / scale, _smooth(y[order]) if smooth else y[order]))
         mb = _mean_band(curves)
         if mb is None:
             continue
@@ -207,11 +210,22 @@ def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: st
     ax.set_xlabel(xlabel + (f" ({unit})" if unit else ""))
     if xcol == "generated_tokens":
         ax.xaxis.set_major_formatter(EngFormatter())
-    ax.set_ylabel("reward (mean over the step's completions)")
+    ax.set_ylabel(ylabel)
     ax.legend(loc="best", frameon=False)
     if pooled:
         caption += " Configurations are pooled by num_generations (too many for a line each)."
     return Figure(fid, title, caption, _png(fig))
+
+
+def plot_eval_vs_tokens(data: ReportData) -> Figure:
+    return _reward_curves(
+        data, "generated_tokens", "eval-tokens", "Held-out reward vs generated tokens",
+        "training tokens generated",
+        "The same held-out prompts, scored at the study's fixed evaluation decoding before the first step, at the "
+        "same generated compute for every configuration, and at the end. Mean over seeds; the band spans the "
+        "seeds' range. This is what the answer is judged on.",
+        frame=data.evals, smooth=False, ylabel="held-out reward",
+    )
 
 
 def plot_reward_vs_time(data: ReportData) -> Figure:
@@ -531,6 +545,7 @@ def plot_zero_spread(data: ReportData) -> Figure:
 
 
 PLOTS: tuple[Callable[[ReportData], Figure], ...] = (
+    plot_eval_vs_tokens,
     plot_reward_vs_time,
     plot_reward_vs_tokens,
     plot_reward_per_hour,
@@ -549,11 +564,17 @@ def _fallback(fn: Callable[[ReportData], Figure]) -> tuple[str, str]:
     return name, name.replace("-", " ").capitalize()
 
 
+# Drawn only for studies with held-out evaluation; a study without it is not missing a plot.
+EVAL_PLOTS: frozenset[Callable[[ReportData], Figure]] = frozenset({plot_eval_vs_tokens})
+
+
 def all_figures(data: ReportData, plots: Sequence[Callable[[ReportData], Figure]] = PLOTS) -> list[Figure]:
     """Every plot, in report order; a plot that raises becomes a note, not a missing report."""
     out = []
     with rc_context(_STYLE):
         for fn in plots:
+            if fn in EVAL_PLOTS and not data.has_eval:
+                continue
             try:
                 out.append(fn(data))
             except Exception as e:  # noqa: BLE001 - one bad plot must not cost the whole page

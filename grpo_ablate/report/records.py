@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.metrics import read_jsonl  # the one torn-line-tolerant reader of trial files
+from grpo_ablate.report.evaluation import read_eval
 from grpo_ablate.storage import mask_url
 from grpo_ablate.vocab import DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, Outcome, finite, parse_pair_label
 
@@ -37,6 +38,7 @@ __all__ = [
     "trial_columns",
     "steps_rows",
     "groups_rows",
+    "group_completions",
     "masked",
 ]
 
@@ -167,6 +169,7 @@ class TrialFiles:
     steps: list[dict[str, Any]] = field(default_factory=list)
     groups: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: int = 0
+    evals: list[dict[str, Any]] = field(default_factory=list)  # eval.jsonl, in point order
 
 
 def read_trial_files(trial_dir: Path | None) -> TrialFiles:
@@ -174,7 +177,8 @@ def read_trial_files(trial_dir: Path | None) -> TrialFiles:
         return TrialFiles()
     steps, bad1 = read_jsonl(trial_dir / METRICS_FILE)
     groups, bad2 = read_jsonl(trial_dir / GROUPS_FILE)
-    return TrialFiles(steps, groups, bad1 + bad2)
+    evals, bad3 = read_eval(trial_dir)
+    return TrialFiles(steps, groups, bad1 + bad2 + bad3, evals)
 
 
 def diagnostics(files: TrialFiles) -> dict[str, float | None]:
@@ -238,11 +242,30 @@ def steps_rows(r: TrialRecord, steps: Sequence[Mapping[str, Any]]) -> list[dict[
     return out
 
 
+def group_completions(g: Mapping[str, Any]) -> tuple[list[str], list[float | None]]:
+    """A group's completions and their rewards, paired.
+
+    groups.jsonl now keeps `completions: [{"text", "reward"}]`, every completion of the group
+    within the writer's size cap; older files kept a few texts (`completions: [str]`) and,
+    at most, a separate `rewards` list, which is paired by position when it is as long.
+    """
+    comps = g.get("completions") or []
+    if not isinstance(comps, list):
+        comps = [comps]
+    if comps and all(isinstance(c, Mapping) for c in comps):
+        return [str(c.get("text", "")) for c in comps], [finite(c.get("reward")) for c in comps]
+    texts = [str(c) for c in comps]
+    rewards = g.get("rewards")
+    if isinstance(rewards, list) and len(rewards) == len(texts):
+        return texts, [finite(x) for x in rewards]
+    return texts, [None] * len(texts)
+
+
 def groups_rows(r: TrialRecord, groups: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     base = trial_columns(r)
     out = []
     for g in groups:
-        comps = g.get("completions") or []
+        texts, rewards = group_completions(g)
         out.append({
             **base,
             "step": g.get("step"),
@@ -251,6 +274,8 @@ def groups_rows(r: TrialRecord, groups: Sequence[Mapping[str, Any]]) -> list[dic
             "reward_mean": finite(g.get("reward_mean")),
             "reward_var": finite(g.get("reward_var")),
             "distinct_frac": finite(g.get("distinct_frac")),
-            "completions": [str(x) for x in comps] if isinstance(comps, list) else [str(comps)],
+            "completions": texts,
+            "rewards": rewards,
+            "arm": r.config.label if r.config else None,
         })
     return out

@@ -3,19 +3,22 @@
     python -c "from grpo_ablate.report.stats import stat; print(stat([1.0, 1.2, 0.9]))"
 
 Arms run over 1-5 seeds, so Student's t is used rather than the normal 1.96, which would claim
-far more certainty than the data holds. The quantiles come from a table (no scipy for one
-number); between rows the next smaller df is used, which errs on the wide side.
+far more certainty than the data holds. Per-arm intervals use a quantile table (this part is
+stdlib only, so the command line's tables import it cheaply); between rows the next smaller
+df is used, which errs on the wide side. The arm-vs-baseline tests and their power (paired or
+Welch t, detectable difference, seeds needed) use scipy, imported when first called.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
 from grpo_ablate.vocab import finite
 
-__all__ = ["MetricStat", "Difference", "stat", "difference", "t975"]
+__all__ = ["MetricStat", "Difference", "stat", "difference", "t975", "Comparison", "compare_to_baseline",
+           "detectable_difference", "seeds_needed", "coefficient_of_variation", "ALPHA", "POWER", "MAX_SEEDS"]
 
 # Two-sided 95% Student t quantiles (0.975) by degrees of freedom.
 _T975 = {
@@ -119,3 +122,200 @@ def difference(a: MetricStat, b: MetricStat) -> Difference | None:
     half = t975(max(df, 1.0)) * se
     lo, hi = delta - half, delta + half
     return Difference(delta, relative, (lo, hi), not (lo <= 0 <= hi))
+
+
+# ---------------------------------------------------------------- arm vs baseline, with power
+
+ALPHA = 0.05  # two-sided
+POWER = 0.8
+MAX_SEEDS = 1000  # "seeds needed" beyond this is reported as more than this
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An arm's metric minus the baseline's, with the test that backs it.
+
+    `kind` says which comparison was used: "paired" (Student t on the per-seed differences,
+    seeds shared by both arms), "welch" (unpaired, unequal variances), or "single seed" (no
+    spread, so no test). `sd` and `n` are what the power figures use: the SD of the paired
+    differences over n pairs, or the pooled per-arm SD with n seeds per arm.
+    """
+
+    kind: str
+    delta: float
+    ci95: tuple[float, float] | None
+    p_value: float | None
+    n: int
+    sd: float | None
+
+    @property
+    def clear(self) -> bool | None:
+        """The interval excludes zero (p < 0.05); None when no test was possible."""
+        if self.ci95 is None:
+            return None
+        lo, hi = self.ci95
+        return not (lo <= 0 <= hi)
+
+    @property
+    def words(self) -> str:
+        """'paired t over 3 shared seeds' / 'Welch t (unpaired), 3 vs 2 seeds' / 'a single seed'."""
+        if self.kind == "paired":
+            return f"paired t test over {self.n} shared seeds"
+        if self.kind == "welch":
+            return f"Welch t test (unpaired) over {self.n} seeds per arm"
+        return "a single seed (no test possible)"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"comparison": self.kind, "delta": self.delta, "ci95": list(self.ci95) if self.ci95 else None,
+                "p_value": self.p_value, "n": self.n, "sd": self.sd, "clear": self.clear}
+
+
+def _t_ppf(q: float, df: float) -> float:
+    from scipy import stats as st
+
+    return float(st.t.ppf(q, df))
+
+
+def _paired(base: dict[int, float], arm: dict[int, float]) -> Comparison | None:
+    seeds = sorted(set(base) & set(arm))
+    if len(seeds) < 2:
+        return None
+    d = [arm[s] - base[s] for s in seeds]
+    n = len(d)
+    mean = math.fsum(d) / n
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in d) / (n - 1))
+    if sd == 0:
+        return Comparison("paired", mean, (mean, mean), 0.0 if mean != 0 else 1.0, n, 0.0)
+    se = sd / math.sqrt(n)
+    from scipy import stats as st
+
+    t = mean / se
+    p = float(2 * st.t.sf(abs(t), n - 1))
+    half = _t_ppf(0.975, n - 1) * se
+    return Comparison("paired", mean, (mean - half, mean + half), p, n, sd)
+
+
+def _welch(a: Sequence[float], b: Sequence[float]) -> Comparison | None:
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = math.fsum(a) / len(a), math.fsum(b) / len(b)
+    va = math.fsum((x - ma) ** 2 for x in a) / (len(a) - 1)
+    vb = math.fsum((x - mb) ** 2 for x in b) / (len(b) - 1)
+    delta = mb - ma
+    se2 = va / len(a) + vb / len(b)
+    n = min(len(a), len(b))
+    pooled = math.sqrt((va + vb) / 2)
+    if se2 == 0:
+        return Comparison("welch", delta, (delta, delta), 0.0 if delta != 0 else 1.0, n, 0.0)
+    df = se2**2 / ((va / len(a)) ** 2 / (len(a) - 1) + (vb / len(b)) ** 2 / (len(b) - 1))
+    se = math.sqrt(se2)
+    from scipy import stats as st
+
+    p = float(2 * st.t.sf(abs(delta / se), df))
+    half = _t_ppf(0.975, df) * se
+    return Comparison("welch", delta, (delta - half, delta + half), p, n, pooled)
+
+
+def compare_to_baseline(base: Mapping[int, float], arm: Mapping[int, float], *,
+                        low: float | None = None, high: float | None = None) -> Comparison | None:
+    """The arm minus the baseline on one metric, by seed ({seed: value}); None when either is empty.
+
+    Arms share seeds (same data order and initialisation), so the per-seed differences are
+    usually far less spread than the arms themselves: the paired test is used when at least
+    two seeds are shared and its interval is no wider than Welch's; otherwise Welch's. The
+    interval is cut to the range a difference of the quantity can take ([low - high, high - low]).
+    """
+    b = {s: v for s, v in ((s, finite(x)) for s, x in base.items()) if v is not None}
+    a = {s: v for s, v in ((s, finite(x)) for s, x in arm.items()) if v is not None}
+    if not a or not b:
+        return None
+    paired, welch = _paired(b, a), _welch(list(b.values()), list(a.values()))
+    chosen = paired
+    if welch is not None and (paired is None or _width(welch) < _width(paired)):
+        chosen = welch
+    if chosen is None:
+        delta = math.fsum(a.values()) / len(a) - math.fsum(b.values()) / len(b)
+        return Comparison("single seed", delta, None, None, 1, None)
+    if chosen.ci95 is not None and low is not None and high is not None:
+        span = high - low
+        lo, hi = chosen.ci95
+        chosen = Comparison(chosen.kind, chosen.delta, (max(lo, -span), min(hi, span)), chosen.p_value,
+                            chosen.n, chosen.sd)
+    return chosen
+
+
+def _width(c: Comparison) -> float:
+    return math.inf if c.ci95 is None else c.ci95[1] - c.ci95[0]
+
+
+def _power(delta: float, sd: float, n: int, paired: bool, alpha: float = ALPHA) -> float:
+    """Power of the two-sided t test to see a true difference `delta` (noncentral t)."""
+    from scipy import stats as st
+
+    if paired:
+        df, ncp = n - 1, delta / (sd / math.sqrt(n))
+    else:  # two arms of n seeds each, equal spread
+        df, ncp = 2 * n - 2, delta / (sd * math.sqrt(2.0 / n))
+    ncp = abs(ncp)
+    crit = _t_ppf(1 - alpha / 2, df)
+    upper = float(st.nct.sf(crit, df, ncp))
+    lower = float(st.nct.cdf(-crit, df, ncp))  # the wrong-sign tail: negligible, and scipy's NaN far out
+    if not math.isfinite(upper):  # scipy's noncentral t fails far in the tails: the normal limit
+        upper = float(st.norm.sf(crit - ncp))
+    return min(1.0, upper + (lower if math.isfinite(lower) else 0.0))
+
+
+def detectable_difference(sd: float, n: int, paired: bool = True, power: float = POWER,
+                          alpha: float = ALPHA) -> float | None:
+    """The smallest true difference a study of n seeds would detect with `power` at `alpha`.
+
+    From the observed spread `sd` (of the paired differences, or of one arm for unpaired);
+    None below two seeds or without spread.
+    """
+    if n < 2 or not sd or not math.isfinite(sd) or sd <= 0:
+        return None
+    from scipy.optimize import brentq
+
+    hi = sd
+    while _power(hi, sd, n, paired, alpha) < power:
+        hi *= 2
+        if hi > sd * 1e6:
+            return None
+    return float(brentq(lambda d: _power(d, sd, n, paired, alpha) - power, 0.0, hi, xtol=sd * 1e-6))
+
+
+def seeds_needed(delta: float, sd: float, paired: bool = True, power: float = POWER,
+                 alpha: float = ALPHA) -> int | None:
+    """About how many seeds would detect a true difference `delta` (smallest n reaching `power`).
+
+    None when delta is 0 or there is no spread; MAX_SEEDS + 1 when even MAX_SEEDS would not do.
+    """
+    if not delta or not sd or not math.isfinite(sd) or sd <= 0:
+        return None
+    delta = abs(delta)
+
+    def enough(n: int) -> bool:
+        return _power(delta, sd, n, paired, alpha) >= power - 1e-6  # brentq's root of the same curve
+
+    if not enough(MAX_SEEDS):
+        return MAX_SEEDS + 1
+    lo, hi = 1, MAX_SEEDS  # power grows with n: the smallest n that is enough, by bisection
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if enough(mid):
+            hi = mid
+        else:
+            lo = mid
+    return max(2, hi)
+
+
+def coefficient_of_variation(values: Iterable[object]) -> float | None:
+    """Sample SD over mean; None below two values or at a zero mean."""
+    xs = [v for v in (finite(x) for x in values) if v is not None]
+    if len(xs) < 2:
+        return None
+    mean = math.fsum(xs) / len(xs)
+    if mean == 0:
+        return None
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+    return sd / abs(mean)

@@ -25,7 +25,7 @@ EXPORTS = {
     "trials.csv": "one row per trial: knobs, outcome, objective values, metrics",
     "steps.csv": "every number each trial logged, one row per optimizer step",
     "prompts.csv": "every prompt ranked by within-group reward variance (for labelling)",
-    "summary.json": "best configuration, per-arm statistics, deltas vs baseline (read by `grpo-ablate compare`)",
+    "summary.json": "the answer and the statistics behind it, best configuration, per-arm statistics, deltas vs baseline (read by `grpo-ablate compare`)",
 }
 
 
@@ -48,6 +48,7 @@ def summary_dict(data: ReportData) -> dict[str, Any]:
         "is_baseline": a.is_baseline,
         "outcomes": a.outcomes,
         "metrics": {m: s.as_dict() for m, s in a.metrics.items()},
+        "targets": {m: t.as_dict() for m, t in a.targets.items()},  # censored: counts and medians, never means
     } for a in data.arms]
     base = next((a for a in data.arms if a.is_baseline), None)
     return masked({
@@ -57,6 +58,10 @@ def summary_dict(data: ReportData) -> dict[str, Any]:
         "objectives": [{"metric": m, "direction": d} for m, d in data.objectives],
         "metrics": {m: {"direction": d.direction, "description": d.description} for m, d in data.metrics.items()},
         "recommendation": data.recommendation,
+        # the answer's words and the statistics behind them (comparison, p-value, interval, detectable
+        # difference, seeds needed, timing noise): what `compare` and benchmarks/verdict.py read
+        "verdict": data.verdict.as_dict() if data.verdict else None,
+        "evaluation": {"has_evaluation": data.has_eval, "target": data.target, "target_words": data.target_words},
         "best": best,
         "arms": arms,
         "baseline": ({"arm": base.name, **base.config.as_dict()} if base else None),
@@ -84,6 +89,9 @@ def trials_frame(data: ReportData) -> pd.DataFrame:
         for i, (m, _) in enumerate(data.objectives):
             row[f"value_{m}"] = r.values[i] if r.values is not None and i < len(r.values) else None
         row.update(r.metrics)
+        t = data.targets.get(r.number)
+        if t is not None:
+            row.update({k: v for k, v in t.items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -91,8 +99,9 @@ def trials_frame(data: ReportData) -> pd.DataFrame:
 def prompts_frame(data: ReportData) -> pd.DataFrame:
     """prompts.csv: the ranked prompts, each one's example completions as a JSON list."""
     prompts = data.prompts.copy()
-    if "example_completions" in prompts:
-        prompts["example_completions"] = [json.dumps(list(c), ensure_ascii=False) for c in prompts["example_completions"]]
+    for col in ("example_completions", "example_rewards"):
+        if col in prompts:
+            prompts[col] = [json.dumps(list(c), ensure_ascii=False) for c in prompts[col]]
     return prompts
 
 

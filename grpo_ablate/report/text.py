@@ -1,4 +1,6 @@
-"""The report's words: the one number formatter, seed statistics as text, deltas and the answer.
+"""The report's words: the one number formatter, p-values and intervals, seed statistics as text, deltas.
+
+The answer itself is report.verdict.
 
     python -c "from grpo_ablate.report.text import fmt; print(fmt(1234.5), fmt(2e-5), fmt(None))"
 
@@ -10,15 +12,11 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TYPE_CHECKING, Mapping, Sequence
 
-from grpo_ablate.report.stats import Difference, MetricStat
+from grpo_ablate.report.stats import Comparison, Difference, MetricStat
 from grpo_ablate.vocab import Metric
 
-if TYPE_CHECKING:
-    from grpo_ablate.report.arms import ArmSummary, Best, Delta
-
-__all__ = ["fmt", "fmt_stat", "fmt_stat_short", "delta_words", "recommendation", "clip", "MISSING"]
+__all__ = ["fmt", "fmt_p", "fmt_interval", "fmt_stat", "fmt_stat_short", "delta_words", "clip", "MISSING"]
 
 MISSING = "–"  # what every table shows for a value that is not there
 
@@ -75,13 +73,33 @@ def fmt_stat(s: MetricStat | None) -> str:
     return f"{fmt(s.mean)} {spread} ({s.n} seeds)"
 
 
+def fmt_p(p: float | None) -> str:
+    """A p-value for a person, as a phrase: 'p = 0.0091', 'p = 0.50', 'p < 0.001'."""
+    if p is None:
+        return f"p {MISSING}"
+    if p < 0.001:
+        return "p < 0.001"
+    return f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
+
+
+def fmt_interval(ci: tuple[float, float] | None, signed: bool = True) -> str:
+    """'+0.12 to +0.31' (signed, for differences) or '0.12 to 0.31'."""
+    if ci is None:
+        return MISSING
+
+    def one(x: float) -> str:
+        s = fmt(x)
+        return ("+" + s) if signed and x > 0 else s
+    return f"{one(ci[0])} to {one(ci[1])}"
+
+
 def clip(text: str, n: int) -> str:
     """At most n characters, an ellipsis marking a cut."""
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def delta_words(m: Metric, arm_title: str, base_title: str, value: MetricStat, base: MetricStat,
-                diff: Difference, better: bool | None) -> str:
+                diff: Difference, better: bool | None, comparison: Comparison | None = None) -> str:
     """One sentence a person can act on: how much, which way, and whether noise could explain it."""
     how = f"({fmt(value.mean)} vs {fmt(base.mean)})"
     if diff.delta == 0:
@@ -91,52 +109,12 @@ def delta_words(m: Metric, arm_title: str, base_title: str, value: MetricStat, b
     else:
         size = f"{fmt(abs(diff.delta))} {'higher' if diff.delta > 0 else 'lower'}"
     verdict = "better" if better else "worse"
+    test = f"{comparison.words}, {fmt_p(comparison.p_value)}" if comparison is not None and \
+        comparison.p_value is not None else f"{value.n} vs {base.n} seeds"
     if diff.clear is True:
-        noise = f"a difference larger than the seed-to-seed spread ({value.n} vs {base.n} seeds)"
+        noise = f"a difference larger than the seed-to-seed spread ({test})"
     elif diff.clear is False:
-        noise = f"within the seed-to-seed spread, so not a reliable difference ({value.n} vs {base.n} seeds)"
+        noise = f"within the seed-to-seed spread, so not a reliable difference ({test})"
     else:
         noise = "from a single seed, so the seed-to-seed spread is unknown"
     return f"{arm_title}: {m.label} is {size} than {base_title} {how}: {verdict}, {noise}."
-
-
-def recommendation(best: Mapping[str, "Best | None"], deltas: Mapping[str, Mapping[str, "Delta"]],
-                   arms: Sequence["ArmSummary"], objectives: Sequence[tuple[str, str]],
-                   metrics: Mapping[str, Metric]) -> str:
-    """The sentence a person acts on, judged on the first objective."""
-    if not objectives:
-        return "The study has no objectives: nothing to recommend."
-    primary = objectives[0][0]
-    b = best.get(primary)
-    if b is None:
-        return "No configuration completed yet: nothing to recommend. Run (or resume) the study."
-    label = metrics[primary].label if primary in metrics else primary
-    base = next((a for a in arms if a.is_baseline), None)
-    cfg = b.arm.config.words
-    if base is None:
-        text = (f"Use {cfg}: it had the best {label}, {fmt_stat(b.stat)}. The baseline was not run, "
-                f"so there is no comparison to the default.")
-    elif b.arm.is_baseline:
-        text = f"Keep the baseline ({cfg}): no other configuration beat its {label}, {fmt_stat(b.stat)}."
-    else:
-        d = deltas.get(b.arm.name, {}).get(primary)
-        bs = base.metrics.get(primary)
-        pct = (f"{abs(d.diff.relative) * 100:.0f}% {'higher' if d.diff.delta > 0 else 'lower'}"
-               if d is not None and d.diff.relative is not None else "different")
-        versus = f"{fmt(b.stat.mean)} vs {fmt(bs.mean if bs else None)} for the baseline {base.config.label}"
-        if d is not None and d.diff.clear:
-            text = (f"Use {cfg}: its {label} was {pct} than the baseline's ({versus}), "
-                    f"more than the seed-to-seed spread explains.")
-        elif d is not None and d.diff.clear is False:
-            text = (f"Keep the baseline ({base.config.words}) for now: {b.arm.config.label} had the best {label} "
-                    f"({pct}: {fmt(b.stat.mean)} vs {fmt(bs.mean if bs else None)}), but the difference is within "
-                    f"the seed-to-seed spread; add seeds (study.seeds) to confirm it.")
-        else:
-            text = (f"Try {cfg}: it had the best {label} ({pct} than the baseline: {versus}), from a single "
-                    f"seed per configuration; add seeds (study.seeds) before switching for good.")
-    for name, _ in objectives[1:]:
-        o = best.get(name)
-        if o is not None and o.arm.config != b.arm.config:
-            olabel = metrics[name].label if name in metrics else name
-            text += f" For {olabel} the best was {o.arm.config.label} ({fmt_stat(o.stat)}): see the Pareto front."
-    return text

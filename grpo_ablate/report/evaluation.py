@@ -1,0 +1,170 @@
+"""Held-out evaluation as the report reads it: a trial's eval.jsonl, its summary, the study's target,
+and the censored "... to target" figures.
+
+    python -c "from grpo_ablate.report.evaluation import read_eval, summarize_eval; \
+print(summarize_eval(read_eval('runs/tiny-cpu/trials/00000')))"
+
+The rows are those of issue 10's interface (one JSON object per evaluation point: point, step,
+completions, generated_tokens, train_seconds, eval_seconds, reward, per_prompt, samples).
+TODO(merge): `summarize_eval` and `to_target` are a private copy of the interface's
+`grpo_ablate.metrics.summarize_eval` / `to_target`, written before those landed; once they do,
+import them from grpo_ablate.metrics and delete the copies here. The formulas:
+
+- eval_start_reward = reward of point 0; eval_final_reward = reward of the last point.
+- eval_gain = final - start; eval_gain_per_hour = gain / (train_seconds of the last point / 3600);
+  eval_gain_per_million_tokens = gain / (generated_tokens of the last point / 1e6).
+- eval_auc = trapezoid area of reward against generated_tokens, divided by the last point's tokens.
+- eval_seconds = the sum of every point's eval_seconds.
+- to target: the first point whose reward >= target; a trial that never reaches it is censored at
+  its last point (its budget): `reached` False, the figures are that budget, a lower bound.
+
+A target-based figure is never averaged over an arm: `CensoredStat` keeps how many seeds reached
+it and the median (a real median when more than half reached it, else a lower bound).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from grpo_ablate.metrics import read_jsonl
+from grpo_ablate.vocab import EVAL_FILE, finite
+
+__all__ = ["EVAL_METRICS", "TARGET_KEYS", "DEFAULT_TARGET_FRACTION", "read_eval", "summarize_eval", "to_target",
+           "study_has_evaluation", "study_target", "CensoredStat", "censored_stat"]
+
+EVAL_METRICS = ("eval_start_reward", "eval_final_reward", "eval_gain", "eval_gain_per_hour",
+                "eval_gain_per_million_tokens", "eval_auc", "eval_seconds")
+# target metric -> the eval row's field that measures it
+TARGET_KEYS = {"completions_to_target": "completions", "tokens_to_target": "generated_tokens",
+               "seconds_to_target": "train_seconds"}
+DEFAULT_TARGET_FRACTION = 0.5  # the interface's default: start + half the baseline's mean held-out gain
+
+
+def read_eval(trial_dir: str | Path | None) -> tuple[list[dict[str, Any]], int]:
+    """The trial's evaluation rows in point order, and how many lines were unreadable."""
+    if trial_dir is None:
+        return [], 0
+    rows, bad = read_jsonl(Path(trial_dir) / EVAL_FILE)
+    rows = [r for r in rows if finite(r.get("reward")) is not None]
+    rows.sort(key=lambda r: (finite(r.get("point")) or 0.0, finite(r.get("completions")) or 0.0))
+    return rows, bad
+
+
+def summarize_eval(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """The interface's per-trial evaluation metrics (see the module docstring); None where rows lack them."""
+    out: dict[str, float | None] = {m: None for m in EVAL_METRICS}
+    if not rows:
+        return out
+    first, last = rows[0], rows[-1]
+    start = finite(first.get("reward")) if (finite(first.get("point")) or 0) == 0 else None
+    final = finite(last.get("reward"))
+    out["eval_start_reward"] = start
+    out["eval_final_reward"] = final
+    secs = [finite(r.get("eval_seconds")) for r in rows]
+    out["eval_seconds"] = math.fsum(s for s in secs if s is not None) if any(s is not None for s in secs) else None
+    if start is None or final is None or len(rows) < 2:
+        return out
+    gain = final - start
+    out["eval_gain"] = gain
+    hours = (finite(last.get("train_seconds")) or 0.0) / 3600.0
+    tokens = finite(last.get("generated_tokens")) or 0.0
+    if hours > 0:
+        out["eval_gain_per_hour"] = gain / hours
+    if tokens > 0:
+        out["eval_gain_per_million_tokens"] = gain / (tokens / 1e6)
+        xs = [finite(r.get("generated_tokens")) for r in rows]
+        ys = [finite(r.get("reward")) for r in rows]
+        pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+        area = math.fsum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(pts, pts[1:]))
+        out["eval_auc"] = area / tokens
+    return out
+
+
+def to_target(rows: Sequence[Mapping[str, Any]], target: float) -> dict[str, Any]:
+    """Completions, tokens and seconds until the held-out reward first reached `target`.
+
+    Never reached: `target_reached` False and the figures are the last point's (the budget).
+    No rows: every figure None.
+    """
+    out: dict[str, Any] = {m: None for m in TARGET_KEYS}
+    out["target_reached"] = False
+    if not rows:
+        return out
+    hit = next((r for r in rows if (finite(r.get("reward")) or -math.inf) >= target), None)
+    at = hit if hit is not None else rows[-1]
+    for m, key in TARGET_KEYS.items():
+        out[m] = finite(at.get(key))
+    out["target_reached"] = hit is not None
+    return out
+
+
+def study_has_evaluation(user_attrs: Mapping[str, Any], metrics: Iterable[Mapping[str, Any]] = ()) -> bool:
+    """The study's "evaluation" attr, or any trial that recorded a held-out reward."""
+    if isinstance(user_attrs.get("evaluation"), Mapping):
+        return True
+    return any(finite(m.get("eval_final_reward")) is not None for m in metrics)
+
+
+def study_target(evaluation: Mapping[str, Any] | None, baseline_starts: Sequence[float],
+                 baseline_gains: Sequence[float]) -> tuple[float | None, str]:
+    """The held-out reward every arm must reach, and where it came from (for the page).
+
+    An absolute `target` in the study's evaluation section wins; otherwise the baseline's mean
+    start plus `target_fraction` (default 0.5) of its mean gain. None without a baseline gain.
+    """
+    ev = evaluation or {}
+    t = finite(ev.get("target"))
+    if t is not None:
+        return t, f"the study's target, a held-out reward of {t:g}"
+    frac = finite(ev.get("target_fraction"))
+    frac = DEFAULT_TARGET_FRACTION if frac is None else frac
+    if not baseline_starts or not baseline_gains:
+        return None, "no target: the baseline has no held-out gain to take a fraction of"
+    start = math.fsum(baseline_starts) / len(baseline_starts)
+    gain = math.fsum(baseline_gains) / len(baseline_gains)
+    if gain <= 0:
+        return None, (f"no target: the baseline's mean held-out gain is {gain:.3g}, so a fraction of it "
+                      f"is not progress")
+    target = start + frac * gain
+    return target, (f"{frac:g} of the baseline's mean held-out gain above its start: "
+                    f"{start:.3g} + {frac:g} x {gain:.3g} = {target:.3g}")
+
+
+@dataclass(frozen=True)
+class CensoredStat:
+    """One target figure of one arm over its seeds: how many reached the target, and the median.
+
+    `median_is_bound` is True when half or more of the seeds never reached it: the median then
+    lies at or beyond the budget, and `median` is a lower bound, not a value.
+    """
+
+    n: int
+    reached: int
+    median: float | None
+    median_is_bound: bool
+    values: tuple[tuple[float, bool], ...]  # (figure, reached) per seed
+
+    def as_dict(self) -> dict[str, object]:
+        return {"n": self.n, "reached": self.reached, "median": self.median, "median_is_lower_bound": self.median_is_bound,
+                "values": [{"value": v, "reached": r} for v, r in self.values]}
+
+
+def censored_stat(values: Iterable[tuple[float | None, bool]]) -> CensoredStat:
+    """The median with censored seeds counted as beyond their budget (never as reached)."""
+    xs = [(v, bool(r)) for v, r in ((finite(v), r) for v, r in values) if v is not None]
+    n = len(xs)
+    reached = sum(1 for _, r in xs if r)
+    if n == 0:
+        return CensoredStat(0, 0, None, False, ())
+    # censored values sort after every reached one: their true value is at least the budget
+    order = sorted(xs, key=lambda vr: (not vr[1], vr[0]))
+    if n % 2:
+        v, r = order[n // 2]
+        median, bound = v, not r
+    else:  # a censored half-point's true value is at least its budget, so the mean is a lower bound
+        (a, ra), (b, rb) = order[n // 2 - 1], order[n // 2]
+        median, bound = (a + b) / 2, not (ra and rb)
+    return CensoredStat(n, reached, median, bound, tuple(xs))

@@ -1,0 +1,368 @@
+"""The answer: which configuration to use, how sure the study is, and why.
+
+    python -c "from grpo_ablate import load_study; from grpo_ablate.report.data import collect; \
+print(collect(load_study('studies/tiny-cpu.yaml')).verdict.words)"
+
+The rules, in order:
+1. The metric. With held-out evaluation, the study's first objective when it is an evaluation
+   metric, else eval_final_reward: every arm is scored on the same prompts at the same decoding.
+   Without it, the first objective. A time-based metric whose arms differ by less than the
+   study's run-to-run timing noise is replaced by its token-based twin, and the answer says so.
+2. Each arm against the baseline on that metric (`stats.compare_to_baseline`: paired by seed
+   when that is tighter, else Welch), at 95%.
+3. An arm clearly better than the baseline: the best such arm is the answer ("winner").
+   None clearly better: the answer says so plainly, names the smallest difference this study
+   could have detected (80% power, 5% two-sided, from the observed spread) and about how many
+   seeds would detect the best arm's observed difference; it recommends the cheapest arm
+   (fewest generated tokens per trial, else training seconds; all arms ran the same budget)
+   among those not clearly worse when that is at least CHEAPER_BY cheaper than the baseline,
+   else the baseline, and says cost is the reason.
+4. Fewer than two seeds anywhere: no test is possible; the best mean is only something to try.
+
+Warnings consult `Verdict.recommended` (report.findings), so the page gives one recommendation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from grpo_ablate.report.arms import ArmSummary, arm_vs_baseline
+from grpo_ablate.report.records import TrialRecord
+from grpo_ablate.report.stats import ALPHA, POWER, Comparison, coefficient_of_variation, detectable_difference, seeds_needed
+from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
+from grpo_ablate.vocab import Arm, Metric, Outcome, finite, metric
+
+__all__ = ["Verdict", "ArmVerdict", "TimingNoise", "decide", "timing_noise", "verdict_metric", "TIME_TWINS",
+           "CHEAPER_BY", "arm_costs"]
+
+# TODO(vocab): time-based metrics and their token-based twins belong in the registry.
+TIME_TWINS: dict[str, str | None] = {
+    "reward_per_hour": "reward_per_million_tokens",
+    "eval_gain_per_hour": "eval_gain_per_million_tokens",
+    "seconds_to_target": "tokens_to_target",
+    "samples_per_second": None,
+    "tokens_per_second": None,
+    "train_seconds": None,
+}
+CHEAPER_BY = 0.05  # a cost difference below 5% is no reason to leave the default
+
+
+@dataclass(frozen=True)
+class TimingNoise:
+    """Run-to-run timing noise against the differences between arms on a time-based metric.
+
+    `cv` is the root mean square, over arms with two or more completed seeds, of the coefficient
+    of variation of training seconds per step among the arm's seeds (same work, different time).
+    `arm_spread` is the largest relative difference of an arm's mean from the baseline's on
+    `metric`. `exceeds` when cv >= arm_spread: the time-based metric cannot separate the arms.
+    """
+
+    cv: float
+    arm_spread: float | None
+    metric: str
+    exceeds: bool
+    twins: tuple[str, ...] = ("reward_per_million_tokens",)  # the token-based metrics to compare on instead
+
+    @property
+    def words(self) -> str:
+        twin = list(self.twins)
+        spread = f"{self.arm_spread * 100:.0f}%" if self.arm_spread is not None else "unknown"
+        return (f"Run-to-run timing noise ({self.cv * 100:.0f}%: the spread of training seconds per step among "
+                f"seeds of the same configuration) is larger than the differences between configurations on "
+                f"{metric(self.metric).label} ({spread} at most), so time-based metrics (reward per hour, "
+                f"held-out gain per hour, samples/s) cannot separate the configurations here. Compare them on "
+                f"the token-based twin{'s' if len(twin) > 1 else ''} instead: {', '.join(twin)}.")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cv": self.cv, "arm_spread": self.arm_spread, "metric": self.metric, "exceeds": self.exceeds,
+                "twins": list(self.twins), "words": self.words if self.exceeds else None}
+
+
+def timing_noise(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], time_metric: str,
+                 has_eval: bool = False) -> TimingNoise | None:
+    """None when no arm has two completed seeds with training times."""
+    cvs = []
+    for a in arms:
+        per_step = []
+        for r in records:
+            if r.config != a.config or r.outcome != Outcome.COMPLETED.value:
+                continue
+            secs, steps = finite(r.metrics.get("train_seconds")), finite(r.metrics.get("steps"))
+            if secs is not None:
+                per_step.append(secs / steps if steps else secs)
+        cv = coefficient_of_variation(per_step)
+        if cv is not None:
+            cvs.append(cv)
+    if not cvs:
+        return None
+    cv = math.sqrt(math.fsum(c * c for c in cvs) / len(cvs))
+    base = next((a for a in arms if a.is_baseline), None)
+    spread = None
+    if base is not None and time_metric in base.metrics and base.metrics[time_metric].mean:
+        bm = base.metrics[time_metric].mean
+        rel = [abs((a.metrics[time_metric].mean - bm) / bm) for a in arms  # type: ignore[operator]
+               if not a.is_baseline and time_metric in a.metrics and a.metrics[time_metric].mean is not None]
+        spread = max(rel) if rel else None
+    twins = tuple(dict.fromkeys(t for t in (TIME_TWINS.get(time_metric), "reward_per_million_tokens",
+                                            "eval_gain_per_million_tokens" if has_eval else None) if t))
+    return TimingNoise(cv, spread, time_metric, spread is not None and cv >= spread, twins)
+
+
+@dataclass(frozen=True)
+class ArmVerdict:
+    """One arm against the baseline on the verdict's metric."""
+
+    name: str
+    config: Arm
+    mean: float | None
+    n: int
+    comparison: Comparison | None
+    better: bool  # clearly better (the interval excludes zero on the good side)
+    worse: bool  # clearly worse
+    cost: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"arm": self.name, "key": self.config.key, "mean": self.mean, "n": self.n,
+                "clearly_better": self.better, "clearly_worse": self.worse, "cost": self.cost,
+                **(self.comparison.as_dict() if self.comparison else {"comparison": None})}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer and the statistics behind it; summary.json carries `as_dict()` under "verdict"."""
+
+    kind: str  # winner | no_clear_winner | untested | no_baseline | no_data | no_objective
+    metric: str | None
+    direction: str | None
+    words: str
+    recommended: Arm | None = None
+    recommended_name: str | None = None
+    reason: str | None = None  # clearly_better | cheapest_not_worse | baseline_not_beaten | best_mean_untested | best_mean_no_baseline
+    comparison: Comparison | None = None  # the recommended arm's (or, without a winner, the best arm's)
+    arms: tuple[ArmVerdict, ...] = ()
+    detectable: float | None = None
+    detectable_relative: float | None = None
+    seeds_for: tuple[float, int] | None = None  # (difference, seeds needed to detect it)
+    cost_unit: str | None = None
+    timing: TimingNoise | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    headline: str | None = None  # the opening of `words` the page sets in bold; None: all of it
+
+    @property
+    def detail(self) -> str:
+        """The rest of `words`, after the headline: the numbers behind it."""
+        return self.words[len(self.headline):].strip() if self.headline and self.words.startswith(self.headline) else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.comparison
+        return {
+            "kind": self.kind,
+            "words": self.words,
+            "headline": self.headline or self.words,
+            "metric": self.metric,
+            "direction": self.direction,
+            "recommended": ({"arm": self.recommended_name, "key": self.recommended.key, **self.recommended.as_dict()}
+                            if self.recommended else None),
+            "reason": self.reason,
+            "comparison": c.kind if c else None,
+            "delta": c.delta if c else None,
+            "ci95": list(c.ci95) if c and c.ci95 else None,
+            "p_value": c.p_value if c else None,
+            "n": c.n if c else None,
+            "alpha": ALPHA,
+            "power": POWER,
+            "detectable_difference": self.detectable,
+            "detectable_relative": self.detectable_relative,
+            "seeds_needed": ({"difference": self.seeds_for[0], "seeds": self.seeds_for[1]} if self.seeds_for else None),
+            "cost_unit": self.cost_unit,
+            "arms": [a.as_dict() for a in self.arms],
+            "timing_noise": self.timing.as_dict() if self.timing else None,
+            "notes": list(self.notes),
+        }
+
+
+def _is_eval_metric(name: str) -> bool:
+    return name.startswith("eval_") and name != "eval_seconds"
+
+
+def verdict_metric(objectives: Sequence[tuple[str, str]], has_eval: bool) -> tuple[str, str] | None:
+    """The metric the answer rests on, before the timing-noise check (see rule 1)."""
+    if has_eval:
+        for name, direction in objectives[:1]:
+            if _is_eval_metric(name):
+                return name, direction
+        return "eval_final_reward", "maximize"
+    return tuple(objectives[0]) if objectives else None  # type: ignore[return-value]
+
+
+def arm_costs(records: Sequence[TrialRecord], tokens: Mapping[int, float]) -> tuple[dict[Arm, float], str]:
+    """Mean cost per trial of each arm: generated tokens when every arm has them, else training seconds."""
+    done = [r for r in records if r.outcome == Outcome.COMPLETED.value and r.config is not None]
+    by_arm: dict[Arm, list[TrialRecord]] = {}
+    for r in done:
+        by_arm.setdefault(r.config, []).append(r)  # type: ignore[arg-type]
+
+    def mean(xs: list[float | None]) -> float | None:
+        ys = [x for x in xs if x is not None]
+        return math.fsum(ys) / len(ys) if ys else None
+
+    tok = {a: mean([tokens.get(r.number) for r in rs]) for a, rs in by_arm.items()}
+    if tok and all(v for v in tok.values()):
+        return {a: v for a, v in tok.items() if v is not None}, "generated tokens per trial"
+    secs = {a: mean([finite(r.metrics.get("train_seconds")) for r in rs]) for a, rs in by_arm.items()}
+    return {a: v for a, v in secs.items() if v is not None}, "training seconds per trial"
+
+
+def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
+           metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None) -> Verdict:
+    """The study's answer (see the module docstring); `tokens` is each trial's generated tokens."""
+    chosen = verdict_metric(objectives, has_eval)
+    if chosen is None:
+        return Verdict("no_objective", None, None, "The study has no objectives: nothing to recommend.")
+    name, direction = chosen
+    notes: list[str] = []
+    time_ref = name if name in TIME_TWINS else ("eval_gain_per_hour" if has_eval else "reward_per_hour")
+    timing = timing_noise(records, arms, time_ref, has_eval)
+    twin = TIME_TWINS.get(name)
+    if timing is not None and timing.exceeds and twin and any(a.metrics.get(twin) and a.metrics[twin].mean is not None
+                                                                for a in arms):
+        notes.append(f"The study optimised {metric(name).label}, a time-based metric, but timing noise "
+                     f"({timing.cv * 100:.0f}%) exceeds its differences between configurations; this answer rests on "
+                     f"its token-based twin, {metric(twin).label}.")
+        name, direction = twin, metric(twin).direction or "maximize"
+    if has_eval and objectives and not _is_eval_metric(objectives[0][0]) and name != objectives[0][0]:
+        notes.append(f"The study's objective is {metric(objectives[0][0]).label} (training reward, scored on each "
+                     f"configuration's own samples); the answer rests on {metric(name).label}, scored on the same "
+                     f"held-out prompts at the same decoding for every configuration.")
+    m = metrics.get(name) or metric(name)
+    label = m.label
+    sign = 1.0 if direction == "maximize" else -1.0
+    ran = [a for a in arms if a.metrics.get(name) is not None and a.metrics[name].mean is not None]
+    if not ran:
+        return Verdict("no_data", name, direction, f"No configuration completed yet (none has a {label}): nothing "
+                       f"to recommend. Run (or resume) the study.", timing=timing, notes=tuple(notes))
+    costs, cost_unit = arm_costs(records, tokens or {})
+    base = next((a for a in ran if a.is_baseline), None)
+    best = max(ran, key=lambda a: (sign * a.metrics[name].mean, a.metrics[name].n, a.is_baseline))  # type: ignore[operator]
+    tail = _secondary(objectives, arms, best)
+    if base is None:
+        text = (f"Use {best.config.words}: it had the best {label}, {fmt(best.metrics[name].mean)} "
+                f"({_seeds(best.metrics[name].n)}). The baseline was not run, so there is no comparison to the default.")
+        return Verdict("no_baseline", name, direction, text + tail, best.config, best.name, "best_mean_no_baseline",
+                       timing=timing, notes=tuple(notes), cost_unit=cost_unit)
+
+    verdicts = []
+    for a in ran:
+        if a.is_baseline:
+            continue
+        c = arm_vs_baseline(base, a, name)
+        good = c is not None and c.clear is True and sign * c.delta > 0
+        bad = c is not None and c.clear is True and sign * c.delta < 0
+        verdicts.append(ArmVerdict(a.name, a.config, a.metrics[name].mean, a.metrics[name].n, c, good, bad,
+                                   costs.get(a.config)))
+    bmean = base.metrics[name].mean
+    assert bmean is not None
+    versus = f"the baseline ({base.config.label})"
+
+    winners = [v for v in verdicts if v.better]
+    if winners:
+        w = max(winners, key=lambda v: sign * (v.mean or 0.0))
+        c = w.comparison
+        assert c is not None
+        rel = f" ({abs(c.delta / bmean) * 100:.0f}% {'higher' if c.delta > 0 else 'lower'})" if bmean else ""
+        text = (f"Use {w.config.words}: its {label} was {fmt(w.mean)} vs {fmt(bmean)} for {versus}, "
+                f"a difference of {_signed(c.delta)}{rel}, 95% interval {fmt_interval(c.ci95)}, "
+                f"{fmt_p(c.p_value)} ({c.words}): more than the seed-to-seed spread explains.")
+        worse = [v for v in verdicts if v.worse]
+        if worse:
+            text += " Clearly worse than the baseline: " + ", ".join(v.config.label for v in worse) + "."
+        return Verdict("winner", name, direction, text + tail, w.config, w.name, "clearly_better", c, tuple(verdicts),
+                       cost_unit=cost_unit, timing=timing, notes=tuple(notes))
+
+    tested = [v for v in verdicts if v.comparison is not None and v.comparison.ci95 is not None]
+    if not tested:
+        top = max(verdicts, key=lambda v: sign * (v.mean or 0.0), default=None)
+        if top is None or sign * ((top.mean or 0.0) - bmean) <= 0:
+            text = (f"Keep the baseline ({base.config.words}): no other configuration had a better {label} "
+                    f"({fmt(bmean)}), but with a single seed nothing was tested; add seeds (study.seeds) to measure "
+                    f"how sure this is.")
+            return Verdict("untested", name, direction, text + tail, base.config, base.name, "baseline_not_beaten",
+                           arms=tuple(verdicts), cost_unit=cost_unit, timing=timing, notes=tuple(notes))
+        text = (f"Try {top.config.words}: it had the best {label} ({fmt(top.mean)} vs {fmt(bmean)} for {versus}), "
+                f"from a single seed per configuration, so no test was possible; add seeds (study.seeds) before "
+                f"switching for good.")
+        return Verdict("untested", name, direction, text + tail, top.config, top.name, "best_mean_untested",
+                       top.comparison, tuple(verdicts), cost_unit=cost_unit, timing=timing, notes=tuple(notes))
+
+    # no arm clearly better: say so, with what the study could have seen
+    top = max(tested, key=lambda v: sign * v.comparison.delta)  # type: ignore[union-attr]
+    tc = top.comparison
+    assert tc is not None
+    paired = [v.comparison for v in tested if v.comparison and v.comparison.kind == "paired" and v.comparison.sd is not None]
+    pool = paired or [v.comparison for v in tested if v.comparison and v.comparison.sd is not None]
+    sd = math.sqrt(math.fsum(c.sd**2 for c in pool) / len(pool)) if pool else None  # type: ignore[operator]
+    n = min(c.n for c in pool) if pool else 0
+    is_paired = bool(paired)
+    mde = detectable_difference(sd, n, is_paired) if sd else None
+    mde_rel = mde / abs(bmean) if mde is not None and bmean else None
+    observed = abs(tc.delta)
+    need = seeds_needed(observed, sd, is_paired) if sd and observed > 0 else None
+    seeds_for = (observed, need) if need is not None else None
+
+    head = f"No configuration is clearly better than {versus} on {label}."
+    detail = (f" The closest, {top.config.label}, scored {fmt(top.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, "
+              f"95% interval {fmt_interval(tc.ci95)}, {fmt_p(tc.p_value)}, {tc.words}).")
+    if mde is not None:
+        rel = f"{mde_rel * 100:.0f}% of the baseline; " if mde_rel is not None else ""
+        detail += (f" With {n} seeds this study could only detect a difference of about {fmt(mde)} "
+                   f"({rel}80% power, 5% two-sided, from the observed {'paired' if is_paired else 'per-arm'} spread)")
+        if need is not None and need > n:
+            more = f"more than {need - 1:,}" if need > 1000 else f"about {need}"
+            detail += f"; {more} seeds would be needed to detect a difference as small as the observed {fmt(observed)}."
+        else:
+            detail += "."
+    # the recommendation among those not clearly worse: the cheapest, when that is a real saving
+    candidates = [(base.name, base.config, costs.get(base.config))] + \
+        [(v.name, v.config, v.cost) for v in verdicts if not v.worse]
+    priced = [c for c in candidates if c[2] is not None]
+    base_cost = costs.get(base.config)
+    cheapest = min(priced, key=lambda c: c[2]) if priced else None  # type: ignore[arg-type,return-value]
+    if cheapest is not None and base_cost and cheapest[1] != base.config and cheapest[2] <= base_cost * (1 - CHEAPER_BY):
+        saving = 1 - cheapest[2] / base_cost
+        head += (f" Use {cheapest[1].words}: it is not clearly worse than the baseline and is the cheapest such "
+                 f"configuration ({fmt(cheapest[2])} {cost_unit} vs {fmt(base_cost)}, {saving * 100:.0f}% less). "
+                 f"Cost, not a better {label}, is the reason for this choice.")
+        rec, rec_name, reason = cheapest[1], cheapest[0], "cheapest_not_worse"
+    else:
+        why = (f"no configuration that is not clearly worse is at least {CHEAPER_BY * 100:.0f}% cheaper "
+               f"in {cost_unit}" if priced else "no cost was measured to choose on")
+        head += f" Keep the baseline ({base.config.words}): {why}."
+        rec, rec_name, reason = base.config, base.name, "baseline_not_beaten"
+    text = head + detail
+    return Verdict("no_clear_winner", name, direction, text + tail, rec, rec_name, reason, tc, tuple(verdicts),
+                   mde, mde_rel, seeds_for, cost_unit, timing, tuple(notes), headline=head)
+
+
+def _signed(x: float) -> str:
+    return ("+" if x > 0 else "") + fmt(x)
+
+
+def _seeds(n: int) -> str:
+    return "1 seed" if n == 1 else f"{n} seeds"
+
+
+def _secondary(objectives: Sequence[tuple[str, str]], arms: Sequence[ArmSummary], best: ArmSummary) -> str:
+    """The other objectives' best arms, when they differ: the trade-off is on the Pareto plot."""
+    out = ""
+    for name, direction in objectives[1:]:
+        sign = 1.0 if direction == "maximize" else -1.0
+        cands = [a for a in arms if a.metrics.get(name) is not None and a.metrics[name].mean is not None]
+        if not cands:
+            continue
+        o = max(cands, key=lambda a: (sign * a.metrics[name].mean, a.metrics[name].n, a.is_baseline))  # type: ignore[operator]
+        if o.config != best.config:
+            out += (f" For {metric(name).label} the best was {o.config.label} "
+                    f"({fmt(o.metrics[name].mean)}): see the Pareto front.")
+    return out
