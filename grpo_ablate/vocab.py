@@ -226,6 +226,10 @@ class Metric:
     # "diagnostic": derived by the report from a trial's files, pooled over every trial that logged it;
     # "target": derived by the report once the study's evaluation target is known (censored when unmet).
     kind: str = "trial"
+    # Measured in wall time, so only as good as the machine's timing noise; `twin` is the
+    # token-based metric that answers the same question without the clock (None: no twin).
+    time_based: bool = False
+    twin: str | None = None
 
     @property
     def headline(self) -> bool:
@@ -249,13 +253,14 @@ class Metric:
 
 
 def _m(name: str, label: str, unit: str, direction: str | None, description: str, *,
-       low: float | None = None, high: float | None = None, kind: str = "trial") -> tuple[str, Metric]:
-    return name, Metric(name, label, unit, direction, description, low, high, kind)
+       low: float | None = None, high: float | None = None, kind: str = "trial", time_based: bool = False,
+       twin: str | None = None) -> tuple[str, Metric]:
+    return name, Metric(name, label, unit, direction, description, low, high, kind, time_based, twin)
 
 
 METRICS: dict[str, Metric] = dict([
     _m("reward_per_hour", "reward/hour", "reward/h", "maximize",
-       "Reward gained per hour of training: (mean reward of the last 10% of steps - mean of the first 10%) / training hours."),
+       "Reward gained per hour of training: (mean reward of the last 10% of steps - mean of the first 10%) / training hours.", time_based=True, twin="reward_per_million_tokens"),
     _m("final_reward", "final reward", "reward", "maximize", "Mean reward over the last 10% of steps."),
     _m("reward_gain", "reward gain", "reward", "maximize",
        "Mean reward of the last 10% of steps minus that of the first 10%."),
@@ -265,15 +270,15 @@ METRICS: dict[str, Metric] = dict([
        "How much the reward curve jitters: variance of each step's reward minus the 5-step moving average around it. Lower is steadier.",
        low=0.0),
     _m("samples_per_second", "samples/s", "completions/s", "maximize",
-       "Completions generated (and trained on) per second of training time.", low=0.0),
+       "Completions generated (and trained on) per second of training time.", low=0.0, time_based=True),
     _m("tokens_per_second", "tokens/s", "tokens/s", "maximize",
-       "Prompt plus completion tokens processed per second of training time.", low=0.0),
+       "Prompt plus completion tokens processed per second of training time.", low=0.0, time_based=True),
     _m("reward_per_million_tokens", "reward per M tokens", "reward/Mtok", "maximize",
        "Reward gained per million generated completion tokens: sample efficiency in tokens."),
     _m("peak_memory_mb", "peak memory (MB)", "MB", "minimize",
        "Peak memory: CUDA max allocated on GPU, peak resident memory (RSS) on CPU.", low=0.0),
     _m("train_seconds", "train time (s)", "s", "minimize",
-       "Training wall time, excluding start-up, loading and building.", low=0.0),
+       "Training wall time, excluding start-up, loading and building.", low=0.0, time_based=True),
     _m("load_seconds", "load time (s)", "s", "minimize",
        "Time to load the model and data before the trainer is built.", low=0.0),
     _m("steps", "steps", "", None, "Optimizer steps the trial took.", low=0.0),
@@ -285,7 +290,7 @@ METRICS: dict[str, Metric] = dict([
        "Held-out reward at the end of the trial's budget, at the study's fixed evaluation decoding."),
     _m("eval_gain", "held-out gain", "reward", "maximize", "Held-out reward at the end minus at the start."),
     _m("eval_gain_per_hour", "held-out gain/hour", "reward/h", "maximize",
-       "Held-out gain per hour of training time (evaluation time excluded)."),
+       "Held-out gain per hour of training time (evaluation time excluded).", time_based=True, twin="eval_gain_per_million_tokens"),
     _m("eval_gain_per_million_tokens", "held-out gain per M tokens", "reward/Mtok", "maximize",
        "Held-out gain per million generated completion tokens: sample efficiency, independent of the machine."),
     _m("eval_auc", "held-out reward AUC", "reward", "maximize",
@@ -301,7 +306,7 @@ METRICS: dict[str, Metric] = dict([
        low=0.0, kind="target"),
     _m("seconds_to_target", "training seconds to target", "s", "minimize",
        "Training seconds until the held-out reward first reached the target; censored when never reached.",
-       low=0.0, kind="target"),
+       low=0.0, kind="target", time_based=True, twin="tokens_to_target"),
     # Diagnostics the report derives from a trial's files; they back its warnings.
     _m("frac_reward_zero_std", "zero-spread groups", "", "minimize",
        "Share of prompt groups whose completions all got the same reward: such groups have zero advantage and "

@@ -32,20 +32,13 @@ from grpo_ablate.report.arms import ArmSummary, arm_vs_baseline
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.stats import ALPHA, POWER, Comparison, coefficient_of_variation, detectable_difference, seeds_needed
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
-from grpo_ablate.vocab import Arm, Metric, Outcome, finite, metric
+from grpo_ablate.vocab import METRICS, Arm, Metric, Outcome, finite, metric
 
 __all__ = ["Verdict", "ArmVerdict", "TimingNoise", "decide", "timing_noise", "verdict_metric", "TIME_TWINS",
            "CHEAPER_BY", "arm_costs"]
 
-# TODO(vocab): time-based metrics and their token-based twins belong in the registry.
-TIME_TWINS: dict[str, str | None] = {
-    "reward_per_hour": "reward_per_million_tokens",
-    "eval_gain_per_hour": "eval_gain_per_million_tokens",
-    "seconds_to_target": "tokens_to_target",
-    "samples_per_second": None,
-    "tokens_per_second": None,
-    "train_seconds": None,
-}
+# Time-based metrics and their token-based twins (vocab.Metric.time_based / .twin).
+TIME_TWINS: dict[str, str | None] = {n: m.twin for n, m in METRICS.items() if m.time_based}
 CHEAPER_BY = 0.05  # a cost difference below 5% is no reason to leave the default
 
 
