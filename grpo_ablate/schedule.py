@@ -9,6 +9,11 @@ Syntax (the label, `->` or `→` between phases, `@` before the condition that s
   `2→8@zero_std<0.3[3]` averages over 3 steps instead;
 - more phases chain: `2→4@30%→8@60%`.
 
+Equal budget: every phase keeps the arm's generation batch, so per optimizer step a schedule
+arm generates and trains on as many completions as a fixed-G arm. Studies compare arms at
+`budget.completions` (or `max_steps`, the same thing per step); a `budget.tokens` stop works for
+every arm too, but progress switches need a step count, so they require a step budget.
+
 A `Schedule` is an `int` whose value is its final G, so code that only needs a number for G
 (a plot's axis, the zero-spread formula) places it where the run ends; its identity (==, hash,
 str, the arm's key) is the whole schedule, and it sorts after the fixed G of its first phase.
@@ -93,7 +98,10 @@ class Schedule(int):
         return self.label
 
     __repr__ = __str__
-    __format__ = lambda self, spec: format(self.label, spec)  # noqa: E731 - f"{s}" gives the label
+
+    def __format__(self, spec: str) -> str:
+        """f"{s:>12}" pads the label, as tables print a G."""
+        return format(self.label, spec)
 
     def _ident(self) -> tuple[Any, ...]:
         return (self.phases, self.switches)
