@@ -49,7 +49,7 @@ def split_schedule(kwargs: dict[str, Any]) -> tuple[dict[str, Any], Schedule | N
         return kwargs, None
     parsed = parse_generations(value)
     if not isinstance(parsed, Schedule):
-        return kwargs, None
+        return {**kwargs, "num_generations": parsed}, None  # "8" from a label-typed value becomes 8
     return {**kwargs, "num_generations": parsed.phases[0]}, parsed
 
 
