@@ -13,7 +13,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import run_cli
 from grpo_ablate.metrics import read_rows
 from grpo_ablate.run_one import spec_from_sections
 from grpo_ablate.storage import open_storage
@@ -127,4 +127,3 @@ def test_ablation_with_a_schedule_arm_runs_and_reports_it(tmp_path):
     assert "2→8@50%" in html
     summary = json.loads((out / "summary.json").read_text())
     assert "2→8@50%" in json.dumps(summary, ensure_ascii=False)
-    assert ROOT.exists()

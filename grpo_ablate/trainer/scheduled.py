@@ -221,6 +221,8 @@ class SignalSwitch(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         s = self.state
+        if all(sw.kind != "signal" for sw in s.schedule.switches):
+            return control  # the same on every process: no collective needed
         phase = s.phase_in_force
         if phase != self.window_phase:
             self.window, self.window_phase = [], phase
