@@ -128,3 +128,13 @@ def test_progress_switch_lands_on_the_round_that_starts_after_the_boundary():
     assert firsts[:6] == [(1, 0), (2, 0), (3, 0), (4, 0), (5, 1), (6, 1)]  # 40% of 10 = steps 1-4 at G=2
     # G=2 rounds hold 4 prompts twice each, G=8 rounds one prompt eight times
     assert stream[:8][::2] == stream[:8][1::2] and len(set(stream[32:40])) == 1
+
+
+def test_a_round_spanning_several_steps_switches_at_the_first_round_after_the_boundary():
+    """steps_per_generation 4, accumulation 2: a round trains two optimizer steps, so 50% of 10 lands on step 7."""
+    from grpo_ablate.trainer.scheduled import ScheduleState
+
+    state = ScheduleState(parse_generations("2->8@50%"), max_steps=10, micro_steps_per_round=4, accumulation=2)
+    drawn = [state.draw() for _ in range(5)]
+    assert drawn == [2, 2, 2, 8, 8]
+    assert [first for _, first, _ in state.queue] == [1, 3, 5, 7, 9]
