@@ -12,6 +12,18 @@ then the verdict: each arm against G=8 (TRL's default), paired by seed (the seed
 initial data order and sampling), with the mean paired difference, its 95% t interval and
 scipy's paired t-test. Held-out evaluation is not in this tree yet; when it is, its
 eval_final_reward is compared the same way (the column is read when the trial has it).
+
+Measured on a shared 2-core CPU, 2026-11-30, seeds 0-3, 40 steps = 1280 completions per trial
+(`nice -n 10 python benchmarks/schedule.py --seeds 0 1 2 3 --steps 40`), final training reward:
+
+    arm                 mean    vs G=8, paired (95% t interval)   p
+    G=2                 0.779   +0.023 [-0.071, +0.118]           0.49
+    G=8                 0.756
+    2→8@50%             0.768   +0.012 [-0.069, +0.092]           0.67   (switch at step 21)
+    2→8@zero_std<0.6    0.719   -0.037 [-0.126, +0.052]           0.28   (switch at steps 9-16)
+
+Verdict: at this budget no arm is distinguishable from G=8; every interval spans zero and is
+~0.18 wide, so an effect below ~0.1 reward would need more seeds or a longer run to show.
 """
 
 from __future__ import annotations
