@@ -138,3 +138,19 @@ def test_a_round_spanning_several_steps_switches_at_the_first_round_after_the_bo
     drawn = [state.draw() for _ in range(5)]
     assert drawn == [2, 2, 2, 8, 8]
     assert [first for _, first, _ in state.queue] == [1, 3, 5, 7, 9]
+
+
+def test_phase_changes_are_read_from_the_groups_sizes():
+    """The report marks a schedule's phase changes where its groups' size changed."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from grpo_ablate.report.plots import _phase_changes
+
+    groups = pd.DataFrame([{"trial": t, "step": s, "group_size": 2 if s < 4 else 8} for t in (0, 1) for s in range(1, 7)
+                           for _ in range(2)])
+    xs = pd.Series([100.0 * s for s in range(1, 7)], index=range(1, 7))
+    assert _phase_changes(SimpleNamespace(groups=groups), 1, xs) == [(4, 400.0, 8)]
+    assert _phase_changes(SimpleNamespace(groups=groups[groups["step"] < 4]), 1, xs) == []
+    assert _phase_changes(SimpleNamespace(groups=pd.DataFrame()), 1, xs) == []

@@ -125,5 +125,6 @@ def test_ablation_with_a_schedule_arm_runs_and_reports_it(tmp_path):
     assert [r["num_generations"] for r in rows] == [2, 2, 8, 8]
     html = (out / "report.html").read_text()
     assert "2→8@50%" in html
+    assert "Dotted lines: where a G schedule changed phase" in html  # the switch is marked on the reward curves
     summary = json.loads((out / "summary.json").read_text())
     assert "2→8@50%" in json.dumps(summary, ensure_ascii=False)
