@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grpo_ablate.vocab import Arm, Cell, pair_label
+from grpo_ablate.vocab import Arm, Cell, Schedule, generations_text, pair_label
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -40,11 +40,11 @@ def pair_param(study: "Study", num_generations: int, generation_batch_size: int)
 
     When every G has a single feasible batch the param is plain `num_generations` (clean plots in
     the dashboard); when batches are searched too it is `generation`, a "GxB" label, so that only
-    feasible pairs can ever be proposed.
+    feasible pairs can ever be proposed. A G schedule is its label (`4→8@40%`), a categorical string.
     """
     if batch_is_searched(study):
         return "generation", pair_label(num_generations, generation_batch_size)
-    return "num_generations", num_generations
+    return "num_generations", generations_text(num_generations)
 
 
 def batch_is_searched(study: "Study") -> bool:
@@ -67,7 +67,8 @@ def baseline_arm(study: "Study") -> Arm:
     b = base.get("generation_batch_size")
     pair = space.pair(g, int(b) if b else None)
     if pair is None:
-        g = min(space.generations, key=lambda x: (abs(x - g), x))
+        fixed = [x for x in space.generations if not isinstance(x, Schedule)] or list(space.generations)
+        g = min(fixed, key=lambda x: (abs(x - g), x))
         pair = space.pair(g)
     assert pair is not None
     temps = _temperatures(study)

@@ -13,6 +13,9 @@ The rules, for W training processes, per-device batch b and accumulation a:
 - num_generations >= 2;
 - with evaluation on, per_device_eval_batch_size * W must be divisible by
   num_generations_eval (or num_generations when that is unset).
+
+A G schedule (`grpo_ablate.schedule`, e.g. `4→8@40%`) keeps its arm's generation batch in every
+phase, so it is feasible with a batch when every phase's G is; a rejection names the phase.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from grpo_ablate.vocab import pair_label
+from grpo_ablate.vocab import Schedule, pair_label, parse_generations
 
 __all__ = [
     "BatchShape",
@@ -89,9 +92,9 @@ class FeasiblePair:
         """A categorical-safe name ("8x64"): Optuna choices cannot be tuples."""
         return pair_label(self.num_generations, self.generation_batch_size)
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | str]:
         return {
-            "num_generations": self.num_generations,
+            "num_generations": str(self.num_generations) if isinstance(self.num_generations, Schedule) else self.num_generations,
             "generation_batch_size": self.generation_batch_size,
             "steps_per_generation": self.steps_per_generation,
             "prompts_per_generation": self.prompts_per_generation,
@@ -100,13 +103,13 @@ class FeasiblePair:
 
 @dataclass(frozen=True)
 class Rejection:
-    num_generations: int
+    num_generations: int | str  # a str when the value is not even a schedule
     generation_batch_size: int | None
     reason: str
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "num_generations": self.num_generations,
+            "num_generations": str(self.num_generations) if isinstance(self.num_generations, Schedule) else self.num_generations,
             "generation_batch_size": self.generation_batch_size,
             "reason": self.reason,
         }
@@ -160,8 +163,15 @@ class FeasibleSpace:
 def check_pair(shape: BatchShape, num_generations: int, generation_batch_size: int | None = None) -> str | None:
     """Why TRL would reject this pair, or None when it accepts it.
 
-    `generation_batch_size=None` means "leave it to TRL" (the shape's default batch).
+    `generation_batch_size=None` means "leave it to TRL" (the shape's default batch). A schedule
+    is checked phase by phase, with the same batch.
     """
+    if isinstance(num_generations, Schedule):
+        for i, g in enumerate(num_generations.phases, start=1):
+            reason = check_pair(shape, g, generation_batch_size)
+            if reason is not None:
+                return f"phase {i} of {num_generations.label} (G={g}): {reason}"
+        return None
     G = num_generations
     if G < 2:
         return f"num_generations must be at least 2 (GRPO needs a group to compare), got {G}"
@@ -212,23 +222,31 @@ def auto_batches(shape: BatchShape, generations: Iterable[int], limit: int | Non
     for G in generations:
         if G < 2:
             continue
-        step = math.lcm(shape.unit, G)
+        step = math.lcm(shape.unit, *getattr(G, "phases", (G,)))
         out.update(range(step, cap + 1, step))
     return sorted(out)
 
 
 def feasible_space(
     shape: BatchShape,
-    generations: Sequence[int],
+    generations: Sequence[int | str],
     batches: Sequence[int] | str | None = None,
     max_generation_batch_size: int | None = None,
 ) -> FeasibleSpace:
     """Split every candidate pair into feasible and rejected-with-reason.
 
     `batches`: None keeps TRL's default batch; "auto" searches every batch that fits;
-    a list searches exactly those.
+    a list searches exactly those. `generations` may hold schedules (or their labels): a label
+    that does not parse is rejected with the parser's reason.
     """
-    gens = sorted(set(int(g) for g in generations))
+    parsed: list[int] = []
+    unparsed: list[Rejection] = []
+    for g in generations:
+        try:
+            parsed.append(parse_generations(g))
+        except ValueError as e:
+            unparsed.append(Rejection(str(g), None, str(e)))
+    gens = sorted(set(parsed))
     searched = batches is not None
     if batches == "auto":
         cands: list[int | None] = list(auto_batches(shape, [g for g in gens if g >= 2], max_generation_batch_size))
@@ -249,11 +267,12 @@ def feasible_space(
             gbs = shape.default_generation_batch_size if b is None else b
             if reason is None:
                 found = True
-                feasible.append(FeasiblePair(G, gbs, gbs // shape.unit, gbs // G))
+                feasible.append(FeasiblePair(G, gbs, gbs // shape.unit, gbs // getattr(G, "smallest", G)))
             elif batches != "auto":
                 rejected.append(Rejection(G, gbs, reason))
         if batches == "auto" and not found:
             rejected.append(Rejection(G, None, f"no generation batch up to the auto limit holds whole groups of {G}"))
+    rejected.extend(unparsed)
     suggestions = tuple(_suggest(shape, gens, cands)) if not feasible else ()
     return FeasibleSpace(shape, tuple(feasible), tuple(rejected), searched, suggestions)
 
@@ -269,6 +288,7 @@ def _suggest(shape: BatchShape, gens: Sequence[int], cands: Sequence[int | None]
             out.append(f"generation_batch_size {gbs} -> nearest multiples of {shape.unit}: {near}")
             continue
         ok = [G for G in range(2, gbs + 1) if check_pair(shape, G, b) is None]
+        gens = [g for g in gens if not isinstance(g, Schedule)]
         if ok and gens:
             near: set[int] = set()
             for G in gens:  # the closest feasible value below and above each asked-for G
@@ -277,7 +297,7 @@ def _suggest(shape: BatchShape, gens: Sequence[int], cands: Sequence[int | None]
                 near.update(([max(below)] if below else []) + ([min(above)] if above else []))
             out.append(f"with generation batch {gbs}: feasible num_generations nearest to {gens} are {sorted(near)}")
     for G in gens:
-        if G >= 2:
+        if G >= 2 and not isinstance(G, Schedule):
             step = math.lcm(shape.unit, G)
             out.append(f"num_generations {G} needs generation_batch_size a multiple of {step} (lcm of {shape.unit} and {G})")
     return out

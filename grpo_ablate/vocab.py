@@ -22,9 +22,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from grpo_ablate.schedule import Schedule, generations_text, parse_generations
+
 __all__ = [
     "Arm",
     "Cell",
+    "Schedule",
+    "parse_generations",
+    "generations_text",
     "pair_label",
     "parse_pair_label",
     "Metric",
@@ -35,6 +40,7 @@ __all__ = [
     "EVAL_FILE",
     "HEADLINE_FILE",
     "TENSORBOARD_DIR",
+    "EVENTS_FILE",
     "Outcome",
     "SEARCHED_KEYS",
     "TRIAL_KEYS",
@@ -67,15 +73,16 @@ TRIAL_KEYS: tuple[str, ...] = (*SEARCHED_KEYS, "seed")
 
 # ---------------------------------------------------------------- arms and cells
 
-_KEY = re.compile(r"^G(?P<g>\d+)xB(?P<b>\d+)\|T(?P<t>[-+0-9.eE]+)$")
+_KEY = re.compile(r"^G(?P<g>.+?)xB(?P<b>\d+)\|T(?P<t>[-+0-9.eE]+)$")
 
 
 @dataclass(frozen=True, order=True)
 class Arm:
     """One configuration: the three knobs this tool decides.
 
-    `num_generations` is an int today; schedules of G will be values of this field too, so
-    every reader goes through `key`, `label` and `as_dict` rather than formatting it itself.
+    `num_generations` is an int or a `Schedule` (an int subclass whose str is its label, e.g.
+    `4→8@40%`), so every reader goes through `key`, `label` and `as_dict` rather than formatting
+    it itself. Plain-int arms keep the keys and labels they always had.
     """
 
     num_generations: int
@@ -99,21 +106,21 @@ class Arm:
                 f"temperature={self.temperature:g}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"num_generations": self.num_generations, "generation_batch_size": self.generation_batch_size,
-                "temperature": self.temperature}
+        return {"num_generations": generations_text(self.num_generations),
+                "generation_batch_size": self.generation_batch_size, "temperature": self.temperature}
 
     @classmethod
     def from_key(cls, key: str) -> "Arm":
         m = _KEY.match(key.strip())
         if not m:
             raise ValueError(f"not an arm key (expected like 'G8xB64|T0.9'): {key!r}")
-        return cls(int(m["g"]), int(m["b"]), float(m["t"]))
+        return cls(parse_generations(m["g"]), int(m["b"]), float(m["t"]))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "Arm | None":
         """From trial attributes or params; None when a knob is missing or not a number."""
         try:
-            return cls(int(values["num_generations"]), int(values["generation_batch_size"]),
+            return cls(parse_generations(values["num_generations"]), int(values["generation_batch_size"]),
                        float(values["temperature"]))
         except (KeyError, TypeError, ValueError):
             return None
@@ -125,10 +132,11 @@ def pair_label(num_generations: int, generation_batch_size: int) -> str:
 
 
 def parse_pair_label(label: str) -> tuple[int, int]:
-    g, sep, b = label.partition("x")
+    """(G, batch); G is a `Schedule` when the label names one ("4→8@40%x64")."""
+    g, sep, b = label.rpartition("x")
     if not sep:
         raise ValueError(f"not a (num_generations x generation_batch_size) label: {label!r}")
-    return int(g), int(b)
+    return parse_generations(g), int(b)
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,8 @@ class Cell:
     def slug(self) -> str:
         """File-name safe."""
         a = self.arm
-        return f"G{a.num_generations}-B{a.generation_batch_size}-T{a.temperature:g}-s{self.seed}"
+        g = a.num_generations.slug if isinstance(a.num_generations, Schedule) else a.num_generations
+        return f"G{g}-B{a.generation_batch_size}-T{a.temperature:g}-s{self.seed}"
 
     def as_attrs(self) -> dict[str, Any]:
         """The trial's user attributes (the report and the dashboard read these names)."""
@@ -202,6 +211,7 @@ REWARD_CURVE_FILE = "reward_curve.png"  # the dashboard's per-trial plot
 EVAL_FILE = "eval.jsonl"  # held-out evaluation: one JSON object per evaluation point
 HEADLINE_FILE = "headline_metrics.csv"  # the headline metrics as a small table, a dashboard artifact
 TENSORBOARD_DIR = "tensorboard"  # <output_dir>/tensorboard/<run name>/ when the study turns TensorBoard on
+EVENTS_FILE = "events.jsonl"  # events of a run: one JSON object per G-schedule phase change (step, reason)
 
 
 def trial_dir_name(number: int) -> str:

@@ -122,7 +122,8 @@ class IntRange(_Section):
 
 
 class SearchSection(_Section):
-    num_generations: list[int] | IntRange = Field(default_factory=lambda: [4, 8, 16])
+    # integers, or G schedules by label ("4->8@40%", "2->8@zero_std<0.3"; grpo_ablate/schedule.py)
+    num_generations: list[int | str] | IntRange = Field(default_factory=lambda: [4, 8, 16])
     temperature: list[float] | FloatRange | float | None = None  # None: the trainer's temperature (TRL default 1.0)
     generation_batch_size: list[int] | Literal["auto"] | None = None  # None: TRL's default batch
     max_generation_batch_size: int | None = Field(default=None, ge=1)  # upper bound for `auto`

@@ -22,7 +22,7 @@ from grpo_ablate.config.schema import FloatRange, IntRange, StudyFile, model_at
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
 from grpo_ablate.space import FeasibleSpace
-from grpo_ablate.vocab import METRICS, SEARCHED_KEYS
+from grpo_ablate.vocab import METRICS, SEARCHED_KEYS, Schedule, parse_generations
 
 __all__ = ["validate_dict", "objective_metrics"]
 
@@ -102,6 +102,7 @@ def _check_search(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
         problems.append(Problem(path="search.num_generations", message=(
             f"no (num_generations, generation_batch_size) pair is feasible on this hardware: {reasons}. "
             f"Nearest that would work: {hint}")))
+    problems += _check_schedules(sf, space)
     t = search.temperature
     temps: list[float] = []
     if isinstance(t, FloatRange):
@@ -118,6 +119,36 @@ def _check_search(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
     if bad is not None:
         problems.append(Problem(path="search.temperature", message=(
             f"must be > 0 (0 means greedy decoding: the G completions of a group would be identical), got {bad}")))
+    return problems
+
+
+def _check_schedules(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
+    """A G schedule is asked for by name, so one that cannot run is an error, not a silent skip."""
+    problems: list[Problem] = []
+    g = sf.search.num_generations
+    if isinstance(g, IntRange):
+        return problems
+    step_budget = sf.budget.max_steps or sf.budget.completions or isinstance(sf.trainer.get("max_steps"), int)
+    for i, value in enumerate(g):
+        if not isinstance(value, str):
+            continue
+        path = f"search.num_generations.{i}"
+        try:
+            parsed = parse_generations(value)
+        except ValueError as e:
+            problems.append(Problem(path=path, message=str(e)))
+            continue
+        if not isinstance(parsed, Schedule):
+            continue
+        if space.pair(parsed) is None:
+            reasons = "; ".join(sorted({r.reason for r in space.rejected if r.num_generations == parsed}))
+            problems.append(Problem(path=path, message=(
+                f"schedule {parsed.label} is not feasible on this hardware: {reasons or 'no generation batch fits every phase'}. "
+                f"Every phase keeps the arm's generation batch, so each phase's G must divide it")))
+        if parsed.uses_progress and not step_budget:
+            problems.append(Problem(path=path, message=(
+                f"schedule {parsed.label} switches by progress, which needs a step budget: set budget.max_steps "
+                f"or budget.completions (a tokens/seconds budget alone has no known length)")))
     return problems
 
 

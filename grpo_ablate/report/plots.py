@@ -34,7 +34,7 @@ from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.groups import zero_spread_probability
 from grpo_ablate.report.stats import MetricStat, stat
 from grpo_ablate.report.text import fmt
-from grpo_ablate.vocab import Outcome, metric
+from grpo_ablate.vocab import Outcome, Schedule, metric
 
 __all__ = ["Figure", "all_figures", "PLOTS", "EVAL_PLOTS"]
 
@@ -167,6 +167,38 @@ def _mean_band(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 120) -
     return grid, ys.mean(axis=0), ys.min(axis=0), ys.max(axis=0)
 
 
+def _phase_changes(data: ReportData, trial: int, xs: pd.Series) -> list[tuple[int, float, int]]:
+    """(step, x, new G) where a trial's G in force changed, read from its groups' sizes.
+
+    groups.jsonl records every logged group with the G it was drawn with, so a G schedule's
+    phases show there; `xs` maps the trial's steps to the curve's x.
+    """
+    g = data.groups
+    if g.empty or "group_size" not in g or "step" not in g:
+        return []
+    rows = g[g["trial"] == trial][["step", "group_size"]].dropna().drop_duplicates("step").sort_values("step")
+    out: list[tuple[int, float, int]] = []
+    previous = None
+    for step, size in zip(rows["step"].astype(int), rows["group_size"].astype(int)):
+        if previous is not None and size != previous and step in xs.index:
+            out.append((step, float(xs.loc[step]), size))
+        previous = size
+    return out
+
+
+def _mark_phases(ax: Axes, changes: list[list[tuple[int, float, int]]], color, scale: float) -> bool:
+    """A dotted line at each phase change (mean x over the seeds), labelled with the G that starts there."""
+    if not changes or not any(changes):
+        return False
+    for i in range(max(len(c) for c in changes)):
+        at = [c[i] for c in changes if len(c) > i]
+        x = sum(a[1] for a in at) / len(at) / scale
+        ax.axvline(x, color=color, ls=":", lw=1.2)
+        ax.annotate(f"G={at[0][2]}", (x, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                    textcoords="offset points", va="top", fontsize=7, color=color)
+    return True
+
+
 def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: str, caption: str,
                    frame: pd.DataFrame | None = None, smooth: bool = True,
                    ylabel: str = "reward (mean over the step's completions)") -> Figure:
@@ -184,10 +216,16 @@ def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: st
     if xcol == "train_seconds":
         xmax = pd.to_numeric(steps[xcol], errors="coerce").max()
         scale, unit = (3600.0, "h") if xmax > 3 * 3600 else (60.0, "min") if xmax > 600 else (1.0, "s")
-    for (label, _g, trials), color in zip(groups, colors):
+    marked = False
+    for (label, g, trials), color in zip(groups, colors):
         curves = []
+        changes = []
         for t in trials:
             s = steps[steps["trial"] == t]
+            if isinstance(g, Schedule) and "step" in s:
+                xs = pd.Series(pd.to_numeric(s[xcol], errors="coerce").to_numpy(dtype=float),
+                               index=pd.to_numeric(s["step"], errors="coerce").fillna(-1).astype(int).to_numpy())
+                changes.append(_phase_changes(data, t, xs[~xs.index.duplicated()]))
             x = pd.to_numeric(s[xcol], errors="coerce").to_numpy(dtype=float)
             y = pd.to_numeric(s["reward"], errors="coerce").to_numpy(dtype=float)
             ok = np.isfinite(x) & np.isfinite(y)
@@ -202,6 +240,7 @@ def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: st
         gx, mean, lo, hi = mb
         n = len(curves)
         ax.plot(gx, mean, color=color, lw=1.8, label=f"{label} ({n} seed{'s' if n != 1 else ''})")
+        marked = _mark_phases(ax, changes, color, scale) or marked
         if n > 1:
             ax.fill_between(gx, lo, hi, color=color, alpha=0.18, lw=0)
         drawn += 1
@@ -214,6 +253,9 @@ def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: st
     ax.legend(loc="best", frameon=False)
     if pooled:
         caption += " Configurations are pooled by num_generations (too many for a line each)."
+    if marked:
+        caption += (" Dotted lines: where a G schedule changed phase (mean over its seeds), labelled with the G "
+                    "in force from there on; before the first line the schedule trains at its first G.")
     return Figure(fid, title, caption, _png(fig))
 
 

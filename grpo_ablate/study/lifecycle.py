@@ -31,7 +31,8 @@ from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.study.trackers import tracker_settings
 from grpo_ablate.trainer.launch import request_stop, run_trial
-from grpo_ablate.vocab import HEADLINE_METRICS, TRIALS_DIR, Arm, Cell, Outcome, trial_dir_name
+from grpo_ablate.vocab import (HEADLINE_METRICS, TRIALS_DIR, Arm, Cell, Outcome, generations_text, parse_generations,
+                               trial_dir_name)
 
 if TYPE_CHECKING:
     import optuna
@@ -58,8 +59,8 @@ def suggest_params(trial: "optuna.Trial", study: "Study") -> Cell:
         label = trial.suggest_categorical("generation", [p.label for p in space.feasible])
         pair = space.by_label(str(label))
     else:
-        g = trial.suggest_categorical("num_generations", list(space.generations))
-        found = space.pair(int(g))  # type: ignore[arg-type]
+        g = trial.suggest_categorical("num_generations", [generations_text(x) for x in space.generations])
+        found = space.pair(parse_generations(g))
         assert found is not None
         pair = found
     t = study.temperatures()
@@ -83,7 +84,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
     from grpo_ablate.trainer.spec import TrialSpec
 
     trainer = dict(study.trainer)
-    trainer["num_generations"] = cell.arm.num_generations
+    trainer["num_generations"] = generations_text(cell.arm.num_generations)  # a schedule's label: trainer/scheduled.py
     trainer["temperature"] = cell.arm.temperature
     trainer["seed"] = cell.seed
     if study.space.batch_searched:

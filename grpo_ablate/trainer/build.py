@@ -296,8 +296,11 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     load_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
-    config = GRPOConfig(**build_config_kwargs(spec, world_size=world_size, reward_weights=weights))
-    prompts_per_round = config.generation_batch_size // config.num_generations
+    from .scheduled import ScheduledGRPOTrainer, split_schedule
+
+    kwargs, schedule = split_schedule(build_config_kwargs(spec, world_size=world_size, reward_weights=weights))
+    config = GRPOConfig(**kwargs)
+    prompts_per_round = config.generation_batch_size // (schedule.smallest if schedule else config.num_generations)
     if len(dataset) < prompts_per_round:
         raise ValueError(
             f"the dataset has {len(dataset)} prompts but each generation round needs {prompts_per_round} "
@@ -319,7 +322,9 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         echo=echo,
     )
     stopper = StopSwitch(spec.trial_dir, max_tokens=spec.budget.get("tokens"), max_seconds=spec.budget.get("seconds"))
-    trainer = GRPOTrainer(
+    scheduled = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
+    trainer = (ScheduledGRPOTrainer if schedule else GRPOTrainer)(
+        **scheduled,
         model=model,
         reward_funcs=funcs,
         args=config,

@@ -127,6 +127,11 @@ class MetricsRecorder(TrainerCallback):
     def train_seconds(self) -> float:
         return 0.0 if self.started is None else time.perf_counter() - self.started
 
+    @property
+    def group_size(self) -> int:
+        """The G of the round just trained: the trainer's own (trainer/scheduled.py changes it)."""
+        return int(getattr(self.trainer, "num_generations", None) or self.num_generations)
+
     # -- per step --------------------------------------------------------------------------
     def on_log(self, args, state, control, logs=None, **kwargs):
         started = time.perf_counter()
@@ -144,6 +149,7 @@ class MetricsRecorder(TrainerCallback):
         row: dict[str, Any] = {"step": state.global_step, "train_seconds": round(self.train_seconds, 4)}
         for key, value in logs.items():
             row[_RENAMED.get(key, key)] = _clean(value)
+        row["num_generations"] = self.group_size  # the G in force (a schedule changes it during the run)
         row["completions"] = self.generation_batch_size if generated else 0
         row["completions_trained"] = self.completions_per_step
         if generated and row.get("completions_mean_length") is not None:
@@ -165,7 +171,7 @@ class MetricsRecorder(TrainerCallback):
         prompts = list(logs.get("prompt", []))
         completions = list(logs.get("completion", []))
         per_func = [list(logs.get("rewards", {}).get(name, [])) for name in self.reward_names]
-        g = self.num_generations
+        g = self.group_size
         n = len(prompts)
         if n == 0 or n % g or len(completions) != n or any(len(v) != n for v in per_func):
             return  # not one whole generation batch: skip rather than mis-group
