@@ -92,18 +92,17 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
 
 def _pick_params(study: Any, chosen: dict[str, Any]) -> "Cell":
     """This trial's cell from the validated study and the values given on the command line."""
-    from grpo_ablate.vocab import Arm, Cell
+    from grpo_ablate.vocab import Arm, Cell, parse_generations
 
     space = study.space
     baseline = dict(study.study.baseline or {})
     g = chosen.get("num_generations") or baseline.get("num_generations")
-    if g is None:
-        g = 8 if 8 in space.generations else space.generations[0]
+    g = parse_generations(g) if g is not None else (8 if 8 in space.generations else space.generations[0])
     pair = None
     b = chosen.get("generation_batch_size") or baseline.get("generation_batch_size")
     if b is not None:
-        pair = next((p for p in space.feasible if p.num_generations == int(g) and p.generation_batch_size == int(b)), None)
-    pair = pair or space.pair(int(g))
+        pair = next((p for p in space.feasible if p.num_generations == g and p.generation_batch_size == int(b)), None)
+    pair = pair or space.pair(g)
     if pair is None:
         raise ValueError(f"num_generations={g} is not feasible for this study; feasible: {list(space.generations)}")
     temps = study.temperatures()

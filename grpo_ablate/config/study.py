@@ -27,7 +27,7 @@ from grpo_ablate.config.schema import (
 from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import METRICS
+from grpo_ablate.vocab import METRICS, parse_generations
 
 __all__ = ["Study"]
 
@@ -108,10 +108,11 @@ class Study:
         return float(self.trainer.get("temperature", TRL_DEFAULTS["temperature"]))
 
     def generations(self) -> list[int]:
+        """The searched values of num_generations: ints and G schedules (vocab.parse_generations)."""
         g = self.search.num_generations
         if isinstance(g, IntRange):
             return list(range(g.low, g.high + 1, g.step))
-        return list(g)
+        return [parse_generations(x) for x in g]
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved study (recipe merged, defaults filled), as saved and shown: password masked."""

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from grpo_ablate.metrics import read_jsonl  # the one torn-line-tolerant reader of trial files
 from grpo_ablate.report.evaluation import read_eval
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, Outcome, finite, parse_pair_label
+from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, Outcome, finite, generations_text,
+                               parse_pair_label)
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -213,7 +214,7 @@ def trial_columns(r: TrialRecord) -> dict[str, Any]:
         "trial": r.number,
         "role": r.role,
         "config": c.key if c else None,
-        "num_generations": c.num_generations if c else None,
+        "num_generations": generations_text(c.num_generations) if c else None,
         "generation_batch_size": c.generation_batch_size if c else None,
         "temperature": c.temperature if c else None,
         "seed": r.seed,
@@ -233,6 +234,8 @@ def steps_rows(r: TrialRecord, steps: Sequence[Mapping[str, Any]]) -> list[dict[
     have = any(finite(s.get("completion_tokens")) is not None for s in steps)
     for s in steps:
         row = {**base, **{k: _scalar(v) for k, v in s.items() if k not in base}}
+        if "num_generations" in s:  # the G in force at this step (differs from the arm's under a schedule)
+            row["g_in_force"] = _scalar(s["num_generations"])
         if have:
             total += finite(s.get("completion_tokens")) or 0.0
             row["generated_tokens"] = total
