@@ -105,6 +105,7 @@ class HardwareSection(_Section):
     accelerate_config: str | None = None  # accelerate config file; its num_processes is the world size
     launcher: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
     vllm: VllmSection = Field(default_factory=VllmSection)
+    memory_limit_mb: int | None = Field(default=None, ge=1)  # CPU: a trial whose processes' RSS passes this is an OOM
 
 
 class FloatRange(_Section):
@@ -122,7 +123,8 @@ class IntRange(_Section):
 class SearchSection(_Section):
     num_generations: list[int] | IntRange = Field(default_factory=lambda: [4, 8, 16])
     temperature: list[float] | FloatRange | float | None = None  # None: the trainer's temperature (TRL default 1.0)
-    generation_batch_size: list[int] | Literal["auto"] | None = None  # None: TRL's default batch
+    # None: TRL's default batch; auto: every batch that fits; probed: each G's largest batch in probe.json
+    generation_batch_size: list[int] | Literal["auto", "probed"] | None = None
     max_generation_batch_size: int | None = Field(default=None, ge=1)  # upper bound for `auto`
 
 
