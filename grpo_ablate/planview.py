@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
 from grpo_ablate.plan import resolved_trial_count, study_plan
+from grpo_ablate.preflight.probe import probe_table
+from grpo_ablate.preflight.probe_file import load_probe
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -42,6 +44,9 @@ def plan_json(study: "Study") -> dict[str, Any]:
             "n_trials": resolved_trial_count(study),
         }
     )
+    probe = load_probe(study.output_dir)
+    if probe is not None:
+        out["probe"] = probe.to_dict()
     return out
 
 
@@ -70,6 +75,9 @@ def plan_text(study: "Study") -> str:
             lines.append(f"  {i:>3}. {c.role:<28} {c.arm.label}, seed {c.seed}")
     else:
         lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.study.sampler} sampler, seeds {list(study.study.seeds)}.")
+    probe = load_probe(study.output_dir)
+    if probe is not None:
+        lines += ["", f"Probe ({study.output_dir / 'probe.json'}):", *("  " + line for line in probe_table(probe).splitlines())]
     for w in study.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
