@@ -4,7 +4,7 @@ Practitioners find capacity by hand: smallest G first, the largest generation ba
 not run out of memory, then larger G with the batch shrunk to fit. This does the same with real
 trials (trainer.launch.run_trial, `steps` optimizer steps each) on the study's own model, data,
 rewards and hardware, in <output_dir>/probe/. Only feasible batches are tried; each G's batch is
-bisected, starting at the previous G's largest fit; no point runs twice. Out of memory means
+bisected, for a larger G below the previous G's largest fit; no point runs twice. Out of memory means
 CUDA's error on GPUs and hardware.memory_limit_mb on CPU (trainer/memory_cap.py).
 
     grpo-ablate probe studies/tiny-cpu.yaml [--steps 2]
@@ -148,7 +148,10 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
     previous_best: int | None = None
     for g, batches in candidates.items():
         lo, hi = -1, len(batches)  # batches[lo] fits (or none), batches[hi] runs out (or none)
-        if previous_best is not None:  # a larger G rarely fits a larger batch: start at the last fit
+        if previous_best is not None:
+            # Generation memory follows the batch's completions, not G: a larger G fits no larger
+            # batch than the last G did, so the search starts at the last fit and looks below it.
+            hi = next((i for i, b in enumerate(batches) if b > previous_best), len(batches))
             start = max((i for i, b in enumerate(batches) if b <= previous_best), default=0)
             if fits(g, batches[start]):
                 lo = start
