@@ -105,7 +105,7 @@ def save_probe(output_dir: str | os.PathLike[str], probe: Probe) -> Path:
 
 
 def probed_space(space: FeasibleSpace, probe: Probe, *, largest_only: bool) -> FeasibleSpace:
-    """The space without the pairs the probe saw run out of memory.
+    """The space without the pairs the probe saw run out of memory, nor any at or above one.
 
     `largest_only` (search.generation_batch_size: probed) keeps each G's largest fitting batch;
     a G whose every probed batch ran out of memory is rejected.
@@ -116,8 +116,12 @@ def probed_space(space: FeasibleSpace, probe: Probe, *, largest_only: bool) -> F
     rejected = list(space.rejected)
     for pair in space.feasible:
         key = (pair.num_generations, pair.generation_batch_size)
+        # The probe's own rule: memory grows with the batch and G, so a pair at or above an OOM pair is out too.
+        above = next((p for (g, b), p in oom.items() if g <= key[0] and b <= key[1]), None)
         if key in oom:
             rejected.append(Rejection(*key, f"the probe ran out of memory at this pair: {oom[key].reason or 'oom'}"))
+        elif above is not None:
+            rejected.append(Rejection(*key, f"at or above the pair {above.label} that ran out of memory in the probe"))
         elif not largest_only or (pair.num_generations in best and best[pair.num_generations].generation_batch_size == key[1]):
             feasible.append(pair)
     for g in space.generations:
