@@ -28,6 +28,7 @@ from grpo_ablate.preflight.difficulty import (
     zero_spread_empirical,
 )
 from grpo_ablate.preflight.probe_file import load_probe
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -100,7 +101,7 @@ def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float
     (folder / SAMPLES_FILE).unlink(missing_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.fspath(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
-    if study.model.name_or_path.startswith("builtin:"):
+    if study.model.name_or_path.startswith(BUILTIN_MODEL_PREFIX):
         env["HF_HUB_OFFLINE"] = "1"
     with (folder / "log.txt").open("wb") as log:
         rc = subprocess.call([sys.executable, "-m", "grpo_ablate.trainer.sample", os.fspath(folder / "sample_spec.json")],

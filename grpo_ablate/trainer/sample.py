@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+
 __all__ = ["SAMPLES_FILE", "sample_rewards", "main"]
 
 SAMPLES_FILE = "samples.json"  # TODO(vocab): the advise sampler's output file
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     import torch
 
-    if str(spec["model"].get("name_or_path", "")).startswith("builtin:"):
+    if str(spec["model"].get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX):
         torch.set_num_threads(1)
     out = sample_rewards(spec)
     target = spec_path.parent / SAMPLES_FILE
