@@ -111,5 +111,6 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))
     waiting = [t for t in ostudy.get_trials() if t.state == optuna.trial.TrialState.WAITING]
     shortlist = [(s["num_generations"], s["temperature"]) for s in first["shortlist"]]
-    assert [(t.params["num_generations"], t.params["temperature"]) for t in waiting] == shortlist
+    queued = [t.system_attrs["fixed_params"] for t in waiting]
+    assert [(q["num_generations"], q["temperature"]) for q in queued] == shortlist
     assert all(t.user_attrs["role"] == "advise" for t in waiting)

@@ -44,17 +44,26 @@ def fit_beta_binomial(successes: Sequence[int], k: int) -> BetaFit:
     s = np.asarray(successes, dtype=float)
     mean = float(np.clip(s.mean() / k, 1e-3, 1 - 1e-3))
 
+    def ab(theta: np.ndarray) -> tuple[float, float]:
+        # (logit of the mean, log of a + b): the concentration may run to its cap when prompts are
+        # equally hard (no spread beyond the binomial's) without distorting the mean.
+        m = 1.0 / (1.0 + math.exp(-float(np.clip(theta[0], -30.0, 30.0))))
+        c = math.exp(float(np.clip(theta[1], -9.0, 16.0)))
+        return m * c, (1.0 - m) * c
+
     def nll(theta: np.ndarray) -> float:
-        a, b = np.exp(theta)
-        return -float(betabinom.logpmf(s, k, a, b).sum())
+        value = -float(betabinom.logpmf(s, k, *ab(theta)).sum())
+        return value if math.isfinite(value) else 1e300  # where scipy's pmf underflows: never a best
 
     best = None
-    for scale in (0.5, 2.0, 10.0):  # a few starts: the likelihood is flat along a + b when prompts agree
-        start = np.log([mean * scale, (1 - mean) * scale])
-        res = minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-9, "maxiter": 4000})
-        if best is None or res.fun < best.fun:
+    for scale in (0.5, 2.0, 10.0, 100.0):  # a few starts: the likelihood is flat in a + b when prompts agree
+        res = minimize(nll, np.array([math.log(mean / (1 - mean)), math.log(scale)]), method="Nelder-Mead",
+                       options={"xatol": 1e-7, "fatol": 1e-10, "maxiter": 4000})
+        if math.isfinite(res.fun) and (best is None or res.fun < best.fun):
             best = res
-    a, b = np.exp(np.clip(best.x, -12.0, 12.0))  # type: ignore[union-attr]
+    if best is None:
+        raise ValueError(f"the beta-binomial fit failed for {len(s)} prompts x {k} samples")
+    a, b = ab(best.x)
     return BetaFit(float(a), float(b), k, len(s))
 
 
