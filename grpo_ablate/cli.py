@@ -8,6 +8,8 @@
     grpo-ablate compare runs/a/summary.json runs/b/summary.json [--tolerance reward_per_hour=0.1]
     grpo-ablate dashboard studies/tiny-cpu.yaml [--port 8080]
     grpo-ablate init --from RECIPE --gpus N [--vllm server|colocate] [--out study.yaml] [--force]
+    grpo-ablate probe studies/tiny-cpu.yaml [--steps 2]
+    grpo-ablate advise studies/tiny-cpu.yaml [--k 16] [--prompts 64] [--seed 0] [--enqueue]
 
 Exit codes: 0 success, 1 the job ran and failed (or compare found a regression), 2 bad input
 (an invalid study, a malformed `--set`, a missing file or unusable path: one line on stderr),
@@ -94,6 +96,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="study.yaml", help="the study file to write (default study.yaml)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=cmd_init)
+    p = sub.add_parser("probe", help="each G's largest generation batch that fits, from a few real optimizer steps")
+    _add_study(p)
+    p.add_argument("--steps", type=int, default=2, help="optimizer steps per probed point")
+    p.add_argument("--keep", action="store_true", help="keep the probe's trial folders (<output_dir>/probe/)")
+    p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("advise", help="predict which G pays off from samples of the starting model (no training)")
+    _add_study(p)
+    p.add_argument("--k", type=int, default=16, help="completions sampled per prompt (>= 2)")
+    p.add_argument("--prompts", type=int, default=64, help="training prompts sampled")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, action="append", help="a candidate temperature (default: the study's)")
+    p.add_argument("--enqueue", action="store_true", help="seed the study with the shortlist, best first")
+    p.set_defaults(func=cmd_advise)
     return parser
 
 
@@ -210,6 +226,41 @@ def cmd_init(args: argparse.Namespace) -> int:
     out = write_study(ask_missing(answers), Path(args.out), force=args.force)
     print(f"wrote {out}\n")
     print(plan_text(load_study(out)))
+    return EXIT_OK
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from grpo_ablate.config import Problem, StudyError
+    from grpo_ablate.preflight.probe import probe_table, run_probe
+
+    if args.steps < 1:
+        raise StudyError([Problem(path="--steps", message=f"must be >= 1, got {args.steps}")], args.study)
+    study = _load(args)
+    probe = run_probe(study, steps=args.steps, keep_trials=args.keep, log=lambda m: print(m, file=sys.stderr))
+    print(probe_table(probe))
+    if probe.ooms():
+        from grpo_ablate.study.setup import describe_study, open_study, record_probe_ooms
+
+        ostudy, created = open_study(study)
+        if created:
+            describe_study(ostudy, study)
+        print(f"recorded {record_probe_ooms(ostudy, study)} out-of-memory pair(s) in the study as violated constraints")
+    return EXIT_OK if probe.best() else EXIT_FAILED
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    from grpo_ablate.preflight.advise import advise_text, run_advise
+
+    study = _load(args)
+    advice = run_advise(study, k=args.k, num_prompts=args.prompts, seed=args.seed, temperatures=args.temperature)
+    print(advise_text(advice))
+    if args.enqueue:
+        from grpo_ablate.study.setup import describe_study, enqueue_shortlist, open_study
+
+        ostudy, created = open_study(study)
+        if created:
+            describe_study(ostudy, study)
+        print(f"enqueued {enqueue_shortlist(ostudy, study, advice.shortlist)} trial(s) from the shortlist")
     return EXIT_OK
 
 

@@ -16,6 +16,8 @@ from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
 from grpo_ablate.plan import resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url
+from grpo_ablate.preflight.probe import probe_table
+from grpo_ablate.preflight.probe_file import load_probe
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -138,6 +140,9 @@ def plan_json(study: "Study") -> dict[str, Any]:
             "notes": [str(w) for w in study.warnings if isinstance(w, RecipeNote)],
         }
     )
+    probe = load_probe(study.output_dir)
+    if probe is not None:
+        out["probe"] = probe.to_dict()
     return out
 
 
@@ -174,6 +179,9 @@ def plan_text(study: "Study") -> str:
     else:
         lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.study.sampler} sampler, seeds {list(study.study.seeds)}.")
     lines += ["", *_cost_lines(study)]
+    probe = load_probe(study.output_dir)
+    if probe is not None:
+        lines += ["", f"Probe ({study.output_dir / 'probe.json'}):", *("  " + line for line in probe_table(probe).splitlines())]
     for w in study.warnings:
         if not isinstance(w, RecipeNote):
             lines.append(f"warning: {w}")

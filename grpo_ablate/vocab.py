@@ -352,6 +352,9 @@ BUILTIN_MODELS: dict[str, str] = {
 BUILTIN_TASKS: dict[str, str] = {
     "addition": ("Carry drill: add a 2-digit and a 1-digit number whose units carry (`47+8=` -> `55`); "
                  "reward 1 for the exact sum, else 0."),
+    "addition_mixed": ("Mixed-difficulty sums of a 3-digit and a 2-digit number (`347+85=` -> `432`): carry-free "
+                       "(easy), one carry (the drill) and double carries (hard), so per-prompt success rates "
+                       "spread like a real math set's; reward 1 for the exact sum, else 0."),
 }
 
 # name -> what it scores. Every built-in task's name is a reward too (its exact-answer score).

@@ -93,4 +93,13 @@ def space_for(sf: StudyFile) -> FeasibleSpace:
     batches: Any = search.generation_batch_size
     if batches is None and "generation_batch_size" in sf.trainer:
         batches = [sf.trainer["generation_batch_size"]]
-    return feasible_space(batch_shape(sf), gens, batches, search.max_generation_batch_size)
+    space = feasible_space(batch_shape(sf), gens, "auto" if batches == "probed" else batches, search.max_generation_batch_size)
+    return _with_probe(sf, space, batches)
+
+
+def _with_probe(sf: StudyFile, space: FeasibleSpace, batches: Any) -> FeasibleSpace:
+    """With a probe.json in the study's folder: its OOM pairs out; `probed` keeps each G's largest fit."""
+    from grpo_ablate.preflight.probe_file import load_probe, probed_space
+
+    probe = load_probe(sf.study.output_dir or Path("runs") / sf.study.name) if batches is not None else None
+    return space if probe is None else probed_space(space, probe, largest_only=batches == "probed")

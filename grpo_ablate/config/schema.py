@@ -107,6 +107,7 @@ class HardwareSection(_Section):
     accelerate_config: str | None = None  # accelerate config file; its num_processes counts unless vLLM server mode sets it
     launcher: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
     vllm: VllmSection = Field(default_factory=VllmSection)
+    memory_limit_mb: int | None = Field(default=None, ge=1)  # CPU: a trial whose processes' RSS passes this is an OOM
 
 
 class FloatRange(_Section):
@@ -125,7 +126,8 @@ class SearchSection(_Section):
     # integers, or G schedules by label ("4->8@40%", "2->8@zero_std<0.3"; grpo_ablate/schedule.py)
     num_generations: list[int | str] | IntRange = Field(default_factory=lambda: [4, 8, 16])
     temperature: list[float] | FloatRange | float | None = None  # None: the trainer's temperature (TRL default 1.0)
-    generation_batch_size: list[int] | Literal["auto"] | None = None  # None: TRL's default batch
+    # None: TRL's default batch; auto: every batch that fits; probed: each G's largest batch in probe.json
+    generation_batch_size: list[int] | Literal["auto", "probed"] | None = None
     max_generation_batch_size: int | None = Field(default=None, ge=1)  # upper bound for `auto`
 
 

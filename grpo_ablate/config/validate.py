@@ -10,6 +10,7 @@ sampler and pruner, budget, names, places).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pydantic import ValidationError
@@ -50,6 +51,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_budget(sf, warnings)
     problems += _check_gpus(sf)
     problems += _check_trackers(sf)
+    problems += _check_preflight(sf, warnings)
     problems += check_names(sf)
     problems += check_places(sf)
     if problems:
@@ -237,4 +239,24 @@ def _check_trackers(sf: StudyFile) -> list[Problem]:
         if importlib.util.find_spec(module) is None:
             problems.append(Problem(path=f"study.trackers.{i}", message=(
                 f"{name} is not installed in this environment: pip install {module}")))
+    return problems
+
+
+def _check_preflight(sf: StudyFile, warnings: list[str]) -> list[Problem]:
+    """hardware.memory_limit_mb and search.generation_batch_size: probed (grpo-ablate probe)."""
+    from grpo_ablate.preflight.probe_file import load_probe
+
+    problems: list[Problem] = []
+    limit = sf.hardware.memory_limit_mb
+    if limit is not None and limit < 256:
+        problems.append(Problem(path="hardware.memory_limit_mb", message=(
+            f"must leave room for Python, torch and the model (>= 256 MiB), got {limit}")))
+    if limit is not None and sf.hardware.gpus:
+        warnings.append("hardware.memory_limit_mb caps the CPU memory of a trial's processes; on GPUs, CUDA's "
+                        "out-of-memory error decides")
+    if sf.search.generation_batch_size == "probed":
+        output_dir = sf.study.output_dir or os.path.join("runs", sf.study.name)
+        if load_probe(output_dir) is None:
+            warnings.append(f"search.generation_batch_size is `probed` but {output_dir}/probe.json does not exist: "
+                            "run `grpo-ablate probe STUDY` first; until then every `auto` batch is searched")
     return problems

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import Study
 
-__all__ = ["open_study", "describe_study", "queue_plan", "wait_for_plan", "library_versions", "name_objectives", "PLAN_READY_ATTR"]
+__all__ = ["open_study", "describe_study", "queue_plan", "wait_for_plan", "library_versions", "name_objectives",
+           "PLAN_READY_ATTR", "record_probe_ooms", "enqueue_shortlist", "PROBE_PARAM"]
 
 PLAN_READY_ATTR = "plan_ready"
 PLAN_WAIT_S = 120.0
@@ -139,3 +140,56 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
             return True
         time.sleep(1.0)
     return False
+
+
+# ------------------------------------------------------------------ pre-flight: probe and advise
+
+PROBE_PARAM = "probe_pair"  # the OOM pairs' param: the study's own pair param cannot hold a pair it never proposes
+
+
+def record_probe_ooms(ostudy: "optuna.Study", study: "Study") -> int:
+    """Record each pair the probe saw run out of memory as a COMPLETE trial with `oom` violated.
+
+    Samplers learn only from COMPLETE (and PRUNED) trials, so the boundary is told as a
+    constraint, as a trial's own OOM is (study/lifecycle.py). Already recorded pairs are skipped.
+    """
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+
+    from grpo_ablate.preflight.probe_file import load_probe
+
+    probe = load_probe(study.output_dir)
+    if probe is None or not probe.ooms():
+        return 0
+    seen = {t.user_attrs.get("probe_label") for t in ostudy.get_trials(deepcopy=False)}
+    labels = [p.label for p in probe.points]
+    added = 0
+    for point in probe.ooms():
+        if point.label in seen:
+            continue
+        ostudy.add_trial(optuna.trial.create_trial(
+            params={PROBE_PARAM: point.label}, distributions={PROBE_PARAM: CategoricalDistribution(labels)},
+            values=[0.0] * len(study.directions), constraints={"oom": 1.0},
+            user_attrs={"role": "probe", "outcome": "oom", "probe_label": point.label, "reason": point.reason or "oom",
+                        "num_generations": point.num_generations, "generation_batch_size": point.generation_batch_size},
+        ))
+        added += 1
+    return added
+
+
+def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[Any]) -> int:
+    """Queue advise's shortlist, best first: TPE starts from it; an ablation gains the top arm if missing."""
+    from grpo_ablate.plan import study_plan
+    from grpo_ablate.vocab import Arm
+
+    if not shortlist:
+        return 0
+    arms = [Arm(p.num_generations, p.generation_batch_size, float(p.temperature)) for p in shortlist]
+    if study.study.sampler in ("grid", "ablation"):
+        planned = {c.arm.key for c in study_plan(study)}
+        arms = [a for a in arms[:1] if a.key not in planned]
+        cells = [Cell(a, s, "advise") for a in arms for s in study.study.seeds]
+    else:
+        seeds = list(study.study.seeds)
+        cells = [Cell(a, seeds[i % len(seeds)], "advise") for i, a in enumerate(arms)]
+    return queue_plan(ostudy, study, cells)

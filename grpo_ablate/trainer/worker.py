@@ -34,6 +34,7 @@ from typing import Any
 
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
+from .memory_cap import start_memory_watch
 from .spec import TrialSpec
 
 __all__ = [
@@ -236,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[grpo-ablate] the orchestrator (pid {parent}) is gone before the trial started", flush=True)
         return EXIT_FAILED
     spec = TrialSpec.load(argv[0])
+    start_memory_watch(spec.trial_dir, spec.hardware)  # memory.json; hardware.memory_limit_mb
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     if str(spec.model.get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX) and spec.data.get("task"):
         os.environ["HF_HUB_OFFLINE"] = "1"  # the built-in demo never touches the network

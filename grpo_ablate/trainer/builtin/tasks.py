@@ -86,6 +86,37 @@ def _exact_answer(completion: str, answer: str) -> float:
     return 1.0 if text == answer else 0.0
 
 
+def _carries(a: int, b: int) -> tuple[bool, bool]:
+    """(units carry, tens carry) of a + b."""
+    units = (a % 10) + (b % 10) >= 10
+    return units, (a // 10 % 10) + (b // 10 % 10) + int(units) >= 10
+
+
+def _mixed_problem(rng: random.Random) -> tuple[str, str]:
+    """A 3-digit plus a 2-digit sum of one of three difficulties, in the same fixed width.
+
+    40% carry-free (easy), 30% one units carry (the carry drill), 30% a double carry (hard):
+    real prompt sets mix prompts that are almost always, sometimes and almost never solved.
+    """
+    kind = rng.random()
+    want = (False, False) if kind < 0.4 else (True, False) if kind < 0.7 else (True, True)
+    while True:
+        a, b = rng.randrange(1000), rng.randrange(100)
+        if _carries(a, b) == want:
+            return f"{a:03d}+{b:02d}=", str(a + b)
+
+
+def _mixed_slip(rng: random.Random, prompt: str, answer: str) -> str:
+    """Carries dropped: always for a double carry, half the time for a single one."""
+    a, b = (int(x) for x in prompt.rstrip("=").split("+"))
+    units, tens = _carries(a, b)
+    if units and tens:
+        return str((a // 100) * 100 + ((a // 10 + b // 10) % 10) * 10 + (a + b) % 10)
+    if units and rng.random() < 0.5:
+        return str(a + b - 10)
+    return answer
+
+
 # The code for each name in vocab.BUILTIN_TASKS (a test checks that the two agree).
 TASKS: dict[str, Task] = {
     "addition": Task(
@@ -95,6 +126,14 @@ TASKS: dict[str, Task] = {
         max_answer_chars=3,
         corrupt=_forgot_carry,
         params={"digits": [2, 1], "carry_only": True, "slip": "forgot_carry"},
+    ),
+    "addition_mixed": Task(
+        name="addition_mixed",
+        make_problem=_mixed_problem,
+        score=_exact_answer,
+        max_answer_chars=4,
+        corrupt=_mixed_slip,
+        params={"digits": [3, 2], "mix": {"no_carry": 0.4, "carry": 0.3, "double_carry": 0.3}, "slip": "dropped_carries"},
     ),
 }
 

@@ -1,0 +1,274 @@
+"""`grpo-ablate advise STUDY`: predict which G pays off, from samples of the starting model only.
+
+Samples K completions for N training prompts at each candidate temperature (trainer/sample.py,
+its own process), fits the prompts' difficulty (difficulty.py), and predicts for every feasible
+(G, temperature, generation batch) the share of zero-spread groups and the informative groups
+per optimizer step; with probe.json also per hour and per million generated tokens. Writes
+advise.json and advise.png next to probe.json.
+
+    grpo-ablate advise studies/tiny-cpu.yaml [--k 16] [--prompts 64] [--seed 0] [--enqueue]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from grpo_ablate.preflight.difficulty import (
+    fit_beta_binomial,
+    is_binary,
+    mean_p_zero_spread,
+    zero_spread_beta,
+    zero_spread_empirical,
+)
+from grpo_ablate.preflight.probe_file import load_probe
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study
+
+__all__ = ["ADVISE_FILE", "Advice", "Prediction", "advise_text", "plot_advice", "predict", "run_advise", "sample"]
+
+ADVISE_FILE = "advise.json"  # TODO(vocab): a study-folder file name
+ADVISE_PLOT = "advise.png"
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Prediction:
+    num_generations: int
+    generation_batch_size: int
+    temperature: float
+    zero_spread: float
+    mean_p_zero_spread: float | None
+    informative_groups_per_step: float
+    informative_groups_per_hour: float | None = None
+    informative_groups_per_million_tokens: float | None = None
+    reason: str = ""
+
+
+@dataclass
+class Advice:
+    study: str
+    k: int
+    num_prompts: int
+    seed: int
+    temperatures: list[float]
+    binary: bool
+    fits: dict[str, dict[str, float]] = field(default_factory=dict)  # temperature -> {a, b, mean}
+    predictions: list[Prediction] = field(default_factory=list)
+    shortlist: list[Prediction] = field(default_factory=list)
+    always_solved: list[str] = field(default_factory=list)
+    never_solved: list[str] = field(default_factory=list)
+    mean_completion_tokens: float = 0.0
+    seconds: float = 0.0
+    ranked_by: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _bad(path: str, message: str) -> Exception:
+    from grpo_ablate.config import Problem, StudyError
+
+    return StudyError([Problem(path=path, message=message)])
+
+
+def _candidate_temperatures(study: "Study") -> list[float]:
+    t = study.temperatures()
+    if t is None:
+        return [study.fixed_temperature()]
+    if isinstance(t, list):
+        return sorted(float(x) for x in t)
+    return [round(t.low, 4), round((t.low + t.high) / 2, 4), round(t.high, 4)]
+
+
+def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path) -> dict[str, Any]:
+    """Run trainer/sample.py in its own process; its samples.json."""
+    from grpo_ablate.trainer.sample import SAMPLES_FILE
+
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {"model": study.model.model_dump(), "data": study.data.model_dump(), "rewards": [r.model_dump() for r in study.rewards],
+            "trainer": dict(study.trainer), "hardware": study.hardware.model_dump(), "num_prompts": num_prompts, "k": k,
+            "temperatures": temperatures, "seed": seed}
+    (folder / "sample_spec.json").write_text(json.dumps(spec, indent=2, default=str))
+    (folder / SAMPLES_FILE).unlink(missing_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.fspath(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    if study.model.name_or_path.startswith(BUILTIN_MODEL_PREFIX):
+        env["HF_HUB_OFFLINE"] = "1"
+    with (folder / "log.txt").open("wb") as log:
+        rc = subprocess.call([sys.executable, "-m", "grpo_ablate.trainer.sample", os.fspath(folder / "sample_spec.json")],
+                             stdout=log, stderr=subprocess.STDOUT, env=env)
+    if rc != 0:
+        tail = (folder / "log.txt").read_text(errors="replace").strip().splitlines()[-1:]
+        raise RuntimeError(f"sampling failed (exit {rc}; log {folder / 'log.txt'}): {' '.join(tail)}")
+    return json.loads((folder / SAMPLES_FILE).read_text())
+
+
+def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist_size: int = 3) -> Advice:
+    """Fit the difficulty per temperature and predict every feasible (G, temperature, batch)."""
+    temps = [float(t) for t in samples["temperatures"]]
+    k = int(samples["k"])
+    rewards: list[list[list[float]]] = samples["rewards"]
+    binary = all(is_binary(r) for r in rewards)
+    n_completions = max(1, len(samples["prompts"]) * k * len(temps))
+    mean_tokens = float(samples.get("completion_tokens") or 0) / n_completions
+    advice = Advice(study=study.study.name, k=k, num_prompts=len(samples["prompts"]), seed=seed, temperatures=temps,
+                    binary=binary, mean_completion_tokens=round(mean_tokens, 3), seconds=float(samples.get("seconds") or 0))
+    probe = load_probe(study.output_dir)
+    best = probe.best() if probe else {}
+    zero: dict[tuple[float, int], tuple[float, float | None]] = {}
+    gens = sorted({p.num_generations for p in study.space.feasible})
+    for t, per_prompt in zip(temps, rewards):
+        if binary:
+            successes = [int(round(sum(row))) for row in per_prompt]
+            fit = fit_beta_binomial(successes, k)
+            advice.fits[str(t)] = {"a": round(fit.a, 4), "b": round(fit.b, 4), "mean": round(fit.mean, 4)}
+            for g in gens:
+                zero[(t, g)] = (zero_spread_beta(g, fit.a, fit.b), mean_p_zero_spread(g, fit.mean))
+        else:
+            for g in gens:
+                zero[(t, g)] = (zero_spread_empirical(g, per_prompt), None)
+    for pair in study.space.feasible:
+        g, b = pair.num_generations, pair.generation_batch_size
+        for t in temps:
+            z, zbar = zero[(t, g)]
+            per_step = (b // g) * (1 - z) / pair.steps_per_generation
+            pred = Prediction(g, b, t, round(z, 4), None if zbar is None else round(zbar, 4), round(per_step, 4))
+            point = probe.point(g, b) if probe else None
+            if point is not None and point.fits and point.seconds_per_step:
+                pred.informative_groups_per_hour = round(per_step * 3600 / point.seconds_per_step, 1)
+            if mean_tokens > 0:
+                pred.informative_groups_per_million_tokens = round((1 - z) / g / mean_tokens * 1e6, 1)
+            if probe is not None and (point is None or not point.fits) and g in best:
+                continue  # the probe says this batch does not fit (or is not G's largest fit)
+            pred.reason = (f"{z:.0%} of groups of {g} are predicted to have zero spread at temperature {t:g}, "
+                           f"so {per_step:.2f} of {b // g} groups per step teach")
+            if pred.informative_groups_per_hour is not None:
+                pred.reason += f"; {pred.informative_groups_per_hour:.0f} informative groups/hour at the probe's pace"
+            advice.predictions.append(pred)
+    key = "informative_groups_per_hour" if any(p.informative_groups_per_hour for p in advice.predictions) else (
+        "informative_groups_per_million_tokens" if mean_tokens > 0 else "informative_groups_per_step")
+    advice.ranked_by = key
+    ranked = sorted(advice.predictions, key=lambda p: (-(getattr(p, key) or 0.0), p.num_generations, p.temperature,
+                                                       p.generation_batch_size))
+    advice.shortlist = ranked[:shortlist_size]
+    _solved(advice, samples)
+    return advice
+
+
+def _solved(advice: Advice, samples: dict[str, Any]) -> None:
+    """Prompts whose K samples all agree at every temperature: no G gives them a gradient."""
+    rewards = samples["rewards"]
+    for i, prompt in enumerate(samples["prompts"]):
+        rows = [r[i] for r in rewards]
+        top = max(max(row) for row in rows)
+        if all(min(row) == max(row) for row in rows):
+            if advice.binary:
+                (advice.always_solved if top >= 1.0 else advice.never_solved).append(prompt)
+            else:
+                advice.never_solved.append(prompt)
+
+
+def _measured(study: "Study") -> list[tuple[int, float, float]]:
+    """(G, temperature, frac_reward_zero_std) of a finished study's completed trials, if any."""
+    try:
+        import optuna
+
+        from grpo_ablate.storage import open_storage
+
+        storage_path = study.storage_url
+        if "://" not in storage_path and not Path(storage_path).exists():
+            return []
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        ostudy = optuna.load_study(study_name=study.study.name, storage=open_storage(storage_path))
+    except Exception:  # noqa: BLE001 - no study yet: nothing to overlay
+        return []
+    out = []
+    for t in ostudy.get_trials(deepcopy=False):
+        z = t.user_attrs.get("frac_reward_zero_std")
+        g = t.params.get("num_generations") or t.user_attrs.get("num_generations")
+        if z is not None and g is not None:
+            out.append((int(g), float(t.user_attrs.get("temperature", t.params.get("temperature", 1.0))), float(z)))
+    return out
+
+
+def plot_advice(advice: Advice, path: Path, measured: list[tuple[int, float, float]] | None = None) -> Path:
+    """Predicted zero-spread share against G per temperature; the mean-p curve dashed; measured dots."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for t in advice.temperatures:
+        rows = sorted({(p.num_generations, p.zero_spread, p.mean_p_zero_spread) for p in advice.predictions if p.temperature == t})
+        if not rows:
+            continue
+        (line,) = ax.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", label=f"predicted, T={t:g}")
+        if rows[0][2] is not None:
+            ax.plot([r[0] for r in rows], [r[2] for r in rows], ls="--", color=line.get_color(), alpha=0.6,
+                    label=f"mean-p curve, T={t:g}")
+        pts = [(g, z) for g, tt, z in (measured or []) if abs(tt - t) < 1e-6]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color=line.get_color(), label=f"measured, T={t:g}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("num_generations (G)")
+    ax.set_ylabel("share of zero-spread groups")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int = 0,
+               temperatures: list[float] | None = None) -> Advice:
+    """Check the input, sample, predict; write advise.json and advise.png. Bad input: StudyError."""
+    if k < 2:
+        raise _bad("--k", f"K >= 2 samples per prompt are needed to see a spread, got {k}")
+    if num_prompts < 1:
+        raise _bad("--prompts", f"an empty prompt set predicts nothing: give --prompts >= 1, got {num_prompts}")
+    if not any(p.num_generations >= 2 for p in study.space.feasible):
+        raise _bad("search.num_generations", "no feasible num_generations (G >= 2) to advise on; see `grpo-ablate plan`")
+    temps = temperatures or _candidate_temperatures(study)
+    started = time.perf_counter()
+    folder = study.output_dir / "advise"
+    samples = sample(study, k=k, num_prompts=num_prompts, temperatures=temps, seed=seed, folder=folder)
+    if not samples["prompts"]:
+        raise _bad("data", "the study's prompt set is empty: nothing to sample")
+    advice = predict(study, samples, seed=seed)
+    advice.seconds = round(time.perf_counter() - started, 2)
+    study.output_dir.mkdir(parents=True, exist_ok=True)
+    (study.output_dir / ADVISE_FILE).write_text(json.dumps(advice.to_dict(), indent=2))
+    plot_advice(advice, study.output_dir / ADVISE_PLOT, _measured(study))
+    return advice
+
+
+def advise_text(advice: Advice) -> str:
+    lines = [f"advise: {advice.num_prompts} prompts x K={advice.k} at temperature(s) {advice.temperatures} "
+             f"in {advice.seconds:.1f} s ({'binary' if advice.binary else 'non-binary'} reward)"]
+    for t, fit in advice.fits.items():
+        lines.append(f"  T={t}: per-prompt success ~ Beta(a={fit['a']:.2f}, b={fit['b']:.2f}), mean p {fit['mean']:.2f}")
+    lines.append(f"shortlist (ranked by {advice.ranked_by}):")
+    for i, p in enumerate(advice.shortlist, 1):
+        lines.append(f"  {i}. G={p.num_generations} batch={p.generation_batch_size} T={p.temperature:g}: {p.reason}")
+    lines.append(f"{'G':>4} {'batch':>6} {'T':>5} {'zero-spread':>11} {'mean-p':>7} {'inf/step':>8} {'inf/hour':>9} {'inf/Mtok':>9}")
+    for p in advice.predictions:
+        def f(v: float | None, spec: str) -> str:
+            return "-" if v is None else format(v, spec)
+
+        lines.append(f"{p.num_generations:>4} {p.generation_batch_size:>6} {p.temperature:>5g} {p.zero_spread:>11.3f} "
+                     f"{f(p.mean_p_zero_spread, '.3f'):>7} {p.informative_groups_per_step:>8.2f} "
+                     f"{f(p.informative_groups_per_hour, '.0f'):>9} {f(p.informative_groups_per_million_tokens, '.0f'):>9}")
+    lines.append(f"always solved at every temperature ({len(advice.always_solved)}): {advice.always_solved[:10]}")
+    lines.append(f"never solved at every temperature ({len(advice.never_solved)}): {advice.never_solved[:10]}")
+    return "\n".join(lines)

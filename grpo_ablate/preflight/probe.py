@@ -1,0 +1,211 @@
+"""`grpo-ablate probe STUDY`: each G's largest generation batch that fits, from a few real steps.
+
+Practitioners find capacity by hand: smallest G first, the largest generation batch that does
+not run out of memory, then larger G with the batch shrunk to fit. This does the same with real
+trials (trainer.launch.run_trial, `steps` optimizer steps each) on the study's own model, data,
+rewards and hardware, in <output_dir>/probe/. Only feasible batches are tried; each G's batch is
+bisected, for a larger G below the previous G's largest fit; no point runs twice. Out of memory means
+CUDA's error on GPUs and hardware.memory_limit_mb on CPU (trainer/memory_cap.py).
+
+    grpo-ablate probe studies/tiny-cpu.yaml [--steps 2]
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from grpo_ablate.config.hardware import batch_shape
+from grpo_ablate.preflight.probe_file import Probe, ProbePoint, save_probe
+from grpo_ablate.space import feasible_space
+from grpo_ablate.vocab import METRICS_FILE, Arm, Cell, Outcome
+
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study
+
+__all__ = ["candidate_batches", "measure_point", "probe_table", "run_probe"]
+
+PROBE_DIR = "probe"
+STARTUP_ESTIMATE_S = 10.0  # process start + imports + model load, added to a trial's estimate
+
+
+def candidate_batches(study: "Study") -> dict[int, list[int]]:
+    """Each feasible G's feasible generation batches, ascending (the study's list, else `auto`'s)."""
+    batches: Any = study.search.generation_batch_size
+    if batches in (None, "probed"):
+        batches = "auto" if batches == "probed" else None
+    space = feasible_space(batch_shape(study.file), study.generations(), batches, study.search.max_generation_batch_size)
+    out: dict[int, list[int]] = {}
+    for p in space.feasible:
+        out.setdefault(p.num_generations, []).append(p.generation_batch_size)
+    return {g: sorted(set(b)) for g, b in sorted(out.items())}
+
+
+def _read_rows(trial_dir: Path) -> list[dict[str, Any]]:
+    import json
+
+    rows = []
+    try:
+        for line in (trial_dir / METRICS_FILE).read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    except OSError:
+        pass
+    return rows
+
+
+def _timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Seconds per step, split by TRL 1.16's one timing key, `step_time` (generation included).
+
+    Steps that generated (they log `reward`) minus the mean of steps that only trained (when the
+    generation batch spans several optimizer steps) gives the generation share.
+    """
+    times = [float(r["step_time"]) for r in rows if r.get("step_time") is not None]
+    if not times:
+        return {"seconds_per_step": None, "generation_seconds_per_step": None, "training_seconds_per_step": None,
+                "samples_per_second": None, "tokens_per_second": None}
+    gen = [float(r["step_time"]) for r in rows if r.get("step_time") is not None and r.get("completions")]
+    train = [float(r["step_time"]) for r in rows if r.get("step_time") is not None and not r.get("completions")]
+    total = sum(times)
+    samples = sum(float(r.get("completions") or 0) for r in rows)
+    tokens = sum(float(r.get("completion_tokens") or 0) for r in rows)
+    per_step = total / len(times)
+    gen_s = train_s = None
+    if gen and train:
+        train_s = statistics.fmean(train)
+        gen_s = max(0.0, statistics.fmean(gen) - train_s) * len(gen) / len(times)
+    return {"seconds_per_step": round(per_step, 4), "generation_seconds_per_step": None if gen_s is None else round(gen_s, 4),
+            "training_seconds_per_step": None if train_s is None else round(train_s, 4),
+            "samples_per_second": round(samples / total, 2) if total > 0 else None,
+            "tokens_per_second": round(tokens / total, 2) if total > 0 else None}
+
+
+def measure_point(study: "Study", num_generations: int, generation_batch_size: int, trial_dir: Path, *, steps: int) -> ProbePoint:
+    """Run one real trial of `steps` optimizer steps at (G, batch) and measure it."""
+    from grpo_ablate.study.lifecycle import build_spec
+    from grpo_ablate.trainer.launch import run_trial
+    from grpo_ablate.trainer.memory_cap import read_peak_memory
+
+    temperature = study.fixed_temperature() if study.temperatures() is None else _first_temperature(study)
+    cell = Cell(Arm(num_generations, generation_batch_size, temperature), study.study.seeds[0], "probe")
+    spec = build_spec(study, cell, trial_dir)
+    spec.trainer["generation_batch_size"] = generation_batch_size
+    spec.trainer.pop("steps_per_generation", None)
+    spec.budget = {**spec.budget, "max_steps": steps, "completions": None, "tokens": None, "seconds": None}
+    started = time.perf_counter()
+    result = run_trial(spec)
+    wall = time.perf_counter() - started
+    rows = _read_rows(trial_dir)
+    memory = read_peak_memory(trial_dir)
+    cuda = [float(r["peak_memory_mb"]) for r in rows if r.get("peak_memory_mb") is not None] if memory.get("peak_cuda_mb") else []
+    peak = max(cuda) if cuda else memory.get("peak_rss_mb")
+    if result.outcome is Outcome.OOM and peak is None:
+        peak = result.to_dict().get("peak_rss_mb")
+    return ProbePoint(
+        num_generations=num_generations, generation_batch_size=generation_batch_size,
+        fits=result.outcome is Outcome.COMPLETED, outcome=result.outcome.value, reason=result.reason,
+        peak_memory_mb=None if peak is None else round(float(peak), 1), memory_kind="cuda" if cuda else "rss",
+        steps=len([r for r in rows if r.get("step_time") is not None]), wall_seconds=round(wall, 2), **_timing(rows),
+    )
+
+
+def _first_temperature(study: "Study") -> float:
+    t = study.temperatures()
+    if isinstance(t, list):
+        return float(max(t))  # the hottest decodes the longest completions: the memory bound
+    return float(t.high)  # type: ignore[union-attr]
+
+
+def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = print, keep_trials: bool = False) -> Probe:
+    """Bisect each G's generation batch; write and return probe.json's content."""
+    from grpo_ablate.config import Problem, StudyError
+
+    candidates = candidate_batches(study)
+    if not candidates:
+        raise StudyError([Problem(path="search.num_generations", message=(
+            "no feasible (num_generations, generation_batch_size) pair to probe; see `grpo-ablate plan`"))])
+    root = study.output_dir / PROBE_DIR
+    started = time.perf_counter()
+    probe = Probe(study=study.study.name, memory_limit_mb=study.hardware.memory_limit_mb, steps_per_point=steps)
+    seen: dict[tuple[int, int], ProbePoint] = {}
+
+    def fits(g: int, b: int) -> bool:
+        if (g, b) not in seen:
+            point = measure_point(study, g, b, root / f"G{g}-B{b}", steps=steps)
+            seen[(g, b)] = point
+            probe.points.append(point)
+            log(f"probe G={g:<3} batch={b:<5} {'fits' if point.fits else point.outcome.upper():<8} "
+                f"peak {point.peak_memory_mb or 0:.0f} MiB, {point.seconds_per_step or 0:.2f} s/step ({point.wall_seconds:.0f} s)")
+            if not point.fits and point.outcome != Outcome.OOM.value:
+                raise RuntimeError(f"the probe's trial at G={g}, batch={b} {point.outcome}: {point.reason}")
+        return seen[(g, b)].fits
+
+    previous_best: int | None = None
+    for g, batches in candidates.items():
+        lo, hi = -1, len(batches)  # batches[lo] fits (or none), batches[hi] runs out (or none)
+        if previous_best is not None:
+            # Generation memory follows the batch's completions, not G: a larger G fits no larger
+            # batch than the last G did, so the search starts at the last fit and looks below it.
+            hi = next((i for i, b in enumerate(batches) if b > previous_best), len(batches))
+            start = max((i for i, b in enumerate(batches) if b <= previous_best), default=0)
+            if fits(g, batches[start]):
+                lo = start
+            else:
+                hi = start
+        while hi - lo > 1:
+            mid = (lo + hi + 1) // 2
+            if fits(g, batches[mid]):
+                lo = mid
+            else:
+                hi = mid
+        previous_best = batches[lo] if lo >= 0 else previous_best
+    probe.total_seconds = round(time.perf_counter() - started, 2)
+    probe.one_trial_estimate_s = _one_trial_estimate(study, probe)
+    save_probe(study.output_dir, probe)
+    if not keep_trials:
+        shutil.rmtree(root, ignore_errors=True)
+    return probe
+
+
+def _one_trial_estimate(study: "Study", probe: Probe) -> float | None:
+    """One full trial at the baseline G's largest fit: startup + the budget's steps at its pace."""
+    from grpo_ablate.plan import baseline_arm
+
+    best = probe.best()
+    if not best:
+        return None
+    g = baseline_arm(study).num_generations
+    point = best.get(g) or best[min(best, key=lambda x: abs(x - g))]
+    steps = study.budget.max_steps or 100
+    return round(STARTUP_ESTIMATE_S + steps * (point.seconds_per_step or 0.0), 1)
+
+
+def probe_table(probe: Probe) -> str:
+    """For each G, the largest batch that fits and its throughput; then the probe's cost."""
+    lines = [f"{'G':>4} {'largest batch':>13} {'peak MiB':>9} {'s/step':>7} {'gen s':>6} {'train s':>7} "
+             f"{'samples/s':>9} {'tokens/s':>9} {'OOM at':>8}"]
+    best = probe.best()
+    gens = sorted({p.num_generations for p in probe.points})
+    for g in gens:
+        ooms = sorted(p.generation_batch_size for p in probe.ooms() if p.num_generations == g)
+        oom = str(ooms[0]) if ooms else "-"
+        p = best.get(g)
+        if p is None:
+            lines.append(f"{g:>4} {'none fits':>13} {'':>9} {'':>7} {'':>6} {'':>7} {'':>9} {'':>9} {oom:>8}")
+            continue
+
+        def f(v: float | None, spec: str) -> str:
+            return "-" if v is None else format(v, spec)
+
+        lines.append(f"{g:>4} {p.generation_batch_size:>13} {f(p.peak_memory_mb, '.0f'):>9} {f(p.seconds_per_step, '.2f'):>7} "
+                     f"{f(p.generation_seconds_per_step, '.2f'):>6} {f(p.training_seconds_per_step, '.2f'):>7} "
+                     f"{f(p.samples_per_second, '.1f'):>9} {f(p.tokens_per_second, '.0f'):>9} {oom:>8}")
+    estimate = f"{probe.one_trial_estimate_s:.0f} s" if probe.one_trial_estimate_s else "unknown"
+    lines.append(f"probe: {len(probe.points)} point(s) x {probe.steps_per_point} step(s) in {probe.total_seconds:.0f} s; "
+                 f"one full trial is estimated at {estimate}")
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""A trial's peak memory, and `hardware.memory_limit_mb`: on CPU, a trial over the cap is an OOM.
+
+On GPUs CUDA raises its own out-of-memory error; on a CPU machine nothing does until the
+kernel kills the whole box. The cap makes the CPU path behave like a GPU: a daemon thread in
+the trial process sums the resident memory (RSS) of the trial's process group (under torchrun,
+each rank's) every POLL_SECONDS; over the cap, it writes the trial's result as `oom` with the peak it saw, prints
+a MemoryError line to the log, and kills the group. Every trial also leaves `memory.json`
+(peak RSS, and CUDA's peak when CUDA was used), which `grpo-ablate probe` reads.
+
+    python -m grpo_ablate.trainer.worker runs/x/trials/00000/spec.json   # started by the worker
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from grpo_ablate.vocab import RESULT_FILE, Outcome
+
+__all__ = ["MEMORY_FILE", "MemoryWatch", "group_rss_mb", "read_peak_memory", "start_memory_watch"]
+
+MEMORY_FILE = "memory.json"  # TODO(vocab): a trial file name, next to metrics.jsonl
+POLL_SECONDS = 0.1  # under a cap: a spike shorter than this can slip by
+PEAK_POLL_SECONDS = 0.5  # without one, only memory.json's peak is wanted: cheaper
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def group_rss_mb(pgid: int) -> float:
+    """Resident memory (MiB) of every process in process group `pgid` (the trial's tree)."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid:  # field 5: process group
+            total += int(fields[21]) * _PAGE  # field 24: rss in pages
+    return total / 2**20
+
+
+class MemoryWatch:
+    """Track the trial's peak RSS; past `limit_mb`, record an OOM and end the trial."""
+
+    def __init__(self, trial_dir: Path, limit_mb: float | None, *, rank: int = 0) -> None:
+        self.trial_dir = trial_dir
+        self.limit_mb = limit_mb
+        self.rank = rank
+        self.pgid = os.getpgrp()
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+
+    def poll(self) -> float:
+        now = group_rss_mb(self.pgid)
+        self.peak_mb = max(self.peak_mb, now)
+        return now
+
+    def _over(self, now: float) -> None:
+        reason = (f"MemoryError: the trial's processes held {now:.0f} MiB, over hardware.memory_limit_mb="
+                  f"{self.limit_mb:g}")
+        print(f"[grpo-ablate] {reason}\n{reason}", flush=True)
+        self.write()
+        name = RESULT_FILE if self.rank == 0 else f"result.rank{self.rank}.json"
+        payload: dict[str, Any] = {"outcome": Outcome.OOM.value, "reason": reason, "exception_type": "MemoryError",
+                                   "exception_message": reason, "rank": self.rank, "peak_rss_mb": round(now, 1)}
+        target = self.trial_dir / name
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(payload, indent=2))
+        os.replace(tmp, target)
+        os.killpg(self.pgid, signal.SIGKILL)
+
+    def run(self) -> None:
+        interval = POLL_SECONDS if self.limit_mb is not None else PEAK_POLL_SECONDS
+        while not self._stop.wait(interval):
+            now = self.poll()
+            if self.limit_mb is not None and now > self.limit_mb:
+                self._over(now)
+                return
+
+    def write(self) -> None:
+        """memory.json: the peak RSS seen, and CUDA's peak when this process used CUDA."""
+        payload: dict[str, Any] = {"peak_rss_mb": round(self.peak_mb, 1), "limit_mb": self.limit_mb}
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            payload["peak_cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+        if self.rank == 0:
+            (self.trial_dir / MEMORY_FILE).write_text(json.dumps(payload, indent=2))
+
+    def close(self) -> None:
+        self._stop.set()
+        self.poll()
+        self.write()
+
+
+def start_memory_watch(trial_dir: str | os.PathLike[str], hardware: dict[str, Any]) -> MemoryWatch:
+    """Start the watch thread for this trial process; memory.json is written at exit."""
+    limit = hardware.get("memory_limit_mb")
+    watch = MemoryWatch(Path(trial_dir), float(limit) if limit else None, rank=int(os.environ.get("RANK", "0")))
+    watch.poll()
+    threading.Thread(target=watch.run, name="grpo-ablate-memory-cap", daemon=True).start()
+    atexit.register(watch.close)
+    return watch
+
+
+def read_peak_memory(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """A finished trial's memory.json ({} when it left none, e.g. killed before exit)."""
+    try:
+        raw = json.loads((Path(trial_dir) / MEMORY_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return raw if isinstance(raw, dict) else {}

@@ -1,0 +1,160 @@
+"""Sample K completions per prompt from the starting model and score them: no gradient steps.
+
+The input of `grpo-ablate advise`: per prompt and temperature, the K rewards, with the study's
+own model, prompts, decoding (max_completion_length, top_p, top_k) and reward functions. Run as
+its own process, like a trial (the orchestrator never imports torch); vLLM when the study
+configures it (hardware.vllm.mode), transformers' generate otherwise.
+
+    python -m grpo_ablate.trainer.sample runs/x/advise/sample_spec.json   # writes samples.json beside it
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+
+__all__ = ["SAMPLES_FILE", "sample_rewards", "main"]
+
+SAMPLES_FILE = "samples.json"  # TODO(vocab): the advise sampler's output file
+_BATCH_PROMPTS = 64  # prompts per generate call (x K sequences)
+
+
+def _pick_prompts(dataset: Any, n: int, seed: int) -> list[int]:
+    indices = list(range(len(dataset)))
+    random.Random(f"advise:{seed}").shuffle(indices)
+    return sorted(indices[:n])
+
+
+def _score(funcs: list[Any], weights: list[float], prompts: list[Any], completions: list[Any],
+           completion_ids: list[list[int]], columns: dict[str, list[Any]]) -> list[float]:
+    total = [0.0] * len(completions)
+    for func, weight in zip(funcs, weights):
+        values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
+        for i, v in enumerate(values):
+            total[i] += weight * (0.0 if v is None else float(v))
+    return total
+
+
+def _generate_hf(model: Any, tokenizer: Any, prompts: list[Any], k: int, temperature: float, trainer: dict[str, Any],
+                 seed: int) -> tuple[list[str], list[list[int]]]:
+    import torch
+
+    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) if isinstance(p, list) else p
+             for p in prompts]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+    kwargs: dict[str, Any] = {
+        "max_new_tokens": int(trainer.get("max_completion_length") or 256), "do_sample": True, "temperature": temperature,
+        "top_p": float(trainer.get("top_p") or 1.0), "top_k": trainer.get("top_k") or None,
+        "num_return_sequences": k, "pad_token_id": tokenizer.pad_token_id,
+    }
+    if trainer.get("min_p") is not None:
+        kwargs["min_p"] = float(trainer["min_p"])
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = model.generate(**enc, **kwargs)
+    ids = out[:, enc["input_ids"].shape[1]:].tolist()
+    eos = tokenizer.eos_token_id
+    cut = [row[: row.index(eos) + 1] if eos in row else [t for t in row if t != tokenizer.pad_token_id] for row in ids]
+    return tokenizer.batch_decode(cut, skip_special_tokens=True), cut
+
+
+def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, temperature: float, trainer: dict[str, Any],
+                   seed: int) -> tuple[list[str], list[list[int]]]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(n=k, temperature=temperature, top_p=float(trainer.get("top_p") or 1.0),
+                            top_k=int(trainer.get("top_k") or -1), min_p=float(trainer.get("min_p") or 0.0),
+                            max_tokens=int(trainer.get("max_completion_length") or 256), seed=seed)
+    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) if isinstance(p, list) else p
+             for p in prompts]
+    outputs = llm.generate(texts, params, use_tqdm=False)
+    completions, ids = [], []
+    for request in outputs:
+        for c in request.outputs:
+            completions.append(c.text)
+            ids.append(list(c.token_ids))
+    return completions, ids
+
+
+def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
+    """{prompts, temperatures, rewards[t][prompt][k], reward_names, seconds, tokens}."""
+    from .build import load_model_and_tokenizer, load_prompts
+    from .rewards import RewardContext, build_rewards
+
+    started = time.perf_counter()
+    model, tokenizer, path = load_model_and_tokenizer(spec["model"], spec["data"], log=lambda m: print(m, flush=True))
+    dataset = load_prompts(spec["data"], tokenizer)
+    n, k, seed = int(spec["num_prompts"]), int(spec["k"]), int(spec.get("seed", 0))
+    chosen = _pick_prompts(dataset, n, seed)
+    rows = dataset.select(chosen)
+    trainer = dict(spec.get("trainer") or {})
+    ctx = RewardContext(task=spec["data"].get("task"), max_completion_length=trainer.get("max_completion_length", 512))
+    funcs, names, weights = build_rewards(spec["rewards"], ctx)
+    if trainer.get("reward_weights"):
+        weights = [float(w) for w in trainer["reward_weights"]]
+    use_vllm = (spec.get("hardware", {}).get("vllm") or {}).get("mode", "none") != "none"
+    llm = None
+    if use_vllm:
+        from vllm import LLM
+
+        llm = LLM(model=path, dtype=spec["model"].get("dtype") or "auto", seed=seed,
+                  trust_remote_code=bool(spec["model"].get("trust_remote_code")))
+    else:
+        import torch
+
+        if torch.cuda.is_available():
+            model = model.to("cuda")
+        model.eval()
+    load_seconds = time.perf_counter() - started
+    columns_all = {c: rows[c] for c in rows.column_names if c != "prompt"}
+    rewards: list[list[list[float]]] = []
+    tokens = 0
+    for ti, temperature in enumerate(spec["temperatures"]):
+        per_prompt: list[list[float]] = []
+        for start in range(0, len(rows), _BATCH_PROMPTS):
+            prompts = list(rows["prompt"][start:start + _BATCH_PROMPTS])
+            call_seed = seed * 1_000_003 + ti * 10_007 + start
+            gen = _generate_vllm if llm is not None else _generate_hf
+            completions, ids = gen(llm if llm is not None else model, tokenizer, prompts, k, float(temperature), trainer, call_seed)
+            tokens += sum(len(x) for x in ids)
+            repeated = [p for p in prompts for _ in range(k)]
+            columns = {c: [v for v in values[start:start + _BATCH_PROMPTS] for _ in range(k)] for c, values in columns_all.items()}
+            scores = _score(funcs, weights, repeated, completions, ids, columns)
+            per_prompt += [scores[i * k:(i + 1) * k] for i in range(len(prompts))]
+        rewards.append(per_prompt)
+    prompts_text = [p if isinstance(p, str) else json.dumps(p) for p in rows["prompt"]]
+    return {"prompts": prompts_text, "prompt_indices": chosen, "temperatures": list(spec["temperatures"]), "k": k,
+            "rewards": rewards, "reward_names": names, "completion_tokens": tokens, "load_seconds": round(load_seconds, 3),
+            "seconds": round(time.perf_counter() - started, 3), "backend": "vllm" if llm is not None else "transformers"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m grpo_ablate.trainer.sample <folder>/sample_spec.json", file=sys.stderr)
+        return 2
+    spec_path = Path(argv[0])
+    spec = json.loads(spec_path.read_text())
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    import torch
+
+    if str(spec["model"].get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX):
+        torch.set_num_threads(1)
+    out = sample_rewards(spec)
+    target = spec_path.parent / SAMPLES_FILE
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(out))
+    os.replace(tmp, target)
+    print(f"[grpo-ablate] sampled {len(out['prompts'])} prompts x {out['k']} at {out['temperatures']} in {out['seconds']:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

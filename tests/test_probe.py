@@ -1,0 +1,127 @@
+"""The probe: the memory cap, probe.json's space, and a real boundary under a cap.
+
+    pytest tests/test_probe.py                  # the cap on a real process, the probed space
+    pytest -m slow tests/test_probe.py          # real probe trials on the tiny model under a cap
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grpo_ablate.config import load_study
+from grpo_ablate.preflight.probe import candidate_batches, measure_point, probe_table, run_probe
+from grpo_ablate.preflight.probe_file import Probe, ProbePoint, load_probe, save_probe
+from grpo_ablate.trainer.memory_cap import group_rss_mb
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _study_file(tmp_path: Path, *, cap: int | None = None, batches: str = "probed", gens: str = "[2, 4]") -> Path:
+    cap_line = f"  memory_limit_mb: {cap}\n" if cap else ""
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        study:
+          name: probe-test
+          output_dir: {tmp_path / 'run'}
+          sampler: tpe
+          n_trials: 4
+          trial_timeout: 300
+        model:
+          name_or_path: builtin:tiny
+        data:
+          task: addition
+          num_prompts: 2000
+        trainer:
+          per_device_train_batch_size: 16
+          max_completion_length: 6
+          beta: 0.0
+        hardware:
+        """) + cap_line + textwrap.dedent(f"""\
+          launcher: python
+        search:
+          num_generations: {gens}
+          generation_batch_size: {batches}
+          max_generation_batch_size: 64
+        budget:
+          max_steps: 20
+        """))
+    return path
+
+
+def test_memory_cap_kills_a_real_process_over_the_cap_and_records_oom(tmp_path):
+    code = textwrap.dedent(f"""
+        import time
+        from grpo_ablate.trainer.memory_cap import start_memory_watch
+        start_memory_watch({str(tmp_path)!r}, {{"memory_limit_mb": 300}})
+        block = bytearray(400 * 2**20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(60)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, start_new_session=True, timeout=60,
+                          capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["outcome"] == "oom" and "memory_limit_mb=300" in result["reason"] and result["peak_rss_mb"] > 300
+    assert json.loads((tmp_path / "memory.json").read_text())["peak_rss_mb"] > 300
+    assert "MemoryError" in proc.stdout
+
+
+def test_group_rss_counts_this_process():
+    assert group_rss_mb(os.getpgrp()) > 10
+
+
+def test_probed_space_keeps_each_gs_largest_fit_and_drops_oom_pairs(tmp_path):
+    path = _study_file(tmp_path)
+    before = load_study(path)
+    assert any("probe.json does not exist" in w for w in before.warnings)
+    assert candidate_batches(before) == {2: [16, 32, 48, 64], 4: [16, 32, 48, 64]}
+    points = [ProbePoint(2, 32, True, "completed", seconds_per_step=0.1), ProbePoint(2, 64, False, "oom", reason="cap"),
+              ProbePoint(4, 16, True, "completed"), ProbePoint(4, 32, False, "oom")]
+    save_probe(tmp_path / "run", Probe(study="probe-test", points=points, total_seconds=3.0, one_trial_estimate_s=60.0))
+    study = load_study(path)
+    assert [(p.num_generations, p.generation_batch_size) for p in study.space.feasible] == [(2, 32), (4, 16)]
+    assert {(r.num_generations, r.generation_batch_size) for r in study.space.rejected} >= {(2, 64), (4, 32)}
+    table = probe_table(load_probe(tmp_path / "run"))
+    assert "one full trial is estimated at 60 s" in table
+    auto = load_study(_study_file(tmp_path, batches="auto"))  # auto keeps every fit, never an OOM pair
+    labels = {p.label for p in auto.space.feasible}
+    assert "2x64" not in labels and "4x32" not in labels and "2x48" in labels
+
+
+@pytest.mark.slow
+def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pairs(tmp_path):
+    import optuna
+
+    from grpo_ablate.study.lifecycle import suggest_params
+    from grpo_ablate.study.setup import open_study, record_probe_ooms
+
+    # The cap sits between a small batch's peak (measured here) and a 1024-completion batch's.
+    free = load_study(_study_file(tmp_path, batches="[16, 1024]"))
+    small = measure_point(free, 2, 16, tmp_path / "calibrate", steps=1)
+    assert small.fits and small.peak_memory_mb
+    path = _study_file(tmp_path, cap=int(small.peak_memory_mb + 12), batches="[16, 1024]")
+    study = load_study(path)
+    probe = run_probe(study, steps=1, log=lambda m: None)
+    ran = [(p.num_generations, p.generation_batch_size, p.fits) for p in probe.points]
+    assert ran == [(2, 1024, False), (2, 16, True), (4, 16, True)]  # no point twice; G=4 never tries 1024
+    assert "memory_limit_mb" in (probe.points[0].reason or "")
+    assert probe.best()[2].generation_batch_size == 16 and probe.total_seconds > 0
+    study = load_study(path)  # now with probe.json: the OOM pair is out of the space
+    assert {p.label for p in study.space.feasible} == {"2x16", "4x16"}
+    ostudy, _ = open_study(study)
+    assert record_probe_ooms(ostudy, study) == 1 and record_probe_ooms(ostudy, study) == 0
+    oom = [t for t in ostudy.get_trials() if t.user_attrs.get("role") == "probe"]
+    assert oom[0].state == optuna.trial.TrialState.COMPLETE and oom[0].system_attrs["constraints:oom"] > 0
+    for _ in range(8):
+        trial = ostudy.ask()
+        cell = suggest_params(trial, study)
+        assert cell.arm.generation_batch_size == 16
+        ostudy.tell(trial, [1.0])
