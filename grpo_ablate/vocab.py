@@ -41,6 +41,10 @@ __all__ = [
     "HEADLINE_FILE",
     "TENSORBOARD_DIR",
     "EVENTS_FILE",
+    "MEMORY_FILE",
+    "SAMPLES_FILE",
+    "PROBE_FILE",
+    "ADVISE_FILE",
     "Outcome",
     "SEARCHED_KEYS",
     "TRIAL_KEYS",
@@ -212,6 +216,11 @@ EVAL_FILE = "eval.jsonl"  # held-out evaluation: one JSON object per evaluation 
 HEADLINE_FILE = "headline_metrics.csv"  # the headline metrics as a small table, a dashboard artifact
 TENSORBOARD_DIR = "tensorboard"  # <output_dir>/tensorboard/<run name>/ when the study turns TensorBoard on
 EVENTS_FILE = "events.jsonl"  # events of a run: one JSON object per G-schedule phase change (step, reason)
+MEMORY_FILE = "memory.json"  # the trial's peak memory (and the cap, when hardware.memory_limit_mb is set)
+SAMPLES_FILE = "samples.json"  # advise's sampler: rewards of K completions per prompt, no training
+# In the study's output_dir, beside the trials:
+PROBE_FILE = "probe.json"  # grpo-ablate probe: fits or OOM, memory and throughput per (G, batch)
+ADVISE_FILE = "advise.json"  # grpo-ablate advise: fitted difficulty and the predicted shortlist
 
 
 def trial_dir_name(number: int) -> str:

@@ -28,14 +28,13 @@ from grpo_ablate.preflight.difficulty import (
     zero_spread_empirical,
 )
 from grpo_ablate.preflight.probe_file import load_probe
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+from grpo_ablate.vocab import ADVISE_FILE, BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["ADVISE_FILE", "Advice", "Prediction", "advise_text", "plot_advice", "predict", "run_advise", "sample"]
+__all__ = ["Advice", "Prediction", "advise_text", "plot_advice", "predict", "run_advise", "sample"]
 
-ADVISE_FILE = "advise.json"  # TODO(vocab): a study-folder file name
 ADVISE_PLOT = "advise.png"
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,8 +90,6 @@ def _candidate_temperatures(study: "Study") -> list[float]:
 
 def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path) -> dict[str, Any]:
     """Run trainer/sample.py in its own process; its samples.json."""
-    from grpo_ablate.trainer.sample import SAMPLES_FILE
-
     folder.mkdir(parents=True, exist_ok=True)
     spec = {"model": study.model.model_dump(), "data": study.data.model_dump(), "rewards": [r.model_dump() for r in study.rewards],
             "trainer": dict(study.trainer), "hardware": study.hardware.model_dump(), "num_prompts": num_prompts, "k": k,

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.space import FeasibleSpace, Rejection
+from grpo_ablate.vocab import PROBE_FILE
 
-__all__ = ["PROBE_FILE", "ProbePoint", "Probe", "load_probe", "probe_path", "probed_space", "save_probe"]
+__all__ = ["ProbePoint", "Probe", "load_probe", "probe_path", "probed_space", "save_probe"]
 
-PROBE_FILE = "probe.json"  # TODO(vocab): a study-folder file name
 
 
 @dataclass

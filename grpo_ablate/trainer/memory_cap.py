@@ -21,11 +21,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.vocab import RESULT_FILE, Outcome
+from grpo_ablate.vocab import MEMORY_FILE, RESULT_FILE, Outcome
 
-__all__ = ["MEMORY_FILE", "MemoryWatch", "group_rss_mb", "read_peak_memory", "start_memory_watch"]
+__all__ = ["MemoryWatch", "group_rss_mb", "read_peak_memory", "start_memory_watch"]
 
-MEMORY_FILE = "memory.json"  # TODO(vocab): a trial file name, next to metrics.jsonl
 POLL_SECONDS = 0.1  # under a cap: a spike shorter than this can slip by
 PEAK_POLL_SECONDS = 0.5  # without one, only memory.json's peak is wanted: cheaper
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -18,11 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
-__all__ = ["SAMPLES_FILE", "sample_rewards", "main"]
+__all__ = ["sample_rewards", "main"]
 
-SAMPLES_FILE = "samples.json"  # TODO(vocab): the advise sampler's output file
 _BATCH_PROMPTS = 64  # prompts per generate call (x K sequences)
 
 
