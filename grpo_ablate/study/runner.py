@@ -28,7 +28,8 @@ from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle, requeue
-from grpo_ablate.study.setup import PLAN_READY_ATTR, describe_study, open_study, queue_plan, wait_for_plan
+from grpo_ablate.study.setup import (PLAN_READY_ATTR, describe_study, open_study, queue_plan, record_probe_ooms,
+                                     wait_for_plan)
 from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:
@@ -94,10 +95,13 @@ class StudyRunner:
     # ---- choosing the next trial
 
     def finished_count(self) -> tuple[int, int]:
-        """(finished, running) trials of the study over every host; requeued ones are not finished."""
+        """(finished, running) trials of the study over every host; requeued ones are not finished.
+
+        The probe's recorded out-of-memory pairs (role "probe") teach the sampler but ran no trial.
+        """
         from optuna.trial import TrialState
 
-        trials = self.ostudy.get_trials(deepcopy=False)
+        trials = [t for t in self.ostudy.get_trials(deepcopy=False) if t.user_attrs.get("role") != "probe"]
         done = sum(1 for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
                    or (t.state == TrialState.FAIL and t.user_attrs.get("outcome") == Outcome.FAILED.value))
         running = sum(1 for t in trials if t.state == TrialState.RUNNING)
@@ -269,6 +273,9 @@ def run_study(study: "Study", write_report: bool = True) -> int:
         return 2
     if created:
         describe_study(ostudy, study)
+    recorded = record_probe_ooms(ostudy, study)  # a probe run since: its OOM pairs teach the sampler
+    if recorded:
+        print(f"grpo-ablate: recorded {recorded} out-of-memory pair(s) from probe.json as violated constraints")
     cells = study_plan(study)
     if cells:
         if created:
