@@ -18,13 +18,16 @@ from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import space_for, world_size
 from grpo_ablate.config.names import check_names
 from grpo_ablate.config.places import check_places
-from grpo_ablate.config.schema import FloatRange, IntRange, StudyFile, model_at
+from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.vocab import METRICS, SEARCHED_KEYS
 
-__all__ = ["validate_dict", "objective_metrics"]
+__all__ = ["validate_dict", "objective_metrics", "EVALUATION_OBJECTIVE"]
+
+# A study with held-out evaluation optimises this unless it names its own objectives.
+EVALUATION_OBJECTIVE = "eval_final_reward"
 
 
 def objective_metrics() -> list[str]:
@@ -49,6 +52,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_study(sf, space)
     problems += _check_budget(sf, warnings)
     problems += _check_gpus(sf)
+    problems += _check_evaluation(sf)
     problems += check_names(sf)
     problems += check_places(sf)
     if problems:
@@ -187,4 +191,33 @@ def _check_gpus(sf: StudyFile) -> list[Problem]:
                 f"to {max(1, hw.gpus - server)}")))
     if hw.vllm.mode == "server" and not hw.gpus:
         problems.append(Problem(path="hardware.gpus", message="vLLM server mode needs hardware.gpus (GPUs per trial, server included)"))
+    return problems
+
+
+def _check_evaluation(sf: StudyFile) -> list[Problem]:
+    """The held-out evaluation: fixed decoding that means something, prompts apart from training.
+
+    Also sets the default objective: with evaluation and no `study.objectives` in the file,
+    the study maximises eval_final_reward (an explicit list is kept as written).
+    """
+    ev = sf.evaluation
+    if ev is None:
+        return []
+    problems: list[Problem] = []
+    if "objectives" not in sf.study.model_fields_set:
+        sf.study.objectives = [Objective(metric=EVALUATION_OBJECTIVE)]
+    if ev.temperature == 0 and ev.samples_per_prompt > 1:
+        problems.append(Problem(path="evaluation.samples_per_prompt", message=(
+            f"greedy evaluation (temperature 0) gives {ev.samples_per_prompt} identical samples per prompt; "
+            "use 1, or set evaluation.temperature > 0")))
+    if sf.data.task is not None and (ev.dataset is not None or ev.split is not None):
+        problems.append(Problem(path="evaluation", message=(
+            f"data.task {sf.data.task!r} has its own held-out prompts; leave out evaluation.dataset and evaluation.split")))
+    if sf.data.dataset is not None and ev.dataset is None and ev.split is not None and ev.split == sf.data.split:
+        problems.append(Problem(path="evaluation.split", message=(
+            f"is the training split ({ev.split!r}): evaluation prompts must not be trained on; name another split, "
+            "or leave it out to hold num_prompts out of the training data")))
+    length = ev.max_completion_length or sf.trainer.get("max_completion_length")
+    if length is not None and not (isinstance(length, int) and length >= 1):
+        problems.append(Problem(path="evaluation.max_completion_length", message=f"must be a positive integer, got {length!r}"))
     return problems
