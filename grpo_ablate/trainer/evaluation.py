@@ -96,7 +96,10 @@ class Evaluator(TrainerCallback):
         self.trainer: Any = None
         self.point = 0
         self.seconds = 0.0  # all evaluation time, for result.json
-        self._columns = [c for c in prompts.column_names if c != "prompt"]
+        # Read once: a Dataset's row access is slow, and the prompts never change.
+        self._prompts = list(prompts["prompt"])
+        self._columns = {c: list(prompts[c]) for c in prompts.column_names if c != "prompt"}
+        self._texts = [self._prompt_text(p) for p in self._prompts]
 
     def attach(self, trainer: Any) -> None:
         self.trainer = trainer
@@ -129,18 +132,17 @@ class Evaluator(TrainerCallback):
         if not state.is_world_process_zero:
             return
         started = time.perf_counter()
-        texts = [self._prompt_text(p) for p in self.prompts["prompt"]]
-        completion_ids = self._generate(texts, state)
+        completion_ids = self._generate(self._texts, state)
         flat_prompts, flat_completions, flat_ids, columns = [], [], [], {c: [] for c in self._columns}
         for i, per_prompt in enumerate(completion_ids):
             for ids in per_prompt:
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                prompt = self.prompts[i]["prompt"]
+                prompt = self._prompts[i]
                 flat_prompts.append(prompt)
                 flat_completions.append([{"role": "assistant", "content": text}] if isinstance(prompt, list) else text)
                 flat_ids.append(ids)
-                for c in self._columns:
-                    columns[c].append(self.prompts[i][c])
+                for c, values in self._columns.items():
+                    columns[c].append(values[i])
         per_func = [
             self._call(f, flat_prompts, flat_completions, flat_ids, columns, state) for f in self.reward_funcs
         ]
@@ -164,7 +166,7 @@ class Evaluator(TrainerCallback):
         for i in range(min(self.show, len(per_prompt))):
             shown.append({
                 "prompt_index": i,
-                "prompt": plain_text(self.prompts[i]["prompt"])[:MAX_SAMPLE_CHARS],
+                "prompt": plain_text(self._prompts[i])[:MAX_SAMPLE_CHARS],
                 "completions": [
                     {"text": plain_text(completions[j])[:MAX_SAMPLE_CHARS], "reward": round(rewards[j], 4), "length": len(ids[j])}
                     for j in range(i * s, (i + 1) * s)
