@@ -1,4 +1,5 @@
-"""Build one trial from its spec: model, tokenizer, prompts, rewards, GRPOConfig, GRPOTrainer.
+"""Build one trial from its spec: model, tokenizer, prompts (and held-out prompts), rewards,
+GRPOConfig, GRPOTrainer, and the callbacks (recorder, stop switch, held-out evaluator).
 
 The single place where a study's sections meet TRL. Every trial builds a *fresh* GRPOConfig
 from the raw keyword arguments (TRL fills generation_batch_size and steps_per_generation in
@@ -10,6 +11,7 @@ No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -243,8 +245,6 @@ def load_prompt_sets(
 
 
 def _prompt_key(prompt: Any) -> str:
-    import json
-
     return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True)
 
 
