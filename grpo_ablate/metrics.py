@@ -27,10 +27,32 @@ separately as load_seconds and build_seconds).
 - frac_reward_zero_std = mean of TRL's frac_reward_zero_std over reward rows: the share of
   groups whose G completions all scored the same (no gradient from them).
 
+Held-out evaluation, from `eval.jsonl` (one row per evaluation point, in point order; see
+trainer/evaluation.py). Notation: e_0..e_m the rows' `reward` (mean held-out reward over prompts
+x samples at the study's fixed decoding), e_0 scored before the first step, e_m at the end;
+c_j, N_j, T_j the row's `completions`, `generated_tokens` (training completion tokens so far)
+and `train_seconds` (training time so far, evaluation time excluded).
+
+- eval_start_reward = e_0 (the row with point 0); eval_final_reward = e_m (the last row, m >= 1).
+- eval_gain = e_m - e_0.
+- eval_gain_per_hour = eval_gain / (T_m / 3600).  Training time only.
+- eval_gain_per_million_tokens = eval_gain / (N_m / 1e6).
+- eval_auc = sum_j (N_j - N_{j-1}) x (e_j + e_{j-1}) / 2, divided by (N_m - N_0): the trapezoid
+  area under the held-out curve against generated tokens, per token; the mean held-out reward
+  over the run, so an arm that learns early scores higher at equal end reward.
+- eval_seconds = sum of the rows' `eval_seconds`: the time spent scoring, never in T.
+- to target t (the study's `evaluation.target`, or start + target_fraction x the baseline
+  arm's mean eval_gain, set by the report): j* = the first row with e_j >= t;
+  completions_to_target = c_j*, tokens_to_target = N_j*, seconds_to_target = T_j*,
+  target_reached = True. No such row: the trial is censored at its budget, target_reached =
+  False and the three values are those of the last row (c_m, N_m, T_m): shown as "not
+  reached", never as if reached.
+
 Metrics that need more rows than the file has are None (a trial pruned after one step has no
 stability). The functions accept a partial file (a trial still running or one that crashed).
 
     python -m grpo_ablate.metrics runs/tiny/trials/0/metrics.jsonl
+    python -m grpo_ablate.metrics runs/tiny/trials/00000     # metrics.jsonl and eval.jsonl
 """
 
 from __future__ import annotations
@@ -40,7 +62,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.vocab import HEADLINE_METRICS, METRICS_FILE, RESULT_FILE
+from grpo_ablate.vocab import EVAL_FILE, HEADLINE_METRICS, METRICS_FILE, RESULT_FILE
 
 __all__ = [
     "SMOOTHING_FRACTION",
@@ -49,9 +71,16 @@ __all__ = [
     "read_rows",
     "read_timings",
     "summarize",
+    "summarize_eval",
     "summarize_file",
     "summarize_trial",
+    "to_target",
 ]
+
+EVAL_KEYS = (
+    "eval_start_reward", "eval_final_reward", "eval_gain", "eval_gain_per_hour",
+    "eval_gain_per_million_tokens", "eval_auc", "eval_seconds",
+)
 
 SMOOTHING_FRACTION = 0.1
 STABILITY_WINDOW = 5
@@ -179,6 +208,62 @@ def summarize_file(path: str | Path) -> dict[str, Any]:
     return summarize(read_rows(path))
 
 
+def _eval_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Rows with a finite reward, in point order."""
+    kept = [r for r in rows if isinstance(r, Mapping) and _num(r.get("reward")) is not None]
+    kept.sort(key=lambda r: (_num(r.get("point")) or 0.0, _num(r.get("completions")) or 0.0))
+    return kept
+
+
+def summarize_eval(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The held-out metrics of one trial from its eval.jsonl rows (see the module docstring)."""
+    out: dict[str, Any] = {k: None for k in EVAL_KEYS}
+    all_rows = [r for r in rows if isinstance(r, Mapping)]
+    seconds = [v for v in (_num(r.get("eval_seconds")) for r in all_rows) if v is not None]
+    out["eval_seconds"] = sum(seconds) if seconds else None
+    rows = _eval_rows(all_rows)
+    if not rows:
+        return out
+    first, last = rows[0], rows[-1]
+    if _num(first.get("point")) == 0:
+        out["eval_start_reward"] = _num(first["reward"])
+    if len(rows) >= 2:
+        out["eval_final_reward"] = _num(last["reward"])
+    start, final = out["eval_start_reward"], out["eval_final_reward"]
+    if start is None or final is None:
+        return out
+    gain = final - start
+    out["eval_gain"] = gain
+    hours = (_num(last.get("train_seconds")) or 0.0) / 3600.0
+    if hours > 0:
+        out["eval_gain_per_hour"] = gain / hours
+    tokens = [_num(r.get("generated_tokens")) or 0.0 for r in rows]
+    if tokens[-1] > 0:
+        out["eval_gain_per_million_tokens"] = gain / (tokens[-1] / 1e6)
+    span = tokens[-1] - tokens[0]
+    if span > 0:
+        rewards = [float(_num(r["reward"])) for r in rows]  # type: ignore[arg-type]
+        area = sum((tokens[j] - tokens[j - 1]) * (rewards[j] + rewards[j - 1]) / 2 for j in range(1, len(rows)))
+        out["eval_auc"] = area / span
+    return out
+
+
+def to_target(rows: Iterable[Mapping[str, Any]], target: float) -> dict[str, Any]:
+    """Completions, tokens and training seconds until the held-out reward first reached `target`.
+
+    Never reached: target_reached False and the values of the last row (the budget spent): the
+    trial is censored there. No rows at all: the values are None.
+    """
+    rows = _eval_rows(rows)
+    hit = next((r for r in rows if float(_num(r["reward"])) >= target), None)  # type: ignore[arg-type]
+    at = hit if hit is not None else (rows[-1] if rows else None)
+    out: dict[str, Any] = {"target_reached": hit is not None}
+    for key, column in (("completions_to_target", "completions"), ("tokens_to_target", "generated_tokens"),
+                        ("seconds_to_target", "train_seconds")):
+        out[key] = None if at is None else (_num(at.get(column)) or 0.0)
+    return out
+
+
 def read_timings(trial_dir: str | Path) -> dict[str, float]:
     """load_seconds / build_seconds / train_seconds / startup_seconds from result.json, when written."""
     path = Path(trial_dir) / RESULT_FILE
@@ -191,8 +276,12 @@ def read_timings(trial_dir: str | Path) -> dict[str, float]:
 
 
 def summarize_trial(trial_dir: str | Path) -> dict[str, Any]:
-    """`summarize_file(<trial_dir>/metrics.jsonl)` plus the load/build seconds kept out of the rates."""
+    """`summarize_file(<trial_dir>/metrics.jsonl)` plus the load/build seconds kept out of the rates,
+    and summarize_eval's keys when the trial has an eval.jsonl."""
     out = summarize_file(Path(trial_dir) / METRICS_FILE)
+    eval_path = Path(trial_dir) / EVAL_FILE
+    if eval_path.exists():
+        out.update(summarize_eval(read_jsonl(eval_path)[0]))
     timings = read_timings(trial_dir)
     for key in ("startup_seconds", "load_seconds", "build_seconds"):
         out[key] = timings.get(key)
@@ -203,7 +292,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(description="Print a trial's headline metrics from its metrics.jsonl.")
+    parser = argparse.ArgumentParser(description="Print a trial's headline metrics from its metrics.jsonl (and eval.jsonl).")
     parser.add_argument("path", help="a metrics.jsonl or a trial folder")
     args = parser.parse_args(argv)
     p = Path(args.path)

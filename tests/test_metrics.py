@@ -8,7 +8,16 @@ import math
 import pytest
 
 from grpo_ablate.vocab import HEADLINE_METRICS, METRICS
-from grpo_ablate.metrics import STABILITY_WINDOW, read_rows, summarize, summarize_file, summarize_trial
+from grpo_ablate.metrics import (
+    EVAL_KEYS,
+    STABILITY_WINDOW,
+    read_rows,
+    summarize,
+    summarize_eval,
+    summarize_file,
+    summarize_trial,
+    to_target,
+)
 
 
 def _rows(rewards, *, seconds_per_step=1.0, completions=8, length=4.0, tokens_per_step=100):
@@ -133,3 +142,68 @@ def test_every_metric_has_a_direction_and_words():
     assert METRICS["stability_variance"].direction == "minimize"
     assert METRICS["reward_per_hour"].direction == "maximize"
     assert not math.isnan(summarize(_rows([0.0, 0.5, 1.0]))["reward_per_hour"])
+
+
+# ---------------------------------------------------------------- held-out evaluation (eval.jsonl)
+
+
+def _eval_rows(rewards, *, completions_per_point=100, tokens_per_point=300.0, seconds_per_point=2.0, eval_seconds=0.5):
+    return [
+        {"point": j, "step": 10 * j, "completions": completions_per_point * j, "generated_tokens": tokens_per_point * j,
+         "train_seconds": seconds_per_point * j, "eval_seconds": eval_seconds, "reward": r}
+        for j, r in enumerate(rewards)
+    ]
+
+
+def test_summarize_eval_hand_computed():
+    m = summarize_eval(_eval_rows([0.2, 0.6, 0.8]))
+    assert m["eval_start_reward"] == 0.2 and m["eval_final_reward"] == 0.8
+    assert m["eval_gain"] == pytest.approx(0.6)
+    assert m["eval_gain_per_hour"] == pytest.approx(0.6 / (4.0 / 3600))  # T = 4 s of training, eval time not in it
+    assert m["eval_gain_per_million_tokens"] == pytest.approx(0.6 / (600 / 1e6))
+    # trapezoids over tokens: 300 x (0.2+0.6)/2 + 300 x (0.6+0.8)/2 = 330, over 600 tokens
+    assert m["eval_auc"] == pytest.approx(330 / 600)
+    assert m["eval_seconds"] == pytest.approx(1.5)
+    assert set(m) == set(EVAL_KEYS)
+
+
+def test_summarize_eval_rewards_an_early_learner_in_auc_only():
+    early, late = summarize_eval(_eval_rows([0.0, 0.8, 0.8])), summarize_eval(_eval_rows([0.0, 0.0, 0.8]))
+    assert early["eval_final_reward"] == late["eval_final_reward"]
+    assert early["eval_auc"] > late["eval_auc"]
+
+
+def test_summarize_eval_with_too_few_rows_gives_none():
+    assert all(v is None for v in summarize_eval([]).values())
+    only_start = summarize_eval(_eval_rows([0.3]))
+    assert only_start["eval_start_reward"] == 0.3
+    assert only_start["eval_final_reward"] is None and only_start["eval_gain"] is None and only_start["eval_auc"] is None
+    # rows out of order and a row without a reward are tolerated
+    rows = _eval_rows([0.1, None, 0.5])[::-1]
+    assert summarize_eval(rows)["eval_gain"] == pytest.approx(0.4)
+
+
+def test_to_target_first_point_at_or_above():
+    rows = _eval_rows([0.2, 0.5, 0.7, 0.9])
+    assert to_target(rows, 0.7) == {"target_reached": True, "completions_to_target": 200,
+                                    "tokens_to_target": 600.0, "seconds_to_target": 4.0}
+    assert to_target(rows, 0.1)["completions_to_target"] == 0  # already there before the first step
+
+
+def test_to_target_censors_at_the_budget_when_never_reached():
+    rows = _eval_rows([0.2, 0.3, 0.4])
+    out = to_target(rows, 0.95)
+    assert out["target_reached"] is False
+    # censored at the budget: the last point's compute, never None, never a made-up crossing
+    assert (out["completions_to_target"], out["tokens_to_target"], out["seconds_to_target"]) == (200, 600.0, 4.0)
+    assert to_target([], 0.5) == {"target_reached": False, "completions_to_target": None,
+                                  "tokens_to_target": None, "seconds_to_target": None}
+
+
+def test_summarize_trial_includes_eval_when_the_file_exists(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in _rows([0.0, 1.0])) + "\n")
+    assert "eval_final_reward" not in summarize_trial(tmp_path) or summarize_trial(tmp_path)["eval_final_reward"] is None
+    (tmp_path / "eval.jsonl").write_text("\n".join(json.dumps(r) for r in _eval_rows([0.25, 0.75])) + "\n")
+    m = summarize_trial(tmp_path)
+    assert m["eval_start_reward"] == 0.25 and m["eval_final_reward"] == 0.75
+    assert all(k in HEADLINE_METRICS for k in EVAL_KEYS)

@@ -14,8 +14,7 @@ TINY = str(ROOT / "studies/tiny-cpu.yaml")
 def test_tiny_ablation_plan_baseline_first_seed_major():
     cells = study_plan(load_study(TINY))
     assert [(c.role, c.seed) for c in cells] == [
-        ("baseline", 0), ("num_generations=2", 0), ("num_generations=4", 0),
-        ("baseline", 1), ("num_generations=2", 1), ("num_generations=4", 1),
+        (role, s) for s in range(4) for role in ("baseline", "num_generations=2", "temperature=0.3")
     ]
     assert cells[0].arm.num_generations == 8
 

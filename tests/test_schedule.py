@@ -82,7 +82,7 @@ def test_progress_schedule_needs_a_step_budget():
 
 
 def test_ablation_plan_has_the_schedule_as_one_arm_with_its_label():
-    study = load_study(TINY, ['num_generations=[2, 8, "2->8@40%", "2->8@zero_std<0.3"]', "study.seeds=[0]"])
+    study = load_study(TINY, ['num_generations=[2, 8, "2->8@40%", "2->8@zero_std<0.3"]', "study.seeds=[0]", "temperature=1.0"])
     cells = study_plan(study)
     roles = [c.role for c in cells]
     assert roles == ["baseline", "num_generations=2", "num_generations=2→8@40%", "num_generations=2→8@zero_std<0.3"]

@@ -45,7 +45,7 @@ def _by_outcome(study: optuna.Study) -> dict[str, int]:
 
 
 def test_ablation_runs_records_and_resumes(tmp_path):
-    args = ["run", "studies/tiny-cpu.yaml", *QUICK, *_study(tmp_path, "abl"),
+    args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "abl"),
             "--set", "num_generations=[2, 4]", "--set", "study.baseline={num_generations: 4}"]
     first = run_cli(*args)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -75,7 +75,7 @@ def test_ablation_runs_records_and_resumes(tmp_path):
 
 
 def test_oom_is_a_violated_constraint_not_a_failure(tmp_path):
-    args = ["run", "studies/tiny-cpu.yaml", *QUICK, *_study(tmp_path, "oom"), "--no-report",
+    args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "oom"), "--no-report",
             "--set", "num_generations=[2, 8]", "--set", "study.baseline={num_generations: 2}",
             "--set", "rewards=[{name: task}, {name: 'helpers_rewards:oom_for_large_groups', weight: 0.0}]"]
     res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
@@ -90,7 +90,7 @@ def test_oom_is_a_violated_constraint_not_a_failure(tmp_path):
 
 
 def test_consecutive_failures_stop_the_study(tmp_path):
-    args = ["run", "studies/tiny-cpu.yaml", *QUICK, *_study(tmp_path, "fail"), "--no-report",
+    args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "fail"), "--no-report",
             "--set", "sampler=random", "--set", "study.n_trials=6", "--set", "study.max_consecutive_failures=2",
             "--set", "rewards=['helpers_rewards:always_raises']"]
     res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
@@ -123,7 +123,7 @@ def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
     name = f"int{int(sig)}"
     plan = ["--set", "study.seeds=[0]", *_study(tmp_path, name), "--no-report", "--set", "num_generations=[2, 4]",
             "--set", "study.baseline={num_generations: 2}"]
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", ENDLESS,
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", ENDLESS,
                              *plan], cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / name / "trials" / "00000" / "metrics.jsonl"
     try:
@@ -140,7 +140,7 @@ def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
     kept = metrics.read_text().count("\n")
     assert 1 <= kept < 100000  # stopped early, partial metrics kept
 
-    res = run_cli("run", "studies/tiny-cpu.yaml", "--set", "budget.max_steps=3", *plan)
+    res = run_cli("run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", "budget.max_steps=3", *plan)
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, name)
     complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
@@ -151,7 +151,7 @@ def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
 def test_a_stop_while_a_trial_starts_is_not_missed(tmp_path):
     """Ctrl-C as soon as the trial is registered (its folder exists), long before its first step."""
     name = "early"
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", ENDLESS,
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", ENDLESS,
                              "--set", "study.seeds=[0]", *_study(tmp_path, name), "--no-report",
                              "--set", "num_generations=[2]", "--set", "study.baseline={}"],
                             cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -171,7 +171,7 @@ def test_a_stop_while_a_trial_starts_is_not_missed(tmp_path):
 
 
 def test_a_study_whose_every_trial_failed_exits_1_with_the_reasons(tmp_path):
-    args = ["run", "studies/tiny-cpu.yaml", *QUICK, *_study(tmp_path, "allfail"), "--no-report",
+    args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "allfail"), "--no-report",
             "--set", "sampler=random", "--set", "study.n_trials=1",
             "--set", "rewards=['helpers_rewards:always_raises']"]
     res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
@@ -190,7 +190,7 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path)
         unavailable("mounting a tmpfs needs root")
     try:
         journal = tmp_path / "study.journal"  # the storage is elsewhere: only the trial files are on the full disk
-        args = ["run", "studies/tiny-cpu.yaml", *QUICK, "--no-report", "--set", "study.name=full",
+        args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, "--no-report", "--set", "study.name=full",
                 "--set", f"study.output_dir={disk / 'full'}", "--storage", str(journal),
                 "--set", "num_generations=[2, 4]", "--set", "study.baseline={num_generations: 2}",
                 "--set", "study.max_consecutive_failures=2"]
@@ -224,7 +224,7 @@ def test_killed_run_on_journal_storage_is_finished_by_the_next_run(tmp_path):
     """kill -9 of the whole run (no heartbeat storage): the next run requeues the dead trial and finishes."""
     import psutil
 
-    args = ["run", "studies/tiny-cpu.yaml", "--set", "study.seeds=[0]", *_study(tmp_path, "kill"), "--no-report",
+    args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", "study.seeds=[0]", *_study(tmp_path, "kill"), "--no-report",
             "--set", "num_generations=[2]", "--set", "study.baseline={}", "--set", "study.workers=1"]
     proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", *args, "--set", "budget.max_steps=200"], cwd=ROOT,
                             env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -26,6 +26,7 @@ __all__ = [
     "SearchSection",
     "BudgetSection",
     "CompareSection",
+    "EvaluationSection",
     "StudyFile",
     "SECTION_MODELS",
     "model_at",
@@ -149,6 +150,23 @@ class CompareSection(_Section):
     tolerances: dict[str, float] = Field(default_factory=dict)
 
 
+class EvaluationSection(_Section):
+    # Held-out prompts every trial scores at one fixed decoding (never searched): before the first
+    # step, at `points` equal fractions of the budget in generated completions (tokens when the
+    # budget is in tokens), and at the end. Rows go to <trial_dir>/eval.jsonl.
+    num_prompts: int = Field(default=128, ge=1)  # how many held-out prompts
+    dataset: str | None = None  # a hub id, folder or file of evaluation prompts; default: held out of the training data
+    split: str | None = None  # a split of `dataset` (or of data.dataset when `dataset` is not set)
+    temperature: float = Field(default=0.0, ge=0)  # 0 = greedy
+    samples_per_prompt: int = Field(default=1, ge=1)
+    max_completion_length: int | None = Field(default=None, ge=1)  # default: trainer.max_completion_length
+    points: int = Field(default=4, ge=0)  # evaluation points between the start and the end
+    batch_size: int = Field(default=64, ge=1)  # prompts per generate() call
+    show_prompts: int = Field(default=4, ge=0)  # the first prompts whose completions each row keeps (side by side)
+    target: float | None = None  # an absolute held-out reward for *_to_target; null: from target_fraction
+    target_fraction: float = Field(default=0.5, gt=0, le=1)  # target = start + fraction x the baseline arm's mean gain
+
+
 class StudyFile(_Section):
     study: StudySection
     model: ModelSection = Field(default_factory=ModelSection)
@@ -160,11 +178,13 @@ class StudyFile(_Section):
     search: SearchSection = Field(default_factory=SearchSection)
     budget: BudgetSection = Field(default_factory=lambda: BudgetSection(max_steps=100))
     compare: CompareSection = Field(default_factory=CompareSection)
+    evaluation: EvaluationSection | None = None  # absent: no held-out evaluation
 
 
 SECTION_MODELS: dict[str, type[BaseModel]] = {
     "study": StudySection, "model": ModelSection, "data": DataSection, "hardware": HardwareSection,
     "search": SearchSection, "budget": BudgetSection, "compare": CompareSection,
+    "evaluation": EvaluationSection,
 }
 
 

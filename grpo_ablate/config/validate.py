@@ -19,13 +19,16 @@ from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import space_for, world_size
 from grpo_ablate.config.names import check_names
 from grpo_ablate.config.places import check_places
-from grpo_ablate.config.schema import FloatRange, IntRange, StudyFile, model_at
+from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.vocab import METRICS, SEARCHED_KEYS, Schedule, parse_generations
 
-__all__ = ["validate_dict", "objective_metrics"]
+__all__ = ["validate_dict", "objective_metrics", "EVALUATION_OBJECTIVE"]
+
+# A study with held-out evaluation optimises this unless it names its own objectives.
+EVALUATION_OBJECTIVE = "eval_final_reward"
 
 
 def objective_metrics() -> list[str]:
@@ -52,6 +55,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_gpus(sf)
     problems += _check_trackers(sf)
     problems += _check_preflight(sf, warnings)
+    problems += _check_evaluation(sf)
     problems += check_names(sf)
     problems += check_places(sf)
     if problems:
@@ -259,4 +263,33 @@ def _check_preflight(sf: StudyFile, warnings: list[str]) -> list[Problem]:
         if load_probe(output_dir) is None:
             warnings.append(f"search.generation_batch_size is `probed` but {output_dir}/probe.json does not exist: "
                             "run `grpo-ablate probe STUDY` first; until then every `auto` batch is searched")
+    return problems
+
+
+def _check_evaluation(sf: StudyFile) -> list[Problem]:
+    """The held-out evaluation: fixed decoding that means something, prompts apart from training.
+
+    Also sets the default objective: with evaluation and no `study.objectives` in the file,
+    the study maximises eval_final_reward (an explicit list is kept as written).
+    """
+    ev = sf.evaluation
+    if ev is None:
+        return []
+    problems: list[Problem] = []
+    if "objectives" not in sf.study.model_fields_set:
+        sf.study.objectives = [Objective(metric=EVALUATION_OBJECTIVE)]
+    if ev.temperature == 0 and ev.samples_per_prompt > 1:
+        problems.append(Problem(path="evaluation.samples_per_prompt", message=(
+            f"greedy evaluation (temperature 0) gives {ev.samples_per_prompt} identical samples per prompt; "
+            "use 1, or set evaluation.temperature > 0")))
+    if sf.data.task is not None and (ev.dataset is not None or ev.split is not None):
+        problems.append(Problem(path="evaluation", message=(
+            f"data.task {sf.data.task!r} has its own held-out prompts; leave out evaluation.dataset and evaluation.split")))
+    if sf.data.dataset is not None and ev.dataset is None and ev.split is not None and ev.split == sf.data.split:
+        problems.append(Problem(path="evaluation.split", message=(
+            f"is the training split ({ev.split!r}): evaluation prompts must not be trained on; name another split, "
+            "or leave it out to hold num_prompts out of the training data")))
+    length = ev.max_completion_length or sf.trainer.get("max_completion_length")
+    if length is not None and not (isinstance(length, int) and length >= 1):
+        problems.append(Problem(path="evaluation.max_completion_length", message=f"must be a positive integer, got {length!r}"))
     return problems

@@ -108,6 +108,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
         budget=budget,
         hardware=hardware,
         params=cell.as_attrs(),
+        evaluation=study.file.evaluation.model_dump() if study.file.evaluation is not None else None,
         timeout_s=study.study.trial_timeout,
         env=dict(env or {}),
     )

@@ -113,6 +113,11 @@ def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
     ostudy.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)])
     ostudy.set_user_attr("baseline", baseline_arm(study).as_dict())
     ostudy.set_user_attr("hardware", study.space.shape.describe())
+    if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction
+        evaluation = study.file.evaluation.model_dump()
+        if evaluation["max_completion_length"] is None:
+            evaluation["max_completion_length"] = study.trainer.get("max_completion_length")
+        ostudy.set_user_attr("evaluation", evaluation)
 
 
 def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:

@@ -1,4 +1,5 @@
-"""Build one trial from its spec: model, tokenizer, prompts, rewards, GRPOConfig, GRPOTrainer.
+"""Build one trial from its spec: model, tokenizer, prompts (and held-out prompts), rewards,
+GRPOConfig, GRPOTrainer, and the callbacks (recorder, stop switch, held-out evaluator).
 
 The single place where a study's sections meet TRL. Every trial builds a *fresh* GRPOConfig
 from the raw keyword arguments (TRL fills generation_batch_size and steps_per_generation in
@@ -10,6 +11,7 @@ No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -30,7 +32,10 @@ __all__ = [
     "build_config_kwargs",
     "build_trial",
     "derive_max_steps",
+    "evaluation_budget",
     "load_model_and_tokenizer",
+    "format_prompts",
+    "load_prompt_sets",
     "load_prompts",
 ]
 
@@ -47,6 +52,7 @@ class BuiltTrial:
     config: Any
     recorder: MetricsRecorder
     stopper: StopSwitch
+    evaluator: Any  # trainer/evaluation.Evaluator, or None without an `evaluation:` section
     model_path: str
     reward_names: list[str]
     reward_weights: list[float]
@@ -139,26 +145,28 @@ def _use_chat(data: dict[str, Any], tokenizer) -> bool:
     return has_template
 
 
-def load_prompts(data: dict[str, Any], tokenizer, *, seed: int = 1234):
-    """The training dataset with a `prompt` column, built as Open R1 builds it.
+def _raw_dataset(data: dict[str, Any], *, seed: int) -> tuple[Any, str]:
+    """(dataset, prompt column) before formatting: a built-in task's draw or the named dataset."""
+    if data.get("task"):
+        return task_dataset(data["task"], int(data.get("num_prompts") or DEFAULT_TASK_PROMPTS), seed=seed), "prompt"
+    dataset = _load_source(data)
+    column = data.get("prompt_column") or "prompt"
+    if column not in dataset.column_names:
+        raise ValueError(
+            f"data.prompt_column {column!r} is not a column of {data['dataset']!r}; columns are {dataset.column_names}"
+        )
+    if data.get("max_samples"):
+        dataset = dataset.select(range(min(int(data["max_samples"]), len(dataset))))
+    return dataset, column
+
+
+def format_prompts(dataset: Any, column: str, data: dict[str, Any], tokenizer) -> Any:
+    """Rows with a `prompt` column, built as Open R1 builds it.
 
     With a chat template: [system?, user] messages (TRL applies the template). Without: plain
     text, the system prompt (if any) prepended. Other columns stay, so rewards read them
-    (`solution`, `answer`, ...).
+    (`solution`, `answer`, ...). Prompts longer than data.max_prompt_tokens are dropped.
     """
-    if data.get("task"):
-        dataset = task_dataset(data["task"], int(data.get("num_prompts") or DEFAULT_TASK_PROMPTS), seed=seed)
-        column = "prompt"
-    else:
-        dataset = _load_source(data)
-        column = data.get("prompt_column") or "prompt"
-        if column not in dataset.column_names:
-            raise ValueError(
-                f"data.prompt_column {column!r} is not a column of {data['dataset']!r}; "
-                f"columns are {dataset.column_names}"
-            )
-    if data.get("max_samples"):
-        dataset = dataset.select(range(min(int(data["max_samples"]), len(dataset))))
     chat = _use_chat(data, tokenizer)
     system = data.get("system_prompt")
 
@@ -182,6 +190,62 @@ def load_prompts(data: dict[str, Any], tokenizer, *, seed: int = 1234):
     if limit:
         dataset = _drop_long_prompts(dataset, tokenizer, int(limit))
     return dataset
+
+
+def load_prompts(data: dict[str, Any], tokenizer, *, seed: int = 1234):
+    """The training dataset with a `prompt` column (see format_prompts); no evaluation hold-out."""
+    dataset, column = _raw_dataset(data, seed=seed)
+    return format_prompts(dataset, column, data, tokenizer)
+
+
+def load_prompt_sets(
+    data: dict[str, Any], evaluation: dict[str, Any] | None, tokenizer, *, seed: int = 1234, log: Callable[[str], None] = print
+) -> tuple[Any, Any | None]:
+    """(training prompts, held-out evaluation prompts or None), disjoint by construction.
+
+    - built-in task: its own held-out draw (another seed), every training prompt excluded;
+    - evaluation.dataset / evaluation.split: those prompts, the first num_prompts rows;
+    - otherwise: the last num_prompts rows of the training data, removed from training.
+    In every case an evaluation prompt that also occurs in the training prompts is dropped.
+    """
+    from datasets import Dataset
+
+    train, column = _raw_dataset(data, seed=seed)
+    if not evaluation:
+        return format_prompts(train, column, data, tokenizer), None
+    n = int(evaluation.get("num_prompts") or 128)
+    if data.get("task"):
+        from .builtin.tasks import held_out_problems
+
+        pairs = held_out_problems(data["task"], n, exclude=set(train["prompt"]))
+        held = Dataset.from_dict({"prompt": [p for p, _ in pairs], "answer": [a for _, a in pairs]})
+    elif evaluation.get("dataset") or evaluation.get("split"):
+        source = {**data, "dataset": evaluation.get("dataset") or data["dataset"], "split": evaluation.get("split") or "train"}
+        held, _ = _raw_dataset({**source, "max_samples": None}, seed=seed)
+        if column not in held.column_names:
+            raise ValueError(f"the evaluation prompts have no {column!r} column; columns are {held.column_names}")
+        held = held.select(range(min(n, len(held))))
+    else:
+        if len(train) <= n:
+            raise ValueError(f"evaluation.num_prompts={n} would hold out all {len(train)} training prompts; lower it")
+        held = train.select(range(len(train) - n, len(train)))
+        train = train.select(range(len(train) - n))
+    train = format_prompts(train, column, data, tokenizer)
+    held = format_prompts(held, column, data, tokenizer)
+    seen = {_prompt_key(p) for p in train["prompt"]}
+    keep = [i for i, p in enumerate(held["prompt"]) if _prompt_key(p) not in seen]
+    if len(keep) < len(held):
+        log(f"evaluation: dropped {len(held) - len(keep)} held-out prompts that also occur in training")
+        held = held.select(keep)
+    if len(held) == 0:
+        raise ValueError("no evaluation prompt is left once training prompts are excluded")
+    if len(held) < n:
+        log(f"evaluation: {len(held)} held-out prompts (asked for {n})")
+    return train, held
+
+
+def _prompt_key(prompt: Any) -> str:
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True)
 
 
 def _prompt_length(prompt: Any, tokenizer) -> int:
@@ -290,7 +354,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     started = time.perf_counter()
     model, tokenizer, path = load_model_and_tokenizer(spec.model, spec.data, log)
     # The same prompt set for every trial of a study: the trial's seed varies sampling, not data.
-    dataset = load_prompts(spec.data, tokenizer)
+    dataset, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
     ctx = RewardContext(task=spec.data.get("task"), max_completion_length=spec.trainer.get("max_completion_length", 512))
     funcs, names, weights = build_rewards(spec.rewards, ctx)
     load_seconds = time.perf_counter() - started
@@ -322,6 +386,9 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         echo=echo,
     )
     stopper = StopSwitch(spec.trial_dir, max_tokens=spec.budget.get("tokens"), max_seconds=spec.budget.get("seconds"))
+    evaluator = None
+    if held_out is not None:
+        evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
     scheduled = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
     trainer = (ScheduledGRPOTrainer if schedule else GRPOTrainer)(
         **scheduled,
@@ -330,9 +397,11 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[recorder, stopper],
+        callbacks=[recorder, stopper] + ([evaluator] if evaluator is not None else []),
     )
     recorder.attach(trainer)
+    if evaluator is not None:
+        evaluator.attach(trainer)
     if config.disable_tqdm:
         # The printer dumps every step's full dict; the recorder's one-line echo is enough for log.txt.
         from transformers.trainer_callback import PrinterCallback
@@ -344,9 +413,34 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         config=config,
         recorder=recorder,
         stopper=stopper,
+        evaluator=evaluator,
         model_path=path,
         reward_names=names,
         reward_weights=effective_weights,
         load_seconds=load_seconds,
         build_seconds=build_seconds,
     )
+
+
+def evaluation_budget(budget: dict[str, Any], config: Any) -> tuple[str, float]:
+    """(unit, total) the evaluation points divide: tokens when the budget is in tokens, else
+    completions (max_steps x completions per optimizer step / num_iterations), else seconds."""
+    if budget.get("tokens"):
+        return "tokens", float(budget["tokens"])
+    if config.max_steps and config.max_steps > 0:
+        per_step = config.per_device_train_batch_size * config.world_size * config.gradient_accumulation_steps
+        return "completions", config.max_steps * per_step / max(1, int(config.num_iterations))
+    if budget.get("seconds"):
+        return "seconds", float(budget["seconds"])
+    return "completions", 0.0  # epochs only: no interior points, start and end still scored
+
+
+def _evaluator(spec: TrialSpec, config: Any, prompts: Any, tokenizer: Any, funcs: list, weights: list[float],
+               recorder: MetricsRecorder, stopper: StopSwitch):
+    from .evaluation import Evaluator
+
+    settings = dict(spec.evaluation or {})
+    settings["max_completion_length"] = settings.get("max_completion_length") or config.max_completion_length
+    unit, total = evaluation_budget(spec.budget, config)
+    return Evaluator(spec.trial_dir, prompts=prompts, tokenizer=tokenizer, reward_funcs=funcs, reward_weights=weights,
+                     settings=settings, unit=unit, total=total, recorder=recorder, stopper=stopper)

@@ -2,7 +2,9 @@
 
 The recorder turns each of GRPOTrainer's per-step logs into one flushed line of
 `metrics.jsonl` (so a crash keeps every finished step), and each generation round into one line
-per prompt group in `groups.jsonl` (at most 32 groups a round, sampled when there are more). The switch ends training at the end of an optimizer step
+per prompt group in `groups.jsonl`: every completion of the group with its reward, each text cut
+to MAX_COMPLETION_CHARS characters, at most MAX_GROUPS_PER_STEP groups a generation round
+(sampled when there are more). The switch ends training at the end of an optimizer step
 when the parent asks (a `STOP` file), or a token/time budget runs out; in a multi-process run
 the ranks agree on the decision with one all_reduce per step, because a rank that stops alone
 leaves the others waiting in DDP forever.
@@ -47,7 +49,6 @@ _END_OF_TRAINING = {"train_runtime", "train_samples_per_second", "train_steps_pe
 MAX_GROUPS_PER_STEP = 32
 MAX_PROMPT_CHARS = 500
 MAX_COMPLETION_CHARS = 200
-SAMPLE_COMPLETIONS = 4
 
 
 def peak_memory_mb() -> float:
@@ -99,6 +100,9 @@ class MetricsRecorder(TrainerCallback):
         self.last_log: float | None = None
         self.rows_written = 0
         self.seconds_spent = 0.0  # our own cost inside training, for the overhead benchmark
+        self.paused_seconds = 0.0  # held-out evaluation time (trainer/evaluation.py): not training time
+        self.completions_total = 0  # training completions generated so far (all processes)
+        self.tokens_total = 0.0  # their completion tokens
         self._metrics_handle = None
         self._groups_handle = None
         self._rng = random.Random(0)
@@ -125,7 +129,8 @@ class MetricsRecorder(TrainerCallback):
 
     @property
     def train_seconds(self) -> float:
-        return 0.0 if self.started is None else time.perf_counter() - self.started
+        """Training wall time since the first step began, held-out evaluation time excluded."""
+        return 0.0 if self.started is None else time.perf_counter() - self.started - self.paused_seconds
 
     @property
     def group_size(self) -> int:
@@ -154,6 +159,9 @@ class MetricsRecorder(TrainerCallback):
         row["completions_trained"] = self.completions_per_step
         if generated and row.get("completions_mean_length") is not None:
             row["completion_tokens"] = round(row["completions_mean_length"] * self.generation_batch_size, 2)
+        if generated:
+            self.completions_total += self.generation_batch_size
+            self.tokens_total += (row.get("completions_mean_length") or 0.0) * self.generation_batch_size
         row["peak_memory_mb"] = round(peak_memory_mb(), 2)
         self._metrics_handle.write(json.dumps(row) + "\n")
         self._metrics_handle.flush()
@@ -198,7 +206,10 @@ class MetricsRecorder(TrainerCallback):
                 "reward_var": var,
                 "distinct_frac": len(set(texts)) / g,
                 "rewards": [None if t is None else round(t, 4) for t in totals[lo:hi]],
-                "completions": [t[:MAX_COMPLETION_CHARS] for t in texts[:SAMPLE_COMPLETIONS]],
+                "completions": [
+                    {"text": text[:MAX_COMPLETION_CHARS], "reward": None if t is None else round(t, 4)}
+                    for text, t in zip(texts, totals[lo:hi])
+                ],
             }
             self._groups_handle.write(json.dumps(record) + "\n")
         self._groups_handle.flush()
@@ -219,6 +230,7 @@ class StopSwitch(TrainerCallback):
         self.started: float | None = None
         self.stop_reason: str | None = None  # "pruned" | "interrupted" | "budget: ..."
         self.seconds_spent = 0.0
+        self.paused_seconds = 0.0  # held-out evaluation time, not counted against the seconds budget
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.started = time.perf_counter()
@@ -230,7 +242,7 @@ class StopSwitch(TrainerCallback):
         if self.max_tokens is not None and state.num_input_tokens_seen >= self.max_tokens:
             return 1
         if self.max_seconds is not None and self.started is not None:
-            if time.perf_counter() - self.started >= self.max_seconds:
+            if time.perf_counter() - self.started - self.paused_seconds >= self.max_seconds:
                 return 1
         return 0
 

@@ -64,6 +64,7 @@ class TrialSpec:
     budget: dict[str, Any] = field(default_factory=dict)
     hardware: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
+    evaluation: dict[str, Any] | None = None  # the study's resolved `evaluation:` section; None: no held-out scoring
     timeout_s: float | None = None
     env: dict[str, str] = field(default_factory=dict)
 

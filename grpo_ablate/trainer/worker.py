@@ -200,6 +200,9 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
             built.trainer.train()
         finally:
             timings["train_seconds"] = time.perf_counter() - started
+            if built.evaluator is not None:  # held-out scoring is timed apart, never as training
+                timings["eval_seconds"] = built.evaluator.seconds
+                timings["train_seconds"] -= built.evaluator.seconds
             timings["callback_seconds"] = built.recorder.seconds_spent + built.stopper.seconds_spent
             built.recorder.close()
         payload["steps"] = int(built.trainer.state.global_step)

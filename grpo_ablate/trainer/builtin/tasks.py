@@ -18,7 +18,20 @@ from grpo_ablate.vocab import BUILTIN_TASKS
 
 from ..text import plain_text
 
-__all__ = ["TASKS", "Task", "WarmStartSettings", "get_task", "task_dataset", "task_problems", "task_reward"]
+__all__ = [
+    "HELD_OUT_SEED",
+    "TASKS",
+    "Task",
+    "WarmStartSettings",
+    "get_task",
+    "held_out_problems",
+    "task_dataset",
+    "task_problems",
+    "task_reward",
+]
+
+# The held-out set is drawn with its own seed, so it is never the training draw.
+HELD_OUT_SEED = 987_654
 
 
 @dataclass(frozen=True)
@@ -150,6 +163,27 @@ def task_problems(name: str, num_prompts: int, seed: int = 1234) -> list[tuple[s
     task = get_task(name)
     rng = random.Random(f"{name}:{seed}")
     return [task.make_problem(rng) for _ in range(num_prompts)]
+
+
+def held_out_problems(name: str, num_prompts: int, exclude: set[str], seed: int = HELD_OUT_SEED) -> list[tuple[str, str]]:
+    """Up to `num_prompts` distinct (prompt, answer) pairs whose prompt is not in `exclude` (the training prompts).
+
+    Drawn with a different seed than training, each prompt once; fewer when the task has fewer
+    problems outside the training set (the caller says so).
+    """
+    task = get_task(name)
+    rng = random.Random(f"{name}:held-out:{seed}")
+    seen = set(exclude)
+    out: list[tuple[str, str]] = []
+    misses = 0
+    while len(out) < num_prompts and misses < 20_000:
+        prompt, answer = task.make_problem(rng)
+        if prompt in seen:
+            misses += 1
+            continue
+        seen.add(prompt)
+        out.append((prompt, answer))
+    return out
 
 
 def task_dataset(name: str, num_prompts: int = 2000, seed: int = 1234) -> Any:
