@@ -82,10 +82,12 @@ EVAL_KEYS = (
     "eval_gain_per_million_tokens", "eval_auc", "eval_seconds",
 )
 
+# target metric -> the eval.jsonl field that measures it
+TARGET_COLUMNS = {"completions_to_target": "completions", "tokens_to_target": "generated_tokens",
+                  "seconds_to_target": "train_seconds"}
+
 SMOOTHING_FRACTION = 0.1
 STABILITY_WINDOW = 5
-
-
 
 
 def read_jsonl(path: str | Path) -> tuple[list[dict[str, Any]], int]:
@@ -258,8 +260,7 @@ def to_target(rows: Iterable[Mapping[str, Any]], target: float) -> dict[str, Any
     hit = next((r for r in rows if float(_num(r["reward"])) >= target), None)  # type: ignore[arg-type]
     at = hit if hit is not None else (rows[-1] if rows else None)
     out: dict[str, Any] = {"target_reached": hit is not None}
-    for key, column in (("completions_to_target", "completions"), ("tokens_to_target", "generated_tokens"),
-                        ("seconds_to_target", "train_seconds")):
+    for key, column in TARGET_COLUMNS.items():
         out[key] = None if at is None else (_num(at.get(column)) or 0.0)
     return out
 

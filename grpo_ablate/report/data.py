@@ -118,7 +118,7 @@ def build_report_data(
         files = read_trial_files(Path(tdir) if tdir else None)
         bad_lines += files.bad_lines
         r = record_from_trial(ft, list(all_metrics), diagnostics(files))
-        # TODO(merge): the trial side copies these into the user attrs; the files fill any gap
+        # the lifecycle copies these into the user attrs; a trial's files fill any gap (older or crashed trials)
         for k, v in summarize_eval(files.evals).items():
             if r.metrics.get(k) is None and v is not None:
                 r.metrics[k] = v

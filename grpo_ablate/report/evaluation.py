@@ -6,17 +6,8 @@ print(summarize_eval(read_eval('runs/tiny-cpu/trials/00000')))"
 
 The rows are those of issue 10's interface (one JSON object per evaluation point: point, step,
 completions, generated_tokens, train_seconds, eval_seconds, reward, per_prompt, samples).
-TODO(merge): `summarize_eval` and `to_target` are a private copy of the interface's
-`grpo_ablate.metrics.summarize_eval` / `to_target`, written before those landed; once they do,
-import them from grpo_ablate.metrics and delete the copies here. The formulas:
-
-- eval_start_reward = reward of point 0; eval_final_reward = reward of the last point.
-- eval_gain = final - start; eval_gain_per_hour = gain / (train_seconds of the last point / 3600);
-  eval_gain_per_million_tokens = gain / (generated_tokens of the last point / 1e6).
-- eval_auc = trapezoid area of reward against generated_tokens, divided by the last point's tokens.
-- eval_seconds = the sum of every point's eval_seconds.
-- to target: the first point whose reward >= target; a trial that never reaches it is censored at
-  its last point (its budget): `reached` False, the figures are that budget, a lower bound.
+The per-trial formulas (summarize_eval, to_target) are grpo_ablate.metrics'; this module adds
+what needs the whole study: the target, and the censored figures per arm.
 
 A target-based figure is never averaged over an arm: `CensoredStat` keeps how many seeds reached
 it and the median (a real median when more than half reached it, else a lower bound).
@@ -29,17 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.metrics import read_jsonl
+from grpo_ablate.metrics import EVAL_KEYS as EVAL_METRICS
+from grpo_ablate.metrics import TARGET_COLUMNS as TARGET_KEYS
+from grpo_ablate.metrics import read_jsonl, summarize_eval, to_target
 from grpo_ablate.vocab import EVAL_FILE, finite
 
 __all__ = ["EVAL_METRICS", "TARGET_KEYS", "DEFAULT_TARGET_FRACTION", "read_eval", "summarize_eval", "to_target",
            "study_has_evaluation", "study_target", "CensoredStat", "censored_stat"]
 
-EVAL_METRICS = ("eval_start_reward", "eval_final_reward", "eval_gain", "eval_gain_per_hour",
-                "eval_gain_per_million_tokens", "eval_auc", "eval_seconds")
-# target metric -> the eval row's field that measures it
-TARGET_KEYS = {"completions_to_target": "completions", "tokens_to_target": "generated_tokens",
-               "seconds_to_target": "train_seconds"}
 DEFAULT_TARGET_FRACTION = 0.5  # the interface's default: start + half the baseline's mean held-out gain
 
 
@@ -51,54 +39,6 @@ def read_eval(trial_dir: str | Path | None) -> tuple[list[dict[str, Any]], int]:
     rows = [r for r in rows if finite(r.get("reward")) is not None]
     rows.sort(key=lambda r: (finite(r.get("point")) or 0.0, finite(r.get("completions")) or 0.0))
     return rows, bad
-
-
-def summarize_eval(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    """The interface's per-trial evaluation metrics (see the module docstring); None where rows lack them."""
-    out: dict[str, float | None] = {m: None for m in EVAL_METRICS}
-    if not rows:
-        return out
-    first, last = rows[0], rows[-1]
-    start = finite(first.get("reward")) if (finite(first.get("point")) or 0) == 0 else None
-    final = finite(last.get("reward"))
-    out["eval_start_reward"] = start
-    out["eval_final_reward"] = final
-    secs = [finite(r.get("eval_seconds")) for r in rows]
-    out["eval_seconds"] = math.fsum(s for s in secs if s is not None) if any(s is not None for s in secs) else None
-    if start is None or final is None or len(rows) < 2:
-        return out
-    gain = final - start
-    out["eval_gain"] = gain
-    hours = (finite(last.get("train_seconds")) or 0.0) / 3600.0
-    tokens = finite(last.get("generated_tokens")) or 0.0
-    if hours > 0:
-        out["eval_gain_per_hour"] = gain / hours
-    if tokens > 0:
-        out["eval_gain_per_million_tokens"] = gain / (tokens / 1e6)
-        xs = [finite(r.get("generated_tokens")) for r in rows]
-        ys = [finite(r.get("reward")) for r in rows]
-        pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
-        area = math.fsum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(pts, pts[1:]))
-        out["eval_auc"] = area / tokens
-    return out
-
-
-def to_target(rows: Sequence[Mapping[str, Any]], target: float) -> dict[str, Any]:
-    """Completions, tokens and seconds until the held-out reward first reached `target`.
-
-    Never reached: `target_reached` False and the figures are the last point's (the budget).
-    No rows: every figure None.
-    """
-    out: dict[str, Any] = {m: None for m in TARGET_KEYS}
-    out["target_reached"] = False
-    if not rows:
-        return out
-    hit = next((r for r in rows if (finite(r.get("reward")) or -math.inf) >= target), None)
-    at = hit if hit is not None else rows[-1]
-    for m, key in TARGET_KEYS.items():
-        out[m] = finite(at.get(key))
-    out["target_reached"] = hit is not None
-    return out
 
 
 def study_has_evaluation(user_attrs: Mapping[str, Any], metrics: Iterable[Mapping[str, Any]] = ()) -> bool:
