@@ -27,10 +27,14 @@ def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n
         return optuna.samplers.GPSampler(seed=seed)
     if kind in ("random", "grid", "ablation"):  # planned studies only pop queued trials
         return optuna.samplers.RandomSampler(seed=seed)
+    import warnings
+
     n_startup = tpe_startup_trials(n_trials)
-    # multivariate (with group=True) models G, its conditional batch and temperature jointly
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup, multivariate=n_objectives == 1,
-                                      group=n_objectives == 1)
+    joint = n_objectives == 1
+    with warnings.catch_warnings():  # `multivariate` and `group` are experimental in Optuna 5.0
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        # group=True: the conditional batch params (one name per G) are modelled with G, not independently
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup, multivariate=joint, group=joint)
 
 
 def build_pruner(kind: str, budget: int | None, quantum: int) -> "optuna.pruners.BasePruner":
