@@ -6,7 +6,34 @@
 Part 1 runs every (G, generation batch, temperature, seed) of the built-in task as a real
 trial and caches the results under benchmarks/.cache/ (git-ignored) with the settings and
 library versions; a cache whose settings differ is rebuilt. Part 2 replays each search
-strategy against that table (grpo_ablate/search/replay.py).
+strategy against that table (grpo_ablate/search/replay.py). Compute is in units of the full
+grid (every arm on every seed = 1.0; a pruned trial counts its share of the completions).
+"to 5%": the median compute from which the recommended arm stays within 5 % of the true best
+(the grid's best mean); "reached": the share of replays that got there; "right": the share whose
+final answer is the true best or tied with it (paired t-test over the table's seeds, p >= 0.05).
+
+Measured 2026-11-30 on a shared 2-core CPU: G {2,4,8,16} x batch {32,64} x T {0.7,1.0} x seeds
+{0,1,2,3} = 64 real trials of 30 steps (32 completions per step), objective final_reward;
+true best G=2, batch 64, T=0.7 (0.764); adaptive budget 32 trials (0.5 of the grid).
+
+    strategy (30 replays)                    to 5%   reached  right  mean compute
+    full grid                                0.547   1.00     1.00   1.000
+    grid + racing (0.95, 2 seeds first)      0.547   1.00     1.00   0.903
+    grid + racing (0.90, 2 seeds first)      0.547   1.00     1.00   0.823
+    random                                   0.281   0.90     1.00   0.500
+    tpe, label encoding (old)                0.359   0.83     1.00   0.500
+    tpe, ordinal encoding                    0.438   0.73     1.00   0.500
+    tpe ordinal + median pruner, steps       never   0.40     0.87   0.201
+    tpe ordinal + median pruner, compute     never   0.40     0.90   0.257
+    tpe ordinal + hyperband, compute         never   0.37     0.90   0.342
+
+    100 replays: random 0.281 / 0.75 / 0.99; tpe label 0.375 / 0.74 / 0.94; tpe ordinal 0.391 / 0.76 / 0.98
+
+Read: the seed-to-seed spread of this task is as large as most arm differences, so at 16 arms
+random search is as good as TPE; the two encodings are within replay noise (ordinal is kept:
+more right answers at 100 replays, and it is the one that scales to many batches). Pruning on
+early reward loses the answer here (curves cross); by compute it is slightly better than by
+steps. Racing saves 10-18 % of a full grid with the answer unchanged.
 """
 
 from __future__ import annotations
@@ -82,7 +109,7 @@ def main() -> int:
     parser.add_argument("--generations", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
     parser.add_argument("--batches", type=int, nargs="+", default=[32, 64])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--grid-only", action="store_true")

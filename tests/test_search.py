@@ -119,3 +119,17 @@ def test_summary_full_grid_is_one_and_right():
     assert s.right_answer == 1.0
     assert s.median_compute_to_5pct is not None and s.median_compute_to_5pct <= 1.0
     assert math.isfinite(s.reached_5pct)
+
+
+def test_study_pruner_counts_completions():
+    from pathlib import Path
+
+    from grpo_ablate.config import load_study
+    from grpo_ablate.study.setup import make_pruner
+
+    tiny = str(Path(__file__).resolve().parents[1] / "studies/tiny-cpu.yaml")
+    study = load_study(tiny, ["study.sampler=tpe", "study.pruner=median", "study.objectives=[{metric: final_reward}]"])
+    pruner = make_pruner(study)
+    # 50 steps x 32 completions = 1600 completions; checkpoints every 192 (6 x the largest batch, 32)
+    assert isinstance(pruner, optuna.pruners.MedianPruner)
+    assert pruner._n_warmup_steps % 32 == 0 and 160 <= pruner._n_warmup_steps <= 640
