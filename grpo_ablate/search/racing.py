@@ -160,8 +160,11 @@ def arm_results(ostudy: "optuna.Study") -> dict[str, dict[int, float]]:
     return out
 
 
-def advance(ostudy: "optuna.Study", study: "Study") -> RaceState:
-    """Close the round that just finished and queue the next one; the new state is stored in RACING_ATTR."""
+def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> RaceState:
+    """Close the round that just finished and queue the next one; the new state is stored in RACING_ATTR.
+
+    `queue_next=False`: the study's trial budget is spent, so the race ends with this round.
+    """
     from grpo_ablate.plan import racing_round, study_plan
 
     racing = study.study.racing
@@ -173,7 +176,7 @@ def advance(ostudy: "optuna.Study", study: "Study") -> RaceState:
     used = racing.first_round_seeds + state.round
     results = arm_results(ostudy)
     state = decide(state, {a: results.get(a, {}) for a in state.live}, maximize=study.directions[0] == "maximize",
-                   confidence=racing.confidence, seeds_left=used < len(study.study.seeds))
+                   confidence=racing.confidence, seeds_left=queue_next and used < len(study.study.seeds))
     ostudy.set_user_attr(RACING_ATTR, state.as_dict())
     if not state.decided:
         queue_cells(ostudy, study, racing_round(study, state.round + 1, set(state.live)))

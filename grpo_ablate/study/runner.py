@@ -122,6 +122,8 @@ class StudyRunner:
             others_running = running - len(self.registry.running)
             may_wait = self.heartbeat and others_running > 0 and done < self.n_trials
             if done + running >= self.n_trials:
+                if self.study.study.racing is not None and running == 0:
+                    self._next_round(0, close_only=True)  # record the last round's drops and the decision
                 return WAIT if may_wait else None  # a dead host's trial comes back once its heartbeat is stale
             trial = self.lifecycle.ask_and_register()
             if trial is None and self.study.study.racing is not None:
@@ -130,20 +132,20 @@ class StudyRunner:
                 return WAIT if may_wait else None
             return trial
 
-    def _next_round(self, running: int) -> "optuna.Trial | str | None":
+    def _next_round(self, running: int, close_only: bool = False) -> "optuna.Trial | str | None":
         """Racing: the round's queue is empty. Wait for its last trials, then decide and queue the next round."""
         from grpo_ablate.search.racing import advance, describe
 
         if running > 0:
             return RACE_WAIT
-        state = advance(self.ostudy, self.study)
+        state = advance(self.ostudy, self.study, queue_next=not close_only)
         if state.decided:
             self.stop_reason = self.stop_reason or describe(state)
             return None
         for d in state.dropped:
             if d.round == state.round:
                 self.console.say(f"racing round {d.round}: dropped {d.arm}: {d.reason}")
-        return self.lifecycle.ask_and_register()
+        return None if close_only else self.lifecycle.ask_and_register()
 
     def _requeue_dead_local_trials(self) -> None:
         """RUNNING trials of a process on this host that no longer exists: queue them again.
