@@ -33,7 +33,7 @@ ENCODINGS = (ORDINAL, LABEL)
 DEFAULT_ENCODING = ORDINAL  # benchmarks/search_efficiency.py: tied with LABEL within noise, more right answers
 G_RANK = "num_generations_rank"
 LABEL_PARAM = "generation"
-ARM_ATTR = "arm"  # the trial user attr that groups replicates of one configuration
+ARM_ATTR = "arm_key"  # the trial user attr that groups replicates of one configuration (Arm.key)
 
 Temperatures = "FloatRange | list[float] | None"
 
