@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="parallel trial processes on this machine")
     p.add_argument("--storage", help="Optuna storage URL (e.g. postgresql://user@host/db) shared by many machines")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
+    p.add_argument("--warm-start", metavar="OTHER_STUDY",
+                   help="seed a new study from a finished one: its study file, or its name (see --warm-start-storage)")
+    p.add_argument("--warm-start-storage", metavar="URL",
+                   help="the storage of --warm-start given as a name (default: this study's storage)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("run-one", help="one trial without Optuna, e.g. --set num_generations=4")
@@ -180,7 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.storage:
         extra.append(_set("study.storage", args.storage))
     study = _load(args, extra)
-    return run_study(study, write_report=not args.no_report)
+    return run_study(study, write_report=not args.no_report, warm_start=args.warm_start,
+                     warm_start_storage=args.warm_start_storage)
 
 
 def cmd_run_one(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from grpo_ablate.vocab import Arm, Cell, Schedule, generations_text, pair_label
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["study_plan", "cell_params", "pair_param", "baseline_arm", "batch_is_searched", "resolved_trial_count"]
+__all__ = ["racing_round", "study_plan", "cell_params", "pair_param", "baseline_arm", "batch_is_searched", "resolved_trial_count"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 
@@ -99,6 +99,18 @@ def study_plan(study: "Study") -> list[Cell]:
     for c in cells:
         unique.setdefault(c.key, c)
     return list(unique.values())
+
+
+def racing_round(study: "Study", round_no: int, live: set[str] | None = None) -> list[Cell]:
+    """The cells a racing study queues for a round: round 1 is every arm on the first seeds,
+    each later round one more seed for the arms still in contention (`live`, arm keys)."""
+    racing = study.study.racing
+    assert racing is not None
+    seeds = list(study.study.seeds)
+    first = racing.first_round_seeds
+    chosen = seeds[:first] if round_no <= 1 else seeds[first + round_no - 2:first + round_no - 1]
+    cells = [c for c in study_plan(study) if c.seed in chosen]
+    return [c for c in cells if live is None or c.arm.key in live]
 
 
 def resolved_trial_count(study: "Study") -> int:

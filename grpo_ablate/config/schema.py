@@ -42,6 +42,13 @@ class Objective(_Section):
     direction: Literal["maximize", "minimize"] | None = None  # default: the metric's natural direction
 
 
+class RacingSection(_Section):
+    """grid/ablation only: drop arms clearly worse than the best, add seeds to the rest (search/racing.py)."""
+
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)  # of the paired one-sided test that drops an arm
+    first_round_seeds: int = Field(default=2, ge=2)  # every arm runs on this many seeds before any is dropped
+
+
 class StudySection(_Section):
     name: str  # the Optuna study name; also names the run folder
     output_dir: str | None = None  # default runs/<name>, relative to the current directory
@@ -62,6 +69,7 @@ class StudySection(_Section):
     max_retry: int = Field(default=2, ge=0)  # how often a trial whose worker died is retried
     # report_to for every trial, e.g. [tensorboard] or [wandb]; runs are grouped under the study's name
     trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(default_factory=list)
+    racing: RacingSection | None = None  # grid/ablation: stop spending seeds on arms that are clearly out
 
 
 class ModelSection(_Section):

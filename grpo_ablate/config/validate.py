@@ -190,6 +190,15 @@ def _check_study(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
             with_b = f" with generation_batch_size={b}" if b else ""
             problems.append(Problem(path="study.baseline.num_generations", message=(
                 f"baseline num_generations={g}{with_b} is not feasible here; feasible: {list(space.generations)}")))
+    if st.racing is not None:
+        if st.sampler not in ("grid", "ablation"):
+            problems.append(Problem(path="study.racing", message=(
+                f"racing applies to the grid and ablation samplers, not {st.sampler}; remove study.racing")))
+        elif len(st.seeds) < st.racing.first_round_seeds:
+            problems.append(Problem(path="study.racing.first_round_seeds", message=(
+                f"the first round needs {st.racing.first_round_seeds} seeds but study.seeds has {len(st.seeds)}")))
+        if len(st.objectives) > 1:
+            problems.append(Problem(path="study.racing", message="racing compares one objective; keep one"))
     if st.sampler == "gp":
         import importlib.util
 

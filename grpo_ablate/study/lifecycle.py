@@ -53,11 +53,36 @@ _INFRA_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 
 
 def suggest_params(trial: "optuna.Trial", study: "Study") -> Cell:
-    """Draw a trial's settings from the feasible space only: TRL never sees a pair it rejects."""
+    """Draw a trial's settings from the feasible space only: TRL never sees a pair it rejects.
+
+    The arm goes through search/encoding.py (G ordinal, the batch conditional on G). The seed is
+    never searched: a queued cell carries it (user attr "cell" or "seed", else the planned
+    param "seed"); an adaptive sampler's trial takes its arm's next replicate seed.
+    """
+    from grpo_ablate.search.encoding import ARM_ATTR, DEFAULT_ENCODING, replicate_seed, suggest_arm
+
+    planned = study.study.sampler in ("grid", "ablation")
+    if planned:  # the queued params name the arm the way plan.cell_params wrote them
+        arm = _planned_arm(trial, study)
+    else:
+        arm = suggest_arm(trial, study.space, study.temperatures(), study.fixed_temperature(), DEFAULT_ENCODING)
+    seeds = list(study.study.seeds)
+    seed = _queued_seed(trial)
+    if seed is None and planned:
+        seed = int(trial.suggest_categorical("seed", seeds))  # type: ignore[arg-type]
+    if seed is None:
+        seed = replicate_seed(seeds, _replicates(trial, arm.key))
+    role = str(trial.user_attrs.get("role") or study.study.sampler)
+    cell = Cell(arm, seed, role)
+    trial.set_user_attr(ARM_ATTR, arm.key)  # groups replicates for the sampler's users and the dashboard
+    trial.set_user_attr("cell", cell.key)  # a requeued retry keeps its seed
+    return cell
+
+
+def _planned_arm(trial: "optuna.Trial", study: "Study") -> Arm:
     space = study.space
     if batch_is_searched(study):
-        label = trial.suggest_categorical("generation", [p.label for p in space.feasible])
-        pair = space.by_label(str(label))
+        pair = space.by_label(str(trial.suggest_categorical("generation", [p.label for p in space.feasible])))
     else:
         g = trial.suggest_categorical("num_generations", [generations_text(x) for x in space.generations])
         found = space.pair(parse_generations(g))
@@ -70,13 +95,34 @@ def suggest_params(trial: "optuna.Trial", study: "Study") -> Cell:
         temperature = float(trial.suggest_categorical("temperature", [float(x) for x in t]))  # type: ignore[arg-type]
     else:
         temperature = study.fixed_temperature()
-    seeds = list(study.study.seeds)
-    if study.study.sampler in ("grid", "ablation"):
-        seed = int(trial.suggest_categorical("seed", seeds))  # type: ignore[arg-type]
-    else:
-        seed = seeds[trial.number % len(seeds)]
-    role = str(trial.user_attrs.get("role") or study.study.sampler)
-    return Cell(Arm(pair.num_generations, pair.generation_batch_size, float(temperature)), seed, role)
+    return Arm(pair.num_generations, pair.generation_batch_size, float(temperature))
+
+
+def _queued_seed(trial: "optuna.Trial") -> int | None:
+    """The seed a queued cell (or a requeued retry) carries in its user attrs, if any."""
+    cell = trial.user_attrs.get("cell")
+    if isinstance(cell, str) and "|seed" in cell:
+        try:
+            return int(cell.rsplit("|seed", 1)[1])
+        except ValueError:
+            pass
+    seed = trial.user_attrs.get("seed")
+    return int(seed) if isinstance(seed, int) else None
+
+
+def _replicates(trial: "optuna.Trial", arm_key: str) -> int:
+    """How many earlier trials ran (or run) this arm: the next replicate's index."""
+    from optuna.trial import TrialState
+
+    from grpo_ablate.search.encoding import ARM_ATTR
+
+    n = 0
+    for t in trial.study.get_trials(deepcopy=False):
+        if t.number == trial.number or t.state == TrialState.WAITING:
+            continue
+        if t.user_attrs.get(ARM_ATTR) == arm_key and t.user_attrs.get("outcome") != Outcome.INTERRUPTED.value:
+            n += 1
+    return n
 
 
 def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None) -> "TrialSpec":
@@ -391,11 +437,19 @@ class TrialLifecycle:
             self.registry.unregister(trial.number)
 
     def _progress(self, trial: "optuna.Trial", run: Running) -> Callable[[dict[str, Any]], None]:
+        """Report to the pruner at shared checkpoints of generated compute, not at optimizer steps.
+
+        The step Optuna sees is the checkpoint in completions (search/fidelity.py), so a G=16
+        trial is judged against a G=2 trial that has generated as many completions.
+        """
         from grpo_ablate.metrics import summarize
+        from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
         rows: list[dict[str, Any]] = []
         prune = self.study.study.pruner != "none" and len(self.study.directions) == 1
         metric = self.study.metric_names[0]
+        largest = max((p.generation_batch_size for p in self.study.space.feasible), default=1)
+        clock = ComputeClock(quantum(largest, budget_completions(self.study)))
         asked = False
 
         def on_progress(row: dict[str, Any]) -> None:
@@ -405,12 +459,15 @@ class TrialLifecycle:
             run.train_seconds = float(row.get("train_seconds", run.train_seconds) or 0.0)
             if row.get("reward") is not None:
                 run.reward = float(row["reward"])
-            if prune and not asked:
+            crossed = clock.advance(row)
+            if prune and not asked and crossed:
                 value = summarize(rows).get(metric)
                 if value is not None:
-                    trial.report(float(value), run.step)
+                    for checkpoint in crossed:
+                        trial.report(float(value), checkpoint)
                     if trial.should_prune():
                         asked = True
+                        trial.set_user_attr("pruned_at_completions", clock.completions)
                         _stop(run.trial_dir, Outcome.PRUNED.value)
 
         return on_progress

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["run_study", "StudyRunner"]
 
 WAIT = "wait"
+RACE_WAIT = "race-wait"  # a racing round's last trials are still running
 STATUS_EVERY_S = 30.0
 
 
@@ -97,11 +98,15 @@ class StudyRunner:
     def finished_count(self) -> tuple[int, int]:
         """(finished, running) trials of the study over every host; requeued ones are not finished.
 
-        The probe's recorded out-of-memory pairs (role "probe") teach the sampler but ran no trial.
+        The probe's recorded out-of-memory pairs (role "probe") and a warm start's copies of
+        another study's trials teach the sampler but ran no trial here.
         """
         from optuna.trial import TrialState
 
-        trials = [t for t in self.ostudy.get_trials(deepcopy=False) if t.user_attrs.get("role") != "probe"]
+        from grpo_ablate.search.warm import COPY_ATTR
+
+        trials = [t for t in self.ostudy.get_trials(deepcopy=False)
+                  if t.user_attrs.get("role") != "probe" and not t.user_attrs.get(COPY_ATTR)]
         done = sum(1 for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
                    or (t.state == TrialState.FAIL and t.user_attrs.get("outcome") == Outcome.FAILED.value))
         running = sum(1 for t in trials if t.state == TrialState.RUNNING)
@@ -123,11 +128,30 @@ class StudyRunner:
             others_running = running - len(self.registry.running)
             may_wait = self.heartbeat and others_running > 0 and done < self.n_trials
             if done + running >= self.n_trials:
+                if self.study.study.racing is not None and running == 0:
+                    self._next_round(0, close_only=True)  # record the last round's drops and the decision
                 return WAIT if may_wait else None  # a dead host's trial comes back once its heartbeat is stale
             trial = self.lifecycle.ask_and_register()
+            if trial is None and self.study.study.racing is not None:
+                return self._next_round(running)
             if trial is None:
                 return WAIT if may_wait else None
             return trial
+
+    def _next_round(self, running: int, close_only: bool = False) -> "optuna.Trial | str | None":
+        """Racing: the round's queue is empty. Wait for its last trials, then decide and queue the next round."""
+        from grpo_ablate.search.racing import advance, describe
+
+        if running > 0:
+            return RACE_WAIT
+        state = advance(self.ostudy, self.study, queue_next=not close_only)
+        if state.decided:
+            self.stop_reason = self.stop_reason or describe(state)
+            return None
+        for d in state.dropped:
+            if d.round == state.round:
+                self.console.say(f"racing round {d.round}: dropped {d.arm}: {d.reason}")
+        return None if close_only else self.lifecycle.ask_and_register()
 
     def _requeue_dead_local_trials(self) -> None:
         """RUNNING trials of a process on this host that no longer exists: queue them again.
@@ -161,6 +185,9 @@ class StudyRunner:
                 return
             if trial == WAIT:
                 self.registry.stop.wait(max(1, self.study.study.heartbeat_interval))
+                continue
+            if trial == RACE_WAIT:
+                self.registry.stop.wait(1.0)
                 continue
             assert not isinstance(trial, str)
             try:
@@ -250,8 +277,13 @@ def _kill_children() -> None:
 # ------------------------------------------------------------------ the command
 
 
-def run_study(study: "Study", write_report: bool = True) -> int:
-    """Create or resume the study, run it to n_trials, summarise, write the report; the exit status."""
+def run_study(study: "Study", write_report: bool = True, warm_start: str | None = None,
+              warm_start_storage: str | None = None) -> int:
+    """Create or resume the study, run it to n_trials, summarise, write the report; the exit status.
+
+    `warm_start`: a finished study (its file, or its name in `warm_start_storage`, default this
+    study's storage) whose best arms are queued first (search/warm.py).
+    """
     from grpo_ablate.config import StudyError
 
     warnings.filterwarnings("ignore", message=".*Heartbeat of storage is supposed to be used.*")
@@ -276,8 +308,28 @@ def run_study(study: "Study", write_report: bool = True) -> int:
     recorded = record_probe_ooms(ostudy, study)  # a probe run since: its OOM pairs teach the sampler
     if recorded:
         print(f"grpo-ablate: recorded {recorded} out-of-memory pair(s) from probe.json as violated constraints")
+    if warm_start and not created:
+        print(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")
+    elif warm_start:
+        from grpo_ablate.search.warm import warm_start as _warm
+
+        try:
+            print(_warm(ostudy, study, warm_start, warm_start_storage))
+        except (ValueError, KeyError, OSError) as e:
+            print(f"grpo-ablate: cannot warm-start from {warm_start}: {e}", file=sys.stderr)
+            return 2
     cells = study_plan(study)
-    if cells:
+    if cells and study.study.racing is not None:
+        from grpo_ablate.plan import racing_round
+        from grpo_ablate.search.racing import queue_cells
+
+        if created:  # a resumed race queues its next round itself once the queue runs dry
+            queue_cells(ostudy, study, racing_round(study, 1))
+            ostudy.set_user_attr(PLAN_READY_ATTR, True)
+        elif not wait_for_plan(ostudy):
+            print("grpo-ablate: the study exists but its first racing round was never queued", file=sys.stderr)
+            return 1
+    elif cells:
         if created:
             queue_plan(ostudy, study, cells)
             ostudy.set_user_attr(PLAN_READY_ATTR, True)

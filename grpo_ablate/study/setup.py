@@ -35,33 +35,21 @@ def library_versions() -> dict[str, str]:
 
 
 def make_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
-    import optuna
+    """The study's sampler (search/samplers.py holds the settings the benchmark chose)."""
+    from grpo_ablate.search.samplers import build_sampler
 
-    seed = study.study.sampler_seed
-    kind = study.study.sampler
-    if kind == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if kind == "gp":
-        return optuna.samplers.GPSampler(seed=seed)
-    if kind in ("grid", "ablation"):
-        # Planned studies only pop queued trials; the sampler never proposes on its own.
-        return optuna.samplers.RandomSampler(seed=seed)
-    n_startup = min(10, max(3, (study.study.n_trials or 20) // 4))
-    if len(study.directions) > 1:
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup, multivariate=True)
+    return build_sampler(study.study.sampler, study.study.sampler_seed, n_trials=study.study.n_trials,
+                         n_objectives=len(study.directions))
 
 
 def make_pruner(study: "Study") -> "optuna.pruners.BasePruner":
-    import optuna
+    """The study's pruner; its steps are generated completions (search/fidelity.py)."""
+    from grpo_ablate.search.fidelity import budget_completions, quantum
+    from grpo_ablate.search.samplers import build_pruner
 
-    kind = study.study.pruner
-    steps = study.budget.max_steps
-    if kind == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=max(1, (steps or 20) // 5))
-    if kind == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=max(1, (steps or 20) // 8), max_resource=steps or "auto")
-    return optuna.pruners.NopPruner()
+    budget = budget_completions(study)
+    largest = max((p.generation_batch_size for p in study.space.feasible), default=1)
+    return build_pruner(study.study.pruner, budget, quantum(largest, budget))
 
 
 def open_study(

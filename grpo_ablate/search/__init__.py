@@ -1,0 +1,10 @@
+"""How a study searches, and how well: one module per concept.
+
+- encoding.py: arms as Optuna params (G ordinal, the batch conditional on G; seeds are replicates);
+- samplers.py: the study's sampler and pruner, for `run` and the benchmark alike;
+- fidelity.py: pruning steps counted in generated completions;
+- racing.py: grid/ablation studies that drop clearly worse arms round by round;
+- warm.py: `run --warm-start`, seeding a new study from a finished one;
+- table.py, replay.py: the benchmark's grid table and the replays of each strategy against it
+  (benchmarks/search_efficiency.py).
+"""

@@ -1,0 +1,49 @@
+"""The Optuna sampler and pruner of a study, built in one place for `run` and the benchmark.
+
+The defaults were chosen from benchmarks/search_efficiency.py (README, "Search efficiency").
+Pruners count steps in generated completions (search/fidelity.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["build_sampler", "build_pruner", "tpe_startup_trials"]
+
+
+def tpe_startup_trials(n_trials: int | None) -> int:
+    """Random trials before TPE models: a quarter of the budget, 3 to 10."""
+    return min(10, max(3, (n_trials or 20) // 4))
+
+
+def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n_objectives: int = 1
+                  ) -> "optuna.samplers.BaseSampler":
+    import optuna
+
+    if kind == "gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    if kind in ("random", "grid", "ablation"):  # planned studies only pop queued trials
+        return optuna.samplers.RandomSampler(seed=seed)
+    import warnings
+
+    n_startup = tpe_startup_trials(n_trials)
+    joint = n_objectives == 1
+    with warnings.catch_warnings():  # `multivariate` and `group` are experimental in Optuna 5.0
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        # group=True: the conditional batch params (one name per G) are modelled with G, not independently
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup, multivariate=joint, group=joint)
+
+
+def build_pruner(kind: str, budget: int | None, quantum: int) -> "optuna.pruners.BasePruner":
+    """`budget` and `quantum` in completions (one trial's total, and the spacing of checkpoints)."""
+    import optuna
+
+    if kind == "median":
+        warmup = quantum * max(1, round((budget or quantum * 10) / quantum / 5))  # a fifth of the trial
+        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=warmup)
+    if kind == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=quantum * 2, max_resource=budget or "auto")
+    return optuna.pruners.NopPruner()

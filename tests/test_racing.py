@@ -1,0 +1,101 @@
+"""Racing: a clearly worse arm is dropped with its round and reason; a tied arm stays in contention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from grpo_ablate.config import load_study
+from grpo_ablate.plan import racing_round
+from grpo_ablate.search.racing import RACING_ATTR, RaceState, advance, arm_results, decide, paired_worse_p, queue_cells
+from grpo_ablate.study.lifecycle import ask, suggest_params
+from grpo_ablate.search.replay import Strategy, replay
+from grpo_ablate.search.table import GridRow, GridTable
+from grpo_ablate.vocab import Arm
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "studies/tiny-cpu.yaml")
+
+# seed -> value: "best" leads, "tied" moves with it (noise either way), "worse" trails on every seed
+TABLE = {
+    "best": {0: 0.80, 1: 0.82, 2: 0.79, 3: 0.81, 4: 0.80, 5: 0.83},
+    "tied": {0: 0.81, 1: 0.80, 2: 0.80, 3: 0.80, 4: 0.81, 5: 0.82},
+    "worse": {0: 0.60, 1: 0.63, 2: 0.58, 3: 0.61, 4: 0.62, 5: 0.60},
+}
+
+
+def run_race(confidence: float = 0.95, first: int = 2) -> RaceState:
+    seeds = sorted(TABLE["best"])
+    state = RaceState(0, list(TABLE))
+    used = first
+    while True:
+        results = {a: {s: TABLE[a][s] for s in seeds[:used]} for a in state.live}
+        state = decide(state, results, maximize=True, confidence=confidence, seeds_left=used < len(seeds))
+        if state.decided:
+            return state
+        used += 1
+
+
+def test_worse_arm_dropped_tied_arm_kept():
+    state = run_race()
+    assert [d.arm for d in state.dropped] == ["worse"]
+    drop = state.dropped[0]
+    assert drop.round >= 1 and "paired one-sided t-test" in drop.reason and drop.p_value < 0.05
+    assert set(state.live) == {"best", "tied"}  # never separated: the seeds ran out
+    assert state.decided
+
+
+def test_paired_test_direction():
+    assert paired_worse_p([1.0, 1.1, 0.9], [0.5, 0.6, 0.55], maximize=True) < 0.05
+    assert paired_worse_p([1.0, 1.1, 0.9], [0.5, 0.6, 0.55], maximize=False) > 0.5
+    assert paired_worse_p([1.0], [0.0], maximize=True) == 1.0  # one seed decides nothing
+
+
+def test_race_state_round_trips():
+    state = run_race()
+    again = RaceState.from_dict(state.as_dict(), list(TABLE))
+    assert again.live == state.live and [d.arm for d in again.dropped] == ["worse"]
+
+
+def test_racing_replay_spends_less_than_every_seed():
+    rows = [GridRow(Arm(g, 32, 1.0), s, {"final_reward": TABLE[name][s]})
+            for name, g in (("best", 2), ("tied", 4), ("worse", 8)) for s in TABLE["best"]]
+    tr = replay(GridTable(rows), Strategy("race", kind="racing"), 0, "final_reward", True)
+    assert tr.compute < 1.0
+    # the seed order is the replay's draw: "worse" always goes, "best" never does
+    dropped = [d.arm for d in tr.dropped]
+    assert Arm(8, 32, 1.0).key in dropped and Arm(2, 32, 1.0).key not in dropped
+
+
+def test_racing_study_queues_rounds_and_records_drops(tmp_path):
+    """A real Optuna study (no training): results told by hand, rounds queued by advance()."""
+    study = load_study(TINY, ["study.sampler=grid", "temperature=1.0", "num_generations=[2, 4, 8]", "study.seeds=[0, 1, 2, 3]",
+                              "study.racing={confidence: 0.95, first_round_seeds: 2}",
+                              f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward}]"])
+    ostudy = optuna.create_study(direction="maximize")
+    value = {2: TABLE["best"], 4: TABLE["tied"], 8: TABLE["worse"]}
+    assert queue_cells(ostudy, study, racing_round(study, 1)) == 6
+    assert queue_cells(ostudy, study, racing_round(study, 1)) == 0  # matched on the cell, not the params
+
+    def drain() -> int:
+        n = 0
+        while (trial := ask(ostudy, planned=True)) is not None:
+            cell = suggest_params(trial, study)
+            assert "seed" not in trial.params
+            for k, v in cell.as_attrs().items():
+                trial.set_user_attr(k, v)
+            ostudy.tell(trial, value[cell.arm.num_generations][cell.seed])
+            n += 1
+        return n
+
+    assert drain() == 6
+    rounds = [6]
+    while not (state := advance(ostudy, study)).decided:
+        rounds.append(drain())
+    assert sum(rounds) < 12  # every seed for every arm would be 12
+    stored = ostudy.user_attrs[RACING_ATTR]
+    assert [d["arm"] for d in stored["dropped"]] == [Arm(8, 32, study.fixed_temperature()).key]
+    assert stored["dropped"][0]["round"] >= 1 and stored["decided"]
+    assert set(arm_results(ostudy)) == {a for a in (Arm(g, 32, study.fixed_temperature()).key for g in (2, 4, 8))}

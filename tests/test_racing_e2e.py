@@ -1,0 +1,48 @@
+"""Racing and warm starts through `grpo-ablate run`: real trials of the tiny offline model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from conftest import run_cli
+from grpo_ablate.search.racing import RACING_ATTR
+from grpo_ablate.search.warm import COPY_ATTR, WARM_ROLE
+from grpo_ablate.storage import open_storage
+
+pytestmark = pytest.mark.slow
+
+RACE = ["--set", "budget.max_steps=3", "--set", "temperature=1.0", "--set", "study.sampler=grid", "--set", "num_generations=[2, 4]",
+        "--set", "study.seeds=[0, 1, 2]", "--set", "study.workers=2",
+        "--set", "study.racing={confidence: 0.95, first_round_seeds: 2}",
+        "--set", "study.objectives=[{metric: final_reward}]"]
+
+
+def _load(tmp: Path, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=open_storage(str(tmp / name / "study.journal")))
+
+
+def test_racing_grid_then_warm_started_tpe(tmp_path):
+    res = run_cli("run", "studies/tiny-cpu.yaml", *RACE, "--no-report",
+                  "--set", "study.name=race", "--set", f"study.output_dir={tmp_path / 'race'}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    st = _load(tmp_path, "race")
+    trials = st.get_trials(deepcopy=False)
+    race = st.user_attrs[RACING_ATTR]
+    assert race["round"] >= 1 and race["decided"]
+    assert 4 <= len(trials) <= 6  # round 1 is both arms on seeds 0 and 1; round 2 only arms in contention
+    assert all("seed" not in t.params and t.user_attrs["cell"].endswith(f"|seed{t.user_attrs['seed']}") for t in trials)
+    assert "racing" in res.stdout
+
+    res = run_cli("run", "studies/tiny-cpu.yaml", "--no-report", "--set", "budget.max_steps=3", "--set", "temperature=1.0",
+                  "--set", "study.sampler=tpe", "--set", "num_generations=[2, 4]", "--set", "study.seeds=[0, 1, 2]",
+                  "--set", "study.n_trials=1", "--set", "study.objectives=[{metric: final_reward}]",
+                  "--set", "study.name=warm", "--set", f"study.output_dir={tmp_path / 'warm'}",
+                  "--warm-start", "race", "--warm-start-storage", str(tmp_path / "race" / "study.journal"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "warm start from 'race'" in res.stdout
+    warm = _load(tmp_path, "warm")
+    ran = [t for t in warm.get_trials(deepcopy=False) if not t.user_attrs.get(COPY_ATTR)]
+    assert ran[0].user_attrs["role"] == WARM_ROLE and ran[0].state == optuna.trial.TrialState.COMPLETE
