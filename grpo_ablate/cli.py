@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -157,7 +158,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from grpo_ablate.storage import mask_url
 
     n = len(study.space.feasible)
-    print(f"OK: {args.study} (study {study.study.name!r}, {n} feasible pair(s), sampler {study.study.sampler}, "
+    print(f"OK: {args.study} (study {study.study.name!r}, {n} feasible pair(s), sampler {study.sampler_kind}, "
           f"storage {mask_url(study.storage_url)})")
     return EXIT_OK
 
@@ -289,6 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `grpo-ablate plan ... | head`: the reader left; nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

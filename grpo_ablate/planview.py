@@ -125,7 +125,7 @@ def plan_json(study: "Study") -> dict[str, Any]:
     out.update(
         {
             "study": study.study.name,
-            "sampler": study.study.sampler,
+            "sampler": study.sampler_kind,
             "temperature": text,
             "search_space_size": (len(space.feasible) * n_temps) if n_temps else None,
             "seeds": list(study.study.seeds),
@@ -148,7 +148,7 @@ def plan_json(study: "Study") -> dict[str, Any]:
 
 def plan_text(study: "Study") -> str:
     space = study.space
-    lines = [f"Study {study.study.name!r} ({study.study.sampler} sampler)", ""]
+    lines = [f"Study {study.study.name!r} ({study.sampler_kind} sampler)", ""]
     notes = [w for w in study.warnings if isinstance(w, RecipeNote)]
     if notes:
         lines.append(f"Recipe {study.file.trainer_from} (notes on its keys):")
@@ -177,7 +177,7 @@ def plan_text(study: "Study") -> str:
         for i, c in enumerate(cells):
             lines.append(f"  {i:>3}. {c.role:<28} {c.arm.label}, seed {c.seed}")
     else:
-        lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.study.sampler} sampler, seeds {list(study.study.seeds)}.")
+        lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.sampler_kind} sampler, seeds {list(study.study.seeds)}.")
     lines += ["", *_cost_lines(study)]
     probe = load_probe(study.output_dir)
     if probe is not None:

@@ -53,7 +53,9 @@ class StudySection(_Section):
     name: str  # the Optuna study name; also names the run folder
     output_dir: str | None = None  # default runs/<name>, relative to the current directory
     storage: str | None = None  # Optuna storage URL; default a journal file in output_dir (safe for parallel workers)
-    sampler: Literal["tpe", "random", "gp", "grid", "ablation"] = "tpe"
+    # auto: random search on a small finite space (<= 16 configurations), TPE otherwise; chosen from
+    # benchmarks/search_efficiency.py, where random matched TPE on 16 noisy configurations
+    sampler: Literal["auto", "tpe", "random", "gp", "grid", "ablation"] = "auto"
     sampler_seed: int | None = 0  # seeds the sampler itself, so the same study proposes the same trials
     pruner: Literal["none", "median", "hyperband"] = "none"
     n_trials: int | None = Field(default=None, ge=1)  # total over all runs/workers; grid/ablation default: the plan size

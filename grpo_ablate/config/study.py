@@ -107,6 +107,15 @@ class Study:
             return float(t)
         return float(self.trainer.get("temperature", TRL_DEFAULTS["temperature"]))
 
+    @property
+    def sampler_kind(self) -> str:
+        """study.sampler with `auto` resolved (search/samplers.py says why)."""
+        from grpo_ablate.search.samplers import resolve_sampler
+
+        t = self.temperatures()
+        n_temps = 1 if t is None else (len(t) if isinstance(t, list) else None)
+        return resolve_sampler(self.study.sampler, None if n_temps is None else len(self.space.feasible) * n_temps)
+
     def generations(self) -> list[int]:
         """The searched values of num_generations: ints and G schedules (vocab.parse_generations)."""
         g = self.search.num_generations

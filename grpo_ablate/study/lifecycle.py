@@ -72,7 +72,7 @@ def suggest_params(trial: "optuna.Trial", study: "Study") -> Cell:
         seed = int(trial.suggest_categorical("seed", seeds))  # type: ignore[arg-type]
     if seed is None:
         seed = replicate_seed(seeds, _replicates(trial, arm.key))
-    role = str(trial.user_attrs.get("role") or study.study.sampler)
+    role = str(trial.user_attrs.get("role") or study.sampler_kind)
     cell = Cell(arm, seed, role)
     trial.set_user_attr(ARM_ATTR, arm.key)  # groups replicates for the sampler's users and the dashboard
     trial.set_user_attr("cell", cell.key)  # a requeued retry keeps its seed

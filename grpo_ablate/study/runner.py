@@ -349,7 +349,7 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         return 2
     done, _ = runner.finished_count()
     print(f"Study {study.study.name!r}: {'created' if created else 'resumed'} in {url} "
-          f"({done}/{runner.n_trials} trials finished), {runner.workers} worker(s), sampler {study.study.sampler}, "
+          f"({done}/{runner.n_trials} trials finished), {runner.workers} worker(s), sampler {study.sampler_kind}, "
           f"objectives {', '.join(f'{m} ({d})' for m, d in zip(study.metric_names, study.directions))}", flush=True)
 
     previous: dict[int, Any] = {}

@@ -38,7 +38,7 @@ def make_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
     """The study's sampler (search/samplers.py holds the settings the benchmark chose)."""
     from grpo_ablate.search.samplers import build_sampler
 
-    return build_sampler(study.study.sampler, study.study.sampler_seed, n_trials=study.study.n_trials,
+    return build_sampler(study.sampler_kind, study.study.sampler_seed, n_trials=study.study.n_trials,
                          n_objectives=len(study.directions))
 
 
