@@ -8,7 +8,8 @@ import optuna
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import racing_round
-from grpo_ablate.search.racing import RACING_ATTR, RaceState, advance, arm_results, decide, paired_worse_p, queue_cells
+from grpo_ablate.vocab import RACING_ATTR
+from grpo_ablate.search.racing import RaceState, advance, arm_results, decide, paired_worse_p, queue_cells
 from grpo_ablate.study.lifecycle import ask, suggest_params
 from grpo_ablate.search.replay import Strategy, replay
 from grpo_ablate.search.table import GridRow, GridTable

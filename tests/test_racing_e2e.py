@@ -8,8 +8,8 @@ import optuna
 import pytest
 
 from conftest import run_cli
-from grpo_ablate.search.racing import RACING_ATTR
-from grpo_ablate.search.warm import COPY_ATTR, WARM_ROLE
+from grpo_ablate.vocab import RACING_ATTR
+from grpo_ablate.vocab import COPY_ATTR, WARM_ROLE
 from grpo_ablate.storage import open_storage
 
 pytestmark = pytest.mark.slow

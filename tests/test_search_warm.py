@@ -8,8 +8,9 @@ import optuna
 from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
-from grpo_ablate.search.encoding import ARM_ATTR
-from grpo_ablate.search.warm import COPY_ATTR, WARM_ROLE, warm_start
+from grpo_ablate.vocab import ARM_ATTR
+from grpo_ablate.search.warm import warm_start
+from grpo_ablate.vocab import COPY_ATTR, WARM_ROLE
 from grpo_ablate.study.lifecycle import suggest_params
 from grpo_ablate.study.setup import describe_study, open_study
 

@@ -30,7 +30,7 @@ from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, l
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Verdict, decide
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import DIAGNOSTIC_METRICS, HEADLINE_METRICS, Arm, Metric, Outcome, finite, metric
+from grpo_ablate.vocab import COPY_ATTR, DIAGNOSTIC_METRICS, HEADLINE_METRICS, RACING_ATTR, Arm, Metric, Outcome, finite, metric
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -74,6 +74,7 @@ class ReportData:
     # per arm: the same first held-out prompts at the start and at the end (eval.jsonl `samples`)
     eval_samples: list[dict[str, Any]] = field(default_factory=list)
     evals: pd.DataFrame = field(default_factory=pd.DataFrame)  # every evaluation point, knobs on each row
+    racing: dict[str, Any] | None = None  # the study's racing state (search/racing.py), when it raced
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -114,6 +115,8 @@ def build_report_data(
     tokens: dict[int, float] = {}
     bad_lines = 0
     for ft in sorted(frozen, key=lambda t: t.number):
+        if ft.user_attrs.get(COPY_ATTR) is not None:  # a warm start's copy of another study's trial: never ran here
+            continue
         tdir = ft.user_attrs.get("trial_dir")
         files = read_trial_files(Path(tdir) if tdir else None)
         bad_lines += files.bad_lines
@@ -193,6 +196,7 @@ def build_report_data(
         eval_samples=eval_samples(arms, records, eval_rows),
         evals=pd.DataFrame([{**trial_columns(r), **{k: v for k, v in row.items() if k not in ("per_prompt", "samples")}}
                             for r in records if r.number in eval_rows for row in eval_rows[r.number]]),
+        racing=study_user_attrs.get(RACING_ATTR) if isinstance(study_user_attrs.get(RACING_ATTR), dict) else None,
     )
 
 

@@ -23,7 +23,7 @@ from grpo_ablate.report.summary import EXPORTS
 from grpo_ablate.report.evaluation import TARGET_KEYS, CensoredStat
 from grpo_ablate.report.groups import RANKING_RULE
 from grpo_ablate.report.text import clip, fmt, fmt_interval, fmt_p, fmt_stat, fmt_stat_short
-from grpo_ablate.vocab import TARGET_METRICS, Outcome
+from grpo_ablate.vocab import TARGET_METRICS, Arm, Outcome
 from grpo_ablate.vocab import metric as registry_metric
 
 __all__ = ["render_html", "view_model", "target_cell", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
@@ -159,6 +159,36 @@ def _outcomes_text(a: ArmSummary) -> str:
     return ", ".join(f"{v} {words.get(k, k)}" for k, v in sorted(a.outcomes.items(), key=lambda kv: order.get(kv[0], 9)))
 
 
+def racing_view(data: ReportData) -> dict[str, Any] | None:
+    """The racing section: which arms were dropped, in which round, on which seeds and why."""
+    race = data.racing
+    if not race:
+        return None
+
+    def label(key: object) -> str:
+        try:
+            return Arm.from_key(str(key)).label
+        except ValueError:
+            return str(key)
+
+    settings = (data.config.get("study") or {}).get("racing") or {}
+    if race.get("decided"):
+        state = f"was decided after round {race.get('round')}: {label(race.get('leader'))} leads"
+    else:
+        live = ", ".join(label(k) for k in race.get("live") or []) or "none"
+        state = f"used every seed; still in contention: {live}"
+    ran = sum(1 for r in data.records if r.outcome != Outcome.RUNNING.value)
+    return {
+        "confidence": settings.get("confidence"),
+        "first_round_seeds": settings.get("first_round_seeds"),
+        "state": state,
+        "ran": ran,
+        "rows": [{"arm": label(d.get("arm")), "round": d.get("round"),
+                  "seeds": ", ".join(str(s) for s in d.get("seeds") or []), "why": d.get("reason", "")}
+                 for d in race.get("dropped") or []],
+    }
+
+
 def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
     """Everything the template prints, already decided and formatted."""
     base = next((a for a in data.arms if a.is_baseline), None)
@@ -259,6 +289,7 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
         "target_rows": [{"arm": a, "cells": [target_cell(a.targets.get(m)) for m in TARGET_KEYS]}
                         for a in data.arms if a.targets],
         "eval_samples": data.eval_samples,
+        "racing": racing_view(data),
         "ranking_rule": RANKING_RULE,
         "has_eval": data.has_eval,
         "completion_chars": COMPLETION_CHARS,

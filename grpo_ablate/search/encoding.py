@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from grpo_ablate.space import FeasibleSpace
 
 __all__ = ["ORDINAL", "LABEL", "ENCODINGS", "DEFAULT_ENCODING", "G_RANK", "batch_param", "suggest_arm",
-           "encode_arm", "replicate_seed", "ARM_ATTR"]
+           "encode_arm", "replicate_seed"]
 
 ORDINAL = "ordinal"
 LABEL = "label"
@@ -32,7 +32,6 @@ ENCODINGS = (ORDINAL, LABEL)
 DEFAULT_ENCODING = ORDINAL  # benchmarks/search_efficiency.py: tied with LABEL within noise, more right answers
 G_RANK = "num_generations_rank"
 LABEL_PARAM = "generation"
-ARM_ATTR = "arm_key"  # the trial user attr that groups replicates of one configuration (Arm.key)
 
 Temperatures = "FloatRange | list[float] | None"
 

@@ -17,16 +17,16 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from grpo_ablate.vocab import RACING_ATTR
+
 if TYPE_CHECKING:
     import optuna
 
     from grpo_ablate.config import Study
     from grpo_ablate.vocab import Cell
 
-__all__ = ["Drop", "RaceState", "decide", "paired_worse_p", "queue_cells", "arm_results", "advance", "describe",
-           "RACING_ATTR"]
+__all__ = ["Drop", "RaceState", "decide", "paired_worse_p", "queue_cells", "arm_results", "advance", "describe"]
 
-RACING_ATTR = "racing"  # study user attr: {"round", "decided", "leader", "dropped": [Drop.as_dict()]}
 
 
 @dataclass(frozen=True)

@@ -16,19 +16,17 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.search.encoding import ARM_ATTR, DEFAULT_ENCODING, encode_arm
+from grpo_ablate.search.encoding import DEFAULT_ENCODING, encode_arm
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.vocab import ARM_ATTR, COPY_ATTR, WARM_ROLE, Arm, Cell
 
 if TYPE_CHECKING:
     import optuna
 
     from grpo_ablate.config import Study
 
-__all__ = ["warm_start", "load_source", "best_arms", "mismatch", "COPY_ATTR", "WARM_ROLE", "TOP_ARMS"]
+__all__ = ["warm_start", "load_source", "best_arms", "mismatch", "TOP_ARMS"]
 
-COPY_ATTR = "warm_start_copy_of"  # on trials copied from the finished study: "<study name>#<trial number>"
-WARM_ROLE = "warm-start"  # the role of a queued warm-start trial (adaptive samplers)
 TOP_ARMS = 3
 
 

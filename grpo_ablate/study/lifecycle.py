@@ -59,7 +59,8 @@ def suggest_params(trial: "optuna.Trial", study: "Study") -> Cell:
     never searched: a queued cell carries it (user attr "cell" or "seed", else the planned
     param "seed"); an adaptive sampler's trial takes its arm's next replicate seed.
     """
-    from grpo_ablate.search.encoding import ARM_ATTR, DEFAULT_ENCODING, replicate_seed, suggest_arm
+    from grpo_ablate.search.encoding import DEFAULT_ENCODING, replicate_seed, suggest_arm
+    from grpo_ablate.vocab import ARM_ATTR
 
     planned = study.study.sampler in ("grid", "ablation")
     if planned:  # the queued params name the arm the way plan.cell_params wrote them
@@ -114,7 +115,7 @@ def _replicates(trial: "optuna.Trial", arm_key: str) -> int:
     """How many earlier trials ran (or run) this arm: the next replicate's index."""
     from optuna.trial import TrialState
 
-    from grpo_ablate.search.encoding import ARM_ATTR
+    from grpo_ablate.vocab import ARM_ATTR
 
     n = 0
     for t in trial.study.get_trials(deepcopy=False):

@@ -30,7 +30,7 @@ from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle, requeue
 from grpo_ablate.study.setup import (PLAN_READY_ATTR, describe_study, open_study, queue_plan, record_probe_ooms,
                                      wait_for_plan)
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.vocab import COPY_ATTR, PROBE_ROLE, Outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -103,10 +103,8 @@ class StudyRunner:
         """
         from optuna.trial import TrialState
 
-        from grpo_ablate.search.warm import COPY_ATTR
-
         trials = [t for t in self.ostudy.get_trials(deepcopy=False)
-                  if t.user_attrs.get("role") != "probe" and not t.user_attrs.get(COPY_ATTR)]
+                  if t.user_attrs.get("role") != PROBE_ROLE and not t.user_attrs.get(COPY_ATTR)]
         done = sum(1 for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
                    or (t.state == TrialState.FAIL and t.user_attrs.get("outcome") == Outcome.FAILED.value))
         running = sum(1 for t in trials if t.state == TrialState.RUNNING)

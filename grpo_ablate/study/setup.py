@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.plan import baseline_arm, cell_params
 from grpo_ablate.storage import mask_url, open_storage
-from grpo_ablate.vocab import Cell
+from grpo_ablate.vocab import PROBE_ROLE, Cell
 
 if TYPE_CHECKING:
     import optuna
@@ -163,7 +163,7 @@ def record_probe_ooms(ostudy: "optuna.Study", study: "Study") -> int:
         ostudy.add_trial(optuna.trial.create_trial(
             params={PROBE_PARAM: point.label}, distributions={PROBE_PARAM: CategoricalDistribution(labels)},
             values=[0.0] * len(study.directions), constraints={"oom": 1.0},
-            user_attrs={"role": "probe", "outcome": "oom", "probe_label": point.label, "reason": point.reason or "oom",
+            user_attrs={"role": PROBE_ROLE, "outcome": "oom", "probe_label": point.label, "reason": point.reason or "oom",
                         "num_generations": point.num_generations, "generation_batch_size": point.generation_batch_size},
         ))
         added += 1
