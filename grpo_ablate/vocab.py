@@ -38,6 +38,7 @@ __all__ = [
     "DIAGNOSTIC_METRICS",
     "TARGET_METRICS",
     "EVAL_FILE",
+    "RANK_RESULT_GLOB",
     "HEADLINE_FILE",
     "TENSORBOARD_DIR",
     "EVENTS_FILE",
@@ -217,6 +218,7 @@ LOG_FILE = "log.txt"  # the trial process's stdout and stderr
 STOP_FILE = "STOP"  # written by the parent: end after the current step (its text is the reason)
 RESOLVED_CONFIG_FILE = "resolved_config.json"  # GRPOConfig after TRL derived its fields
 REWARD_CURVE_FILE = "reward_curve.png"  # the dashboard's per-trial plot
+RANK_RESULT_GLOB = "result.rank*.json"  # a failing non-zero rank's own record of what went wrong
 EVAL_FILE = "eval.jsonl"  # held-out evaluation: one JSON object per evaluation point
 HEADLINE_FILE = "headline_metrics.csv"  # the headline metrics as a small table, a dashboard artifact
 TENSORBOARD_DIR = "tensorboard"  # <output_dir>/tensorboard/<run name>/ when the study turns TensorBoard on

@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..metrics import summarize_trial
-from ..vocab import BUILTIN_MODEL_PREFIX, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESOLVED_CONFIG_FILE, RESULT_FILE, STOP_FILE, Outcome
+from ..vocab import (BUILTIN_MODEL_PREFIX, GROUPS_FILE, LOG_FILE, METRICS_FILE, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE,
+                     RESULT_FILE, STOP_FILE, Outcome)
 from .spec import TrialResult, TrialSpec
 from .vllm_server import vllm_server
-from .worker import LAUNCHED_AT_ENV, PARENT_PID_ENV, RANK_RESULT_GLOB
+from .worker import LAUNCHED_AT_ENV, PARENT_PID_ENV
 
 __all__ = [
     "TrialResult",

@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
 from .memory_cap import start_memory_watch
 from .spec import TrialSpec
@@ -40,7 +40,6 @@ from .spec import TrialSpec
 __all__ = [
     "LAUNCHED_AT_ENV",
     "PARENT_PID_ENV",
-    "RANK_RESULT_GLOB",
     "classify_exception",
     "main",
     "rank_result_file",
@@ -50,14 +49,15 @@ __all__ = [
 
 EXIT_FAILED = 1
 EXIT_OOM = 3
-# TODO(vocab): the launch/worker environment contract, set by trainer/launch.py.
+# The launch/worker environment contract (trainer/launch.py sets these; only the two sides read them).
 PARENT_PID_ENV = "GRPO_ABLATE_PARENT_PID"  # the orchestrator's pid: the trial ends when it is gone
 LAUNCHED_AT_ENV = "GRPO_ABLATE_LAUNCHED_AT"  # time.time() at launch, for startup_seconds
-RANK_RESULT_GLOB = "result.rank*.json"  # TODO(vocab): a failing non-zero rank's own result file
 
 
 def rank_result_file(rank: int) -> str:
     return RANK_RESULT_GLOB.replace("*", str(rank))
+
+
 _OOM_MARKERS = ("out of memory", "cublas_status_alloc_failed", "can't allocate memory")
 
 
