@@ -208,6 +208,17 @@ def arm_costs(records: Sequence[TrialRecord], tokens: Mapping[int, float]) -> tu
     return {a: v for a, v in secs.items() if v is not None}, "training seconds per trial"
 
 
+def _worse_text(verdicts: Sequence[ArmVerdict], bmean: float) -> str:
+    """The configurations clearly worse than the baseline, each with the numbers that say so."""
+    parts = []
+    for v in verdicts:
+        c = v.comparison
+        if v.worse and c is not None:
+            parts.append(f"{v.config.label} ({fmt(v.mean)} vs {fmt(bmean)}, {_signed(c.delta)}, 95% interval "
+                         f"{fmt_interval(c.ci95)}, {fmt_p(c.p_value)}, {c.words})")
+    return (" Clearly worse than the baseline: " + "; ".join(parts) + ".") if parts else ""
+
+
 def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
            metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None) -> Verdict:
     """The study's answer (see the module docstring); `tokens` is each trial's generated tokens."""
@@ -268,9 +279,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
         text = (f"Use {w.config.words}: its {label} was {fmt(w.mean)} vs {fmt(bmean)} for {versus}, "
                 f"a difference of {_signed(c.delta)}{rel}, 95% interval {fmt_interval(c.ci95)}, "
                 f"{fmt_p(c.p_value)} ({c.words}): more than the seed-to-seed spread explains.")
-        worse = [v for v in verdicts if v.worse]
-        if worse:
-            text += " Clearly worse than the baseline: " + ", ".join(v.config.label for v in worse) + "."
+        text += _worse_text(verdicts, bmean)
         return Verdict("winner", name, direction, text + tail, w.config, w.name, "clearly_better", c, tuple(verdicts),
                        cost_unit=cost_unit, timing=timing, notes=tuple(notes))
 
@@ -333,7 +342,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
                f"in {cost_unit}" if priced else "no cost was measured to choose on")
         head += f" Keep the baseline ({base.config.words}): {why}."
         rec, rec_name, reason = base.config, base.name, "baseline_not_beaten"
-    text = head + detail
+    text = head + detail + _worse_text(verdicts, bmean)
     return Verdict("no_clear_winner", name, direction, text + tail, rec, rec_name, reason, tc, tuple(verdicts),
                    mde, mde_rel, seeds_for, cost_unit, timing, tuple(notes), headline=head)
 
