@@ -31,7 +31,7 @@ from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.study.trackers import tracker_settings
 from grpo_ablate.trainer.launch import request_stop, run_trial
-from grpo_ablate.vocab import (HEADLINE_METRICS, TRIALS_DIR, Arm, Cell, Outcome, generations_text, parse_generations,
+from grpo_ablate.vocab import (EVAL_FILE, HEADLINE_METRICS, TRIALS_DIR, Arm, Cell, Outcome, generations_text, parse_generations,
                                trial_dir_name)
 
 if TYPE_CHECKING:
@@ -440,18 +440,38 @@ class TrialLifecycle:
     def _progress(self, trial: "optuna.Trial", run: Running) -> Callable[[dict[str, Any]], None]:
         """Report to the pruner at shared checkpoints of generated compute, not at optimizer steps.
 
-        The step Optuna sees is the checkpoint in completions (search/fidelity.py), so a G=16
-        trial is judged against a G=2 trial that has generated as many completions.
+        The step Optuna sees is generated completions, so a G=16 trial is judged against a G=2
+        trial that has generated as many. A held-out objective (eval_*) is reported at the
+        evaluation points, which every arm shares (trainer/evaluation.py places them at equal
+        completions); a training objective at the checkpoints of search/fidelity.py.
         """
-        from grpo_ablate.metrics import summarize
+        from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
         from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
         rows: list[dict[str, Any]] = []
         prune = self.study.study.pruner != "none" and len(self.study.directions) == 1
         metric = self.study.metric_names[0]
+        held_out = metric in EVAL_KEYS
         largest = max((p.generation_batch_size for p in self.study.space.feasible), default=1)
         clock = ComputeClock(quantum(largest, budget_completions(self.study)))
+        reported: set[int] = set()
         asked = False
+
+        def checkpoints() -> list[tuple[int, float]]:
+            """(completions, objective so far) at each checkpoint not yet reported."""
+            if held_out:
+                evals = read_jsonl(run.trial_dir / EVAL_FILE)[0]
+                out = []
+                for i, e in enumerate(evals):
+                    at = int(e.get("completions") or 0)
+                    if at > 0 and at not in reported:
+                        value = summarize_eval(evals[: i + 1]).get(metric)
+                        if value is not None:
+                            out.append((at, float(value)))
+                return out
+            crossed = clock.advance(rows[-1])
+            value = summarize(rows).get(metric) if crossed else None
+            return [(c, float(value)) for c in crossed] if value is not None else []
 
         def on_progress(row: dict[str, Any]) -> None:
             nonlocal asked
@@ -460,16 +480,16 @@ class TrialLifecycle:
             run.train_seconds = float(row.get("train_seconds", run.train_seconds) or 0.0)
             if row.get("reward") is not None:
                 run.reward = float(row["reward"])
-            crossed = clock.advance(row)
-            if prune and not asked and crossed:
-                value = summarize(rows).get(metric)
-                if value is not None:
-                    for checkpoint in crossed:
-                        trial.report(float(value), checkpoint)
-                    if trial.should_prune():
-                        asked = True
-                        trial.set_user_attr("pruned_at_completions", clock.completions)
-                        _stop(run.trial_dir, Outcome.PRUNED.value)
+            if not prune or asked:
+                return
+            points = checkpoints()
+            for at, value in points:
+                trial.report(value, at)
+                reported.add(at)
+            if points and trial.should_prune():
+                asked = True
+                trial.set_user_attr("pruned_at_completions", points[-1][0])
+                _stop(run.trial_dir, Outcome.PRUNED.value)
 
         return on_progress
 
