@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -77,9 +78,30 @@ def test_dashboard_names_objectives_and_shows_headline_metrics(tmp_path):
         assert names == [HEADLINE_FILE, METRICS_FILE, REWARD_CURVE_FILE]
         attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
         assert attrs["reward_per_hour"] == "288.0" or attrs["reward_per_hour"] == 288.0
+        _assert_browser_names_objectives(f"{base}/dashboard/studies/{summary['study_id']}")
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def _assert_browser_names_objectives(url: str) -> None:
+    """What a person sees: the study page, rendered by Chromium, names both objectives."""
+    from playwright.sync_api import sync_playwright
+
+    from conftest import unavailable
+
+    if not Path("/usr/bin/chromium").exists():
+        unavailable("Debian's chromium is not installed")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(url)
+            page.get_by_text("peak_memory_mb").first.wait_for(timeout=60_000)  # the page renders in the browser
+            body = page.inner_text("body")
+            assert "reward_per_hour" in body and "Objective 0" not in body
+        finally:
+            browser.close()
 
 
 @pytest.mark.slow
