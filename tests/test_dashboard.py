@@ -108,7 +108,7 @@ def _assert_browser_names_objectives(url: str) -> None:
 def test_dashboard_shows_trials_and_user_attrs(tmp_path):
     study_args = ["studies/tiny-cpu.yaml", "--set", "study.name=dash", "--set", f"study.output_dir={tmp_path / 'dash'}",
                   "--set", "budget.max_steps=3", "--set", "study.seeds=[0]", "--set", "num_generations=[2, 4]",
-                  "--set", "study.baseline={num_generations: 2}", "--set", "study.workers=1"]
+                  "--set", "study.baseline={num_generations: 2}", "--set", "study.workers=1", "--set", "temperature=1.0"]
     res = run_cli("run", *study_args, "--no-report")
     assert res.returncode == 0, res.stdout + res.stderr
     port = free_port()
@@ -126,13 +126,14 @@ def test_dashboard_shows_trials_and_user_attrs(tmp_path):
         assert studies is not None, "the dashboard never answered"
         (summary,) = [s for s in studies["study_summaries"] if s["study_name"] == "dash"]
         detail = _get(f"{base}/api/studies/{summary['study_id']}?after=0")
-        assert detail.get("objective_names") == ["reward_per_hour"]
+        assert detail.get("objective_names") == ["eval_final_reward"]  # the demo has held-out evaluation
         trials = detail["trials"]
         assert len(trials) == 2 and {t["state"] for t in trials} == {"Complete"}
         for t in trials:
             attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
             assert attrs["outcome"] == "completed"
-            assert {"reward_per_hour", "stability_variance", "samples_per_second", "num_generations"} <= set(attrs)
+            assert {"eval_final_reward", "reward_per_hour", "stability_variance", "samples_per_second",
+                    "num_generations"} <= set(attrs)
             assert t["artifacts"], "metrics file and reward curve should be attached"
         with urllib.request.urlopen(f"{base}/dashboard", timeout=10) as r:
             assert r.status == 200

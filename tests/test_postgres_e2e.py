@@ -28,7 +28,8 @@ pytestmark = pytest.mark.slow
 def _args(tmp: Path, name: str, url: str, steps: int, *extra: str) -> list[str]:
     return [sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--no-report", "--storage", url,
             "--set", f"study.name={name}", "--set", f"study.output_dir={tmp / name}", "--set", f"budget.max_steps={steps}",
-            "--set", "study.workers=1", "--set", "study.heartbeat_interval=1", "--set", "study.grace_period=4", *extra]
+            "--set", "study.workers=1", "--set", "study.heartbeat_interval=1", "--set", "study.grace_period=4",
+            "--set", "temperature=1.0", *extra]
 
 
 def _cells(study: optuna.Study) -> Counter:
@@ -78,7 +79,8 @@ def test_killed_worker_trial_is_retried_with_same_params(tmp_path, fresh_pg_db):
     trials = study.get_trials(deepcopy=False)
     dead = trials[0]
     assert dead.state == optuna.trial.TrialState.FAIL
-    retried = [t for t in trials if t.number != 0 and t.params == dead.params]
+    # the same cell (arm and seed): seeds are replicates, not params, so the cell attr names it
+    retried = [t for t in trials if t.number != 0 and t.user_attrs.get("cell") == dead.user_attrs.get("cell")]
     assert len(retried) == 1 and retried[0].state == optuna.trial.TrialState.COMPLETE
     assert _cells(study) == Counter({(2, 0): 1, (2, 1): 1})
 
