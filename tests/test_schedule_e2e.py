@@ -113,7 +113,7 @@ def test_ablation_with_a_schedule_arm_runs_and_reports_it(tmp_path):
     name = "sched-abl"
     out = tmp_path / name
     res = run_cli("run", "studies/tiny-cpu.yaml", "--set", "budget.max_steps=4", "--set", "study.seeds=[0]",
-                  "--set", "study.workers=1", "--set", f"study.name={name}", "--set", f"study.output_dir={out}",
+                  "--set", "study.workers=1", "--set", "temperature=1.0", "--set", f"study.name={name}", "--set", f"study.output_dir={out}",
                   "--set", 'num_generations=[8, "2->8@50%"]', "--set", "study.baseline={num_generations: 8}")
     assert res.returncode == 0, res.stdout + res.stderr
     st = optuna.load_study(study_name=name, storage=open_storage(str(out / "study.journal")))
