@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grpo_ablate.report.arms import summarize_arms
-from grpo_ablate.report.plots import _yerr
+from grpo_ablate.report.figure import yerr as _yerr
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.stats import stat
 from grpo_ablate.report.text import fmt, fmt_stat, fmt_stat_short

@@ -13,7 +13,8 @@ from _report_fixtures import STUDY_NAME, XSS, make_study
 from grpo_ablate.report import write_outputs
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.html import render_html
-from grpo_ablate.report.plots import EVAL_PLOTS, PLOTS, Figure, all_figures
+from grpo_ablate.report.figure import Figure
+from grpo_ablate.report.plots import EVAL_PLOTS, PLOTS, all_figures
 from grpo_ablate.report.records import load_trials
 
 SECTIONS = ["answer", "warnings", "setup", "definitions", "plots", "configurations", "prompts", "trials", "exports"]

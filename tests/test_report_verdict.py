@@ -300,7 +300,8 @@ def test_prompts_to_label_show_the_arm_and_every_reward(clear):
 
 
 def test_held_out_curve_is_drawn_against_tokens(clear):
-    from grpo_ablate.report.plots import all_figures, plot_eval_vs_tokens
+    from grpo_ablate.report.curves import plot_eval_vs_tokens
+    from grpo_ablate.report.plots import all_figures
 
     (fig,) = all_figures(clear, [plot_eval_vs_tokens])
     assert fig.uri is not None and fig.uri.startswith("data:image/png;base64,")

@@ -146,7 +146,7 @@ def test_phase_changes_are_read_from_the_groups_sizes():
 
     import pandas as pd
 
-    from grpo_ablate.report.plots import _phase_changes
+    from grpo_ablate.report.curves import _phase_changes
 
     groups = pd.DataFrame([{"trial": t, "step": s, "group_size": 2 if s < 4 else 8} for t in (0, 1) for s in range(1, 7)
                            for _ in range(2)])

@@ -18,7 +18,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.data import ReportData
-from grpo_ablate.report.plots import Figure, all_figures
+from grpo_ablate.report.figure import Figure
+from grpo_ablate.report.plots import all_figures
 from grpo_ablate.report.summary import EXPORTS
 from grpo_ablate.report.evaluation import TARGET_KEYS, CensoredStat
 from grpo_ablate.report.groups import RANKING_RULE

@@ -4,9 +4,8 @@
 print([f.id for f in plots.all_figures(data.collect(load_study('studies/tiny-cpu.yaml')))])"
 
 Rendering only: every number comes from `ReportData`; error bars are the arms' 95% intervals,
-cut to the range each metric can take (`vocab.Metric.low`/`high`). Figures are built with the
-object-oriented API on an Agg canvas (no pyplot, no global backend switch), so a report can
-be written from any thread or process. Each plot function returns a `Figure` whose `uri` is
+cut to the range each metric can take (`vocab.Metric.low`/`high`). The style and canvas are
+report/figure.py's; the reward curves are report/curves.py's. Each plot function returns a `Figure` whose `uri` is
 None and whose `note` says why when the data cannot support the plot (one temperature, one
 objective, no completed trials...); an unexpected error in one plot becomes such a note too,
 so a half-finished study still gets its page.
@@ -14,281 +13,26 @@ so a half-finished study still gets its page.
 
 from __future__ import annotations
 
-import base64
-import io
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-import pandas as pd
 from matplotlib import colormaps, rc_context
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure as MplFigure
-from matplotlib.ticker import EngFormatter, FixedLocator, NullLocator
 
 from grpo_ablate.report.arms import ArmSummary
+from grpo_ablate.report.curves import plot_eval_vs_tokens, plot_reward_vs_time, plot_reward_vs_tokens
 from grpo_ablate.report.data import ReportData
+from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, axis_label, done_arms, g_colors, log2_g_axis, new_axes,
+                                       palette, png, yerr)
 from grpo_ablate.report.groups import zero_spread_probability
 from grpo_ablate.report.stats import MetricStat, stat
 from grpo_ablate.report.text import fmt
-from grpo_ablate.vocab import Outcome, Schedule, metric
+from grpo_ablate.vocab import Outcome, metric
 
-__all__ = ["Figure", "all_figures", "PLOTS", "EVAL_PLOTS"]
-
-# Half-width figures are drawn 4.8 in wide and shown ~480 px wide: 9 pt text stays ~12 px on
-# screen, and 150 dpi keeps them sharp on high-density laptop screens and in print.
-DPI = 150
-HALF = (4.8, 3.1)
-WIDE = 9.6
-_STYLE = {
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "axes.labelsize": 9,
-    "legend.fontsize": 8,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "figure.facecolor": "white",
-}
-# More configurations than this and curves are pooled by num_generations (adaptive samplers
-# propose many one-off configurations; a line each would be unreadable).
-MAX_CURVES = 8
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One plot of the report: an image, or the reason there is none."""
-
-    id: str
-    title: str
-    caption: str
-    uri: str | None = None
-    note: str | None = None
-    wide: bool = False  # spans the page width (several panels)
-
-
-def _png(fig: MplFigure) -> str:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _new(width: float = HALF[0], height: float = HALF[1], ncols: int = 1) -> tuple[MplFigure, list[Axes]]:
-    fig = MplFigure(figsize=(width, height), layout="constrained")
-    axes = fig.subplots(1, ncols, squeeze=False)[0]
-    return fig, list(axes)
-
-
-def _palette(n: int) -> list[tuple[float, float, float, float]]:
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(max(n, 1))]
-
-
-def _g_colors(gs: Sequence[int]) -> dict[int, tuple[float, float, float, float]]:
-    gs = sorted(set(gs))
-    return dict(zip(gs, _palette(len(gs))))
-
-
-def _log2_g_axis(ax: Axes, gs: Sequence[int]) -> None:
-    """G doubles between arms in practice, so a log2 axis spaces them evenly."""
-    gs = sorted(set(int(g) for g in gs))
-    if not gs:
-        return
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(gs))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([str(g) for g in gs])
-    lo, hi = min(gs), max(gs)
-    ax.set_xlim(lo / 1.35, hi * 1.35)
-    ax.set_xlabel("num_generations (G)")
-
-
-def _label(data: ReportData, name: str) -> str:
-    m = data.metrics.get(name)
-    if m is None:
-        return name
-    if m.direction is None:
-        return m.label
-    return f"{m.label} ({'↑' if m.higher_is_better else '↓'} better)"
-
-
-def _yerr(stats: Sequence[MetricStat]) -> list[list[float]]:
-    """matplotlib's asymmetric error bars, [below, above]; none for a single seed."""
-    errs = [s.errors or (0.0, 0.0) for s in stats]
-    return [[e[0] for e in errs], [e[1] for e in errs]]
-
-
-def _done_arms(data: ReportData, metric: str | None = None) -> list[ArmSummary]:
-    arms = [a for a in data.arms if a.n > 0]
-    if metric is not None:
-        arms = [a for a in arms if a.metrics.get(metric) is not None and a.metrics[metric].mean is not None]
-    return arms
-
-
-# ---------------------------------------------------------------- learning curves
-
-
-def _curve_groups(data: ReportData) -> tuple[list[tuple[str, int, list[int]]], bool]:
-    """(legend label, G, trial numbers) per curve; pooled by G when there are too many arms."""
-    arms = _done_arms(data)
-    done = {r.number for r in data.records if r.outcome == Outcome.COMPLETED.value}
-    if len(arms) <= MAX_CURVES:
-        return [(a.title, a.config.num_generations, [t for t in a.trials if t in done]) for a in arms], False
-    by_g: dict[int, list[int]] = {}
-    for a in arms:
-        by_g.setdefault(a.config.num_generations, []).extend(t for t in a.trials if t in done)
-    return [(f"G={g}", g, ts) for g, ts in sorted(by_g.items())], True
-
-
-def _smooth(y: np.ndarray) -> np.ndarray:
-    w = max(1, len(y) // 25)
-    if w == 1:
-        return y
-    return pd.Series(y).rolling(w, min_periods=1).mean().to_numpy()
-
-
-def _mean_band(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 120) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Seeds sampled onto one x grid, up to where every seed still has data."""
-    curves = [(x, y) for x, y in curves if len(x) >= 1]
-    if not curves:
-        return None
-    end = min(float(x[-1]) for x, _ in curves)
-    start = max(float(x[0]) for x, _ in curves)
-    if end <= start:
-        x, y = curves[0]
-        return x, y, y, y
-    grid = np.linspace(start, end, points)
-    ys = np.vstack([np.interp(grid, x, y) for x, y in curves])
-    return grid, ys.mean(axis=0), ys.min(axis=0), ys.max(axis=0)
-
-
-def _phase_changes(data: ReportData, trial: int, xs: pd.Series) -> list[tuple[int, float, int]]:
-    """(step, x, new G) where a trial's G in force changed, read from its groups' sizes.
-
-    groups.jsonl records every logged group with the G it was drawn with, so a G schedule's
-    phases show there; `xs` maps the trial's steps to the curve's x.
-    """
-    g = data.groups
-    if g.empty or "group_size" not in g or "step" not in g:
-        return []
-    rows = g[g["trial"] == trial][["step", "group_size"]].dropna().drop_duplicates("step").sort_values("step")
-    out: list[tuple[int, float, int]] = []
-    previous = None
-    for step, size in zip(rows["step"].astype(int), rows["group_size"].astype(int)):
-        if previous is not None and size != previous and step in xs.index:
-            out.append((step, float(xs.loc[step]), size))
-        previous = size
-    return out
-
-
-def _mark_phases(ax: Axes, changes: list[list[tuple[int, float, int]]], color, scale: float) -> bool:
-    """A dotted line at each phase change (mean x over the seeds), labelled with the G that starts there."""
-    if not changes or not any(changes):
-        return False
-    for i in range(max(len(c) for c in changes)):
-        at = [c[i] for c in changes if len(c) > i]
-        x = sum(a[1] for a in at) / len(at) / scale
-        ax.axvline(x, color=color, ls=":", lw=1.2)
-        ax.annotate(f"G={at[0][2]}", (x, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
-                    textcoords="offset points", va="top", fontsize=7, color=color)
-    return True
-
-
-def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: str, caption: str,
-                   frame: pd.DataFrame | None = None, smooth: bool = True,
-                   ylabel: str = "reward (mean over the step's completions)") -> Figure:
-    steps = data.steps if frame is None else frame
-    if steps.empty or xcol not in steps or "reward" not in steps:
-        what = "step metrics" if frame is None else "evaluation rows"
-        return Figure(fid, title, caption, note=f"no {what} with {xcol} and reward were recorded")
-    groups, pooled = _curve_groups(data)
-    if not groups:
-        return Figure(fid, title, caption, note="no completed trial yet")
-    colors = _palette(len(groups))
-    fig, (ax,) = _new()
-    drawn = 0
-    scale, unit = 1.0, ""
-    if xcol == "train_seconds":
-        xmax = pd.to_numeric(steps[xcol], errors="coerce").max()
-        scale, unit = (3600.0, "h") if xmax > 3 * 3600 else (60.0, "min") if xmax > 600 else (1.0, "s")
-    marked = False
-    for (label, g, trials), color in zip(groups, colors):
-        curves = []
-        changes = []
-        for t in trials:
-            s = steps[steps["trial"] == t]
-            if isinstance(g, Schedule) and "step" in s:
-                xs = pd.Series(pd.to_numeric(s[xcol], errors="coerce").to_numpy(dtype=float),
-                               index=pd.to_numeric(s["step"], errors="coerce").fillna(-1).astype(int).to_numpy())
-                changes.append(_phase_changes(data, t, xs[~xs.index.duplicated()]))
-            x = pd.to_numeric(s[xcol], errors="coerce").to_numpy(dtype=float)
-            y = pd.to_numeric(s["reward"], errors="coerce").to_numpy(dtype=float)
-            ok = np.isfinite(x) & np.isfinite(y)
-            x, y = x[ok], y[ok]
-            if len(x) == 0:
-                continue
-            order = np.argsort(x, kind="stable")
-            curves.append((x[order] / scale, _smooth(y[order]) if smooth else y[order]))
-        mb = _mean_band(curves)
-        if mb is None:
-            continue
-        gx, mean, lo, hi = mb
-        n = len(curves)
-        ax.plot(gx, mean, color=color, lw=1.8, label=f"{label} ({n} seed{'s' if n != 1 else ''})")
-        marked = _mark_phases(ax, changes, color, scale) or marked
-        if n > 1:
-            ax.fill_between(gx, lo, hi, color=color, alpha=0.18, lw=0)
-        drawn += 1
-    if not drawn:
-        return Figure(fid, title, caption, note="the completed trials logged no reward")
-    ax.set_xlabel(xlabel + (f" ({unit})" if unit else ""))
-    if xcol == "generated_tokens":
-        ax.xaxis.set_major_formatter(EngFormatter())
-    ax.set_ylabel(ylabel)
-    ax.legend(loc="best", frameon=False)
-    if pooled:
-        caption += " Configurations are pooled by num_generations (too many for a line each)."
-    if marked:
-        caption += (" Dotted lines: where a G schedule changed phase (mean over its seeds), labelled with the G "
-                    "in force from there on; before the first line the schedule trains at its first G.")
-    return Figure(fid, title, caption, _png(fig))
-
-
-def plot_eval_vs_tokens(data: ReportData) -> Figure:
-    return _reward_curves(
-        data, "generated_tokens", "eval-tokens", "Held-out reward vs generated tokens",
-        "training tokens generated",
-        "The same held-out prompts, scored at the study's fixed evaluation decoding before the first step, at the "
-        "same generated compute for every configuration, and at the end. Mean over seeds; the band spans the "
-        "seeds' range. This is what the answer is judged on.",
-        frame=data.evals, smooth=False, ylabel="held-out reward",
-    )
-
-
-def plot_reward_vs_time(data: ReportData) -> Figure:
-    return _reward_curves(
-        data, "train_seconds", "reward-time", "Reward vs training wall time",
-        "training wall time",
-        "Mean over seeds; the band spans the seeds' range. The curve that climbs highest soonest "
-        "buys the most reward per hour.",
-    )
-
-
-def plot_reward_vs_tokens(data: ReportData) -> Figure:
-    return _reward_curves(
-        data, "generated_tokens", "reward-tokens", "Reward vs generated tokens",
-        "tokens generated",
-        "The same runs against tokens instead of time: sample efficiency, independent of how fast "
-        "the hardware generated them.",
-    )
-
-
-# ---------------------------------------------------------------- metrics vs G
+__all__ = ["all_figures", "PLOTS", "EVAL_PLOTS"]
 
 
 MAX_SERIES = 5  # beyond this many (batch, temperature) lines, points are coloured by temperature instead
@@ -325,17 +69,17 @@ def _draw_by_g(fig: MplFigure, ax: Axes, arms: Sequence[ArmSummary], metric: str
         for a in arms:
             s = a.metrics[metric]
             x = a.config.num_generations * 1.06 ** ((norm(a.config.temperature) - 0.5) * 2)
-            ax.errorbar([x], [s.mean], yerr=_yerr([s]), marker="o", ms=5, capsize=3, lw=0,
+            ax.errorbar([x], [s.mean], yerr=yerr([s]), marker="o", ms=5, capsize=3, lw=0,
                         elinewidth=1.0, color=cmap(norm(a.config.temperature)))
         fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="temperature", shrink=0.9)
         return
-    colors = _palette(len(series) + (0 if lines else 1))[(0 if lines else 1):]
+    colors = palette(len(series) + (0 if lines else 1))[(0 if lines else 1):]
     k = len(series)
     for i, ((name, sarms), color) in enumerate(zip(series.items(), colors)):
         shift = 1.04 ** (i - (k - 1) / 2)  # side by side on the log axis
         xs = [a.config.num_generations * shift for a in sarms]
         ms = [a.metrics[metric].mean for a in sarms]
-        errs = _yerr([a.metrics[metric] for a in sarms])
+        errs = yerr([a.metrics[metric] for a in sarms])
         label = (label_prefix.rstrip(", ") or None) if name == "all" else f"{label_prefix}{name}"
         ax.errorbar(xs, ms, yerr=errs, color=color, marker="o", ms=5, capsize=3, lw=1.4 if lines else 0,
                     elinewidth=1.2, label=label)
@@ -346,16 +90,16 @@ def _draw_by_g(fig: MplFigure, ax: Axes, arms: Sequence[ArmSummary], metric: str
 
 
 def _metric_vs_g(data: ReportData, metric: str, fid: str, title: str, caption: str) -> Figure:
-    arms = _done_arms(data, metric)
+    arms = done_arms(data, metric)
     if not arms:
         return Figure(fid, title, caption, note=f"no completed trial recorded {metric}")
-    fig, (ax,) = _new()
+    fig, (ax,) = new_axes()
     _draw_by_g(fig, ax, arms, metric)
-    _log2_g_axis(ax, [a.config.num_generations for a in arms])
-    ax.set_ylabel(_label(data, metric))
+    log2_g_axis(ax, [a.config.num_generations for a in arms])
+    ax.set_ylabel(axis_label(data, metric))
     if ax.get_legend_handles_labels()[1]:
         ax.legend(frameon=False)
-    return Figure(fid, title, caption, _png(fig))
+    return Figure(fid, title, caption, png(fig))
 
 
 def plot_reward_per_hour(data: ReportData) -> Figure:
@@ -381,9 +125,9 @@ def plot_throughput_memory(data: ReportData) -> Figure:
     done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.config is not None]
     if not done:
         return Figure(fid, title, caption, note="no completed trial yet")
-    fig, axes = _new(width=WIDE, height=3.4, ncols=2)
+    fig, axes = new_axes(width=WIDE, height=3.4, ncols=2)
     batches = sorted({r.config.generation_batch_size for r in done})  # type: ignore[union-attr]
-    colors = dict(zip(batches, _palette(len(batches))))
+    colors = dict(zip(batches, palette(len(batches))))
     any_drawn = False
     for ax, name in zip(axes, ("samples_per_second", "peak_memory_mb")):
         bounds = metric(name)
@@ -397,16 +141,16 @@ def plot_throughput_memory(data: ReportData) -> Figure:
                     pts.append((g, s))
             if pts:
                 any_drawn = True
-                ax.errorbar([g for g, _ in pts], [s.mean for _, s in pts], yerr=_yerr([s for _, s in pts]), marker="o",
+                ax.errorbar([g for g, _ in pts], [s.mean for _, s in pts], yerr=yerr([s for _, s in pts]), marker="o",
                             ms=5, capsize=3, color=colors[b], label=f"batch {b}")
-        _log2_g_axis(ax, [r.config.num_generations for r in done])  # type: ignore[union-attr]
-        ax.set_ylabel(_label(data, name))
+        log2_g_axis(ax, [r.config.num_generations for r in done])  # type: ignore[union-attr]
+        ax.set_ylabel(axis_label(data, name))
         if bounds.low is not None:
             ax.set_ylim(bottom=bounds.low)
         ax.legend(frameon=False, title="generation batch" if len(batches) > 1 else None)
     if not any_drawn:
         return Figure(fid, title, caption, note="no trial recorded samples_per_second or peak_memory_mb", wide=True)
-    return Figure(fid, title, caption, _png(fig), wide=True)
+    return Figure(fid, title, caption, png(fig), wide=True)
 
 
 def plot_temperature_heatmap(data: ReportData) -> Figure:
@@ -442,7 +186,7 @@ def plot_temperature_heatmap(data: ReportData) -> Figure:
     for (i, j), vals in cells.items():
         grid[i, j] = float(np.mean(vals))
         counts[i, j] = len(vals)
-    fig, (ax,) = _new(height=max(2.6, 0.5 * len(labels) + 1.4))
+    fig, (ax,) = new_axes(height=max(2.6, 0.5 * len(labels) + 1.4))
     cmap = "viridis" if direction == "maximize" else "viridis_r"
     masked = np.ma.masked_invalid(grid)
     im = ax.imshow(masked, cmap=cmap, aspect="auto", origin="lower")
@@ -459,8 +203,8 @@ def plot_temperature_heatmap(data: ReportData) -> Figure:
                 bright = (grid[i, j] > mid) == (direction == "maximize")
                 ax.text(j, i, f"{fmt(float(grid[i, j]))}\n(n={counts[i, j]})", ha="center", va="center", fontsize=7.5,
                         color="black" if bright else "white")
-    fig.colorbar(im, ax=ax, label=_label(data, metric), shrink=0.9)
-    return Figure(fid, title, caption, _png(fig))
+    fig.colorbar(im, ax=ax, label=axis_label(data, metric), shrink=0.9)
+    return Figure(fid, title, caption, png(fig))
 
 
 def plot_pareto(data: ReportData) -> Figure:
@@ -474,8 +218,8 @@ def plot_pareto(data: ReportData) -> Figure:
             and len(r.values) >= 2 and r.config is not None]
     if not done:
         return Figure(fid, title, caption, note="no completed trial yet")
-    colors = _g_colors([r.config.num_generations for r in done])  # type: ignore[union-attr]
-    fig, (ax,) = _new(height=3.4)
+    colors = g_colors([r.config.num_generations for r in done])  # type: ignore[union-attr]
+    fig, (ax,) = new_axes(height=3.4)
     for g, color in colors.items():
         pts = [r for r in done if r.config.num_generations == g]  # type: ignore[union-attr]
         ax.scatter([r.values[0] for r in pts], [r.values[1] for r in pts], color=color, s=30, label=f"G={g}", zorder=3)  # type: ignore[index]
@@ -484,12 +228,12 @@ def plot_pareto(data: ReportData) -> Figure:
         ax.scatter([r.values[0] for r in front], [r.values[1] for r in front], s=110, facecolors="none",  # type: ignore[index]
                    edgecolors="black", lw=1.2, zorder=4, label="Pareto front")
         ax.plot([r.values[0] for r in front], [r.values[1] for r in front], color="black", lw=0.8, ls="--")  # type: ignore[index]
-    ax.set_xlabel(_label(data, m1))
-    ax.set_ylabel(_label(data, m2))
+    ax.set_xlabel(axis_label(data, m1))
+    ax.set_ylabel(axis_label(data, m2))
     ax.legend(frameon=False, fontsize=7.5)
     if len(data.objectives) > 2:
         caption += " Only the first two of the study's objectives are drawn."
-    return Figure(fid, title, caption, _png(fig))
+    return Figure(fid, title, caption, png(fig))
 
 
 def plot_importances(data: ReportData) -> Figure:
@@ -500,7 +244,7 @@ def plot_importances(data: ReportData) -> Figure:
         return Figure(fid, title, caption, note=data.importance_note or "not enough completed trials")
     metrics = list(data.importances)
     wide = len(metrics) > 1
-    fig, axes = _new(width=WIDE if wide else HALF[0],
+    fig, axes = new_axes(width=WIDE if wide else HALF[0],
                      height=max(2.0, 0.4 * max(len(v) for v in data.importances.values()) + 1.1), ncols=len(metrics))
     for ax, metric in zip(axes, metrics):
         imp = data.importances[metric]
@@ -510,7 +254,7 @@ def plot_importances(data: ReportData) -> Figure:
         ax.set_title(data.metrics[metric].label if metric in data.metrics else metric)
         ax.set_xlabel("importance")
         ax.grid(axis="y", visible=False)
-    return Figure(fid, title, caption, _png(fig), wide=wide)
+    return Figure(fid, title, caption, png(fig), wide=wide)
 
 
 _NO_RESULT = frozenset(o.value for o in (Outcome.PRUNED, Outcome.OOM, Outcome.FAILED, Outcome.INTERRUPTED))
@@ -523,9 +267,9 @@ def plot_history(data: ReportData) -> Figure:
     if not data.records:
         return Figure(fid, title, caption, note="the study has no trials yet")
     k = max(1, len(data.objectives))
-    fig, axes = _new(width=WIDE if k > 1 else HALF[0], height=3.2, ncols=k)
+    fig, axes = new_axes(width=WIDE if k > 1 else HALF[0], height=3.2, ncols=k)
     gs = [r.config.num_generations for r in data.records if r.config is not None]
-    colors = _g_colors(gs)
+    colors = g_colors(gs)
     drawn = False
     for i, (ax, (metric, direction)) in enumerate(zip(axes, data.objectives)):
         done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.values is not None
@@ -550,11 +294,11 @@ def plot_history(data: ReportData) -> Figure:
         numbers = [r.number for r in data.records]
         ax.set_xlim(min(numbers) - 0.6, max(numbers) + 0.6)
         ax.set_xlabel("trial")
-        ax.set_ylabel(_label(data, metric))
+        ax.set_ylabel(axis_label(data, metric))
         ax.legend(frameon=False, fontsize=7, loc="best")
     if not drawn:
         return Figure(fid, title, caption, note="no completed trial yet")
-    return Figure(fid, title, caption, _png(fig), wide=k > 1)
+    return Figure(fid, title, caption, png(fig), wide=k > 1)
 
 
 def plot_zero_spread(data: ReportData) -> Figure:
@@ -567,7 +311,7 @@ def plot_zero_spread(data: ReportData) -> Figure:
             and a.metrics["frac_reward_zero_std"].mean is not None]
     if not arms:
         return Figure(fid, title, caption, note="no trial logged frac_reward_zero_std")
-    fig, (ax,) = _new()
+    fig, (ax,) = new_axes()
     _draw_by_g(fig, ax, arms, "frac_reward_zero_std", label_prefix="measured, ", lines=False)
     gs = [a.config.num_generations for a in arms]
     p = data.success_p
@@ -578,12 +322,12 @@ def plot_zero_spread(data: ReportData) -> Figure:
     else:
         caption += (" The curve is left out: the rewards are not in [0, 1], so they are not a success rate."
                     if p is not None else " The curve is left out: no reward was recorded.")
-    _log2_g_axis(ax, gs)
+    log2_g_axis(ax, gs)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of groups with zero reward spread")
     if ax.get_legend_handles_labels()[1]:
         ax.legend(frameon=False)
-    return Figure(fid, title, caption, _png(fig))
+    return Figure(fid, title, caption, png(fig))
 
 
 PLOTS: tuple[Callable[[ReportData], Figure], ...] = (
@@ -613,7 +357,7 @@ EVAL_PLOTS: frozenset[Callable[[ReportData], Figure]] = frozenset({plot_eval_vs_
 def all_figures(data: ReportData, plots: Sequence[Callable[[ReportData], Figure]] = PLOTS) -> list[Figure]:
     """Every plot, in report order; a plot that raises becomes a note, not a missing report."""
     out = []
-    with rc_context(_STYLE):
+    with rc_context(STYLE):
         for fn in plots:
             if fn in EVAL_PLOTS and not data.has_eval:
                 continue
