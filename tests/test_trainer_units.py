@@ -245,3 +245,21 @@ def test_worker_calls_oom_only_for_memory_errors():
     except RuntimeError as outer:
         assert classify_exception(outer) == (Outcome.OOM, "MemoryError: inner")  # found down the chain
     assert classify_exception(ValueError("peak memory 3 GB is fine"))[0] is Outcome.FAILED
+
+
+def test_advise_samples_with_trls_own_sampling_defaults():
+    """A missing top_k is TRL's 0 (no cut), not generate()'s 50: advise samples what training samples."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from grpo_ablate.trainer.sample import hf_sampling_kwargs
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    kwargs = hf_sampling_kwargs({"max_completion_length": 6}, 0.7, 4)
+    for key in ("top_k", "top_p", "repetition_penalty"):
+        assert kwargs[key] == defaults[key], key
+    assert "min_p" not in kwargs and defaults["min_p"] is None
+    assert kwargs["temperature"] == 0.7 and kwargs["num_return_sequences"] == 4 and kwargs["max_new_tokens"] == 6
+    custom = hf_sampling_kwargs({"top_k": 20, "min_p": 0.1, "generation_kwargs": {"top_p": 0.9}}, 1.0, 2)
+    assert (custom["top_k"], custom["min_p"], custom["top_p"]) == (20, 0.1, 0.9)

@@ -25,6 +25,7 @@ from grpo_ablate.vocab import METRICS_FILE, Arm, Cell, Outcome
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
+    from grpo_ablate.trainer.probe_session import ProbeSession
 
 __all__ = ["candidate_batches", "measure_point", "probe_table", "run_probe"]
 
@@ -85,8 +86,13 @@ def _timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
             "tokens_per_second": round(tokens / total, 2) if total > 0 else None}
 
 
-def measure_point(study: "Study", num_generations: int, generation_batch_size: int, trial_dir: Path, *, steps: int) -> ProbePoint:
-    """Run one real trial of `steps` optimizer steps at (G, batch) and measure it."""
+def measure_point(study: "Study", num_generations: int, generation_batch_size: int, trial_dir: Path, *, steps: int,
+                  session: "ProbeSession | None" = None) -> ProbePoint:
+    """Run one real trial of `steps` optimizer steps at (G, batch) and measure it.
+
+    In `session` when given (which keeps a process of its own for a trial that cannot share
+    one, see trainer/probe_session.py), else in a process of its own.
+    """
     from grpo_ablate.study.lifecycle import build_spec
     from grpo_ablate.trainer.launch import run_trial
     from grpo_ablate.trainer.memory_cap import read_peak_memory
@@ -98,7 +104,7 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
     spec.trainer.pop("steps_per_generation", None)
     spec.budget = {**spec.budget, "max_steps": steps, "completions": None, "tokens": None, "seconds": None}
     started = time.perf_counter()
-    result = run_trial(spec)
+    result = session.run(spec) if session is not None else run_trial(spec)
     wall = time.perf_counter() - started
     rows = _read_rows(trial_dir)
     memory = read_peak_memory(trial_dir)
@@ -122,8 +128,13 @@ def _first_temperature(study: "Study") -> float:
 
 
 def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = print, keep_trials: bool = False) -> Probe:
-    """Bisect each G's generation batch; write and return probe.json's content."""
+    """Bisect each G's generation batch; write and return probe.json's content.
+
+    The points run one after another in one process (a ProbeSession) where the trial allows it,
+    so start-up, imports and the model load are paid once, not per point.
+    """
     from grpo_ablate.config import Problem, StudyError
+    from grpo_ablate.trainer.probe_session import ProbeSession
 
     candidates = candidate_batches(study)
     if not candidates:
@@ -134,9 +145,11 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
     probe = Probe(study=study.study.name, memory_limit_mb=study.hardware.memory_limit_mb, steps_per_point=steps)
     seen: dict[tuple[int, int], ProbePoint] = {}
 
+    session = ProbeSession()
+
     def fits(g: int, b: int) -> bool:
         if (g, b) not in seen:
-            point = measure_point(study, g, b, root / f"G{g}-B{b}", steps=steps)
+            point = measure_point(study, g, b, root / f"G{g}-B{b}", steps=steps, session=session)
             seen[(g, b)] = point
             probe.points.append(point)
             log(f"probe G={g:<3} batch={b:<5} {'fits' if point.fits else point.outcome.upper():<8} "
@@ -145,6 +158,19 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
                 raise RuntimeError(f"the probe's trial at G={g}, batch={b} {point.outcome}: {point.reason}")
         return seen[(g, b)].fits
 
+    with session:
+        _bisect(candidates, fits)
+    probe.processes = session.processes_started
+    probe.total_seconds = round(time.perf_counter() - started, 2)
+    probe.one_trial_estimate_s = _one_trial_estimate(study, probe)
+    save_probe(study.output_dir, probe)
+    if not keep_trials:
+        shutil.rmtree(root, ignore_errors=True)
+    return probe
+
+
+def _bisect(candidates: dict[int, list[int]], fits: Callable[[int, int], bool]) -> None:
+    """Each G's largest fitting batch, asking `fits` as few times as the bisection allows."""
     previous_best: int | None = None
     for g, batches in candidates.items():
         lo, hi = -1, len(batches)  # batches[lo] fits (or none), batches[hi] runs out (or none)
@@ -164,12 +190,6 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
             else:
                 hi = mid
         previous_best = batches[lo] if lo >= 0 else previous_best
-    probe.total_seconds = round(time.perf_counter() - started, 2)
-    probe.one_trial_estimate_s = _one_trial_estimate(study, probe)
-    save_probe(study.output_dir, probe)
-    if not keep_trials:
-        shutil.rmtree(root, ignore_errors=True)
-    return probe
 
 
 def _one_trial_estimate(study: "Study", probe: Probe) -> float | None:
@@ -206,6 +226,7 @@ def probe_table(probe: Probe) -> str:
                      f"{f(p.generation_seconds_per_step, '.2f'):>6} {f(p.training_seconds_per_step, '.2f'):>7} "
                      f"{f(p.samples_per_second, '.1f'):>9} {f(p.tokens_per_second, '.0f'):>9} {oom:>8}")
     estimate = f"{probe.one_trial_estimate_s:.0f} s" if probe.one_trial_estimate_s else "unknown"
-    lines.append(f"probe: {len(probe.points)} point(s) x {probe.steps_per_point} step(s) in {probe.total_seconds:.0f} s; "
-                 f"one full trial is estimated at {estimate}")
+    processes = f" in {probe.processes} process(es)" if probe.processes else ""
+    lines.append(f"probe: {len(probe.points)} point(s) x {probe.steps_per_point} step(s){processes} in "
+                 f"{probe.total_seconds:.0f} s; one full trial is estimated at {estimate}")
     return "\n".join(lines)

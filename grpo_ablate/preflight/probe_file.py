@@ -52,6 +52,7 @@ class Probe:
     one_trial_estimate_s: float | None = None
     memory_limit_mb: float | None = None
     steps_per_point: int = 2
+    processes: int = 0  # processes the points ran in: 1 when they shared a session and none ran out of memory on CPU
 
     def best(self) -> dict[int, ProbePoint]:
         """Each G's largest fitting batch."""
@@ -79,7 +80,7 @@ class Probe:
         points = [ProbePoint(**{k: v for k, v in p.items() if k in known}) for p in raw.get("points", [])]
         return cls(study=str(raw.get("study", "")), points=points, total_seconds=float(raw.get("total_seconds") or 0.0),
                    one_trial_estimate_s=raw.get("one_trial_estimate_s"), memory_limit_mb=raw.get("memory_limit_mb"),
-                   steps_per_point=int(raw.get("steps_per_point") or 2))
+                   steps_per_point=int(raw.get("steps_per_point") or 2), processes=int(raw.get("processes") or 0))
 
 
 def probe_path(output_dir: str | os.PathLike[str]) -> Path:

@@ -98,6 +98,19 @@ class MemoryWatch:
         self.poll()
         self.write()
 
+    def retarget(self, trial_dir: str | os.PathLike[str]) -> None:
+        """Watch the next trial run by this same process (the probe's points): a fresh peak, a new folder.
+
+        The caller releases the previous trial's memory first (probe_session.release_memory),
+        so the new peak starts from what a fresh process would hold after loading.
+        """
+        self.trial_dir = Path(trial_dir)
+        self.peak_mb = 0.0
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.reset_peak_memory_stats()
+        self.poll()
+
 
 def start_memory_watch(trial_dir: str | os.PathLike[str], hardware: dict[str, Any]) -> MemoryWatch:
     """Start the watch thread for this trial process; memory.json is written at exit."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
-__all__ = ["sample_rewards", "main"]
+__all__ = ["hf_sampling_kwargs", "sample_rewards", "main"]
 
 _BATCH_PROMPTS = 64  # prompts per generate call (x K sequences)
 
@@ -41,6 +41,23 @@ def _score(funcs: list[Any], weights: list[float], prompts: list[Any], completio
     return total
 
 
+def hf_sampling_kwargs(trainer: dict[str, Any], temperature: float, k: int) -> dict[str, Any]:
+    """generate()'s sampling settings, as TRL's GRPOTrainer sets them from the same trainer keys.
+
+    Every key is explicit: a missing top_k is TRL's 0 (no top-k cut), never the model's
+    generation_config default (often 50), so advise samples the distribution training samples.
+    """
+    kwargs: dict[str, Any] = {
+        "max_new_tokens": int(trainer.get("max_completion_length") or 256), "do_sample": True, "temperature": temperature,
+        "top_p": float(trainer.get("top_p") or 1.0), "top_k": int(trainer.get("top_k") or 0),
+        "repetition_penalty": float(trainer.get("repetition_penalty") or 1.0), "num_return_sequences": k,
+    }
+    if trainer.get("min_p") is not None:
+        kwargs["min_p"] = float(trainer["min_p"])
+    kwargs.update(trainer.get("generation_kwargs") or {})
+    return kwargs
+
+
 def _generate_hf(model: Any, tokenizer: Any, prompts: list[Any], k: int, temperature: float, trainer: dict[str, Any],
                  seed: int) -> tuple[list[str], list[list[int]]]:
     import torch
@@ -48,13 +65,7 @@ def _generate_hf(model: Any, tokenizer: Any, prompts: list[Any], k: int, tempera
     texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) if isinstance(p, list) else p
              for p in prompts]
     enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-    kwargs: dict[str, Any] = {
-        "max_new_tokens": int(trainer.get("max_completion_length") or 256), "do_sample": True, "temperature": temperature,
-        "top_p": float(trainer.get("top_p") or 1.0), "top_k": trainer.get("top_k") or None,
-        "num_return_sequences": k, "pad_token_id": tokenizer.pad_token_id,
-    }
-    if trainer.get("min_p") is not None:
-        kwargs["min_p"] = float(trainer["min_p"])
+    kwargs = {**hf_sampling_kwargs(trainer, temperature, k), "pad_token_id": tokenizer.pad_token_id}
     torch.manual_seed(seed)
     with torch.no_grad():
         out = model.generate(**enc, **kwargs)
@@ -70,6 +81,7 @@ def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, tempera
 
     params = SamplingParams(n=k, temperature=temperature, top_p=float(trainer.get("top_p") or 1.0),
                             top_k=int(trainer.get("top_k") or -1), min_p=float(trainer.get("min_p") or 0.0),
+                            repetition_penalty=float(trainer.get("repetition_penalty") or 1.0),
                             max_tokens=int(trainer.get("max_completion_length") or 256), seed=seed)
     texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) if isinstance(p, list) else p
              for p in prompts]

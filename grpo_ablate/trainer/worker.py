@@ -40,9 +40,11 @@ from .spec import TrialSpec
 __all__ = [
     "LAUNCHED_AT_ENV",
     "PARENT_PID_ENV",
+    "apply_spec_environment",
     "classify_exception",
     "main",
     "rank_result_file",
+    "record_result",
     "run_spec",
     "watch_parent",
 ]
@@ -241,13 +243,23 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     spec = TrialSpec.load(argv[0])
     start_memory_watch(spec.trial_dir, spec.hardware)  # memory.json; hardware.memory_limit_mb
+    apply_spec_environment(spec)
+    launched = os.environ.get(LAUNCHED_AT_ENV)
+    outcome, payload = run_spec(spec, launched_at=float(launched) if launched else None)
+    return record_result(spec, outcome, payload)
+
+
+def apply_spec_environment(spec: TrialSpec) -> None:
+    """The process environment a trial runs under: offline for the built-in demo, then the spec's own."""
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     if str(spec.model.get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX) and spec.data.get("task"):
         os.environ["HF_HUB_OFFLINE"] = "1"  # the built-in demo never touches the network
     for key, value in spec.env.items():
         os.environ.setdefault(key, value)
-    launched = os.environ.get(LAUNCHED_AT_ENV)
-    outcome, payload = run_spec(spec, launched_at=float(launched) if launched else None)
+
+
+def record_result(spec: TrialSpec, outcome: Outcome, payload: dict[str, Any]) -> int:
+    """Write the trial's result file(s); the worker's exit status for `outcome`."""
     rank = payload.get("rank", 0)
     trial_dir = Path(spec.trial_dir)
     if rank == 0:

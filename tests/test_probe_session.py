@@ -1,0 +1,92 @@
+"""Probe points in one process: what a session shares, and where it gives a point a fresh process.
+
+    pytest tests/test_probe_session.py             # which trials may share a session
+    pytest -m slow tests/test_probe_session.py     # real 1-step trials of the tiny model
+
+Real trials only. An in-process out-of-memory error is a real MemoryError raised inside
+training by tests/helpers_rewards.py (as CUDA's error would be on a GPU); the CPU cap's kill of
+a whole session is covered by tests/test_probe.py's boundary test.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grpo_ablate.config import load_study
+from grpo_ablate.preflight.probe import measure_point
+from grpo_ablate.study.lifecycle import build_spec
+from grpo_ablate.trainer.probe_session import ProbeSession, shares_a_session
+from grpo_ablate.vocab import LOG_FILE, MEMORY_FILE, RESULT_FILE, Arm, Cell, Outcome
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _study(tmp_path: Path, rewards: str = "[task]"):
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        study: {{name: session-test, output_dir: {tmp_path / 'run'}, sampler: tpe, n_trials: 2, trial_timeout: 300}}
+        model: {{name_or_path: "builtin:tiny"}}
+        data: {{task: addition, num_prompts: 500}}
+        rewards: {rewards}
+        trainer: {{per_device_train_batch_size: 16, max_completion_length: 6, beta: 0.0}}
+        hardware: {{launcher: python}}
+        search: {{num_generations: [2, 8], generation_batch_size: [16, 32]}}
+        budget: {{max_steps: 20}}
+        """))
+    return load_study(path)
+
+
+def _result(folder: Path) -> dict:
+    return json.loads((folder / RESULT_FILE).read_text())
+
+
+@pytest.mark.slow
+def test_points_share_one_process_and_an_in_process_oom_does_not_end_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))  # helpers_rewards, in the session's process
+    study = _study(tmp_path, "[{name: task}, {name: 'helpers_rewards:oom_for_large_groups', weight: 0.0}]")
+    root = tmp_path / "points"
+    with ProbeSession() as session:
+        first = measure_point(study, 2, 16, root / "a", steps=1, session=session)
+        oom = measure_point(study, 8, 16, root / "b", steps=1, session=session)  # MemoryError inside training
+        last = measure_point(study, 2, 32, root / "c", steps=1, session=session)
+        assert session.processes_started == 1
+    assert (first.fits, oom.fits, last.fits) == (True, False, True)
+    assert oom.outcome == Outcome.OOM.value and "MemoryError" in (oom.reason or "")
+    pids = {_result(root / name)["session_pid"] for name in "abc"}
+    assert len(pids) == 1, pids
+    for name in "abc":  # each point leaves a trial's own files
+        assert (root / name / LOG_FILE).stat().st_size > 0 and (root / name / MEMORY_FILE).exists()
+    assert "simulated" in (root / "b" / LOG_FILE).read_text() and "simulated" not in (root / "c" / LOG_FILE).read_text()
+    assert first.steps == last.steps == 1 and last.seconds_per_step
+    # Sharing does not inflate a later point's peak: released memory goes back to the kernel.
+    alone = measure_point(study, 2, 32, root / "alone", steps=1)
+    assert last.peak_memory_mb <= alone.peak_memory_mb * 1.1, (last.peak_memory_mb, alone.peak_memory_mb)
+
+
+@pytest.mark.slow
+def test_a_point_past_its_timeout_is_killed_and_the_next_gets_a_fresh_process(tmp_path):
+    study = _study(tmp_path)
+    slow = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "slow")
+    slow.timeout_s = 2.0  # the imports alone take several seconds: it cannot finish in time
+    normal = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "normal")
+    normal.budget = {**normal.budget, "max_steps": 1}
+    assert shares_a_session(normal)
+    with ProbeSession() as session:
+        timed_out = session.run(slow)
+        ok = session.run(normal)
+        assert session.processes_started == 2
+    assert timed_out.outcome is Outcome.FAILED and "timeout" in (timed_out.reason or "")
+    assert ok.outcome is Outcome.COMPLETED and _result(tmp_path / "normal")["steps"] == 1
+
+
+def test_multi_process_trials_keep_a_process_each(tmp_path):
+    study = _study(tmp_path)
+    spec = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "x")
+    spec.hardware = {**spec.hardware, "num_processes": 2, "launcher": "torchrun"}
+    assert not shares_a_session(spec)
+    spec.hardware = {**spec.hardware, "num_processes": 1, "launcher": "python", "vllm": {"mode": "colocate"}}
+    assert not shares_a_session(spec)
