@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["candidate_batches", "measure_point", "probe_table", "run_probe"]
 
 PROBE_DIR = "probe"
-STARTUP_ESTIMATE_S = 10.0  # process start + imports + model load, added to a trial's estimate
+STARTUP_ESTIMATE_S = 10.0  # process start + imports + model load, when no probe point measured it
 
 
 def candidate_batches(study: "Study") -> dict[int, list[int]]:
@@ -193,7 +193,11 @@ def _bisect(candidates: dict[int, list[int]], fits: Callable[[int, int], bool]) 
 
 
 def _one_trial_estimate(study: "Study", probe: Probe) -> float | None:
-    """One full trial at the baseline G's largest fit: startup + the budget's steps at its pace."""
+    """One full trial at the baseline G's largest fit: start-up + the budget's steps at its pace.
+
+    The start-up is the probe's own: a point that started a process paid it on top of its steps
+    (the largest such overhead seen), else STARTUP_ESTIMATE_S.
+    """
     from grpo_ablate.plan import baseline_arm
 
     best = probe.best()
@@ -201,8 +205,11 @@ def _one_trial_estimate(study: "Study", probe: Probe) -> float | None:
         return None
     g = baseline_arm(study).num_generations
     point = best.get(g) or best[min(best, key=lambda x: abs(x - g))]
+    overheads = [p.wall_seconds - p.steps * p.seconds_per_step for p in probe.points
+                 if p.fits and p.wall_seconds is not None and p.seconds_per_step is not None]
+    startup = max(overheads) if overheads else STARTUP_ESTIMATE_S
     steps = study.budget.max_steps or 100
-    return round(STARTUP_ESTIMATE_S + steps * (point.seconds_per_step or 0.0), 1)
+    return round(startup + steps * (point.seconds_per_step or 0.0), 1)
 
 
 def probe_table(probe: Probe) -> str:
