@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -17,7 +19,10 @@ from grpo_ablate.cli import main
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.advise import Measured, Prediction, _measured, advise_figure, plot_advice, predict
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, mean_p_zero_spread, zero_spread_beta, zero_spread_empirical
-from grpo_ablate.vocab import METRICS_FILE
+from grpo_ablate.search.encoding import encode_arm
+from grpo_ablate.vocab import METRICS_FILE, Arm
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _study_file(tmp_path: Path, gens: str = "[2, 4, 8]", sampler: str = "tpe", seeds: str = "[0]") -> Path:
@@ -112,10 +117,66 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
     ostudy = optuna.load_study(study_name="advise-test", storage=optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))
     waiting = [t for t in ostudy.get_trials() if t.state == optuna.trial.TrialState.WAITING]
-    shortlist = [(s["num_generations"], s["temperature"]) for s in first["shortlist"]]
-    queued = [t.system_attrs["fixed_params"] for t in waiting]
-    assert [(q["num_generations"], q["temperature"]) for q in queued] == shortlist
+    study = load_study(path)
+    shortlist = [Arm(s["num_generations"], s["generation_batch_size"], s["temperature"]) for s in first["shortlist"]]
+    # queued in the params suggest_params draws (G as its ordinal rank), so the sampler runs these very arms
+    assert [t.system_attrs["fixed_params"] for t in waiting] == [encode_arm(a, study.space, study.temperatures())[0]
+                                                                for a in shortlist]
+    assert [t.user_attrs["cell"] for t in waiting] == [f"{a.key}|seed0" for a in shortlist]
     assert all(t.user_attrs["role"] == "advise" for t in waiting)
+
+
+@pytest.mark.slow
+def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs(tmp_path, capsys):
+    import optuna
+
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        study:
+          name: advise-ablation
+          output_dir: {tmp_path / 'run'}
+          sampler: ablation
+          baseline: {{num_generations: 8, temperature: 0.7}}
+          seeds: [0]
+          workers: 2
+          trial_timeout: 300
+        model:
+          name_or_path: builtin:tiny
+        data:
+          task: addition
+          num_prompts: 64
+        trainer:
+          per_device_train_batch_size: 16
+          max_completion_length: 6
+          beta: 0.0
+        search:
+          num_generations: [2, 8]
+          temperature: [0.7, 1.0]
+        budget:
+          max_steps: 3
+        """))
+
+    def n_trials() -> int:
+        assert main(["plan", str(path), "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["n_trials"]
+
+    assert n_trials() == 3  # baseline G=8 T=0.7, G=2, T=1.0
+    # sampled at T=1.0 only: the ablation holds G=8 there, and the small G is predicted to pay off
+    assert main(["advise", str(path), "--k", "4", "--prompts", "8", "--temperature", "1.0", "--enqueue"]) == 0
+    assert "enqueued 1 trial(s)" in capsys.readouterr().out
+    added = json.loads((tmp_path / "run" / "advise.json").read_text())["advised_arms"]
+    assert added == [{"num_generations": 2, "generation_batch_size": 16, "temperature": 1.0}]
+    assert n_trials() == 4
+    run = subprocess.run([sys.executable, "-m", "grpo_ablate", "run", str(path), "--no-report"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    ostudy = optuna.load_study(study_name="advise-ablation", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))
+    done = [t for t in ostudy.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(ostudy.get_trials()) == len(done) == 4
+    assert sorted((t.user_attrs["role"], t.user_attrs["arm_key"]) for t in done) == [
+        ("advise", "G2xB16|T1"), ("baseline", "G8xB16|T0.7"), ("num_generations=2", "G2xB16|T0.7"),
+        ("temperature=1", "G8xB16|T1")]
 
 
 def _advice(study):
