@@ -9,20 +9,27 @@ study/lifecycle.py turns each into a trial.
 - ablation: the baseline first, then one factor at a time (the other factors held at the
   baseline), every arm repeated over the study's seeds, all at the same budget. Trials run seed
   by seed, so a study stopped half-way still compares every arm on the same seeds.
+  `grpo-ablate advise --enqueue` adds its top prediction as one more arm (role "advise") when
+  the ablation lacks it; the arm is kept in advise.json (`advised_arms`), so `plan`, `run` and
+  every later run count and queue the same cells.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
-from grpo_ablate.vocab import Arm, Cell, Schedule, generations_text, pair_label
+from grpo_ablate.vocab import ADVISE_FILE, Arm, Cell, Schedule, generations_text, pair_label
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["racing_round", "study_plan", "cell_params", "pair_param", "baseline_arm", "batch_is_searched", "resolved_trial_count"]
+__all__ = ["racing_round", "study_plan", "cell_params", "pair_param", "baseline_arm", "batch_is_searched", "resolved_trial_count",
+           "advised_arms", "is_plannable", "ADVISED_ARMS_KEY", "ADVISE_ROLE"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
+ADVISED_ARMS_KEY = "advised_arms"  # advise.json: the arms `advise --enqueue` added to the plan (Arm.as_dict each)
+ADVISE_ROLE = "advise"  # the role of a cell advise queued
 
 
 def cell_params(study: "Study", cell: Cell) -> dict[str, object]:
@@ -92,12 +99,13 @@ def study_plan(study: "Study") -> list[Cell]:
             for t in _temperatures(study)
         ]
     elif study.study.sampler == "ablation":
-        cells = [c for s in seeds for c in _ablation_cells(study, s)]
+        advised = advised_arms(study)
+        cells = [c for s in seeds for c in [*_ablation_cells(study, s), *(Cell(a, s, ADVISE_ROLE) for a in advised)]]
     else:
         return []
     unique: dict[str, Cell] = {}
     for c in cells:
-        unique.setdefault(c.key, c)
+        unique.setdefault(c.key, c)  # an advised arm the ablation already has keeps its ablation role
     return list(unique.values())
 
 
@@ -120,6 +128,32 @@ def resolved_trial_count(study: "Study") -> int:
     if study.study.sampler in ("grid", "ablation"):
         return len(study_plan(study))
     return DEFAULT_ADAPTIVE_TRIALS
+
+
+def is_plannable(study: "Study", arm: Arm) -> bool:
+    """Whether a planned trial can run this arm: a feasible pair at a temperature the study's params can hold."""
+    if study.space.pair(arm.num_generations, arm.generation_batch_size) is None:
+        return False
+    t = study.temperatures()
+    if t is None:
+        return arm.temperature == study.fixed_temperature()
+    if isinstance(t, list):
+        return arm.temperature in [float(x) for x in t]
+    return t.low <= arm.temperature <= t.high
+
+
+def advised_arms(study: "Study") -> list[Arm]:
+    """The arms `advise --enqueue` added to this ablation (advise.json), those the study can still run.
+
+    Read from the study's folder, as probe.json is: the plan is the same for `plan` and `run`
+    without opening the storage. An arm the edited study can no longer run is left out.
+    """
+    try:
+        saved = json.loads((study.output_dir / ADVISE_FILE).read_text()).get(ADVISED_ARMS_KEY) or []
+    except (OSError, ValueError, AttributeError):  # no advise.json (or not one advise wrote): nothing added
+        return []
+    arms = [Arm.from_mapping(a) for a in saved if isinstance(a, dict)]
+    return [a for a in arms if a is not None and is_plannable(study, a)]
 
 
 def _ablation_cells(study: "Study", seed: int) -> list[Cell]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -15,18 +17,23 @@ import pytest
 
 from grpo_ablate.cli import main
 from grpo_ablate.config import load_study
-from grpo_ablate.preflight.advise import predict
+from grpo_ablate.preflight.advise import Measured, Prediction, _measured, advise_figure, plot_advice, predict
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, mean_p_zero_spread, zero_spread_beta, zero_spread_empirical
+from grpo_ablate.search.encoding import encode_arm
+from grpo_ablate.vocab import METRICS_FILE, Arm
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def _study_file(tmp_path: Path, gens: str = "[2, 4, 8]", sampler: str = "tpe") -> Path:
+def _study_file(tmp_path: Path, gens: str = "[2, 4, 8]", sampler: str = "tpe", seeds: str = "[0]") -> Path:
     path = tmp_path / "study.yaml"
     path.write_text(textwrap.dedent(f"""\
         study:
           name: advise-test
           output_dir: {tmp_path / 'run'}
           sampler: {sampler}
-          n_trials: 6
+          n_trials: {6 if sampler == "tpe" else "null"}
+          seeds: {seeds}
         model:
           name_or_path: builtin:tiny
         data:
@@ -110,7 +117,132 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
     ostudy = optuna.load_study(study_name="advise-test", storage=optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))
     waiting = [t for t in ostudy.get_trials() if t.state == optuna.trial.TrialState.WAITING]
-    shortlist = [(s["num_generations"], s["temperature"]) for s in first["shortlist"]]
-    queued = [t.system_attrs["fixed_params"] for t in waiting]
-    assert [(q["num_generations"], q["temperature"]) for q in queued] == shortlist
+    study = load_study(path)
+    shortlist = [Arm(s["num_generations"], s["generation_batch_size"], s["temperature"]) for s in first["shortlist"]]
+    # queued in the params suggest_params draws (G as its ordinal rank), so the sampler runs these very arms
+    assert [t.system_attrs["fixed_params"] for t in waiting] == [encode_arm(a, study.space, study.temperatures())[0]
+                                                                for a in shortlist]
+    assert [t.user_attrs["cell"] for t in waiting] == [f"{a.key}|seed0" for a in shortlist]
     assert all(t.user_attrs["role"] == "advise" for t in waiting)
+
+
+@pytest.mark.slow
+def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs(tmp_path, capsys):
+    import optuna
+
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        study:
+          name: advise-ablation
+          output_dir: {tmp_path / 'run'}
+          sampler: ablation
+          baseline: {{num_generations: 8, temperature: 0.7}}
+          seeds: [0]
+          workers: 2
+          trial_timeout: 300
+        model:
+          name_or_path: builtin:tiny
+        data:
+          task: addition
+          num_prompts: 64
+        trainer:
+          per_device_train_batch_size: 16
+          max_completion_length: 6
+          beta: 0.0
+        search:
+          num_generations: [2, 8]
+          temperature: [0.7, 1.0]
+        budget:
+          max_steps: 3
+        """))
+
+    def n_trials() -> int:
+        assert main(["plan", str(path), "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["n_trials"]
+
+    assert n_trials() == 3  # baseline G=8 T=0.7, G=2, T=1.0
+    # sampled at T=1.0 only: the ablation holds G=8 there, and the small G is predicted to pay off
+    assert main(["advise", str(path), "--k", "4", "--prompts", "8", "--temperature", "1.0", "--enqueue"]) == 0
+    assert "enqueued 1 trial(s)" in capsys.readouterr().out
+    added = json.loads((tmp_path / "run" / "advise.json").read_text())["advised_arms"]
+    assert added == [{"num_generations": 2, "generation_batch_size": 16, "temperature": 1.0}]
+    assert n_trials() == 4
+    run = subprocess.run([sys.executable, "-m", "grpo_ablate", "run", str(path), "--no-report"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    ostudy = optuna.load_study(study_name="advise-ablation", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))
+    done = [t for t in ostudy.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(ostudy.get_trials()) == len(done) == 4
+    assert sorted((t.user_attrs["role"], t.user_attrs["arm_key"]) for t in done) == [
+        ("advise", "G2xB16|T1"), ("baseline", "G8xB16|T0.7"), ("num_generations=2", "G2xB16|T0.7"),
+        ("temperature=1", "G8xB16|T1")]
+
+
+def _advice(study):
+    rng = random.Random(2)
+    rows = [[float(rng.random() < 0.5) for _ in range(8)] for _ in range(20)]
+    samples = {"prompts": [f"p{i}" for i in range(20)], "temperatures": [0.7, 1.0], "k": 8, "rewards": [rows, rows],
+               "completion_tokens": 20 * 8 * 2 * 3}
+    return predict(study, samples)
+
+
+def _finished_trial(tmp_path: Path, number: int, g: str, temperature: float, zero_std: list[float], outcome: str = "completed"):
+    """A trial as the runner leaves it: the cell's attrs, the outcome, the trial folder with metrics.jsonl."""
+    import optuna
+
+    trial_dir = tmp_path / "run" / "trials" / f"{number:05d}"
+    trial_dir.mkdir(parents=True)
+    (trial_dir / METRICS_FILE).write_text("".join(
+        json.dumps({"step": i + 1, "reward": 0.5, "frac_reward_zero_std": z}) + "\n" for i, z in enumerate(zero_std)))
+    attrs = {"num_generations": g, "generation_batch_size": 16, "temperature": temperature, "seed": 0, "role": "tpe",
+             "outcome": outcome, "trial_dir": str(trial_dir)}
+    return optuna.trial.create_trial(values=[0.5], user_attrs=attrs)
+
+
+def test_the_plot_overlays_what_the_studys_trials_measured(tmp_path):
+    import optuna
+
+    study = load_study(_study_file(tmp_path))
+    advice = _advice(study)
+    assert _measured(study) == []  # no study yet: nothing read, no journal created
+    assert not Path(study.storage_url).exists()
+    Path(study.storage_url).parent.mkdir(parents=True)
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(study.storage_url))
+    ostudy = optuna.create_study(study_name="advise-test", storage=storage)
+    ostudy.add_trial(_finished_trial(tmp_path, 0, "4", 0.7, [0.5, 0.25]))
+    ostudy.add_trial(_finished_trial(tmp_path, 1, "8", 1.0, [0.1, 0.3]))
+    ostudy.add_trial(_finished_trial(tmp_path, 2, "2", 1.0, [0.9], outcome="oom"))  # ran out of memory: not a measure
+    ostudy.add_trial(_finished_trial(tmp_path, 3, "4→8@40%", 1.0, [0.4]))  # a schedule has no single G
+    measured = _measured(study)
+    assert measured == [Measured(4, 0.7, pytest.approx(0.375)), Measured(8, 1.0, pytest.approx(0.2))]
+    fig = advise_figure(advice, measured)
+    ax = fig.axes[0]
+    dots = {c.get_label(): [tuple(xy) for xy in c.get_offsets()] for c in ax.collections}
+    assert dots == {"measured, T=0.7": [(4, pytest.approx(0.375))], "measured, T=1": [(8, pytest.approx(0.2))]}
+    assert plot_advice(advice, tmp_path / "advise.png", measured).stat().st_size > 1000
+
+
+def _prediction(g: int, b: int, t: float) -> Prediction:
+    return Prediction(g, b, t, zero_spread=0.3, mean_p_zero_spread=0.2, informative_groups_per_step=1.0)
+
+
+def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_path):
+    from grpo_ablate.plan import resolved_trial_count, study_plan
+    from grpo_ablate.study.setup import PLAN_READY_ATTR, enqueue_shortlist, open_study
+
+    path = _study_file(tmp_path, gens="[2, 4]", sampler="ablation", seeds="[0, 1]")
+    study = load_study(path)
+    assert resolved_trial_count(study) == 2 * 3  # baseline (G=4, T=1.0), G=2, T=0.7
+    ostudy, _ = open_study(study)  # as `advise --enqueue` opens it, before any `run`
+    assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 0.7), _prediction(4, 16, 1.0)]) == 2
+    study = load_study(path)
+    assert resolved_trial_count(study) == 2 * 4
+    assert ostudy.user_attrs[PLAN_READY_ATTR]  # `run` finds the plan queued instead of waiting for it
+    queued = [t.user_attrs["cell"] for t in ostudy.get_trials()]
+    assert queued == [c.key for c in study_plan(study)]  # seed by seed, the new arm last on each seed
+    assert [c for c in study_plan(study) if c.role == "advise"][0].arm.key == "G2xB16|T0.7"
+    # the same advice again, or an arm the ablation already has: nothing more
+    assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 0.7)]) == 0
+    assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 1.0)]) == 0
+    assert len(ostudy.get_trials()) == resolved_trial_count(load_study(path)) == 8

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from grpo_ablate.config import load_study
-from grpo_ablate.plan import cell_params, pair_param, study_plan
+from grpo_ablate.plan import ADVISED_ARMS_KEY, advised_arms, cell_params, pair_param, resolved_trial_count, study_plan
+from grpo_ablate.planview import plan_json, plan_text
+from grpo_ablate.vocab import ADVISE_FILE, Arm
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
@@ -44,3 +47,33 @@ def test_grid_is_full_product():
 def test_baseline_falls_back_to_nearest_feasible_g():
     study = load_study(TINY, ["num_generations=[2, 4]", "study.baseline={}"])
     assert study_plan(study)[0].arm.num_generations == 4  # TRL's G=8 is not searched; the nearest is
+
+
+def _with_advised(tmp_path: Path, *overrides: str, arms: list[dict]):
+    (tmp_path / "run").mkdir(exist_ok=True)
+    (tmp_path / "run" / ADVISE_FILE).write_text(json.dumps({"shortlist": [], ADVISED_ARMS_KEY: arms}))
+    return load_study(TINY, [f"study.output_dir={tmp_path / 'run'}", *overrides])
+
+
+def test_an_advised_arm_joins_the_ablation_on_every_seed_and_is_counted(tmp_path):
+    before = load_study(TINY, [f"study.output_dir={tmp_path / 'run'}"])
+    assert resolved_trial_count(before) == 12 and advised_arms(before) == []
+    new = {"num_generations": "2", "generation_batch_size": 32, "temperature": 0.3}  # G=2 and T=0.3 at once: no factor has it
+    study = _with_advised(tmp_path, arms=[new])
+    cells = study_plan(study)
+    assert [(c.role, c.seed) for c in cells] == [
+        (role, s) for s in range(4) for role in ("baseline", "num_generations=2", "temperature=0.3", "advise")
+    ]
+    assert {c.arm.key for c in cells if c.role == "advise"} == {"G2xB32|T0.3"}
+    assert resolved_trial_count(study) == 16 == plan_json(study)["n_trials"] == len(plan_json(study)["plan"])
+    assert "Trial plan (16 trials" in plan_text(study)
+
+
+def test_an_advised_arm_the_ablation_has_or_cannot_run_changes_nothing(tmp_path):
+    already = {"num_generations": "2", "generation_batch_size": 32, "temperature": 1.0}  # the G factor's arm
+    foreign = {"num_generations": "8", "generation_batch_size": 32, "temperature": 0.7}  # T=0.7 is not searched
+    study = _with_advised(tmp_path, arms=[already, foreign])
+    assert advised_arms(study) == [Arm(2, 32, 1.0)]
+    cells = study_plan(study)
+    assert resolved_trial_count(study) == 12 and all(c.role != "advise" for c in cells)
+    assert next(c for c in cells if c.arm.key == "G2xB32|T1").role == "num_generations=2"

@@ -98,8 +98,6 @@ def test_probed_space_keeps_each_gs_largest_fit_and_drops_oom_pairs(tmp_path):
 
 @pytest.mark.slow
 def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pairs(tmp_path):
-    import optuna
-
     from grpo_ablate.study.lifecycle import suggest_params
     from grpo_ablate.study.setup import open_study, record_probe_ooms
 
@@ -118,9 +116,7 @@ def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pai
     study = load_study(path)  # now with probe.json: the OOM pair is out of the space
     assert {p.label for p in study.space.feasible} == {"2x16", "4x16"}
     ostudy, _ = open_study(study)
-    assert record_probe_ooms(ostudy, study) == 1 and record_probe_ooms(ostudy, study) == 0
-    oom = [t for t in ostudy.get_trials() if t.user_attrs.get("role") == "probe"]
-    assert oom[0].state == optuna.trial.TrialState.COMPLETE and oom[0].system_attrs["constraints:oom"] > 0
+    assert record_probe_ooms(ostudy, study) == 0  # out of the space: never proposed, so no trial to teach it
     for _ in range(8):
         trial = ostudy.ask()
         cell = suggest_params(trial, study)

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from grpo_ablate.preflight.difficulty import (
     fit_beta_binomial,
@@ -28,12 +28,16 @@ from grpo_ablate.preflight.difficulty import (
     zero_spread_empirical,
 )
 from grpo_ablate.preflight.probe_file import load_probe
-from grpo_ablate.vocab import ADVISE_FILE, BUILTIN_MODEL_PREFIX, SAMPLES_FILE
+from grpo_ablate.vocab import ADVISE_FILE, BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule, parse_generations
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from optuna.trial import FrozenTrial
+
     from grpo_ablate.config import Study
 
-__all__ = ["Advice", "Prediction", "advise_text", "plot_advice", "predict", "run_advise", "sample"]
+__all__ = ["Advice", "Measured", "Prediction", "advise_figure", "advise_text", "measured_points", "plot_advice", "predict",
+           "run_advise", "sample"]
 
 ADVISE_PLOT = "advise.png"
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -174,37 +178,65 @@ def _solved(advice: Advice, samples: dict[str, Any]) -> None:
                 advice.never_solved.append(prompt)
 
 
-def _measured(study: "Study") -> list[tuple[int, float, float]]:
-    """(G, temperature, frac_reward_zero_std) of a finished study's completed trials, if any."""
-    try:
-        import optuna
+class Measured(NamedTuple):
+    """One finished trial's measured zero-spread share, the dot drawn over the prediction."""
 
-        from grpo_ablate.storage import open_storage
+    num_generations: int
+    temperature: float
+    zero_spread: float
 
-        storage_path = study.storage_url
-        if "://" not in storage_path and not Path(storage_path).exists():
-            return []
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        ostudy = optuna.load_study(study_name=study.study.name, storage=open_storage(storage_path))
-    except Exception:  # noqa: BLE001 - no study yet: nothing to overlay
-        return []
+
+def measured_points(trials: "list[FrozenTrial]") -> list[Measured]:
+    """The completed trials' (G, temperature, frac_reward_zero_std), as the runner records them.
+
+    The lifecycle sets the arm's knobs as user attrs (`Cell.as_attrs`: num_generations as text,
+    temperature) and `trial_dir`; frac_reward_zero_std is a diagnostic, not a trial attr, so it is
+    computed from the trial's metrics.jsonl, as the report does. A G schedule has no single G: left out.
+    """
+    from optuna.trial import TrialState
+
+    from grpo_ablate.metrics import summarize_file
+
     out = []
-    for t in ostudy.get_trials(deepcopy=False):
-        z = t.user_attrs.get("frac_reward_zero_std")
-        g = t.params.get("num_generations") or t.user_attrs.get("num_generations")
-        if z is not None and g is not None:
-            out.append((int(g), float(t.user_attrs.get("temperature", t.params.get("temperature", 1.0))), float(z)))
+    for t in trials:
+        a = t.user_attrs
+        if t.state != TrialState.COMPLETE or a.get("outcome") != Outcome.COMPLETED.value or not a.get("trial_dir"):
+            continue
+        try:
+            g = parse_generations(a["num_generations"])
+            temperature = float(a["temperature"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        z = summarize_file(Path(a["trial_dir"]) / METRICS_FILE)["frac_reward_zero_std"]
+        if z is not None and not isinstance(g, Schedule):
+            out.append(Measured(int(g), temperature, float(z)))
     return out
 
 
-def plot_advice(advice: Advice, path: Path, measured: list[tuple[int, float, float]] | None = None) -> Path:
+def _measured(study: "Study") -> list[Measured]:
+    """The measured points of this study's earlier trials; none before the study exists."""
+    import optuna
+
+    from grpo_ablate.config import StudyError
+    from grpo_ablate.storage import is_rdb_url, open_storage
+
+    url = study.storage_url
+    if not is_rdb_url(url) and not Path(url.removeprefix("journal:")).is_file():
+        return []  # opening would create the journal
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        ostudy = optuna.load_study(study_name=study.study.name, storage=open_storage(url))
+    except (KeyError, StudyError):  # no such study in the storage yet, or the storage cannot be opened
+        return []
+    return measured_points(ostudy.get_trials(deepcopy=False))
+
+
+def advise_figure(advice: Advice, measured: list[Measured] | None = None) -> "Figure":
     """Predicted zero-spread share against G per temperature; the mean-p curve dashed; measured dots."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.add_subplot()
     for t in advice.temperatures:
         rows = sorted({(p.num_generations, p.zero_spread, p.mean_p_zero_spread) for p in advice.predictions if p.temperature == t})
         if not rows:
@@ -213,18 +245,33 @@ def plot_advice(advice: Advice, path: Path, measured: list[tuple[int, float, flo
         if rows[0][2] is not None:
             ax.plot([r[0] for r in rows], [r[2] for r in rows], ls="--", color=line.get_color(), alpha=0.6,
                     label=f"mean-p curve, T={t:g}")
-        pts = [(g, z) for g, tt, z in (measured or []) if abs(tt - t) < 1e-6]
+        pts = [m for m in (measured or []) if abs(m.temperature - t) < 1e-6]
         if pts:
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color=line.get_color(), label=f"measured, T={t:g}")
+            ax.scatter([m.num_generations for m in pts], [m.zero_spread for m in pts], marker="x", color=line.get_color(),
+                       label=f"measured, T={t:g}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("num_generations (G)")
     ax.set_ylabel("share of zero-spread groups")
     ax.set_ylim(0, 1)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
+
+
+def plot_advice(advice: Advice, path: Path, measured: list[Measured] | None = None) -> Path:
+    """advise.png: `advise_figure` saved (a bare Figure: no pyplot state, no backend to choose)."""
+    advise_figure(advice, measured).savefig(path, dpi=110)
     return path
+
+
+def _advised_arms_of(path: Path) -> list[Any]:
+    """The arms an earlier `advise --enqueue` added to the plan: a new advise.json keeps them (the study holds their trials)."""
+    from grpo_ablate.plan import ADVISED_ARMS_KEY
+
+    try:
+        return list(json.loads(path.read_text()).get(ADVISED_ARMS_KEY) or [])
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int = 0,
@@ -245,7 +292,14 @@ def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int 
     advice = predict(study, samples, seed=seed)
     advice.seconds = round(time.perf_counter() - started, 2)
     study.output_dir.mkdir(parents=True, exist_ok=True)
-    (study.output_dir / ADVISE_FILE).write_text(json.dumps(advice.to_dict(), indent=2))
+    path = study.output_dir / ADVISE_FILE
+    data = advice.to_dict()
+    advised = _advised_arms_of(path)
+    if advised:
+        from grpo_ablate.plan import ADVISED_ARMS_KEY
+
+        data[ADVISED_ARMS_KEY] = advised
+    path.write_text(json.dumps(data, indent=2))
     plot_advice(advice, study.output_dir / ADVISE_PLOT, _measured(study))
     return advice
 

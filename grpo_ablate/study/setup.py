@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.plan import baseline_arm, cell_params
 from grpo_ablate.storage import mask_url, open_storage
-from grpo_ablate.vocab import PROBE_ROLE, Cell
+from grpo_ablate.vocab import PROBE_ROLE, Arm, Cell
 
 if TYPE_CHECKING:
     import optuna
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["open_study", "describe_study", "queue_plan", "wait_for_plan", "library_versions", "name_objectives",
-           "PLAN_READY_ATTR", "record_probe_ooms", "enqueue_shortlist", "PROBE_PARAM"]
+           "PLAN_READY_ATTR", "record_probe_ooms", "enqueue_shortlist"]
 
 PLAN_READY_ATTR = "plan_ready"
 PLAN_WAIT_S = 120.0
@@ -137,52 +137,135 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
 
 # ------------------------------------------------------------------ pre-flight: probe and advise
 
-PROBE_PARAM = "probe_pair"  # the OOM pairs' param: the study's own pair param cannot hold a pair it never proposes
+
+def _probe_temperatures(study: "Study") -> list[float]:
+    """The temperatures an out-of-memory pair is recorded at: memory does not depend on temperature.
+
+    A list: every value, so the pair is infeasible at each. A range: its midpoint (geometric on a
+    log scale), where one Parzen kernel covers the range best. Fixed: the study's own (no param).
+    """
+    import math
+
+    from grpo_ablate.config import FloatRange
+
+    t = study.temperatures()
+    if isinstance(t, list):
+        return [float(x) for x in t]
+    if isinstance(t, FloatRange):
+        return [math.sqrt(t.low * t.high) if t.log else (t.low + t.high) / 2]
+    return [study.fixed_temperature()]
 
 
 def record_probe_ooms(ostudy: "optuna.Study", study: "Study") -> int:
     """Record each pair the probe saw run out of memory as a COMPLETE trial with `oom` violated.
 
     Samplers learn only from COMPLETE (and PRUNED) trials, so the boundary is told as a
-    constraint, as a trial's own OOM is (study/lifecycle.py). Already recorded pairs are skipped.
+    constraint, as a trial's own OOM is (study/lifecycle.py), in the very params and
+    distributions `suggest_params` draws (search/encoding.py): a multivariate TPE then models
+    them with the study's own trials instead of falling back to independent sampling.
+    Only pairs the sampler could propose are recorded: with searched batches the probe already
+    took its OOM pairs (and all above) out of the space (config/hardware.py), and a point
+    outside the space would teach nothing true and use up a startup trial. Planned studies
+    (grid, ablation) sample nothing, so nothing is recorded there. Already recorded pairs are skipped.
     """
     import optuna
-    from optuna.distributions import CategoricalDistribution
 
     from grpo_ablate.preflight.probe_file import load_probe
+    from grpo_ablate.search.encoding import DEFAULT_ENCODING, encode_arm
 
     probe = load_probe(study.output_dir)
-    if probe is None or not probe.ooms():
+    if probe is None or not probe.ooms() or study.study.sampler in ("grid", "ablation"):
         return 0
-    seen = {t.user_attrs.get("probe_label") for t in ostudy.get_trials(deepcopy=False)}
-    labels = [p.label for p in probe.points]
+    seen = {(t.user_attrs.get("probe_label"), t.params.get("temperature")) for t in ostudy.get_trials(deepcopy=False)
+            if t.user_attrs.get("role") == PROBE_ROLE}
     added = 0
     for point in probe.ooms():
-        if point.label in seen:
-            continue
-        ostudy.add_trial(optuna.trial.create_trial(
-            params={PROBE_PARAM: point.label}, distributions={PROBE_PARAM: CategoricalDistribution(labels)},
-            values=[0.0] * len(study.directions), constraints={"oom": 1.0},
-            user_attrs={"role": PROBE_ROLE, "outcome": "oom", "probe_label": point.label, "reason": point.reason or "oom",
-                        "num_generations": point.num_generations, "generation_batch_size": point.generation_batch_size},
-        ))
-        added += 1
+        for temperature in _probe_temperatures(study):
+            arm = Arm(point.num_generations, point.generation_batch_size, temperature)
+            encoded = encode_arm(arm, study.space, study.temperatures(), DEFAULT_ENCODING)
+            if encoded is None:  # out of the space: never proposed
+                continue
+            params, distributions = encoded
+            if (point.label, params.get("temperature")) in seen:
+                continue
+            ostudy.add_trial(optuna.trial.create_trial(
+                params=params, distributions=distributions,
+                values=[0.0] * len(study.directions), constraints={"oom": 1.0},
+                user_attrs={"role": PROBE_ROLE, "outcome": "oom", "probe_label": point.label,
+                            "reason": point.reason or "oom", "num_generations": point.num_generations,
+                            "generation_batch_size": point.generation_batch_size},
+            ))
+            added += 1
     return added
 
 
+def _queue_first(ostudy: "optuna.Study", study: "Study") -> None:
+    """Queue a planned study's first cells and mark the plan ready, as `run` does on the study it creates.
+
+    For a study `advise` created before any `run`: that run then finds the plan queued (study/runner.py).
+    """
+    from grpo_ablate.plan import racing_round, study_plan
+
+    if study.study.racing is not None:
+        from grpo_ablate.search.racing import queue_cells
+
+        queue_cells(ostudy, study, racing_round(study, 1))
+    else:
+        queue_plan(ostudy, study, study_plan(study))
+    ostudy.set_user_attr(PLAN_READY_ATTR, True)
+
+
+def _add_advised_arm(study: "Study", arm: Arm) -> None:
+    """Keep the arm in advise.json, where plan.advised_arms reads it."""
+    import json
+
+    from grpo_ablate.plan import ADVISED_ARMS_KEY
+    from grpo_ablate.vocab import ADVISE_FILE
+
+    path = study.output_dir / ADVISE_FILE
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    arms = data.setdefault(ADVISED_ARMS_KEY, [])
+    if arm.as_dict() not in arms:
+        arms.append(arm.as_dict())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2))
+
+
 def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[Any]) -> int:
-    """Queue advise's shortlist, best first: TPE starts from it; an ablation gains the top arm if missing."""
-    from grpo_ablate.plan import study_plan
-    from grpo_ablate.vocab import Arm
+    """Queue advise's shortlist, best first; the number of trials queued.
+
+    Adaptive samplers: each arm once (seeds round robin), in the params `suggest_params` draws,
+    so the sampler starts from them. An ablation: the top arm becomes one more planned arm over
+    every seed when the ablation lacks it (plan.advised_arms), so `plan` and `run` count it;
+    a grid already holds every arm it can run.
+    """
+    from grpo_ablate.plan import ADVISE_ROLE, is_plannable, study_plan
+    from grpo_ablate.search.encoding import DEFAULT_ENCODING, encode_arm
 
     if not shortlist:
         return 0
     arms = [Arm(p.num_generations, p.generation_batch_size, float(p.temperature)) for p in shortlist]
     if study.study.sampler in ("grid", "ablation"):
-        planned = {c.arm.key for c in study_plan(study)}
-        arms = [a for a in arms[:1] if a.key not in planned]
-        cells = [Cell(a, s, "advise") for a in arms for s in study.study.seeds]
-    else:
-        seeds = list(study.study.seeds)
-        cells = [Cell(a, seeds[i % len(seeds)], "advise") for i, a in enumerate(arms)]
-    return queue_plan(ostudy, study, cells)
+        top, new = arms[0], []
+        if study.study.sampler == "ablation" and is_plannable(study, top) and top.key not in {c.arm.key for c in study_plan(study)}:
+            _add_advised_arm(study, top)
+            have = {t.user_attrs.get("cell") for t in ostudy.get_trials(deepcopy=False)}
+            new = [c for c in study_plan(study) if c.arm.key == top.key and c.key not in have]
+        if not ostudy.user_attrs.get(PLAN_READY_ATTR):  # advise opened the study first: `run` finds the plan queued
+            _queue_first(ostudy, study)  # the new arm in its seed-major place
+        elif new and study.study.racing is None:
+            queue_plan(ostudy, study, new)  # after the cells already queued
+        elif new:
+            return 0  # a racing study past its first round: later rounds take the arm while it is live
+        return len(new)
+    seeds = list(study.study.seeds)
+    added = 0
+    for i, arm in enumerate(arms):
+        encoded = encode_arm(arm, study.space, study.temperatures(), DEFAULT_ENCODING)
+        if encoded is None:  # e.g. a --temperature the study does not search
+            continue
+        cell = Cell(arm, seeds[i % len(seeds)], ADVISE_ROLE)
+        before = len(ostudy.get_trials(deepcopy=False))
+        ostudy.enqueue_trial(encoded[0], user_attrs={"role": cell.role, "cell": cell.key}, skip_if_exists=True)
+        added += len(ostudy.get_trials(deepcopy=False)) - before
+    return added
