@@ -299,7 +299,9 @@ def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int 
         from grpo_ablate.plan import ADVISED_ARMS_KEY
 
         data[ADVISED_ARMS_KEY] = advised
-    path.write_text(json.dumps(data, indent=2))
+    tmp = path.with_suffix(".json.tmp")  # never a half-written advise.json (plan reads its arms)
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
     plot_advice(advice, study.output_dir / ADVISE_PLOT, _measured(study))
     return advice
 

@@ -28,7 +28,7 @@ from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle, requeue
-from grpo_ablate.study.setup import (PLAN_READY_ATTR, describe_study, open_study, queue_plan, record_probe_ooms,
+from grpo_ablate.study.setup import (describe_study, open_study, queue_first_plan, queue_plan, record_probe_ooms,
                                      wait_for_plan)
 from grpo_ablate.vocab import COPY_ATTR, PROBE_ROLE, Outcome
 
@@ -317,28 +317,19 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
             print(f"grpo-ablate: cannot warm-start from {warm_start}: {e}", file=sys.stderr)
             return 2
     cells = study_plan(study)
-    if cells and study.study.racing is not None:
-        from grpo_ablate.plan import racing_round
-        from grpo_ablate.search.racing import queue_cells
-
-        if created:  # a resumed race queues its next round itself once the queue runs dry
-            queue_cells(ostudy, study, racing_round(study, 1))
-            ostudy.set_user_attr(PLAN_READY_ATTR, True)
-        elif not wait_for_plan(ostudy):
+    if created:
+        queue_first_plan(ostudy, study)
+    elif cells and not wait_for_plan(ostudy):
+        if study.study.racing is not None:
             print("grpo-ablate: the study exists but its first racing round was never queued", file=sys.stderr)
-            return 1
-    elif cells:
-        if created:
-            queue_plan(ostudy, study, cells)
-            ostudy.set_user_attr(PLAN_READY_ATTR, True)
-        elif not wait_for_plan(ostudy):
+        else:
             print("grpo-ablate: the study exists but its trial plan was never queued (did the first host die while "
                   "creating it?); remove the study or run with a new study.name", file=sys.stderr)
-            return 1
-        else:
-            added = queue_plan(ostudy, study, cells)
-            if added:
-                print(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
+        return 1
+    elif cells and study.study.racing is None:  # a resumed race queues its next round itself once the queue runs dry
+        added = queue_plan(ostudy, study, cells)
+        if added:
+            print(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
 
     try:
         runner = StudyRunner(study, ostudy, storage, study.study.workers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import time
 from typing import TYPE_CHECKING, Any
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import Study
 
-__all__ = ["open_study", "describe_study", "queue_plan", "wait_for_plan", "library_versions", "name_objectives",
-           "PLAN_READY_ATTR", "record_probe_ooms", "enqueue_shortlist"]
+__all__ = ["open_study", "describe_study", "queue_plan", "queue_first_plan", "wait_for_plan", "library_versions",
+           "name_objectives", "PLAN_READY_ATTR", "record_probe_ooms", "enqueue_shortlist"]
 
 PLAN_READY_ATTR = "plan_ready"
 PLAN_WAIT_S = 120.0
@@ -199,19 +200,21 @@ def record_probe_ooms(ostudy: "optuna.Study", study: "Study") -> int:
     return added
 
 
-def _queue_first(ostudy: "optuna.Study", study: "Study") -> None:
-    """Queue a planned study's first cells and mark the plan ready, as `run` does on the study it creates.
+def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
+    """Queue a planned study's first cells (a racing study's first round) and mark the plan ready.
 
-    For a study `advise` created before any `run`: that run then finds the plan queued (study/runner.py).
+    Whoever creates the study calls it (`run`, `probe`, `advise --enqueue`), so a later `run`
+    on any host finds the plan queued rather than waiting for one (wait_for_plan).
     """
     from grpo_ablate.plan import racing_round, study_plan
 
-    if study.study.racing is not None:
+    cells = study_plan(study)
+    if cells and study.study.racing is not None:  # a race queues each later round once the queue runs dry
         from grpo_ablate.search.racing import queue_cells
 
         queue_cells(ostudy, study, racing_round(study, 1))
-    else:
-        queue_plan(ostudy, study, study_plan(study))
+    elif cells:
+        queue_plan(ostudy, study, cells)
     ostudy.set_user_attr(PLAN_READY_ATTR, True)
 
 
@@ -228,7 +231,9 @@ def _add_advised_arm(study: "Study", arm: Arm) -> None:
     if arm.as_dict() not in arms:
         arms.append(arm.as_dict())
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2))
+    tmp = path.with_suffix(".json.tmp")  # never a half-written advise.json
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
 
 
 def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[Any]) -> int:
@@ -252,7 +257,7 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
             have = {t.user_attrs.get("cell") for t in ostudy.get_trials(deepcopy=False)}
             new = [c for c in study_plan(study) if c.arm.key == top.key and c.key not in have]
         if not ostudy.user_attrs.get(PLAN_READY_ATTR):  # advise opened the study first: `run` finds the plan queued
-            _queue_first(ostudy, study)  # the new arm in its seed-major place
+            queue_first_plan(ostudy, study)  # the new arm in its seed-major place
         elif new and study.study.racing is None:
             queue_plan(ostudy, study, new)  # after the cells already queued
         elif new:
