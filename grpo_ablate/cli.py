@@ -245,13 +245,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     probe = run_probe(study, steps=args.steps, keep_trials=args.keep, log=lambda m: print(m, file=sys.stderr))
     print(probe_table(probe))
     if probe.ooms():
-        from grpo_ablate.study.setup import describe_study, open_study, queue_first_plan, record_probe_ooms
-
-        ostudy, created = open_study(study)
-        if created:
-            describe_study(ostudy, study)
-            queue_first_plan(ostudy, study)  # a later `run` finds the plan queued
-        print(f"recorded {record_probe_ooms(ostudy, study)} out-of-memory pair(s) in the study as violated constraints")
+        print(f"{len(probe.ooms())} pair(s) ran out of memory: the study's space leaves them out, and every pair "
+              "at or above them (see `grpo-ablate plan`)")
     return EXIT_OK if probe.best() else EXIT_FAILED
 
 

@@ -98,7 +98,7 @@ def test_inconclusive_study_says_no_clear_winner_with_what_it_could_detect(incon
     assert v.kind == "no_clear_winner" and v.metric == "eval_final_reward"
     assert v.words.startswith("No configuration is clearly better than the baseline")
     assert v.detectable is not None and v.detectable > 0
-    assert f"could only detect a difference of about" in v.words and "80% power" in v.words
+    assert "could only detect a difference of about" in v.words and "80% power" in v.words
     assert v.seeds_for is not None and v.seeds_for[1] > 3 and "seeds would be needed" in v.words
     assert v.comparison is not None and v.comparison.kind == "paired" and "paired t test" in v.words
     # every arm generated the same tokens: nothing is cheaper, so the default stays, and it says why

@@ -1,11 +1,11 @@
-"""The probe's out-of-memory pairs in the study: the sampler's own params, a violated constraint, no fallback.
+"""The probe's out-of-memory pairs never reach the sampler's proposals, and cost it nothing.
 
     pytest tests/test_search_probe_ooms.py
 
-A multivariate TPE models only the params every finished trial shares with the same
-distribution; a recorded OOM trial in params of its own made it sample the study's params
-independently (Optuna logs "... is sampled independently ..."). The tests ask a real
-TPESampler with that warning switched on, over a real journal study.
+They leave the study's space (config/hardware.py), so no sampler can propose them, and they are
+not recorded as trials: one in params outside the space's distributions would make a
+multivariate TPE sample every param independently (Optuna logs "... is sampled independently
+..."). The tests ask a real TPESampler with that warning switched on, over a real journal study.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import logging
 import textwrap
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -22,8 +21,7 @@ import pytest
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.probe_file import Probe, ProbePoint, save_probe
 from grpo_ablate.study.lifecycle import suggest_params
-from grpo_ablate.study.runner import StudyRunner
-from grpo_ablate.study.setup import open_study, record_probe_ooms
+from grpo_ablate.study.setup import open_study
 
 FALLBACK = "sampled independently"
 
@@ -79,44 +77,16 @@ def _probe(study):
     return load_probe(study.output_dir)
 
 
-def test_an_oom_pair_the_sampler_can_propose_is_recorded_in_its_own_params(tmp_path, caplog):
-    study = _study(tmp_path, batches="")  # TRL's batch (16) for every G: the probe leaves (8, 16) in the space
-    assert "8x16" in {p.label for p in study.space.feasible}
-    ostudy, _ = open_study(study)
-    assert record_probe_ooms(ostudy, study) == 2 and record_probe_ooms(ostudy, study) == 0  # one per temperature
-    recorded = ostudy.get_trials()
-    proposed = ostudy.ask()
-    suggest_params(proposed, study)
-    for t in recorded:  # what the lifecycle draws, name for name and distribution for distribution
-        assert t.distributions == proposed.distributions and t.params["num_generations_rank"] == 2
-        assert t.state == optuna.trial.TrialState.COMPLETE and t.system_attrs["constraints:oom"] > 0
-    assert sorted(t.params["temperature"] for t in recorded) == [0.7, 1.0]
-    ostudy.tell(proposed, state=optuna.trial.TrialState.FAIL)
-    assert StudyRunner.finished_count(SimpleNamespace(ostudy=ostudy)) == (0, 0)  # taught the sampler, ran nothing
-
-    cells = _tpe_proposals(study, ostudy, 16, caplog)
-    assert not [r.message for r in caplog.records if FALLBACK in r.message]
-    assert {c.arm.num_generations for c in cells} >= {2, 4}
-
-
-def test_the_old_pair_param_made_multivariate_tpe_fall_back(tmp_path, caplog):
-    """The check above can fail: an OOM trial in a param of its own is what it catches."""
-    study = _study(tmp_path, batches="")
-    ostudy, _ = open_study(study)
-    ostudy.add_trial(optuna.trial.create_trial(
-        params={"probe_pair": "8x16"}, distributions={"probe_pair": optuna.distributions.CategoricalDistribution(["8x16"])},
-        values=[0.0], constraints={"oom": 1.0}, user_attrs={"role": "probe"}))
-    _tpe_proposals(study, ostudy, 8, caplog)
-    assert [r.message for r in caplog.records if FALLBACK in r.message]
-
-
+@pytest.mark.parametrize("batches", ["[16, 32]", ""])
 @pytest.mark.parametrize("temperature", ["[0.7, 1.0]", "{low: 0.5, high: 1.2}", "0.9"])
-def test_a_pair_out_of_the_space_is_never_proposed_and_not_recorded(tmp_path, caplog, temperature):
-    study = _study(tmp_path, batches="[16, 32]", temperature=temperature)  # searched batches: the probe takes its OOMs out
-    assert {p.label for p in study.space.feasible} == {"2x16", "2x32", "4x16"}
+def test_a_pair_that_ran_out_of_memory_is_never_proposed(tmp_path, caplog, temperature, batches):
+    """Searched batches, or TRL's own batch for every G: the probe's OOM pairs (and all above) leave the space."""
+    study = _study(tmp_path, batches=batches, temperature=temperature)
+    expected = {"2x16", "2x32", "4x16"} if batches else {"2x16", "4x16"}
+    assert {p.label for p in study.space.feasible} == expected
+    assert any("ran out of memory" in r.reason for r in study.space.rejected)
     ostudy, _ = open_study(study)
-    assert record_probe_ooms(ostudy, study) == 0  # nothing true to teach about a point no proposal can reach
-    cells = _tpe_proposals(study, ostudy, 16, caplog, group=True)
+    cells = _tpe_proposals(study, ostudy, 16, caplog, group=bool(batches))
     assert not [r.message for r in caplog.records if FALLBACK in r.message]
-    pairs = {(c.arm.num_generations, c.arm.generation_batch_size) for c in cells}
-    assert not pairs & {(8, 16), (4, 32)} and pairs <= {(2, 16), (2, 32), (4, 16)}
+    pairs = {f"{c.arm.num_generations}x{c.arm.generation_batch_size}" for c in cells}
+    assert pairs <= expected

@@ -98,8 +98,12 @@ def space_for(sf: StudyFile) -> FeasibleSpace:
 
 
 def _with_probe(sf: StudyFile, space: FeasibleSpace, batches: Any) -> FeasibleSpace:
-    """With a probe.json in the study's folder: its OOM pairs out; `probed` keeps each G's largest fit."""
+    """With a probe.json in the study's folder: its OOM pairs out; `probed` keeps each G's largest fit.
+
+    Out of the space, an OOM pair is never proposed, planned or launched, whatever the sampler;
+    this holds for TRL's own batch too (the probe then tried each G at that batch).
+    """
     from grpo_ablate.preflight.probe_file import load_probe, probed_space
 
-    probe = load_probe(sf.study.output_dir or Path("runs") / sf.study.name) if batches is not None else None
+    probe = load_probe(sf.study.output_dir or Path("runs") / sf.study.name)
     return space if probe is None else probed_space(space, probe, largest_only=batches == "probed")

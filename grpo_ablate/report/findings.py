@@ -66,8 +66,8 @@ def _g_advice(a: Arm, way: str, recommended: Arm | None, plain: str) -> tuple[st
     if agrees:
         return plain + f" The answer above recommends G={rg}.", (("num_generations", way),)
     if recommended == a:
-        return (f" The answer above still recommends this configuration on its measured result; treat this as a cost "
-                f"to watch rather than a reason to change G."), ()
+        return (" The answer above still recommends this configuration on its measured result; treat this as a cost "
+                "to watch rather than a reason to change G."), ()
     return (f" The answer above recommends {recommended.label}, which already accounts for this measured result."), ()
 
 

@@ -28,8 +28,7 @@ from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle, requeue
-from grpo_ablate.study.setup import (describe_study, open_study, queue_first_plan, queue_plan, record_probe_ooms,
-                                     wait_for_plan)
+from grpo_ablate.study.setup import describe_study, open_study, queue_first_plan, queue_plan, wait_for_plan
 from grpo_ablate.vocab import COPY_ATTR, PROBE_ROLE, Outcome
 
 if TYPE_CHECKING:
@@ -98,8 +97,8 @@ class StudyRunner:
     def finished_count(self) -> tuple[int, int]:
         """(finished, running) trials of the study over every host; requeued ones are not finished.
 
-        The probe's recorded out-of-memory pairs (role "probe") and a warm start's copies of
-        another study's trials teach the sampler but ran no trial here.
+        A warm start's copies of another study's trials, and the out-of-memory pairs earlier
+        versions recorded from a probe (role "probe"), teach the sampler but ran no trial here.
         """
         from optuna.trial import TrialState
 
@@ -303,9 +302,6 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         return 2
     if created:
         describe_study(ostudy, study)
-    recorded = record_probe_ooms(ostudy, study)  # a probe run since: its OOM pairs teach the sampler
-    if recorded:
-        print(f"grpo-ablate: recorded {recorded} out-of-memory pair(s) from probe.json as violated constraints")
     if warm_start and not created:
         print(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")
     elif warm_start:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.plan import baseline_arm, cell_params
 from grpo_ablate.storage import mask_url, open_storage
-from grpo_ablate.vocab import PROBE_ROLE, Arm, Cell
+from grpo_ablate.vocab import Arm, Cell
 
 if TYPE_CHECKING:
     import optuna
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["open_study", "describe_study", "queue_plan", "queue_first_plan", "wait_for_plan", "library_versions",
-           "name_objectives", "PLAN_READY_ATTR", "record_probe_ooms", "enqueue_shortlist"]
+           "name_objectives", "PLAN_READY_ATTR", "enqueue_shortlist"]
 
 PLAN_READY_ATTR = "plan_ready"
 PLAN_WAIT_S = 120.0
@@ -137,67 +137,6 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
 
 
 # ------------------------------------------------------------------ pre-flight: probe and advise
-
-
-def _probe_temperatures(study: "Study") -> list[float]:
-    """The temperatures an out-of-memory pair is recorded at: memory does not depend on temperature.
-
-    A list: every value, so the pair is infeasible at each. A range: its midpoint (geometric on a
-    log scale), where one Parzen kernel covers the range best. Fixed: the study's own (no param).
-    """
-    import math
-
-    from grpo_ablate.config import FloatRange
-
-    t = study.temperatures()
-    if isinstance(t, list):
-        return [float(x) for x in t]
-    if isinstance(t, FloatRange):
-        return [math.sqrt(t.low * t.high) if t.log else (t.low + t.high) / 2]
-    return [study.fixed_temperature()]
-
-
-def record_probe_ooms(ostudy: "optuna.Study", study: "Study") -> int:
-    """Record each pair the probe saw run out of memory as a COMPLETE trial with `oom` violated.
-
-    Samplers learn only from COMPLETE (and PRUNED) trials, so the boundary is told as a
-    constraint, as a trial's own OOM is (study/lifecycle.py), in the very params and
-    distributions `suggest_params` draws (search/encoding.py): a multivariate TPE then models
-    them with the study's own trials instead of falling back to independent sampling.
-    Only pairs the sampler could propose are recorded: with searched batches the probe already
-    took its OOM pairs (and all above) out of the space (config/hardware.py), and a point
-    outside the space would teach nothing true and use up a startup trial. Planned studies
-    (grid, ablation) sample nothing, so nothing is recorded there. Already recorded pairs are skipped.
-    """
-    import optuna
-
-    from grpo_ablate.preflight.probe_file import load_probe
-    from grpo_ablate.search.encoding import DEFAULT_ENCODING, encode_arm
-
-    probe = load_probe(study.output_dir)
-    if probe is None or not probe.ooms() or study.study.sampler in ("grid", "ablation"):
-        return 0
-    seen = {(t.user_attrs.get("probe_label"), t.params.get("temperature")) for t in ostudy.get_trials(deepcopy=False)
-            if t.user_attrs.get("role") == PROBE_ROLE}
-    added = 0
-    for point in probe.ooms():
-        for temperature in _probe_temperatures(study):
-            arm = Arm(point.num_generations, point.generation_batch_size, temperature)
-            encoded = encode_arm(arm, study.space, study.temperatures(), DEFAULT_ENCODING)
-            if encoded is None:  # out of the space: never proposed
-                continue
-            params, distributions = encoded
-            if (point.label, params.get("temperature")) in seen:
-                continue
-            ostudy.add_trial(optuna.trial.create_trial(
-                params=params, distributions=distributions,
-                values=[0.0] * len(study.directions), constraints={"oom": 1.0},
-                user_attrs={"role": PROBE_ROLE, "outcome": "oom", "probe_label": point.label,
-                            "reason": point.reason or "oom", "num_generations": point.num_generations,
-                            "generation_batch_size": point.generation_batch_size},
-            ))
-            added += 1
-    return added
 
 
 def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
