@@ -30,14 +30,16 @@ from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, l
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Verdict, decide
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import COPY_ATTR, DIAGNOSTIC_METRICS, HEADLINE_METRICS, RACING_ATTR, Arm, Metric, Outcome, finite, metric
+from grpo_ablate.vocab import (ADVISE_FILE, COPY_ATTR, DIAGNOSTIC_METRICS, HEADLINE_METRICS, RACING_ATTR, Arm, Metric,
+                               Outcome, finite, metric)
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
 
-__all__ = ["ReportData", "build_report_data", "collect", "report_metrics", "eval_samples", "EVAL_PROMPTS_SHOWN"]
+__all__ = ["ReportData", "build_report_data", "collect", "read_advice", "report_metrics", "eval_samples",
+           "EVAL_PROMPTS_SHOWN"]
 
 
 @dataclass
@@ -75,6 +77,7 @@ class ReportData:
     eval_samples: list[dict[str, Any]] = field(default_factory=list)
     evals: pd.DataFrame = field(default_factory=pd.DataFrame)  # every evaluation point, knobs on each row
     racing: dict[str, Any] | None = None  # the study's racing state (search/racing.py), when it raced
+    advice: dict[str, Any] | None = None  # advise.json, when `grpo-ablate advise` ran for this study
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -263,5 +266,18 @@ def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
 def collect(study: "Study") -> ReportData:
     """Everything the report needs for a loaded study file."""
     attrs, frozen = load_trials(study.storage_url, study.study.name)
-    return build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
+    data = build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
                              study.to_dict(), study.storage_url)
+    data.advice = read_advice(study.output_dir)
+    return data
+
+
+def read_advice(output_dir: Path) -> dict[str, Any] | None:
+    """The study's advise.json (advise's prediction before any trial), None without a readable one."""
+    import json
+
+    try:
+        raw = json.loads((Path(output_dir) / ADVISE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return raw if isinstance(raw, dict) and isinstance(raw.get("predictions"), list) else None

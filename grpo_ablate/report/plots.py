@@ -322,12 +322,39 @@ def plot_zero_spread(data: ReportData) -> Figure:
     else:
         caption += (" The curve is left out: the rewards are not in [0, 1], so they are not a success rate."
                     if p is not None else " The curve is left out: no reward was recorded.")
+    if data.advice:
+        gs += _draw_advice(ax, data.advice)
+        caption += (" Dotted: what `grpo-ablate advise` predicted before any trial, from the starting model's "
+                    "samples and the prompts' fitted difficulty, per training temperature.")
     log2_g_axis(ax, gs)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of groups with zero reward spread")
     if ax.get_legend_handles_labels()[1]:
         ax.legend(frameon=False)
     return Figure(fid, title, caption, png(fig))
+
+
+def _draw_advice(ax: Axes, advice: dict) -> list[int]:
+    """advise.json's predicted zero-spread share against G, one dotted line per temperature; its Gs."""
+    from grpo_ablate.preflight.difficulty import zero_spread_beta
+
+    temps = [float(t) for t in advice.get("temperatures") or []]
+    predicted: dict[float, dict[int, float]] = {}
+    for row in advice.get("predictions") or []:
+        predicted.setdefault(float(row["temperature"]), {})[int(row["num_generations"])] = float(row["zero_spread"])
+    gs = sorted({g for by_g in predicted.values() for g in by_g})
+    shades = [colormaps["Greys"](0.5 + 0.45 * i / max(1, len(temps) - 1)) for i in range(len(temps))]
+    for t, color in zip(temps, shades):  # greys: never mistaken for a measured series' colour
+        fit = (advice.get("fits") or {}).get(str(t))
+        if fit and gs:  # binary rewards: the fitted Beta's curve, smooth between the Gs
+            grid = np.geomspace(min(gs) / 1.3, max(gs) * 1.3, 120)
+            ys = [zero_spread_beta(float(g), float(fit["a"]), float(fit["b"])) for g in grid]
+        elif predicted.get(t):
+            grid, ys = zip(*sorted(predicted[t].items()))
+        else:
+            continue
+        ax.plot(grid, ys, color=color, lw=1.2, ls=":", label=f"advise, T={t:g}")
+    return gs
 
 
 PLOTS: tuple[Callable[[ReportData], Figure], ...] = (
