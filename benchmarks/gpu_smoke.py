@@ -15,7 +15,9 @@ One study per mode (the generation engine is a trainer setting, not a searched k
 trial of the same shape (G=8, 128 completions of 32 tokens per step, a fixed step budget), so
 the two trials differ only in how completions are generated. It prints samples/sec (completions
 per second of training wall time, as `grpo-ablate` measures it for every trial) for each mode and
-their ratio, and writes everything to OUT/gpu_smoke.json.
+their ratio, and writes everything to OUT/gpu_smoke.json. Then the pre-flight commands on the
+same model: `probe` (its points in one process, CUDA's peak memory) and `advise` (vLLM's sampler
+when vLLM is among the modes); --no-preflight skips them.
 """
 
 from __future__ import annotations
@@ -123,6 +125,45 @@ def run_mode(out: Path, mode: str, model: Path, steps: int, cpu: bool, timeout: 
     return result
 
 
+def run_preflight(out: Path, model: Path, cpu: bool, vllm: bool, timeout: float) -> dict[str, Any]:
+    """`grpo-ablate probe` (CUDA's peak memory, points in one process) and `grpo-ablate advise`
+    (sampling with vLLM when the study uses it) on the same tiny model."""
+    import yaml
+
+    study = yaml.safe_load(study_file(out, "vllm" if vllm else "hf", model, 1, cpu).read_text())
+    study["study"].update(name="gpu-smoke-preflight", output_dir=str(out / "preflight"), sampler="tpe", n_trials=2)
+    study["study"].pop("baseline", None)
+    study["search"] = {"num_generations": [4, 8, 16], "generation_batch_size": "probed",
+                       "max_generation_batch_size": 64 if cpu else 512}
+    path = out / "gpu-smoke-preflight.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", PYTHONUNBUFFERED="1")
+    if cpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    result: dict[str, Any] = {"mode": "preflight", "label": "probe + advise"}
+    started = time.perf_counter()
+    for command, extra in (("probe", ["--steps", "1"]), ("advise", ["--k", "4", "--prompts", "16"])):
+        left = timeout - (time.perf_counter() - started)
+        proc = subprocess.run([sys.executable, "-m", "grpo_ablate", command, str(path), *extra], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=max(left, 1))
+        (out / f"preflight-{command}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+        result[f"{command}_exit_code"] = proc.returncode
+        if proc.returncode != 0:
+            result["error"] = f"{command} exited {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}"
+            return result
+    probe = json.loads((out / "preflight" / "probe.json").read_text())
+    samples = json.loads((out / "preflight" / "advise" / "samples.json").read_text())
+    advice = json.loads((out / "preflight" / "advise.json").read_text())
+    result.update(probe_points=len(probe["points"]), probe_processes=probe.get("processes"),
+                  probe_seconds=probe.get("total_seconds"), one_trial_estimate_s=probe.get("one_trial_estimate_s"),
+                  memory_kind=sorted({p.get("memory_kind") for p in probe["points"]}), best=probe.get("best"),
+                  advise_backend=samples.get("backend"), advise_seconds=advice.get("seconds"))
+    want_kind, want_backend = ("rss" if cpu else "cuda"), ("vllm" if vllm else "transformers")
+    if result["memory_kind"] != [want_kind] or result["advise_backend"] != want_backend:
+        result["error"] = f"expected {want_kind} memory and the {want_backend} sampler, got {result}"
+    return result
+
+
 def _the_trial(path: Path):
     import optuna
 
@@ -179,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="optimizer steps per trial (default 20)")
     parser.add_argument("--cpu", action="store_true", help="check the plumbing on a CPU (HF mode only, float32)")
     parser.add_argument("--budget", type=float, default=300.0, help="seconds for everything (default 300)")
+    parser.add_argument("--no-preflight", action="store_true", help="skip probe + advise on the same model")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = sorted(set(modes) - set(MODES))
@@ -219,8 +261,21 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             results.append({"mode": mode, "label": LABELS[mode], "exit_code": None,
                             "error": f"did not finish within the {args.budget:.0f} s budget"})
+    preflight = None
+    left = args.budget - (time.perf_counter() - started)
+    if not args.no_preflight and left > 10:
+        print("gpu_smoke: probe + advise ...", flush=True)
+        try:
+            preflight = run_preflight(out, model, args.cpu, "vllm" in modes, timeout=left)
+        except subprocess.TimeoutExpired:
+            preflight = {"mode": "preflight", "label": "probe + advise", "error": "no time left in the budget"}
+        results.append(preflight)
     total = time.perf_counter() - started
-    print_table(results)
+    print_table([r for r in results if r is not preflight])
+    if preflight is not None and not preflight.get("error"):
+        print(f"probe: {preflight['probe_points']} points in {preflight['probe_processes']} process(es), "
+              f"{preflight['probe_seconds']} s, {preflight['memory_kind']} memory, largest batch per G {preflight['best']}; "
+              f"advise: {preflight['advise_seconds']} s with {preflight['advise_backend']}")
     print(f"gpu_smoke: {total:.0f} s in all")
     report = {"results": results, "total_seconds": round(total, 1), "steps": args.steps,
               "environment": environment(args.cpu)}

@@ -1,7 +1,8 @@
 """The GPU smoke check (benchmarks/gpu_smoke.py) as tests.
 
 - gpu: on a CUDA machine with vLLM, both generation paths run a bf16 trial through the real
-  CLI within 5 minutes and report samples/sec (skipped without CUDA or vLLM; CI never runs it);
+  CLI within 5 minutes and report samples/sec, then probe (CUDA memory) and advise (vLLM)
+  run on the same model (skipped without CUDA or vLLM; CI never runs it);
 - slow: the same script's plumbing on the CPU (HF generate, float32), so it cannot rot between
   visits to a GPU machine;
 - fast: the saved model folder is what vLLM needs to load on its own.
@@ -55,9 +56,12 @@ def test_smoke_plumbing_on_cpu(tmp_path):
                        capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     report = json.loads((tmp_path / "gpu_smoke.json").read_text())
-    (hf,) = report["results"]
+    hf, preflight = report["results"]
     assert hf["outcome"] == "completed" and hf["steps"] == 3 and hf["samples_per_second"] > 0
     assert "HF generate" in r.stdout and "samples/s" in r.stdout
+    assert not preflight.get("error"), preflight
+    assert preflight["memory_kind"] == ["rss"] and preflight["probe_processes"] == 1
+    assert preflight["advise_backend"] == "transformers" and preflight["advise_seconds"] > 0
 
 
 @pytest.mark.gpu
@@ -76,4 +80,6 @@ def test_gpu_smoke_hf_and_vllm_colocate(tmp_path):
     for mode in ("hf", "vllm"):
         assert by_mode[mode]["outcome"] == "completed", by_mode[mode]
         assert by_mode[mode]["samples_per_second"] > 0
+    preflight = by_mode["preflight"]  # probe on CUDA's memory; advise samples with vLLM
+    assert not preflight.get("error") and preflight["memory_kind"] == ["cuda"] and preflight["advise_backend"] == "vllm"
     assert wall <= 300, f"the smoke check took {wall:.0f} s; it must stay within 5 minutes"

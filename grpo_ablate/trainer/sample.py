@@ -115,8 +115,11 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     if use_vllm:
         from vllm import LLM
 
+        engine: dict[str, Any] = {"gpu_memory_utilization": float(trainer.get("vllm_gpu_memory_utilization") or 0.9)}
+        if trainer.get("vllm_max_model_length"):  # the study's own cap, as its trials' engine gets
+            engine["max_model_len"] = int(trainer["vllm_max_model_length"])
         llm = LLM(model=path, dtype=spec["model"].get("dtype") or "auto", seed=seed,
-                  trust_remote_code=bool(spec["model"].get("trust_remote_code")))
+                  trust_remote_code=bool(spec["model"].get("trust_remote_code")), **engine)
     else:
         import torch
 
