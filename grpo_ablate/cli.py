@@ -257,11 +257,14 @@ def cmd_advise(args: argparse.Namespace) -> int:
     advice = run_advise(study, k=args.k, num_prompts=args.prompts, seed=args.seed, temperatures=args.temperature)
     print(advise_text(advice))
     if args.enqueue:
-        from grpo_ablate.study.setup import describe_study, enqueue_shortlist, open_study
+        from grpo_ablate.study.setup import describe_study, enqueue_shortlist, open_study, space_changed
 
         ostudy, created = open_study(study)
         if created:
             describe_study(ostudy, study)
+        elif (changed := space_changed(ostudy, study)) is not None:
+            print(f"grpo-ablate: {changed}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"enqueued {enqueue_shortlist(ostudy, study, advice.shortlist)} trial(s) from the shortlist")
     return EXIT_OK
 

@@ -28,7 +28,8 @@ from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle, requeue
-from grpo_ablate.study.setup import describe_study, open_study, queue_first_plan, queue_plan, wait_for_plan
+from grpo_ablate.study.setup import (describe_study, open_study, queue_first_plan, queue_plan, space_changed,
+                                     wait_for_plan)
 from grpo_ablate.vocab import COPY_ATTR, PROBE_ROLE, Outcome
 
 if TYPE_CHECKING:
@@ -302,6 +303,9 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         return 2
     if created:
         describe_study(ostudy, study)
+    elif (changed := space_changed(ostudy, study)) is not None:
+        print(f"grpo-ablate: {changed}", file=sys.stderr)
+        return 2
     if warm_start and not created:
         print(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")
     elif warm_start:

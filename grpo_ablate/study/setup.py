@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.plan import baseline_arm, cell_params
 from grpo_ablate.storage import mask_url, open_storage
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.vocab import SPACE_ATTR, Arm, Cell
 
 if TYPE_CHECKING:
     import optuna
 
     from grpo_ablate.config import Study
 
-__all__ = ["open_study", "describe_study", "queue_plan", "queue_first_plan", "wait_for_plan", "library_versions",
+__all__ = ["open_study", "describe_study", "space_changed", "queue_plan", "queue_first_plan", "wait_for_plan", "library_versions",
            "name_objectives", "PLAN_READY_ATTR", "enqueue_shortlist"]
 
 PLAN_READY_ATTR = "plan_ready"
@@ -102,11 +102,34 @@ def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
     ostudy.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)])
     ostudy.set_user_attr("baseline", baseline_arm(study).as_dict())
     ostudy.set_user_attr("hardware", study.space.shape.describe())
+    ostudy.set_user_attr(SPACE_ATTR, sorted(p.label for p in study.space.feasible))
     if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction
         evaluation = study.file.evaluation.model_dump()
         if evaluation["max_completion_length"] is None:
             evaluation["max_completion_length"] = study.trainer.get("max_completion_length")
         ostudy.set_user_attr("evaluation", evaluation)
+
+
+def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
+    """Why this study file's feasible space is not the one the stored study was created with; None if it is.
+
+    The stored trials' params mean configurations of that space (G is a rank over its Gs, each
+    G's batch a choice among its batches; a plan's cells were drawn from it). A probe.json
+    written since, or an edited search section, would make them mean others, or run a pair
+    the probe saw run out of memory. Studies from before the attribute existed are not checked.
+    """
+    stored = ostudy.user_attrs.get(SPACE_ATTR)
+    if not isinstance(stored, list):
+        return None
+    now = sorted(p.label for p in study.space.feasible)
+    if sorted(stored) == now:
+        return None
+    gone, new = sorted(set(stored) - set(now)), sorted(set(now) - set(stored))
+    parts = ([f"without {', '.join(gone)}"] if gone else []) + ([f"with {', '.join(new)}"] if new else [])
+    return (f"the study {study.study.name!r} was created with another feasible (G x batch) space; this file's is "
+            f"{' and '.join(parts)} (a probe.json written since the study began, or an edited search section). Its "
+            "trials' params would mean other configurations: run the probe before the study's first command, or "
+            "start a new study.name")
 
 
 def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
