@@ -94,6 +94,11 @@ def trial_cost(study: "Study") -> TrialCost:
         cost["seconds"] = per * n
         cost["seconds_per_completion"] = per
         cost["seconds_source"] = where
+    probe = load_probe(study.output_dir) if cost["seconds"] is None else None
+    if probe is not None and probe.one_trial_estimate_s:  # no trial yet: the probe measured the pace
+        cost["seconds"] = float(probe.one_trial_estimate_s)
+        cost["seconds_source"] = ("the probe's pace (probe.json: its measured start-up plus the budget's steps "
+                                  "at the baseline G's largest fitting batch)")
     if study.budget.seconds and (cost["seconds"] is None or cost["seconds"] > study.budget.seconds):
         cost["seconds"] = study.budget.seconds
         cost["seconds_source"] = (cost["seconds_source"] or "") + ("; " if cost["seconds_source"] else "") + "capped by budget.seconds"

@@ -91,6 +91,11 @@ def test_probed_space_keeps_each_gs_largest_fit_and_drops_oom_pairs(tmp_path):
     assert {(r.num_generations, r.generation_batch_size) for r in study.space.rejected} >= {(2, 64), (4, 32)}
     table = probe_table(load_probe(tmp_path / "run"))
     assert "one full trial is estimated at 60 s" in table
+    from grpo_ablate.planview import plan_text
+
+    text = plan_text(study)  # no trial has run: the plan's wall time is the probe's, beside the probe's own cost
+    assert "Wall time: about 60 s per trial, 4 min for 4 trials; from the probe's pace" in text
+    assert "in 3 s; one full trial is estimated at 60 s" in text
     auto = load_study(_study_file(tmp_path, batches="auto"))  # auto keeps every fit, never an OOM pair
     labels = {p.label for p in auto.space.feasible}
     assert "2x64" not in labels and "4x32" not in labels and "2x48" in labels
