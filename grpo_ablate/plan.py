@@ -16,19 +16,17 @@ study/lifecycle.py turns each into a trial.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
-from grpo_ablate.vocab import ADVISE_FILE, Arm, Cell, Schedule, generations_text, pair_label
+from grpo_ablate.vocab import Arm, Cell, Schedule, generations_text, pair_label
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["racing_round", "study_plan", "cell_params", "pair_param", "baseline_arm", "batch_is_searched", "resolved_trial_count",
-           "advised_arms", "is_plannable", "ADVISED_ARMS_KEY", "ADVISE_ROLE"]
+           "advised_arms", "is_plannable", "ADVISE_ROLE"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
-ADVISED_ARMS_KEY = "advised_arms"  # advise.json: the arms `advise --enqueue` added to the plan (Arm.as_dict each)
 ADVISE_ROLE = "advise"  # the role of a cell advise queued
 
 
@@ -148,12 +146,9 @@ def advised_arms(study: "Study") -> list[Arm]:
     Read from the study's folder, as probe.json is: the plan is the same for `plan` and `run`
     without opening the storage. An arm the edited study can no longer run is left out.
     """
-    try:
-        saved = json.loads((study.output_dir / ADVISE_FILE).read_text()).get(ADVISED_ARMS_KEY) or []
-    except (OSError, ValueError, AttributeError):  # no advise.json (or not one advise wrote): nothing added
-        return []
-    arms = [Arm.from_mapping(a) for a in saved if isinstance(a, dict)]
-    return [a for a in arms if a is not None and is_plannable(study, a)]
+    from grpo_ablate.preflight.advise_file import advised_arms as saved
+
+    return [a for a in saved(study.output_dir) if is_plannable(study, a)]
 
 
 def _ablation_cells(study: "Study", seed: int) -> list[Cell]:

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from grpo_ablate.config import load_study
-from grpo_ablate.plan import ADVISED_ARMS_KEY, advised_arms, cell_params, pair_param, resolved_trial_count, study_plan
+from grpo_ablate.plan import advised_arms, cell_params, pair_param, resolved_trial_count, study_plan
+from grpo_ablate.preflight.advise_file import ADVISED_ARMS_KEY
 from grpo_ablate.planview import plan_json, plan_text
 from grpo_ablate.vocab import ADVISE_FILE, Arm
 

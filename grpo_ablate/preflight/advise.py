@@ -27,8 +27,9 @@ from grpo_ablate.preflight.difficulty import (
     zero_spread_beta,
     zero_spread_empirical,
 )
+from grpo_ablate.preflight.advise_file import save_advice
 from grpo_ablate.preflight.probe_file import load_probe
-from grpo_ablate.vocab import ADVISE_FILE, BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule, parse_generations
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule, parse_generations
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -264,16 +265,6 @@ def plot_advice(advice: Advice, path: Path, measured: list[Measured] | None = No
     return path
 
 
-def _advised_arms_of(path: Path) -> list[Any]:
-    """The arms an earlier `advise --enqueue` added to the plan: a new advise.json keeps them (the study holds their trials)."""
-    from grpo_ablate.plan import ADVISED_ARMS_KEY
-
-    try:
-        return list(json.loads(path.read_text()).get(ADVISED_ARMS_KEY) or [])
-    except (OSError, ValueError, AttributeError):
-        return []
-
-
 def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int = 0,
                temperatures: list[float] | None = None) -> Advice:
     """Check the input, sample, predict; write advise.json and advise.png. Bad input: StudyError."""
@@ -292,16 +283,7 @@ def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int 
     advice = predict(study, samples, seed=seed)
     advice.seconds = round(time.perf_counter() - started, 2)
     study.output_dir.mkdir(parents=True, exist_ok=True)
-    path = study.output_dir / ADVISE_FILE
-    data = advice.to_dict()
-    advised = _advised_arms_of(path)
-    if advised:
-        from grpo_ablate.plan import ADVISED_ARMS_KEY
-
-        data[ADVISED_ARMS_KEY] = advised
-    tmp = path.with_suffix(".json.tmp")  # never a half-written advise.json (plan reads its arms)
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    save_advice(study.output_dir, advice.to_dict())
     plot_advice(advice, study.output_dir / ADVISE_PLOT, _measured(study))
     return advice
 

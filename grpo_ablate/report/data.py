@@ -30,7 +30,7 @@ from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, l
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Verdict, decide
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import (ADVISE_FILE, COPY_ATTR, DIAGNOSTIC_METRICS, HEADLINE_METRICS, RACING_ATTR, Arm, Metric,
+from grpo_ablate.vocab import (COPY_ATTR, DIAGNOSTIC_METRICS, HEADLINE_METRICS, RACING_ATTR, Arm, Metric,
                                Outcome, finite, metric)
 
 if TYPE_CHECKING:
@@ -273,11 +273,8 @@ def collect(study: "Study") -> ReportData:
 
 
 def read_advice(output_dir: Path) -> dict[str, Any] | None:
-    """The study's advise.json (advise's prediction before any trial), None without a readable one."""
-    import json
+    """The study's advise.json when it holds a prediction (advise's, before any trial); else None."""
+    from grpo_ablate.preflight.advise_file import load_advice
 
-    try:
-        raw = json.loads((Path(output_dir) / ADVISE_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return raw if isinstance(raw, dict) and isinstance(raw.get("predictions"), list) else None
+    raw = load_advice(output_dir)
+    return raw if raw is not None and isinstance(raw.get("predictions"), list) else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import platform
 import time
 from typing import TYPE_CHECKING, Any
@@ -127,7 +126,8 @@ def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
     gone, new = sorted(set(stored) - set(now)), sorted(set(now) - set(stored))
     parts = ([f"without {', '.join(gone)}"] if gone else []) + ([f"with {', '.join(new)}"] if new else [])
     return (f"the study {study.study.name!r} was created with another feasible (G x batch) space; this file's is "
-            f"{' and '.join(parts)} (a probe.json written since the study began, or an edited search section). Its "
+            f"{' and '.join(parts)} (a probe.json written since the study began or missing on this host, or an edited "
+            "search section). Its "
             "trials' params would mean other configurations: run the probe before the study's first command, or "
             "start a new study.name")
 
@@ -165,7 +165,7 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
 def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
     """Queue a planned study's first cells (a racing study's first round) and mark the plan ready.
 
-    Whoever creates the study calls it (`run`, `probe`, `advise --enqueue`), so a later `run`
+    Whoever creates the study calls it (`run`, `advise --enqueue`), so a later `run`
     on any host finds the plan queued rather than waiting for one (wait_for_plan).
     """
     from grpo_ablate.plan import racing_round, study_plan
@@ -180,24 +180,6 @@ def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
     ostudy.set_user_attr(PLAN_READY_ATTR, True)
 
 
-def _add_advised_arm(study: "Study", arm: Arm) -> None:
-    """Keep the arm in advise.json, where plan.advised_arms reads it."""
-    import json
-
-    from grpo_ablate.plan import ADVISED_ARMS_KEY
-    from grpo_ablate.vocab import ADVISE_FILE
-
-    path = study.output_dir / ADVISE_FILE
-    data = json.loads(path.read_text()) if path.is_file() else {}
-    arms = data.setdefault(ADVISED_ARMS_KEY, [])
-    if arm.as_dict() not in arms:
-        arms.append(arm.as_dict())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")  # never a half-written advise.json
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
-
-
 def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[Any]) -> int:
     """Queue advise's shortlist, best first; the number of trials queued.
 
@@ -207,6 +189,7 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
     a grid already holds every arm it can run.
     """
     from grpo_ablate.plan import ADVISE_ROLE, is_plannable, study_plan
+    from grpo_ablate.preflight.advise_file import add_advised_arm
     from grpo_ablate.search.encoding import DEFAULT_ENCODING, encode_arm
 
     if not shortlist:
@@ -215,7 +198,7 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
     if study.study.sampler in ("grid", "ablation"):
         top, new = arms[0], []
         if study.study.sampler == "ablation" and is_plannable(study, top) and top.key not in {c.arm.key for c in study_plan(study)}:
-            _add_advised_arm(study, top)
+            add_advised_arm(study.output_dir, top)
             have = {t.user_attrs.get("cell") for t in ostudy.get_trials(deepcopy=False)}
             new = [c for c in study_plan(study) if c.arm.key == top.key and c.key not in have]
         if not ostudy.user_attrs.get(PLAN_READY_ATTR):  # advise opened the study first: `run` finds the plan queued
