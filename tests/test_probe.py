@@ -37,7 +37,7 @@ def _study_file(tmp_path: Path, *, cap: int | None = None, batches: str = "probe
           name_or_path: builtin:tiny
         data:
           task: addition
-          num_prompts: 2000
+          num_prompts: 4096
         trainer:
           per_device_train_batch_size: 16
           max_completion_length: 6
@@ -106,15 +106,16 @@ def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pai
     from grpo_ablate.study.lifecycle import suggest_params
     from grpo_ablate.study.setup import open_study
 
-    # The cap sits between a small batch's peak (measured here) and a 1024-completion batch's.
-    free = load_study(_study_file(tmp_path, batches="[16, 1024]"))
+    # The cap sits between a small batch's peak (measured here) and a 4096-completion batch's, with
+    # room both ways: a 1024 batch's peak was within 10 MiB of the small one's, 4096's ~250 MiB above.
+    free = load_study(_study_file(tmp_path, batches="[16, 4096]"))
     small = measure_point(free, 2, 16, tmp_path / "calibrate", steps=1)
     assert small.fits and small.peak_memory_mb
-    path = _study_file(tmp_path, cap=int(small.peak_memory_mb + 12), batches="[16, 1024]")
+    path = _study_file(tmp_path, cap=int(small.peak_memory_mb + 60), batches="[16, 4096]")
     study = load_study(path)
     probe = run_probe(study, steps=1, log=lambda m: None)
     ran = [(p.num_generations, p.generation_batch_size, p.fits) for p in probe.points]
-    assert ran == [(2, 1024, False), (2, 16, True), (4, 16, True)]  # no point twice; G=4 never tries 1024
+    assert ran == [(2, 4096, False), (2, 16, True), (4, 16, True)]  # no point twice; G=4 never tries 4096
     assert probe.processes == 2  # the cap killed the first session; the other two points shared the second
     assert "memory_limit_mb" in (probe.points[0].reason or "")
     assert probe.best()[2].generation_batch_size == 16 and probe.total_seconds > 0
