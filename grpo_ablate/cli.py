@@ -254,7 +254,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
     from grpo_ablate.preflight.advise import advise_text, run_advise
 
     study = _load(args)
-    advice = run_advise(study, k=args.k, num_prompts=args.prompts, seed=args.seed, temperatures=args.temperature)
+    advice = run_advise(study, k=args.k, num_prompts=args.prompts, seed=args.seed, temperatures=args.temperature,
+                        log=lambda m: print(m, file=sys.stderr, flush=True))
     print(advise_text(advice))
     if args.enqueue:
         from grpo_ablate.study.setup import describe_study, enqueue_shortlist, open_study, space_changed

@@ -108,6 +108,7 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
     path = _study_file(tmp_path)
     args = ["advise", str(path), "--k", "8", "--prompts", "16", "--seed", "3"]
     assert main([*args, "--enqueue"]) == 0
+    assert "[advise] T=" in capsys.readouterr().err  # the sampler's progress reaches the user
     first = json.loads((tmp_path / "run" / "advise.json").read_text())
     assert (tmp_path / "run" / "advise.png").stat().st_size > 1000
     assert main(args) == 0

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from grpo_ablate.preflight.difficulty import (
     fit_beta_binomial,
@@ -93,8 +93,11 @@ def _candidate_temperatures(study: "Study") -> list[float]:
     return [round(t.low, 4), round((t.low + t.high) / 2, 4), round(t.high, 4)]
 
 
-def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path) -> dict[str, Any]:
-    """Run trainer/sample.py in its own process; its samples.json."""
+def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path,
+           log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run trainer/sample.py in its own process; its samples.json. Its progress lines go to `log`."""
+    from grpo_ablate.trainer.sample import PROGRESS_PREFIX
+
     folder.mkdir(parents=True, exist_ok=True)
     spec = {"model": study.model.model_dump(), "data": study.data.model_dump(), "rewards": [r.model_dump() for r in study.rewards],
             "trainer": dict(study.trainer), "hardware": study.hardware.model_dump(), "num_prompts": num_prompts, "k": k,
@@ -105,12 +108,29 @@ def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.fspath(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     if study.model.name_or_path.startswith(BUILTIN_MODEL_PREFIX):
         env["HF_HUB_OFFLINE"] = "1"
-    with (folder / "log.txt").open("wb") as log:
-        rc = subprocess.call([sys.executable, "-m", "grpo_ablate.trainer.sample", os.fspath(folder / "sample_spec.json")],
-                             stdout=log, stderr=subprocess.STDOUT, env=env)
-    if rc != 0:
-        tail = (folder / "log.txt").read_text(errors="replace").strip().splitlines()[-1:]
-        raise RuntimeError(f"sampling failed (exit {rc}; log {folder / 'log.txt'}): {' '.join(tail)}")
+    log_path = folder / "log.txt"
+    with log_path.open("wb") as out, log_path.open("rb") as tail:
+        proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate.trainer.sample", os.fspath(folder / "sample_spec.json")],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
+        pending = b""
+        try:
+            while True:
+                done = proc.poll() is not None  # read after the last poll: no line is left unread at exit
+                *lines, pending = (pending + tail.read()).split(b"\n")  # a half-written line waits for its end
+                for line in lines:
+                    text = line.decode(errors="replace")
+                    if log is not None and text.startswith(PROGRESS_PREFIX):
+                        log(text)
+                if done:
+                    break
+                time.sleep(0.5)
+        except BaseException:  # Ctrl-C: the sampler goes with us
+            proc.kill()
+            proc.wait()
+            raise
+    if proc.returncode != 0:
+        last = log_path.read_text(errors="replace").strip().splitlines()[-1:]
+        raise RuntimeError(f"sampling failed (exit {proc.returncode}; log {log_path}): {' '.join(last)}")
     return json.loads((folder / SAMPLES_FILE).read_text())
 
 
@@ -266,7 +286,7 @@ def plot_advice(advice: Advice, path: Path, measured: list[Measured] | None = No
 
 
 def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int = 0,
-               temperatures: list[float] | None = None) -> Advice:
+               temperatures: list[float] | None = None, log: Callable[[str], None] | None = None) -> Advice:
     """Check the input, sample, predict; write advise.json and advise.png. Bad input: StudyError."""
     if k < 2:
         raise _bad("--k", f"K >= 2 samples per prompt are needed to see a spread, got {k}")
@@ -277,7 +297,9 @@ def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int 
     temps = temperatures or _candidate_temperatures(study)
     started = time.perf_counter()
     folder = study.output_dir / "advise"
-    samples = sample(study, k=k, num_prompts=num_prompts, temperatures=temps, seed=seed, folder=folder)
+    if log is not None:
+        log(f"advise: sampling {num_prompts} prompts x K={k} at temperature(s) {temps} (log: {folder / 'log.txt'})")
+    samples = sample(study, k=k, num_prompts=num_prompts, temperatures=temps, seed=seed, folder=folder, log=log)
     if not samples["prompts"]:
         raise _bad("data", "the study's prompt set is empty: nothing to sample")
     advice = predict(study, samples, seed=seed)

@@ -20,9 +20,10 @@ from typing import Any
 
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
-__all__ = ["hf_sampling_kwargs", "sample_rewards", "main"]
+__all__ = ["PROGRESS_PREFIX", "hf_sampling_kwargs", "sample_rewards", "main"]
 
 _BATCH_PROMPTS = 64  # prompts per generate call (x K sequences)
+PROGRESS_PREFIX = "[advise]"  # log lines the parent (preflight/advise.py) echoes as progress
 
 
 def _pick_prompts(dataset: Any, n: int, seed: int) -> list[int]:
@@ -142,6 +143,8 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
             columns = {c: [v for v in values[start:start + _BATCH_PROMPTS] for _ in range(k)] for c, values in columns_all.items()}
             scores = _score(funcs, weights, repeated, completions, ids, columns)
             per_prompt += [scores[i * k:(i + 1) * k] for i in range(len(prompts))]
+            print(f"{PROGRESS_PREFIX} T={float(temperature):g}: {len(per_prompt)}/{len(rows)} prompts x {k} "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
         rewards.append(per_prompt)
     prompts_text = [p if isinstance(p, str) else json.dumps(p) for p in rows["prompt"]]
     return {"prompts": prompts_text, "prompt_indices": chosen, "temperatures": list(spec["temperatures"]), "k": k,
