@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.config.errors import Problem, StudyError
+from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.config.recipes import read_recipe
 from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
 from grpo_ablate.space import BatchShape, feasible_space

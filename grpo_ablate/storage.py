@@ -71,7 +71,7 @@ def normalize_url(url: str) -> str:
 
 def _refuse(url: str, why: str, exc: BaseException | None = None) -> NoReturn:
     """One line, password masked, raised as the StudyError every command turns into exit 2."""
-    from grpo_ablate.config import Problem, StudyError
+    from grpo_ablate.errors import Problem, StudyError
 
     detail = ""
     if exc is not None:

@@ -12,7 +12,7 @@ size, batch shape), names and places (what the study names, where it writes), va
 meaning checks), study (the validated Study).
 """
 
-from grpo_ablate.config.errors import Problem, StudyError
+from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.config.load import apply_overrides, load_study
 from grpo_ablate.config.schema import (
     BudgetSection,

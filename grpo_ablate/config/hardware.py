@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.config.errors import StudyError
+from grpo_ablate.errors import StudyError
 from grpo_ablate.config.schema import IntRange, StudyFile
 from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
 from grpo_ablate.config.yaml_io import read_yaml_file

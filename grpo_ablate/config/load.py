@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.config.errors import Problem, StudyError, echo
+from grpo_ablate.errors import Problem, StudyError, echo
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.recipes import RecipeNote, merge_recipe
 from grpo_ablate.config.schema import SearchSection, StudyFile, StudySection

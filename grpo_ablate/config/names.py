@@ -12,7 +12,7 @@ import importlib.util
 import os
 import sys
 
-from grpo_ablate.config.errors import Problem, did_you_mean, echo
+from grpo_ablate.errors import Problem, did_you_mean, echo
 from grpo_ablate.config.schema import RewardSpec, StudyFile
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_MODELS, BUILTIN_TASKS, reward_names
 

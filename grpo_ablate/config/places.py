@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import accelerate_processes
 from grpo_ablate.config.schema import StudyFile
 from grpo_ablate.config.yaml_io import read_yaml_file

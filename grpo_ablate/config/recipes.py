@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, ScalarNode
 
-from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.trainer_fields import trainer_field_names
 from grpo_ablate.config.yaml_io import read_yaml_file

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.vocab import SEARCHED_KEYS
 
 __all__ = ["TRL_DEFAULTS", "REMOVED_TRAINER_KEYS", "OWNED_TRAINER_KEYS", "trainer_field_names", "check_trainer_keys"]

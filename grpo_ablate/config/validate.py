@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import space_for, world_size
 from grpo_ablate.config.names import check_names
 from grpo_ablate.config.places import check_places

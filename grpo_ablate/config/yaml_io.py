@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from grpo_ablate.config.errors import MAX_ECHO, Problem, StudyError
+from grpo_ablate.errors import MAX_ECHO, Problem, StudyError
 
 __all__ = ["MAX_FILE_BYTES", "MAX_VALUES", "read_yaml_file", "parse_yaml", "YamlLimitError"]
 

@@ -1,5 +1,7 @@
 """What a study error says: each problem's key path and message, every echoed value cut short.
 
+The bottom layer: stdlib and pydantic only, so config, storage and every reader of the tool's
+own files can raise the same error without importing one another (tests/test_layering.py).
 A study file is user input, and a value echoed into an error can be anything (a 2 GB alias
 expansion once was): `echo` shows a bounded repr, and a Problem caps its own text.
 """

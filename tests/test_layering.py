@@ -1,0 +1,129 @@
+"""Dependencies point one way: no import circle among the package's modules.
+
+Read from the source with `ast`, so the test imports nothing. Every import counts, also one
+inside a function (a deferred import hides a circle from Python, not from a reader), except
+those under `if TYPE_CHECKING:`. Importing `a.b.c` runs `a.b`'s `__init__` too, so a module
+depends on each package above what it imports; the root package's `__init__` (the public API,
+which every submodule import runs) is left out, or every module would be in one circle with it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "grpo_ablate"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in (ROOT / PACKAGE).rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skip.update(id(n) for n in ast.walk(child))
+    return skip
+
+
+def _targets(name: str, path: Path, node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        base = ".".join(parts + ([node.module] if node.module else []))
+    return [base, *(f"{base}.{a.name}" for a in node.names)]
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skip = _type_checking_nodes(tree)
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skip or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for target in _targets(name, path, node):
+                parts = target.split(".")
+                for i in range(2, len(parts) + 1):  # the packages above it run first
+                    dep = ".".join(parts[:i])
+                    if dep in modules and dep != name and not name.startswith(dep + "."):
+                        deps.add(dep)
+        graph[name] = deps
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_in_the_package() -> None:
+    graph = import_graph()
+    assert "grpo_ablate.errors" in graph and "grpo_ablate.config.places" in graph  # the walk found the package
+    assert cycles(graph) == []
+
+
+def test_the_bottom_layer_imports_nothing_of_the_package() -> None:
+    graph = import_graph()
+    assert graph["grpo_ablate.errors"] == set()
+    assert "grpo_ablate.config" not in graph["grpo_ablate.storage"]
+
