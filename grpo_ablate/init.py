@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.config.recipes import read_recipe
-from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
-from grpo_ablate.space import BatchShape, feasible_space
+from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.space import BatchShape, feasible_space, nearest_generations
 from grpo_ablate.vocab import BUILTIN_TASKS
 
 __all__ = ["InitAnswers", "study_text", "write_study", "choose_generations", "temperatures_around"]
@@ -48,7 +48,7 @@ class InitAnswers:
 
     def value(self, key: str) -> Any:
         v = self.recipe_values.get(key)
-        return TRL_DEFAULTS.get(key) if v is None else v
+        return trl_default(key) if v is None else v
 
     @property
     def world_size(self) -> int:
@@ -64,10 +64,10 @@ def _int(v: Any, default: int) -> int:
 def choose_generations(a: InitAnswers) -> tuple[int, list[int]]:
     """(baseline G, searched G values): the recipe's G when feasible, else the nearest, and up to MAX_ARMS around it."""
     shape = BatchShape(world_size=a.world_size,
-                       per_device_train_batch_size=_int(a.value("per_device_train_batch_size"), 8),
-                       gradient_accumulation_steps=_int(a.value("gradient_accumulation_steps"), 1),
+                       per_device_train_batch_size=_int(a.value("per_device_train_batch_size"), trl_default("per_device_train_batch_size")),
+                       gradient_accumulation_steps=_int(a.value("gradient_accumulation_steps"), trl_default("gradient_accumulation_steps")),
                        steps_per_generation=a.recipe_values.get("steps_per_generation"))
-    g0 = _int(a.value("num_generations"), 8)
+    g0 = _int(a.value("num_generations"), trl_default("num_generations"))
     gbs = a.recipe_values.get("generation_batch_size")
     space = feasible_space(shape, sorted({*CANDIDATE_GENERATIONS, g0}), [gbs] if isinstance(gbs, int) else None)
     gens = sorted(space.generations)
@@ -75,7 +75,7 @@ def choose_generations(a: InitAnswers) -> tuple[int, list[int]]:
         raise StudyError([Problem(path="--gpus", message=(
             f"no num_generations in {sorted({*CANDIDATE_GENERATIONS, g0})} is feasible with {a.world_size} training "
             f"process(es); {'; '.join(space.suggestions)}"))])
-    base = g0 if g0 in gens else min(gens, key=lambda g: (abs(math.log(g / g0)), g))
+    base = nearest_generations(gens, g0)  # the default-arm rule plan's baseline uses
     near = sorted(gens, key=lambda g: (abs(math.log(g / base)), g))[:MAX_ARMS]
     return base, sorted(near)
 
@@ -104,7 +104,7 @@ def _q(v: Any) -> str:
 def study_text(a: InitAnswers, out: Path) -> str:
     """The commented study file for these answers."""
     base, gens = choose_generations(a)
-    temp = float(a.value("temperature") or 1.0)
+    temp = float(a.value("temperature") or trl_default("temperature"))
     temps = temperatures_around(temp)
     lines = [
         f"# Written by `grpo-ablate init`{f' from {a.recipe.name}' if a.recipe else ''}. Check it, then:",

@@ -16,15 +16,17 @@ study/lifecycle.py turns each into a trial.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
-from grpo_ablate.vocab import Arm, Cell, Schedule, generations_text, pair_label
+from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.space import default_pair, generated_completions
+from grpo_ablate.vocab import Arm, Cell, generations_text, pair_label, parse_generations
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import FloatRange, Study
 
-__all__ = ["racing_round", "study_plan", "cell_params", "pair_param", "baseline_arm", "batch_is_searched", "resolved_trial_count",
-           "advised_arms", "is_plannable", "ADVISE_ROLE"]
+__all__ = ["racing_round", "study_plan", "cell_params", "pair_param", "baseline_arm", "default_temperature",
+           "completions_per_trial", "batch_is_searched", "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 ADVISE_ROLE = "advise"  # the role of a cell advise queued
@@ -64,26 +66,48 @@ def _temperatures(study: "Study") -> list[float]:
     return [study.fixed_temperature()]
 
 
-def baseline_arm(study: "Study") -> Arm:
-    """The ablation baseline: the study's, else TRL's default G=8 (or the nearest feasible G)."""
-    base = study.study.baseline
-    space = study.space
-    g = int(base.get("num_generations", 8))
-    b = base.get("generation_batch_size")
-    pair = space.pair(g, int(b) if b else None)
-    if pair is None:
-        fixed = [x for x in space.generations if not isinstance(x, Schedule)] or list(space.generations)
-        g = min(fixed, key=lambda x: (abs(x - g), x))
-        pair = space.pair(g)
-    assert pair is not None
-    temps = _temperatures(study)
-    if "temperature" in base:
-        temp = float(base["temperature"])
-    elif study.temperatures() is None:
-        temp = study.fixed_temperature()
+def baseline_arm(study: "Study", chosen: Mapping[str, Any] | None = None) -> Arm:
+    """The default arm: the ablation's baseline, and `run-one`'s values where none are given.
+
+    One rule, for each value that neither `chosen` nor study.baseline sets:
+    - num_generations: TRL's default (read from GRPOConfig, 8 today), else the feasible G nearest to
+      it by ratio, ties to the smaller G (space.nearest_generations);
+    - generation batch: TRL's default batch for the shape, else the nearest feasible one, ties to
+      the larger (space.default_pair);
+    - temperature: the searched value nearest to the trainer's temperature (TRL's 1.0 when unset),
+      ties to the lower; a searched range gives that temperature clipped into the range. So
+      [1.0, 0.3] and [0.3, 1.0] both give 1.0: the order the user wrote is not a rule.
+    A baseline is what one would run without the study, which is why TRL's defaults anchor it.
+    """
+    given = {**dict(study.study.baseline or {}), **{k: v for k, v in (chosen or {}).items() if v is not None}}
+    g = given.get("num_generations")
+    target = parse_generations(g) if g is not None else int(trl_default("num_generations"))
+    b = given.get("generation_batch_size")
+    pair = default_pair(study.space, target, int(b) if b is not None else None)
+    if "temperature" in given:
+        temp = float(given["temperature"])
     else:
-        temp = temps[len(temps) // 2]
+        temp = default_temperature(study.temperatures(), study.fixed_temperature())
     return Arm(pair.num_generations, pair.generation_batch_size, temp)
+
+
+def default_temperature(searched: "list[float] | FloatRange | None", anchor: float) -> float:
+    """The searched temperature nearest to `anchor` (ties to the lower), `anchor` clipped into a range."""
+    if searched is None:
+        return float(anchor)
+    if isinstance(searched, list):
+        values = [float(x) for x in searched]
+        return min(values, key=lambda t: (abs(t - anchor), t)) if values else float(anchor)
+    return min(max(float(anchor), float(searched.low)), float(searched.high))
+
+
+def completions_per_trial(study: "Study") -> int | None:
+    """Completions one trial generates under the study's budget (space.generated_completions on the
+    study's batch shape); None for a budget of tokens or seconds only. Plan prints it, pruning
+    divides it into checkpoints, and the trainer derives max_steps by the same arithmetic."""
+    steps = study.budget.max_steps or study.trainer.get("max_steps")
+    steps = steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
+    return generated_completions(study.space.shape, max_steps=steps, completions=study.budget.completions)
 
 
 def study_plan(study: "Study") -> list[Cell]:
@@ -159,9 +183,8 @@ def _ablation_cells(study: "Study", seed: int) -> list[Cell]:
     for g in study.space.generations:
         if g == g0:
             continue
-        p = study.space.pair(g, b0) or study.space.pair(g)
-        if p is not None:
-            cells.append(Cell(Arm(p.num_generations, p.generation_batch_size, t0), seed, f"num_generations={g}"))
+        p = default_pair(study.space, g, b0)
+        cells.append(Cell(Arm(p.num_generations, p.generation_batch_size, t0), seed, f"num_generations={g}"))
     # factor 2: temperature
     if study.temperatures() is not None:
         for t in _temperatures(study):

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from grpo_ablate.config import FloatRange
 from grpo_ablate.config.hardware import world_size_reason
 from grpo_ablate.config.recipes import RecipeNote
-from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
-from grpo_ablate.plan import resolved_trial_count, study_plan
+from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url
 from grpo_ablate.preflight.probe import probe_table
 from grpo_ablate.preflight.probe_file import load_probe
@@ -32,18 +32,6 @@ STEPS_PER_GENERATION = (
 
 class TrialCost(dict[str, Any]):
     """What one trial generates (an upper bound) and, when a previous study measured it, how long it takes."""
-
-
-def _completions_per_trial(study: "Study") -> int | None:
-    """Completions one trial generates: budget.completions, else max_steps x completions per optimizer step."""
-    b = study.budget
-    if b.completions:
-        return b.completions
-    steps = b.max_steps
-    if not steps:
-        return None
-    shape = study.space.shape
-    return steps * shape.unit * shape.gradient_accumulation_steps
 
 
 def _seconds_per_completion(study: "Study") -> tuple[float, str] | None:
@@ -83,9 +71,9 @@ def _seconds_per_completion(study: "Study") -> tuple[float, str] | None:
 
 def trial_cost(study: "Study") -> TrialCost:
     """Generated completions and tokens per trial (upper bound), and the wall-time estimate with its source."""
-    n = _completions_per_trial(study)
-    length = study.trainer.get("max_completion_length", TRL_DEFAULTS["max_completion_length"])
-    length = length if isinstance(length, int) and not isinstance(length, bool) else TRL_DEFAULTS["max_completion_length"]
+    n = completions_per_trial(study)
+    length = study.trainer.get("max_completion_length")
+    length = length if isinstance(length, int) and not isinstance(length, bool) else int(trl_default("max_completion_length"))
     cost = TrialCost(completions=n, max_completion_length=length, max_tokens=n * length if n else None,
                      seconds=None, seconds_source=None)
     measured = _seconds_per_completion(study) if n else None

@@ -7,7 +7,7 @@ Progress shows on the console; the headline metrics print as a table at the end.
 Bare `num_generations`, `temperature` and `generation_batch_size` pick this trial's values
 (one each); everything else is an ordinary study override (`trainer.learning_rate=1e-4`,
 `budget.max_steps=20`, bare GRPOConfig keys go to the trainer section). Unset values come from
-the study's baseline, then TRL's default G=8 when feasible, then the first feasible G.
+the study's baseline, then the default-arm rule the ablation's baseline uses (plan.baseline_arm).
 
 Exit status: 0 completed, 1 failed/oom, 2 a study that does not validate, 130 interrupted.
 """
@@ -92,32 +92,15 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
 
 def _pick_params(study: Any, chosen: dict[str, Any]) -> "Cell":
     """This trial's cell from the validated study and the values given on the command line."""
-    from grpo_ablate.vocab import Arm, Cell, parse_generations
+    from grpo_ablate.plan import baseline_arm
+    from grpo_ablate.vocab import Cell, parse_generations
 
-    space = study.space
-    baseline = dict(study.study.baseline or {})
-    g = chosen.get("num_generations") or baseline.get("num_generations")
-    g = parse_generations(g) if g is not None else (8 if 8 in space.generations else space.generations[0])
-    pair = None
-    b = chosen.get("generation_batch_size") or baseline.get("generation_batch_size")
-    if b is not None:
-        pair = next((p for p in space.feasible if p.num_generations == g and p.generation_batch_size == int(b)), None)
-    pair = pair or space.pair(g)
-    if pair is None:
-        raise ValueError(f"num_generations={g} is not feasible for this study; feasible: {list(space.generations)}")
-    temps = study.temperatures()
-    if "temperature" in chosen:
-        temperature = float(chosen["temperature"])
-    elif baseline.get("temperature") is not None:
-        temperature = float(baseline["temperature"])
-    elif isinstance(temps, list) and temps:
-        temperature = float(temps[0])
-    elif temps is not None and hasattr(temps, "low"):
-        temperature = float(temps.low if temps.log else (temps.low + temps.high) / 2)
-    else:
-        temperature = study.fixed_temperature()
+    arm = baseline_arm(study, chosen)  # the study's one default-arm rule for every value not given
+    g = chosen.get("num_generations")
+    if g is not None and arm.num_generations != parse_generations(g):
+        raise ValueError(f"num_generations={g} is not feasible for this study; feasible: {list(study.space.generations)}")
     seed = int(chosen.get("seed", study.study.seeds[0] if study.study.seeds else 0))
-    return Cell(Arm(pair.num_generations, pair.generation_batch_size, temperature), seed, "run-one")
+    return Cell(arm, seed, "run-one")
 
 
 

@@ -34,6 +34,10 @@ __all__ = [
     "check_pair",
     "feasible_space",
     "auto_batches",
+    "optimizer_steps",
+    "generated_completions",
+    "nearest_generations",
+    "default_pair",
 ]
 
 # How far `auto` looks for generation batches, in multiples of the default batch.
@@ -51,6 +55,7 @@ class BatchShape:
     eval_enabled: bool = False
     per_device_eval_batch_size: int = 8
     num_generations_eval: int | None = None
+    num_iterations: int = 1  # GRPO's updates per generated batch: each completion is trained on this often
 
     @property
     def unit(self) -> int:
@@ -62,6 +67,12 @@ class BatchShape:
         """What TRL fills in when neither generation_batch_size nor steps_per_generation is set."""
         return self.unit * (self.steps_per_generation or self.gradient_accumulation_steps)
 
+    @property
+    def completions_per_step(self) -> float:
+        """Completions generated per optimizer step: an optimizer step trains on unit x accumulation
+        completions, and each generated completion is trained on num_iterations times."""
+        return self.unit * self.gradient_accumulation_steps / self.num_iterations
+
     def describe(self) -> str:
         """The hardware arithmetic in words, for `plan`."""
         spg = self.steps_per_generation or self.gradient_accumulation_steps
@@ -71,6 +82,11 @@ class BatchShape:
             f"{self.unit} completions per micro-step; default generation batch = {self.unit} x "
             f"{spg} ({src}) = {self.default_generation_batch_size} completions."
         )
+        if self.num_iterations > 1:
+            text += (
+                f" num_iterations = {self.num_iterations}: each completion is trained on {self.num_iterations} times, "
+                f"so an optimizer step generates {self.completions_per_step:g} new completions."
+            )
         if self.eval_enabled:
             target = "num_generations_eval" if self.num_generations_eval else "num_generations"
             text += (
@@ -209,6 +225,61 @@ def check_pair(shape: BatchShape, num_generations: int, generation_batch_size: i
                 f"is not divisible by {name} {target}"
             )
     return None
+
+
+def optimizer_steps(shape: BatchShape, *, max_steps: int | None = None, completions: int | None = None) -> int | None:
+    """The trial's optimizer steps (TRL's max_steps) under a budget of steps and/or completions.
+
+    A completions budget becomes the fewest steps that generate at least that many; with both,
+    the smaller wins. None when neither is set (a budget of tokens or seconds only).
+    """
+    candidates = [int(max_steps)] if max_steps else []
+    if completions:
+        candidates.append(max(1, math.ceil(int(completions) / shape.completions_per_step)))
+    return min(candidates) if candidates else None
+
+
+def generated_completions(shape: BatchShape, *, max_steps: int | None = None, completions: int | None = None) -> int | None:
+    """Completions one trial generates under the budget: optimizer steps x completions per step.
+
+    The one figure plan prints, pruning checkpoints divide and the trainer's max_steps comes from.
+    """
+    steps = optimizer_steps(shape, max_steps=max_steps, completions=completions)
+    return None if steps is None else math.ceil(steps * shape.completions_per_step - 1e-9)
+
+
+def nearest_generations(generations: Iterable[int], target: int) -> int:
+    """The default arm's G: `target` when offered, else the one nearest to it by ratio (G=4 and G=16
+    are equally far from 8), ties to the smaller G (the cheaper trial).
+
+    A plain G wins over a schedule; a schedule is taken only when nothing else is offered.
+    """
+    offered = list(generations)
+    if not offered:
+        raise ValueError("no num_generations to choose from")
+    exact = next((g for g in offered if g == target), None)  # a schedule equals only itself
+    if exact is not None:
+        return exact
+    plain = [g for g in offered if not isinstance(g, Schedule)] or offered
+    return min(plain, key=lambda g: (abs(math.log(int(g) / int(target))), int(g)))
+
+
+
+def default_pair(space: "FeasibleSpace", num_generations: int, generation_batch_size: int | None = None) -> "FeasiblePair":
+    """The default arm's (G, batch): the default G (`nearest_generations`) and, for it, the batch asked
+    for when feasible, else TRL's own default generation batch when feasible, else the feasible batch
+    nearest to that default by ratio, ties to the larger batch (more prompts per generation round).
+
+    The one rule of the study's baseline (plan), `run-one`'s unset values and `init`'s baseline.
+    """
+    g = nearest_generations(space.generations, num_generations)
+    pairs = [p for p in space.feasible if p.num_generations == g]
+    if generation_batch_size is not None:
+        asked = next((p for p in pairs if p.generation_batch_size == generation_batch_size), None)
+        if asked is not None:
+            return asked
+    target = space.shape.default_generation_batch_size
+    return min(pairs, key=lambda p: (abs(math.log(p.generation_batch_size / target)), -p.generation_batch_size))
 
 
 def auto_batches(shape: BatchShape, generations: Iterable[int], limit: int | None = None) -> list[int]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from grpo_ablate.errors import StudyError
 from grpo_ablate.config.schema import IntRange, StudyFile
-from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
+from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.space import BatchShape, FeasibleSpace, feasible_space
 
@@ -67,8 +67,8 @@ def batch_shape(sf: StudyFile) -> BatchShape:
     t = sf.trainer
 
     def num(key: str) -> int:
-        v = t.get(key, TRL_DEFAULTS[key])
-        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else TRL_DEFAULTS[key]
+        v = t.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else int(trl_default(key))
 
     eval_strategy = t.get("eval_strategy", "no")
     eval_on = bool(t.get("do_eval")) or (eval_strategy not in (None, "no"))
@@ -82,6 +82,7 @@ def batch_shape(sf: StudyFile) -> BatchShape:
         eval_enabled=eval_on and eval_strategy != "no",
         per_device_eval_batch_size=num("per_device_eval_batch_size"),
         num_generations_eval=nge if isinstance(nge, int) and not isinstance(nge, bool) and nge > 0 else None,
+        num_iterations=num("num_iterations"),
     )
 
 

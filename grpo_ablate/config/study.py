@@ -24,7 +24,7 @@ from grpo_ablate.config.schema import (
     StudyFile,
     StudySection,
 )
-from grpo_ablate.config.trainer_fields import TRL_DEFAULTS
+from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.storage import mask_url
 from grpo_ablate.vocab import METRICS, parse_generations
@@ -105,7 +105,7 @@ class Study:
         t = self.search.temperature
         if isinstance(t, (int, float)):
             return float(t)
-        return float(self.trainer.get("temperature", TRL_DEFAULTS["temperature"]))
+        return float(self.trainer.get("temperature", trl_default("temperature")))
 
     @property
     def sampler_kind(self) -> str:

@@ -1,13 +1,14 @@
-"""The `trainer` section against the installed TRL: GRPOConfig's field names, read once and cached.
+"""The `trainer` section against the installed TRL: GRPOConfig's fields and defaults, read once and cached.
 
-    python -c "from grpo_ablate.config import trainer_field_names; print(len(trainer_field_names()))"
+    python -c "from grpo_ablate.config.trainer_fields import trl_default; print(trl_default('num_generations'))"
 
-The names are read in a child process and cached on disk per TRL version, so neither
+The fields are read in a child process and cached on disk per TRL version, so neither
 `validate` nor the study's orchestrator ever imports trl/torch (seconds, hundreds of MB).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.metadata
 import json
@@ -20,17 +21,7 @@ from typing import Any
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.vocab import SEARCHED_KEYS
 
-__all__ = ["TRL_DEFAULTS", "REMOVED_TRAINER_KEYS", "OWNED_TRAINER_KEYS", "trainer_field_names", "check_trainer_keys"]
-
-# TRL's own defaults, for the keys the feasible space reads when the study leaves them out.
-TRL_DEFAULTS: dict[str, Any] = {
-    "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 1,
-    "per_device_eval_batch_size": 8,
-    "temperature": 1.0,
-    "num_generations": 8,
-    "max_completion_length": 512,
-}
+__all__ = ["trl_default", "REMOVED_TRAINER_KEYS", "OWNED_TRAINER_KEYS", "trainer_field_names", "check_trainer_keys"]
 
 # Keys older recipes carry that current TRL no longer has, with what to do instead.
 REMOVED_TRAINER_KEYS = {
@@ -55,34 +46,68 @@ _POSITIVE_INT_KEYS = ("per_device_train_batch_size", "gradient_accumulation_step
 
 
 @functools.lru_cache(maxsize=1)
-def trainer_field_names() -> frozenset[str]:
-    """GRPOConfig's fields in the installed TRL (cached on disk under $GRPO_ABLATE_CACHE)."""
+def _grpo_config() -> dict[str, Any]:
+    """GRPOConfig's fields and their defaults (None where the default is not plain JSON).
+
+    In a process that has imported trl already (a trial), read from the class; elsewhere from a
+    child process, once per TRL version, cached on disk under $GRPO_ABLATE_CACHE.
+    """
+    if "trl" in sys.modules:
+        from trl import GRPOConfig
+
+        return _defaults_of(GRPOConfig)
     try:
         version = importlib.metadata.version("trl")
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
     folder = Path(os.environ.get("GRPO_ABLATE_CACHE") or Path.home() / ".cache" / "grpo-ablate")
-    cache = folder / f"grpo_config_fields-trl{version}.json"
+    cache = folder / f"grpo_config_defaults-trl{version}.json"
     try:
-        return frozenset(json.loads(cache.read_text()))
+        cached = json.loads(cache.read_text())
+        if isinstance(cached, dict):
+            return cached
     except (OSError, ValueError):
         pass
-    code = ("import dataclasses, json; from trl import GRPOConfig; "
-            "print(json.dumps(sorted(f.name for f in dataclasses.fields(GRPOConfig))))")
+    code = ("import json; from trl import GRPOConfig; "
+            "from grpo_ablate.config.trainer_fields import _defaults_of; print(json.dumps(_defaults_of(GRPOConfig)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["?"])[-1]
         raise StudyError([Problem(path="trainer", message=f"cannot read GRPOConfig from the installed TRL: {tail}")])
-    names = json.loads(out.stdout.strip().splitlines()[-1])
+    fields = json.loads(out.stdout.strip().splitlines()[-1])
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(names))
+        tmp.write_text(json.dumps(fields))
         os.replace(tmp, cache)
     except OSError:
         pass  # a read-only home: read again next time
-    return frozenset(names)
+    return fields
+
+
+def _defaults_of(config_class: type) -> dict[str, Any]:
+    """Each dataclass field's default, None for a factory or a value JSON cannot hold."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config_class):
+        value = None if f.default is dataclasses.MISSING else f.default
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            value = None
+        out[f.name] = value
+    return out
+
+
+def trainer_field_names() -> frozenset[str]:
+    """GRPOConfig's fields in the installed TRL."""
+    return frozenset(_grpo_config())
+
+
+def trl_default(key: str) -> Any:
+    """TRL's own default for a GRPOConfig field (e.g. num_generations 8, temperature 1.0), read from
+    the installed GRPOConfig rather than typed here, so an upgrade of TRL cannot leave a stale copy."""
+    return _grpo_config()[key]
 
 
 def check_trainer_keys(trainer: dict[str, Any], search: dict[str, Any]) -> list[Problem]:

@@ -23,12 +23,11 @@ CHECKPOINTS = 10  # checkpoints per trial when its compute budget is known
 
 
 def budget_completions(study: "Study") -> int | None:
-    """Completions one trial generates under the budget (None when the budget is time only)."""
-    steps = study.budget.max_steps or (study.trainer.get("max_steps") if isinstance(study.trainer.get("max_steps"), int) else None)
-    if not steps:
-        return None
-    shape = study.space.shape
-    return int(steps) * shape.unit * int(shape.gradient_accumulation_steps or 1)
+    """Completions one trial generates under the budget (None when the budget is tokens or time only):
+    plan.completions_per_trial, the figure `plan` prints and the trainer's max_steps agrees with."""
+    from grpo_ablate.plan import completions_per_trial
+
+    return completions_per_trial(study)
 
 
 def quantum(largest_batch: int, budget: int | None, checkpoints: int = CHECKPOINTS) -> int:

@@ -12,7 +12,6 @@ No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -20,6 +19,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.space import BatchShape, generated_completions, optimizer_steps
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tasks import task_dataset
@@ -274,24 +276,20 @@ def _drop_long_prompts(dataset, tokenizer, limit: int):
 
 
 def derive_max_steps(budget: dict[str, Any], trainer: dict[str, Any], world_size: int) -> int | None:
-    """Optimizer steps from the budget: `max_steps`, or completions -> steps, the smaller when both.
+    """Optimizer steps from the budget: `max_steps`, or completions -> steps, the smaller when both
+    (space.optimizer_steps, the arithmetic plan and pruning use too)."""
+    return optimizer_steps(trainer_shape(trainer, world_size),
+                           max_steps=budget.get("max_steps"), completions=budget.get("completions"))
 
-    completions -> steps = ceil(completions * num_iterations / (per_device_train_batch_size x
-    world_size x gradient_accumulation_steps)): each optimizer step trains on that many
-    completions, each generated completion is trained on num_iterations times.
-    """
-    candidates = []
-    if budget.get("max_steps"):
-        candidates.append(int(budget["max_steps"]))
-    if budget.get("completions"):
-        per_step = (
-            int(trainer.get("per_device_train_batch_size", 8))
-            * world_size
-            * int(trainer.get("gradient_accumulation_steps", 1))
-        )
-        iterations = int(trainer.get("num_iterations", 1))
-        candidates.append(max(1, math.ceil(int(budget["completions"]) * iterations / per_step)))
-    return min(candidates) if candidates else None
+
+def trainer_shape(trainer: dict[str, Any], world_size: int) -> BatchShape:
+    """The batch shape of GRPOConfig keyword arguments (TRL's defaults where unset)."""
+    def num(key: str) -> int:
+        return int(trainer.get(key) or trl_default(key))
+
+    return BatchShape(world_size=world_size, per_device_train_batch_size=num("per_device_train_batch_size"),
+                      gradient_accumulation_steps=num("gradient_accumulation_steps"),
+                      num_iterations=num("num_iterations"))
 
 
 def _checkpointing_field() -> str:
@@ -355,7 +353,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     model, tokenizer, path = load_model_and_tokenizer(spec.model, spec.data, log)
     # The same prompt set for every trial of a study: the trial's seed varies sampling, not data.
     dataset, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
-    ctx = RewardContext(task=spec.data.get("task"), max_completion_length=spec.trainer.get("max_completion_length", 512))
+    ctx = RewardContext(task=spec.data.get("task"), max_completion_length=spec.trainer.get("max_completion_length") or trl_default("max_completion_length"))
     funcs, names, weights = build_rewards(spec.rewards, ctx)
     load_seconds = time.perf_counter() - started
 
@@ -428,8 +426,10 @@ def evaluation_budget(budget: dict[str, Any], config: Any) -> tuple[str, float]:
     if budget.get("tokens"):
         return "tokens", float(budget["tokens"])
     if config.max_steps and config.max_steps > 0:
-        per_step = config.per_device_train_batch_size * config.world_size * config.gradient_accumulation_steps
-        return "completions", config.max_steps * per_step / max(1, int(config.num_iterations))
+        shape = trainer_shape({"per_device_train_batch_size": config.per_device_train_batch_size,
+                               "gradient_accumulation_steps": config.gradient_accumulation_steps,
+                               "num_iterations": config.num_iterations}, config.world_size)
+        return "completions", float(generated_completions(shape, max_steps=config.max_steps) or 0)
     if budget.get("seconds"):
         return "seconds", float(budget["seconds"])
     return "completions", 0.0  # epochs only: no interior points, start and end still scored

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
 
 from .builtin.tasks import TASKS, task_reward
@@ -118,7 +119,7 @@ def accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None =
 
 
 def _length_penalty(ctx: RewardContext) -> RewardFunc:
-    limit = ctx.max_completion_length or 512
+    limit = ctx.max_completion_length or trl_default("max_completion_length")
 
     def length_penalty(completions: Sequence[Any], completion_ids: Sequence[Sequence[int]] | None = None, **_: Any) -> list[float]:
         if completion_ids is not None:

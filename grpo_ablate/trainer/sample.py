@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
 __all__ = ["PROGRESS_PREFIX", "hf_sampling_kwargs", "sample_rewards", "main"]
@@ -107,7 +108,7 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     chosen = _pick_prompts(dataset, n, seed)
     rows = dataset.select(chosen)
     trainer = dict(spec.get("trainer") or {})
-    ctx = RewardContext(task=spec["data"].get("task"), max_completion_length=trainer.get("max_completion_length", 512))
+    ctx = RewardContext(task=spec["data"].get("task"), max_completion_length=trainer.get("max_completion_length") or trl_default("max_completion_length"))
     funcs, names, weights = build_rewards(spec["rewards"], ctx)
     if trainer.get("reward_weights"):
         weights = [float(w) for w in trainer["reward_weights"]]
