@@ -237,7 +237,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from grpo_ablate.config import Problem, StudyError
-    from grpo_ablate.preflight.probe import probe_table, run_probe
+    from grpo_ablate.files.probe_file import probe_table
+    from grpo_ablate.preflight.probe import run_probe
 
     if args.steps < 1:
         raise StudyError([Problem(path="--steps", message=f"must be >= 1, got {args.steps}")], args.study)

@@ -170,9 +170,10 @@ def advised_arms(study: "Study") -> list[Arm]:
     Read from the study's folder, as probe.json is: the plan is the same for `plan` and `run`
     without opening the storage. An arm the edited study can no longer run is left out.
     """
-    from grpo_ablate.preflight.advise_file import advised_arms as saved
+    from grpo_ablate.files.advise_file import advised_arms as saved
+    from grpo_ablate.files.owned import Owner
 
-    return [a for a in saved(study.output_dir) if is_plannable(study, a)]
+    return [a for a in saved(study.output_dir, Owner.of(study)) if is_plannable(study, a)]
 
 
 def _ablation_cells(study: "Study", seed: int) -> list[Cell]:

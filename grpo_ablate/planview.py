@@ -16,8 +16,8 @@ from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url
-from grpo_ablate.preflight.probe import probe_table
-from grpo_ablate.preflight.probe_file import load_probe
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import load_probe, probe_table
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -82,7 +82,7 @@ def trial_cost(study: "Study") -> TrialCost:
         cost["seconds"] = per * n
         cost["seconds_per_completion"] = per
         cost["seconds_source"] = where
-    probe = load_probe(study.output_dir) if cost["seconds"] is None else None
+    probe = load_probe(study.output_dir, Owner.of(study)) if cost["seconds"] is None else None
     if probe is not None and probe.one_trial_estimate_s:  # no trial yet: the probe measured the pace
         cost["seconds"] = float(probe.one_trial_estimate_s)
         cost["seconds_source"] = ("the probe's pace (probe.json: its measured start-up plus the budget's steps "
@@ -133,7 +133,7 @@ def plan_json(study: "Study") -> dict[str, Any]:
             "notes": [str(w) for w in study.warnings if isinstance(w, RecipeNote)],
         }
     )
-    probe = load_probe(study.output_dir)
+    probe = load_probe(study.output_dir, Owner.of(study))
     if probe is not None:
         out["probe"] = probe.to_dict()
     return out
@@ -172,7 +172,7 @@ def plan_text(study: "Study") -> str:
     else:
         lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.sampler_kind} sampler, seeds {list(study.study.seeds)}.")
     lines += ["", *_cost_lines(study)]
-    probe = load_probe(study.output_dir)
+    probe = load_probe(study.output_dir, Owner.of(study))
     if probe is not None:
         lines += ["", f"Probe ({study.output_dir / 'probe.json'}):", *("  " + line for line in probe_table(probe).splitlines())]
     for w in study.warnings:

@@ -127,3 +127,9 @@ def test_the_bottom_layer_imports_nothing_of_the_package() -> None:
     assert graph["grpo_ablate.errors"] == set()
     assert "grpo_ablate.config" not in graph["grpo_ablate.storage"]
 
+
+
+def test_config_and_plan_do_not_reach_into_preflight() -> None:
+    graph = import_graph()
+    for name in ("grpo_ablate.plan", "grpo_ablate.planview", *(m for m in graph if m.startswith("grpo_ablate.config"))):
+        assert not any(d.startswith("grpo_ablate.preflight") for d in graph[name]), (name, graph[name])

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import advised_arms, cell_params, pair_param, resolved_trial_count, study_plan
-from grpo_ablate.preflight.advise_file import ADVISED_ARMS_KEY
+from grpo_ablate.files.advise_file import ADVISED_ARMS_KEY
+from grpo_ablate.files.owned import Owner
 from grpo_ablate.planview import plan_json, plan_text
 from grpo_ablate.vocab import ADVISE_FILE, Arm
 
@@ -52,7 +53,8 @@ def test_baseline_falls_back_to_nearest_feasible_g():
 
 def _with_advised(tmp_path: Path, *overrides: str, arms: list[dict]):
     (tmp_path / "run").mkdir(exist_ok=True)
-    (tmp_path / "run" / ADVISE_FILE).write_text(json.dumps({"shortlist": [], ADVISED_ARMS_KEY: arms}))
+    owner = Owner.of(load_study(TINY, [f"study.output_dir={tmp_path / 'run'}", *overrides]))
+    (tmp_path / "run" / ADVISE_FILE).write_text(json.dumps({"owner": vars(owner), "shortlist": [], ADVISED_ARMS_KEY: arms}))
     return load_study(TINY, [f"study.output_dir={tmp_path / 'run'}", *overrides])
 
 

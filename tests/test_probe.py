@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from grpo_ablate.config import load_study
-from grpo_ablate.preflight.probe import candidate_batches, measure_point, probe_table, run_probe
-from grpo_ablate.preflight.probe_file import Probe, ProbePoint, load_probe, save_probe
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, probe_table, save_probe
+from grpo_ablate.preflight.probe import candidate_batches, measure_point, run_probe
 from grpo_ablate.trainer.memory_cap import group_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,11 +86,11 @@ def test_probed_space_keeps_each_gs_largest_fit_and_drops_oom_pairs(tmp_path):
     assert candidate_batches(before) == {2: [16, 32, 48, 64], 4: [16, 32, 48, 64]}
     points = [ProbePoint(2, 32, True, "completed", seconds_per_step=0.1), ProbePoint(2, 64, False, "oom", reason="cap"),
               ProbePoint(4, 16, True, "completed"), ProbePoint(4, 32, False, "oom")]
-    save_probe(tmp_path / "run", Probe(study="probe-test", points=points, total_seconds=3.0, one_trial_estimate_s=60.0))
+    save_probe(tmp_path / "run", Probe(owner=Owner.of(before), points=points, total_seconds=3.0, one_trial_estimate_s=60.0))
     study = load_study(path)
     assert [(p.num_generations, p.generation_batch_size) for p in study.space.feasible] == [(2, 32), (4, 16)]
     assert {(r.num_generations, r.generation_batch_size) for r in study.space.rejected} >= {(2, 64), (4, 32)}
-    table = probe_table(load_probe(tmp_path / "run"))
+    table = probe_table(load_probe(tmp_path / "run", Owner.of(study)))
     assert "one full trial is estimated at 60 s" in table
     from grpo_ablate.planview import plan_text
 
@@ -140,7 +141,7 @@ def test_a_probe_written_after_the_study_began_is_refused_not_misread(tmp_path):
     describe_study(ostudy, load_study(path))
     points = [ProbePoint(2, 16, True, "completed"), ProbePoint(2, 32, False, "oom", reason="cap"),
               ProbePoint(4, 16, True, "completed")]
-    save_probe(tmp_path / "run", Probe(study="probe-test", points=points, total_seconds=1.0))
+    save_probe(tmp_path / "run", Probe(owner=Owner.of(load_study(path)), points=points, total_seconds=1.0))
     res = run_cli("run", str(path), "--no-report", timeout=120)
     assert res.returncode == 2, res.stdout + res.stderr
     assert "without 2x32, 4x32" in res.stderr and "probe.json written since" in res.stderr

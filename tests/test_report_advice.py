@@ -13,11 +13,15 @@ from matplotlib.figure import Figure as MplFigure
 
 from _report_fixtures import STUDY_NAME, make_study
 from grpo_ablate.preflight.difficulty import zero_spread_beta
+from grpo_ablate.errors import StudyError
+from grpo_ablate.files.owned import Owner
 from grpo_ablate.report.data import build_report_data, read_advice
 from grpo_ablate.report.plots import _draw_advice, plot_zero_spread
 from grpo_ablate.report.records import load_trials
 
+OWNER = Owner("advised", "builtin:tiny", "defaults (one CPU process)")
 ADVICE = {  # the shape run_advise writes (Advice.to_dict), two temperatures of a binary reward
+    "owner": vars(OWNER),
     "temperatures": [0.3, 1.0],
     "fits": {"0.3": {"a": 0.2, "b": 16.5, "mean": 0.012}, "1.0": {"a": 0.5, "b": 0.6, "mean": 0.45}},
     "predictions": [{"num_generations": g, "generation_batch_size": 16, "temperature": t,
@@ -35,11 +39,14 @@ def data(tmp_path_factory):
 
 
 def test_read_advice_takes_a_written_advise_json_and_nothing_else(tmp_path):
-    assert read_advice(tmp_path) is None
-    (tmp_path / "advise.json").write_text("{not json")
-    assert read_advice(tmp_path) is None
+    assert read_advice(tmp_path, OWNER) is None
+    (tmp_path / "advise.json").write_text(json.dumps({"owner": vars(OWNER)}))  # arms only: no prediction to draw
+    assert read_advice(tmp_path, OWNER) is None
     (tmp_path / "advise.json").write_text(json.dumps(ADVICE))
-    assert read_advice(tmp_path)["fits"]["1.0"]["a"] == 0.5
+    assert read_advice(tmp_path, OWNER)["fits"]["1.0"]["a"] == 0.5
+    (tmp_path / "advise.json").write_text("{not json")
+    with pytest.raises(StudyError, match="advise.json.*not valid JSON.*delete it"):
+        read_advice(tmp_path, OWNER)
 
 
 def test_the_prediction_is_drawn_per_temperature_from_the_fitted_difficulty():

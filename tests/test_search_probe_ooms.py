@@ -19,7 +19,8 @@ import optuna
 import pytest
 
 from grpo_ablate.config import load_study
-from grpo_ablate.preflight.probe_file import Probe, ProbePoint, save_probe
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
 from grpo_ablate.study.lifecycle import suggest_params
 from grpo_ablate.study.setup import open_study
 
@@ -41,7 +42,8 @@ def _study(tmp_path: Path, batches: str, temperature: str = "[0.7, 1.0]"):
               ProbePoint(8, 16, False, "oom", reason="hardware.memory_limit_mb")]
     if batches:
         points += [ProbePoint(2, 32, True, "completed"), ProbePoint(4, 32, False, "oom", reason="cap")]
-    save_probe(tmp_path / "run", Probe(study="ooms", points=points, total_seconds=1.0, one_trial_estimate_s=10.0))
+    save_probe(tmp_path / "run", Probe(owner=Owner.of(load_study(path)), points=points, total_seconds=1.0,
+                                       one_trial_estimate_s=10.0))
     return load_study(path)
 
 
@@ -72,9 +74,9 @@ def _tpe_proposals(study, ostudy, n: int, caplog, group: bool = False) -> list:
 
 
 def _probe(study):
-    from grpo_ablate.preflight.probe_file import load_probe
+    from grpo_ablate.files.probe_file import load_probe
 
-    return load_probe(study.output_dir)
+    return load_probe(study.output_dir, Owner.of(study))
 
 
 @pytest.mark.parametrize("batches", ["[16, 32]", ""])

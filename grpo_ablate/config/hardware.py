@@ -104,7 +104,8 @@ def _with_probe(sf: StudyFile, space: FeasibleSpace, batches: Any) -> FeasibleSp
     Out of the space, an OOM pair is never proposed, planned or launched, whatever the sampler;
     this holds for TRL's own batch too (the probe then tried each G at that batch).
     """
-    from grpo_ablate.preflight.probe_file import load_probe, probed_space
+    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.probe_file import load_probe, probed_space
 
-    probe = load_probe(sf.study.output_dir or Path("runs") / sf.study.name)
+    probe = load_probe(sf.study.output_dir or Path("runs") / sf.study.name, Owner.of(sf))
     return space if probe is None else probed_space(space, probe, largest_only=batches == "probed")

@@ -257,7 +257,7 @@ def _check_trackers(sf: StudyFile) -> list[Problem]:
 
 def _check_preflight(sf: StudyFile, warnings: list[str]) -> list[Problem]:
     """hardware.memory_limit_mb and search.generation_batch_size: probed (grpo-ablate probe)."""
-    from grpo_ablate.preflight.probe_file import load_probe
+    from grpo_ablate.files.probe_file import probe_path
 
     problems: list[Problem] = []
     limit = sf.hardware.memory_limit_mb
@@ -269,7 +269,7 @@ def _check_preflight(sf: StudyFile, warnings: list[str]) -> list[Problem]:
                         "out-of-memory error decides")
     if sf.search.generation_batch_size == "probed":
         output_dir = sf.study.output_dir or os.path.join("runs", sf.study.name)
-        if load_probe(output_dir) is None:
+        if not probe_path(output_dir).is_file():
             warnings.append(f"search.generation_batch_size is `probed` but {output_dir}/probe.json does not exist: "
                             "run `grpo-ablate probe STUDY` first; until then every `auto` batch is searched")
     return problems

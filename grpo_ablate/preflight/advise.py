@@ -27,8 +27,9 @@ from grpo_ablate.preflight.difficulty import (
     zero_spread_beta,
     zero_spread_empirical,
 )
-from grpo_ablate.preflight.advise_file import save_advice
-from grpo_ablate.preflight.probe_file import load_probe
+from grpo_ablate.files.advise_file import save_advice
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule, parse_generations
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
     mean_tokens = float(samples.get("completion_tokens") or 0) / n_completions
     advice = Advice(study=study.study.name, k=k, num_prompts=len(samples["prompts"]), seed=seed, temperatures=temps,
                     binary=binary, mean_completion_tokens=round(mean_tokens, 3), seconds=float(samples.get("seconds") or 0))
-    probe = load_probe(study.output_dir)
+    probe = load_probe(study.output_dir, Owner.of(study))
     best = probe.best() if probe else {}
     zero: dict[tuple[float, int], tuple[float, float | None]] = {}
     gens = sorted({p.num_generations for p in study.space.feasible})
@@ -305,7 +306,7 @@ def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int 
     advice = predict(study, samples, seed=seed)
     advice.seconds = round(time.perf_counter() - started, 2)
     study.output_dir.mkdir(parents=True, exist_ok=True)
-    save_advice(study.output_dir, advice.to_dict())
+    save_advice(study.output_dir, advice.to_dict(), Owner.of(study))
     plot_advice(advice, study.output_dir / ADVISE_PLOT, _measured(study))
     return advice
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_ablate.config.hardware import batch_shape
-from grpo_ablate.preflight.probe_file import Probe, ProbePoint, save_probe
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
 from grpo_ablate.space import feasible_space
 from grpo_ablate.vocab import METRICS_FILE, Arm, Cell, Outcome
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
     from grpo_ablate.trainer.probe_session import ProbeSession
 
-__all__ = ["candidate_batches", "measure_point", "probe_table", "run_probe"]
+__all__ = ["candidate_batches", "measure_point", "run_probe"]
 
 PROBE_DIR = "probe"
 STARTUP_ESTIMATE_S = 10.0  # process start + imports + model load, when no probe point measured it
@@ -142,7 +143,7 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
             "no feasible (num_generations, generation_batch_size) pair to probe; see `grpo-ablate plan`"))])
     root = study.output_dir / PROBE_DIR
     started = time.perf_counter()
-    probe = Probe(study=study.study.name, memory_limit_mb=study.hardware.memory_limit_mb, steps_per_point=steps)
+    probe = Probe(owner=Owner.of(study), points=[], memory_limit_mb=study.hardware.memory_limit_mb, steps_per_point=steps)
     seen: dict[tuple[int, int], ProbePoint] = {}
 
     session = ProbeSession()
@@ -210,30 +211,3 @@ def _one_trial_estimate(study: "Study", probe: Probe) -> float | None:
     startup = max(overheads) if overheads else STARTUP_ESTIMATE_S
     steps = study.budget.max_steps or 100
     return round(startup + steps * (point.seconds_per_step or 0.0), 1)
-
-
-def probe_table(probe: Probe) -> str:
-    """For each G, the largest batch that fits and its throughput; then the probe's cost."""
-    lines = [f"{'G':>4} {'largest batch':>13} {'peak MiB':>9} {'s/step':>7} {'gen s':>6} {'train s':>7} "
-             f"{'samples/s':>9} {'tokens/s':>9} {'OOM at':>8}"]
-    best = probe.best()
-    gens = sorted({p.num_generations for p in probe.points})
-    for g in gens:
-        ooms = sorted(p.generation_batch_size for p in probe.ooms() if p.num_generations == g)
-        oom = str(ooms[0]) if ooms else "-"
-        p = best.get(g)
-        if p is None:
-            lines.append(f"{g:>4} {'none fits':>13} {'':>9} {'':>7} {'':>6} {'':>7} {'':>9} {'':>9} {oom:>8}")
-            continue
-
-        def f(v: float | None, spec: str) -> str:
-            return "-" if v is None else format(v, spec)
-
-        lines.append(f"{g:>4} {p.generation_batch_size:>13} {f(p.peak_memory_mb, '.0f'):>9} {f(p.seconds_per_step, '.2f'):>7} "
-                     f"{f(p.generation_seconds_per_step, '.2f'):>6} {f(p.training_seconds_per_step, '.2f'):>7} "
-                     f"{f(p.samples_per_second, '.1f'):>9} {f(p.tokens_per_second, '.0f'):>9} {oom:>8}")
-    estimate = f"{probe.one_trial_estimate_s:.0f} s" if probe.one_trial_estimate_s else "unknown"
-    processes = f" in {probe.processes} process(es)" if probe.processes else ""
-    lines.append(f"probe: {len(probe.points)} point(s) x {probe.steps_per_point} step(s){processes} in "
-                 f"{probe.total_seconds:.0f} s; one full trial is estimated at {estimate}")
-    return "\n".join(lines)

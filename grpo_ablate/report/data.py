@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
+    from grpo_ablate.files.owned import Owner
 
 __all__ = ["ReportData", "build_report_data", "collect", "read_advice", "report_metrics", "eval_samples",
            "EVAL_PROMPTS_SHOWN"]
@@ -268,13 +269,15 @@ def collect(study: "Study") -> ReportData:
     attrs, frozen = load_trials(study.storage_url, study.study.name)
     data = build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
                              study.to_dict(), study.storage_url)
-    data.advice = read_advice(study.output_dir)
+    from grpo_ablate.files.owned import Owner
+
+    data.advice = read_advice(study.output_dir, Owner.of(study))
     return data
 
 
-def read_advice(output_dir: Path) -> dict[str, Any] | None:
+def read_advice(output_dir: Path, owner: "Owner") -> dict[str, Any] | None:
     """The study's advise.json when it holds a prediction (advise's, before any trial); else None."""
-    from grpo_ablate.preflight.advise_file import load_advice
+    from grpo_ablate.files.advise_file import load_advice
 
-    raw = load_advice(output_dir)
+    raw = load_advice(output_dir, owner)
     return raw if raw is not None and isinstance(raw.get("predictions"), list) else None

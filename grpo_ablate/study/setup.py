@@ -189,7 +189,8 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
     a grid already holds every arm it can run.
     """
     from grpo_ablate.plan import ADVISE_ROLE, is_plannable, study_plan
-    from grpo_ablate.preflight.advise_file import add_advised_arm
+    from grpo_ablate.files.advise_file import add_advised_arm
+    from grpo_ablate.files.owned import Owner
     from grpo_ablate.search.encoding import DEFAULT_ENCODING, encode_arm
 
     if not shortlist:
@@ -198,7 +199,7 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
     if study.study.sampler in ("grid", "ablation"):
         top, new = arms[0], []
         if study.study.sampler == "ablation" and is_plannable(study, top) and top.key not in {c.arm.key for c in study_plan(study)}:
-            add_advised_arm(study.output_dir, top)
+            add_advised_arm(study.output_dir, top, Owner.of(study))
             have = {t.user_attrs.get("cell") for t in ostudy.get_trials(deepcopy=False)}
             new = [c for c in study_plan(study) if c.arm.key == top.key and c.key not in have]
         if not ostudy.user_attrs.get(PLAN_READY_ATTR):  # advise opened the study first: `run` finds the plan queued

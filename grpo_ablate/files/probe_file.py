@@ -1,28 +1,33 @@
 """probe.json: what `grpo-ablate probe` measured, and the search space it leaves the study.
 
-Pure data, no torch: config (space_for), plan and study setup read it.
+Pure data, no torch: config (space_for), plan and study setup read it, through one reader that
+refuses a truncated, mistyped or foreign file (files/owned.py): an out-of-memory pair the probe
+saw must never quietly become feasible again.
 
-    python -c "from grpo_ablate.preflight.probe_file import load_probe; print(load_probe('runs/tiny-cpu'))"
+    python -c "from grpo_ablate.files.probe_file import probe_path; print(probe_path('runs/tiny-cpu'))"
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
 from grpo_ablate.space import FeasibleSpace, Rejection
 from grpo_ablate.vocab import PROBE_FILE
 
-__all__ = ["ProbePoint", "Probe", "load_probe", "probe_path", "probed_space", "save_probe"]
+__all__ = ["ProbePoint", "Probe", "load_probe", "probe_path", "probed_space", "probe_table", "save_probe", "PROBE_FIX"]
 
+PROBE_FIX = "delete it, then rerun `grpo-ablate probe STUDY` to measure again (every command reads it first)"
 
 
 @dataclass
 class ProbePoint:
     """One (G, generation batch) the probe ran for a few optimizer steps."""
+
+    __pydantic_config__ = STRICT
 
     num_generations: int
     generation_batch_size: int
@@ -46,13 +51,21 @@ class ProbePoint:
 
 @dataclass
 class Probe:
-    study: str
-    points: list[ProbePoint] = field(default_factory=list)
+    """probe.json. `owner` and `points` are required: a file without them is not a probe's."""
+
+    __pydantic_config__ = STRICT
+
+    owner: Owner
+    points: list[ProbePoint]
     total_seconds: float = 0.0
     one_trial_estimate_s: float | None = None
     memory_limit_mb: float | None = None
     steps_per_point: int = 2
     processes: int = 0  # processes the points ran in: 1 when they shared a session and none ran out of memory on CPU
+
+    @property
+    def study(self) -> str:
+        return self.owner.study
 
     def best(self) -> dict[int, ProbePoint]:
         """Each G's largest fitting batch."""
@@ -74,35 +87,19 @@ class Probe:
         out["best"] = {str(g): p.generation_batch_size for g, p in sorted(self.best().items())}
         return out
 
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "Probe":
-        known = set(ProbePoint.__dataclass_fields__)
-        points = [ProbePoint(**{k: v for k, v in p.items() if k in known}) for p in raw.get("points", [])]
-        return cls(study=str(raw.get("study", "")), points=points, total_seconds=float(raw.get("total_seconds") or 0.0),
-                   one_trial_estimate_s=raw.get("one_trial_estimate_s"), memory_limit_mb=raw.get("memory_limit_mb"),
-                   steps_per_point=int(raw.get("steps_per_point") or 2), processes=int(raw.get("processes") or 0))
-
 
 def probe_path(output_dir: str | os.PathLike[str]) -> Path:
     return Path(output_dir) / PROBE_FILE
 
 
-def load_probe(output_dir: str | os.PathLike[str]) -> Probe | None:
-    """The study's probe.json, None when there is none (or it cannot be read)."""
-    try:
-        raw = json.loads(probe_path(output_dir).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return Probe.from_dict(raw) if isinstance(raw, dict) else None
+def load_probe(output_dir: str | os.PathLike[str], owner: Owner) -> Probe | None:
+    """The study's probe.json, None when there is none; a StudyError (exit 2, with the path and the
+    fix) when it is truncated, mistyped, or was written for another study, model or hardware."""
+    return read_owned(probe_path(output_dir), Probe, owner, PROBE_FIX)
 
 
 def save_probe(output_dir: str | os.PathLike[str], probe: Probe) -> Path:
-    target = probe_path(output_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(probe.to_dict(), indent=2))
-    os.replace(tmp, target)
-    return target
+    return write_json(probe_path(output_dir), probe.to_dict())
 
 
 def probed_space(space: FeasibleSpace, probe: Probe, *, largest_only: bool) -> FeasibleSpace:
@@ -129,3 +126,30 @@ def probed_space(space: FeasibleSpace, probe: Probe, *, largest_only: bool) -> F
         if largest_only and g not in best:
             rejected.append(Rejection(g, None, "the probe found no generation batch that fits in memory for this G"))
     return replace(space, feasible=tuple(feasible), rejected=tuple(rejected), batch_searched=True)
+
+
+def probe_table(probe: Probe) -> str:
+    """For each G, the largest batch that fits and its throughput; then the probe's cost."""
+    lines = [f"{'G':>4} {'largest batch':>13} {'peak MiB':>9} {'s/step':>7} {'gen s':>6} {'train s':>7} "
+             f"{'samples/s':>9} {'tokens/s':>9} {'OOM at':>8}"]
+    best = probe.best()
+    gens = sorted({p.num_generations for p in probe.points})
+    for g in gens:
+        ooms = sorted(p.generation_batch_size for p in probe.ooms() if p.num_generations == g)
+        oom = str(ooms[0]) if ooms else "-"
+        p = best.get(g)
+        if p is None:
+            lines.append(f"{g:>4} {'none fits':>13} {'':>9} {'':>7} {'':>6} {'':>7} {'':>9} {'':>9} {oom:>8}")
+            continue
+
+        def f(v: float | None, spec: str) -> str:
+            return "-" if v is None else format(v, spec)
+
+        lines.append(f"{g:>4} {p.generation_batch_size:>13} {f(p.peak_memory_mb, '.0f'):>9} {f(p.seconds_per_step, '.2f'):>7} "
+                     f"{f(p.generation_seconds_per_step, '.2f'):>6} {f(p.training_seconds_per_step, '.2f'):>7} "
+                     f"{f(p.samples_per_second, '.1f'):>9} {f(p.tokens_per_second, '.0f'):>9} {oom:>8}")
+    estimate = f"{probe.one_trial_estimate_s:.0f} s" if probe.one_trial_estimate_s else "unknown"
+    processes = f" in {probe.processes} process(es)" if probe.processes else ""
+    lines.append(f"probe: {len(probe.points)} point(s) x {probe.steps_per_point} step(s){processes} in "
+                 f"{probe.total_seconds:.0f} s; one full trial is estimated at {estimate}")
+    return "\n".join(lines)
