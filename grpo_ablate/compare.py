@@ -93,15 +93,15 @@ def parse_tolerances(items: Sequence[str]) -> dict[str, float]:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    from grpo_ablate.errors import StudyError
+    from grpo_ablate.files.summary_file import read_summary
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return read_summary(path)
     except FileNotFoundError:
         raise CompareError(f"not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CompareError(f"cannot read {path} as JSON: {e}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
-        raise CompareError(f"{path} is not a grpo-ablate summary.json (no 'arms' list)")
-    return data
+    except StudyError as e:
+        raise CompareError(str(e)) from None
 
 
 def load_summary(spec: str) -> Source:

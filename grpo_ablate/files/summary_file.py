@@ -1,0 +1,110 @@
+"""summary.json: the report's answer for machines, read back by `grpo-ablate compare` and CI.
+
+The writer is report/summary.py; this is the one reader, strict on the keys compare reads, so a
+hand-edited or truncated summary is exit 2 with the path and the fix, not a TypeError half-way
+through a nightly gate. Unlike probe.json and advise.json, a summary is compared with another
+study's on purpose: its owner (study, model, hardware) is recorded and shown, never refused.
+
+    python -c "from grpo_ablate.files.summary_file import read_summary; print(read_summary('runs/tiny-cpu/summary.json')['study'])"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import TypeAdapter, ValidationError
+
+from grpo_ablate.errors import echo
+from grpo_ablate.files.owned import STRICT, file_error
+
+__all__ = ["read_summary", "SUMMARY_FIX"]
+
+SUMMARY_FIX = "write it again with `grpo-ablate report STUDY`, or point compare at the study file instead"
+
+
+@dataclass
+class _MetricStat:
+    __pydantic_config__ = STRICT
+
+    mean: float | None = None
+
+
+@dataclass
+class _ArmRow:
+    __pydantic_config__ = STRICT
+
+    metrics: dict[str, _MetricStat | None]
+    key: str | None = None
+    arm: str | None = None
+    num_generations: int | str | None = None
+    generation_batch_size: int | None = None
+    temperature: float | None = None
+
+
+@dataclass
+class _Objective:
+    __pydantic_config__ = STRICT
+
+    metric: str
+    direction: Literal["minimize", "maximize"]
+
+
+@dataclass
+class _Recommended:
+    __pydantic_config__ = STRICT
+
+    key: str | None = None
+
+
+@dataclass
+class _Verdict:
+    __pydantic_config__ = STRICT
+
+    kind: str
+    recommended: _Recommended | None = None
+
+
+@dataclass
+class _Best:
+    __pydantic_config__ = STRICT
+
+    params: dict[str, Any] | None = None
+
+
+@dataclass
+class _Summary:
+    __pydantic_config__ = STRICT
+
+    arms: list[_ArmRow]
+    study: str | None = None
+    objectives: list[_Objective] = field(default_factory=list)
+    verdict: _Verdict | None = None
+    best: dict[str, _Best | None] = field(default_factory=dict)
+
+
+def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The summary as a dict (every key kept) once the keys compare reads have the writer's types;
+    a StudyError naming the path, the first problem and the fix otherwise (FileNotFoundError when absent)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(2, "not found", str(path)) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise file_error(path, f"cannot be read ({e.__class__.__name__}: {e})", SUMMARY_FIX) from None
+    try:
+        TypeAdapter(_Summary).validate_json(text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        if first["type"] == "json_invalid":
+            what = f"is not valid JSON (truncated or edited? {first['msg']})"
+        else:
+            got = "" if first["type"] == "missing" else f", got {echo(first.get('input'))}"
+            what = f"is not a grpo-ablate summary.json: {where or 'the file'}: {first['msg'].lower()}{got}"
+        raise file_error(path, what, SUMMARY_FIX) from None
+    return json.loads(text)
