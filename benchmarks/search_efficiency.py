@@ -6,7 +6,7 @@
 Part 1 runs every (G, generation batch, temperature, seed) of the built-in task as a real
 trial and caches the results under benchmarks/.cache/ (git-ignored) with the settings and
 library versions; a cache whose settings differ is rebuilt. Part 2 replays each search
-strategy against that table (grpo_ablate/search/replay.py). Compute is in units of the full
+strategy against that table (benchmarks/search_replay.py). Compute is in units of the full
 grid (every arm on every seed = 1.0; a pruned trial counts its share of the completions).
 "to 5%": the median compute from which the recommended arm stays within 5 % of the true best
 (the grid's best mean); "reached": the share of replays that got there; "right": the share whose
@@ -52,12 +52,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from grpo_ablate.metrics import read_rows, summarize  # noqa: E402
 from grpo_ablate.run_one import spec_from_sections  # noqa: E402
 from grpo_ablate.search.encoding import LABEL, ORDINAL  # noqa: E402
-from grpo_ablate.search.replay import Strategy, replay, summarise  # noqa: E402
-from grpo_ablate.search.table import GridRow, GridTable, load_table, save_table  # noqa: E402
 from grpo_ablate.study.setup import library_versions  # noqa: E402
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER  # noqa: E402
 from grpo_ablate.trainer.launch import run_trial  # noqa: E402
 from grpo_ablate.vocab import Arm  # noqa: E402
+from search_replay import Strategy, replay, summarise  # noqa: E402  (benchmarks/, beside this script)
+from search_table import GridRow, GridTable, load_table, save_table  # noqa: E402
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "search_grid.json"
 CURVE_METRICS = ("final_reward", "reward_gain", "reward_per_hour")

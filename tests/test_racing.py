@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import optuna
@@ -11,9 +12,11 @@ from grpo_ablate.plan import racing_round
 from grpo_ablate.vocab import RACING_ATTR
 from grpo_ablate.search.racing import RaceState, advance, arm_results, decide, paired_worse_p, queue_cells
 from grpo_ablate.study.lifecycle import ask, suggest_params
-from grpo_ablate.search.replay import Strategy, replay
-from grpo_ablate.search.table import GridRow, GridTable
 from grpo_ablate.vocab import Arm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark's table and replays
+from search_replay import Strategy, replay  # noqa: E402
+from search_table import GridRow, GridTable  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import sys
 import warnings
+from pathlib import Path
 
 import optuna
 import pytest
@@ -15,11 +17,13 @@ from hypothesis import strategies as st
 from grpo_ablate.config import FloatRange
 from grpo_ablate.search.encoding import LABEL, ORDINAL, batch_param, encode_arm, replicate_seed, suggest_arm
 from grpo_ablate.search.fidelity import ComputeClock, quantum
-from grpo_ablate.search.replay import Strategy, replay, summarise
 from grpo_ablate.search.samplers import build_sampler
-from grpo_ablate.search.table import GridRow, GridTable, load_table, save_table
 from grpo_ablate.space import BatchShape, check_pair, feasible_space
 from grpo_ablate.vocab import Arm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark's table and replays
+from search_replay import Strategy, replay, summarise  # noqa: E402
+from search_table import GridRow, GridTable, load_table, save_table  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

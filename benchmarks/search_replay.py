@@ -20,9 +20,9 @@ from grpo_ablate.search.encoding import ORDINAL, suggest_arm
 from grpo_ablate.search.fidelity import ComputeClock, quantum
 from grpo_ablate.search.racing import RaceState, decide
 from grpo_ablate.search.samplers import build_pruner, build_sampler
-from grpo_ablate.search.table import GridTable
 from grpo_ablate.space import BatchShape, FeasiblePair, FeasibleSpace
 from grpo_ablate.vocab import Arm
+from search_table import GridTable
 
 __all__ = ["Strategy", "Trace", "replay", "table_space", "summarise", "Summary"]
 
