@@ -14,6 +14,7 @@ from grpo_ablate.config import FloatRange
 from grpo_ablate.config.hardware import world_size_reason
 from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.cost import ASSUMED, GpuEstimate, assumed_trial_seconds, fmt_range, hours, model_parameters
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url
 from grpo_ablate.files.owned import Owner
@@ -34,8 +35,10 @@ class TrialCost(dict[str, Any]):
     """What one trial generates (an upper bound) and, when a previous study measured it, how long it takes."""
 
 
-def _seconds_per_completion(study: "Study") -> tuple[float, str] | None:
-    """Median training seconds per completion over finished trials in the study's storage, and where from.
+def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
+    """(training seconds per completion, seconds of a trial outside training, where from): medians
+    over finished trials in the study's storage. The second is the trial's wall time less its
+    training time (start-up, model load, evaluation), so a short trial is not estimated at 0 s.
 
     Read-only: a journal file or SQLite file that exists; a server storage is not contacted by `plan`.
     """
@@ -54,6 +57,7 @@ def _seconds_per_completion(study: "Study") -> tuple[float, str] | None:
         else:
             storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
         rates: list[float] = []
+        overheads: list[float] = []
         names: set[str] = set()
         for s in storage.get_all_studies():
             for t in storage.get_all_trials(s._study_id, deepcopy=False):
@@ -61,26 +65,31 @@ def _seconds_per_completion(study: "Study") -> tuple[float, str] | None:
                 if t.state == optuna.trial.TrialState.COMPLETE and isinstance(sps, (int, float)) and sps > 0:
                     rates.append(1.0 / float(sps))
                     names.add(s.study_name)
+                    train = t.user_attrs.get("train_seconds")
+                    if t.duration is not None and isinstance(train, (int, float)):
+                        overheads.append(max(0.0, t.duration.total_seconds() - float(train)))
     except Exception:  # a storage plan cannot read says nothing about the plan: no estimate
         return None
     if not rates:
         return None
     where = f"{len(rates)} finished trial(s) of {', '.join(sorted(names))} in {mask_url(url)}"
-    return statistics.median(rates), where
+    return statistics.median(rates), (statistics.median(overheads) if overheads else 0.0), where
 
 
 def trial_cost(study: "Study") -> TrialCost:
-    """Generated completions and tokens per trial (upper bound), and the wall-time estimate with its source."""
+    """Generated completions and tokens per trial (upper bound), the wall-time estimate with its source,
+    and GPU-hours per trial and for the study (measured, else a range from stated assumptions)."""
     n = completions_per_trial(study)
     length = study.trainer.get("max_completion_length")
     length = length if isinstance(length, int) and not isinstance(length, bool) else int(trl_default("max_completion_length"))
     cost = TrialCost(completions=n, max_completion_length=length, max_tokens=n * length if n else None,
                      seconds=None, seconds_source=None)
-    measured = _seconds_per_completion(study) if n else None
+    measured = _measured_pace(study) if n else None
     if measured and n:
-        per, where = measured
-        cost["seconds"] = per * n
+        per, overhead, where = measured
+        cost["seconds"] = overhead + per * n
         cost["seconds_per_completion"] = per
+        cost["overhead_seconds"] = overhead
         cost["seconds_source"] = where
     probe = load_probe(study.output_dir, Owner.of(study)) if cost["seconds"] is None else None
     if probe is not None and probe.one_trial_estimate_s:  # no trial yet: the probe measured the pace
@@ -90,10 +99,41 @@ def trial_cost(study: "Study") -> TrialCost:
     if study.budget.seconds and (cost["seconds"] is None or cost["seconds"] > study.budget.seconds):
         cost["seconds"] = study.budget.seconds
         cost["seconds_source"] = (cost["seconds_source"] or "") + ("; " if cost["seconds_source"] else "") + "capped by budget.seconds"
+    gpu = _gpu_estimate(study, cost)
+    cost["gpu_time"] = gpu.as_dict() if isinstance(gpu, GpuEstimate) else None
+    cost["gpu_time_note"] = gpu if isinstance(gpu, str) else None
     return cost
 
 
+def _gpu_estimate(study: "Study", cost: TrialCost) -> GpuEstimate | str:
+    """GPU-hours from the measured seconds, else from the stated assumptions; a sentence when neither applies."""
+    hw = study.hardware
+    gpus = int(hw.gpus or 0)
+    trials = resolved_trial_count(study)
+    if not gpus:
+        return "no GPU-hours: the study runs on CPU (hardware.gpus unset)"
+    if cost["seconds"] is not None:
+        h = hours(float(cost["seconds"]), gpus)
+        return GpuEstimate(gpus, trials, (h, h), f"{gpus} GPU(s) x the wall time above ({cost['seconds_source']})")
+    params, where = model_parameters(study.model.name_or_path, study.model.revision)
+    if params is None:
+        return f"no GPU-hours yet: model size {where}; run `grpo-ablate probe` or a first trial to measure"
+    if not cost["completions"]:
+        return "no GPU-hours yet: the budget is tokens or seconds only; run `grpo-ablate probe` to measure"
+    mode = hw.vllm.mode
+    server = mode == "server"
+    lo, hi = assumed_trial_seconds(params, int(cost["completions"]), int(cost["max_completion_length"]),
+                                   study.space.shape.num_iterations, training_gpus=study.world_size,
+                                   generation_gpus=hw.vllm.server_gpus if server else study.world_size,
+                                   vllm=mode in ("server", "colocate"))
+    source = (f"assumed, not measured: model {params / 1e9:.2g} B parameters ({where}); "
+              f"{ASSUMED.words(mode in ('server', 'colocate'))}")
+    return GpuEstimate(gpus, trials, (hours(lo, gpus), hours(hi, gpus)), source)
+
+
 def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under 1 s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
@@ -191,9 +231,20 @@ def _cost_lines(study: "Study") -> list[str]:
     if cost["seconds"] is not None:
         trials = resolved_trial_count(study)
         per = cost.get("seconds_per_completion")
-        rate = f" ({per:.3g} s per completion)" if per else ""
+        rate = ""
+        if per:
+            rate = f" ({per:.3g} s per completion"
+            rate += f" + {cost['overhead_seconds']:.0f} s start-up and evaluation)" if cost.get("overhead_seconds") else ")"
         out.append(f"Wall time: about {_duration(cost['seconds'])} per trial, {_duration(cost['seconds'] * trials)} "
                    f"for {trials} trials{rate}; from {cost['seconds_source']}.")
     else:
-        out.append("Wall time: no estimate yet (no finished trial in this study's storage; run a few trials first).")
+        out.append("Wall time: no measurement yet (no finished trial in this study's storage, no probe.json).")
+    gpu = cost.get("gpu_time")
+    if gpu:
+        lo, hi = gpu["gpu_hours_per_trial"]
+        slo, shi = gpu["gpu_hours_study"]
+        out.append(f"GPU time (estimate): {fmt_range(lo, hi)} per trial, {fmt_range(slo, shi)} for {gpu['trials']} trials "
+                   f"at {gpu['gpus_per_trial']} GPU(s) each; {gpu['source']}.")
+    elif cost.get("gpu_time_note"):
+        out.append(f"GPU time: {cost['gpu_time_note']}.")
     return out

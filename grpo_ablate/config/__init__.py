@@ -6,10 +6,12 @@ A study file has the sections study, model, data, rewards, trainer (GRPOConfig k
 verbatim), trainer_from (a recipe file the trainer section starts from), hardware, search,
 budget and compare. The field comments in config/schema.py are their documentation.
 
-Modules: errors (Problem, StudyError), yaml_io (bounded YAML reading), schema (the sections),
-load (recipe merge, `--set`), trainer_fields (GRPOConfig's fields, cached), hardware (world
-size, batch shape), names and places (what the study names, where it writes), validate (the
-meaning checks), study (the validated Study).
+Modules: yaml_io (bounded YAML reading), schema (the sections), load (recipe merge, `--set`),
+recipes (a recipe's keys translated, with notes), trainer_fields (GRPOConfig's fields and
+defaults, cached), hardware (world size, batch shape, and the space with probe.json applied),
+names and places (what the study names, where it writes), validate (the meaning checks), study
+(the validated Study). Problem and StudyError live one layer down (grpo_ablate/errors.py) and are
+re-exported here; probe.json is read through grpo_ablate/files/, never through preflight.
 """
 
 from grpo_ablate.errors import Problem, StudyError

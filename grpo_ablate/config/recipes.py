@@ -96,6 +96,7 @@ STUDY_OWNED_KEYS: dict[str, str] = {
     "eval_steps": "evaluation: the study decides (the recipe's test split is not loaded)",
     "eval_on_start": "evaluation: the study decides (the recipe's test split is not loaded)",
     "num_processes": "processes: the study's hardware section decides (a launcher key, not GRPOConfig's)",
+    "seed": "seeds: study.seeds decides (each arm runs once per seed, the same seeds for every arm)",
 }
 
 # Keys read by other tools (Open R1's callbacks and evaluation, W&B setup, code sandboxes,
@@ -241,6 +242,21 @@ def _rewards(recipe: _Recipe, notes: list[RecipeNote], problems: list[Problem]) 
     return out
 
 
+def _sharding_note(recipe: _Recipe, hardware: Any) -> RecipeNote | None:
+    """A multi-process study without an accelerate config launches plain DDP, where a recipe was
+    trained sharded (Open R1's under DeepSpeed ZeRO-2/3): say so, and name a config lying near the recipe."""
+    hw = hardware if isinstance(hardware, dict) else {}
+    processes = [v for v in (hw.get("gpus"), hw.get("num_processes")) if isinstance(v, int) and not isinstance(v, bool)]
+    if hw.get("accelerate_config") or not processes or max(processes) < 2:
+        return None
+    near = sorted({str(p) for parent in list(recipe.path.resolve().parents)[:4]
+                   for folder in ("accelerate_configs", "accelerate") for p in (parent / folder).glob("zero*.yaml")})
+    where = f" (e.g. {near[0]})" if near else ""
+    return RecipeNote(f"{recipe.path.name}: names no accelerate config, so trials launch as plain DDP (each process holds "
+                      f"the whole model and optimizer state); recipes like Open R1's train under DeepSpeed ZeRO-2/3: "
+                      f"set hardware.accelerate_config{where}")
+
+
 def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[RecipeNote], list[Problem]]:
     """The study with its recipe merged in: the study's own keys win. Returns (raw, notes, problems)."""
     if not isinstance(raw["trainer_from"], str):
@@ -319,6 +335,9 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             trainer[key] = value
     if ignored:
         notes.append(RecipeNote(f"{recipe.path.name}: ignored (read by other tools, or left off): {', '.join(ignored)}"))
+    sharding = _sharding_note(recipe, raw.get("hardware"))
+    if sharding:
+        notes.append(sharding)
     rewards = _rewards(recipe, notes, problems)
     if rewards and not raw.get("rewards"):
         raw["rewards"] = rewards
