@@ -68,7 +68,7 @@ class BatchShape:
         return self.unit * (self.steps_per_generation or self.gradient_accumulation_steps)
 
     @property
-    def completions_per_step(self) -> float:
+    def generated_per_step(self) -> float:
         """Completions generated per optimizer step: an optimizer step trains on unit x accumulation
         completions, and each generated completion is trained on num_iterations times."""
         return self.unit * self.gradient_accumulation_steps / self.num_iterations
@@ -85,7 +85,7 @@ class BatchShape:
         if self.num_iterations > 1:
             text += (
                 f" num_iterations = {self.num_iterations}: each completion is trained on {self.num_iterations} times, "
-                f"so an optimizer step generates {self.completions_per_step:g} new completions."
+                f"so an optimizer step generates {self.generated_per_step:g} new completions."
             )
         if self.eval_enabled:
             target = "num_generations_eval" if self.num_generations_eval else "num_generations"
@@ -235,7 +235,7 @@ def optimizer_steps(shape: BatchShape, *, max_steps: int | None = None, completi
     """
     candidates = [int(max_steps)] if max_steps else []
     if completions:
-        candidates.append(max(1, math.ceil(int(completions) / shape.completions_per_step)))
+        candidates.append(max(1, math.ceil(int(completions) / shape.generated_per_step)))
     return min(candidates) if candidates else None
 
 
@@ -245,7 +245,7 @@ def generated_completions(shape: BatchShape, *, max_steps: int | None = None, co
     The one figure plan prints, pruning checkpoints divide and the trainer's max_steps comes from.
     """
     steps = optimizer_steps(shape, max_steps=max_steps, completions=completions)
-    return None if steps is None else math.ceil(steps * shape.completions_per_step - 1e-9)
+    return None if steps is None else math.ceil(steps * shape.generated_per_step - 1e-9)
 
 
 def nearest_generations(generations: Iterable[int], target: int) -> int:

@@ -27,14 +27,14 @@ def test_num_iterations_two_gives_one_completions_figure_everywhere(budget):
 
     study = load_study(TINY, ["trainer.num_iterations=2", budget])
     # 32 completions per micro-step, each trained on twice: an optimizer step generates 16 new ones
-    assert study.space.shape.completions_per_step == 16
+    assert study.space.shape.generated_per_step == 16
     expected = 800 if "max_steps" in budget else 1600
     assert completions_per_trial(study) == expected
     assert plan_json(study)["trial_cost"]["completions"] == expected
     assert budget_completions(study) == expected  # pruning's checkpoints divide this figure
     assert quantum(32, budget_completions(study)) * CHECKPOINTS >= expected
     steps = derive_max_steps(study.budget.model_dump(), study.trainer, study.world_size)
-    assert steps is not None and steps * study.space.shape.completions_per_step == expected
+    assert steps is not None and steps * study.space.shape.generated_per_step == expected
 
 
 def test_a_completions_budget_alone_gives_checkpoints():
