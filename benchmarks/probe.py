@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.plan import baseline_arm  # noqa: E402
 from grpo_ablate.preflight.probe import measure_point, probe_table, run_probe  # noqa: E402
-from grpo_ablate.study.lifecycle import build_spec  # noqa: E402
+from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.trainer.launch import run_trial  # noqa: E402
 from grpo_ablate.vocab import Cell, Outcome  # noqa: E402
 

@@ -10,7 +10,7 @@ from grpo_ablate.config import load_study
 from grpo_ablate.plan import racing_round
 from grpo_ablate.vocab import RACING_ATTR
 from grpo_ablate.search.racing import RaceState, advance, arm_results, decide, paired_worse_p, queue_cells
-from grpo_ablate.study.lifecycle import ask, suggest_params
+from grpo_ablate.study.ledger import ask, suggest_cell
 from grpo_ablate.search.replay import Strategy, replay
 from grpo_ablate.search.table import GridRow, GridTable
 from grpo_ablate.vocab import Arm
@@ -83,7 +83,7 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
     def drain() -> int:
         n = 0
         while (trial := ask(ostudy, planned=True)) is not None:
-            cell = suggest_params(trial, study)
+            cell = suggest_cell(trial, study)
             assert "seed" not in trial.params
             for k, v in cell.as_attrs().items():
                 trial.set_user_attr(k, v)

@@ -11,7 +11,7 @@ from grpo_ablate.config import load_study
 from grpo_ablate.vocab import ARM_ATTR
 from grpo_ablate.search.warm import warm_start
 from grpo_ablate.vocab import COPY_ATTR, WARM_ROLE
-from grpo_ablate.study.lifecycle import suggest_params
+from grpo_ablate.study.ledger import suggest_cell
 from grpo_ablate.study.setup import describe_study, open_study
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -34,7 +34,7 @@ def finished_study(tmp_path: Path):
     describe_study(ostudy, study)
     for _ in range(8):  # a real (hand-told) TPE study on the journal file
         trial = ostudy.ask()
-        cell = suggest_params(trial, study)
+        cell = suggest_cell(trial, study)
         for k, v in cell.as_attrs().items():
             trial.set_user_attr(k, v)
         trial.set_constraint("oom", -1.0)
@@ -55,7 +55,7 @@ def test_warm_start_enqueues_previous_best_first_and_feeds_the_sampler(tmp_path)
     copies = [t for t in ostudy.trials if t.user_attrs.get(COPY_ATTR)]
     assert len(copies) == 8 and all(t.state == TrialState.COMPLETE for t in copies)
     first = ostudy.ask()  # the queue comes before the sampler's own proposals
-    cell = suggest_params(first, new)
+    cell = suggest_cell(first, new)
     assert cell.arm.num_generations == best_g
     assert first.user_attrs[ARM_ATTR] == cell.arm.key
 
@@ -67,5 +67,5 @@ def test_warm_start_from_other_hardware_only_enqueues(tmp_path):
     message = warm_start(ostudy, new, "old")
     assert "not given to the sampler because hardware" in message, message
     assert not [t for t in ostudy.trials if t.user_attrs.get(COPY_ATTR)]
-    cell = suggest_params(ostudy.ask(), new)
+    cell = suggest_cell(ostudy.ask(), new)
     assert cell.arm.num_generations == 4

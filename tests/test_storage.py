@@ -30,7 +30,9 @@ def test_journal_file_is_shared_by_two_handles(tmp_path):
 
 @pytest.mark.slow
 def test_postgres_heartbeat_fails_and_retries_a_silent_trial(fresh_pg_db):
-    storage = open_storage(fresh_pg_db, heartbeat_interval=1, grace_period=2, max_retry=1)
+    from grpo_ablate.study.ledger import StaleTrialRequeue
+
+    storage = open_storage(fresh_pg_db, heartbeat_interval=1, grace_period=2, stale_trial_callback=StaleTrialRequeue(1))
     study = optuna.create_study(study_name="hb", storage=storage)
     trial = study.ask({"g": optuna.distributions.CategoricalDistribution([2, 4])})
     storage.record_heartbeat(trial._trial_id)
