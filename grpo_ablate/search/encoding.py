@@ -18,7 +18,7 @@ Seeds are never params: they are replicates, carried by a queued cell (study/led
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
 from grpo_ablate.vocab import Arm, generations_text, pair_label, parse_generations, parse_pair_label
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from grpo_ablate.space import FeasibleSpace
 
 __all__ = ["ORDINAL", "LABEL", "PLAN", "ENCODINGS", "DEFAULT_ENCODING", "G_RANK", "LABEL_PARAM", "G_PARAM",
-           "TEMPERATURE_PARAM", "batch_param", "batch_choice", "suggest_arm", "encode_arm", "arm_fields", "replicate_seed"]
+           "TEMPERATURE_PARAM", "batch_param", "batch_choice", "suggest_arm", "encode_arm", "arm_fields"]
 
 ORDINAL = "ordinal"
 LABEL = "label"
@@ -96,7 +96,7 @@ def suggest_arm(trial: "optuna.Trial", space: "FeasibleSpace", temps: Any, fixed
         pair = space.by_label(label)
         g, b = pair.num_generations, pair.generation_batch_size
     elif encoding == PLAN:
-        found = space.pair(parse_generations(str(trial.suggest_categorical(G_PARAM, _g_text_choices(space)))))
+        found = space.pair(parse_generations(trial.suggest_categorical(G_PARAM, _g_text_choices(space))))
         assert found is not None  # every choice is a feasible G
         g, b = found.num_generations, found.generation_batch_size
     else:
@@ -150,13 +150,8 @@ def arm_fields(params: Mapping[str, Any]) -> dict[str, Any]:
             out["num_generations"], out["generation_batch_size"] = parse_pair_label(label)
         except ValueError:
             pass
-    if isinstance(params.get(G_PARAM), str):
+    if params.get(G_PARAM) is not None:
         out.setdefault("num_generations", params[G_PARAM])
     if params.get(TEMPERATURE_PARAM) is not None:
         out["temperature"] = params[TEMPERATURE_PARAM]
     return out
-
-
-def replicate_seed(seeds: Sequence[int], replicates_so_far: int) -> int:
-    """The seed of an arm's next replicate: its first seed, then the next, round and round."""
-    return int(seeds[replicates_so_far % len(seeds)])

@@ -12,7 +12,8 @@ rule each in their own way, and the copies gave different answers. This module h
   param: it rides in the CELL attr. The params queued are kept in QUEUED_PARAMS, so a requeue
   needs no Optuna internals;
 - a trial's cell (`suggest_cell`): its arm through the encoding, its seed from the queued cell
-  or, for an adaptive sampler's proposal, the first study seed the arm has not run or imported;
+  or, for an adaptive sampler's proposal, the first study seed the arm has not run or imported
+  (`next_seed`: never a seed it ran, which would repeat a trial bit for bit);
 - the outcome of a FrozenTrial (`outcome`): our OUTCOME attr when present, else what the state
   implies, out of memory being a violated constraint read through the public
   `FrozenTrial.constraints`; "finished" (counts toward n_trials) and "result" (a completed
@@ -263,14 +264,15 @@ def suggest_cell(trial: "optuna.Trial", study: "Study") -> Cell:
 
 def next_seed(trials: Sequence["FrozenTrial"], number: int, arm_key: str, seeds: Sequence[int]) -> int:
     """An adaptive proposal's seed: the first study seed this arm has not run, is not running and
-    did not import; once every seed has, round robin over the arm's runs."""
+    did not import. Once every listed seed has, a seed past all of them: the same arm on a seed it
+    already ran would repeat that trial bit for bit and teach nothing."""
     from optuna.trial import TrialState
 
-    runs = [t for t in trials if t.number != number and t.state != TrialState.WAITING
-            and t.user_attrs.get(ARM_KEY) == arm_key and outcome(t) is not Outcome.INTERRUPTED]
-    used = {s for t in runs if (s := seed_of(t.user_attrs)) is not None}
+    used = {s for t in trials if t.number != number and t.state != TrialState.WAITING
+            and t.user_attrs.get(ARM_KEY) == arm_key and outcome(t) is not Outcome.INTERRUPTED
+            and (s := seed_of(t.user_attrs)) is not None}
     fresh = [int(s) for s in seeds if s not in used]
-    return fresh[0] if fresh else int(seeds[len(runs) % len(seeds)])
+    return fresh[0] if fresh else max([*seeds, *used]) + 1
 
 
 # ---------------------------------------------------------------- a running trial
