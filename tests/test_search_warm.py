@@ -116,3 +116,22 @@ def test_warm_start_from_other_hardware_only_enqueues(tmp_path):
     assert not [t for t in ostudy.trials if t.user_attrs.get(COPY_ATTR)]
     cell = suggest_cell(ostudy.ask(), new)
     assert cell.arm.num_generations == 4
+
+
+def test_the_report_says_why_imported_results_are_not_counted(tmp_path):
+    from grpo_ablate.report.data import build_report_data
+
+    finished_study(tmp_path)
+    new = tpe_study(tmp_path, "new")
+    ostudy, _ = open_study(new)
+    describe_study(ostudy, new)
+    warm_start(ostudy, new, "old")
+    trial = ostudy.ask()
+    suggest_cell(trial, new)
+    trial.set_user_attr(ledger.OUTCOME, "completed")
+    ostudy.tell(trial, 0.5)
+    data = build_report_data("new", ostudy.user_attrs, ostudy.get_trials())
+    assert [r.number for r in data.records] == [trial.number]  # the copies are not evidence here
+    notes = [w for w in data.warnings if w.kind == "imported"]
+    assert len(notes) == 1 and notes[0].severity == "info"
+    assert "8 result(s) imported by --warm-start from 'old'" in notes[0].message
