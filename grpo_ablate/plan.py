@@ -2,8 +2,9 @@
 
     grpo-ablate plan studies/tiny-cpu.yaml
 
-Pure: reads a validated Study, imports no optuna. study/setup.py queues these cells;
-study/lifecycle.py turns each into a trial.
+Pure: reads a validated Study, imports no optuna. study/setup.py queues these cells through
+study/ledger.py (their params: search/encoding.py's PLAN encoding); study/lifecycle.py turns
+each into a trial.
 
 - grid: every feasible (num_generations, generation batch) pair x every temperature x every seed.
 - ablation: the baseline first, then one factor at a time (the other factors held at the
@@ -20,43 +21,23 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import default_pair, generated_completions
-from grpo_ablate.vocab import Arm, Cell, generations_text, pair_label, parse_generations
+from grpo_ablate.vocab import Arm, Cell, parse_generations
 
 if TYPE_CHECKING:
     from grpo_ablate.config import FloatRange, Study
 
-__all__ = ["racing_round", "study_plan", "cell_params", "pair_param", "baseline_arm", "default_temperature",
-           "completions_per_trial", "batch_is_searched", "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE"]
+__all__ = ["racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
+           "batch_is_searched", "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 ADVISE_ROLE = "advise"  # the role of a cell advise queued
 
 
-def cell_params(study: "Study", cell: Cell) -> dict[str, object]:
-    """The Optuna params that reproduce a cell (names as the lifecycle suggests them)."""
-    name, value = pair_param(study, cell.arm.num_generations, cell.arm.generation_batch_size)
-    out: dict[str, object] = {name: value}
-    if study.temperatures() is not None:
-        out["temperature"] = cell.arm.temperature
-    out["seed"] = cell.seed
-    return out
-
-
-def pair_param(study: "Study", num_generations: int, generation_batch_size: int) -> tuple[str, object]:
-    """How a (G, batch) pair appears among the trial's params.
-
-    When every G has a single feasible batch the param is plain `num_generations` (clean plots in
-    the dashboard); when batches are searched too it is `generation`, a "GxB" label, so that only
-    feasible pairs can ever be proposed. A G schedule is its label (`4→8@40%`), a categorical string.
-    """
-    if batch_is_searched(study):
-        return "generation", pair_label(num_generations, generation_batch_size)
-    return "num_generations", generations_text(num_generations)
-
-
 def batch_is_searched(study: "Study") -> bool:
-    gens = [p.num_generations for p in study.space.feasible]
-    return len(gens) != len(set(gens))
+    """Whether some G has several feasible batches (the ablation then varies the batch too)."""
+    from grpo_ablate.search.encoding import batch_choice
+
+    return batch_choice(study.space)
 
 
 def _temperatures(study: "Study") -> list[float]:
@@ -147,7 +128,7 @@ def resolved_trial_count(study: "Study") -> int:
     """The number of finished trials the study aims for, over every run and host."""
     if study.study.n_trials:
         return study.study.n_trials
-    if study.study.sampler in ("grid", "ablation"):
+    if study.is_planned:
         return len(study_plan(study))
     return DEFAULT_ADAPTIVE_TRIALS
 

@@ -1,7 +1,7 @@
 """`grpo-ablate run-one STUDY --set num_generations=4 --set temperature=0.9`: one trial, no Optuna.
 
-The same trial process a study runs (same spec, same files in the trial folder), started
-directly: to try a setting before a sweep, to reproduce one trial, or to debug a reward.
+The same trial process a study runs (the same spec, from study/trial_spec.py's `build_spec`,
+and the same files in the trial folder), started directly: to try a setting before a sweep, to reproduce one trial, or to debug a reward.
 Progress shows on the console; the headline metrics print as a table at the end.
 
 Bare `num_generations`, `temperature` and `generation_batch_size` pick this trial's values
@@ -19,49 +19,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from grpo_ablate.trainer.spec import TrialResult, TrialSpec
+from grpo_ablate.trainer.spec import TrialResult
 from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Outcome
 
 if TYPE_CHECKING:
     from grpo_ablate.vocab import Cell
 
-__all__ = ["run_one", "spec_from_sections", "print_result"]
-
-
-def spec_from_sections(
-    trial_dir: str | Path,
-    *,
-    model: dict[str, Any] | None = None,
-    data: dict[str, Any] | None = None,
-    rewards: Sequence[dict[str, Any] | str] = (),
-    trainer: dict[str, Any] | None = None,
-    budget: dict[str, Any] | None = None,
-    hardware: dict[str, Any] | None = None,
-    params: dict[str, Any] | None = None,
-    timeout_s: float | None = None,
-    env: dict[str, str] | None = None,
-) -> TrialSpec:
-    """A TrialSpec from plain section dicts; the trial's params are merged into the trainer.
-
-    For callers without a validated Study (tests, benchmarks, scripts). Missing section keys
-    take the schema defaults (see trainer/spec.py).
-    """
-    merged = dict(trainer or {})
-    for key, value in (params or {}).items():
-        if key in TRIAL_KEYS and value is not None:
-            merged[key] = value
-    return TrialSpec(
-        trial_dir=str(trial_dir),
-        model=dict(model or {}),
-        data=dict(data or {}),
-        rewards=[{"name": r} if isinstance(r, str) else dict(r) for r in rewards],
-        trainer=merged,
-        budget=dict(budget or {}),
-        hardware=dict(hardware or {}),
-        params=dict(params or {}),
-        timeout_s=timeout_s,
-        env=dict(env or {}),
-    )
+__all__ = ["run_one", "print_result"]
 
 
 def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
@@ -136,7 +100,7 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grpo_ablate.config import StudyError, load_study
-    from grpo_ablate.study.lifecycle import build_spec
+    from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.launch import run_trial
 
     console = Console(stderr=True)

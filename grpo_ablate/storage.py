@@ -21,10 +21,11 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Callable, NoReturn
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
 __all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url", "repair_journal"]
 
@@ -88,15 +89,16 @@ def open_storage(
     *,
     heartbeat_interval: int | None = None,
     grace_period: int | None = None,
-    max_retry: int | None = None,
+    stale_trial_callback: "Callable[[optuna.Study, FrozenTrial], None] | None" = None,
 ) -> "optuna.storages.BaseStorage":
     """Open (creating where needed) the storage a URL names; StudyError when it cannot be opened.
 
     Heartbeat settings apply to RDB storages only; without them a dead worker's trial stays
-    RUNNING forever, so `run` always passes them.
+    RUNNING forever, so `run` always passes them, with study/ledger.py's requeue as the
+    `stale_trial_callback` (Optuna's heartbeat_stale_trial_callback).
     """
     import optuna
-    from optuna.storages import JournalStorage, RetryHeartbeatStaleTrialCallback
+    from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
     if is_rdb_url(url):
@@ -104,8 +106,8 @@ def open_storage(
         if heartbeat_interval:
             kwargs["heartbeat_interval"] = heartbeat_interval
             kwargs["grace_period"] = grace_period or 3 * heartbeat_interval
-            if max_retry:
-                kwargs["heartbeat_stale_trial_callback"] = RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
+            if stale_trial_callback is not None:
+                kwargs["heartbeat_stale_trial_callback"] = stale_trial_callback
         try:
             if url.startswith("sqlite:///"):
                 Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)

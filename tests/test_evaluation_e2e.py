@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from grpo_ablate.metrics import read_jsonl, read_rows, summarize_trial, to_target
-from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, METRICS_FILE, Outcome
 

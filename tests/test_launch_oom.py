@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launch import _classify, oom_kill_count, oom_kill_files, parse_oom_kills, run_trial
 from grpo_ablate.vocab import Outcome
 
@@ -140,7 +140,7 @@ def test_a_real_kernel_oom_kill_is_counted(small_cgroup, tmp_path):
 _TRIAL_IN_CGROUP = """
 import json, os, sys
 open(sys.argv[1] + "/cgroup.procs", "w").write(str(os.getpid()))  # before anything is imported
-from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launch import run_trial
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 spec = spec_from_sections(sys.argv[2], data={"task": "addition", "num_prompts": 200}, trainer=dict(TINY_CPU_TRAINER),

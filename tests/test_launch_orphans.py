@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
 

@@ -9,7 +9,7 @@ import optuna
 from optuna.trial import TrialState
 
 from grpo_ablate.storage import open_storage
-from grpo_ablate.study.lifecycle import ask, requeue
+from grpo_ablate.study.ledger import ask, requeue
 
 
 def _study(tmp_path):

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from grpo_ablate.config import load_study
-from grpo_ablate.plan import advised_arms, cell_params, pair_param, resolved_trial_count, study_plan
+from grpo_ablate.plan import advised_arms, resolved_trial_count, study_plan
+from grpo_ablate.study.ledger import cell_params
 from grpo_ablate.files.advise_file import ADVISED_ARMS_KEY
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.planview import plan_json, plan_text
@@ -35,9 +36,9 @@ def test_ablation_with_temperatures_and_batches():
         "temperature=0.7": (8, 32, 0.7),
         "generation_batch_size=64": (8, 64, 1.0),
     }
-    # batches searched: the pair itself is the param, so only feasible pairs exist
-    assert pair_param(study, 8, 64) == ("generation", "8x64")
-    assert cell_params(study, cells[0]) == {"generation": "8x32", "temperature": 1.0, "seed": 0}
+    # batches searched: the pair itself is the param, so only feasible pairs exist; the seed rides in the cell
+    assert cell_params(study, cells[0].arm)[0] == {"generation": "8x32", "temperature": 1.0}
+    assert list(cell_params(study, cells[0].arm)[1]["generation"].choices) == [p.label for p in study.space.feasible]
 
 
 def test_grid_is_full_product():

@@ -21,6 +21,8 @@ import pytest
 
 from conftest import ROOT, cli_env, free_port
 from grpo_ablate.storage import open_storage
+from grpo_ablate.study import ledger
+from grpo_ablate.vocab import Outcome
 
 pytestmark = pytest.mark.slow
 
@@ -83,6 +85,9 @@ def test_killed_worker_trial_is_retried_with_same_params(tmp_path, fresh_pg_db):
     retried = [t for t in trials if t.number != 0 and t.user_attrs.get("cell") == dead.user_attrs.get("cell")]
     assert len(retried) == 1 and retried[0].state == optuna.trial.TrialState.COMPLETE
     assert _cells(study) == Counter({(2, 0): 1, (2, 1): 1})
+    # the ledger's requeue ran as the stale-trial callback: interrupted, with the reason, never "failed, no reason"
+    assert ledger.outcome(dead) is Outcome.INTERRUPTED and "heartbeat went stale" in (ledger.reason(dead) or "")
+    assert retried[0].user_attrs[ledger.RETRY_OF] == dead.number
 
 
 def test_the_password_is_never_shown_or_stored(tmp_path, fresh_pg_db):

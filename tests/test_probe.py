@@ -104,7 +104,7 @@ def test_probed_space_keeps_each_gs_largest_fit_and_drops_oom_pairs(tmp_path):
 
 @pytest.mark.slow
 def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pairs(tmp_path):
-    from grpo_ablate.study.lifecycle import suggest_params
+    from grpo_ablate.study.ledger import suggest_cell
     from grpo_ablate.study.setup import open_study
 
     # The cap sits between a small batch's peak (measured here) and a 4096-completion batch's, with
@@ -125,7 +125,7 @@ def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pai
     ostudy, _ = open_study(study)
     for _ in range(8):
         trial = ostudy.ask()
-        cell = suggest_params(trial, study)
+        cell = suggest_cell(trial, study)
         assert cell.arm.generation_batch_size == 16
         ostudy.tell(trial, [1.0])
 

@@ -18,7 +18,7 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.probe import measure_point
-from grpo_ablate.study.lifecycle import build_spec
+from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.probe_session import ProbeSession, shares_a_session
 from grpo_ablate.vocab import LOG_FILE, MEMORY_FILE, RESULT_FILE, Arm, Cell, Outcome
 

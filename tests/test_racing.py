@@ -11,7 +11,7 @@ from grpo_ablate.config import load_study
 from grpo_ablate.plan import racing_round
 from grpo_ablate.vocab import RACING_ATTR
 from grpo_ablate.search.racing import RaceState, advance, arm_results, decide, paired_worse_p, queue_cells
-from grpo_ablate.study.lifecycle import ask, suggest_params
+from grpo_ablate.study.ledger import ask, suggest_cell
 from grpo_ablate.vocab import Arm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark's table and replays
@@ -86,7 +86,7 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
     def drain() -> int:
         n = 0
         while (trial := ask(ostudy, planned=True)) is not None:
-            cell = suggest_params(trial, study)
+            cell = suggest_cell(trial, study)
             assert "seed" not in trial.params
             for k, v in cell.as_attrs().items():
                 trial.set_user_attr(k, v)
@@ -103,3 +103,37 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
     assert [d["arm"] for d in stored["dropped"]] == [Arm(8, 32, study.fixed_temperature()).key]
     assert stored["dropped"][0]["round"] >= 1 and stored["decided"]
     assert set(arm_results(ostudy)) == {a for a in (Arm(g, 32, study.fixed_temperature()).key for g in (2, 4, 8))}
+
+
+def test_an_arm_that_ran_out_of_memory_is_dropped_and_its_zero_never_tested(tmp_path):
+    """OOM trials are COMPLETE with placeholder zeros (so the sampler learns where memory ends); racing reads the
+    ledger's results, so the arm leaves the race untested instead of a 0.0 entering the paired t-test. With a
+    minimised objective, that zero would even have led the race and dropped the real arms."""
+    from grpo_ablate.study import ledger
+
+    study = load_study(TINY, ["study.sampler=grid", "temperature=1.0", "num_generations=[2, 4, 8]",
+                              "study.seeds=[0, 1, 2, 3]", "study.racing={confidence: 0.95, first_round_seeds: 2}",
+                              f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward, direction: minimize}]"])
+    ostudy = optuna.create_study(direction="minimize")
+    loss = {2: TABLE["worse"], 4: TABLE["tied"]}  # G=2 has the lower (better) loss on every seed
+    queue_cells(ostudy, study, racing_round(study, 1))
+    while (trial := ask(ostudy, planned=True)) is not None:
+        cell = suggest_cell(trial, study)
+        if cell.arm.num_generations == 8:
+            trial.set_user_attr(ledger.OUTCOME, "oom")
+            trial.set_constraint(ledger.OOM_CONSTRAINT, 1.0)
+            ostudy.tell(trial, 0.0)
+        else:
+            trial.set_user_attr(ledger.OUTCOME, "completed")
+            trial.set_constraint(ledger.OOM_CONSTRAINT, -1.0)
+            ostudy.tell(trial, loss[cell.arm.num_generations][cell.seed])
+    oom_arm = Arm(8, 32, study.fixed_temperature()).key
+    assert oom_arm not in arm_results(ostudy)
+    state = advance(ostudy, study)
+    assert state.leader == Arm(2, 32, study.fixed_temperature()).key
+    dropped = {d.arm: d for d in state.dropped}
+    assert oom_arm in dropped and oom_arm not in state.live
+    assert dropped[oom_arm].p_value is None and "no result" in dropped[oom_arm].reason
+    assert all("t-test" in d.reason for a, d in dropped.items() if a != oom_arm)
+    assert state.decided and state.live == [state.leader]  # G=4 lost a real test; G=8 was never in one
+    assert not ostudy.get_trials(states=(optuna.trial.TrialState.WAITING,))  # no more seeds spent on either

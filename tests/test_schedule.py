@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.plan import cell_params, study_plan
+from grpo_ablate.plan import study_plan
+from grpo_ablate.study.ledger import cell_params
 from grpo_ablate.space import BatchShape, check_pair, feasible_space
 from grpo_ablate.vocab import Arm, Cell, Schedule, parse_generations, parse_pair_label
 
@@ -87,13 +88,13 @@ def test_ablation_plan_has_the_schedule_as_one_arm_with_its_label():
     roles = [c.role for c in cells]
     assert roles == ["baseline", "num_generations=2", "num_generations=2→8@40%", "num_generations=2→8@zero_std<0.3"]
     sched = cells[2]
-    assert cell_params(study, sched) == {"num_generations": "2→8@40%", "seed": 0}
+    assert cell_params(study, sched.arm)[0] == {"num_generations": "2→8@40%"}
     assert sched.arm.generation_batch_size == cells[0].arm.generation_batch_size  # same batch: equal completions
     assert cells[0].arm.num_generations == 8  # the baseline stays a fixed G
 
 
 def test_build_spec_hands_the_label_to_the_trainer(tmp_path):
-    from grpo_ablate.study.lifecycle import build_spec
+    from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.scheduled import split_schedule
 
     study = load_study(TINY, ['num_generations=[2, 8, "2->8@40%"]', "study.seeds=[0]"])

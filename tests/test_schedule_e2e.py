@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli
 from grpo_ablate.metrics import read_rows
-from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.storage import open_storage
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.launch import run_trial

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grpo_ablate.config import FloatRange
-from grpo_ablate.search.encoding import LABEL, ORDINAL, batch_param, encode_arm, replicate_seed, suggest_arm
+from grpo_ablate.search.encoding import LABEL, ORDINAL, batch_param, encode_arm, suggest_arm
 from grpo_ablate.search.fidelity import ComputeClock, quantum
 from grpo_ablate.search.samplers import build_sampler
 from grpo_ablate.space import BatchShape, check_pair, feasible_space
@@ -87,10 +87,6 @@ def test_encode_arm_round_trips_through_the_sampler():
             study.enqueue_trial(params)
             assert suggest_arm(study.ask(), space, [0.7, 1.0], 1.0, enc) == arm
     assert encode_arm(Arm(3, 8, 0.7), space, [0.7], ORDINAL) is None
-
-
-def test_replicate_seeds_cycle():
-    assert [replicate_seed([5, 6], k) for k in range(4)] == [5, 6, 5, 6]
 
 
 def test_compute_clock_reports_at_shared_checkpoints():

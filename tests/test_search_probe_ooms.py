@@ -21,7 +21,7 @@ import pytest
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
-from grpo_ablate.study.lifecycle import suggest_params
+from grpo_ablate.study.ledger import suggest_cell
 from grpo_ablate.study.setup import open_study
 
 FALLBACK = "sampled independently"
@@ -63,7 +63,7 @@ def _tpe_proposals(study, ostudy, n: int, caplog, group: bool = False) -> list:
             cells = []
             for _ in range(n):
                 trial = tpe.ask()
-                cell = suggest_params(trial, study)
+                cell = suggest_cell(trial, study)
                 oom = (cell.arm.num_generations, cell.arm.generation_batch_size) in ooms
                 trial.set_constraint("oom", 1.0 if oom else -1.0)
                 tpe.tell(trial, [0.1 * cell.arm.num_generations])  # larger G scores higher: the boundary matters

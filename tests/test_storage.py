@@ -30,16 +30,19 @@ def test_journal_file_is_shared_by_two_handles(tmp_path):
 
 @pytest.mark.slow
 def test_postgres_heartbeat_fails_and_retries_a_silent_trial(fresh_pg_db):
-    storage = open_storage(fresh_pg_db, heartbeat_interval=1, grace_period=2, max_retry=1)
+    from grpo_ablate.study.ledger import StaleTrialRequeue
+
+    storage = open_storage(fresh_pg_db, heartbeat_interval=1, grace_period=2, stale_trial_callback=StaleTrialRequeue(1))
     study = optuna.create_study(study_name="hb", storage=storage)
-    trial = study.ask({"g": optuna.distributions.CategoricalDistribution([2, 4])})
+    space = {"g": optuna.distributions.CategoricalDistribution([2, 4])}
+    trial = study.ask(space)
     storage.record_heartbeat(trial._trial_id)
     time.sleep(3)  # the worker "died": no heartbeat within the grace period
     optuna.storages.fail_stale_trials(study)
     states = [t.state for t in study.get_trials()]
     assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
-    retry = study.get_trials()[1]
-    assert retry.params == trial.params  # same settings, run again by the next free worker
+    retry = study.ask(space)  # the next free worker takes the queued retry first
+    assert retry.number == 1 and retry.params == trial.params  # same settings, run again
 
 
 @pytest.mark.slow

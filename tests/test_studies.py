@@ -32,7 +32,7 @@ def test_there_are_studies():
 def test_study_file_is_valid(path):
     study = load_study(path)
     assert study.space.feasible
-    if study.study.sampler in ("grid", "ablation"):
+    if study.is_planned:
         assert study_plan(study)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_cli
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.study.lifecycle import build_spec
+from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.vocab import Arm, Cell
 
 CELL = Cell(Arm(4, 32, 0.9), 1, "grid")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grpo_ablate.metrics import read_rows
-from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launch import run_trial
 from grpo_ablate.vocab import Outcome
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from grpo_ablate.run_one import _split_sets, spec_from_sections
+from grpo_ablate.run_one import _split_sets
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launch import _classify, build_command, request_stop
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.vocab import Outcome

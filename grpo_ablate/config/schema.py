@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "PLANNED_SAMPLERS",
     "Objective",
     "StudySection",
     "ModelSection",
@@ -49,6 +50,9 @@ class RacingSection(_Section):
     first_round_seeds: int = Field(default=2, ge=2)  # every arm runs on this many seeds before any is dropped
 
 
+PLANNED_SAMPLERS = ("grid", "ablation")  # every trial is planned and queued; the sampler proposes none
+
+
 class StudySection(_Section):
     name: str  # the Optuna study name; also names the run folder
     output_dir: str | None = None  # default runs/<name>, relative to the current directory
@@ -72,6 +76,11 @@ class StudySection(_Section):
     # report_to for every trial, e.g. [tensorboard] or [wandb]; runs are grouped under the study's name
     trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(default_factory=list)
     racing: RacingSection | None = None  # grid/ablation: stop spending seeds on arms that are clearly out
+
+    @property
+    def is_planned(self) -> bool:
+        """A grid or an ablation: plan.py lists every trial, the study runs only those."""
+        return self.sampler in PLANNED_SAMPLERS
 
 
 class ModelSection(_Section):

@@ -108,6 +108,11 @@ class Study:
         return float(self.trainer.get("temperature", trl_default("temperature")))
 
     @property
+    def is_planned(self) -> bool:
+        """A grid or an ablation study: every trial is planned and queued (plan.py)."""
+        return self.study.is_planned
+
+    @property
     def sampler_kind(self) -> str:
         """study.sampler with `auto` resolved (search/samplers.py says why)."""
         from grpo_ablate.search.samplers import resolve_sampler

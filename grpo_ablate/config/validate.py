@@ -176,7 +176,7 @@ def _check_study(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
             f"(got {len(st.objectives)} objectives)")))
     if not st.seeds:
         problems.append(Problem(path="study.seeds", message="give at least one seed"))
-    if st.sampler in ("grid", "ablation") and isinstance(search.temperature, FloatRange):
+    if st.is_planned and isinstance(search.temperature, FloatRange):
         problems.append(Problem(path="search.temperature", message=(
             f"the {st.sampler} sampler needs a list of temperatures, not a range; e.g. [0.7, 1.0]")))
     if st.sampler == "ablation":
@@ -191,7 +191,7 @@ def _check_study(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
             problems.append(Problem(path="study.baseline.num_generations", message=(
                 f"baseline num_generations={g}{with_b} is not feasible here; feasible: {list(space.generations)}")))
     if st.racing is not None:
-        if st.sampler not in ("grid", "ablation"):
+        if not st.is_planned:
             problems.append(Problem(path="study.racing", message=(
                 f"racing applies to the grid and ablation samplers, not {st.sampler}; remove study.racing")))
         elif len(st.seeds) < st.racing.first_round_seeds:

@@ -215,21 +215,20 @@ def measured_points(trials: "list[FrozenTrial]") -> list[Measured]:
     temperature) and `trial_dir`; frac_reward_zero_std is a diagnostic, not a trial attr, so it is
     computed from the trial's metrics.jsonl, as the report does. A G schedule has no single G: left out.
     """
-    from optuna.trial import TrialState
-
     from grpo_ablate.metrics import summarize_file
+    from grpo_ablate.study import ledger
 
     out = []
     for t in trials:
         a = t.user_attrs
-        if t.state != TrialState.COMPLETE or a.get("outcome") != Outcome.COMPLETED.value or not a.get("trial_dir"):
+        if not ledger.is_result(t) or ledger.is_copy(t) or not a.get(ledger.TRIAL_DIR):
             continue
         try:
             g = parse_generations(a["num_generations"])
             temperature = float(a["temperature"])
         except (KeyError, TypeError, ValueError):
             continue
-        z = summarize_file(Path(a["trial_dir"]) / METRICS_FILE)["frac_reward_zero_std"]
+        z = summarize_file(Path(a[ledger.TRIAL_DIR]) / METRICS_FILE)["frac_reward_zero_std"]
         if z is not None and not isinstance(g, Schedule):
             out.append(Measured(int(g), temperature, float(z)))
     return out

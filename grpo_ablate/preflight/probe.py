@@ -94,7 +94,7 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
     In `session` when given (which keeps a process of its own for a trial that cannot share
     one, see trainer/probe_session.py), else in a process of its own.
     """
-    from grpo_ablate.study.lifecycle import build_spec
+    from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.launch import run_trial
     from grpo_ablate.trainer.memory_cap import read_peak_memory
 

@@ -30,7 +30,8 @@ from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, l
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Verdict, decide
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import (COPY_ATTR, DIAGNOSTIC_METRICS, HEADLINE_METRICS, RACING_ATTR, Arm, Metric,
+from grpo_ablate.study import ledger
+from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, RACING_ATTR, Arm, Metric,
                                Outcome, finite, metric)
 
 if TYPE_CHECKING:
@@ -118,10 +119,11 @@ def build_report_data(
     eval_rows: dict[int, list[dict[str, Any]]] = {}
     tokens: dict[int, float] = {}
     bad_lines = 0
+    copies = [ft for ft in frozen if ledger.is_copy(ft)]
     for ft in sorted(frozen, key=lambda t: t.number):
-        if ft.user_attrs.get(COPY_ATTR) is not None:  # a warm start's copy of another study's trial: never ran here
+        if ledger.is_copy(ft):  # a warm start's copy of another study's trial: never ran here
             continue
-        tdir = ft.user_attrs.get("trial_dir")
+        tdir = ft.user_attrs.get(ledger.TRIAL_DIR)
         files = read_trial_files(Path(tdir) if tdir else None)
         bad_lines += files.bad_lines
         r = record_from_trial(ft, list(all_metrics), diagnostics(files))
@@ -144,11 +146,11 @@ def build_report_data(
     has_eval = study_has_evaluation(study_user_attrs, [r.metrics for r in records])
     metrics = report_metrics(objectives, has_eval)
 
-    baseline = study_baseline(study_user_attrs.get("baseline"), records)
+    baseline = study_baseline(study_user_attrs.get(ledger.BASELINE), records)
     arms = summarize_arms(records, list(metrics), baseline)
     target, target_words, targets = None, "", {}
     if has_eval:
-        evaluation = study_user_attrs.get("evaluation")
+        evaluation = study_user_attrs.get(ledger.EVALUATION)
         base_done = [r for r in records if r.config == baseline and r.outcome == Outcome.COMPLETED.value]
         target, target_words = study_target(
             evaluation if isinstance(evaluation, Mapping) else None,
@@ -162,6 +164,8 @@ def build_report_data(
     p, unit = success_rate(records, groups, steps)
     verdict = decide(arms, records, objectives, metrics, has_eval, tokens)
     extra = [Finding("timing_noise", verdict.timing.words)] if verdict.timing and verdict.timing.exceeds else []
+    if copies:
+        extra.append(imported_note(copies))
     warnings = find_warnings(records, arms, bad_lines, p if unit else None, verdict.recommended, extra)
 
     feasible_done = [r for r in records if r.outcome == Outcome.COMPLETED.value and r.values is not None]
@@ -188,9 +192,9 @@ def build_report_data(
         importances=importances,
         importance_note=note,
         recommendation=verdict.words,
-        config=masked(dict(study_user_attrs.get("config") or fallback_config or {})),
-        versions=dict(study_user_attrs.get("versions") or {}),
-        hardware=study_user_attrs.get("hardware"),
+        config=masked(dict(study_user_attrs.get(ledger.CONFIG) or fallback_config or {})),
+        versions=dict(study_user_attrs.get(ledger.VERSIONS) or {}),
+        hardware=study_user_attrs.get(ledger.HARDWARE),
         storage_url=mask_url(storage_url) if storage_url else None,
         verdict=verdict,
         has_eval=has_eval,
@@ -202,6 +206,15 @@ def build_report_data(
                             for r in records if r.number in eval_rows for row in eval_rows[r.number]]),
         racing=study_user_attrs.get(RACING_ATTR) if isinstance(study_user_attrs.get(RACING_ATTR), dict) else None,
     )
+
+
+def imported_note(copies: Sequence["FrozenTrial"]) -> Finding:
+    """Why a warm start's imported results are not evidence on this page (search/warm.py)."""
+    sources = sorted({str(ft.user_attrs.get(ledger.COPY_OF, "")).partition("#")[0] for ft in copies})
+    return Finding("imported", (
+        f"{len(copies)} result(s) imported by --warm-start from {', '.join(repr(s) for s in sources)} are not counted "
+        "here: they guided this study's sampler, but ran in another study, so this page compares only the trials "
+        "this study ran, on its own seeds. Their own report has them."), severity="info")
 
 
 def _with_targets(a: ArmSummary, records: Sequence[TrialRecord], targets: Mapping[int, Mapping[str, Any]]) -> ArmSummary:

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.metrics import read_jsonl  # the one torn-line-tolerant reader of trial files
 from grpo_ablate.report.evaluation import read_eval
+from grpo_ablate.search.encoding import arm_fields
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, Outcome, finite, generations_text,
-                               parse_pair_label)
+from grpo_ablate.study import ledger
+from grpo_ablate.study.ledger import outcome_of
+from grpo_ablate.vocab import DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, finite, generations_text
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -42,8 +44,6 @@ __all__ = [
     "group_completions",
     "masked",
 ]
-
-_OUTCOMES = frozenset(o.value for o in Outcome)
 
 
 def masked(value: Any) -> Any:
@@ -79,53 +79,29 @@ class TrialRecord:
     datetime_start: str | None = None
 
 
-def outcome_of(state: str, user_attrs: Mapping[str, Any], constraints: Mapping[str, float]) -> str:
-    """The objective's own word when present, else what the Optuna state implies."""
-    attr = user_attrs.get("outcome")
-    if isinstance(attr, str) and attr in _OUTCOMES:
-        return attr
-    if state == "PRUNED":
-        return Outcome.PRUNED.value
-    if state == "FAIL":
-        return Outcome.FAILED.value
-    if state == "COMPLETE":
-        violated = any((finite(v) or 0.0) > 0 for v in constraints.values())
-        return (Outcome.OOM if violated else Outcome.COMPLETED).value
-    return Outcome.RUNNING.value
-
-
 def _arm_of(user_attrs: Mapping[str, Any], params: Mapping[str, Any]) -> Arm | None:
     """The trial's arm from its attrs; a trial that failed before writing them has only its params."""
-    values: dict[str, Any] = {**params, **user_attrs}
-    label = params.get("generation")
-    if isinstance(label, str):
-        try:
-            g, b = parse_pair_label(label)
-        except ValueError:
-            pass
-        else:
-            values.setdefault("num_generations", g)
-            values.setdefault("generation_batch_size", b)
-    return Arm.from_mapping(values)
+    return Arm.from_mapping({**arm_fields(params), **user_attrs})
 
 
 def record_from_trial(ft: "FrozenTrial", names: Sequence[str],
                       diagnostics: Mapping[str, float | None] | None = None) -> TrialRecord:
     """A FrozenTrial's metrics `names` (from its attrs) plus the diagnostics read from its folder."""
     ua = dict(ft.user_attrs)
-    state = ft.state.name
     metrics: dict[str, float | None] = {m: finite(ua.get(m)) for m in names}
     for k, v in (diagnostics or {}).items():
         metrics[k] = finite(v)
-    seed = ua.get("seed", ft.params.get("seed"))
-    tdir = ua.get("trial_dir")
-    reason = ua.get("reason")
+    seed = ledger.seed_of(ua)
+    if seed is None:
+        seed = ft.params.get("seed")  # planned studies before the seed left the params
+    tdir = ua.get(ledger.TRIAL_DIR)
+    reason = ledger.reason(ft)
     return TrialRecord(
         number=ft.number,
-        state=state,
-        outcome=outcome_of(state, ua, ft.constraints),
-        reason=masked(str(reason)) if reason not in (None, "") else None,
-        role=str(ua.get("role", ua.get("arm", "")) or ""),  # "arm" in studies written before "role"
+        state=ft.state.name,
+        outcome=ledger.outcome(ft).value,
+        reason=masked(reason) if reason else None,
+        role=str(ua.get(ledger.ROLE, ua.get("arm", "")) or ""),  # "arm" in studies written before "role"
         config=_arm_of(ua, ft.params),
         seed=int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None,
         params=dict(ft.params),

@@ -2,36 +2,43 @@
 
     from grpo_ablate.search.encoding import suggest_arm, encode_arm, ORDINAL
 
-Two encodings, compared by benchmarks/search_efficiency.py:
-- ORDINAL (the default): G is an ordinal rank over the feasible Gs (`num_generations_rank`,
-  an int; feasible Gs are usually log-spaced, so the rank is their log scale), and the
-  generation batch is conditional on G (`generation_batch_size|G=8`, drawn only from the
-  batches feasible for that G). Only feasible pairs can be proposed.
+Each param name is spelled here once. Three encodings:
+- ORDINAL (the adaptive samplers' default): G is an ordinal rank over the feasible Gs
+  (`num_generations_rank`, an int; feasible Gs are usually log-spaced, so the rank is their log
+  scale), and the generation batch is conditional on G (`generation_batch_size|G=8`, drawn only
+  from the batches feasible for that G). Only feasible pairs can be proposed.
 - LABEL (the old one): one categorical over "GxB" labels ("8x64"), with no order.
+- PLAN (grid and ablation studies, whose trials are all queued): G as its text
+  (`num_generations`, a schedule's label included) when every G has one feasible batch, which
+  keeps the dashboard's plots clean; the LABEL param when batches are searched too.
+ORDINAL and LABEL are compared by benchmarks/search_efficiency.py.
 Temperature is a float when the study gives a range, a categorical when it gives a list.
-Seeds are never params of adaptive searches: they are replicates (see `replicate_seed`).
+Seeds are never params: they are replicates, carried by a queued cell (study/ledger.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
-from grpo_ablate.vocab import Arm, pair_label
+from grpo_ablate.vocab import Arm, generations_text, pair_label, parse_generations, parse_pair_label
 
 if TYPE_CHECKING:
     import optuna
 
     from grpo_ablate.space import FeasibleSpace
 
-__all__ = ["ORDINAL", "LABEL", "ENCODINGS", "DEFAULT_ENCODING", "G_RANK", "batch_param", "suggest_arm",
-           "encode_arm", "replicate_seed"]
+__all__ = ["ORDINAL", "LABEL", "PLAN", "ENCODINGS", "DEFAULT_ENCODING", "G_RANK", "LABEL_PARAM", "G_PARAM",
+           "TEMPERATURE_PARAM", "batch_param", "batch_choice", "suggest_arm", "encode_arm", "arm_fields"]
 
 ORDINAL = "ordinal"
 LABEL = "label"
-ENCODINGS = (ORDINAL, LABEL)
+PLAN = "plan"
+ENCODINGS = (ORDINAL, LABEL)  # the adaptive samplers' choices
 DEFAULT_ENCODING = ORDINAL  # benchmarks/search_efficiency.py: tied with LABEL within noise, more right answers
 G_RANK = "num_generations_rank"
-LABEL_PARAM = "generation"
+LABEL_PARAM = "generation"  # a "GxB" label (vocab.pair_label)
+G_PARAM = "num_generations"  # G as its text (vocab.generations_text)
+TEMPERATURE_PARAM = "temperature"
 
 Temperatures = "FloatRange | list[float] | None"
 
@@ -39,6 +46,16 @@ Temperatures = "FloatRange | list[float] | None"
 def batch_param(num_generations: int) -> str:
     """The conditional batch param: its name carries G, so each G has its own feasible list."""
     return f"generation_batch_size|G={num_generations}"
+
+
+def batch_choice(space: "FeasibleSpace") -> bool:
+    """Whether some G has more than one feasible batch: then a pair, not G alone, names the arm."""
+    gens = [p.num_generations for p in space.feasible]
+    return len(gens) != len(set(gens))
+
+
+def _g_text_choices(space: "FeasibleSpace") -> list[str]:
+    return [generations_text(x) for x in space.generations]
 
 
 def _batches(space: "FeasibleSpace", g: int) -> list[int]:
@@ -52,8 +69,10 @@ def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) ->
 
     out: dict[str, Any] = {}
     gens = list(space.generations)
-    if encoding == LABEL:
+    if encoding == LABEL or (encoding == PLAN and batch_choice(space)):
         out[LABEL_PARAM] = CategoricalDistribution([p.label for p in space.feasible])
+    elif encoding == PLAN:
+        out[G_PARAM] = CategoricalDistribution(_g_text_choices(space))
     else:
         if len(gens) > 1:
             out[G_RANK] = IntDistribution(0, len(gens) - 1)
@@ -61,9 +80,9 @@ def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) ->
         if len(bs) > 1:
             out[batch_param(g)] = CategoricalDistribution(bs)
     if isinstance(temps, FloatRange):
-        out["temperature"] = FloatDistribution(temps.low, temps.high, log=temps.log)
+        out[TEMPERATURE_PARAM] = FloatDistribution(temps.low, temps.high, log=temps.log)
     elif isinstance(temps, list):
-        out["temperature"] = CategoricalDistribution([float(x) for x in temps])
+        out[TEMPERATURE_PARAM] = CategoricalDistribution([float(x) for x in temps])
     return out
 
 
@@ -72,19 +91,23 @@ def suggest_arm(trial: "optuna.Trial", space: "FeasibleSpace", temps: Any, fixed
     """Draw one feasible arm through `trial` (the real sampler decides every value)."""
     from grpo_ablate.config import FloatRange
 
-    if encoding == LABEL:
+    if encoding == LABEL or (encoding == PLAN and batch_choice(space)):
         label = str(trial.suggest_categorical(LABEL_PARAM, [p.label for p in space.feasible]))
         pair = space.by_label(label)
         g, b = pair.num_generations, pair.generation_batch_size
+    elif encoding == PLAN:
+        found = space.pair(parse_generations(trial.suggest_categorical(G_PARAM, _g_text_choices(space))))
+        assert found is not None  # every choice is a feasible G
+        g, b = found.num_generations, found.generation_batch_size
     else:
         gens = list(space.generations)
         g = gens[trial.suggest_int(G_RANK, 0, len(gens) - 1)] if len(gens) > 1 else gens[0]
         bs = _batches(space, g)
         b = int(trial.suggest_categorical(batch_param(g), bs)) if len(bs) > 1 else bs[0]  # type: ignore[arg-type]
     if isinstance(temps, FloatRange):
-        t = trial.suggest_float("temperature", temps.low, temps.high, log=temps.log)
+        t = trial.suggest_float(TEMPERATURE_PARAM, temps.low, temps.high, log=temps.log)
     elif isinstance(temps, list):
-        t = float(trial.suggest_categorical("temperature", [float(x) for x in temps]))  # type: ignore[arg-type]
+        t = float(trial.suggest_categorical(TEMPERATURE_PARAM, [float(x) for x in temps]))  # type: ignore[arg-type]
     else:
         t = fixed_temperature
     return Arm(g, b, float(t))
@@ -102,9 +125,11 @@ def encode_arm(arm: Arm, space: "FeasibleSpace", temps: Any, encoding: str = DEF
     for name in dists:
         if name == LABEL_PARAM:
             params[name] = pair_label(arm.num_generations, arm.generation_batch_size)
+        elif name == G_PARAM:
+            params[name] = generations_text(arm.num_generations)
         elif name == G_RANK:
             params[name] = list(space.generations).index(arm.num_generations)
-        elif name == "temperature":
+        elif name == TEMPERATURE_PARAM:
             params[name] = float(arm.temperature)
         else:
             params[name] = arm.generation_batch_size
@@ -115,6 +140,18 @@ def encode_arm(arm: Arm, space: "FeasibleSpace", temps: Any, encoding: str = DEF
     return params, dists
 
 
-def replicate_seed(seeds: Sequence[int], replicates_so_far: int) -> int:
-    """The seed of an arm's next replicate: its first seed, then the next, round and round."""
-    return int(seeds[replicates_so_far % len(seeds)])
+def arm_fields(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The arm's knobs that a trial's params name by themselves (G and batch from a "GxB" label,
+    G from its text, the temperature), for readers that have no feasible space at hand."""
+    out: dict[str, Any] = {}
+    label = params.get(LABEL_PARAM)
+    if isinstance(label, str):
+        try:
+            out["num_generations"], out["generation_batch_size"] = parse_pair_label(label)
+        except ValueError:
+            pass
+    if params.get(G_PARAM) is not None:
+        out.setdefault("num_generations", params[G_PARAM])
+    if params.get(TEMPERATURE_PARAM) is not None:
+        out["temperature"] = params[TEMPERATURE_PARAM]
+    return out

@@ -34,7 +34,7 @@ class Drop:
     arm: str
     round: int
     reason: str
-    p_value: float
+    p_value: float | None  # None: dropped without a test (no result to race on)
     seeds: tuple[int, ...]
 
     def as_dict(self) -> dict[str, Any]:
@@ -60,7 +60,8 @@ class RaceState:
     def from_dict(cls, d: Mapping[str, Any] | None, arms: Sequence[str]) -> "RaceState":
         if not d:
             return cls(0, list(arms))
-        drops = [Drop(x["arm"], int(x["round"]), str(x["reason"]), float(x["p_value"]), tuple(x.get("seeds", ())))
+        drops = [Drop(x["arm"], int(x["round"]), str(x["reason"]),
+                      None if x.get("p_value") is None else float(x["p_value"]), tuple(x.get("seeds", ())))
                  for x in d.get("dropped", [])]
         gone = {x.arm for x in drops}
         return cls(int(d.get("round", 0)), [a for a in arms if a not in gone], drops, d.get("leader"),
@@ -87,7 +88,9 @@ def decide(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maxi
            seeds_left: bool) -> RaceState:
     """Close a round: name the leader, drop the arms clearly worse than it, say whether the race is over.
 
-    `results`: arm key -> {seed: objective value} for the arms still in contention.
+    `results`: arm key -> {seed: objective value} for the arms still in contention. An arm
+    with no result on any seed (every trial ran out of memory or failed) is dropped untested:
+    there is nothing to compare, and a placeholder zero must not stand in for a measurement.
     """
     rnd = state.round + 1
     live = [a for a in state.live if results.get(a)]
@@ -102,6 +105,8 @@ def decide(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maxi
 
     leader = (max if maximize else min)(live, key=mean)
     dropped = list(state.dropped)
+    dropped += [Drop(a, rnd, "no result on any seed (every trial ran out of memory or failed): nothing to race on",
+                     None, ()) for a in state.live if a not in live]
     keep = [leader]
     for a in live:
         if a == leader:
@@ -124,37 +129,25 @@ def decide(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maxi
 
 
 def queue_cells(ostudy: "optuna.Study", study: "Study", cells: Sequence["Cell"]) -> int:
-    """Queue cells not already in the study; the seed rides in the user attrs, not the params.
+    """Queue the round's cells not already in the study (study/ledger.py matches them on their cell)."""
+    from grpo_ablate.study import ledger
 
-    Cells are matched on their "cell" attr, so two seeds of one arm (same params) are both queued.
-    """
-    from grpo_ablate.plan import cell_params
-
-    have = {t.user_attrs.get("cell") for t in ostudy.get_trials(deepcopy=False)}
-    n = 0
-    for c in cells:
-        if c.key in have:
-            continue
-        params = {k: v for k, v in cell_params(study, c).items() if k != "seed"}
-        ostudy.enqueue_trial(params, user_attrs={"role": c.role, "cell": c.key, "seed": c.seed})
-        have.add(c.key)
-        n += 1
-    return n
+    return ledger.queue(ostudy, study, cells)
 
 
 def arm_results(ostudy: "optuna.Study") -> dict[str, dict[int, float]]:
-    """arm key -> {seed: first objective} over the study's completed, in-memory trials."""
-    from optuna.trial import TrialState
+    """arm key -> {seed: first objective} over the study's results.
 
-    from grpo_ablate.vocab import Cell
+    A result is the ledger's: a completed trial with values. An out-of-memory trial (COMPLETE,
+    with a violated constraint and placeholder zeros) is no result, so its arm never enters the
+    paired test on a zero; an arm with no result leaves the race at the next round (`decide`).
+    """
+    from grpo_ablate.study import ledger
 
     out: dict[str, dict[int, float]] = {}
-    for t in ostudy.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        cons = t.system_attrs.get("constraints")
-        if cons and any(c > 0 for c in cons):
-            continue  # out of memory: no value to race on
-        cell = Cell.from_attrs(t.user_attrs)
-        if cell is None or not t.values:
+    for t in ostudy.get_trials(deepcopy=False):
+        cell = ledger.cell_of(t)
+        if cell is None or not ledger.is_result(t):
             continue
         out.setdefault(cell.arm.key, {})[cell.seed] = float(t.values[0])
     return out

@@ -35,9 +35,11 @@ def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n
                   ) -> "optuna.samplers.BaseSampler":
     import optuna
 
+    from grpo_ablate.config.schema import PLANNED_SAMPLERS
+
     if kind == "gp":
         return optuna.samplers.GPSampler(seed=seed)
-    if kind in ("random", "grid", "ablation"):  # planned studies only pop queued trials
+    if kind == "random" or kind in PLANNED_SAMPLERS:  # planned studies only pop queued trials
         return optuna.samplers.RandomSampler(seed=seed)
     import warnings
 

@@ -4,10 +4,19 @@
     grpo-ablate run studies/new.yaml --warm-start old-study-name --warm-start-storage sqlite:///old.db
 
 The finished study's best arms (mean of the first objective over their seeds) are queued first,
-best first. When model, task, rewards, objectives and hardware match, its finished trials are
-also given to the sampler (`study.add_trials`, user attr `warm_start_copy_of`; they are not
-counted toward n_trials and never run again); otherwise the arms are only queued, and the
-returned message says why.
+best first. Its results are the ledger's (study/ledger.py): completed trials with values; an
+out-of-memory trial's placeholder zeros are never a result, so they are neither ranked nor copied.
+
+- Adaptive samplers: when model, task, rewards, objectives and hardware match, the results are
+  also given to the sampler (`study.add_trials`, user attr `warm_start_copy_of`). An imported
+  cell is never run again: each best arm is queued at a study seed it has no result on (none
+  left: not queued), and later proposals of an arm take the seeds it has not run or imported.
+  The copies teach the sampler only: they do not count toward n_trials, and the report does not
+  count them as evidence (it says so on the page: they ran in another study, whose seeds and
+  runs this study cannot pair with its own). Otherwise the arms are only queued, and the
+  returned message says why.
+- Grid and ablation studies: the plan's cells of the best arms go first; nothing is copied,
+  as their sampler learns nothing.
 """
 
 from __future__ import annotations
@@ -16,9 +25,9 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.search.encoding import DEFAULT_ENCODING, encode_arm
 from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import ARM_ATTR, COPY_ATTR, WARM_ROLE, Arm, Cell
+from grpo_ablate.study import ledger
+from grpo_ablate.vocab import WARM_ROLE, Arm, Cell
 
 if TYPE_CHECKING:
     import optuna
@@ -50,14 +59,8 @@ def load_source(source: str, storage_url: str | None, default_storage: str) -> "
 
 
 def _finished(other: "optuna.Study") -> list["optuna.trial.FrozenTrial"]:
-    from optuna.trial import TrialState
-
-    out = []
-    for t in other.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        cons = t.system_attrs.get("constraints")
-        if t.values and not (cons and any(c > 0 for c in cons)) and not t.user_attrs.get(COPY_ATTR):
-            out.append(t)
-    return out
+    """The finished study's own results: completed with values (no OOM), not its own imported copies."""
+    return [t for t in other.get_trials(deepcopy=False) if ledger.is_result(t) and not ledger.is_copy(t)]
 
 
 def best_arms(other: "optuna.Study", limit: int = TOP_ARMS) -> list[tuple[Arm, float]]:
@@ -101,58 +104,64 @@ def warm_start(ostudy: "optuna.Study", study: "Study", source: str, storage_url:
     """Queue the finished study's best arms first; give its results to the sampler when they match. A message."""
     import optuna
 
-    from grpo_ablate.plan import cell_params, study_plan
+    from grpo_ablate.plan import study_plan
 
     other = load_source(source, storage_url, study.storage_url)
     best = best_arms(other, limit)
     if not best:
         return f"warm start: {other.study_name!r} has no finished trial; nothing queued"
-    planned = study.study.sampler in ("grid", "ablation")
-    temps = study.temperatures()
-    queued, skipped = [], []
+    planned = study.is_planned
+    why = [] if planned else mismatch(other, study)
+    results = _finished(other)
+    imported = [] if planned or why else _importable(results, study)
+    copies = []
+    for t, cell in imported:
+        enc = ledger.cell_params(study, cell.arm)
+        assert enc is not None  # _importable kept encodable arms only
+        attrs = {**{k: v for k, v in t.user_attrs.items() if k not in (ledger.TRIAL_DIR, ledger.HOST, ledger.PID)},
+                 **cell.as_attrs(), ledger.ARM_KEY: cell.arm.key, ledger.CELL: cell.key,
+                 ledger.COPY_OF: f"{other.study_name}#{t.number}"}
+        copies.append(optuna.trial.create_trial(params=enc[0], distributions=enc[1], values=list(t.values), user_attrs=attrs))
+    ostudy.add_trials(copies)  # first, so the queue below and every later proposal see the imported cells
+
+    queued, skipped, covered = [], [], []
     plan = {c.arm.key: c for c in study_plan(study) if c.seed == study.study.seeds[0]} if planned else {}
     for arm, mean in best:
         if planned:
             cell = plan.get(arm.key)
-            if cell is None:
-                skipped.append(arm.key)
-                continue
-            params = cell_params(study, cell)
-            if study.study.racing is not None:
-                params.pop("seed", None)
-            ostudy.enqueue_trial(params, user_attrs={"role": cell.role, "cell": cell.key, "seed": cell.seed})
+        elif ledger.cell_params(study, arm) is None:
+            cell = None
         else:
-            enc = encode_arm(arm, study.space, temps, DEFAULT_ENCODING)
-            if enc is None:
-                skipped.append(arm.key)
+            done = {c.seed for _, c in imported if c.arm.key == arm.key}
+            fresh = [s for s in study.study.seeds if s not in done]
+            if not fresh:
+                covered.append(arm.key)
                 continue
-            ostudy.enqueue_trial(enc[0], user_attrs={"role": WARM_ROLE, ARM_ATTR: arm.key})
-        queued.append(f"{arm.key} ({mean:.4g})")
-    why = mismatch(other, study)
-    added = 0
-    if not why and not planned:
-        copies = []
-        for t in _finished(other):
-            arm = Arm.from_mapping(t.user_attrs)
-            enc = encode_arm(arm, study.space, temps, DEFAULT_ENCODING) if arm is not None else None
-            if enc is None or len(t.values) != len(study.directions):
-                continue
-            cell = Cell.from_attrs(t.user_attrs)
-            attrs = {**{k: v for k, v in t.user_attrs.items() if k not in ("trial_dir", "host", "pid")},
-                     ARM_ATTR: arm.key, COPY_ATTR: f"{other.study_name}#{t.number}"}  # type: ignore[union-attr]
-            if cell is not None:
-                attrs["cell"] = cell.key
-            copies.append(optuna.trial.create_trial(params=enc[0], distributions=enc[1], values=list(t.values),
-                                                    user_attrs=attrs))
-        ostudy.add_trials(copies)
-        added = len(copies)
+            cell = Cell(arm, fresh[0], WARM_ROLE)
+        if cell is None:
+            skipped.append(arm.key)
+            continue
+        ledger.queue(ostudy, study, [cell])
+        queued.append(f"{arm.key} ({mean:.4g}) seed {cell.seed}")
     text = f"warm start from {other.study_name!r}: queued first {', '.join(queued) or 'nothing'}"
     if skipped:
         text += f"; not feasible or not planned here: {', '.join(skipped)}"
-    if added:
-        text += f"; gave the sampler its {added} finished trial(s)"
+    if covered:
+        text += f"; not rerun, every seed already imported: {', '.join(covered)}"
+    if copies:
+        text += f"; gave the sampler its {len(copies)} finished trial(s)"
     elif planned:
         text += "; a planned study's sampler learns nothing, so its results were not copied"
-    else:
+    elif why:
         text += f"; its results were not given to the sampler because {'; '.join(why)}"
     return text
+
+
+def _importable(results: list["optuna.trial.FrozenTrial"], study: "Study") -> list[tuple["optuna.trial.FrozenTrial", Cell]]:
+    """The results this study can hold as copies (an arm it can encode, its number of objectives), with their cells."""
+    out = []
+    for t in results:
+        cell = ledger.cell_of(t)
+        if cell is not None and len(t.values) == len(study.directions) and ledger.cell_params(study, cell.arm) is not None:
+            out.append((t, cell))
+    return out

@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:
@@ -79,17 +80,19 @@ class StudyConsole:
         self.say(line)
 
     def summary(self, study: "Study", ostudy: "optuna.Study") -> None:
-        """Trials by outcome, then the best trial per objective."""
-        from optuna.trial import TrialState
+        """Trials by outcome, then the best trial per objective among those that ran here (not a warm start's copies)."""
         from rich.table import Table
 
-        trials = ostudy.get_trials(deepcopy=False)
+        every = ostudy.get_trials(deepcopy=False)
+        trials = [t for t in every if ledger.ran_here(t)]
+        imported = sum(1 for t in every if ledger.is_copy(t))
         states: dict[str, int] = {}
         for t in trials:
-            key = t.user_attrs.get("outcome") or t.state.name.lower()
+            key = ledger.outcome(t).value
             states[key] = states.get(key, 0) + 1
-        self.say("Trials: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
-        good = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome") == Outcome.COMPLETED.value]
+        self.say("Trials: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+                 + (f" (and {imported} imported by a warm start, not run here)" if imported else ""))
+        good = [t for t in trials if ledger.is_result(t)]
         if not good:
             self.say("No trial completed yet.")
             return
@@ -98,9 +101,11 @@ class StudyConsole:
             table.add_column(col)
         for i, (metric, direction) in enumerate(zip(study.metric_names, study.directions)):
             best = (max if direction == "maximize" else min)(good, key=lambda t: t.values[i])
-            u = best.user_attrs
-            table.add_row(f"{metric} ({direction})", str(best.number), str(u.get("role", "")), str(u.get("num_generations")),
-                          str(u.get("generation_batch_size")), f"{u.get('temperature', 0):.3g}", str(u.get("seed")),
+            cell = ledger.cell_of(best)
+            arm = cell.arm if cell else None
+            table.add_row(f"{metric} ({direction})", str(best.number), cell.role if cell else "",
+                          str(arm.num_generations if arm else None), str(arm.generation_batch_size if arm else None),
+                          f"{arm.temperature:.3g}" if arm else "?", str(cell.seed if cell else None),
                           f"{best.values[i]:.4g}")
         with self._lock:
             self.console.print(table)

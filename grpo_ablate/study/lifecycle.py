@@ -2,21 +2,21 @@
 
     grpo-ablate run studies/tiny-cpu.yaml      # every trial of a study goes through TrialLifecycle
 
-The only module that knows both an Optuna trial and a trial process. Outcomes map to Optuna
-states so that samplers learn the right thing:
+The only module that knows both an Optuna trial and a trial process. What is written to the
+trial in the study goes through study/ledger.py, which maps outcomes to Optuna states:
 - completed -> COMPLETE with the objective values and the constraint `oom` = -1 (feasible);
 - oom -> COMPLETE with `oom` = +1 (violated): the sampler learns where memory ends, which a
   FAIL would not teach it; its values are the partial metrics, else 0;
 - pruned -> PRUNED; failed -> FAIL with the reason;
 - interrupted (the study was stopped, the trial was lost, or an infrastructure fault such as a
-  full disk) -> FAIL, and the cell is queued again. Faults are retried `study.max_retry` times
-  per cell (counted along the `retry_of` chain); after that the trial is failed with the reason.
+  full disk) -> FAIL, and the cell is queued again by the ledger's requeue, the same one an RDB
+  storage calls for a trial whose heartbeat went stale. Faults are retried `study.max_retry`
+  times per cell (counted along the `retry_of` chain); after that the trial is failed with the reason.
 """
 
 from __future__ import annotations
 
 import errno
-import math
 import os
 import socket
 import threading
@@ -25,263 +25,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from grpo_ablate.config import FloatRange
-from grpo_ablate.plan import batch_is_searched
+from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
-from grpo_ablate.study.trackers import tracker_settings
+from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.launch import request_stop, run_trial
-from grpo_ablate.vocab import (EVAL_FILE, HEADLINE_METRICS, TRIALS_DIR, Arm, Cell, Outcome, generations_text, parse_generations,
-                               trial_dir_name)
+from grpo_ablate.vocab import EVAL_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
 
 if TYPE_CHECKING:
     import optuna
-    from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
-    from grpo_ablate.trainer.spec import TrialResult, TrialSpec
+    from grpo_ablate.trainer.spec import TrialResult
 
-__all__ = ["suggest_params", "build_spec", "objective_values", "record_result", "requeue", "ask",
-           "Running", "Registry", "Ended", "TrialLifecycle", "HOST"]
+__all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "trial_dir_of"]
 
 HOST = os.environ.get("GRPO_ABLATE_HOST") or socket.gethostname()  # override where containers share a name
 # errnos that say the machine, not the cell, is at fault when they reach a trial's own files
 _INFRA_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 
 
-# ------------------------------------------------------------------ trial <-> cell <-> spec
-
-
-def suggest_params(trial: "optuna.Trial", study: "Study") -> Cell:
-    """Draw a trial's settings from the feasible space only: TRL never sees a pair it rejects.
-
-    The arm goes through search/encoding.py (G ordinal, the batch conditional on G). The seed is
-    never searched: a queued cell carries it (user attr "cell" or "seed", else the planned
-    param "seed"); an adaptive sampler's trial takes its arm's next replicate seed.
-    """
-    from grpo_ablate.search.encoding import DEFAULT_ENCODING, replicate_seed, suggest_arm
-    from grpo_ablate.vocab import ARM_ATTR
-
-    planned = study.study.sampler in ("grid", "ablation")
-    if planned:  # the queued params name the arm the way plan.cell_params wrote them
-        arm = _planned_arm(trial, study)
-    else:
-        arm = suggest_arm(trial, study.space, study.temperatures(), study.fixed_temperature(), DEFAULT_ENCODING)
-    seeds = list(study.study.seeds)
-    seed = _queued_seed(trial)
-    if seed is None and planned:
-        seed = int(trial.suggest_categorical("seed", seeds))  # type: ignore[arg-type]
-    if seed is None:
-        seed = replicate_seed(seeds, _replicates(trial, arm.key))
-    role = str(trial.user_attrs.get("role") or study.sampler_kind)
-    cell = Cell(arm, seed, role)
-    trial.set_user_attr(ARM_ATTR, arm.key)  # groups replicates for the sampler's users and the dashboard
-    trial.set_user_attr("cell", cell.key)  # a requeued retry keeps its seed
-    return cell
-
-
-def _planned_arm(trial: "optuna.Trial", study: "Study") -> Arm:
-    space = study.space
-    if batch_is_searched(study):
-        pair = space.by_label(str(trial.suggest_categorical("generation", [p.label for p in space.feasible])))
-    else:
-        g = trial.suggest_categorical("num_generations", [generations_text(x) for x in space.generations])
-        found = space.pair(parse_generations(g))
-        assert found is not None
-        pair = found
-    t = study.temperatures()
-    if isinstance(t, FloatRange):
-        temperature = trial.suggest_float("temperature", t.low, t.high, log=t.log)
-    elif isinstance(t, list):
-        temperature = float(trial.suggest_categorical("temperature", [float(x) for x in t]))  # type: ignore[arg-type]
-    else:
-        temperature = study.fixed_temperature()
-    return Arm(pair.num_generations, pair.generation_batch_size, float(temperature))
-
-
-def _queued_seed(trial: "optuna.Trial") -> int | None:
-    """The seed a queued cell (or a requeued retry) carries in its user attrs, if any."""
-    cell = trial.user_attrs.get("cell")
-    if isinstance(cell, str) and "|seed" in cell:
-        try:
-            return int(cell.rsplit("|seed", 1)[1])
-        except ValueError:
-            pass
-    seed = trial.user_attrs.get("seed")
-    return int(seed) if isinstance(seed, int) else None
-
-
-def _replicates(trial: "optuna.Trial", arm_key: str) -> int:
-    """How many earlier trials ran (or run) this arm: the next replicate's index."""
-    from optuna.trial import TrialState
-
-    from grpo_ablate.vocab import ARM_ATTR
-
-    n = 0
-    for t in trial.study.get_trials(deepcopy=False):
-        if t.number == trial.number or t.state == TrialState.WAITING:
-            continue
-        if t.user_attrs.get(ARM_ATTR) == arm_key and t.user_attrs.get("outcome") != Outcome.INTERRUPTED.value:
-            n += 1
-    return n
-
-
-def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None) -> "TrialSpec":
-    """A trial process's whole input: the study's sections with this cell's settings merged in."""
-    from grpo_ablate.trainer.spec import TrialSpec
-
-    trainer = dict(study.trainer)
-    trainer["num_generations"] = generations_text(cell.arm.num_generations)  # a schedule's label: trainer/scheduled.py
-    trainer["temperature"] = cell.arm.temperature
-    trainer["seed"] = cell.seed
-    if study.space.batch_searched:
-        trainer["generation_batch_size"] = cell.arm.generation_batch_size
-        trainer.pop("steps_per_generation", None)
-    trainer.pop("max_steps", None)  # the budget owns it
-    tracked, tracker_env = tracker_settings(study, cell)
-    trainer.update(tracked)
-    env = {**tracker_env, **(env or {})}
-    hardware = study.hardware.model_dump()
-    hardware["num_processes"] = study.world_size
-    budget = study.budget.model_dump()
-    if budget.get("max_steps") is None and isinstance(study.trainer.get("max_steps"), int):
-        budget["max_steps"] = study.trainer["max_steps"]
-    return TrialSpec(
-        trial_dir=str(trial_dir),
-        model=study.model.model_dump(),
-        data=study.data.model_dump(),
-        rewards=[r.model_dump() for r in study.rewards],
-        trainer=trainer,
-        budget=budget,
-        hardware=hardware,
-        params=cell.as_attrs(),
-        evaluation=study.file.evaluation.model_dump() if study.file.evaluation is not None else None,
-        timeout_s=study.study.trial_timeout,
-        env=dict(env or {}),
-    )
-
-
 def trial_dir_of(study: "Study", number: int) -> Path:
     return (study.output_dir / TRIALS_DIR / trial_dir_name(number)).resolve()
-
-
-def objective_values(study: "Study", metrics: dict[str, Any]) -> list[float] | None:
-    vals = []
-    for m in study.metric_names:
-        v = metrics.get(m)
-        if v is None or (isinstance(v, float) and not math.isfinite(v)):
-            return None
-        vals.append(float(v))
-    return vals
-
-
-# ------------------------------------------------------------------ ask and tell
-
-
-def ask(ostudy: "optuna.Study", planned: bool) -> "optuna.Trial | None":
-    """The next trial: a queued cell, or (adaptive samplers) the sampler's proposal."""
-    import optuna
-
-    if not planned:
-        return ostudy.ask()  # pops a queued retry first, else proposes
-    # Private on purpose: Optuna has no public "pop a queued trial or give nothing". study.ask()
-    # would create a fresh proposal when the queue is empty, and a planned study runs only its cells.
-    trial_id = ostudy._pop_waiting_trial_id()
-    return None if trial_id is None else optuna.Trial(ostudy, trial_id)
-
-
-def record_result(ostudy: "optuna.Study", trial: "optuna.Trial", study: "Study", result: "TrialResult") -> str:
-    """Tell a finished trial process (completed, oom, pruned, failed) to the study; the outcome's name."""
-    from optuna.trial import TrialState
-
-    outcome = result.outcome.value
-    metrics = result.metrics or {}
-    record_metrics(trial, metrics)
-    trial.set_user_attr("outcome", outcome)
-    if result.reason:
-        trial.set_user_attr("reason", str(result.reason)[:2000])
-    values = objective_values(study, metrics)
-    if outcome == Outcome.COMPLETED.value:
-        if values is None:
-            missing = [m for m in study.metric_names if metrics.get(m) is None]
-            trial.set_user_attr("outcome", Outcome.FAILED.value)
-            trial.set_user_attr("reason", f"the trial finished but {missing} could not be computed (too few logged steps?)")
-            ostudy.tell(trial, state=TrialState.FAIL)
-            return Outcome.FAILED.value
-        trial.set_constraint("oom", -1.0)
-        ostudy.tell(trial, values)
-    elif outcome == Outcome.OOM.value:
-        trial.set_constraint("oom", 1.0)
-        ostudy.tell(trial, values or [0.0] * len(study.metric_names))
-    elif outcome == Outcome.PRUNED.value:
-        ostudy.tell(trial, state=TrialState.PRUNED)
-    else:
-        ostudy.tell(trial, state=TrialState.FAIL)
-    return outcome
-
-
-def record_metrics(trial: "optuna.Trial", metrics: dict[str, Any]) -> None:
-    """The headline metrics as user attributes (partial ones too: the report and dashboard read them)."""
-    for key in HEADLINE_METRICS:
-        if key in metrics:
-            trial.set_user_attr(key, _json_safe(metrics[key]))
-
-
-def _json_safe(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def counted_retries(trials: dict[int, "FrozenTrial"], trial: "FrozenTrial") -> int:
-    """How often this trial's cell was already requeued for a fault (a stopped study's requeues are free)."""
-    n, seen = 0, set()
-    parent = trial.user_attrs.get("retry_of")
-    while isinstance(parent, int) and parent in trials and parent not in seen:
-        seen.add(parent)
-        before = trials[parent]
-        if before.user_attrs.get("retry_counted", True):
-            n += 1
-        parent = before.user_attrs.get("retry_of")
-    return n
-
-
-def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", number: int, reason: str, *,
-            max_retry: int, counted: bool) -> str | None:
-    """Fail a trial that did not finish through no fault of its cell, and queue the cell again.
-
-    The one requeue of the package: the lifecycle's interrupted and faulted trials and the trials
-    of a dead orchestrator all come here. `counted`: a fault (not a stop the user asked for),
-    which uses up one of the cell's `max_retry` retries; once they are spent the trial is failed
-    with the reason instead. Returns the outcome recorded ("interrupted" or "failed"), or None
-    when the trial was already finished (another process got there first).
-    """
-    from optuna.exceptions import UpdateFinishedTrialError
-    from optuna.trial import TrialState
-
-    trials = {t.number: t for t in ostudy.get_trials(deepcopy=False)}
-    me = trials[number]
-    retries = counted_retries(trials, me)
-    give_up = counted and retries >= max_retry
-    outcome = Outcome.FAILED if give_up else Outcome.INTERRUPTED
-    if give_up:
-        reason = f"retried {retries} time(s) (study.max_retry={max_retry}); the last attempt: {reason}"
-    trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(ostudy.study_name), number)
-    try:  # attributes first: a finished trial takes no more, so a second reaper stops here
-        storage.set_trial_user_attr(trial_id, "outcome", outcome.value)
-        storage.set_trial_user_attr(trial_id, "reason", reason[:2000])
-        storage.set_trial_user_attr(trial_id, "retry_counted", counted)
-        storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
-    except UpdateFinishedTrialError:
-        return None
-    if not give_up:
-        attrs: dict[str, Any] = {"role": me.user_attrs.get("role", ""), "retry_of": number}
-        if me.user_attrs.get("cell"):
-            attrs["cell"] = me.user_attrs["cell"]
-        # A trial faulted before its params were suggested still has its queued cell's params.
-        params = dict(me.params) or dict(me.system_attrs.get("fixed_params") or {})
-        ostudy.enqueue_trial(params, user_attrs=attrs)
-    return outcome.value
 
 
 # ------------------------------------------------------------------ the running trials
@@ -382,13 +147,12 @@ class TrialLifecycle:
         self.workers = workers
         self.heartbeat = heartbeat
         self.say = say
-        self.planned = study.study.sampler in ("grid", "ablation")
 
     # ---- ask -> register
 
     def ask_and_register(self) -> "optuna.Trial | None":
         """Call with the registry's lock held: the trial is registered before any further round trip."""
-        trial = ask(self.ostudy, self.planned)
+        trial = ledger.ask(self.ostudy, self.study.is_planned)
         if trial is None:
             return None
         self.registry.register(trial.number, trial_dir_of(self.study, trial.number))
@@ -401,13 +165,10 @@ class TrialLifecycle:
         share = None
         beat = threading.Event()
         try:
-            trial.set_user_attr("host", HOST)
-            trial.set_user_attr("pid", os.getpid())
+            ledger.started(trial, HOST, os.getpid(), heartbeat=self.heartbeat, max_retry=self.study.study.max_retry)
             try:
-                cell = suggest_params(trial, self.study)
-                for k, v in cell.as_attrs().items():
-                    trial.set_user_attr(k, v)
-                trial.set_user_attr("trial_dir", str(run.trial_dir))
+                cell = ledger.suggest_cell(trial, self.study)
+                ledger.set_trial_dir(trial, run.trial_dir)
                 run.trial_dir.mkdir(parents=True, exist_ok=True)
                 if env.get("CUDA_VISIBLE_DEVICES") == "":
                     share = claim_cpu_share(self.workers, self.study.world_size)
@@ -429,7 +190,7 @@ class TrialLifecycle:
                 return self._fault(trial, "running the trial (the orchestrator's own files)", e)
             except Exception as e:  # noqa: BLE001 - run_trial never raises for the trial's own failure: a bug
                 return self._failed(trial, f"the orchestrator failed running the trial: {type(e).__name__}: {e}")
-            trial.set_user_attr("orchestrator_rss_mb", _rss_mb())  # benchmarks/workers.py checks it stays flat
+            trial.set_user_attr(ledger.ORCHESTRATOR_RSS, _rss_mb())  # benchmarks/workers.py checks it stays flat
             return self._tell(trial, result)
         finally:
             beat.set()
@@ -488,7 +249,7 @@ class TrialLifecycle:
                 reported.add(at)
             if points and trial.should_prune():
                 asked = True
-                trial.set_user_attr("pruned_at_completions", points[-1][0])
+                trial.set_user_attr(ledger.PRUNED_AT, points[-1][0])
                 _stop(run.trial_dir, Outcome.PRUNED.value)
 
         return on_progress
@@ -511,32 +272,27 @@ class TrialLifecycle:
     def _tell(self, trial: "optuna.Trial", result: "TrialResult") -> Ended:
         reason = result.reason or ""
         if result.outcome is Outcome.INTERRUPTED:
-            record_metrics(trial, result.metrics or {})
+            ledger.record_metrics(trial, result.metrics or {})
             counted = self.registry.stop_reason is None  # lost or killed, not stopped by the user
-            outcome = requeue(self.ostudy, self.storage, trial.number, reason or "interrupted",
-                              max_retry=self.study.study.max_retry, counted=counted)
-            return Ended(trial.number, outcome or Outcome.INTERRUPTED.value, reason, fault=counted)
+            outcome = ledger.requeue(self.ostudy, self.storage, trial.number, reason or "interrupted",
+                                     max_retry=self.study.study.max_retry, counted=counted)
+            return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, reason, fault=counted)
         if result.outcome is Outcome.FAILED and _disk_fault(result):
             return self._fault(trial, "running the trial (its files)", None, reason)
-        outcome = record_result(self.ostudy, trial, self.study, result)
-        values = objective_values(self.study, result.metrics or {}) if outcome != Outcome.FAILED.value else None
-        return Ended(trial.number, outcome, reason, values)
+        told = ledger.tell(self.ostudy, trial, self.study, result)
+        values = ledger.objective_values(self.study, result.metrics or {}) if told is not Outcome.FAILED else None
+        return Ended(trial.number, told.value, reason, values)
 
     def _fault(self, trial: "optuna.Trial", stage: str, exc: BaseException | None, detail: str = "") -> Ended:
         """An infrastructure fault: the cell is not to blame, so it is queued again (within max_retry)."""
         what = f"{type(exc).__name__}: {exc}" if exc is not None else detail
         reason = f"infrastructure fault while {stage}: {what}"
-        outcome = requeue(self.ostudy, self.storage, trial.number, reason, max_retry=self.study.study.max_retry,
-                          counted=True)
-        return Ended(trial.number, outcome or Outcome.INTERRUPTED.value, reason, fault=True)
+        outcome = ledger.requeue(self.ostudy, self.storage, trial.number, reason,
+                                 max_retry=self.study.study.max_retry, counted=True)
+        return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, reason, fault=True)
 
     def _failed(self, trial: "optuna.Trial", reason: str) -> Ended:
-        from optuna.trial import TrialState
-
-        trial.set_user_attr("outcome", Outcome.FAILED.value)
-        trial.set_user_attr("reason", reason[:2000])
-        self.ostudy.tell(trial, state=TrialState.FAIL)
-        return Ended(trial.number, Outcome.FAILED.value, reason)
+        return Ended(trial.number, ledger.fail(self.ostudy, trial, reason).value, reason)
 
 
 def _disk_fault(result: "TrialResult") -> bool:

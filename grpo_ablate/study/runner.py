@@ -8,8 +8,11 @@ Several hosts can run the same command on one PostgreSQL storage: the storage ha
 trials, so none runs twice. Ctrl-C or SIGTERM stops the running trials after their current
 step and queues them again; a second Ctrl-C kills them at once.
 
-Exit status: 0 done, 1 the study stopped on failures (or every trial failed), 2 the storage
-cannot be opened, 130 interrupted.
+Exit status: 0 done; 1 the study stopped on failures (or every trial failed), or a study that
+exists never got its plan queued; 2 the study cannot start here (the storage cannot be opened or
+the output folder written, the stored study's directions or feasible space differ from the file's,
+a --warm-start source cannot be read, or the GPUs cannot hold one trial); 130 interrupted.
+Trial state (what finished, what a dead orchestrator left running) is read through study/ledger.py.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from grpo_ablate.plan import resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
-from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle, requeue
+from grpo_ablate.study import ledger
+from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
 from grpo_ablate.study.setup import (describe_study, open_study, queue_first_plan, queue_plan, space_changed,
                                      wait_for_plan)
-from grpo_ablate.vocab import COPY_ATTR, PROBE_ROLE, Outcome
+from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -103,10 +107,8 @@ class StudyRunner:
         """
         from optuna.trial import TrialState
 
-        trials = [t for t in self.ostudy.get_trials(deepcopy=False)
-                  if t.user_attrs.get("role") != PROBE_ROLE and not t.user_attrs.get(COPY_ATTR)]
-        done = sum(1 for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-                   or (t.state == TrialState.FAIL and t.user_attrs.get("outcome") == Outcome.FAILED.value))
+        trials = [t for t in self.ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
+        done = sum(1 for t in trials if ledger.is_finished(t))
         running = sum(1 for t in trials if t.state == TrialState.RUNNING)
         return done, running
 
@@ -159,13 +161,11 @@ class StudyRunner:
         from optuna.trial import TrialState
 
         for t in self.ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if t.user_attrs.get("host") != HOST or t.number in self.registry.running:
+            host, pid = ledger.owner(t)
+            if host != HOST or t.number in self.registry.running or pid is None or _pid_alive(pid):
                 continue
-            pid = t.user_attrs.get("pid")
-            if not isinstance(pid, int) or _pid_alive(pid):
-                continue
-            requeue(self.ostudy, self.storage, t.number, f"its orchestrator (pid {pid} on {HOST}) died",
-                    max_retry=self.study.study.max_retry, counted=True)
+            ledger.requeue(self.ostudy, self.storage, t.number, f"its orchestrator (pid {pid} on {HOST}) died",
+                           max_retry=self.study.study.max_retry, counted=True)
 
     # ---- the workers
 
@@ -293,7 +293,8 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
     try:
         study.output_dir.mkdir(parents=True, exist_ok=True)
         storage = open_storage(study.storage_url, heartbeat_interval=study.study.heartbeat_interval,
-                               grace_period=study.study.grace_period, max_retry=study.study.max_retry)
+                               grace_period=study.study.grace_period,
+                               stale_trial_callback=ledger.StaleTrialRequeue(study.study.max_retry))
         ostudy, created = open_study(study, for_run=True, storage=storage)
     except StudyError as e:
         print(f"grpo-ablate: {e}", file=sys.stderr)
@@ -388,12 +389,10 @@ def _exit_status(study: "Study", ostudy: "optuna.Study", runner: StudyRunner) ->
 
 def all_failed_reasons(ostudy: "optuna.Study") -> list[str]:
     """The distinct reasons when trials finished and every one of them failed; else empty."""
-    outcomes = [(t.user_attrs.get("outcome"), t) for t in ostudy.get_trials(deepcopy=False)]
-    finished = [(o, t) for o, t in outcomes if o in (Outcome.COMPLETED.value, Outcome.PRUNED.value, Outcome.OOM.value,
-                                                      Outcome.FAILED.value)]
-    if not finished or any(o != Outcome.FAILED.value for o, _ in finished):
+    finished = [t for t in ostudy.get_trials(deepcopy=False) if ledger.is_finished(t)]
+    if not finished or any(ledger.outcome(t) is not Outcome.FAILED for t in finished):
         return []
     reasons: dict[str, list[int]] = {}
-    for _, t in finished:
-        reasons.setdefault(str(t.user_attrs.get("reason") or "no reason recorded")[:300], []).append(t.number)
+    for t in finished:
+        reasons.setdefault((ledger.reason(t) or "no reason recorded")[:300], []).append(t.number)
     return [f"trial(s) {', '.join(map(str, nums))}: {reason}" for reason, nums in reasons.items()]

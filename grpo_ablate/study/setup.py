@@ -1,4 +1,7 @@
-"""Open or create the Optuna study: sampler, pruner, the attributes that describe it, the plan."""
+"""Open or create the Optuna study: sampler, pruner, the attributes that describe it, the plan.
+
+The plan's cells, advise's shortlist and a warm start's arms are queued through study/ledger.py.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,10 @@ import platform
 import time
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.plan import baseline_arm, cell_params
+from grpo_ablate.plan import baseline_arm
 from grpo_ablate.storage import mask_url, open_storage
-from grpo_ablate.vocab import SPACE_ATTR, Arm, Cell
+from grpo_ablate.study import ledger
+from grpo_ablate.vocab import Arm, Cell
 
 if TYPE_CHECKING:
     import optuna
@@ -19,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["open_study", "describe_study", "space_changed", "queue_plan", "queue_first_plan", "wait_for_plan", "library_versions",
            "name_objectives", "PLAN_READY_ATTR", "enqueue_shortlist"]
 
-PLAN_READY_ATTR = "plan_ready"
+PLAN_READY_ATTR = ledger.PLAN_READY
 PLAN_WAIT_S = 120.0
 
 
@@ -66,7 +70,7 @@ def open_study(
         kwargs: dict[str, Any] = {}
         if for_run:
             kwargs = {"heartbeat_interval": study.study.heartbeat_interval, "grace_period": study.study.grace_period,
-                      "max_retry": study.study.max_retry}
+                      "stale_trial_callback": ledger.StaleTrialRequeue(study.study.max_retry)}
         storage = open_storage(study.storage_url, **kwargs)
     try:
         ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=study.directions,
@@ -96,17 +100,17 @@ def masked_config(study: "Study") -> dict[str, Any]:
 
 def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
     name_objectives(ostudy, study)
-    ostudy.set_user_attr("config", masked_config(study))
-    ostudy.set_user_attr("versions", library_versions())
-    ostudy.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)])
-    ostudy.set_user_attr("baseline", baseline_arm(study).as_dict())
-    ostudy.set_user_attr("hardware", study.space.shape.describe())
-    ostudy.set_user_attr(SPACE_ATTR, sorted(p.label for p in study.space.feasible))
+    ostudy.set_user_attr(ledger.CONFIG, masked_config(study))
+    ostudy.set_user_attr(ledger.VERSIONS, library_versions())
+    ostudy.set_user_attr(ledger.OBJECTIVES, [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)])
+    ostudy.set_user_attr(ledger.BASELINE, baseline_arm(study).as_dict())
+    ostudy.set_user_attr(ledger.HARDWARE, study.space.shape.describe())
+    ostudy.set_user_attr(ledger.SPACE, sorted(p.label for p in study.space.feasible))
     if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction
         evaluation = study.file.evaluation.model_dump()
         if evaluation["max_completion_length"] is None:
             evaluation["max_completion_length"] = study.trainer.get("max_completion_length")
-        ostudy.set_user_attr("evaluation", evaluation)
+        ostudy.set_user_attr(ledger.EVALUATION, evaluation)
 
 
 def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
@@ -117,7 +121,7 @@ def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
     written since, or an edited search section, would make them mean others, or run a pair
     the probe saw run out of memory. Studies from before the attribute existed are not checked.
     """
-    stored = ostudy.user_attrs.get(SPACE_ATTR)
+    stored = ostudy.user_attrs.get(ledger.SPACE)
     if not isinstance(stored, list):
         return None
     now = sorted(p.label for p in study.space.feasible)
@@ -142,11 +146,8 @@ def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
 
 
 def queue_plan(ostudy: "optuna.Study", study: "Study", cells: list[Cell]) -> int:
-    """Queue every planned cell not already in the study (finished, running or queued)."""
-    before = len(ostudy.get_trials(deepcopy=False))
-    for c in cells:
-        ostudy.enqueue_trial(cell_params(study, c), user_attrs={"role": c.role, "cell": c.key}, skip_if_exists=True)
-    return len(ostudy.get_trials(deepcopy=False)) - before
+    """Queue every planned cell not already in the study (finished, running or queued); how many were queued."""
+    return ledger.queue(ostudy, study, cells)
 
 
 def wait_for_plan(ostudy: "optuna.Study") -> bool:
@@ -172,9 +173,7 @@ def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
 
     cells = study_plan(study)
     if cells and study.study.racing is not None:  # a race queues each later round once the queue runs dry
-        from grpo_ablate.search.racing import queue_cells
-
-        queue_cells(ostudy, study, racing_round(study, 1))
+        queue_plan(ostudy, study, racing_round(study, 1))
     elif cells:
         queue_plan(ostudy, study, cells)
     ostudy.set_user_attr(PLAN_READY_ATTR, True)
@@ -183,7 +182,7 @@ def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
 def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[Any]) -> int:
     """Queue advise's shortlist, best first; the number of trials queued.
 
-    Adaptive samplers: each arm once (seeds round robin), in the params `suggest_params` draws,
+    Adaptive samplers: each arm once (seeds round robin), in the params `ledger.suggest_cell` draws,
     so the sampler starts from them. An ablation: the top arm becomes one more planned arm over
     every seed when the ablation lacks it (plan.advised_arms), so `plan` and `run` count it;
     a grid already holds every arm it can run.
@@ -191,16 +190,15 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
     from grpo_ablate.plan import ADVISE_ROLE, is_plannable, study_plan
     from grpo_ablate.files.advise_file import add_advised_arm
     from grpo_ablate.files.owned import Owner
-    from grpo_ablate.search.encoding import DEFAULT_ENCODING, encode_arm
 
     if not shortlist:
         return 0
     arms = [Arm(p.num_generations, p.generation_batch_size, float(p.temperature)) for p in shortlist]
-    if study.study.sampler in ("grid", "ablation"):
+    if study.is_planned:
         top, new = arms[0], []
         if study.study.sampler == "ablation" and is_plannable(study, top) and top.key not in {c.arm.key for c in study_plan(study)}:
             add_advised_arm(study.output_dir, top, Owner.of(study))
-            have = {t.user_attrs.get("cell") for t in ostudy.get_trials(deepcopy=False)}
+            have = {t.user_attrs.get(ledger.CELL) for t in ostudy.get_trials(deepcopy=False)}
             new = [c for c in study_plan(study) if c.arm.key == top.key and c.key not in have]
         if not ostudy.user_attrs.get(PLAN_READY_ATTR):  # advise opened the study first: `run` finds the plan queued
             queue_first_plan(ostudy, study)  # the new arm in its seed-major place
@@ -210,13 +208,5 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
             return 0  # a racing study past its first round: later rounds take the arm while it is live
         return len(new)
     seeds = list(study.study.seeds)
-    added = 0
-    for i, arm in enumerate(arms):
-        encoded = encode_arm(arm, study.space, study.temperatures(), DEFAULT_ENCODING)
-        if encoded is None:  # e.g. a --temperature the study does not search
-            continue
-        cell = Cell(arm, seeds[i % len(seeds)], ADVISE_ROLE)
-        before = len(ostudy.get_trials(deepcopy=False))
-        ostudy.enqueue_trial(encoded[0], user_attrs={"role": cell.role, "cell": cell.key}, skip_if_exists=True)
-        added += len(ostudy.get_trials(deepcopy=False)) - before
-    return added
+    # an arm the study cannot encode (e.g. a --temperature it does not search) is left out by the ledger
+    return ledger.queue(ostudy, study, [Cell(arm, seeds[i % len(seeds)], ADVISE_ROLE) for i, arm in enumerate(arms)])
