@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from grpo_ablate.schedule import Schedule, generations_text, parse_generations
 
 __all__ = [
+    "PLANNED_SAMPLERS",
     "Arm",
     "Cell",
     "Schedule",
@@ -80,6 +81,9 @@ __all__ = [
 SEARCHED_KEYS: tuple[str, ...] = ("num_generations", "temperature", "generation_batch_size")
 # What identifies one trial's run: the searched keys plus the training seed.
 TRIAL_KEYS: tuple[str, ...] = (*SEARCHED_KEYS, "seed")
+
+
+PLANNED_SAMPLERS = ("grid", "ablation")  # every trial is planned and queued; the sampler proposes none
 
 
 # ---------------------------------------------------------------- arms and cells

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
+
 __all__ = [
     "PLANNED_SAMPLERS",
     "Objective",
@@ -50,7 +52,6 @@ class RacingSection(_Section):
     first_round_seeds: int = Field(default=2, ge=2)  # every arm runs on this many seeds before any is dropped
 
 
-PLANNED_SAMPLERS = ("grid", "ablation")  # every trial is planned and queued; the sampler proposes none
 
 
 class StudySection(_Section):

@@ -35,7 +35,7 @@ def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n
                   ) -> "optuna.samplers.BaseSampler":
     import optuna
 
-    from grpo_ablate.config.schema import PLANNED_SAMPLERS
+    from grpo_ablate.vocab import PLANNED_SAMPLERS
 
     if kind == "gp":
         return optuna.samplers.GPSampler(seed=seed)
