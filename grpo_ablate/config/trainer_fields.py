@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.children import die_with_parent
 from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.vocab import SEARCHED_KEYS
 
@@ -70,7 +71,7 @@ def trainer_field_names() -> frozenset[str]:
     code = ("import dataclasses, json; from trl import GRPOConfig; "
             "print(json.dumps(sorted(f.name for f in dataclasses.fields(GRPOConfig))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, preexec_fn=die_with_parent())
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["?"])[-1]
         raise StudyError([Problem(path="trainer", message=f"cannot read GRPOConfig from the installed TRL: {tail}")])
