@@ -162,16 +162,21 @@ def oom_evidence(exc: BaseException) -> str | None:
     that exception, CUDA's only when this process has initialised CUDA. A reward that merely
     says "out of memory" on a CPU machine is a failure, not an OOM.
     """
+    found = _oom_in_chain(exc)
+    return None if found is None else found[0]
+
+
+def _oom_in_chain(exc: BaseException) -> tuple[str, BaseException] | None:
     torch = sys.modules.get("torch")
     for item in _chain(exc):
         if isinstance(item, MemoryError) or (torch is not None and isinstance(item, torch.OutOfMemoryError)):
-            return _qualified(item)
+            return _qualified(item), item
         if type(item) is RuntimeError or (torch is not None and isinstance(item, getattr(torch, "AcceleratorError", ()))):
             text = str(item)
             if _CPU_ALLOCATOR_OOM in text:
-                return f"{_qualified(item)} from torch's CPU allocator"
+                return f"{_qualified(item)} from torch's CPU allocator", item
             if _cuda_in_use() and any(marker in text for marker in _CUDA_OOM):
-                return f"{_qualified(item)} from CUDA ({next(m for m in _CUDA_OOM if m in text)})"
+                return f"{_qualified(item)} from CUDA", item
     return None
 
 
@@ -183,9 +188,9 @@ def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
     for item in chain:
         if isinstance(item, RewardFunctionError):
             return Outcome.FAILED, str(item)
-    evidence = oom_evidence(exc)
-    if evidence is not None:
-        return Outcome.OOM, f"{evidence}: {str(exc)[:500]}"
+    found = _oom_in_chain(exc)
+    if found is not None:
+        return Outcome.OOM, f"{found[0]}: {str(found[1])[:500]}"
     return Outcome.FAILED, f"{type(exc).__name__}: {str(exc)[:1000]}"
 
 
