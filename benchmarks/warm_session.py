@@ -9,8 +9,9 @@ process of its own (ProcessLauncher, as every trial ran before) and once in one 
 load falls on both. Every trial gets the environment a study worker gives a CPU trial
 (CUDA_VISIBLE_DEVICES="" and a CPU share of --threads threads). Prints per cell the wall
 seconds of each and whether the reward columns of metrics.jsonl (every key naming a reward:
-reward, reward_std, rewards/<func>/mean, ...) are bit-identical step by step; then the totals,
-their ratio, and one verdict line. Exit status 0 when every cell is identical, 1 otherwise.
+reward, reward_std, rewards/<func>/mean, ...) are bit-identical step by step, and so the
+held-out evaluation rows of eval.jsonl (all but their timings); then the totals, their ratio,
+and one verdict line. Exit status 0 when every cell is identical, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.plan import study_plan  # noqa: E402
 from grpo_ablate.study.lifecycle import build_spec  # noqa: E402
 from grpo_ablate.trainer.launchers import ProcessLauncher, WarmSession  # noqa: E402
-from grpo_ablate.vocab import METRICS_FILE, Outcome  # noqa: E402
+from grpo_ablate.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
 
 
 def reward_columns(trial_dir: Path) -> list[dict[str, object]]:
@@ -39,6 +40,14 @@ def reward_columns(trial_dir: Path) -> list[dict[str, object]]:
         row = json.loads(line)
         rows.append({k: v for k, v in row.items() if k == "step" or "reward" in k})
     return rows
+
+
+def eval_rows(trial_dir: Path) -> list[dict[str, object]]:
+    """The held-out evaluation rows without their timings ([] when the study evaluates nothing)."""
+    path = trial_dir / EVAL_FILE
+    if not path.exists():
+        return []
+    return [{k: v for k, v in json.loads(line).items() if "seconds" not in k} for line in path.read_text().splitlines()]
 
 
 def first_difference(a: list[dict[str, object]], b: list[dict[str, object]]) -> str | None:
@@ -81,7 +90,10 @@ def main() -> int:
                 if result.outcome is not Outcome.COMPLETED:
                     print(f"{mode} trial {spec.trial_dir} ended {result.outcome.value}: {result.reason}\n{result.log_tail}")
                     return 1
-            diff = first_difference(reward_columns(root / "process" / f"{i:05d}"), reward_columns(root / "warm" / f"{i:05d}"))
+            fresh, warm = root / "process" / f"{i:05d}", root / "warm" / f"{i:05d}"
+            diff = first_difference(reward_columns(fresh), reward_columns(warm))
+            if diff is None and eval_rows(fresh) != eval_rows(warm):
+                diff = "held-out evaluation rows differ"
             identical += diff is None
             label = f"{cell.arm.label}, seed {cell.seed}"
             print(f"{label:<34} {seconds['process']:>9.1f} {seconds['warm']:>7.1f}  {'bit-identical' if diff is None else 'DIFFER: ' + diff}",
