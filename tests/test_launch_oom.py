@@ -1,6 +1,6 @@
-"""A trial is recorded as out of memory only on evidence; a bare SIGKILL is retried.
+"""A trial is recorded as out of memory only on evidence of a type; a bare SIGKILL is retried.
 
-    pytest tests/test_launch_oom.py                  # parsing, classification, a real cgroup OOM kill
+    pytest tests/test_launch_oom.py                  # parsing, classification, real children, a real cgroup OOM kill
     pytest -m slow tests/test_launch_oom.py          # real trials: killed by the kernel, killed by hand
 
 The cgroup tests make a child memory cgroup with a small limit (root, a writable cgroup v1 or
@@ -22,7 +22,8 @@ import psutil
 import pytest
 
 from grpo_ablate.study.trial_spec import spec_from_sections
-from grpo_ablate.trainer.launch import _classify, oom_kill_count, oom_kill_files, parse_oom_kills, run_trial
+from grpo_ablate.trainer.launch import oom_kill_count, oom_kill_files, parse_oom_kills, run_trial
+from grpo_ablate.trainer.launchers import ProcessLauncher, classify
 from grpo_ablate.vocab import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +57,7 @@ def test_oom_kill_count_reads_the_named_cgroup_and_is_none_without_one(tmp_path)
 
 def _classify_with(tmp_path, rc, log="", oom_kill=None):
     spec = spec_from_sections(tmp_path / "t", data={"task": "addition"}, budget={"max_steps": 3})
-    return _classify(spec, rc, None, [], timed_out=False, stop_reason=None, log_tail=log, oom_kill=oom_kill)
+    return classify(spec, rc, None, [], timed_out=False, stop_reason=None, log_tail=log, oom_kill=oom_kill)
 
 
 def test_sigkill_is_oom_only_with_evidence(tmp_path):
@@ -66,17 +67,52 @@ def test_sigkill_is_oom_only_with_evidence(tmp_path):
     # torchrun exits 1 and names the rank's signal in its summary
     torchrun = "    exitcode  : -9 (pid: 4242)\n    error_file: <N/A>\n    traceback : Signal 9 (SIGKILL) received by PID 4242\n"
     assert _classify_with(tmp_path, 1, torchrun)[0] is Outcome.INTERRUPTED
-    # the evidence: the kernel's OOM kill, or a real OOM message
+    # the evidence: the kernel's OOM kill, or the worker's own typed record
     kernel = _classify_with(tmp_path, -signal.SIGKILL, oom_kill="oom_kill 0 -> 1")
     assert kernel[0] is Outcome.OOM and "oom_kill 0 -> 1" in kernel[1]
+    # words in a log are not evidence, however much they look like an OOM
     for message in ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
                     "[rank1]: MemoryError", "MemoryError: cannot allocate",
-                    "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"):
+                    "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes",
+                    "warning: reward MemoryErrorHandler not used", "peak_memory_mb: 812"):
         found = _classify_with(tmp_path, 1, "Traceback (most recent call last):\n" + message + "\n")
-        assert found[0] is Outcome.OOM and message[:20] in found[1], message
-    # words that merely mention memory are not evidence
-    for text in ("warning: reward MemoryErrorHandler not used\n", "peak_memory_mb: 812\n"):
-        assert _classify_with(tmp_path, 1, text)[0] is Outcome.FAILED, text
+        assert found[0] is Outcome.FAILED and message[:20] in found[1], message
+
+
+_PRINTS_OOM = "import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB', flush=True); sys.exit(1)"
+
+
+def test_a_real_child_that_prints_an_oom_and_exits_is_failed_not_oom(tmp_path):
+    """A real process, started and watched by the real launcher, prints CUDA's words and exits 1."""
+    spec = spec_from_sections(tmp_path / "t", data={"task": "addition"}, budget={"max_steps": 3}, timeout_s=120)
+    result = ProcessLauncher(command=lambda spec, path: [sys.executable, "-c", _PRINTS_OOM]).run(spec, poll_seconds=0.1)
+    assert result.returncode == 1
+    assert result.outcome is Outcome.FAILED, result.reason
+    assert "CUDA out of memory" in result.reason  # the last log line is the reason, not the verdict
+    assert json.loads((tmp_path / "t" / "result.json").read_text())["outcome"] == "failed"
+
+
+def test_the_worker_classifies_exceptions_by_type():
+    """The worker holds the exception object: MemoryError and torch's OOM types count, words do not."""
+    import torch
+
+    from grpo_ablate.trainer.worker import classify_exception, oom_evidence
+
+    assert classify_exception(MemoryError("x"))[0] is Outcome.OOM
+    assert oom_evidence(torch.OutOfMemoryError("CUDA out of memory")) == "torch.OutOfMemoryError"
+    assert torch.cuda.OutOfMemoryError is torch.OutOfMemoryError
+    try:  # torch's real CPU allocator failure: a RuntimeError carrying the allocator's own message
+        torch.empty(2**60, dtype=torch.uint8)
+    except RuntimeError as exc:
+        allocator = exc
+    assert classify_exception(allocator)[0] is Outcome.OOM and "CPU allocator" in oom_evidence(allocator)
+    wrapped = RuntimeError("trainer step failed")
+    wrapped.__cause__ = MemoryError()
+    assert classify_exception(wrapped)[0] is Outcome.OOM  # the cause chain is read
+    if not torch.cuda.is_available():  # no CUDA in use here: CUDA's words on an exception are not evidence
+        outcome, reason = classify_exception(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+        assert outcome is Outcome.FAILED and reason.startswith("RuntimeError")
+    assert classify_exception(ValueError("MemoryError in the name"))[0] is Outcome.FAILED
 
 
 # ---------------------------------------------------------------- a real cgroup

@@ -1,10 +1,13 @@
 """A trial dies with its orchestrator: no orphan keeps training after a `kill -9` of the study.
 
+    pytest tests/test_launch_orphans.py              # every kind of child: the helper, a warm session, advise's sampler
     pytest -m slow tests/test_launch_orphans.py      # real trials; a few minutes on 2 cores
 
 Real processes throughout: a small script runs `run_trial` on a long tiny trial and is
 SIGKILLed while the trial trains (one process, then torchrun with two ranks in their own
-sessions); and a worker started by hand watches a stand-in parent that is then killed.
+sessions); a worker started by hand watches a stand-in parent that is then killed; and a
+parent that starts a child through the package's own code (children.die_with_parent, a
+WarmSession, advise's `sample`) is SIGKILLed, after which its child must be gone.
 """
 
 from __future__ import annotations
@@ -165,3 +168,86 @@ def test_a_failing_progress_callback_does_not_leave_the_trial_running(tmp_path):
     with pytest.raises(RuntimeError, match="storage went away"):
         run_trial(spec, on_progress=broken)
     assert not _alive(_trial_processes(os.getpid()))
+
+
+# ---------------------------------------------------------------- every child the tool starts
+
+
+_HELPER_PARENT = """
+import subprocess, sys, time
+from grpo_ablate.children import die_with_parent
+child = subprocess.Popen(["sleep", "600"], start_new_session=True, preexec_fn=die_with_parent())
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+_WARM_PARENT = """
+import sys, time
+from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.trainer.launchers import WarmSession, trial_environment
+spec = spec_from_sections(sys.argv[1], data={"task": "addition"}, budget={"max_steps": 100000}, timeout_s=900)
+spec.path.mkdir(parents=True, exist_ok=True)
+session = WarmSession()
+session.start(spec, trial_environment(spec), spec.path / "log.txt")
+print(session.pid, flush=True)
+time.sleep(600)
+"""
+
+_ADVISE_PARENT = """
+import sys
+from pathlib import Path
+from grpo_ablate.config import load_study
+from grpo_ablate.preflight.advise import sample
+sample(load_study(sys.argv[1]), k=4, num_prompts=64, temperatures=[1.0], seed=0, folder=Path(sys.argv[2]))
+"""
+
+_ADVISE_STUDY = """\
+study: {{name: orphans, output_dir: {out}, sampler: tpe, n_trials: 2}}
+model: {{name_or_path: "builtin:tiny"}}
+data: {{task: addition, num_prompts: 200}}
+rewards: [task]
+trainer: {{per_device_train_batch_size: 16, max_completion_length: 6, beta: 0.0}}
+search: {{num_generations: [2, 4]}}
+budget: {{max_steps: 5}}
+"""
+
+
+def _child_named(parent: subprocess.Popen, words: str) -> psutil.Process:
+    deadline = time.monotonic() + STARTUP_DEADLINE_S
+    while time.monotonic() < deadline:
+        for child in psutil.Process(parent.pid).children(recursive=True):
+            try:
+                if words in " ".join(child.cmdline()):
+                    return child
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+        if parent.poll() is not None:
+            pytest.fail(f"the parent exited with {parent.returncode} before starting its child")
+        time.sleep(0.2)
+    pytest.fail(f"no child running {words!r} within {STARTUP_DEADLINE_S:.0f} s")
+
+
+@pytest.mark.parametrize("kind", ["helper", "warm-session", "advise-sampler"])
+def test_every_kind_of_child_dies_with_a_sigkilled_parent(tmp_path, kind):
+    """A real parent starts its child through the package's own code, then gets kill -9."""
+    if kind == "helper":
+        args, words = ["-c", _HELPER_PARENT], "sleep 600"
+    elif kind == "warm-session":
+        args, words = ["-c", _WARM_PARENT, str(tmp_path / "t")], "grpo_ablate.trainer.worker --session"
+    else:
+        study = tmp_path / "study.yaml"
+        study.write_text(_ADVISE_STUDY.format(out=tmp_path / "run"))
+        args, words = ["-c", _ADVISE_PARENT, str(study), str(tmp_path / "advise")], "grpo_ablate.trainer.sample"
+    parent = subprocess.Popen([sys.executable, *args], env=_env(), stdout=subprocess.DEVNULL)
+    child: list[psutil.Process] = []
+    try:
+        child = [_child_named(parent, words)]
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        left = _wait_until_gone(child)
+        assert not left, f"{kind}: still alive {DEATH_DEADLINE_S:.0f} s after its parent was killed: {[p.cmdline() for p in left]}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        _kill_all(child)

@@ -12,7 +12,7 @@ import pytest
 
 from grpo_ablate.run_one import _split_sets
 from grpo_ablate.study.trial_spec import spec_from_sections
-from grpo_ablate.trainer.launch import _classify, build_command, request_stop
+from grpo_ablate.trainer.launchers import build_command, classify, request_stop
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.vocab import Outcome
 
@@ -49,7 +49,7 @@ def test_launch_commands(tmp_path):
 
 
 def _classify_with(s, rc=0, worker=None, ranks=(), timed_out=False, stop=None, log=""):
-    return _classify(s, rc, worker, list(ranks), timed_out=timed_out, stop_reason=stop, log_tail=log)
+    return classify(s, rc, worker, list(ranks), timed_out=timed_out, stop_reason=stop, log_tail=log)
 
 
 def test_outcome_classification(tmp_path):
@@ -60,7 +60,8 @@ def test_outcome_classification(tmp_path):
     # a SIGKILL alone is not evidence of running out of memory (tests/test_launch_oom.py has the rest)
     assert _classify_with(s, rc=-signal.SIGKILL)[0] is Outcome.INTERRUPTED
     assert _classify_with(s, rc=137)[0] is Outcome.INTERRUPTED
-    assert _classify_with(s, rc=1, log="torch.OutOfMemoryError: CUDA out of memory")[0] is Outcome.OOM
+    # words in a log are not evidence of running out of memory: the worker's typed record is
+    assert _classify_with(s, rc=1, log="torch.OutOfMemoryError: CUDA out of memory")[0] is Outcome.FAILED
     failed = _classify_with(s, rc=1, log="line 1\nImportError: nope\n")
     assert failed[0] is Outcome.FAILED and "ImportError: nope" in failed[1]
     # a failing non-zero rank outranks rank 0, which was killed without writing
@@ -197,16 +198,16 @@ def test_max_prompt_tokens_drops_long_prompts(tmp_path):
 
 
 def test_prepare_keeps_a_pending_stop_but_clears_a_previous_run(tmp_path):
-    from grpo_ablate.trainer.launch import _prepare
+    from grpo_ablate.trainer.launchers import prepare
 
     s = spec(tmp_path)
     s.path.mkdir(parents=True)
     request_stop(s.path, "interrupted")  # asked before the trial started: honoured
-    _prepare(s)
+    prepare(s)
     assert (s.path / "STOP").exists()
     (s.path / "result.json").write_text("{}")  # a finished earlier run in the same folder: all stale
     (s.path / "metrics.jsonl").write_text("{}\n")
-    _prepare(s)
+    prepare(s)
     assert not any((s.path / n).exists() for n in ("STOP", "result.json", "metrics.jsonl"))
 
 
@@ -236,7 +237,8 @@ def test_worker_calls_oom_only_for_memory_errors():
     from grpo_ablate.trainer.worker import classify_exception
 
     assert classify_exception(MemoryError())[0] is Outcome.OOM
-    assert classify_exception(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))[0] is Outcome.OOM
+    # CUDA's words count only where this process uses CUDA (tests/test_launch_oom.py has the typed cases)
+    assert classify_exception(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))[0] is Outcome.FAILED
     assert classify_exception(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 9 bytes"))[0] is Outcome.OOM
     try:
         try:

@@ -251,19 +251,19 @@ def test_interrupt_while_waiting_stops_the_server(tmp_path, standin):
 
 _HOLDER = r'''
 import os, sys, time
-from grpo_ablate.trainer.launch import _die_with_parent
+from grpo_ablate.children import die_with_parent
 from grpo_ablate.trainer.vllm_server import vllm_server
 hw = {"gpus": 2, "num_processes": 1, "vllm": {"mode": "server", "server_gpus": 1, "port": 18200}}
 command = sys.argv[1:]
 with vllm_server(hw, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, sys.argv[0] + ".log", command=command, poll_interval=0.1,
-                 preexec_fn=_die_with_parent(os.getpid())):
+                 preexec_fn=die_with_parent()):
     print("ready", flush=True)
     time.sleep(600)
 '''
 
 
 def test_server_dies_with_a_sigkilled_orchestrator(tmp_path, standin):
-    """launch.py gives the server the parent-death signal: a `kill -9` of the study ends it too.
+    """The server gets the parent-death signal (grpo_ablate/children.py): a `kill -9` of the study ends it too.
     (Its engine children are vLLM's own business: current vLLM gives them the same signal.)"""
     import subprocess
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.children import die_with_parent
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.vocab import SEARCHED_KEYS
 
@@ -71,7 +72,7 @@ def _grpo_config() -> dict[str, Any]:
     code = ("import json; from trl import GRPOConfig; "
             "from grpo_ablate.config.trainer_fields import _defaults_of; print(json.dumps(_defaults_of(GRPOConfig)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, preexec_fn=die_with_parent())
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["?"])[-1]
         raise StudyError([Problem(path="trainer", message=f"cannot read GRPOConfig from the installed TRL: {tail}")])

@@ -97,6 +97,7 @@ def _candidate_temperatures(study: "Study") -> list[float]:
 def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path,
            log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run trainer/sample.py in its own process; its samples.json. Its progress lines go to `log`."""
+    from grpo_ablate.children import die_with_parent
     from grpo_ablate.trainer.sample import PROGRESS_PREFIX
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -112,7 +113,7 @@ def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float
     log_path = folder / "log.txt"
     with log_path.open("wb") as out, log_path.open("rb") as tail:
         proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate.trainer.sample", os.fspath(folder / "sample_spec.json")],
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
+                                stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent())
         pending = b""
         try:
             while True:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from grpo_ablate.children import die_with_parent
+
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
@@ -34,7 +36,7 @@ def visible_gpus() -> list[str]:
         return []
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20, check=True).stdout
+                             text=True, timeout=20, check=True, preexec_fn=die_with_parent()).stdout
     except (subprocess.SubprocessError, OSError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]

@@ -29,7 +29,8 @@ from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.launch import request_stop, run_trial
+from grpo_ablate.trainer.launch import request_stop
+from grpo_ablate.trainer.launchers import launcher_for
 from grpo_ablate.vocab import EVAL_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ class TrialLifecycle:
             if self.heartbeat:
                 self._start_heartbeat(trial.number, beat)
             try:
-                result = run_trial(spec, on_progress=self._progress(trial, run))
+                result = launcher_for(spec).run(spec, on_progress=self._progress(trial, run))
                 upload_trial_artifacts(self.artifacts, trial, run.trial_dir)
             except OSError as e:
                 return self._fault(trial, "running the trial (the orchestrator's own files)", e)

@@ -69,6 +69,7 @@ class MemoryWatch:
         self.write()
         name = RESULT_FILE if self.rank == 0 else f"result.rank{self.rank}.json"
         payload: dict[str, Any] = {"outcome": Outcome.OOM.value, "reason": reason, "exception_type": "MemoryError",
+                                   "exception_types": ["MemoryError"], "oom_evidence": "hardware.memory_limit_mb cap",
                                    "exception_message": reason, "rank": self.rank, "peak_rss_mb": round(now, 1)}
         target = self.trial_dir / name
         tmp = target.with_suffix(".json.tmp")
@@ -77,10 +78,10 @@ class MemoryWatch:
         os.killpg(self.pgid, signal.SIGKILL)
 
     def run(self) -> None:
-        interval = POLL_SECONDS if self.limit_mb is not None else PEAK_POLL_SECONDS
-        while not self._stop.wait(interval):
+        while not self._stop.wait(POLL_SECONDS if self.limit_mb is not None else PEAK_POLL_SECONDS):
             now = self.poll()
-            if self.limit_mb is not None and now > self.limit_mb:
+            limit = self.limit_mb  # read once: a warm session's next trial may change it
+            if limit is not None and now > limit:
                 self._over(now)
                 return
 
@@ -98,13 +99,15 @@ class MemoryWatch:
         self.poll()
         self.write()
 
-    def retarget(self, trial_dir: str | os.PathLike[str]) -> None:
-        """Watch the next trial run by this same process (the probe's points): a fresh peak, a new folder.
+    def retarget(self, trial_dir: str | os.PathLike[str], hardware: dict[str, Any] | None = None) -> None:
+        """Watch the next trial run by this same process (a warm session): a fresh peak, a new folder, its cap.
 
-        The caller releases the previous trial's memory first (probe_session.release_memory),
-        so the new peak starts from what a fresh process would hold after loading.
+        The caller releases the previous trial's memory first (worker.release_memory), so the
+        new peak starts from what a fresh process would hold after loading.
         """
         self.trial_dir = Path(trial_dir)
+        if hardware is not None:
+            self.limit_mb = _limit(hardware)
         self.peak_mb = 0.0
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -112,10 +115,14 @@ class MemoryWatch:
         self.poll()
 
 
+def _limit(hardware: dict[str, Any]) -> float | None:
+    limit = hardware.get("memory_limit_mb")
+    return float(limit) if limit else None
+
+
 def start_memory_watch(trial_dir: str | os.PathLike[str], hardware: dict[str, Any]) -> MemoryWatch:
     """Start the watch thread for this trial process; memory.json is written at exit."""
-    limit = hardware.get("memory_limit_mb")
-    watch = MemoryWatch(Path(trial_dir), float(limit) if limit else None, rank=int(os.environ.get("RANK", "0")))
+    watch = MemoryWatch(Path(trial_dir), _limit(hardware), rank=int(os.environ.get("RANK", "0")))
     watch.poll()
     threading.Thread(target=watch.run, name="grpo-ablate-memory-cap", daemon=True).start()
     atexit.register(watch.close)

@@ -42,6 +42,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from grpo_ablate.children import die_with_parent
+
 __all__ = [
     "VllmServerError",
     "split_gpus",
@@ -253,7 +255,7 @@ def vllm_server(hardware: Mapping[str, Any], model: str, env: Mapping[str, str],
         log.write(f"$ CUDA_VISIBLE_DEVICES={server_env['CUDA_VISIBLE_DEVICES']} {' '.join(cmd)}\n".encode())
         log.flush()
         proc = subprocess.Popen(cmd, env=server_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=preexec_fn)
+                                start_new_session=True, preexec_fn=preexec_fn or die_with_parent())
     try:
         started = time.monotonic()
         while not _healthy(url + HEALTH_PATH):

@@ -18,21 +18,30 @@ Python still runs to write it:
 Exit status: 0 for completed/pruned/interrupted, 1 for failed, 3 for oom. Launched by
 run_trial, the worker ends its whole process group when the orchestrator (GRPO_ABLATE_PARENT_PID)
 is gone: under torchrun its direct parent is torchrun, not the orchestrator.
+
+    python -m grpo_ablate.trainer.worker --session   # a warm session (trainer/launchers/warm.py)
+
+As a warm session it reads one request per stdin line ({"spec": path, "env": {...}}), resets
+what a fresh process would start with (SessionBaseline), runs the trial as above, and answers
+one JSON line ({"exit", "outcome", "clean"}) on what was its stdout.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import random
 import signal
 import sys
+import sysconfig
 import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, LOG_FILE, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
 from .memory_cap import start_memory_watch
 from .spec import TrialSpec
@@ -40,12 +49,17 @@ from .spec import TrialSpec
 __all__ = [
     "LAUNCHED_AT_ENV",
     "PARENT_PID_ENV",
+    "SESSION_FLAG",
+    "SessionBaseline",
     "apply_spec_environment",
     "classify_exception",
     "main",
+    "oom_evidence",
     "rank_result_file",
     "record_result",
+    "release_memory",
     "run_spec",
+    "serve_session",
     "watch_parent",
 ]
 
@@ -54,13 +68,18 @@ EXIT_OOM = 3
 # The launch/worker environment contract (trainer/launch.py sets these; only the two sides read them).
 PARENT_PID_ENV = "GRPO_ABLATE_PARENT_PID"  # the orchestrator's pid: the trial ends when it is gone
 LAUNCHED_AT_ENV = "GRPO_ABLATE_LAUNCHED_AT"  # time.time() at launch, for startup_seconds
+SESSION_FLAG = "--session"  # `python -m grpo_ablate.trainer.worker --session`: many trials, one process
 
 
 def rank_result_file(rank: int) -> str:
     return RANK_RESULT_GLOB.replace("*", str(rank))
 
 
-_OOM_MARKERS = ("out of memory", "cublas_status_alloc_failed", "can't allocate memory")
+# torch raises these out-of-memory errors as plain RuntimeError: its CPU allocator always, CUDA's
+# (cuBLAS, a kernel launch) only where CUDA is in use. They count as evidence only on such an
+# exception object, never as text in a log.
+_CPU_ALLOCATOR_OOM = "DefaultCPUAllocator: can't allocate memory"
+_CUDA_OOM = ("CUDA out of memory", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
 def _alive_since(pid: int) -> str | None:
@@ -125,18 +144,53 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+def _qualified(exc: BaseException) -> str:
+    kind = type(exc)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _cuda_in_use() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def oom_evidence(exc: BaseException) -> str | None:
+    """Why `exc` is an out-of-memory error, by its type; None when it is not one.
+
+    MemoryError and torch.OutOfMemoryError (torch.cuda.OutOfMemoryError is the same class) by
+    type; torch's allocator failures, raised as RuntimeError, by the allocator's own message on
+    that exception, CUDA's only when this process has initialised CUDA. A reward that merely
+    says "out of memory" on a CPU machine is a failure, not an OOM.
+    """
+    found = _oom_in_chain(exc)
+    return None if found is None else found[0]
+
+
+def _oom_in_chain(exc: BaseException) -> tuple[str, BaseException] | None:
+    torch = sys.modules.get("torch")
+    for item in _chain(exc):
+        if isinstance(item, MemoryError) or (torch is not None and isinstance(item, torch.OutOfMemoryError)):
+            return _qualified(item), item
+        if type(item) is RuntimeError or (torch is not None and isinstance(item, getattr(torch, "AcceleratorError", ()))):
+            text = str(item)
+            if _CPU_ALLOCATOR_OOM in text:
+                return f"{_qualified(item)} from torch's CPU allocator", item
+            if _cuda_in_use() and any(marker in text for marker in _CUDA_OOM):
+                return f"{_qualified(item)} from CUDA", item
+    return None
+
+
 def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
-    """(outcome, reason) for an exception: OOM by type or message, a reward's own error first."""
+    """(outcome, reason) for an exception: a reward's own error first, then OOM by type (oom_evidence)."""
     from .rewards import RewardFunctionError
 
     chain = _chain(exc)
     for item in chain:
         if isinstance(item, RewardFunctionError):
             return Outcome.FAILED, str(item)
-    for item in chain:
-        name = type(item).__name__
-        if isinstance(item, MemoryError) or name == "OutOfMemoryError" or any(m in str(item).lower() for m in _OOM_MARKERS):
-            return Outcome.OOM, f"{name}: {str(item)[:500]}"
+    found = _oom_in_chain(exc)
+    if found is not None:
+        return Outcome.OOM, f"{found[0]}: {str(found[1])[:500]}"
     return Outcome.FAILED, f"{type(exc).__name__}: {str(exc)[:1000]}"
 
 
@@ -222,6 +276,9 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
             outcome, reason_text = classify_exception(exc)
         payload["reason"] = reason_text
         payload["exception_type"] = type(exc).__name__
+        payload["exception_types"] = [_qualified(item) for item in _chain(exc)]
+        if outcome is Outcome.OOM:
+            payload["oom_evidence"] = oom_evidence(exc)
         payload["exception_message"] = str(exc)[:4000]
         payload["traceback"] = "".join(traceback.format_exception(exc))[-6000:]
         if built is not None:
@@ -234,6 +291,8 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv == [SESSION_FLAG]:
+        return serve_session()
     if len(argv) != 1:
         print("usage: python -m grpo_ablate.trainer.worker <trial_dir>/spec.json", file=sys.stderr)
         return 2
@@ -272,6 +331,157 @@ def record_result(spec: TrialSpec, outcome: Outcome, payload: dict[str, Any]) ->
         return EXIT_OOM
     if outcome is Outcome.FAILED:
         return EXIT_FAILED
+    return 0
+
+
+
+# --------------------------------------------------------------------------------------------
+# A warm session: many trials, one process, each starting from what a fresh process has
+# --------------------------------------------------------------------------------------------
+
+
+def release_memory() -> None:
+    """Hand a finished trial's memory back, so the next trial's peak starts where a fresh process's would.
+
+    gc for the trainer's reference cycles; CUDA's caching allocator; glibc keeps freed heap
+    pages mapped until malloc_trim returns them to the kernel (RSS is what the CPU cap reads).
+    """
+    gc.collect()
+    if _cuda_in_use():
+        sys.modules["torch"].cuda.empty_cache()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the allocator keeps what it keeps
+        pass
+
+
+def _installed_roots() -> tuple[str, ...]:
+    """Folders whose modules are libraries: the Python installation's, and this package's."""
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots |= {sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[1])}
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
+
+
+class SessionBaseline:
+    """What a fresh trial process holds once its libraries are imported; put back before every trial.
+
+    Captured once, after the session imported torch, transformers and TRL (the imports are what
+    a session saves). `restore` gives the next trial the same start as a process of its own:
+    the environment it was launched with, the working folder, sys.path, torch's thread count
+    (OMP_NUM_THREADS of the trial's CPU share), the random states of Python, NumPy and torch,
+    torch's determinism flags, default dtype and matmul precision, and accelerate's singletons
+    (AcceleratorState, GradientState), which a Trainer otherwise reuses. Modules a trial
+    imported from outside the installed libraries (a study's reward files) are forgotten after
+    it, so their module-level state starts afresh too.
+    """
+
+    def __init__(self) -> None:
+        import numpy
+        import torch
+
+        self.cwd = os.getcwd()
+        self.path = list(sys.path)
+        self.modules = set(sys.modules)
+        self.threads = torch.get_num_threads()
+        self.rng = (random.getstate(), numpy.random.get_state(), torch.get_rng_state())
+        self.deterministic = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+        self.cudnn = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+        self.dtype = torch.get_default_dtype()
+        self.matmul_precision = torch.get_float32_matmul_precision()
+        self.thread_ids = {t.ident for t in threading.enumerate()}
+        self.roots = _installed_roots()
+
+    def restore(self, env: dict[str, str]) -> None:
+        import numpy
+        import torch
+
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(self.cwd)
+        sys.path[:] = self.path
+        threads = env.get("OMP_NUM_THREADS")
+        torch.set_num_threads(int(threads) if threads and threads.isdigit() and int(threads) > 0 else self.threads)
+        random.setstate(self.rng[0])
+        numpy.random.set_state(self.rng[1])
+        torch.set_rng_state(self.rng[2])
+        torch.use_deterministic_algorithms(self.deterministic[0], warn_only=self.deterministic[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = self.cudnn
+        torch.set_default_dtype(self.dtype)
+        torch.set_float32_matmul_precision(self.matmul_precision)
+        accelerate_state = sys.modules.get("accelerate.state")
+        if accelerate_state is not None:
+            accelerate_state.AcceleratorState._reset_state(reset_partial_state=True)
+            accelerate_state.GradientState._reset_state()
+
+    def forget_trial_modules(self) -> list[str]:
+        """Drop the modules a trial imported from outside the libraries; their names."""
+        forgotten = []
+        for name in set(sys.modules) - self.modules:
+            file = getattr(sys.modules.get(name), "__file__", None)
+            if file and not os.path.realpath(file).startswith(self.roots):
+                del sys.modules[name]
+                forgotten.append(name)
+        return sorted(forgotten)
+
+    def leftover_threads(self) -> list[str]:
+        """Non-daemon threads a trial started and left running (a fresh process would wait on them at exit)."""
+        return [t.name for t in threading.enumerate() if t.ident not in self.thread_ids and t.is_alive() and not t.daemon]
+
+
+def _log_to(path: Path) -> None:
+    """Point this process's stdout and stderr (file descriptors 1 and 2) at the trial's log."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def serve_session() -> int:
+    """The child side of a warm session: one request per stdin line, one JSON answer line per trial."""
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent and watch_parent(int(parent)) is None:
+        return EXIT_FAILED
+    reply = os.fdopen(os.dup(1), "w", buffering=1)  # the answers; fds 1 and 2 become each trial's log
+    launched = os.environ.get(LAUNCHED_AT_ENV)
+    import torch  # noqa: F401 - the imports a session pays once
+    import transformers  # noqa: F401
+    from trl import GRPOConfig, GRPOTrainer  # noqa: F401
+
+    baseline = SessionBaseline()
+    watch = None
+    trials = 0
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        baseline.restore(request["env"])
+        spec = TrialSpec.load(request["spec"])
+        _log_to(spec.path / LOG_FILE)
+        trials += 1
+        if watch is None:
+            watch = start_memory_watch(spec.trial_dir, spec.hardware)
+        else:
+            watch.retarget(spec.trial_dir, spec.hardware)
+        apply_spec_environment(spec)
+        outcome, payload = run_spec(spec, launched_at=float(launched) if launched and trials == 1 else None)
+        payload["session_pid"] = os.getpid()
+        payload["session_trial"] = trials
+        release_memory()
+        forgotten = baseline.forget_trial_modules()
+        watch.poll()
+        watch.write()
+        code = record_result(spec, outcome, payload)
+        leftover = baseline.leftover_threads()
+        if leftover:
+            print(f"[grpo-ablate] the trial left thread(s) running: {leftover}; the next trial gets a fresh process", flush=True)
+        reply.write(json.dumps({"exit": code, "outcome": outcome.value, "clean": not leftover, "forgotten": forgotten}) + "\n")
+        if outcome is Outcome.INTERRUPTED:
+            break
     return 0
 
 

@@ -1,0 +1,153 @@
+"""A process per trial: the trial's own process tree, started fresh and ended with the trial.
+
+    python -m grpo_ablate.trainer.worker <trial_dir>/spec.json
+    python -m torch.distributed.run --nproc_per_node N ... -m grpo_ablate.trainer.worker <spec>
+    python -m accelerate.commands.launch --num_processes N ... -m grpo_ablate.trainer.worker <spec>
+
+with its output in `log.txt`, in a session of its own (so the whole tree can be signalled),
+dying with the thread that started it (children.die_with_parent; the worker also watches the
+orchestrator's pid, which covers torchrun's ranks). A study's vLLM server (hardware.vllm.mode
+server) is started before the trial and stopped after it, whatever happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Callable
+
+from grpo_ablate.children import die_with_parent
+from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.trainer.vllm_server import vllm_server
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+
+from .base import TERM_GRACE_SECONDS, Launcher
+
+__all__ = ["ProcessLauncher", "build_command", "kill_tree", "launcher_name"]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launcher_name(spec: TrialSpec) -> str:
+    """hardware.launcher, with "auto" resolved: python for one process, else torchrun (or accelerate with its config)."""
+    choice = str(spec.hardware.get("launcher") or "auto")
+    if choice != "auto":
+        return choice
+    if spec.num_processes <= 1:
+        return "python"
+    # accelerate only when the study gives it a config: `accelerate launch --cpu --num_processes 2`
+    # was seen starting ONE process, torchrun starts N reliably on CPU (gloo) and GPU (nccl).
+    return "accelerate" if spec.hardware.get("accelerate_config") else "torchrun"
+
+
+def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[str]:
+    """The argv that starts the trial's process(es)."""
+    worker = ["-m", "grpo_ablate.trainer.worker", os.fspath(spec_path)]
+    launcher = launcher_name(spec)
+    n = spec.num_processes
+    if launcher == "python":
+        if n != 1:
+            raise ValueError(f"hardware.launcher 'python' starts one process, but num_processes is {n}; use torchrun or accelerate")
+        return [sys.executable, *worker]
+    if launcher == "torchrun":
+        return [
+            sys.executable, "-m", "torch.distributed.run",
+            "--nnodes", "1", "--nproc_per_node", str(n),
+            "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+            *worker,
+        ]
+    if launcher == "accelerate":
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(n), "--main_process_port", str(_free_port())]
+        if spec.hardware.get("accelerate_config"):
+            cmd += ["--config_file", os.fspath(spec.hardware["accelerate_config"])]
+        return [*cmd, *worker]
+    raise ValueError(f"hardware.launcher must be auto, python, torchrun or accelerate, got {launcher!r}")
+
+
+def kill_tree(proc: subprocess.Popen, grace: float = TERM_GRACE_SECONDS) -> None:
+    """SIGTERM the process group `proc` leads, then SIGKILL what is left after `grace` seconds."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+
+
+class ProcessLauncher(Launcher):
+    """Each trial in a fresh process tree (python, torchrun or accelerate, from hardware.launcher).
+
+    `command` replaces build_command (a test's stand-in child, a wrapper such as `srun`).
+    """
+
+    def __init__(self, command: Callable[[TrialSpec, Path], list[str]] | None = None) -> None:
+        self._command = command or build_command
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._server = contextlib.ExitStack()
+
+    def _serve_vllm(self, spec: TrialSpec, env: dict[str, str]) -> dict[str, str]:
+        """Start the trial's vLLM server (trainer/vllm_server.py); point the trainer at it.
+
+        Returns the training processes' environment (CUDA_VISIBLE_DEVICES without the server GPUs).
+        """
+        model = str(spec.model["name_or_path"])
+        if model.startswith(BUILTIN_MODEL_PREFIX):
+            raise ValueError("vLLM server mode needs a model folder or hub id; the built-in model is for CPU runs")
+        served = self._server.enter_context(
+            vllm_server(
+                spec.hardware, model, env, spec.path / "vllm.log",
+                dtype=spec.model.get("dtype"), revision=spec.model.get("revision"),
+                trust_remote_code=bool(spec.model.get("trust_remote_code")), preexec_fn=die_with_parent(),
+            )
+        )
+        spec.trainer.update(served["trainer"])  # host, ports: this trial's server, whatever the study said
+        return dict(served["env"])
+
+    def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:
+        self._log = log_path.open("ab", buffering=0)
+        if (spec.hardware.get("vllm") or {}).get("mode") == "server":
+            env = self._serve_vllm(spec, env)
+        spec_path = spec.save()
+        cmd = self._command(spec, spec_path)
+        self._log.write(("$ " + " ".join(cmd) + "\n").encode())
+        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                      cwd=os.getcwd(), preexec_fn=die_with_parent())
+
+    def poll(self) -> int | None:
+        return None if self._proc is None else self._proc.poll()
+
+    def wait(self, seconds: float) -> int | None:
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            kill_tree(self._proc)
+
+    def ended(self) -> None:
+        self._server.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None

@@ -1,0 +1,235 @@
+"""A warm session: consecutive single-process trials in one long-lived child process.
+
+A trial in its own process pays the process start, the imports of torch, transformers and TRL
+(about 7-12 s on a 2-core CPU) every time; on the tiny demo that is more than its training. A
+session pays it once. The parent (this class, no torch) sends each trial's spec path and
+environment as one line on the child's stdin; the child (`python -m grpo_ablate.trainer.worker
+--session`) resets what a fresh process would start with (environment, threads, RNG states,
+determinism flags, accelerate's state, the study's own modules: trainer/worker.py), runs the
+trial with the worker's own `run_spec`, writes the trial's files as a trial process would, and
+answers one line. Everything else (STOP, timeout, progress, classification) is Launcher.run's,
+so an outcome means the same as with a process per trial.
+
+Isolation where it matters: the session is ended, and the next trial gets a fresh one, after
+any trial that did not end cleanly (failed, out of memory, timed out, stopped by force,
+interrupted, or left a thread running); `keep_after` widens that (the probe keeps its session
+after an in-process CUDA OOM, which the caching allocator recovers from). A trial whose
+environment differs from the session's in anything the child cannot apply at run time (all but
+the CPU share's thread counts) also gets a fresh session. Only single-process trials without
+vLLM share a session (`shares_a_session`); others get a process of their own.
+
+    GRPO_ABLATE_LAUNCHER=process grpo-ablate run studies/tiny-cpu.yaml    # opt out (or `warm` to opt in)
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import weakref
+from pathlib import Path
+from typing import Any, Iterable
+
+from grpo_ablate.children import die_with_parent
+from grpo_ablate.trainer.spec import TrialResult, TrialSpec
+from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, SESSION_FLAG
+from grpo_ablate.vocab import Outcome
+
+from .base import TERM_GRACE_SECONDS, Launcher
+from .process import ProcessLauncher, kill_tree, launcher_name
+
+__all__ = ["LAUNCHER_ENV", "WarmSession", "launcher_for", "shares_a_session", "warm_by_default"]
+
+LAUNCHER_ENV = "GRPO_ABLATE_LAUNCHER"  # "process" or "warm": overrides the default choice
+_THREAD_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the child applies these per trial (torch.set_num_threads)
+CLEAN_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.PRUNED})
+
+
+def shares_a_session(spec: TrialSpec) -> bool:
+    """True when this spec's trial may run inside a session: one process, no vLLM."""
+    vllm = str((spec.hardware.get("vllm") or {}).get("mode") or "none")
+    return spec.num_processes == 1 and launcher_name(spec) == "python" and vllm == "none"
+
+
+def _startup_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """What a session fixes at its start: the environment, less what the child applies per trial.
+
+    The thread counts are applied per trial when OMP and MKL agree (torch.set_num_threads sets
+    both); whether they are set at all stays fixed (unset means the libraries' own default).
+    """
+    threads = [env.get(k) for k in _THREAD_KEYS]
+    runtime = {LAUNCHED_AT_ENV}
+    if threads[1] is None or threads[0] == threads[1]:
+        runtime |= set(_THREAD_KEYS)
+    fixed = {k: v for k, v in env.items() if k not in runtime}
+    fixed.update({f"{k} (set)": str(k in env) for k in _THREAD_KEYS})
+    fixed["(cwd)"] = os.getcwd()
+    return tuple(sorted(fixed.items()))
+
+
+class WarmSession(Launcher):
+    """Run trials one after another in one child process; replace it after any unclean end.
+
+        with WarmSession() as session:
+            result = session.run(spec)     # a TrialResult, classified as a process per trial's would be
+    """
+
+    def __init__(self, keep_after: Iterable[Outcome] = CLEAN_OUTCOMES) -> None:
+        self.keep_after = frozenset(keep_after)
+        self.processes_started = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._key: tuple[tuple[str, str], ...] | None = None
+        self._buffer = b""
+        self._reply: dict[str, Any] | None = None
+        self._returncode: int | None = None
+        self._trials_in_process = 0
+
+    # ---- the session's process
+
+    def _spawn(self, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+        with log_path.open("ab") as log:  # what the child prints before its first trial
+            proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate.trainer.worker", SESSION_FLAG], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True, cwd=os.getcwd(),
+                                    preexec_fn=die_with_parent())
+        self.processes_started += 1
+        self._buffer = b""
+        self._trials_in_process = 0
+        return proc
+
+    def close(self) -> None:
+        """End the child: EOF on its stdin, then a kill if it lingers."""
+        proc, self._proc, self._key = self._proc, None, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=TERM_GRACE_SECONDS)
+        except (OSError, subprocess.TimeoutExpired):
+            kill_tree(proc)
+
+    @property
+    def pid(self) -> int | None:
+        """The session's process id while one is alive."""
+        return None if self._proc is None or self._proc.poll() is not None else self._proc.pid
+
+    # ---- the Launcher interface
+
+    def run(self, spec: TrialSpec, **kwargs: Any) -> TrialResult:
+        """Run one trial in the session; a trial that cannot share one (shares_a_session) gets its own process."""
+        if not shares_a_session(spec):
+            self.processes_started += 1
+            return ProcessLauncher().run(spec, **kwargs)
+        return super().run(spec, **kwargs)
+
+    def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:
+        spec_path = spec.save()
+        key = _startup_key(env)
+        if self._proc is not None and (self._proc.poll() is not None or key != self._key):
+            self.close()  # gone, or started under another environment
+        if self._proc is None:
+            self._proc, self._key = self._spawn(env, log_path), key
+        self._reply, self._returncode = None, None
+        self._trials_in_process += 1
+        with log_path.open("a") as log:
+            log.write(f"[grpo-ablate] warm session pid {self._proc.pid}: trial {self._trials_in_process} of this process\n")
+        assert self._proc.stdin is not None
+        request = {"spec": os.fspath(spec_path), "env": env}
+        try:
+            self._proc.stdin.write((json.dumps(request) + "\n").encode())
+            self._proc.stdin.flush()
+        except BrokenPipeError:  # it died between trials: wait() reads EOF
+            pass
+
+    def poll(self) -> int | None:
+        return self.wait(0.0)
+
+    def wait(self, seconds: float) -> int | None:
+        """The trial's exit status from the child's answer line, or the session's own when it died."""
+        if self._returncode is not None or self._proc is None:
+            return self._returncode
+        proc = self._proc
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([fd], [], [], seconds)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:  # EOF: the session is gone (the CPU memory cap's kill, a crash)
+                self._end_process()
+                return self._returncode
+            self._buffer += chunk
+            seconds = 0.0
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+            self._returncode = int(reply["exit"])
+            self._reply = reply
+        except (ValueError, KeyError, TypeError):  # not our answer: trust nothing more from this process
+            self._end_process()
+        return self._returncode
+
+    def stop(self) -> None:
+        if self._returncode is None and self._proc is not None:
+            self._end_process()
+
+    def _end_process(self) -> None:
+        proc, self._proc, self._key = self._proc, None, None
+        if proc is None:
+            return
+        kill_tree(proc, grace=TERM_GRACE_SECONDS)
+        self._returncode = proc.returncode if self._returncode is None else self._returncode
+
+    def collect(self, spec: TrialSpec, returncode: int | None, **kwargs: Any) -> TrialResult:
+        result = super().collect(spec, returncode, **kwargs)
+        reply = self._reply or {}
+        if result.outcome not in self.keep_after or not reply.get("clean"):
+            self.close()  # whatever the trial left behind goes with the process
+        return result
+
+
+# --------------------------------------------------------------------------------------------
+# Choosing a launcher for a study's trial
+# --------------------------------------------------------------------------------------------
+
+_local = threading.local()
+_sessions: "weakref.WeakSet[WarmSession]" = weakref.WeakSet()
+
+
+def warm_by_default(spec: TrialSpec) -> bool:
+    """Whether a study runs this trial in a warm session: single-process CPU trials (see notes/launcher.md).
+
+    GRPO_ABLATE_LAUNCHER=process or =warm overrides the choice for every trial that can share a session.
+    """
+    if not shares_a_session(spec):
+        return False
+    choice = os.environ.get(LAUNCHER_ENV, "").strip().lower()
+    if choice in ("process", "warm"):
+        return choice == "warm"
+    return spec.env.get("CUDA_VISIBLE_DEVICES") == "" or bool(spec.trainer.get("use_cpu"))
+
+
+def launcher_for(spec: TrialSpec) -> Launcher:
+    """The launcher a study runs `spec` with: this thread's warm session, or a process of its own.
+
+    A session belongs to the thread that uses it (its parent-death signal follows that thread),
+    so each of a study's worker threads keeps its own; all are closed at exit.
+    """
+    if not warm_by_default(spec):
+        return ProcessLauncher()
+    session = getattr(_local, "session", None)
+    if session is None:
+        session = _local.session = WarmSession()
+        _sessions.add(session)
+    return session
+
+
+@atexit.register
+def _close_sessions() -> None:
+    for session in list(_sessions):
+        session.close()
