@@ -456,9 +456,9 @@ def all_oom_message(ostudy: "optuna.Study", study: "Study") -> str | None:
     arms = sorted({a for t in ooms if (a := Arm.from_mapping(t.user_attrs)) is not None},
                   key=lambda a: (a.generation_batch_size, int(a.num_generations)))
     reason = str(ooms[-1].user_attrs.get("reason") or "out of memory")[:200]
-    ran_out = ", ".join(a.label for a in arms[:5]) + (f" and {len(arms) - 5} more" if len(arms) > 5 else "")
+    ran_out = "; ".join(a.label for a in arms[:5]) + (f"; and {len(arms) - 5} more" if len(arms) > 5 else "")
     return (f"no trial fit in memory: {len(ooms)} of {len(finished)} finished trial(s) ran out of memory "
-            f"({ran_out or 'configurations not recorded'}; last reason: {reason}); {_largest_fit(study)}")
+            f"(at {ran_out or 'configurations not recorded'}; the last reason: {reason}); {_largest_fit(study)}")
 
 
 def _largest_fit(study: "Study") -> str:
