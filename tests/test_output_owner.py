@@ -107,3 +107,13 @@ def test_probe_on_a_study_that_has_started_is_refused_up_front(tmp_path):
     line = _one_line(res)
     assert "'started' already exists" in line and "probe before" in line.lower(), line
     assert not (out / "probe.json").exists() and not (out / "probe").exists()
+
+
+def test_a_folder_from_before_owners_with_trial_folders_refuses_a_new_study(tmp_path):
+    out = tmp_path / "legacy"
+    (out / "trials" / "00000").mkdir(parents=True)
+    (out / "trials" / "00000" / "metrics.jsonl").write_text('{"step": 1}\n')
+    res = run_cli("run", *_args(out, "newcomer"), "--no-report", timeout=300)
+    assert "already holds trial folders" in _one_line(res)
+    assert (out / "trials" / "00000" / "metrics.jsonl").read_text() == '{"step": 1}\n'
+    assert not (out / OWNER_FILE).exists()

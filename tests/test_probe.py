@@ -154,8 +154,7 @@ def test_a_point_that_fails_otherwise_is_recorded_and_the_probe_goes_on(tmp_path
 
     path = _study_file(tmp_path, batches="[16, 32]", gens="[2]")
     path.write_text(path.read_text() + "rewards:\n  - name: helpers_rewards:raises_for_large_batches\n")
-    res = run_cli("probe", str(path), "--steps", "1", "--keep", timeout=600, PYTHONPATH=str(ROOT / "tests"),
-                  GRPO_ABLATE_CACHE=str(tmp_path / "cache"))
+    res = run_cli("probe", str(path), "--steps", "1", "--keep", timeout=600, PYTHONPATH=str(ROOT / "tests"))
     assert res.returncode == 1, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
     assert "probe point G=2 batch=32 failed" in res.stderr and "raises_for_large_batches" in res.stderr, res.stderr

@@ -283,3 +283,17 @@ def test_a_report_on_a_journal_broken_mid_file_works(tmp_path):
     assert "Traceback" not in res.stderr and "JSONDecodeError" not in res.stderr, res.stderr
     assert "corrupt-" in res.stderr
     assert len(list(out.glob("study.journal.corrupt-*"))) == 1
+
+
+def test_optuna_info_lines_are_silenced_and_its_warnings_kept(tmp_path, caplog):
+    """Concurrent runs each queue the plan: Optuna's "Skipping enqueue." INFO line is noise (issue 23)."""
+    for url in (str(tmp_path / "j.journal"), f"sqlite:///{tmp_path / 'db.sqlite'}"):
+        optuna.logging.set_verbosity(optuna.logging.INFO)  # whatever was set before
+        optuna.logging.get_logger("optuna.study.study").info("an info line before")
+        assert "an info line before" in caplog.text  # the check below could see one
+        study = optuna.create_study(study_name="s", storage=open_storage(url))
+        for _ in range(2):
+            study.enqueue_trial({"x": 1}, skip_if_exists=True)
+        optuna.logging.get_logger("optuna.study.study").warning("a warning that matters")
+        assert "Skipping enqueue" not in caplog.text and "a warning that matters" in caplog.text, (url, caplog.text)
+        caplog.clear()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["OWNER_FILE", "claim_output_dir", "check_output_dir", "read_owner", "storage_identity"]
+__all__ = ["OWNER_FILE", "claim_output_dir", "check_output_dir", "check_unowned_folder", "read_owner", "storage_identity"]
 
 OWNER_FILE = ".grpo-ablate-owner.json"
 
@@ -69,6 +69,25 @@ def check_output_dir(study: "Study") -> None:
         f"{study.output_dir} belongs to the study {owner['study']!r} (storage {owner['storage']}), not to "
         f"{mine['study']!r} (storage {mine['storage']}); its trial folders and reports would be overwritten. "
         f"Give this study its own folder (--set study.output_dir=...), or use the owner's study.name and storage"))])
+
+
+def check_unowned_folder(study: "Study", study_names: list[str]) -> None:
+    """A folder written before owners were recorded: refuse a new study where trial folders already are.
+
+    `study_names`: the studies in this study's storage. A study that is not among them is new,
+    and a new study's trial numbers start at 0, over the trial folders already there.
+    """
+    trials = study.output_dir / "trials"
+    if read_owner(study.output_dir) is not None or study.study.name in study_names:
+        return
+    if not trials.is_dir() or not any(trials.iterdir()):
+        return
+    from grpo_ablate.config import Problem, StudyError
+
+    raise StudyError([Problem(path="study.output_dir", message=(
+        f"{study.output_dir} already holds trial folders of another study, and {study.study.name!r} is a new study "
+        f"whose trials would overwrite them. Give it its own folder (--set study.output_dir=...), or use the "
+        f"study.name and storage that wrote them"))])
 
 
 def claim_output_dir(study: "Study") -> None:

@@ -29,7 +29,7 @@ from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle, requeue
-from grpo_ablate.study.owner import check_output_dir, claim_output_dir
+from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
                                      queue_first_plan, queue_plan, space_changed, wait_for_plan)
 from grpo_ablate.vocab import COPY_ATTR, PROBE_ROLE, Outcome
@@ -299,6 +299,7 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         study.output_dir.mkdir(parents=True, exist_ok=True)
         storage = open_storage(study.storage_url, heartbeat_interval=study.study.heartbeat_interval,
                                grace_period=study.study.grace_period, max_retry=study.study.max_retry)
+        check_unowned_folder(study, optuna.study.get_all_study_names(storage))
         claim_output_dir(study)
         ostudy, created = open_study(study, for_run=True, storage=storage)
     except StudyError as e:
