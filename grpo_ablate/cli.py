@@ -199,8 +199,12 @@ def cmd_run_one(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from grpo_ablate.report import write_report
 
+    from grpo_ablate.study.owner import check_output_dir
+
     extra = [_set("study.storage", args.storage)] if args.storage else []
     study = _load(args, extra)
+    if args.out is None or os.path.abspath(os.path.dirname(args.out) or ".") == str(study.output_dir.absolute()):
+        check_output_dir(study)  # report.html and summary.json of another study would replace the owner's
     paths = write_report(study, out=args.out)
     print(f"report: {paths['html']}")
     return EXIT_OK
@@ -238,23 +242,40 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     from grpo_ablate.config import Problem, StudyError
     from grpo_ablate.files.probe_file import probe_table
-    from grpo_ablate.preflight.probe import run_probe
+    from grpo_ablate.preflight.probe import failed_points, run_probe
+    from grpo_ablate.study.owner import check_output_dir, claim_output_dir
+    from grpo_ablate.study.setup import started_study
 
     if args.steps < 1:
         raise StudyError([Problem(path="--steps", message=f"must be >= 1, got {args.steps}")], args.study)
     study = _load(args)
+    check_output_dir(study)
+    if (started := started_study(study)) is not None:  # refused up front, not after the probe's work
+        raise StudyError([Problem(path="study.name", message=(
+            f"{started}: a probe now would change its feasible space, and `run` would then refuse the study. "
+            "Probe before the study's first `run` or `advise --enqueue`, or probe for a new study.name "
+            "(--set study.name=...)"))], args.study)
+    claim_output_dir(study)
     probe = run_probe(study, steps=args.steps, keep_trials=args.keep, log=lambda m: print(m, file=sys.stderr))
     print(probe_table(probe))
     if probe.ooms():
         print(f"{len(probe.ooms())} pair(s) ran out of memory: the study's space leaves them out, and every pair "
               "at or above them (see `grpo-ablate plan`)")
-    return EXIT_OK if probe.best() else EXIT_FAILED
+    failed = failed_points(probe)
+    for p in failed:
+        _err(f"probe point G={p.num_generations} batch={p.generation_batch_size} {p.outcome}: {p.reason}")
+    if failed:
+        _err(f"{len(failed)} probe point(s) failed for reasons other than memory (above); what was measured is in "
+             "probe.json: fix the cause and probe again")
+    return EXIT_OK if probe.best() and not failed else EXIT_FAILED
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from grpo_ablate.preflight.advise import advise_text, run_advise
+    from grpo_ablate.study.owner import claim_output_dir
 
     study = _load(args)
+    claim_output_dir(study)  # advise.json (and --enqueue's trials) belong to this study's folder
     advice = run_advise(study, k=args.k, num_prompts=args.prompts, seed=args.seed, temperatures=args.temperature,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     print(advise_text(advice))

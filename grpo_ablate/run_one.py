@@ -23,6 +23,7 @@ from grpo_ablate.trainer.spec import TrialResult
 from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Outcome
 
 if TYPE_CHECKING:
+    from grpo_ablate.trainer.spec import TrialSpec
     from grpo_ablate.vocab import Cell
 
 __all__ = ["run_one", "print_result"]
@@ -67,7 +68,6 @@ def _pick_params(study: Any, chosen: dict[str, Any]) -> "Cell":
     return Cell(arm, seed, "run-one")
 
 
-
 def print_result(result: TrialResult, console: Any = None) -> None:
     """The headline metrics as a table, with the outcome and the reason when not completed."""
     from rich.console import Console
@@ -95,13 +95,12 @@ def print_result(result: TrialResult, console: Any = None) -> None:
 
 
 def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> int:
-    """Run one trial of a study file without Optuna; print progress and the metrics table."""
+    """Run one trial of a study file without Optuna (holding a host CPU slot); print progress and the metrics table."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grpo_ablate.config import StudyError, load_study
+    from grpo_ablate.study.devices import cpu_slot
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.launch import run_trial
 
     console = Console(stderr=True)
     try:
@@ -112,10 +111,29 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
         print(f"grpo-ablate: {exc}", file=sys.stderr)  # plain print: rich would wrap a one-line error
         return 2
     folder = Path(trial_dir) if trial_dir else study.output_dir / "run-one" / time.strftime("%Y%m%d-%H%M%S")
-    spec = build_spec(study, params, folder.resolve())
+    if folder.absolute().is_relative_to(study.output_dir.absolute()):
+        from grpo_ablate.study.owner import claim_output_dir
+
+        try:
+            claim_output_dir(study)
+        except StudyError as exc:
+            print(f"grpo-ablate: {exc}", file=sys.stderr)
+            return 2
+    with cpu_slot(study.world_size) as threads:
+        return _run(study, params, folder, build_spec(study, params, folder.resolve(), threads or None), console)
+
+
+def _run(study: Any, params: "Cell", folder: Path, spec: TrialSpec, console: Any) -> int:
+    """The trial with a progress bar, then the table; the exit status."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grpo_ablate.trainer.launch import run_trial
+
     steps = spec.budget.get("max_steps")
+    threads = spec.env.get("OMP_NUM_THREADS")
     console.print(
-        f"run-one: {params.arm.words} seed={params.seed} -> {folder}",
+        f"run-one: {params.arm.words} seed={params.seed}" + (f", {threads} thread(s)" if threads else "") + f" -> {folder}",
         markup=False,
     )
     with Progress(

@@ -3,9 +3,11 @@
     python -c 'import sys; from grpo_ablate.storage import open_storage; open_storage(sys.argv[1])' "$URL"
 
 - a plain path (the default, `<output_dir>/study.journal`): Optuna's journal file, for many
-  processes on one host. A journal whose last line is torn (disk full, a crash mid-write) is
-  repaired before anything appends to it, with a backup kept.
-- `sqlite:///...`: one process only (parallel writers hit "database is locked").
+  processes on one host. A journal with a torn or broken line (disk full, a crash mid-write)
+  is repaired before anything appends to it, the original kept beside it; a file that is not
+  a journal is refused and left untouched.
+- `sqlite:///...`: one process only (parallel writers hit "database is locked"); an existing
+  file that is not an SQLite database is refused.
 - `postgresql://user:pass@host/db`: workers on several hosts; the only kind with heartbeats.
 
 A storage that cannot be opened raises `StudyError` with one line naming the masked URL.
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-__all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url", "repair_journal"]
+__all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url", "repair_journal",
+           "check_foreign_file"]
 
 _RDB_PREFIXES = ("postgresql", "postgres", "mysql", "sqlite", "oracle", "mssql")
 
@@ -101,6 +104,9 @@ def open_storage(
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
+    # Optuna's INFO lines ("Skipping enqueue." from every worker that queues a plan already
+    # queued, "A new study created") are noise beside our own console; its warnings still show.
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     if is_rdb_url(url):
         kwargs: dict[str, object] = {}
         if heartbeat_interval:
@@ -108,6 +114,7 @@ def open_storage(
             kwargs["grace_period"] = grace_period or 3 * heartbeat_interval
             if stale_trial_callback is not None:
                 kwargs["heartbeat_stale_trial_callback"] = stale_trial_callback
+        check_foreign_file(url)
         try:
             if url.startswith("sqlite:///"):
                 Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
@@ -121,70 +128,169 @@ def open_storage(
         backend = JournalFileBackend(str(path))
     except OSError as exc:
         _refuse(url, "a journal file needs a writable folder", exc)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     return JournalStorage(backend)
 
 
-def repair_journal(path: Path) -> bool:
-    """Cut a torn last line off a journal file, keeping a backup; True when it repaired one.
+JOURNAL_HEAD = b'{"op_code":'  # how Optuna's JournalStorage writes every log line (compact JSON, op_code first)
+SQLITE_HEAD = b"SQLite format 3\x00"
 
-    Optuna's reader skips an incomplete last line, but the next append lands right after it and
-    from then on no reader can parse the file. Checked under the journal's own lock, so a write
-    in progress is never mistaken for a torn one. When the backup cannot be written the file is
-    left as it is and a StudyError says what to do.
+
+def check_foreign_file(url: str) -> None:
+    """Refuse (StudyError, file untouched) an existing file that is not the storage the URL says.
+
+    `--storage notes.txt` must not turn someone's notes into a journal: a non-empty file is used
+    as a journal only when its first line is an Optuna journal line, and a `sqlite:///` path
+    only when it holds an SQLite database.
+    """
+    if is_rdb_url(url):
+        if not url.lower().startswith("sqlite:///"):
+            return
+        path, kind, head = Path(url[len("sqlite:///"):].split("?", 1)[0]), "an SQLite database", SQLITE_HEAD
+    else:
+        path, kind, head = Path(url.removeprefix("journal:")), "an Optuna journal", JOURNAL_HEAD
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return
+        with path.open("rb") as f:
+            start = f.read(len(head))
+            first = start + f.readline(1_000_000) if head is JOURNAL_HEAD else start
+    except OSError:
+        return  # opening it says why, in its own words
+    if start == head and (head is SQLITE_HEAD or not first.endswith(b"\n") or _journal_entry(first)):
+        return
+    _refuse(url, f"{path} exists and is not {kind}; it was left untouched. Point --storage (study.storage) at "
+                 "a new file or at the study's own storage")
+
+
+def _journal_entry(line: bytes) -> bool:
+    """A complete line Optuna's journal reader accepts: a JSON object with an integer op_code."""
+    if not line.endswith(b"\n"):
+        return False
+    try:
+        entry = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(entry, dict) and isinstance(entry.get("op_code"), int)
+
+
+def repair_journal(path: Path) -> bool:
+    """Make a damaged journal readable again, keeping the original; True when it changed the file.
+
+    Two kinds of damage, both from a crash or a full disk mid-write:
+    - a torn last line: Optuna's reader skips it, but the next append lands right after it.
+      It is cut off (the original kept as `<journal>.bak-<time>`);
+    - a broken line inside the file (a torn line another process appended after): every reader
+      stops there. The readable lines are kept, and where a line is a torn fragment with a
+      whole entry appended to it, that entry is kept too; the original is kept as
+      `<journal>.corrupt-<time>` and stderr names the lines dropped.
+    Checked under the journal's own lock, so a write in progress is never mistaken for a torn
+    one. When the copy cannot be written the file is left as it is and a StudyError says what
+    to do. A file that is not a journal is refused first (check_foreign_file).
     """
     from optuna.storages.journal import JournalFileSymlinkLock
 
     if not path.exists() or path.stat().st_size == 0:
         return False
+    check_foreign_file(str(path))
     lock = JournalFileSymlinkLock(str(path))
     lock.acquire()
     try:
-        good = _last_good_offset(path)
-        size = path.stat().st_size
-        if good == size:
+        scan = _scan_journal(path)
+        if not scan.broken and scan.tail == 0:
             return False
-        if good is None:
-            _refuse(str(path), "its last megabyte holds no valid journal line; restore it from a backup")
-        backup = path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}")
-        try:
-            shutil.copy2(path, backup)
-        except OSError as exc:
-            backup.unlink(missing_ok=True)
-            _refuse(str(path), (
-                f"its last {size - good} byte(s) are a torn line, and no backup could be written to repair it; "
-                f"free some space, copy the file somewhere safe, then cut it to its first {good} bytes "
-                f"(truncate -s {good} {path})"), exc)
-        os.truncate(path, good)
-        print(f"grpo-ablate: {path} ended in a torn line ({size - good} byte(s), from a crash or a full disk); "
-              f"cut it off, the original is kept as {backup}", file=sys.stderr)
-        return True
+        if not scan.broken:
+            return _cut_torn_tail(path, scan.size - scan.tail, scan.size)
+        return _recover(path, scan)
     finally:
         lock.release()
 
 
-def _last_good_offset(path: Path) -> int | None:
-    """The byte offset just after the last line that is complete, valid JSON (None: not found)."""
+class _Scan:
+    """A journal read line by line: the lines to keep, and what is broken."""
+
+    def __init__(self) -> None:
+        self.kept: list[bytes] = []
+        self.broken: list[int] = []  # 1-based line numbers that are not journal entries
+        self.salvaged: list[int] = []  # of those, lines whose appended whole entry was kept
+        self.dropped_bytes = 0
+        self.tail = 0  # bytes of a torn last line (no newline)
+        self.size = 0
+
+
+def _scan_journal(path: Path) -> _Scan:
+    scan = _Scan()
     with path.open("rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - 1_000_000))  # journal lines are small; the tail decides
-        tail = f.read()
-    base = size - len(tail)
-    end = len(tail)
-    while end > 0:
-        start = tail.rfind(b"\n", 0, end - 1) + 1  # where the line that ends at `end` begins
-        line = tail[start:end]
-        if line.endswith(b"\n"):
-            try:
-                json.loads(line)
-                return base + end
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                pass
-        if start == 0:
-            break
-        end = start
-    return 0 if base == 0 else None
+        for number, line in enumerate(f, start=1):
+            scan.size += len(line)
+            if not line.endswith(b"\n"):
+                scan.tail = len(line)
+                scan.dropped_bytes += len(line)
+                break
+            if _journal_entry(line):
+                scan.kept.append(line)
+                continue
+            scan.broken.append(number)
+            cut = line.find(JOURNAL_HEAD, 1)
+            while cut > 0 and not _journal_entry(line[cut:]):
+                cut = line.find(JOURNAL_HEAD, cut + 1)
+            if cut > 0:  # the fragment a crashed writer left, then another process's whole entry
+                scan.kept.append(line[cut:])
+                scan.salvaged.append(number)
+                scan.dropped_bytes += cut
+            else:
+                scan.dropped_bytes += len(line)
+    return scan
+
+
+def _cut_torn_tail(path: Path, good: int, size: int) -> bool:
+    backup = path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        shutil.copy2(path, backup)
+    except OSError as exc:
+        backup.unlink(missing_ok=True)
+        _refuse(str(path), (
+            f"its last {size - good} byte(s) are a torn line, and no backup could be written to repair it; "
+            f"free some space, copy the file somewhere safe, then cut it to its first {good} bytes "
+            f"(truncate -s {good} {path})"), exc)
+    os.truncate(path, good)
+    print(f"grpo-ablate: {path} ended in a torn line ({size - good} byte(s), from a crash or a full disk); "
+          f"cut it off, the original is kept as {backup}", file=sys.stderr)
+    return True
+
+
+def _recover(path: Path, scan: _Scan) -> bool:
+    """Rewrite the journal with its readable lines (atomically), the original copied aside first."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backup = path.with_name(f"{path.name}.corrupt-{stamp}")
+    tmp = path.with_name(f".{path.name}.recovered-{os.getpid()}")
+    try:
+        shutil.copy2(path, backup)
+        with tmp.open("wb") as f:
+            f.writelines(scan.kept)
+            f.flush()
+            os.fsync(f.fileno())
+        shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        backup.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+        _refuse(str(path), (
+            f"line(s) {_numbers(scan.broken)} are broken (a crash mid-write), and no copy could be written to "
+            "recover the rest; free some space next to it and run again"), exc)
+    dropped = [n for n in scan.broken if n not in scan.salvaged]
+    parts = [f"{len(scan.broken)} broken line(s) ({_numbers(scan.broken)}) from a crash or a full disk mid-write"]
+    if scan.salvaged:
+        parts.append(f"kept the whole entry appended after the torn fragment on line(s) {_numbers(scan.salvaged)}")
+    parts.append(f"dropped {len(dropped)} unreadable line(s)" + (f" ({_numbers(dropped)})" if dropped else "")
+                 + (" and a torn last line" if scan.tail else "") + f", {scan.dropped_bytes} byte(s) in all")
+    print(f"grpo-ablate: {path} had {'; '.join(parts)}; kept {len(scan.kept)} readable line(s); "
+          f"the original is kept as {backup}", file=sys.stderr)
+    return True
+
+
+def _numbers(lines: list[int]) -> str:
+    shown = ", ".join(map(str, lines[:10]))
+    return shown + (f" and {len(lines) - 10} more" if len(lines) > 10 else "")
 
 
 def _rdb_with_retry(url: str, kwargs: dict[str, object]) -> "optuna.storages.RDBStorage":

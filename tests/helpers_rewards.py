@@ -21,3 +21,10 @@ def always_raises(prompts, completions, **kwargs):
 def wrong_length(prompts, completions, **kwargs):
     return [0.0] * (len(completions) + 1)
 
+
+
+def raises_for_large_batches(prompts, completions, **kwargs):
+    """A reward that breaks on generation batches above 16 completions (not a memory error)."""
+    if len(completions) > 16:
+        raise ValueError(f"raises_for_large_batches: {len(completions)} completions is more than it handles")
+    return [0.0] * len(completions)

@@ -146,3 +146,23 @@ def test_a_probe_written_after_the_study_began_is_refused_not_misread(tmp_path):
     assert res.returncode == 2, res.stdout + res.stderr
     assert "without 2x32, 4x32" in res.stderr and "probe.json written since" in res.stderr
     assert len(ostudy.get_trials()) == 0  # nothing ran, nothing was queued
+
+
+@pytest.mark.slow
+def test_a_point_that_fails_otherwise_is_recorded_and_the_probe_goes_on(tmp_path):
+    """issue 23: a reward that raises at one point is that point's outcome; what was measured is kept."""
+    from conftest import run_cli
+
+    path = _study_file(tmp_path, batches="[16, 32]", gens="[2]")
+    path.write_text(path.read_text() + "rewards:\n  - name: helpers_rewards:raises_for_large_batches\n")
+    res = run_cli("probe", str(path), "--steps", "1", "--keep", timeout=600, PYTHONPATH=str(ROOT / "tests"))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert "probe point G=2 batch=32 failed" in res.stderr and "raises_for_large_batches" in res.stderr, res.stderr
+    probe = load_probe(tmp_path / "run")
+    assert [(p.label, p.outcome, p.fits) for p in probe.points] == [("2x32", "failed", False), ("2x16", "completed", True)]
+    assert probe.ooms() == [] and probe.best()[2].generation_batch_size == 16
+    assert "2x32" in {p.label for p in load_study(path).space.feasible}  # not evidence about memory: kept
+    # the probe held a host CPU slot: its trial was given the slot's threads
+    spec = json.loads((tmp_path / "run" / "probe" / "G2-B16" / "spec.json").read_text())
+    assert spec["env"].get("OMP_NUM_THREADS"), spec["env"]

@@ -97,7 +97,7 @@ def test_a_complete_but_garbled_last_line_is_cut_too(tmp_path, capsys):
     study = optuna.load_study(study_name="s", storage=open_storage(str(path)))
     study.enqueue_trial({"x": 2})
     assert len(optuna.load_study(study_name="s", storage=open_storage(str(path))).get_trials()) == 2
-    assert "torn line" in capsys.readouterr().err
+    assert "broken line(s) (3)" in capsys.readouterr().err
 
 
 def test_a_torn_journal_on_a_full_disk_is_left_alone_with_instructions(tmp_path):
@@ -159,3 +159,144 @@ def test_a_journal_in_a_folder_that_is_a_file_is_one_line(tmp_path):
     with pytest.raises(StudyError) as info:
         open_storage(str(tmp_path / "afile" / "study.journal"))
     assert "\n" not in str(info.value) and "cannot open the storage" in str(info.value)
+
+
+# ------------------------------------------------------------------ foreign files and a torn line mid-file (issue 23)
+
+
+def test_a_file_that_is_not_a_journal_is_refused_and_left_untouched(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"my notes\nline two, no newline at the end")  # a "torn last line" to the old repair
+    before = notes.read_bytes()
+    res = run_cli("run", "studies/tiny-cpu.yaml", "--storage", str(notes), "--set", "study.name=foreign",
+                  "--set", f"study.output_dir={tmp_path / 'out'}", "--no-report", timeout=300)
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "not an Optuna journal" in lines[0] and str(notes) in lines[0], res.stderr
+    assert notes.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "out") == ["notes.txt"]  # no backup, no lock
+
+
+@pytest.mark.parametrize("content", [b"{}\n", b'{"op_code": "x"}\n', b"[1, 2]\n", b"\x00\x01binary"])
+def test_json_that_is_not_a_journal_is_refused(tmp_path, content):
+    from grpo_ablate.config import StudyError
+
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(StudyError, match="not an Optuna journal"):
+        open_storage(str(path))
+    assert path.read_bytes() == content
+
+
+def test_a_sqlite_url_onto_a_file_that_is_not_a_database_is_refused(tmp_path):
+    from grpo_ablate.config import StudyError
+
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"not a database\n")
+    with pytest.raises(StudyError, match="not an SQLite database"):
+        open_storage(f"sqlite:///{path}")
+    assert path.read_bytes() == b"not a database\n"
+    real = tmp_path / "real.db"
+    optuna.create_study(study_name="s", storage=open_storage(f"sqlite:///{real}"))
+    assert optuna.load_study(study_name="s", storage=open_storage(f"sqlite:///{real}"))  # a real one opens
+
+
+_TEAR = """
+import os, sys
+path, keep = sys.argv[1], int(sys.argv[2])
+line = b'{"op_code":8,"worker_id":"crashed","trial_id":0,"user_attr":{"note":"' + b"x" * 200 + b'"}}\\n'
+fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+os.write(fd, line[:keep])  # the write got this far...
+os.kill(os.getpid(), 9)  # ...when the process died
+"""
+
+_LIVE = """
+import sys, optuna
+from grpo_ablate.storage import open_storage
+study = optuna.load_study(study_name="s", storage=open_storage(sys.argv[1]))  # opened while the journal was sound
+print("ready", flush=True)
+sys.stdin.readline()  # the other writer dies mid-line meanwhile
+study.enqueue_trial({"x": 42})  # appends right after the torn fragment
+"""
+
+
+def test_a_torn_line_buried_mid_file_is_recovered_with_the_original_kept(tmp_path, capsys):
+    """A writer killed mid-line, then a live process appending after it: the file is readable again."""
+    import signal
+    import sys
+
+    from conftest import cli_env
+
+    path = tmp_path / "study.journal"
+    _journal_with_trials(path, 2)
+    lines_before = path.read_bytes().count(b"\n")
+    live = subprocess.Popen([sys.executable, "-c", _LIVE, str(path)], env=cli_env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert live.stdout.readline().strip() == "ready"
+    tear = subprocess.run([sys.executable, "-c", _TEAR, str(path), "40"], env=cli_env())
+    assert tear.returncode == -signal.SIGKILL
+    live.communicate("go\n", timeout=120)  # its own read-back may fail on the merged line: the bug itself
+    with path.open("ab") as f:  # and some more history after it
+        f.write(b'{"op_code":8,"worker_id":"w","trial_id":0,"user_attr":{"after":1}}\n')
+    damaged = path.read_bytes()
+    with pytest.raises(ValueError):  # what every command died of before
+        optuna.load_study(study_name="s", storage=optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(path)))).get_trials()
+
+    study = optuna.load_study(study_name="s", storage=open_storage(str(path)))
+    err = capsys.readouterr().err
+    broken = lines_before + 1
+    assert f"({broken})" in err and ".corrupt-" in err and "kept the whole entry" in err, err
+    (backup,) = tmp_path.glob("study.journal.corrupt-*")
+    assert backup.read_bytes() == damaged  # the original, byte for byte
+    trials = study.get_trials()
+    assert [t.params for t in trials] == [{}, {}, {}]  # nothing but the torn fragment is lost
+    assert trials[2].system_attrs["fixed_params"] == {"x": 42}  # the live process's entry survived
+    assert trials[0].user_attrs == {"after": 1}
+    study.enqueue_trial({"x": 7})  # and it appends cleanly
+    assert len(optuna.load_study(study_name="s", storage=open_storage(str(path))).get_trials()) == 4
+    assert "broken" not in capsys.readouterr().err
+
+
+def test_a_garbage_line_mid_file_is_dropped_and_named(tmp_path, capsys):
+    path = tmp_path / "study.journal"
+    _journal_with_trials(path, 1)
+    with path.open("ab") as f:
+        f.write(b"\x00\x00\x00 disk garbage\n")
+    with path.open("ab") as f:
+        f.write(b'{"op_code":2,"worker_id":"w","study_id":0,"user_attr":{"after":1}}\n')
+    study = optuna.load_study(study_name="s", storage=open_storage(str(path)))
+    err = capsys.readouterr().err
+    assert "dropped 1 unreadable line(s) (3)" in err, err
+    assert study.user_attrs == {"after": 1} and len(study.get_trials()) == 1
+
+
+def test_a_report_on_a_journal_broken_mid_file_works(tmp_path):
+    """The command a user runs next: no JSONDecodeError traceback, one note on stderr."""
+    out = tmp_path / "out"
+    out.mkdir()
+    path = out / "study.journal"
+    study = optuna.create_study(study_name="broken-mid", storage=open_storage(str(path)), directions=["maximize"])
+    study.enqueue_trial({"x": 1})
+    with path.open("ab") as f:
+        f.write(b'{"op_code":5,"worker_id":"w","tri{"op_code":8,"worker_id":"w","trial_id":0,"user_attr":{"a":1}}\n')
+        f.write(b'{"op_code":8,"worker_id":"w","trial_id":0,"user_attr":{"b":2}}\n')
+    res = run_cli("report", "studies/tiny-cpu.yaml", "--set", "study.name=broken-mid",
+                  "--set", f"study.output_dir={out}", timeout=300)
+    assert "Traceback" not in res.stderr and "JSONDecodeError" not in res.stderr, res.stderr
+    assert "corrupt-" in res.stderr
+    assert len(list(out.glob("study.journal.corrupt-*"))) == 1
+
+
+def test_optuna_info_lines_are_silenced_and_its_warnings_kept(tmp_path, caplog):
+    """Concurrent runs each queue the plan: Optuna's "Skipping enqueue." INFO line is noise (issue 23)."""
+    for url in (str(tmp_path / "j.journal"), f"sqlite:///{tmp_path / 'db.sqlite'}"):
+        optuna.logging.set_verbosity(optuna.logging.INFO)  # whatever was set before
+        optuna.logging.get_logger("optuna.study.study").info("an info line before")
+        assert "an info line before" in caplog.text  # the check below could see one
+        study = optuna.create_study(study_name="s", storage=open_storage(url))
+        for _ in range(2):
+            study.enqueue_trial({"x": 1}, skip_if_exists=True)
+        optuna.logging.get_logger("optuna.study.study").warning("a warning that matters")
+        assert "Skipping enqueue" not in caplog.text and "a warning that matters" in caplog.text, (url, caplog.text)
+        caplog.clear()

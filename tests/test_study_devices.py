@@ -65,3 +65,35 @@ def test_a_process_s_own_workers_share_the_cores_from_the_first_trial(tmp_path):
     finally:
         for s in (a, b, c):
             s.release()
+
+
+def test_run_one_holds_a_slot_beside_a_run_and_gives_it_back(tmp_path):
+    """issue 23, item 12: a real run-one beside a trial holding a slot shares the cores, then releases its slot."""
+    import signal
+    import time
+
+    from conftest import cli_env
+    from grpo_ablate.study.devices import _count_held
+
+    holder = _holder(tmp_path)  # a `run` trial on the same host
+    assert holder.stdout.readline().split() == ["8", "1"]
+    folder = tmp_path / "one"
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run-one", "studies/tiny-cpu.yaml", "--set", "num_generations=2",
+                             "--set", "budget.max_steps=100000", "--set", f"study.output_dir={tmp_path / 'out'}",
+                             "--trial-dir", str(folder)], cwd=ROOT, env=cli_env(GRPO_ABLATE_CACHE=str(tmp_path)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (folder / "spec.json").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert (folder / "spec.json").exists(), proc.communicate(timeout=60)
+        spec = __import__("json").loads((folder / "spec.json").read_text())
+        cores = len(os.sched_getaffinity(0))
+        assert spec["env"]["OMP_NUM_THREADS"] == str(max(1, cores // 2))  # two holders: the run's and its own
+        assert _count_held(tmp_path / "slots") == 2
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, out + err
+    assert _count_held(tmp_path / "slots") == 1  # its slot went with it; the run's is still held
+    holder.communicate("\n", timeout=60)

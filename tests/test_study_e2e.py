@@ -73,6 +73,24 @@ def test_ablation_runs_records_and_resumes(tmp_path):
     assert len(_load(tmp_path, "abl").get_trials(deepcopy=False)) == 2  # nothing re-run
     assert "(2/2 trials finished)" in again.stdout
 
+    # issue 23: a study never ends with cells queued and exit 0 without saying so
+    _load(tmp_path, "abl").enqueue_trial({}, user_attrs={"role": "advise", "cell": "G4xB32|T0.5-s0"})  # an arm the plan lost
+    lost = run_cli(*args)
+    assert lost.returncode == 1, lost.stdout + lost.stderr
+    assert "1 queued trial(s) that never ran (G4xB32|T0.5-s0)" in lost.stderr and "no longer part" in lost.stderr
+    more_seeds = run_cli(*args, "--set", "study.seeds=[0, 1]", "--set", "study.n_trials=2", "--no-report")
+    assert more_seeds.returncode == 1, more_seeds.stdout + more_seeds.stderr
+    assert "queued 2 planned trial(s)" in more_seeds.stdout and "raise study.n_trials to 5" in more_seeds.stderr
+    assert "study.n_trials=2 was reached first" in more_seeds.stderr
+    assert len(_load(tmp_path, "abl").get_trials(deepcopy=False)) == 5  # nothing ran
+
+    # issue 23: another study in the same folder is refused, and nothing of the first is touched
+    trial_dirs = sorted(p.name for p in (tmp_path / "abl" / "trials").iterdir())
+    other = run_cli("run", "studies/tiny-cpu.yaml", *QUICK, "--set", "study.name=abl2",
+                    "--set", f"study.output_dir={tmp_path / 'abl'}", "--no-report")
+    assert other.returncode == 2 and "belongs to the study 'abl'" in other.stderr, other.stdout + other.stderr
+    assert sorted(p.name for p in (tmp_path / "abl" / "trials").iterdir()) == trial_dirs
+
 
 def test_oom_is_a_violated_constraint_not_a_failure(tmp_path):
     args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "oom"), "--no-report",
@@ -87,6 +105,18 @@ def test_oom_is_a_violated_constraint_not_a_failure(tmp_path):
     assert big.constraints["oom"] > 0  # violated: the sampler learns the boundary
     assert by_g[2].user_attrs["outcome"] == "completed"
     assert st.best_trials and all(t.user_attrs["outcome"] == "completed" for t in st.best_trials)
+
+
+def test_a_study_whose_every_trial_ran_out_of_memory_exits_1(tmp_path):
+    """issue 23, item 8: all-OOM is not a success; the message says what ran out and what to do."""
+    args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "alloom"), "--no-report",
+            "--set", "num_generations=[8]", "--set", "study.baseline={num_generations: 8}",
+            "--set", "rewards=[{name: task}, {name: 'helpers_rewards:oom_for_large_groups', weight: 0.0}]"]
+    res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "no trial fit in memory: 1 of 1 finished trial(s) ran out of memory (at G=8" in res.stderr, res.stderr
+    assert "grpo-ablate probe" in res.stderr and "Traceback" not in res.stderr
+    assert _by_outcome(_load(tmp_path, "alloom")) == {"oom": 1}
 
 
 def test_consecutive_failures_stop_the_study(tmp_path):

@@ -76,7 +76,8 @@ class Probe:
         return out
 
     def ooms(self) -> list[ProbePoint]:
-        return [p for p in self.points if not p.fits]
+        """Points that ran out of memory: a point that failed otherwise (outcome "failed") says nothing of memory."""
+        return [p for p in self.points if not p.fits and p.outcome == "oom"]
 
     def point(self, num_generations: int, generation_batch_size: int) -> ProbePoint | None:
         return next((p for p in self.points if p.num_generations == num_generations

@@ -98,6 +98,7 @@ def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float
            log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run trainer/sample.py in its own process; its samples.json. Its progress lines go to `log`."""
     from grpo_ablate.children import die_with_parent
+    from grpo_ablate.study.devices import cpu_slot
     from grpo_ablate.trainer.sample import PROGRESS_PREFIX
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -111,9 +112,9 @@ def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float
     if study.model.name_or_path.startswith(BUILTIN_MODEL_PREFIX):
         env["HF_HUB_OFFLINE"] = "1"
     log_path = folder / "log.txt"
-    with log_path.open("wb") as out, log_path.open("rb") as tail:
+    with cpu_slot() as threads, log_path.open("wb") as out, log_path.open("rb") as tail:  # a host CPU slot, as a trial
         proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate.trainer.sample", os.fspath(folder / "sample_spec.json")],
-                                stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent())
+                                stdout=out, stderr=subprocess.STDOUT, env={**env, **threads}, preexec_fn=die_with_parent())
         pending = b""
         try:
             while True:

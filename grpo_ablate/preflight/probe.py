@@ -5,7 +5,11 @@ not run out of memory, then larger G with the batch shrunk to fit. This does the
 trials (trainer.launch.run_trial, `steps` optimizer steps each) on the study's own model, data,
 rewards and hardware, in <output_dir>/probe/. Only feasible batches are tried; each G's batch is
 bisected, for a larger G below the previous G's largest fit; no point runs twice. Out of memory means
-CUDA's error on GPUs and hardware.memory_limit_mb on CPU (trainer/memory_cap.py).
+CUDA's error on GPUs and hardware.memory_limit_mb on CPU (trainer/memory_cap.py). A point that
+fails otherwise (a reward that raises, a timeout, too few prompts for the batch, a full disk) is
+recorded with its reason and bounds the search like an out-of-memory point, but is not one:
+probe.json keeps it as `failed`, and the study's space does not leave pairs out for it. The
+probe holds a host CPU slot while it runs (study/devices.py).
 
     grpo-ablate probe studies/tiny-cpu.yaml [--steps 2]
 """
@@ -20,15 +24,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_ablate.config.hardware import batch_shape
 from grpo_ablate.files.owned import Owner
-from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
+from grpo_ablate.files.probe_file import Probe, ProbePoint, probe_table, save_probe
 from grpo_ablate.space import feasible_space
-from grpo_ablate.vocab import METRICS_FILE, Arm, Cell, Outcome
+from grpo_ablate.vocab import METRICS_FILE, PROBE_FILE, Arm, Cell, Outcome
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
     from grpo_ablate.trainer.probe_session import ProbeSession
 
-__all__ = ["candidate_batches", "measure_point", "run_probe"]
+__all__ = ["candidate_batches", "failed_points", "measure_point", "run_probe"]
 
 PROBE_DIR = "probe"
 STARTUP_ESTIMATE_S = 10.0  # process start + imports + model load, when no probe point measured it
@@ -88,11 +92,12 @@ def _timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
 
 
 def measure_point(study: "Study", num_generations: int, generation_batch_size: int, trial_dir: Path, *, steps: int,
-                  session: "ProbeSession | None" = None) -> ProbePoint:
+                  session: "ProbeSession | None" = None, env: dict[str, str] | None = None) -> ProbePoint:
     """Run one real trial of `steps` optimizer steps at (G, batch) and measure it.
 
     In `session` when given (which keeps a process of its own for a trial that cannot share
-    one, see trainer/probe_session.py), else in a process of its own.
+    one, see trainer/probe_session.py), else in a process of its own. `env`: the trial's extra
+    environment (the threads of the host CPU slot the probe holds).
     """
     from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.launch import run_trial
@@ -100,7 +105,7 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
 
     temperature = study.fixed_temperature() if study.temperatures() is None else _first_temperature(study)
     cell = Cell(Arm(num_generations, generation_batch_size, temperature), study.study.seeds[0], "probe")
-    spec = build_spec(study, cell, trial_dir)
+    spec = build_spec(study, cell, trial_dir, env)
     spec.trainer["generation_batch_size"] = generation_batch_size
     spec.trainer.pop("steps_per_generation", None)
     spec.budget = {**spec.budget, "max_steps": steps, "completions": None, "tokens": None, "seconds": None}
@@ -135,6 +140,7 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
     so start-up, imports and the model load are paid once, not per point.
     """
     from grpo_ablate.config import Problem, StudyError
+    from grpo_ablate.study.devices import cpu_slot
     from grpo_ablate.trainer.probe_session import ProbeSession
 
     candidates = candidate_batches(study)
@@ -148,26 +154,44 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
 
     session = ProbeSession()
 
-    def fits(g: int, b: int) -> bool:
+    def fits(g: int, b: int, threads: dict[str, str]) -> bool:
         if (g, b) not in seen:
-            point = measure_point(study, g, b, root / f"G{g}-B{b}", steps=steps, session=session)
+            try:
+                point = measure_point(study, g, b, root / f"G{g}-B{b}", steps=steps, session=session, env=threads or None)
+            except Exception as e:  # noqa: BLE001 - the probe's own trouble at this point (a full disk...): its outcome
+                point = ProbePoint(num_generations=g, generation_batch_size=b, fits=False, outcome=Outcome.FAILED.value,
+                                   reason=f"{type(e).__name__}: {e}"[:500])
             seen[(g, b)] = point
             probe.points.append(point)
-            log(f"probe G={g:<3} batch={b:<5} {'fits' if point.fits else point.outcome.upper():<8} "
-                f"peak {point.peak_memory_mb or 0:.0f} MiB, {point.seconds_per_step or 0:.2f} s/step ({point.wall_seconds:.0f} s)")
-            if not point.fits and point.outcome != Outcome.OOM.value:
-                raise RuntimeError(f"the probe's trial at G={g}, batch={b} {point.outcome}: {point.reason}")
+            if point.fits or point.outcome == Outcome.OOM.value:
+                log(f"probe G={g:<3} batch={b:<5} {'fits' if point.fits else point.outcome.upper():<8} "
+                    f"peak {point.peak_memory_mb or 0:.0f} MiB, {point.seconds_per_step or 0:.2f} s/step "
+                    f"({point.wall_seconds or 0:.0f} s)")
+            else:  # not evidence about memory; the search treats it as a bound and goes on
+                log(f"probe G={g:<3} batch={b:<5} {point.outcome.upper():<8} {point.reason or 'no reason recorded'}")
         return seen[(g, b)].fits
 
-    with session:
-        _bisect(candidates, fits)
+    with cpu_slot(study.world_size) as threads, session:
+        _bisect(candidates, lambda g, b: fits(g, b, threads))
     probe.processes = session.processes_started
     probe.total_seconds = round(time.perf_counter() - started, 2)
     probe.one_trial_estimate_s = _one_trial_estimate(study, probe)
-    save_probe(study.output_dir, probe)
+    try:
+        save_probe(study.output_dir, probe)
+    except OSError as e:
+        for line in probe_table(probe).splitlines():
+            log(line)
+        raise StudyError([Problem(path="", message=(
+            f"cannot write {study.output_dir / PROBE_FILE} ({e.strerror or e}); what was measured is printed above: "
+            "free some space (or fix the folder's permissions) and run the probe again"))]) from None
     if not keep_trials:
         shutil.rmtree(root, ignore_errors=True)
     return probe
+
+
+def failed_points(probe: Probe) -> list[ProbePoint]:
+    """Points that neither fit nor ran out of memory (a reward that raised, a timeout, a full disk...)."""
+    return [p for p in probe.points if not p.fits and p.outcome != Outcome.OOM.value]
 
 
 def _bisect(candidates: dict[int, list[int]], fits: Callable[[int, int], bool]) -> None:

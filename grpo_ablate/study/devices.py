@@ -5,6 +5,8 @@ CPU threads are counted over the whole host, not one process: every running CPU 
 (default `~/.cache/grpo-ablate/slots`), and a trial's threads are the cores divided by the
 trials running there. Two `run` commands on one machine then split the cores instead of each
 giving every trial all of them. The kernel drops a dead process's locks, so no slot goes stale.
+`run-one`, `probe` and `advise` train or sample too, so they hold a slot the same way (cpu_slot)
+for as long as their trial or sampler runs.
 """
 
 from __future__ import annotations
@@ -14,16 +16,17 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Iterator
 
 from grpo_ablate.children import die_with_parent
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["worker_envs", "visible_gpus", "CpuShare", "claim_cpu_share", "slots_dir", "host_cores"]
+__all__ = ["worker_envs", "visible_gpus", "CpuShare", "claim_cpu_share", "cpu_slot", "slots_dir", "host_cores"]
 
 MAX_SLOTS = 1024
 
@@ -120,6 +123,23 @@ def claim_cpu_share(workers: int, world_size: int = 1, *, cores: int | None = No
         running = 1
     sharers = max(workers, running)
     return CpuShare(max(1, cores // (sharers * world_size)), running, handle)
+
+
+@contextmanager
+def cpu_slot(world_size: int = 1) -> Iterator[dict[str, str]]:
+    """Hold a host slot while a command outside `run` trains or samples; yields its processes' thread env.
+
+    Without it a `run-one`, `probe` or `advise` beside a `run` takes every core on top of the
+    run's trials, and both slow down. On a GPU machine the slot is the GPU, so nothing is held.
+    """
+    if visible_gpus():
+        yield {}
+        return
+    share = claim_cpu_share(1, world_size)
+    try:
+        yield share.env()
+    finally:
+        share.release()
 
 
 def _count_held(folder: Path) -> int:

@@ -8,10 +8,11 @@ Several hosts can run the same command on one PostgreSQL storage: the storage ha
 trials, so none runs twice. Ctrl-C or SIGTERM stops the running trials after their current
 step and queues them again; a second Ctrl-C kills them at once.
 
-Exit status: 0 done; 1 the study stopped on failures (or every trial failed), or a study that
-exists never got its plan queued; 2 the study cannot start here (the storage cannot be opened or
-the output folder written, the stored study's directions or feasible space differ from the file's,
-a --warm-start source cannot be read, or the GPUs cannot hold one trial); 130 interrupted.
+Exit status: 0 done; 1 the study stopped on failures (or every trial failed or ran out of
+memory, or planned cells are still queued when it ends), or a study that exists never got its plan
+queued; 2 the study cannot start here (the storage cannot be opened or the output folder written
+or belongs to another study, the stored study's directions or feasible space differ from the
+file's, a --warm-start source cannot be read, or the GPUs cannot hold one trial); 130 interrupted.
 Trial state (what finished, what a dead orchestrator left running) is read through study/ledger.py.
 """
 
@@ -32,8 +33,9 @@ from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study import ledger
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
-from grpo_ablate.study.setup import (describe_study, open_study, queue_first_plan, queue_plan, space_changed,
-                                     wait_for_plan)
+from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
+from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
+                                     queue_first_plan, queue_plan, space_changed, wait_for_plan)
 from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:
@@ -291,10 +293,15 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     url = mask_url(study.storage_url)
     try:
+        check_output_dir(study)  # checks first: nothing is created for a run that is refused
+        if warm_start:
+            check_warm_source(study, warm_start, warm_start_storage)
         study.output_dir.mkdir(parents=True, exist_ok=True)
         storage = open_storage(study.storage_url, heartbeat_interval=study.study.heartbeat_interval,
                                grace_period=study.study.grace_period,
                                stale_trial_callback=ledger.StaleTrialRequeue(study.study.max_retry))
+        check_unowned_folder(study, optuna.study.get_all_study_names(storage))
+        claim_output_dir(study)
         ostudy, created = open_study(study, for_run=True, storage=storage)
     except StudyError as e:
         print(f"grpo-ablate: {e}", file=sys.stderr)
@@ -314,7 +321,8 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
 
         try:
             print(_warm(ostudy, study, warm_start, warm_start_storage))
-        except (ValueError, KeyError, OSError) as e:
+        except (ValueError, KeyError, OSError, StudyError) as e:
+            discard_new_study(ostudy, storage)  # a rerun with the source fixed creates it afresh, rather than waiting for a plan
             print(f"grpo-ablate: cannot warm-start from {warm_start}: {e}", file=sys.stderr)
             return 2
     cells = study_plan(study)
@@ -331,6 +339,8 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         added = queue_plan(ostudy, study, cells)
         if added:
             print(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
+            if (note := queued_beyond_budget(ostudy, study)) is not None:
+                print(f"grpo-ablate: {note}", file=sys.stderr)
 
     try:
         runner = StudyRunner(study, ostudy, storage, study.study.workers)
@@ -382,9 +392,87 @@ def _exit_status(study: "Study", ostudy: "optuna.Study", runner: StudyRunner) ->
         print(f"grpo-ablate: every trial of the study failed ({len(failed)}); the reasons:\n  " + "\n  ".join(failed[:5]),
               file=sys.stderr)
         return 1
+    nothing_fit = all_oom_message(ostudy, study)
+    if nothing_fit is not None:
+        print(f"grpo-ablate: {nothing_fit}", file=sys.stderr)
+        return 1
     if runner.stop_reason:
         print(f"Stopped: {runner.stop_reason}")
+    left = queued_cells(ostudy)
+    if left and not runner.stop_reason:
+        print(f"grpo-ablate: the study ended with {len(left)} queued trial(s) that never ran ({_listed(left)}): "
+              f"{_why_queued(study)}", file=sys.stderr)
+        return 1
+    if left:
+        print(f"({len(left)} queued trial(s) did not run: {_listed(left)}; run the same command again to run them)")
     return 0
+
+
+def queued_cells(ostudy: "optuna.Study") -> list[str]:
+    """What is still queued (WAITING) in the study: each trial's cell, else its number."""
+    from optuna.trial import TrialState
+
+    return [str(t.user_attrs.get(ledger.CELL) or f"trial {t.number}")
+            for t in ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if ledger.ran_here(t)]
+
+
+def _listed(cells: list[str], limit: int = 5) -> str:
+    return ", ".join(cells[:limit]) + (f" and {len(cells) - limit} more" if len(cells) > limit else "")
+
+
+def _why_queued(study: "Study") -> str:
+    if study.study.n_trials:
+        return (f"study.n_trials={study.study.n_trials} was reached first; raise it (e.g. --n-trials N) and run "
+                "the same command again to run them")
+    return ("they are no longer part of this study file's plan (an edited file, or an advise.json that is missing "
+            "or unreadable); restore it, or start a new study.name")
+
+
+def queued_beyond_budget(ostudy: "optuna.Study", study: "Study") -> str | None:
+    """Why the queued cells will not all run in this study's budget (n_trials), None when they will."""
+    from optuna.trial import TrialState
+
+    trials = [t for t in ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
+    waiting = sum(1 for t in trials if t.state == TrialState.WAITING)
+    # what ran or runs: finished for good, or running now (a requeued trial's retry is among the waiting)
+    others = sum(1 for t in trials if t.state != TrialState.WAITING
+                 and (ledger.is_finished(t) or ledger.outcome(t) is Outcome.RUNNING))
+    target = resolved_trial_count(study)
+    if waiting == 0 or others + waiting <= target:
+        return None
+    return (f"only {max(0, target - others)} of the {waiting} queued trial(s) can run within study.n_trials={target} "
+            f"({others} already ran or are running); raise study.n_trials to {others + waiting} to run them all")
+
+
+def all_oom_message(ostudy: "optuna.Study", study: "Study") -> str | None:
+    """When no finished trial fit in memory (every one ran out, or ran out or failed): why, and what did fit."""
+    from grpo_ablate.vocab import Arm
+
+    finished = [t for t in ostudy.get_trials(deepcopy=False) if ledger.is_finished(t)]
+    ooms = [t for t in finished if ledger.outcome(t) is Outcome.OOM]
+    if not ooms or any(ledger.outcome(t) in (Outcome.COMPLETED, Outcome.PRUNED) for t in finished):
+        return None
+    arms = sorted({a for t in ooms if (a := Arm.from_mapping(t.user_attrs)) is not None},
+                  key=lambda a: (a.generation_batch_size, int(a.num_generations)))
+    reason = str(ledger.reason(ooms[-1]) or "out of memory")[:200]
+    ran_out = "; ".join(a.label for a in arms[:5]) + (f"; and {len(arms) - 5} more" if len(arms) > 5 else "")
+    return (f"no trial fit in memory: {len(ooms)} of {len(finished)} finished trial(s) ran out of memory "
+            f"(at {ran_out or 'configurations not recorded'}; the last reason: {reason}); {_largest_fit(study)}")
+
+
+def _largest_fit(study: "Study") -> str:
+    """The largest configuration known to fit (the probe's), or what to do when none is known."""
+    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.probe_file import load_probe
+
+    probe = load_probe(study.output_dir, Owner.of(study))
+    best = probe.best() if probe is not None else {}
+    if best:
+        top = max(best.values(), key=lambda p: (p.generation_batch_size, p.num_generations))
+        return (f"the largest configuration that fit in the probe is G={top.num_generations}, generation batch "
+                f"{top.generation_batch_size}: search at or below it (search.generation_batch_size: probed)")
+    return ("no configuration is known to fit: run `grpo-ablate probe` to find each G's largest generation batch, "
+            "or lower search.generation_batch_size / trainer.max_completion_length")
 
 
 def all_failed_reasons(ostudy: "optuna.Study") -> list[str]:

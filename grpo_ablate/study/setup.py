@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.plan import baseline_arm
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["open_study", "describe_study", "space_changed", "queue_plan", "queue_first_plan", "wait_for_plan", "library_versions",
-           "name_objectives", "PLAN_READY_ATTR", "enqueue_shortlist"]
+           "name_objectives", "PLAN_READY_ATTR", "enqueue_shortlist", "check_warm_source", "discard_new_study",
+           "started_study"]
 
 PLAN_READY_ATTR = ledger.PLAN_READY
 PLAN_WAIT_S = 120.0
@@ -87,6 +90,72 @@ def open_study(
                 f"the stored study {study.study.name!r} has directions {stored}, the file asks for {study.directions}; "
                 "use another study.name to start a new study"))]) from None
         return ostudy, False
+
+
+# ------------------------------------------------------------------ check first, create last
+
+
+def check_warm_source(study: "Study", source: str, storage_url: str | None) -> None:
+    """StudyError (exit 2) when `--warm-start` names a study that cannot be read, before anything is created.
+
+    Otherwise the new study would be created first and its plan never queued: the corrected
+    rerun would find a study that exists, wait for a plan that never comes, and stop.
+    """
+    from grpo_ablate.config import Problem, StudyError
+    from grpo_ablate.search.warm import load_source
+
+    from grpo_ablate.storage import is_rdb_url
+
+    url = storage_url or study.storage_url
+    named = not (Path(source).suffix in (".yaml", ".yml") and Path(source).exists())
+    if named and not is_rdb_url(url) and not Path(url.removeprefix("journal:")).is_file():
+        raise StudyError([Problem(path="--warm-start", message=(
+            f"cannot warm-start from {source}: it is not a study file, and there is no journal {mask_url(url)} to find "
+            "a study of that name in; give a finished study's file, or its name with --warm-start-storage"))])
+    try:
+        load_source(source, storage_url, study.storage_url)
+    except StudyError as e:
+        raise StudyError([Problem(path="--warm-start", message=f"cannot warm-start from {source}: {e}")]) from None
+    except (ValueError, KeyError, OSError) as e:
+        raise StudyError([Problem(path="--warm-start", message=(
+            f"cannot warm-start from {source}: {e}; give a finished study's file, or its name with "
+            "--warm-start-storage"))]) from None
+
+
+def discard_new_study(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage") -> None:
+    """Delete a study this command created moments ago and could not finish setting up.
+
+    A half-made study (created, plan never queued) blocks every later `run` of the same name.
+    """
+    import optuna
+
+    try:
+        optuna.delete_study(study_name=ostudy.study_name, storage=storage)
+    except Exception as e:  # noqa: BLE001 - the caller's error is the one to report; say this one too
+        print(f"grpo-ablate: could not remove the half-made study {ostudy.study_name!r} ({type(e).__name__}: {e}); "
+              "remove it or use a new study.name", file=sys.stderr)
+
+
+def started_study(study: "Study") -> str | None:
+    """Why the study has already begun in its storage (it exists there); None when it has not.
+
+    Opens no storage that does not exist yet (a journal file that is not there), so asking
+    creates nothing.
+    """
+    import optuna
+
+    from grpo_ablate.storage import is_rdb_url
+
+    url = study.storage_url
+    if not is_rdb_url(url):
+        journal = Path(url.removeprefix("journal:"))
+        if not journal.is_file() or journal.stat().st_size == 0:
+            return None
+    storage = open_storage(url)
+    if study.study.name not in optuna.study.get_all_study_names(storage):
+        return None
+    trials = optuna.load_study(study_name=study.study.name, storage=storage).get_trials(deepcopy=False)
+    return f"the study {study.study.name!r} already exists in {mask_url(url)} ({len(trials)} trial(s))"
 
 
 def masked_config(study: "Study") -> dict[str, Any]:

@@ -1,0 +1,119 @@
+"""Whose output folder this is: one study (its name and storage) per `output_dir`.
+
+Trial folders are numbered by the study's trial numbers (`trials/00000`), and report.html,
+summary.json, probe.json and advise.json have fixed names: a second study writing into the same
+folder would replace the first one's files, and the first one's report would then show the
+second one's steps. So the first command that writes into a folder records its owner in
+`<output_dir>/.grpo-ablate-owner.json` (created atomically: of two studies starting together
+exactly one wins), and every command that writes there refuses another owner (exit 2).
+
+    python -c "from grpo_ablate.study.owner import read_owner; print(read_owner('runs/tiny-cpu'))"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study
+
+__all__ = ["OWNER_FILE", "claim_output_dir", "check_output_dir", "check_unowned_folder", "read_owner", "storage_identity"]
+
+OWNER_FILE = ".grpo-ablate-owner.json"
+
+
+def storage_identity(study: "Study") -> str:
+    """The storage as compared and shown: a journal inside the folder by its relative path (the
+    folder may move), any other journal by its absolute path, a database URL masked and without
+    its driver (`postgresql+psycopg://` is `postgresql://`)."""
+    from grpo_ablate.storage import is_rdb_url, mask_url
+
+    url = study.storage_url
+    if is_rdb_url(url):
+        scheme, sep, rest = mask_url(url).partition("://")
+        return f"{scheme.split('+', 1)[0].lower()}{sep}{rest}"
+    journal = Path(url.removeprefix("journal:")).absolute()
+    try:
+        return str(journal.relative_to(study.output_dir.absolute()))
+    except ValueError:
+        return str(journal)
+
+
+def read_owner(output_dir: str | os.PathLike[str]) -> dict[str, str] | None:
+    """The recorded owner, None when the folder has none (new, or written before owners were kept)."""
+    try:
+        raw = json.loads((Path(output_dir) / OWNER_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"study": "?", "storage": "?"}  # unreadable: it belongs to someone; refuse rather than guess
+    if not isinstance(raw, dict):
+        return {"study": "?", "storage": "?"}
+    return {"study": str(raw.get("study", "?")), "storage": str(raw.get("storage", "?"))}
+
+
+def check_output_dir(study: "Study") -> None:
+    """StudyError (one line: the folder, its owner, the fix) when another study owns the folder."""
+    owner = read_owner(study.output_dir)
+    if owner is None:
+        return
+    mine = {"study": study.study.name, "storage": storage_identity(study)}
+    if owner == mine:
+        return
+    from grpo_ablate.config import Problem, StudyError
+
+    raise StudyError([Problem(path="study.output_dir", message=(
+        f"{study.output_dir} belongs to the study {owner['study']!r} (storage {owner['storage']}), not to "
+        f"{mine['study']!r} (storage {mine['storage']}); its trial folders and reports would be overwritten. "
+        f"Give this study its own folder (--set study.output_dir=...), or use the owner's study.name and storage"))])
+
+
+def check_unowned_folder(study: "Study", study_names: list[str]) -> None:
+    """A folder written before owners were recorded: refuse a new study where trial folders already are.
+
+    `study_names`: the studies in this study's storage. A study that is not among them is new,
+    and a new study's trial numbers start at 0, over the trial folders already there.
+    """
+    trials = study.output_dir / "trials"
+    if read_owner(study.output_dir) is not None or study.study.name in study_names:
+        return
+    if not trials.is_dir() or not any(trials.iterdir()):
+        return
+    from grpo_ablate.config import Problem, StudyError
+
+    raise StudyError([Problem(path="study.output_dir", message=(
+        f"{study.output_dir} already holds trial folders of another study, and {study.study.name!r} is a new study "
+        f"whose trials would overwrite them. Give it its own folder (--set study.output_dir=...), or use the "
+        f"study.name and storage that wrote them"))])
+
+
+def claim_output_dir(study: "Study") -> None:
+    """Record this study as the folder's owner unless one is recorded; StudyError when another is.
+
+    Written to a temporary file and linked into place, so the owner file is never half-written
+    and, of two studies claiming a new folder at once, the second finds the first's and is refused.
+    """
+    check_output_dir(study)
+    folder = study.output_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / OWNER_FILE
+    if target.exists():
+        return
+    tmp = folder / f".{OWNER_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"study": study.study.name, "storage": storage_identity(study)}, indent=1) + "\n")
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without hard links: exclusive creation is still first-wins
+        try:
+            with open(target, "x") as f:
+                f.write(tmp.read_text())
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    check_output_dir(study)  # lost the race to another study: refused like any later command
