@@ -11,6 +11,7 @@ from __future__ import annotations
 import optuna
 
 from grpo_ablate.config import load_study
+from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study.runner import all_oom_message, queued_beyond_budget, queued_cells
@@ -43,7 +44,7 @@ def test_every_trial_out_of_memory_is_a_failed_study_with_what_fit(tmp_path):
     assert "2 of 2 finished trial(s) ran out of memory (at G=2, batch 32, T=1; G=8, batch 64, T=1;" in message
     assert "CUDA out of memory" in message
     assert "grpo-ablate probe" in message  # nothing known to fit: the way to find out
-    save_probe(study.output_dir, Probe(study="end", points=[ProbePoint(2, 16, True, "completed"),
+    save_probe(study.output_dir, Probe(owner=Owner.of(study), points=[ProbePoint(2, 16, True, "completed"),
                                                            ProbePoint(2, 32, False, "oom")]))
     assert "largest configuration that fit in the probe is G=2, generation batch 16" in all_oom_message(ostudy, study)
     _finished(ostudy, "completed", 2, 16)
