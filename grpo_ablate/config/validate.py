@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from grpo_ablate.config.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import space_for, world_size
 from grpo_ablate.config.names import check_names
-from grpo_ablate.config.places import check_places
+from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
@@ -58,6 +58,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_preflight(sf, warnings)
     problems += _check_evaluation(sf)
     problems += _check_values(sf)
+    problems += _check_prompt_files(sf)
     problems += check_names(sf)
     problems += check_places(sf)
     if problems:
@@ -312,6 +313,23 @@ def _check_values(sf: StudyFile) -> list[Problem]:
             problems.append(Problem(path=f"study.baseline.{key}", message=f"must be a positive whole number, got {echo(v)}"))
         elif key == "temperature" and v <= 0:
             problems.append(Problem(path="study.baseline.temperature", message=f"must be > 0, got {v}"))
+    return problems
+
+
+def _check_prompt_files(sf: StudyFile) -> list[Problem]:
+    """Every row of a local prompt file has a prompt: line numbers now, not "None" trained on later."""
+    from grpo_ablate.prompt_file import prompt_file_problem
+
+    problems: list[Problem] = []
+    column = sf.data.prompt_column
+    sources = [("data.dataset", sf.data.dataset, sf.data.max_samples)]
+    if sf.evaluation is not None:
+        sources.append(("evaluation.dataset", sf.evaluation.dataset, None))
+    for key, source, max_rows in sources:
+        if source and is_local_dataset(source):
+            problem = prompt_file_problem(source, column, max_rows)
+            if problem:
+                problems.append(Problem(path=key, message=problem))
     return problems
 
 
