@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import quote, quote_plus
 
 if TYPE_CHECKING:
     import optuna
@@ -58,7 +59,14 @@ _LIBPQ_KEYS = frozenset(
 _PAIR = re.compile(
     r"(?P<key>[A-Za-z_][\w.\-]*)(?P<sep>\s*=\s*|%3[Dd])"
     r"(?P<val>'(?:[^'\\]|\\.)*'?|\"[^\"]*\"?|(?:(?!%26|%3[Bb])[^\s&;'\"])*)")
-_USERINFO = re.compile(r"(?P<pre>(?:[A-Za-z][\w+.\-]*:?)?//|(?<!\S))(?P<user>[^\s:/@]*):(?P<pw>(?!//)\S*)@")
+_USERINFO = re.compile(r"(?P<pre>(?:[A-Za-z][\w+.\-]*:?)?//|(?<![^\s/]))(?P<user>[^\s:/@]*):(?P<pw>(?!//)\S*)@")
+# For masking, a user name may hold an unencoded @ too: better to hide too much than too little.
+_USERINFO_LOOSE = re.compile(r"(?P<pre>(?:[A-Za-z][\w+.\-]*:?)?//|(?<![^\s/]))(?P<user>[^\s:/]*):(?P<pw>(?!//)\S*)@")
+
+
+# Secrets at least this long are also scrubbed wherever they appear; shorter ones only where they
+# stand (scrubbing "a" everywhere would blank out the host name).
+_MIN_SCRUBBED = 4
 
 
 def _is_secret_key(key: str) -> bool:
@@ -89,7 +97,7 @@ def _mask_pairs(text: str) -> str:
 
 def _mask_text(text: str) -> str:
     """Every credential in free text: URL userinfo (`//user:secret@`) and secret key=value pairs."""
-    return _mask_pairs(_USERINFO.sub(lambda m: f"{m['pre']}{m['user']}:***@", text))
+    return _mask_pairs(_USERINFO_LOOSE.sub(lambda m: f"{m['pre']}{m['user']}:***@", text))
 
 
 def mask_url(url: str) -> str:
@@ -102,15 +110,28 @@ def mask_url(url: str) -> str:
     `user:secret@` in text that does not parse as a URL at all.
     """
     parsed = _parse(url.strip())
-    if parsed is None:
-        return _mask_text(url)
+    if parsed is None or any(m["pw"] != (parsed.password or "") for m in _USERINFO_LOOSE.finditer(url)):
+        # not a URL, or one the parser reads differently from how it looks (`u:p@ss@h`,
+        # `postgresql:///u:secret?@h`): mask it as written
+        return _scrub(_mask_text(url), url)
     if parsed.host and "@" in parsed.host:  # an unencoded @ in the password: the parser split too early
         parsed = parsed.set(password="x", host=parsed.host.rpartition("@")[2])
+    if parsed.database:  # `postgresql:///user:secret@host/db`: the parser calls it all a database name
+        parsed = parsed.set(database=_mask_text(parsed.database))
     query = {k: ("***" if _is_secret_key(k) else
                  tuple(_mask_pairs(x) for x in v) if isinstance(v, tuple) else _mask_pairs(v))
              for k, v in parsed.query.items()}
-    shown = parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
-    return _mask_text(shown)
+    shown = _mask_text(parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", "***"))
+    return _scrub(shown, url)
+
+
+def _scrub(shown: str, url: str) -> str:
+    """Every secret the raw text holds, removed from `shown` in any spelling the rendering uses."""
+    for secret in _secrets(url):
+        if len(secret) >= _MIN_SCRUBBED:
+            for form in {secret, quote(secret, safe=""), quote(secret, safe="/"), quote_plus(secret)}:
+                shown = shown.replace(form, "***")
+    return shown
 
 
 def _secrets(url: str) -> list[str]:
@@ -121,9 +142,15 @@ def _secrets(url: str) -> list[str]:
         found += [parsed.password] if parsed.password else []
         found += [str(x) for k, v in parsed.query.items() if _is_secret_key(k)
                   for x in (v if isinstance(v, tuple) else (v,))]
-    found += [m["pw"] for m in _USERINFO.finditer(url)]
+    found += [m["pw"] for m in _USERINFO_LOOSE.finditer(url)]
     found += [m["val"].strip("'\"") for m in _PAIR.finditer(url) if _is_secret_key(m["key"])]
     return sorted({s for s in found if len(s) >= 2}, key=len, reverse=True)
+
+
+def _holds_credentials(path: str) -> bool:
+    """Whether a would-be journal path reads like a URL with a secret in it."""
+    return ("://" in path or _USERINFO_LOOSE.search(path) is not None
+            or any(_is_secret_key(m["key"]) for m in _PAIR.finditer(path)))
 
 
 def _cut(text: str, limit: int = 160) -> str:
@@ -152,6 +179,9 @@ def url_problem(url: str) -> str | None:
     if url != url.strip() or any(c in url for c in "\n\r\t\0"):
         return f"{shown!r} has spaces, tabs or control characters around or in it; remove them"
     if url.startswith(JOURNAL_PREFIX):
+        if _holds_credentials(url[len(JOURNAL_PREFIX):]):
+            return (f"{shown}: a journal file path holding user:password@ or password= would write the secret into "
+                    "a file name; give a database URL (postgresql://...) or a plain path")
         return None
     words = _PAIR.findall(url)
     if words and {k.lower() for k, _, _ in words} & _LIBPQ_KEYS and re.match(r"[A-Za-z_]\w*\s*=", url):
@@ -162,7 +192,7 @@ def url_problem(url: str) -> str | None:
         m = _NO_COLON.match(url)
         if m and m["scheme"].lower().partition("+")[0] in DATABASE_SCHEMES:
             return f"{shown} looks like a database URL missing its colon: write {m['scheme'].lower()}://..."
-        if "://" in url or _USERINFO.search(url):
+        if _holds_credentials(url):
             return (f"{shown} looks like a URL but does not start with a database scheme "
                     f"({', '.join(s + '://' for s in _SUGGESTED_SCHEMES)}); a journal file name with a colon "
                     f"needs the {JOURNAL_PREFIX} prefix")
@@ -193,6 +223,9 @@ def url_problem(url: str) -> str | None:
         return f"bad port in {shown}: a port is a number from 1 to 65535"
     if parsed.host and "@" in parsed.host:
         return f"{shown} has an unencoded @ in its password: write it as %40"
+    if not parsed.password and _USERINFO.search(url):
+        return (f"{shown} has user:password@ in its database path (one slash too many?); "
+                f"write {dialect}://USER:PASSWORD@HOST/DB")
     return None
 
 

@@ -304,6 +304,8 @@ def _check_values(sf: StudyFile) -> list[Problem]:
         if isinstance(value, float) and not math.isfinite(value):
             problems.append(Problem(path=path, message=f"must be a finite number, got {value}"))
     t = sf.trainer
+    if "temperature" in t and not _is_number(t["temperature"]):
+        problems.append(Problem(path="trainer.temperature", message=f"must be a number > 0, got {echo(t['temperature'])}"))
     for key in ("seed", "data_seed"):
         v = t.get(key)
         if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32):

@@ -62,7 +62,10 @@ def parse_yaml(text: str) -> Any:
     """One YAML document, with the limits above. Raises YamlLimitError (one line)."""
     if len(text) > MAX_FILE_BYTES:
         raise YamlLimitError(f"more than {MAX_FILE_BYTES} characters of YAML; a study is a few kB")
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # checks the characters: a control character raises here
+    except yaml.YAMLError as e:
+        raise YamlLimitError(f"malformed YAML: {(str(e).splitlines() or ['?'])[0][:MAX_ECHO]}") from None
     try:
         node = loader.get_single_node()
         if node is None:
