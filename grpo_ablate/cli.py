@@ -145,6 +145,19 @@ def _check_sets(args: argparse.Namespace) -> None:
         raise StudyError([Problem(path="--set", message=str(e))], args.study) from None
 
 
+def _check_out(out: "str | os.PathLike[str]", flag: str) -> None:
+    """Refuse an output file whose folder cannot be written, before any work (one line, exit 2)."""
+    from pathlib import Path
+
+    from grpo_ablate.config import Problem, StudyError
+    from grpo_ablate.config.places import writable_dir_problem
+
+    path = Path(out)
+    problem = writable_dir_problem(path.parent) if not path.is_dir() else f"{path} is a folder; name a file"
+    if problem:
+        raise StudyError([Problem(path=flag, message=f"cannot write {path}: {problem}")])
+
+
 def _err(msg: str) -> None:
     print(f"grpo-ablate: {msg}", file=sys.stderr)
 
@@ -205,6 +218,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     study = _load(args, extra)
     if args.out is None or os.path.abspath(os.path.dirname(args.out) or ".") == str(study.output_dir.absolute()):
         check_output_dir(study)  # report.html and summary.json of another study would replace the owner's
+    _check_out(args.out or study.output_dir / "report.html", "--out")
     paths = write_report(study, out=args.out)
     print(f"report: {paths['html']}")
     return EXIT_OK
@@ -231,6 +245,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     from grpo_ablate.init import InitAnswers, ask_missing, write_study
     from grpo_ablate.planview import plan_text
 
+    _check_out(args.out, "--out")
     answers = InitAnswers(recipe=Path(args.recipe) if args.recipe else None, model=args.model, dataset=args.dataset,
                           task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name)
     out = write_study(ask_missing(answers), Path(args.out), force=args.force)
@@ -306,15 +321,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as e:
         _err(f"file not found: {e.filename or e}")
         return EXIT_USAGE
-    except (NotADirectoryError, IsADirectoryError, PermissionError) as e:
-        _err(f"cannot use {e.filename or ''}: {e.strerror or e}")
+    except BrokenPipeError:  # `grpo-ablate plan ... | head`: the reader left; nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except OSError as e:
+        if e.filename is None:  # not about a path the user can change: a real failure, with its traceback
+            raise
+        # a folder or file that cannot be used: read-only file system, no permission, a name too long
+        _err(f"cannot use {e.filename}: {e.strerror or e}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `grpo-ablate plan ... | head`: the reader left; nothing is wrong
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
 
 
 if __name__ == "__main__":

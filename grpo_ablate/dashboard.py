@@ -20,7 +20,7 @@ from grpo_ablate.storage import mask_url, open_artifact_store, open_storage
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["serve"]
+__all__ = ["serve", "banner"]
 
 
 def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
@@ -34,7 +34,7 @@ def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
     storage = open_storage(url)  # StudyError (exit 2, one line) when it cannot be opened
     _name_objectives(storage, study)
     artifacts = open_artifact_store(study.output_dir)
-    print(f"optuna-dashboard for study {study.study.name!r} ({shown}) on http://{host}:{port}  (Ctrl-C to stop)", flush=True)
+    print(banner(study, host, port), flush=True)
     try:
         run_server(storage, host=host, port=port, artifact_store=artifacts)
     except KeyboardInterrupt:
@@ -43,6 +43,12 @@ def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
         print(f"grpo-ablate: cannot serve on {host}:{port}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def banner(study: "Study", host: str, port: int) -> str:
+    """The line `dashboard` prints first: where the study lives (masked) and where to look."""
+    return (f"optuna-dashboard for study {study.study.name!r} ({mask_url(study.storage_url)}) on http://{host}:{port}"
+            "  (Ctrl-C to stop)")
 
 
 def _name_objectives(storage: object, study: "Study") -> None:

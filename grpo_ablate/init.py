@@ -166,15 +166,21 @@ def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
     if a.recipe is not None:
         a.recipe_values = read_recipe(a.recipe).values
     text = study_text(a, out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
+    tmp = ""
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
         with os.fdopen(fd, "w") as f:
             f.write(text)
         load_study(tmp)  # StudyError: nothing is written
         os.replace(tmp, out)
+    except StudyError as e:  # the user knows the file as --out, not as our temporary name
+        raise StudyError([Problem(path=p.path, message=p.message.replace(tmp, str(out)))
+                          for p in e.problems], str(out)) from None
+    except OSError as e:
+        raise StudyError([Problem(path="--out", message=f"cannot write {out}: {e.strerror or e}")]) from None
     finally:
-        if os.path.exists(tmp):
+        if tmp and os.path.exists(tmp):
             os.unlink(tmp)
     return out
 

@@ -270,10 +270,12 @@ def read_timings(trial_dir: str | Path) -> dict[str, float]:
     path = Path(trial_dir) / RESULT_FILE
     try:
         raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return {}
-    timings = raw.get("timings") or {}
-    return {k: float(v) for k, v in timings.items() if _num(v) is not None}
+    timings = raw.get("timings") if isinstance(raw, dict) else None  # a hand-edited or foreign file
+    if not isinstance(timings, dict):
+        return {}
+    return {str(k): float(v) for k, v in timings.items() if _num(v) is not None}
 
 
 def summarize_trial(trial_dir: str | Path) -> dict[str, Any]:

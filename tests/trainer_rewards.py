@@ -15,3 +15,20 @@ async def async_exact(prompts, completions, **kwargs):
 
 async def async_short(prompts, completions, **kwargs):
     return [0.0]
+
+
+def all_none(prompts, completions, **kwargs):
+    """Abstains on everything: fine beside a reward that scores, a broken trial alone."""
+    return [None] * len(completions)
+
+
+def all_nan(prompts, completions, **kwargs):
+    return [float("nan")] * len(completions)
+
+
+def one_inf(prompts, completions, **kwargs):
+    return [1.0] * (len(completions) - 1) + [float("inf")]
+
+
+async def async_all_none(prompts, completions, **kwargs):
+    return [None] * len(completions)

@@ -9,35 +9,19 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.errors import Problem, StudyError, echo
 from grpo_ablate.config.hardware import accelerate_processes
 from grpo_ablate.config.schema import StudyFile
 from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.storage import mask_url
+from grpo_ablate.storage import DATABASE_SCHEMES, JOURNAL_PREFIX, is_rdb_url, url_problem
 
 __all__ = ["check_places", "check_storage", "writable_dir_problem", "DATABASE_SCHEMES", "is_local_dataset"]
 
-JOURNAL_PREFIX = "journal:"  # forces a journal file, e.g. for a file name with a colon
-
-# database scheme -> the driver modules SQLAlchemy may use by default (any one will do).
-# The schemes are those storage.is_rdb_url opens as a database; anything else would be a journal file.
-DATABASE_SCHEMES: dict[str, tuple[str, ...]] = {
-    "postgresql": ("psycopg", "psycopg2"),
-    "postgres": ("psycopg", "psycopg2"),
-    "sqlite": ("sqlite3",),
-    "mysql": ("MySQLdb",),
-    "oracle": ("oracledb", "cx_Oracle"),
-    "mssql": ("pyodbc",),
-}
-_SUGGESTED_SCHEMES = [s for s in DATABASE_SCHEMES if s != "postgres"]  # one spelling in hints
 # the `+driver` of a URL (postgresql+psycopg://) -> its module, where the names differ
 _DRIVER_MODULES = {"mysqldb": "MySQLdb", "mysqlconnector": "mysql.connector", "mariadbconnector": "mariadb",
                    "pysqlite": "sqlite3", "cx_oracle": "cx_Oracle"}
-_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):(?P<rest>.*)$", re.DOTALL)
 _LOCAL_DATASET_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
 
@@ -81,28 +65,18 @@ def _journal_problem(path: Path) -> str | None:
 
 
 def check_storage(url: str, key: str = "study.storage") -> list[Problem]:
-    """A database URL that can be opened (scheme, port, driver), or a writable journal file path."""
-    shown = echo(mask_url(url))
-    if url.startswith(JOURNAL_PREFIX):
-        problem = _journal_problem(Path(url[len(JOURNAL_PREFIX):]))
+    """A database URL that can be opened (parses, scheme, driver), or a writable journal file path.
+
+    The syntax is storage.url_problem's (the same check `open_storage` makes), so what passes
+    here is what opens there; every message shows the URL masked.
+    """
+    problem = url_problem(url)
+    if problem:
+        return [Problem(path=key, message=problem)]
+    if not is_rdb_url(url):
+        problem = _journal_problem(Path(url.removeprefix(JOURNAL_PREFIX)))
         return [Problem(path=key, message=problem)] if problem else []
-    m = _SCHEME.match(url)
-    if m is None or len(m["scheme"]) == 1:  # a plain path (or a Windows drive letter)
-        problem = _journal_problem(Path(url))
-        return [Problem(path=key, message=problem)] if problem else []
-    scheme, rest = m["scheme"].lower(), m["rest"]
-    dialect, _, driver = scheme.partition("+")
-    if dialect not in DATABASE_SCHEMES:
-        return [Problem(path=key, message=(
-            f"unknown storage scheme {dialect!r} in {shown}{did_you_mean(dialect, _SUGGESTED_SCHEMES)}; "
-            f"use postgresql://user@host/db, sqlite:///FILE, or a journal file path "
-            f"({JOURNAL_PREFIX}NAME for a file name with a colon)"))]
-    if not rest.startswith("//"):
-        return [Problem(path=key, message=f"{shown} is not a database URL: write {dialect}://...")]
-    try:
-        urlsplit(url).port
-    except ValueError as e:
-        return [Problem(path=key, message=f"bad port in {shown}: {e}")]
+    dialect, _, driver = url.partition(":")[0].lower().partition("+")
     problems: list[Problem] = []
     if not _installed("sqlalchemy"):
         problems.append(Problem(path=key, message="database storage needs SQLAlchemy: pip install sqlalchemy"))
@@ -110,7 +84,7 @@ def check_storage(url: str, key: str = "study.storage") -> list[Problem]:
     if not any(_installed(mod) for mod in modules):
         extra = " (pip install 'grpo-ablate[postgres]')" if dialect in ("postgresql", "postgres") else ""
         problems.append(Problem(path=key, message=(
-            f"{shown} needs the database driver {' or '.join(modules)}, which is not installed{extra}")))
+            f"the {dialect} storage needs the database driver {' or '.join(modules)}, which is not installed{extra}")))
     return problems
 
 

@@ -9,7 +9,7 @@ verbatim, checked against the installed TRL in trainer_fields.py.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -37,7 +37,16 @@ __all__ = [
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # NaN and infinity are refused in every float field: `.nan` compares false with every bound,
+    # so it would slip past `gt=0` and fail much later, inside a trial or the sampler.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+
+# Seeds reach numpy's RandomState, which takes 0 <= seed < 2**32 only.
+Seed = Annotated[int, Field(ge=0, lt=2**32)]
+# Longest wait any setting may ask for: a year. Python's timed waits overflow near 2**63 ns, and
+# a heartbeat thread that dies of OverflowError stops beating without a word.
+MAX_SECONDS = 365 * 24 * 3600
 
 
 class Objective(_Section):
@@ -61,18 +70,18 @@ class StudySection(_Section):
     # auto: random search on a small finite space (<= 16 configurations), TPE otherwise; chosen from
     # benchmarks/search_efficiency.py, where random matched TPE on 16 noisy configurations
     sampler: Literal["auto", "tpe", "random", "gp", "grid", "ablation"] = "auto"
-    sampler_seed: int | None = 0  # seeds the sampler itself, so the same study proposes the same trials
+    sampler_seed: Seed | None = 0  # seeds the sampler itself, so the same study proposes the same trials
     pruner: Literal["none", "median", "hyperband"] = "none"
     n_trials: int | None = Field(default=None, ge=1)  # total over all runs/workers; grid/ablation default: the plan size
-    timeout: float | None = Field(default=None, gt=0)  # seconds for the whole study (this invocation)
+    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS)  # seconds for the whole study (this invocation)
     objectives: list[Objective] = Field(default_factory=lambda: [Objective()])
-    seeds: list[int] = Field(default_factory=lambda: [0])  # training seeds; grid/ablation repeat every arm over them
+    seeds: list[Seed] = Field(default_factory=lambda: [0])  # training seeds; grid/ablation repeat every arm over them
     baseline: dict[str, float | int] = Field(default_factory=dict)  # ablation baseline, e.g. {num_generations: 8}
     workers: int = Field(default=1, ge=1)  # parallel trial processes on this machine
-    trial_timeout: float | None = Field(default=3600, gt=0)  # seconds before a trial is stopped and failed
+    trial_timeout: float | None = Field(default=3600, gt=0, le=MAX_SECONDS)  # seconds before a trial is stopped and failed
     max_consecutive_failures: int = Field(default=5, ge=1)  # the study stops after this many failures in a row
-    heartbeat_interval: int = Field(default=60, ge=1)  # RDB storages: seconds between a running trial's heartbeats
-    grace_period: int | None = None  # RDB storages: a trial silent this long is failed and retried (default 3x interval)
+    heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600)  # RDB storages: seconds between a running trial's heartbeats
+    grace_period: int | None = Field(default=None, ge=1, le=MAX_SECONDS)  # RDB storages: a trial silent this long is failed and retried (default 3x interval)
     max_retry: int = Field(default=2, ge=0)  # how often a trial whose worker died is retried
     # report_to for every trial, e.g. [tensorboard] or [wandb]; runs are grouped under the study's name
     trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(default_factory=list)
@@ -119,7 +128,7 @@ class RewardSpec(_Section):
 class VllmSection(_Section):
     mode: Literal["none", "colocate", "server"] = "none"
     server_gpus: int = Field(default=1, ge=1)  # server mode: GPUs the vLLM server takes from each trial's block
-    port: int = 8000
+    port: int = Field(default=8000, ge=1, le=65535)
 
 
 class HardwareSection(_Section):
@@ -156,7 +165,7 @@ class BudgetSection(_Section):
     max_steps: int | None = Field(default=None, ge=1)  # optimizer steps per trial (also the cap for the others)
     completions: int | None = Field(default=None, ge=1)  # equal generated completions per trial
     tokens: int | None = Field(default=None, ge=1)  # stop once this many tokens were processed
-    seconds: float | None = Field(default=None, gt=0)  # stop after this much training wall time
+    seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS)  # stop after this much training wall time
 
     @model_validator(mode="after")
     def _some_budget(self) -> "BudgetSection":

@@ -26,7 +26,7 @@ from grpo_ablate.config.schema import (
 )
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import FeasibleSpace
-from grpo_ablate.storage import mask_url
+from grpo_ablate.storage import canonical_url, mask_url
 from grpo_ablate.vocab import METRICS, parse_generations
 
 __all__ = ["Study"]
@@ -80,7 +80,8 @@ class Study:
 
     @property
     def storage_url(self) -> str:
-        return self.study.storage or str(self.output_dir / "study.journal")
+        """Where the study lives, its scheme lower-cased (validation compares schemes that way)."""
+        return canonical_url(self.study.storage) if self.study.storage else str(self.output_dir / "study.journal")
 
     @property
     def world_size(self) -> int:

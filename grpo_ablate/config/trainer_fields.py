@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import importlib.metadata
 import json
+import math
 import os
 import subprocess
 import sys
@@ -43,7 +44,8 @@ OWNED_TRAINER_KEYS = {
 }
 
 _POSITIVE_INT_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "per_device_eval_batch_size",
-                      "steps_per_generation")
+                      "steps_per_generation", "max_completion_length", "num_generations", "generation_batch_size",
+                      "num_iterations")
 
 
 @functools.lru_cache(maxsize=1)
@@ -129,7 +131,7 @@ def check_trainer_keys(trainer: dict[str, Any], search: dict[str, Any]) -> list[
             problems.append(Problem(path=path, message=f"is searched (search.{key}); remove it here, "
                                                        f"or give search.{key} a single value"))
     t = trainer.get("temperature")
-    if isinstance(t, (int, float)) and t <= 0:
+    if isinstance(t, (int, float)) and -math.inf < t <= 0:  # NaN and -inf: validate._check_values
         problems.append(Problem(path="trainer.temperature",
                                 message=f"must be > 0 (TRL fails only when the trainer is built), got {echo(t)}"))
     if "generation_batch_size" in trainer and "steps_per_generation" in trainer:

@@ -10,6 +10,7 @@ sampler and pruner, budget, names, places).
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import space_for, world_size
 from grpo_ablate.config.names import check_names
-from grpo_ablate.config.places import check_places
+from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
@@ -56,6 +57,8 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_trackers(sf)
     problems += _check_preflight(sf, warnings)
     problems += _check_evaluation(sf)
+    problems += _check_values(sf)
+    problems += _check_prompt_files(sf)
     problems += check_names(sf)
     problems += check_places(sf)
     if problems:
@@ -67,10 +70,19 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
 
 
 def schema_problems(err: ValidationError) -> list[Problem]:
-    """Pydantic's errors as key paths and messages; a union's alternatives give one line per path."""
+    """Pydantic's errors as key paths and messages; a union's alternatives give one line per path.
+
+    When a value fails every alternative of a union (`temperature: [.nan]` is neither a list of
+    finite floats nor a range), the alternative that got deeper into the value explains it: the
+    shallow "should be a dictionary" lines of the others are dropped.
+    """
     by_path: dict[str, Problem] = {}
+    from_union: set[str] = set()
     for e in err.errors():
-        loc = [str(x) for x in e["loc"] if not _is_union_tag(x)]
+        raw = [str(x) for x in e["loc"]]
+        # a top-level key, and the unknown key itself, are the user's words, never union tags
+        loc = [x for i, x in enumerate(raw)
+               if i == 0 or (i == len(raw) - 1 and e["type"] == "extra_forbidden") or not _is_union_tag(x)]
         path = ".".join(loc)
         if e["type"] == "extra_forbidden":
             parent = model_at(loc[:-1])
@@ -83,8 +95,11 @@ def schema_problems(err: ValidationError) -> list[Problem]:
             msg = e["msg"].removeprefix("Value error, ")
             shown = "" if isinstance(got, dict) else f" (got {echo(got)})"
             problem = Problem(path=path, message=f"{msg}{shown}")
+            if len(loc) < len(raw):
+                from_union.add(path)
         by_path.setdefault(path, problem)
-    return list(by_path.values())
+    deeper = {p for p in by_path for q in by_path if q.startswith(p + ".")}
+    return [pr for p, pr in by_path.items() if not (p in from_union and p in deeper)]
 
 
 def _is_union_tag(x: Any) -> bool:
@@ -106,8 +121,8 @@ def _check_search(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
         hint = "; ".join(space.suggestions)
         reasons = "; ".join(sorted({r.reason for r in space.rejected}))[:600]
         problems.append(Problem(path="search.num_generations", message=(
-            f"no (num_generations, generation_batch_size) pair is feasible on this hardware: {reasons}. "
-            f"Nearest that would work: {hint}")))
+            f"no (num_generations, generation_batch_size) pair is feasible on this hardware: {reasons}"
+            + (f". Nearest that would work: {hint}" if hint else ""))))
     problems += _check_schedules(sf, space)
     t = search.temperature
     temps: list[float] = []
@@ -273,6 +288,63 @@ def _check_preflight(sf: StudyFile, warnings: list[str]) -> list[Problem]:
             warnings.append(f"search.generation_batch_size is `probed` but {output_dir}/probe.json does not exist: "
                             "run `grpo-ablate probe STUDY` first; until then every `auto` batch is searched")
     return problems
+
+
+_INTEGER_KEYS = ("num_generations", "generation_batch_size")
+
+
+def _check_values(sf: StudyFile) -> list[Problem]:
+    """Values the schema cannot type: the free-form trainer section and the ablation baseline.
+
+    Only finite numbers reach TRL (a NaN temperature or learning rate trains garbage without an
+    error); lengths are positive, seeds are what numpy accepts, and a baseline G is a whole number.
+    """
+    problems: list[Problem] = []
+    for path, value in _leaves(sf.trainer, "trainer"):
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(Problem(path=path, message=f"must be a finite number, got {value}"))
+    t = sf.trainer
+    if "temperature" in t and not _is_number(t["temperature"]):
+        problems.append(Problem(path="trainer.temperature", message=f"must be a number > 0, got {echo(t['temperature'])}"))
+    for key in ("seed", "data_seed"):
+        v = t.get(key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32):
+            problems.append(Problem(path=f"trainer.{key}", message=f"must be an integer from 0 to 2**32-1, got {echo(v)}"))
+    for key, v in sf.study.baseline.items():
+        if key in _INTEGER_KEYS and not (_is_number(v) and float(v).is_integer() and v >= 1):
+            problems.append(Problem(path=f"study.baseline.{key}", message=f"must be a positive whole number, got {echo(v)}"))
+        elif key == "temperature" and v <= 0:
+            problems.append(Problem(path="study.baseline.temperature", message=f"must be > 0, got {v}"))
+    return problems
+
+
+def _check_prompt_files(sf: StudyFile) -> list[Problem]:
+    """Every row of a local prompt file has a prompt: line numbers now, not "None" trained on later."""
+    from grpo_ablate.prompt_file import prompt_file_problem
+
+    problems: list[Problem] = []
+    column = sf.data.prompt_column
+    sources = [("data.dataset", sf.data.dataset, sf.data.max_samples)]
+    if sf.evaluation is not None:
+        sources.append(("evaluation.dataset", sf.evaluation.dataset, None))
+    for key, source, max_rows in sources:
+        if source and is_local_dataset(source):
+            problem = prompt_file_problem(source, column, max_rows)
+            if problem:
+                problems.append(Problem(path=key, message=problem))
+    return problems
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _leaves(value: Any, path: str) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in _leaves(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [leaf for i, v in enumerate(value) for leaf in _leaves(v, f"{path}.{i}")]
+    return [(path, value)]
 
 
 def _check_evaluation(sf: StudyFile) -> list[Problem]:

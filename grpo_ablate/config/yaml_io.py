@@ -8,6 +8,8 @@ check costs time in the document's written size, not its expansion.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +62,10 @@ def parse_yaml(text: str) -> Any:
     """One YAML document, with the limits above. Raises YamlLimitError (one line)."""
     if len(text) > MAX_FILE_BYTES:
         raise YamlLimitError(f"more than {MAX_FILE_BYTES} characters of YAML; a study is a few kB")
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # checks the characters: a control character raises here
+    except yaml.YAMLError as e:
+        raise YamlLimitError(f"malformed YAML: {(str(e).splitlines() or ['?'])[0][:MAX_ECHO]}") from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -91,7 +96,11 @@ def read_yaml_file(p: Path, what: str) -> Any:
     if p.is_dir():
         raise fail(f"{what} is a directory, expected a YAML file: {p}")
     try:
-        with p.open("rb") as f:
+        # O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise fail(f"{what} is not a regular file (a pipe, device or socket?): {p}; give a YAML file")
             data = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:
         raise fail(f"cannot read {what}: {e.strerror or e}") from None

@@ -12,6 +12,8 @@ styles inline), so even a missed escape could not run code or phone home.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -39,6 +41,10 @@ EVAL_TABLE_ORDER = ("eval_final_reward", "eval_gain", "eval_auc", "eval_gain_per
                     "peak_memory_mb", "frac_reward_zero_std", "distinct_frac")
 TOP_PROMPTS = 10
 COMPLETION_CHARS = 600
+
+
+# Explicit direction embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069).
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def _env() -> Environment:
@@ -262,6 +268,7 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
     return {
         "d": data,
         "title": f"GRPO ablation: {data.study_name}",
+        "tab_title": _BIDI_CONTROLS.sub("", f"GRPO ablation: {data.study_name}"),  # <title> holds no <bdi>
         "base": base,
         "best_rows": best_rows,
         "delta_cols": [(m, data.metrics[m].label) for m in delta_cols],

@@ -10,6 +10,7 @@ WANDB_RUN_GROUP, trackio gets `project`, TensorBoard writes one folder per trial
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -18,8 +19,11 @@ from grpo_ablate.vocab import TENSORBOARD_DIR, Cell
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["trackers_of", "tracker_settings"]
+__all__ = ["trackers_of", "tracker_settings", "run_name_of", "MAX_RUN_NAME"]
 
+# A run name is a folder name (TensorBoard) and a W&B display name. File systems allow 255 bytes
+# per name; a long G schedule chain passed that and failed every trial with ENAMETOOLONG.
+MAX_RUN_NAME = 96
 
 
 def trackers_of(study: "Study") -> list[str]:
@@ -36,7 +40,7 @@ def tracker_settings(study: "Study", cell: Cell) -> tuple[dict[str, Any], dict[s
     trackers = trackers_of(study)
     if not trackers:
         return {}, {}
-    run_name = cell.slug
+    run_name = run_name_of(cell.slug)
     trainer: dict[str, Any] = {"report_to": trackers, "run_name": run_name, "project": study.study.name}
     env = {
         "WANDB_RUN_GROUP": study.study.name,
@@ -46,3 +50,13 @@ def tracker_settings(study: "Study", cell: Cell) -> tuple[dict[str, Any], dict[s
     if not os.environ.get("WANDB_PROJECT"):
         env["WANDB_PROJECT"] = study.study.name
     return trainer, env
+
+
+def run_name_of(slug: str, limit: int = MAX_RUN_NAME) -> str:
+    """The cell's slug, or when it is longer than `limit` bytes its start plus a hash of the whole,
+    so two long names that share a start stay apart and the same cell always gets the same name."""
+    if len(slug.encode("utf-8")) <= limit:
+        return slug
+    digest = hashlib.sha256(slug.encode("utf-8")).hexdigest()[:12]
+    head = slug.encode("utf-8")[: limit - len(digest) - 1].decode("utf-8", errors="ignore")
+    return f"{head}-{digest}"

@@ -22,6 +22,7 @@ import torch
 
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import BatchShape, generated_completions, optimizer_steps
+from grpo_ablate.prompt_file import prompt_file_problem
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tasks import task_dataset
@@ -121,6 +122,9 @@ def _load_source(data: dict[str, Any]):
             raise ValueError(
                 f"data.dataset {source!r}: unknown file type {path.suffix!r}; use one of {sorted(_FILE_BUILDERS)}"
             )
+        problem = prompt_file_problem(path, data.get("prompt_column") or "prompt", data.get("max_samples"))
+        if problem:  # datasets would train on "None", or fail with no line number
+            raise ValueError(problem)
         return load_dataset(builder, data_files=str(path), split="train")
     if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()):
         loaded = load_from_disk(str(path))
@@ -172,8 +176,12 @@ def format_prompts(dataset: Any, column: str, data: dict[str, Any], tokenizer) -
     chat = _use_chat(data, tokenizer)
     system = data.get("system_prompt")
 
-    def to_prompt(row: dict[str, Any]) -> dict[str, Any]:
+    def to_prompt(row: dict[str, Any], index: int) -> dict[str, Any]:
         value = row[column]
+        if value is None or (isinstance(value, (str, list)) and not value) or (isinstance(value, str) and not value.strip()):
+            # a hub dataset is not checked row by row beforehand: never train on "None" or on nothing
+            raise ValueError(f"row {index + 1} of the prompts: {column} is {'null' if value is None else 'empty'}; "
+                             "fix or filter that row (data.dataset)")
         if isinstance(value, list):  # already messages
             messages = list(value)
             if system and not (messages and messages[0].get("role") == "system"):
@@ -187,7 +195,7 @@ def format_prompts(dataset: Any, column: str, data: dict[str, Any], tokenizer) -
         return {"prompt": f"{system}\n\n{value}" if system else str(value)}
 
     remove = [column] if column != "prompt" else []
-    dataset = dataset.map(to_prompt, remove_columns=remove, desc="building prompts")
+    dataset = dataset.map(to_prompt, with_indices=True, remove_columns=remove, desc="building prompts")
     limit = data.get("max_prompt_tokens")
     if limit:
         dataset = _drop_long_prompts(dataset, tokenizer, int(limit))

@@ -21,6 +21,7 @@ import importlib
 import inspect
 import math
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -210,8 +211,45 @@ def _validated(values: Any, n: int, name: str) -> list[float | None]:
         if isinstance(v, (bool, str, bytes)) or not hasattr(v, "__float__"):
             raise RewardFunctionError(name, f"returned {type(v).__name__} at position {i}; expected float or None")
         f = float(v)
-        out.append(None if math.isnan(f) else f)
+        if math.isinf(f):  # it would turn the group's advantages into NaN
+            raise RewardFunctionError(name, f"returned {f} at position {i}; a reward must be a finite float (or None for no score)")
+        out.append(None if math.isnan(f) else f)  # TRL reads NaN as None: no score from this reward
     return out
+
+
+class _Abstentions:
+    """Which completions of a batch no reward has scored, across the study's reward functions.
+
+    TRL takes None (or NaN) as "no score from this reward". A completion no reward scores is
+    silently worth 0, and when that is every completion of a batch the logged reward is NaN, so
+    the trial later fails with nothing to say why. Each wrapper reports here; once every reward
+    has scored the batch (TRL passes them the same `completions` list), a batch nobody scored
+    fails the trial naming the rewards and what they returned.
+    """
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        self._open: dict[int, tuple[set[str], set[int], dict[str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, batch: Sequence[Any], name: str, raw: list[Any], scored: list[float | None]) -> None:
+        with self._lock:
+            seen, unscored, returned = self._open.setdefault(id(batch), (set(), set(range(len(scored))), {}))
+            seen.add(name)
+            unscored.difference_update(i for i, v in enumerate(scored) if v is not None)
+            kinds = sorted({repr(v) if v is None else str(float(v)) for v, f in zip(raw, scored) if f is None})
+            if kinds:
+                returned[name] = " or ".join(kinds)
+            if len(seen) < len(self.names):
+                return
+            del self._open[id(batch)]
+        if scored and len(unscored) == len(scored):
+            first, *others = self.names
+            also = "".join(f", and '{o}' returned {returned.get(o, '?')}" for o in others)
+            raise RewardFunctionError(first, (
+                f"returned {returned.get(first, '?')} for all {len(scored)} completions of a batch{also}: no completion "
+                "got a score, so the logged reward is NaN; return a finite float per completion (None only where "
+                "another reward scores it)"))
 
 
 def _reraise(exc: Exception, name: str) -> None:
@@ -221,11 +259,22 @@ def _reraise(exc: Exception, name: str) -> None:
     raise RewardFunctionError(name, f"raised {type(exc).__name__}: {exc}") from exc
 
 
-def _checked(func: RewardFunc, name: str) -> RewardFunc:
+def _checked(func: RewardFunc, name: str, abstentions: _Abstentions | None = None) -> RewardFunc:
     """Wrap a reward so misbehaviour fails the trial with the reward's name and the rule broken.
 
     An async reward stays async (TRL runs those concurrently), so the wrapper matches its kind.
+    `abstentions` is shared by the study's rewards; alone, a reward is its own judge.
     """
+    tally = abstentions or _Abstentions([name])
+
+    def checked(values: Any, completions: Sequence[Any]) -> list[Any]:
+        try:
+            raw = list(values)
+        except TypeError:
+            raw = values  # not a sequence: _validated names the mistake
+        out = _validated(raw, len(completions), name)
+        tally.record(completions, name, raw, out)
+        return out
     if _is_async(func):
 
         async def async_reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
@@ -233,7 +282,7 @@ def _checked(func: RewardFunc, name: str) -> RewardFunc:
                 values = await func(prompts=prompts, completions=completions, *args, **kwargs)
             except Exception as exc:
                 _reraise(exc, name)
-            return _validated(values, len(completions), name)
+            return checked(values, completions)
 
         wrapper: RewardFunc = async_reward
     else:
@@ -243,7 +292,7 @@ def _checked(func: RewardFunc, name: str) -> RewardFunc:
                 values = func(prompts=prompts, completions=completions, *args, **kwargs)
             except Exception as exc:
                 _reraise(exc, name)
-            return _validated(values, len(completions), name)
+            return checked(values, completions)
 
         wrapper = reward
     wrapper.__name__ = name
@@ -252,7 +301,7 @@ def _checked(func: RewardFunc, name: str) -> RewardFunc:
     return wrapper
 
 
-def build_reward(spec: str, ctx: RewardContext) -> tuple[str, RewardFunc]:
+def build_reward(spec: str, ctx: RewardContext, abstentions: _Abstentions | None = None) -> tuple[str, RewardFunc]:
     """(logged name, checked reward function) for one `rewards[].name`."""
     if spec in REWARD_FACTORIES:
         func = REWARD_FACTORIES[spec](ctx)
@@ -266,7 +315,7 @@ def build_reward(spec: str, ctx: RewardContext) -> tuple[str, RewardFunc]:
     else:
         known = sorted([*REWARD_FACTORIES, *TASKS])
         raise ValueError(f"unknown reward {spec!r}; use one of {known} or 'package.module:function'")
-    return name, _checked(func, name)
+    return name, _checked(func, name, abstentions)
 
 
 def build_rewards(
@@ -278,8 +327,10 @@ def build_rewards(
             raise ValueError("no rewards given and no built-in task to take one from: set `rewards:` in the study")
         entries = [{"name": "task", "weight": 1.0}]
     funcs, names, weights = [], [], []
+    abstentions = _Abstentions([])
     for entry in entries:
-        name, func = build_reward(str(entry["name"]), ctx)
+        name, func = build_reward(str(entry["name"]), ctx, abstentions)
+        abstentions.names.append(name)
         if name in names:
             raise ValueError(f"reward {name!r} is listed twice; TRL logs rewards by name, so names must be unique")
         funcs.append(func)
