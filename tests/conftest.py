@@ -1,4 +1,4 @@
-"""Shared fixtures: a real PostgreSQL server on loopback, offline settings, helpers to run the CLI.
+"""Shared fixtures: a real PostgreSQL server on loopback, offline settings, one finished tiny study.
 
 Services are real: the PostgreSQL fixture runs Debian's initdb/pg_ctl into a temp dir (as the
 `postgres` user when the tests run as root, since initdb refuses root). Where a service cannot
@@ -11,32 +11,19 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+# The plain helpers are defined once, in helpers.py; these names stay importable from conftest.
+from helpers import ROOT, cli_env, cli_inprocess, free_port, run_cli, unavailable  # noqa: F401
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-
-
-def unavailable(reason: str) -> None:
-    """Skip locally; fail under CI, where every non-GPU test must really run."""
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"required under CI but unavailable: {reason}")
-    pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pg_bin(name: str) -> str | None:
@@ -81,15 +68,3 @@ def fresh_pg_db(postgres_url):
     with psycopg.connect(postgres_url.replace("postgresql://", "postgresql://"), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return postgres_url.rsplit("/", 1)[0] + "/" + name
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"})
-    env.update(extra)
-    return env
-
-
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 900, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grpo_ablate", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env=cli_env(**env), timeout=timeout)
