@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 # The plain helpers are defined once, in helpers.py; these names stay importable from conftest.
-from helpers import ROOT, cli_env, cli_inprocess, free_port, run_cli, unavailable  # noqa: F401
+from helpers import ROOT, FinishedStudy, cli_env, cli_inprocess, free_port, run_cli, unavailable  # noqa: F401
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -68,3 +68,21 @@ def fresh_pg_db(postgres_url):
     with psycopg.connect(postgres_url.replace("postgresql://", "postgresql://"), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return postgres_url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(scope="session")
+def finished_study(tmp_path_factory) -> FinishedStudy:
+    """The demo (studies/tiny-cpu.yaml) run once, with its report, through the real CLI.
+
+    Two arms, seed 0, 4 optimizer steps, one worker, temperature 1.0: the baseline at a fixed
+    G=8 and a G schedule 2->8 at half the budget. Shared by the tests that only read a finished
+    study (its records and resume, the dashboard, a schedule arm in the report), so those two real
+    trials start once per session instead of once per test. Readers must not write to it: a test
+    that reruns it works on a copy.
+    """
+    out = tmp_path_factory.mktemp("finished") / "shared"
+    study_args = ("studies/tiny-cpu.yaml", "--set", "study.name=shared", "--set", "budget.max_steps=4",
+                  "--set", "study.seeds=[0]", "--set", "study.workers=1", "--set", "temperature=1.0",
+                  "--set", 'num_generations=[8, "2->8@50%"]', "--set", "study.baseline={num_generations: 8}")
+    res = run_cli("run", *study_args, "--set", f"study.output_dir={out}")
+    return FinishedStudy(name="shared", out=out, study_args=study_args, run=res)

@@ -18,6 +18,7 @@ import sys
 import textwrap
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 TINY_CPU = ROOT / "studies" / "tiny-cpu.yaml"
 
-__all__ = ["ROOT", "TESTS", "TINY_CPU", "CliResult", "cli_env", "cli_inprocess", "fill_disk", "free_port", "run_cli",
+__all__ = ["ROOT", "TESTS", "TINY_CPU", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "fill_disk", "free_port", "run_cli",
            "tiny_spec", "tmpfs", "unavailable", "write_study"]
 
 
@@ -115,6 +116,27 @@ def cli_inprocess(*args: str, cwd: Path | None = None, **env: str) -> CliResult:
 
 
 # ------------------------------------------------------------------ study files and trial specs
+
+
+@dataclass(frozen=True)
+class FinishedStudy:
+    """A study that `grpo-ablate run` finished (conftest's `finished_study`), for tests that only read one."""
+
+    name: str
+    out: Path  # its output_dir: study.journal, trials/, report.html, summary.json
+    study_args: tuple[str, ...]  # the study file and its --set overrides, without the output_dir
+    run: subprocess.CompletedProcess  # what the run printed, and its exit code
+
+    def args(self, out: Path | None = None) -> list[str]:
+        """The study's arguments for a command (run, dashboard, report), writing into `out` (default its own)."""
+        return [*self.study_args, "--set", f"study.output_dir={out or self.out}"]
+
+    def load(self, out: Path | None = None):
+        import optuna
+
+        from grpo_ablate.storage import open_storage
+
+        return optuna.load_study(study_name=self.name, storage=open_storage(str((out or self.out) / "study.journal")))
 
 
 def write_study(folder: Path, text: str, name: str = "study.yaml") -> Path:

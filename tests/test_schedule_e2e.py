@@ -13,23 +13,18 @@ from pathlib import Path
 import optuna
 import pytest
 
-from conftest import run_cli
 from grpo_ablate.metrics import read_rows
-from grpo_ablate.run_one import spec_from_sections
-from grpo_ablate.storage import open_storage
-from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.launch import run_trial
 from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome
+
+from helpers import tiny_spec
 
 pytestmark = pytest.mark.slow
 
 
 def _run(tmp: Path, name: str, g: int | str, steps: int, **hardware) -> tuple[list[dict], list[dict]]:
-    spec = spec_from_sections(
-        tmp / name, model={"name_or_path": "builtin:tiny"}, data={"task": "addition", "num_prompts": 2000},
-        trainer={**TINY_CPU_TRAINER, "num_generations": g, "seed": 0, **hardware.pop("trainer", {})},
-        budget={"max_steps": steps}, hardware={"num_processes": 1, **hardware},
-    )
+    trainer = {"num_generations": g, "seed": 0, **hardware.pop("trainer", {})}
+    spec = tiny_spec(tmp / name, steps=steps, hardware={"num_processes": 1, **hardware}, **trainer)
     result = run_trial(spec)
     assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
     rows = read_rows(tmp / name / METRICS_FILE)
@@ -109,14 +104,11 @@ def test_two_processes_switch_at_the_same_step(tmp_path):
     assert len(rows) == 8
 
 
-def test_ablation_with_a_schedule_arm_runs_and_reports_it(tmp_path):
-    name = "sched-abl"
-    out = tmp_path / name
-    res = run_cli("run", "studies/tiny-cpu.yaml", "--set", "budget.max_steps=4", "--set", "study.seeds=[0]",
-                  "--set", "study.workers=1", "--set", "temperature=1.0", "--set", f"study.name={name}", "--set", f"study.output_dir={out}",
-                  "--set", 'num_generations=[8, "2->8@50%"]', "--set", "study.baseline={num_generations: 8}")
+def test_ablation_with_a_schedule_arm_runs_and_reports_it(finished_study):
+    """The shared finished demo study is this ablation: G=8 against the schedule 2->8 at half of 4 steps."""
+    res, out = finished_study.run, finished_study.out
     assert res.returncode == 0, res.stdout + res.stderr
-    st = optuna.load_study(study_name=name, storage=open_storage(str(out / "study.journal")))
+    st = finished_study.load()
     trials = st.get_trials(deepcopy=False)
     assert [t.params["num_generations"] for t in trials] == [8, "2→8@50%"]
     assert trials[1].user_attrs["num_generations"] == "2→8@50%" and trials[1].user_attrs["role"] == "num_generations=2→8@50%"

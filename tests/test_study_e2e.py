@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,16 +45,15 @@ def _by_outcome(study: optuna.Study) -> dict[str, int]:
     return out
 
 
-def test_ablation_runs_records_and_resumes(tmp_path):
-    args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "abl"),
-            "--set", "num_generations=[2, 4]", "--set", "study.baseline={num_generations: 4}"]
-    first = run_cli(*args)
+def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
+    """The shared finished demo study: every record a trial leaves, then a rerun (on a copy) that runs nothing."""
+    first = finished_study.run
     assert first.returncode == 0, first.stdout + first.stderr
-    st = _load(tmp_path, "abl")
+    st = finished_study.load()
     trials = st.get_trials(deepcopy=False)
     assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     base = trials[0]
-    assert base.user_attrs["role"] == "baseline" and base.user_attrs["num_generations"] == 4
+    assert base.user_attrs["role"] == "baseline" and base.user_attrs["num_generations"] == 8
     for t in trials:
         u = t.user_attrs
         assert u["outcome"] == "completed"
@@ -62,15 +62,17 @@ def test_ablation_runs_records_and_resumes(tmp_path):
             assert key in u, key
         assert t.constraints == {"oom": -1.0}  # feasible
         rows = [json.loads(x) for x in Path(u["trial_dir"], "metrics.jsonl").read_text().splitlines()]
-        assert len(rows) == 3
+        assert len(rows) == 4
     # artifacts for the dashboard
     arts = [k for t in trials for k in t.system_attrs if k.startswith("artifacts:")]
     assert len(arts) >= 2
     assert "Best trials" in first.stdout
 
-    again = run_cli(*args)
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_study.out, copy)
+    again = run_cli("run", *finished_study.args(copy))
     assert again.returncode == 0, again.stderr
-    assert len(_load(tmp_path, "abl").get_trials(deepcopy=False)) == 2  # nothing re-run
+    assert len(finished_study.load(copy).get_trials(deepcopy=False)) == 2  # nothing re-run
     assert "(2/2 trials finished)" in again.stdout
 
 
