@@ -10,8 +10,8 @@ from grpo_ablate.plan import advised_arms, cell_params, pair_param, resolved_tri
 from grpo_ablate.preflight.advise_file import ADVISED_ARMS_KEY
 from grpo_ablate.planview import plan_json, plan_text
 from grpo_ablate.vocab import ADVISE_FILE, Arm
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
 
 

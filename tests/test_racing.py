@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import optuna
 
@@ -14,9 +13,9 @@ from grpo_ablate.study.lifecycle import ask, suggest_params
 from grpo_ablate.search.replay import Strategy, replay
 from grpo_ablate.search.table import GridRow, GridTable
 from grpo_ablate.vocab import Arm
+from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
 
 # seed -> value: "best" leads, "tied" moves with it (noise either way), "worse" trails on every seed

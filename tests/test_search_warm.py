@@ -13,9 +13,9 @@ from grpo_ablate.search.warm import warm_start
 from grpo_ablate.vocab import COPY_ATTR, WARM_ROLE
 from grpo_ablate.study.lifecycle import suggest_params
 from grpo_ablate.study.setup import describe_study, open_study
+from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
 VALUE = {2: 0.5, 4: 0.9, 8: 0.7}  # G=4 is the previous best
 

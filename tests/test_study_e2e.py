@@ -9,7 +9,6 @@ the rerun finishes the study; a full disk requeues trials; a kill -9 of the run 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from conftest import ROOT, cli_env, run_cli, unavailable
+from helpers import ROOT, cli_env, fill_disk, run_cli, tmpfs
 from grpo_ablate.storage import open_storage
 
 pytestmark = pytest.mark.slow
@@ -186,25 +185,14 @@ def test_a_study_whose_every_trial_failed_exits_1_with_the_reasons(tmp_path):
 def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path):
     """A real tmpfs, filled up: the orchestrator cannot write the trials' files (issue 9, B2)."""
     disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)],
-                                           capture_output=True).returncode != 0:
-        unavailable("mounting a tmpfs needs root")
-    try:
+    with tmpfs(disk, "16m"):
         journal = tmp_path / "study.journal"  # the storage is elsewhere: only the trial files are on the full disk
         args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, "--no-report", "--set", "study.name=full",
                 "--set", f"study.output_dir={disk / 'full'}", "--storage", str(journal),
                 "--set", "num_generations=[2, 4]", "--set", "study.baseline={num_generations: 2}",
                 "--set", "study.max_consecutive_failures=2"]
         (disk / "full").mkdir()
-        fill = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            while True:
-                os.write(fill, b"\0" * 65536)
-        except OSError:
-            pass
-        finally:
-            os.close(fill)
+        fill_disk(disk)
         res = run_cli(*args)
         assert res.returncode == 1, res.stdout + res.stderr
         assert "No space left on device" in res.stderr
@@ -218,8 +206,6 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path)
         st = _load(tmp_path, "full", str(journal))
         complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
         assert sorted(t.user_attrs["num_generations"] for t in complete) == [2, 4]
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_killed_run_on_journal_storage_is_finished_by_the_next_run(tmp_path):
