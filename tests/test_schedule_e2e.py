@@ -46,19 +46,24 @@ def test_schedule_of_one_g_is_the_fixed_g_run(tmp_path):
     assert [(e["step"], e["phase"], e["num_generations"]) for e in events] == [(1, 0, 4), (4, 1, 4)]
 
 
-def test_two_phase_schedule_switches_at_its_step(tmp_path):
-    rows, events = _run(tmp_path, "prog", "2->8@50%", 6)
-    assert [r["num_generations"] for r in rows] == [2, 2, 2, 8, 8, 8]  # 50% of 6 steps: steps 1-3 at G=2
-    assert [r["step"] for r in rows] == list(range(1, 7))  # one run: the step count goes on
-    assert [r["completions"] for r in rows] == [32] * 6  # the same generation batch in both phases
+def test_two_phase_schedule_switches_at_its_step(finished_study):
+    """The shared finished demo study's schedule arm: 2->8 at 50% of its 4 optimizer steps."""
+    assert finished_study.run.returncode == 0, finished_study.run.stdout + finished_study.run.stderr
+    (trial,) = [t for t in finished_study.load().get_trials(deepcopy=False) if t.params["num_generations"] == "2→8@50%"]
+    folder = Path(trial.user_attrs["trial_dir"])
+    rows = read_rows(folder / METRICS_FILE)
+    events = [json.loads(x) for x in (folder / EVENTS_FILE).read_text().splitlines()]
+    assert [r["num_generations"] for r in rows] == [2, 2, 8, 8]  # 50% of 4 steps: steps 1-2 at G=2
+    assert [r["step"] for r in rows] == list(range(1, 5))  # one run: the step count goes on
+    assert [r["completions"] for r in rows] == [32] * 4  # the same generation batch in both phases
     assert events[0] == {"event": "phase", "step": 1, "phase": 0, "num_generations": 2, "schedule": "2→8@50%",
                          "reason": "start"}
     switch = events[1]
-    assert (switch["step"], switch["phase"], switch["from"], switch["num_generations"]) == (4, 1, 2, 8)
-    assert switch["reason"].startswith("progress: 3 of 6 optimizer steps done")
-    groups = [json.loads(x) for x in (tmp_path / "prog" / "groups.jsonl").read_text().splitlines()]
-    assert {g["num_generations"] for g in groups if g["step"] <= 3} == {2}
-    assert {g["num_generations"] for g in groups if g["step"] >= 4} == {8}
+    assert (switch["step"], switch["phase"], switch["from"], switch["num_generations"]) == (3, 1, 2, 8)
+    assert switch["reason"].startswith("progress: 2 of 4 optimizer steps done")
+    groups = [json.loads(x) for x in (folder / "groups.jsonl").read_text().splitlines()]
+    assert {g["num_generations"] for g in groups if g["step"] <= 2} == {2}
+    assert {g["num_generations"] for g in groups if g["step"] >= 3} == {8}
 
 
 def _first_step_meeting(rows: list[dict], threshold: float, window: int) -> int | None:
