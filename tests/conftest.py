@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-# The plain helpers are defined once, in helpers.py; these names stay importable from conftest.
+# The plain helpers are defined once, in helpers.py (tests import them from there); conftest
+# re-exports the older names so a test written against `from conftest import ...` still runs.
 from helpers import ROOT, FinishedStudy, cli_env, cli_inprocess, free_port, run_cli, unavailable  # noqa: F401
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
