@@ -42,6 +42,7 @@ clean:
 
 # The nightly regression sweep (.github/workflows/nightly.yml runs the same two commands):
 # a fresh run of sweeps/nightly.yaml, then the gate against the accepted baseline summary.
+# `make test` checks the gate on JSON only; the sweep's real trials run here and in that job.
 nightly: install
 	rm -rf runs/nightly
 	HF_HUB_OFFLINE=1 $(BIN)/grpo-ablate run sweeps/nightly.yaml

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real PostgreSQL server on loopback, offline settings, helpers to run the CLI.
+"""Shared fixtures: a real PostgreSQL server on loopback, offline settings, one finished tiny study.
 
 Services are real: the PostgreSQL fixture runs Debian's initdb/pg_ctl into a temp dir (as the
 `postgres` user when the tests run as root, since initdb refuses root). Where a service cannot
@@ -11,32 +11,20 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+# The plain helpers are defined once, in helpers.py (tests import them from there); conftest
+# re-exports the older names so a test written against `from conftest import ...` still runs.
+from helpers import ROOT, FinishedStudy, cli_env, cli_inprocess, free_port, run_cli, unavailable  # noqa: F401
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-
-
-def unavailable(reason: str) -> None:
-    """Skip locally; fail under CI, where every non-GPU test must really run."""
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"required under CI but unavailable: {reason}")
-    pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pg_bin(name: str) -> str | None:
@@ -83,13 +71,19 @@ def fresh_pg_db(postgres_url):
     return postgres_url.rsplit("/", 1)[0] + "/" + name
 
 
-def cli_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"})
-    env.update(extra)
-    return env
+@pytest.fixture(scope="session")
+def finished_study(tmp_path_factory) -> FinishedStudy:
+    """The demo (studies/tiny-cpu.yaml) run once, with its report, through the real CLI.
 
-
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 900, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grpo_ablate", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env=cli_env(**env), timeout=timeout)
+    Two arms, seed 0, 4 optimizer steps, one worker, temperature 1.0: the baseline at a fixed
+    G=8 and a G schedule 2->8 at half the budget. Shared by the tests that only read a finished
+    study (its records and resume, the dashboard, a schedule arm in the report), so those two real
+    trials start once per session instead of once per test. Readers must not write to it: a test
+    that reruns it works on a copy.
+    """
+    out = tmp_path_factory.mktemp("finished") / "shared"
+    study_args = ("studies/tiny-cpu.yaml", "--set", "study.name=shared", "--set", "budget.max_steps=4",
+                  "--set", "study.seeds=[0]", "--set", "study.workers=1", "--set", "temperature=1.0",
+                  "--set", 'num_generations=[8, "2->8@50%"]', "--set", "study.baseline={num_generations: 8}")
+    res = run_cli("run", *study_args, "--set", f"study.output_dir={out}")
+    return FinishedStudy(name="shared", out=out, study_args=study_args, run=res)

@@ -1,6 +1,8 @@
-"""Reward functions used by the end-to-end tests as `helpers_rewards:<name>` (tests/ is on PYTHONPATH).
+"""Reward functions the tests' trials load by name as `helpers_rewards:<name>` (tests/ is on PYTHONPATH).
 
-They are real rewards run by the real trainer; they only misbehave on purpose.
+The one module of test rewards, kept apart from helpers.py so a trial process imports nothing
+else of the tests. They are real rewards run by the real trainer: the first ones misbehave on
+purpose, the custom ones below behave as a user's would.
 """
 
 from __future__ import annotations
@@ -23,8 +25,42 @@ def wrong_length(prompts, completions, **kwargs):
 
 
 
+# ------------------------------------------------------------------ well-behaved custom rewards
+
+
+def solution_length(prompts, completions, **kwargs):
+    """A well-behaved custom reward: reads a dataset column, returns one float per completion."""
+    return [float(len(str(s))) / 10 for s in kwargs["solution"]]
+
+
+async def async_exact(prompts, completions, **kwargs):
+    """An async reward: TRL runs these concurrently; the wrapper must keep it async."""
+    return [1.0 if str(c).strip() == str(a) else 0.0 for c, a in zip(completions, kwargs["answer"])]
+
+
+async def async_short(prompts, completions, **kwargs):
+    return [0.0]
+
+
 def raises_for_large_batches(prompts, completions, **kwargs):
     """A reward that breaks on generation batches above 16 completions (not a memory error)."""
     if len(completions) > 16:
         raise ValueError(f"raises_for_large_batches: {len(completions)} completions is more than it handles")
     return [0.0] * len(completions)
+
+
+def all_none(prompts, completions, **kwargs):
+    """Abstains on everything: fine beside a reward that scores, a broken trial alone."""
+    return [None] * len(completions)
+
+
+def all_nan(prompts, completions, **kwargs):
+    return [float("nan")] * len(completions)
+
+
+def one_inf(prompts, completions, **kwargs):
+    return [1.0] * (len(completions) - 1) + [float("inf")]
+
+
+async def async_all_none(prompts, completions, **kwargs):
+    return [None] * len(completions)

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,13 +18,12 @@ from grpo_ablate.preflight.advise import Measured, Prediction, _measured, advise
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, mean_p_zero_spread, zero_spread_beta, zero_spread_empirical
 from grpo_ablate.search.encoding import encode_arm
 from grpo_ablate.vocab import METRICS_FILE, Arm
+from helpers import run_cli, write_study
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _study_file(tmp_path: Path, gens: str = "[2, 4, 8]", sampler: str = "tpe", seeds: str = "[0]") -> Path:
-    path = tmp_path / "study.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path = write_study(tmp_path, f"""\
         study:
           name: advise-test
           output_dir: {tmp_path / 'run'}
@@ -48,7 +44,7 @@ def _study_file(tmp_path: Path, gens: str = "[2, 4, 8]", sampler: str = "tpe", s
           temperature: [0.7, 1.0]
         budget:
           max_steps: 10
-        """))
+        """)
     return path
 
 
@@ -131,8 +127,7 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
 def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs(tmp_path, capsys):
     import optuna
 
-    path = tmp_path / "study.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path = write_study(tmp_path, f"""\
         study:
           name: advise-ablation
           output_dir: {tmp_path / 'run'}
@@ -155,7 +150,7 @@ def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs
           temperature: [0.7, 1.0]
         budget:
           max_steps: 3
-        """))
+        """)
 
     def n_trials() -> int:
         assert main(["plan", str(path), "--json"]) == 0
@@ -168,8 +163,7 @@ def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs
     added = json.loads((tmp_path / "run" / "advise.json").read_text())["advised_arms"]
     assert added == [{"num_generations": 2, "generation_batch_size": 16, "temperature": 1.0}]
     assert n_trials() == 4
-    run = subprocess.run([sys.executable, "-m", "grpo_ablate", "run", str(path), "--no-report"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+    run = run_cli("run", str(path), "--no-report", timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     ostudy = optuna.load_study(study_name="advise-ablation", storage=optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,8 +13,8 @@ from grpo_ablate.trainer.builtin.model import WARM_STARTED, builtin_model_path
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.builtin.tasks import TASKS, task_problems
 from grpo_ablate.trainer.rewards import REWARD_FACTORIES, RewardContext, build_reward, describe
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_code_registries_hold_exactly_the_vocabulary_names():

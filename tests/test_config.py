@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from grpo_ablate.config import StudyError, load_study
-
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT, cli_inprocess
+from helpers import write_study as write  # the one study writer, under this file's short name
 
 MINIMAL = """
 study:
@@ -33,12 +32,6 @@ def task_name() -> str:
     from grpo_ablate.vocab import BUILTIN_TASKS
 
     return sorted(BUILTIN_TASKS)[0]
-
-
-def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(text))
-    return p
 
 
 def problems_of(path: Path, overrides=None) -> list[str]:
@@ -171,24 +164,19 @@ def test_old_recipe_with_max_prompt_length(tmp_path, task_name):
 # ------------------------------------------------------------------ the CLI
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grpo_ablate", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}, timeout=120)
-
-
 def test_validate_ok_and_invalid(tmp_path):
-    ok = run_cli("validate", "studies/tiny-cpu.yaml")
+    ok = cli_inprocess("validate", "studies/tiny-cpu.yaml")
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("OK: studies/tiny-cpu.yaml")
     bad = write(tmp_path, "study: {name: t}\ndata: {task: nope}\nbudget: {max_steps: 0}\n")
-    res = run_cli("validate", str(bad))
+    res = cli_inprocess("validate", str(bad))
     assert res.returncode == 2
     assert "data.task: unknown built-in task 'nope'" in res.stderr or "budget.max_steps" in res.stderr
     assert not list(tmp_path.glob("runs"))  # nothing written
 
 
 def test_plan_json_is_one_object_with_feasible_and_rejected(tmp_path):
-    res = run_cli("plan", "studies/openr1-1.5b-numina-8gpu.yaml", "--json")
+    res = cli_inprocess("plan", "studies/openr1-1.5b-numina-8gpu.yaml", "--json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert {f["num_generations"] for f in out["feasible"]} == {7, 8, 14, 16}
@@ -200,7 +188,7 @@ def test_plan_json_is_one_object_with_feasible_and_rejected(tmp_path):
 
 
 def test_plan_text_explains_hardware():
-    res = run_cli("plan", "studies/openr1-1.5b-numina-8gpu.yaml")
+    res = cli_inprocess("plan", "studies/openr1-1.5b-numina-8gpu.yaml")
     assert res.returncode == 0, res.stderr
     assert "7 training process(es) x 16 per device = 112" in res.stdout
     assert "Rejected (2)" in res.stdout and "Trial plan" in res.stdout
@@ -226,7 +214,7 @@ def test_validation_and_orchestrator_never_import_torch_or_trl():
 
 
 def test_task_names_are_rewards_from_the_cli():
-    res = run_cli("validate", "studies/tiny-cpu.yaml", "--set", "rewards=[addition]")
+    res = cli_inprocess("validate", "studies/tiny-cpu.yaml", "--set", "rewards=[addition]")
     assert res.returncode == 0, res.stderr
 
 
@@ -236,7 +224,7 @@ def test_every_builtin_model_is_accepted(tmp_path, task_name):
     for name in BUILTIN_MODELS:
         study = load_study(write(tmp_path, MINIMAL.format(task=task_name)), [f"model.name_or_path={name}"])
         assert study.model.name_or_path == name
-    res = run_cli("validate", "studies/tiny-cpu.yaml", "--set", "model.name_or_path=builtin:tiny-untrained")
+    res = cli_inprocess("validate", "studies/tiny-cpu.yaml", "--set", "model.name_or_path=builtin:tiny-untrained")
     assert res.returncode == 0, res.stderr
     msgs = problems_of(write(tmp_path, MINIMAL.format(task=task_name)), ["model.name_or_path=builtin:tiniest"])
     assert any("unknown built-in model 'builtin:tiniest'" in m for m in msgs), msgs
@@ -266,8 +254,8 @@ def test_objectives_need_a_metric_with_a_direction(tmp_path, task_name):
 def test_plan_json_trial_count_matches_the_text(study_file):
     import re
 
-    text = run_cli("plan", study_file)
-    js = run_cli("plan", study_file, "--json")
+    text = cli_inprocess("plan", study_file)
+    js = cli_inprocess("plan", study_file, "--json")
     assert text.returncode == js.returncode == 0, text.stderr + js.stderr
     m = re.search(r"Trial plan \((\d+) trials|Trials: (\d+) proposed", text.stdout)
     assert m, text.stdout

@@ -11,13 +11,12 @@ import os
 import resource
 import subprocess
 import sys
-import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from helpers import ROOT, CliResult, cli_inprocess, tmpfs
+from helpers import write_study as write  # the one study writer, under this file's short name
 from grpo_ablate.config import Problem, StudyError, load_study
 
 STUDY = """\
@@ -30,13 +29,7 @@ budget: {max_steps: 5}
 """
 
 
-def write(folder: Path, text: str, name: str = "study.yaml") -> Path:
-    p = folder / name
-    p.write_text(textwrap.dedent(text))
-    return p
-
-
-def refused(res: subprocess.CompletedProcess, *needles: str) -> str:
+def refused(res: CliResult, *needles: str) -> str:
     """Exit 2, no traceback, one line on stderr that holds every needle; returns the line."""
     assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
     assert "Traceback" not in res.stderr
@@ -109,7 +102,7 @@ def test_file_over_one_megabyte_is_refused_before_parsing(tmp_path):
 def test_echoed_values_are_cut_short(tmp_path):
     # 729 strings under study.name: below the alias limit, far too long to print
     text = alias_bomb(2) + STUDY.replace("  name: t\n", "  name: *a2\n")
-    res = run_cli("validate", str(write(tmp_path, text)), timeout=60)
+    res = cli_inprocess("validate", str(write(tmp_path, text)))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     lines = res.stderr.strip().splitlines()  # `anchors` is an unknown key too: one line each
     assert any("study.name" in line and "valid string" in line for line in lines), lines
@@ -130,7 +123,7 @@ def test_problem_text_is_bounded():
 
 @pytest.mark.parametrize("command", ["validate", "plan", "run", "run-one"])
 def test_malformed_set_is_one_line_and_exit_2(command, tmp_path):
-    res = run_cli(command, "studies/tiny-cpu.yaml", "--set", "num_generations=[2,", timeout=60)
+    res = cli_inprocess(command, "studies/tiny-cpu.yaml", "--set", "num_generations=[2,")
     refused(res, "--set", "num_generations", "malformed YAML")
     assert not (tmp_path / "runs").exists()
 
@@ -155,7 +148,7 @@ def test_set_without_equals_or_key_is_refused(tmp_path):
     ("postgresql+nosuchdriver://u@localhost/db", "needs the database driver nosuchdriver"),
 ])
 def test_bad_storage_urls_are_caught_by_validate(url, needle, tmp_path):
-    res = run_cli("validate", str(write(tmp_path, STUDY)), "--set", f"study.storage={url}", cwd=tmp_path, timeout=60, PYTHONPATH=str(ROOT))
+    res = cli_inprocess("validate", str(write(tmp_path, STUDY)), "--set", f"study.storage={url}", cwd=tmp_path, PYTHONPATH=str(ROOT))
     line = refused(res, "study.storage", needle)
     assert "secret" not in line  # the password is masked wherever the URL is echoed
     assert list(tmp_path.iterdir()) == [tmp_path / "study.yaml"]  # no journal file named after the typo
@@ -178,7 +171,7 @@ def test_storage_url_is_masked_in_the_saved_config(tmp_path):
     study = load_study(write(tmp_path, STUDY), ["study.storage=postgresql://u:secret@localhost/db"])
     assert study.storage_url == "postgresql://u:secret@localhost/db"  # the real one, to connect
     assert study.to_dict()["study"]["storage"] == "postgresql://u:***@localhost/db"
-    res = run_cli("validate", str(tmp_path / "study.yaml"), "--set", "study.storage=postgresql://u:secret@localhost/db")
+    res = cli_inprocess("validate", str(tmp_path / "study.yaml"), "--set", "study.storage=postgresql://u:secret@localhost/db")
     assert res.returncode == 0, res.stderr
     assert "u:***@localhost" in res.stdout and "secret" not in res.stdout
 
@@ -189,9 +182,9 @@ def test_storage_url_is_masked_in_the_saved_config(tmp_path):
 def test_output_dir_that_is_a_file_is_caught(tmp_path):
     (tmp_path / "afile").write_text("x")
     path = write(tmp_path, STUDY)
-    res = run_cli("validate", str(path), "--set", f"study.output_dir={tmp_path / 'afile'}", timeout=60)
+    res = cli_inprocess("validate", str(path), "--set", f"study.output_dir={tmp_path / 'afile'}")
     refused(res, "study.output_dir", "is a file, not a folder")
-    res = run_cli("validate", str(path), "--set", f"study.output_dir={tmp_path / 'afile' / 'sub'}", timeout=60)
+    res = cli_inprocess("validate", str(path), "--set", f"study.output_dir={tmp_path / 'afile' / 'sub'}")
     refused(res, "study.output_dir", "is a file, so")
 
 
@@ -199,26 +192,22 @@ def test_output_dir_that_is_a_file_is_caught(tmp_path):
 def read_only_dir(tmp_path):
     """A folder nobody can write: a real read-only tmpfs as root, else mode 0555."""
     d = tmp_path / "ro"
+    if os.geteuid() == 0:  # mode bits do not stop root
+        with tmpfs(d, "1m", read_only=True):
+            yield d
+        return
     d.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(d)], capture_output=True).returncode == 0
-    if not mounted:
-        if os.geteuid() == 0:
-            pytest.skip("root cannot mount a tmpfs here, and mode bits do not stop root")
-        d.chmod(0o555)
+    d.chmod(0o555)
     try:
         yield d
     finally:
-        if mounted:
-            subprocess.run(["umount", str(d)], check=True)
-        else:
-            d.chmod(0o755)
+        d.chmod(0o755)
 
 
 def test_read_only_output_dir_is_caught(read_only_dir, tmp_path):
-    res = run_cli("validate", str(write(tmp_path, STUDY)), "--set", f"study.output_dir={read_only_dir / 'out'}", timeout=60)
+    res = cli_inprocess("validate", str(write(tmp_path, STUDY)), "--set", f"study.output_dir={read_only_dir / 'out'}")
     refused(res, "study.output_dir", "cannot write in", str(read_only_dir))
-    res = run_cli("validate", str(tmp_path / "study.yaml"), "--set", f"study.storage={read_only_dir / 's.journal'}", timeout=60)
+    res = cli_inprocess("validate", str(tmp_path / "study.yaml"), "--set", f"study.storage={read_only_dir / 's.journal'}")
     refused(res, "study.storage", "cannot write in")
 
 
@@ -230,7 +219,7 @@ def test_study_name_cannot_leave_its_folder(name, tmp_path):
 
 
 def test_study_name_problem_from_the_cli(tmp_path):
-    refused(run_cli("validate", str(write(tmp_path, STUDY)), "--set", "study.name=../escape", timeout=60),
+    refused(cli_inprocess("validate", str(write(tmp_path, STUDY)), "--set", "study.name=../escape"),
             "study.name", "'../escape'")
 
 
@@ -238,7 +227,7 @@ def test_study_name_problem_from_the_cli(tmp_path):
 
 
 def test_reward_module_not_found_is_caught(tmp_path):
-    res = run_cli("validate", str(write(tmp_path, STUDY + "rewards: [no_such_pkg.rewards:score]\n")), timeout=60)
+    res = cli_inprocess("validate", str(write(tmp_path, STUDY + "rewards: [no_such_pkg.rewards:score]\n")))
     refused(res, "rewards.0", "module 'no_such_pkg.rewards' not found on the import path", "PYTHONPATH")
 
 
@@ -250,11 +239,11 @@ def test_reward_module_is_found_without_being_imported(tmp_path):
     (pkg / "__init__.py").write_text(f"open({str(mark)!r}, 'w').close()\n")
     (pkg / "score.py").write_text("def f(prompts, completions, **kw):\n    return [0.0] * len(completions)\n")
     path = write(tmp_path, STUDY + "rewards: ['myrewards.score:f', 'myrewards.nope:f']\n")
-    res = run_cli("validate", str(path), cwd=tmp_path, timeout=60, PYTHONPATH=str(ROOT))
+    res = cli_inprocess("validate", str(path), cwd=tmp_path, PYTHONPATH=str(ROOT))
     refused(res, "rewards.1", "'myrewards.nope'")  # only the missing one
     assert not mark.exists()
     (tmp_path / "study.yaml").write_text(STUDY + "rewards: ['myrewards.score:f']\n")
-    ok = run_cli("validate", str(path), cwd=tmp_path, timeout=60, PYTHONPATH=str(ROOT))
+    ok = cli_inprocess("validate", str(path), cwd=tmp_path, PYTHONPATH=str(ROOT))
     assert ok.returncode == 0, ok.stderr
     assert not mark.exists()
 
@@ -271,7 +260,7 @@ def test_run_refuses_bad_storage_before_anything_runs(tmp_path):
     path = write(tmp_path, STUDY)
     for url, needle in (("postgress://u:secret@localhost/db", "unknown storage scheme"),
                         ("postgresql://u:secret@localhost:abc/db", "bad port")):
-        line = refused(run_cli("run", str(path), "--storage", url, cwd=tmp_path, timeout=60, PYTHONPATH=str(ROOT)),
+        line = refused(cli_inprocess("run", str(path), "--storage", url, cwd=tmp_path, PYTHONPATH=str(ROOT)),
                        "study.storage", needle)
         assert "secret" not in line
     assert list(tmp_path.iterdir()) == [path]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli_env, free_port, run_cli
+from helpers import ROOT, cli_env, free_port
 from grpo_ablate.config import load_study
 from grpo_ablate.storage import open_artifact_store
 from grpo_ablate.study.artifacts import curve_title, upload_trial_artifacts
@@ -21,25 +22,65 @@ from grpo_ablate.study.setup import describe_study, open_study
 from grpo_ablate.vocab import METRICS_FILE, REWARD_CURVE_FILE, Arm, Cell
 
 
+# Margins, not windows: on a shared 2-core machine the dashboard's start (Python, Optuna, the study
+# file) and Chromium's first render take tens of seconds; these waits end as soon as the event comes.
+STARTUP_S = 300.0
+REQUEST_S = 60.0
+BROWSER_MS = 180_000
+
+
 def _get(url: str):
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urllib.request.urlopen(url, timeout=REQUEST_S) as r:
         return json.loads(r.read().decode())
 
 
 def _serve(study_args: list[str]) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "dashboard", *study_args, "--port", str(port)],
-                            cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return proc, f"http://127.0.0.1:{port}"
+    """`grpo-ablate dashboard` on a free port, returned once its HTTP API answers.
+
+    Waits on events with minutes of margin: the process's own banner (printed once the storage is
+    open, just before it binds), then the API's first answer. Its output is drained all along and
+    shown if it dies; if another process took the port between free_port() and the bind, it exits
+    saying "cannot serve on", and it is started again on a new port.
+    """
+    for _ in range(3):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "dashboard", *study_args, "--port", str(port)],
+                                cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        banner = threading.Event()
+
+        def drain(proc=proc, lines=lines, banner=banner) -> None:
+            for line in proc.stdout:
+                lines.append(line)
+                if "optuna-dashboard for study" in line:
+                    banner.set()
+            banner.set()  # the process ended
+
+        threading.Thread(target=drain, daemon=True).start()
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + STARTUP_S
+        banner.wait(STARTUP_S)
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                _get(f"{base}/api/studies")
+                return proc, base
+            except OSError:
+                time.sleep(0.5)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        if "cannot serve on" not in "".join(lines):
+            raise AssertionError(f"the dashboard never answered on {base}:\n" + "".join(lines)[-4000:])
+    raise AssertionError("the dashboard lost its port three times")
 
 
-def _wait_for_api(base: str) -> dict:
-    for _ in range(120):
-        try:
-            return _get(f"{base}/api/studies")
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError("the dashboard never answered")
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
 
 
 def test_dashboard_names_objectives_and_shows_headline_metrics(tmp_path):
@@ -69,7 +110,7 @@ def test_dashboard_names_objectives_and_shows_headline_metrics(tmp_path):
 
     proc, base = _serve(study_args)
     try:
-        studies = _wait_for_api(base)
+        studies = _get(f"{base}/api/studies")
         (summary,) = [s for s in studies["study_summaries"] if s["study_name"] == "named"]
         detail = _get(f"{base}/api/studies/{summary['study_id']}?after=0")
         assert detail.get("objective_names") == ["reward_per_hour", "peak_memory_mb"]
@@ -80,24 +121,24 @@ def test_dashboard_names_objectives_and_shows_headline_metrics(tmp_path):
         assert attrs["reward_per_hour"] == "288.0" or attrs["reward_per_hour"] == 288.0
         _assert_browser_names_objectives(f"{base}/dashboard/studies/{summary['study_id']}")
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        _stop(proc)
 
 
 def _assert_browser_names_objectives(url: str) -> None:
     """What a person sees: the study page, rendered by Chromium, names both objectives."""
     from playwright.sync_api import sync_playwright
 
-    from conftest import unavailable
+    from helpers import unavailable
 
     if not Path("/usr/bin/chromium").exists():
         unavailable("Debian's chromium is not installed")
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"], timeout=BROWSER_MS)
         try:
             page = browser.new_page()
-            page.goto(url)
-            page.get_by_text("peak_memory_mb").first.wait_for(timeout=60_000)  # the page renders in the browser
+            page.set_default_timeout(BROWSER_MS)
+            page.goto(url, timeout=BROWSER_MS)
+            page.get_by_text("peak_memory_mb").first.wait_for(timeout=BROWSER_MS)  # the page renders in the browser
             body = page.inner_text("body")
             assert "reward_per_hour" in body and "Objective 0" not in body
         finally:
@@ -105,26 +146,13 @@ def _assert_browser_names_objectives(url: str) -> None:
 
 
 @pytest.mark.slow
-def test_dashboard_shows_trials_and_user_attrs(tmp_path):
-    study_args = ["studies/tiny-cpu.yaml", "--set", "study.name=dash", "--set", f"study.output_dir={tmp_path / 'dash'}",
-                  "--set", "budget.max_steps=3", "--set", "study.seeds=[0]", "--set", "num_generations=[2, 4]",
-                  "--set", "study.baseline={num_generations: 2}", "--set", "study.workers=1", "--set", "temperature=1.0"]
-    res = run_cli("run", *study_args, "--no-report")
-    assert res.returncode == 0, res.stdout + res.stderr
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "dashboard", *study_args, "--port", str(port)],
-                            cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def test_dashboard_shows_trials_and_user_attrs(finished_study):
+    """The shared finished demo study (two real trials), served as a user would serve it."""
+    assert finished_study.run.returncode == 0, finished_study.run.stdout + finished_study.run.stderr
+    proc, base = _serve(finished_study.args())
     try:
-        base = f"http://127.0.0.1:{port}"
-        studies = None
-        for _ in range(60):
-            try:
-                studies = _get(f"{base}/api/studies")
-                break
-            except OSError:
-                time.sleep(0.5)
-        assert studies is not None, "the dashboard never answered"
-        (summary,) = [s for s in studies["study_summaries"] if s["study_name"] == "dash"]
+        studies = _get(f"{base}/api/studies")
+        (summary,) = [s for s in studies["study_summaries"] if s["study_name"] == finished_study.name]
         detail = _get(f"{base}/api/studies/{summary['study_id']}?after=0")
         assert detail.get("objective_names") == ["eval_final_reward"]  # the demo has held-out evaluation
         trials = detail["trials"]
@@ -135,8 +163,7 @@ def test_dashboard_shows_trials_and_user_attrs(tmp_path):
             assert {"eval_final_reward", "reward_per_hour", "stability_variance", "samples_per_second",
                     "num_generations"} <= set(attrs)
             assert t["artifacts"], "metrics file and reward curve should be attached"
-        with urllib.request.urlopen(f"{base}/dashboard", timeout=10) as r:
+        with urllib.request.urlopen(f"{base}/dashboard", timeout=REQUEST_S) as r:
             assert r.status == 200
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        _stop(proc)

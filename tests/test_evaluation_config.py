@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from grpo_ablate.config import StudyError, load_study
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies" / "tiny-cpu.yaml")
 
 

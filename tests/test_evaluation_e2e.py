@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from grpo_ablate.metrics import read_jsonl, read_rows, summarize_trial, to_target
-from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, METRICS_FILE, Outcome
+
+from helpers import tiny_spec
 
 pytestmark = pytest.mark.slow
 
@@ -25,17 +26,7 @@ SLOW_EVAL_S = 3.0
 
 
 def _spec(tmp: Path, name: str, *, steps: int, evaluation: dict[str, Any], rewards=(), **trainer):
-    spec = spec_from_sections(
-        tmp / name,
-        model={"name_or_path": "builtin:tiny"},
-        data={"task": "addition", "num_prompts": 200},
-        rewards=list(rewards),
-        trainer={**TINY_CPU_TRAINER, **trainer},
-        budget={"max_steps": steps},
-        hardware={"num_processes": 1},
-    )
-    spec.evaluation = dict(evaluation)
-    return spec
+    return tiny_spec(tmp / name, steps=steps, num_prompts=200, evaluation=evaluation, rewards=rewards, **trainer)
 
 
 def _run(spec) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, cli_env
+from helpers import ROOT, cli_env
 
 SCRIPT = ROOT / "benchmarks" / "gpu_smoke.py"
 sys.path.insert(0, str(ROOT / "benchmarks"))

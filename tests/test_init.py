@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conftest import ROOT, run_cli
+from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.init import InitAnswers, ask_missing, temperatures_around, write_study
 
@@ -29,21 +29,21 @@ def test_init_from_recipe_validates_on_each_hardware_shape(tmp_path, gpus, vllm,
 
 def test_init_cli_prints_the_plan_and_never_overwrites_without_force(tmp_path):
     out = tmp_path / "s.yaml"
-    res = run_cli("init", "--from", str(RECIPE), "--gpus", "8", "--vllm", "server", "--out", str(out))
+    res = cli_inprocess("init", "--from", str(RECIPE), "--gpus", "8", "--vllm", "server", "--out", str(out))
     assert res.returncode == 0, res.stderr
     assert f"wrote {out}" in res.stdout and "Trial plan" in res.stdout and "7 training process(es)" in res.stdout
     out.write_text("mine\n")
-    res = run_cli("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out))
+    res = cli_inprocess("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out))
     assert res.returncode == 2 and "pass --force" in res.stderr and out.read_text() == "mine\n"
-    res = run_cli("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out), "--force")
+    res = cli_inprocess("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out), "--force")
     assert res.returncode == 0 and load_study(out).world_size == 8
 
 
 def test_init_without_recipe_from_flags_and_from_questions(tmp_path):
-    res = run_cli("init", "--task", "addition", "--out", str(tmp_path / "t.yaml"))
+    res = cli_inprocess("init", "--task", "addition", "--out", str(tmp_path / "t.yaml"))
     assert res.returncode == 0, res.stderr
     assert load_study(tmp_path / "t.yaml").data.task == "addition"
-    res = run_cli("init", "--out", str(tmp_path / "u.yaml"))  # stdin is not a TTY here
+    res = cli_inprocess("init", "--out", str(tmp_path / "u.yaml"))  # stdin is not a TTY here
     assert res.returncode == 2 and "--from RECIPE, or --model and --dataset" in res.stderr
     answers = iter(["Qwen/Qwen2-0.5B-Instruct", "trl-lib/DeepMath-103K", "2", "server"])
     a = ask_missing(InitAnswers(), ask=lambda _q: next(answers), interactive=True)

@@ -25,8 +25,8 @@ from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launch import oom_kill_count, oom_kill_files, parse_oom_kills, run_trial
 from grpo_ablate.trainer.launchers import ProcessLauncher, classify
 from grpo_ablate.vocab import Outcome
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 V2_EVENTS = "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n"
 V1_OOM_CONTROL = "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n"
 V1_PROC = "9:name=systemd:/\n4:memory:/jobs/7\n1:cpu:/\n0::/\n"

@@ -25,8 +25,8 @@ import pytest
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 STARTUP_DEADLINE_S = 240.0  # imports, warm start and the first step, on a busy 2-core machine
 DEATH_DEADLINE_S = 30.0  # the worker polls its parent once a second
 

@@ -12,8 +12,8 @@ from grpo_ablate.files.advise_file import ADVISED_ARMS_KEY
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.planview import plan_json, plan_text
 from grpo_ablate.vocab import ADVISE_FILE, Arm
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
 
 

@@ -19,7 +19,7 @@ import optuna
 import psutil
 import pytest
 
-from conftest import ROOT, cli_env, free_port
+from helpers import ROOT, cli_env, free_port
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Outcome

@@ -20,8 +20,8 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, probe_table, save_probe
 from grpo_ablate.preflight.probe import candidate_batches, measure_point, run_probe
 from grpo_ablate.trainer.memory_cap import group_rss_mb
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _study_file(tmp_path: Path, *, cap: int | None = None, batches: str = "probed", gens: str = "[2, 4]") -> Path:
@@ -132,8 +132,8 @@ def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pai
 
 def test_a_probe_written_after_the_study_began_is_refused_not_misread(tmp_path):
     """The stored trials' params mean pairs of the space the study began with: a run on a changed one stops."""
-    from conftest import run_cli
     from grpo_ablate.study.setup import describe_study, open_study
+    from helpers import cli_inprocess
 
     path = _study_file(tmp_path, batches="[16, 32]")
     ostudy, created = open_study(load_study(path))
@@ -142,7 +142,7 @@ def test_a_probe_written_after_the_study_began_is_refused_not_misread(tmp_path):
     points = [ProbePoint(2, 16, True, "completed"), ProbePoint(2, 32, False, "oom", reason="cap"),
               ProbePoint(4, 16, True, "completed")]
     save_probe(tmp_path / "run", Probe(owner=Owner.of(load_study(path)), points=points, total_seconds=1.0))
-    res = run_cli("run", str(path), "--no-report", timeout=120)
+    res = cli_inprocess("run", str(path), "--no-report")  # refused before anything runs
     assert res.returncode == 2, res.stdout + res.stderr
     assert "without 2x32, 4x32" in res.stderr and "probe.json written since" in res.stderr
     assert len(ostudy.get_trials()) == 0  # nothing ran, nothing was queued

@@ -11,7 +11,6 @@ a whole session is covered by tests/test_probe.py's boundary test.
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,13 +20,12 @@ from grpo_ablate.preflight.probe import measure_point
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.probe_session import ProbeSession, shares_a_session
 from grpo_ablate.vocab import LOG_FILE, MEMORY_FILE, RESULT_FILE, Arm, Cell, Outcome
+from helpers import ROOT, write_study
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _study(tmp_path: Path, rewards: str = "[task]"):
-    path = tmp_path / "study.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path = write_study(tmp_path, f"""\
         study: {{name: session-test, output_dir: {tmp_path / 'run'}, sampler: tpe, n_trials: 2, trial_timeout: 300}}
         model: {{name_or_path: "builtin:tiny"}}
         data: {{task: addition, num_prompts: 500}}
@@ -36,7 +34,7 @@ def _study(tmp_path: Path, rewards: str = "[task]"):
         hardware: {{launcher: python}}
         search: {{num_generations: [2, 8], generation_batch_size: [16, 32]}}
         budget: {{max_steps: 20}}
-        """))
+        """)
     return load_study(path)
 
 

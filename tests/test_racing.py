@@ -13,13 +13,13 @@ from grpo_ablate.vocab import RACING_ATTR
 from grpo_ablate.search.racing import RaceState, advance, arm_results, decide, paired_worse_p, queue_cells
 from grpo_ablate.study.ledger import ask, suggest_cell
 from grpo_ablate.vocab import Arm
+from helpers import ROOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark's table and replays
 from search_replay import Strategy, replay  # noqa: E402
 from search_table import GridRow, GridTable  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
 
 # seed -> value: "best" leads, "tied" moves with it (noise either way), "worse" trails on every seed

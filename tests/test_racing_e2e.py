@@ -7,7 +7,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from grpo_ablate.vocab import RACING_ATTR
 from grpo_ablate.vocab import COPY_ATTR, WARM_ROLE
 from grpo_ablate.storage import open_storage

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.config.recipes import RecipeNote
 
@@ -20,7 +20,7 @@ def _line(recipe: Path, key: str) -> int:
 
 
 def test_openr1_recipe_plans_unedited_and_prints_the_notes():
-    res = run_cli("plan", str(OPENR1))
+    res = cli_inprocess("plan", str(OPENR1))
     assert res.returncode == 0, res.stderr
     out = res.stdout
     recipe = ROOT / "studies/recipes/openr1-style-every-key.yaml"
@@ -64,7 +64,7 @@ def test_openr1_recipe_keys_land_in_the_study_sections():
 
 
 def test_trl_cli_recipe_plans_unedited_and_prints_the_notes():
-    res = run_cli("plan", str(TRLCLI))
+    res = cli_inprocess("plan", str(TRLCLI))
     assert res.returncode == 0, res.stderr
     assert "reward 'think_format_reward' resolves to trl.rewards:think_format_reward" in res.stdout
     assert "warmup_ratio removed in transformers 5" in res.stdout

@@ -6,7 +6,7 @@ import importlib.util
 import re
 import sys
 
-from conftest import ROOT
+from helpers import ROOT
 
 DOC = ROOT / "docs/your-own-run.md"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 from grpo_ablate.config import load_study
 from grpo_ablate.config.hardware import world_size_reason
 

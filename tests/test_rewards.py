@@ -138,9 +138,9 @@ def test_async_rewards_stay_async_and_are_checked():
     import asyncio
     import inspect
 
-    name, func = build_reward("trainer_rewards:async_exact", CTX)
+    name, func = build_reward("helpers_rewards:async_exact", CTX)
     assert name == "async_exact" and inspect.iscoroutinefunction(func)
     assert asyncio.run(func(prompts=["p", "p"], completions=["5", "6"], answer=["5", "5"])) == [1.0, 0.0]
-    _, short = build_reward("trainer_rewards:async_short", CTX)
+    _, short = build_reward("helpers_rewards:async_short", CTX)
     with pytest.raises(RewardFunctionError, match="'async_short' returned 1 values for 2 completions"):
         asyncio.run(short(prompts=["p", "p"], completions=["a", "b"]))

@@ -5,7 +5,6 @@ Fast: no training. The real runs are in tests/test_schedule_e2e.py.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,8 @@ from grpo_ablate.plan import study_plan
 from grpo_ablate.study.ledger import cell_params
 from grpo_ablate.space import BatchShape, check_pair, feasible_space
 from grpo_ablate.vocab import Arm, Cell, Schedule, parse_generations, parse_pair_label
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
 
 

@@ -13,23 +13,19 @@ from pathlib import Path
 import optuna
 import pytest
 
-from conftest import run_cli
 from grpo_ablate.metrics import read_rows
-from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.storage import open_storage
-from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.launch import run_trial
 from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome
+
+from helpers import tiny_spec
 
 pytestmark = pytest.mark.slow
 
 
 def _run(tmp: Path, name: str, g: int | str, steps: int, **hardware) -> tuple[list[dict], list[dict]]:
-    spec = spec_from_sections(
-        tmp / name, model={"name_or_path": "builtin:tiny"}, data={"task": "addition", "num_prompts": 2000},
-        trainer={**TINY_CPU_TRAINER, "num_generations": g, "seed": 0, **hardware.pop("trainer", {})},
-        budget={"max_steps": steps}, hardware={"num_processes": 1, **hardware},
-    )
+    trainer = {"num_generations": g, "seed": 0, **hardware.pop("trainer", {})}
+    spec = tiny_spec(tmp / name, steps=steps, hardware={"num_processes": 1, **hardware}, **trainer)
     result = run_trial(spec)
     assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
     rows = read_rows(tmp / name / METRICS_FILE)
@@ -51,19 +47,24 @@ def test_schedule_of_one_g_is_the_fixed_g_run(tmp_path):
     assert [(e["step"], e["phase"], e["num_generations"]) for e in events] == [(1, 0, 4), (4, 1, 4)]
 
 
-def test_two_phase_schedule_switches_at_its_step(tmp_path):
-    rows, events = _run(tmp_path, "prog", "2->8@50%", 6)
-    assert [r["num_generations"] for r in rows] == [2, 2, 2, 8, 8, 8]  # 50% of 6 steps: steps 1-3 at G=2
-    assert [r["step"] for r in rows] == list(range(1, 7))  # one run: the step count goes on
-    assert [r["completions"] for r in rows] == [32] * 6  # the same generation batch in both phases
+def test_two_phase_schedule_switches_at_its_step(finished_study):
+    """The shared finished demo study's schedule arm: 2->8 at 50% of its 4 optimizer steps."""
+    assert finished_study.run.returncode == 0, finished_study.run.stdout + finished_study.run.stderr
+    (trial,) = [t for t in finished_study.load().get_trials(deepcopy=False) if t.params["num_generations"] == "2→8@50%"]
+    folder = Path(trial.user_attrs["trial_dir"])
+    rows = read_rows(folder / METRICS_FILE)
+    events = [json.loads(x) for x in (folder / EVENTS_FILE).read_text().splitlines()]
+    assert [r["num_generations"] for r in rows] == [2, 2, 8, 8]  # 50% of 4 steps: steps 1-2 at G=2
+    assert [r["step"] for r in rows] == list(range(1, 5))  # one run: the step count goes on
+    assert [r["completions"] for r in rows] == [32] * 4  # the same generation batch in both phases
     assert events[0] == {"event": "phase", "step": 1, "phase": 0, "num_generations": 2, "schedule": "2→8@50%",
                          "reason": "start"}
     switch = events[1]
-    assert (switch["step"], switch["phase"], switch["from"], switch["num_generations"]) == (4, 1, 2, 8)
-    assert switch["reason"].startswith("progress: 3 of 6 optimizer steps done")
-    groups = [json.loads(x) for x in (tmp_path / "prog" / "groups.jsonl").read_text().splitlines()]
-    assert {g["num_generations"] for g in groups if g["step"] <= 3} == {2}
-    assert {g["num_generations"] for g in groups if g["step"] >= 4} == {8}
+    assert (switch["step"], switch["phase"], switch["from"], switch["num_generations"]) == (3, 1, 2, 8)
+    assert switch["reason"].startswith("progress: 2 of 4 optimizer steps done")
+    groups = [json.loads(x) for x in (folder / "groups.jsonl").read_text().splitlines()]
+    assert {g["num_generations"] for g in groups if g["step"] <= 2} == {2}
+    assert {g["num_generations"] for g in groups if g["step"] >= 3} == {8}
 
 
 def _first_step_meeting(rows: list[dict], threshold: float, window: int) -> int | None:
@@ -109,14 +110,11 @@ def test_two_processes_switch_at_the_same_step(tmp_path):
     assert len(rows) == 8
 
 
-def test_ablation_with_a_schedule_arm_runs_and_reports_it(tmp_path):
-    name = "sched-abl"
-    out = tmp_path / name
-    res = run_cli("run", "studies/tiny-cpu.yaml", "--set", "budget.max_steps=4", "--set", "study.seeds=[0]",
-                  "--set", "study.workers=1", "--set", "temperature=1.0", "--set", f"study.name={name}", "--set", f"study.output_dir={out}",
-                  "--set", 'num_generations=[8, "2->8@50%"]', "--set", "study.baseline={num_generations: 8}")
+def test_ablation_with_a_schedule_arm_runs_and_reports_it(finished_study):
+    """The shared finished demo study is this ablation: G=8 against the schedule 2->8 at half of 4 steps."""
+    res, out = finished_study.run, finished_study.out
     assert res.returncode == 0, res.stdout + res.stderr
-    st = optuna.load_study(study_name=name, storage=open_storage(str(out / "study.journal")))
+    st = finished_study.load()
     trials = st.get_trials(deepcopy=False)
     assert [t.params["num_generations"] for t in trials] == [8, "2→8@50%"]
     assert trials[1].user_attrs["num_generations"] == "2→8@50%" and trials[1].user_attrs["role"] == "num_generations=2→8@50%"

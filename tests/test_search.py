@@ -122,12 +122,11 @@ def test_summary_full_grid_is_one_and_right():
 
 
 def test_study_pruner_counts_completions():
-    from pathlib import Path
-
     from grpo_ablate.config import load_study
     from grpo_ablate.study.setup import make_pruner
+    from helpers import TINY_CPU
 
-    tiny = str(Path(__file__).resolve().parents[1] / "studies/tiny-cpu.yaml")
+    tiny = str(TINY_CPU)
     study = load_study(tiny, ["study.sampler=tpe", "study.pruner=median", "study.objectives=[{metric: final_reward}]"])
     pruner = make_pruner(study)
     # 50 steps x 32 completions = 1600 completions; checkpoints every 192 (6 x the largest batch, 32)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import optuna
 
@@ -11,8 +10,7 @@ from grpo_ablate.config import load_study
 from grpo_ablate.study.lifecycle import Registry, TrialLifecycle
 from grpo_ablate.storage import open_artifact_store
 from grpo_ablate.vocab import EVAL_FILE
-
-TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny-cpu.yaml"
+from helpers import TINY_CPU as TINY
 
 
 def test_held_out_objective_is_reported_at_the_evaluation_points(tmp_path):

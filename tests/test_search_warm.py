@@ -14,9 +14,9 @@ from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import suggest_cell
 from grpo_ablate.study.setup import describe_study, open_study
 from grpo_ablate.vocab import ARM_ATTR, COPY_ATTR, WARM_ROLE
+from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
 VALUE = {2: 0.5, 4: 0.9, 8: 0.7}  # G=4 is the previous best
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli_env
+from helpers import ROOT, cli_env
 
 SCRIPT = ROOT / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
 URL = "postgresql+psycopg://grpo:s3cret@db-host:5432/grpo_ablate"

@@ -10,7 +10,7 @@ import time
 import optuna
 import pytest
 
-from conftest import free_port, run_cli, unavailable
+from helpers import fill_disk, free_port, run_cli, tmpfs
 from grpo_ablate.storage import is_rdb_url, normalize_url, open_storage
 
 
@@ -105,11 +105,7 @@ def test_a_torn_journal_on_a_full_disk_is_left_alone_with_instructions(tmp_path)
     from grpo_ablate.config import StudyError
 
     disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
-                                           capture_output=True).returncode != 0:
-        unavailable("mounting a tmpfs needs root")
-    try:
+    with tmpfs(disk, "64k"):
         path = disk / "study.journal"
         _journal_with_trials(path)
         os.truncate(path, path.stat().st_size - 5)
@@ -121,20 +117,6 @@ def test_a_torn_journal_on_a_full_disk_is_left_alone_with_instructions(tmp_path)
         assert "\n" not in message and "torn line" in message and "truncate -s" in message
         assert path.read_bytes() == torn  # never made worse
         assert not list(disk.glob("study.journal.bak-*"))
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
-
-
-def fill_disk(folder) -> None:
-    """Write a filler file until the file system says it is full."""
-    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # ------------------------------------------------------------------ a storage that cannot be opened

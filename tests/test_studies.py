@@ -9,8 +9,8 @@ import yaml
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import study_plan
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _study_files() -> list[Path]:

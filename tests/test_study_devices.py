@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT
+from helpers import ROOT
 from grpo_ablate.study.devices import claim_cpu_share
 
 HOLDER = """

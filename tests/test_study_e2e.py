@@ -9,7 +9,7 @@ the rerun finishes the study; a full disk requeues trials; a kill -9 of the run 
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +19,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from conftest import ROOT, cli_env, run_cli, unavailable
+from helpers import ROOT, cli_env, fill_disk, run_cli, tmpfs
 from grpo_ablate.storage import open_storage
 
 pytestmark = pytest.mark.slow
@@ -44,16 +44,15 @@ def _by_outcome(study: optuna.Study) -> dict[str, int]:
     return out
 
 
-def test_ablation_runs_records_and_resumes(tmp_path):
-    args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "abl"),
-            "--set", "num_generations=[2, 4]", "--set", "study.baseline={num_generations: 4}"]
-    first = run_cli(*args)
+def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
+    """The shared finished demo study: every record a trial leaves, then a rerun (on a copy) that runs nothing."""
+    first = finished_study.run
     assert first.returncode == 0, first.stdout + first.stderr
-    st = _load(tmp_path, "abl")
+    st = finished_study.load()
     trials = st.get_trials(deepcopy=False)
     assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     base = trials[0]
-    assert base.user_attrs["role"] == "baseline" and base.user_attrs["num_generations"] == 4
+    assert base.user_attrs["role"] == "baseline" and base.user_attrs["num_generations"] == 8
     for t in trials:
         u = t.user_attrs
         assert u["outcome"] == "completed"
@@ -62,19 +61,22 @@ def test_ablation_runs_records_and_resumes(tmp_path):
             assert key in u, key
         assert t.constraints == {"oom": -1.0}  # feasible
         rows = [json.loads(x) for x in Path(u["trial_dir"], "metrics.jsonl").read_text().splitlines()]
-        assert len(rows) == 3
+        assert len(rows) == 4
     # artifacts for the dashboard
     arts = [k for t in trials for k in t.system_attrs if k.startswith("artifacts:")]
     assert len(arts) >= 2
     assert "Best trials" in first.stdout
 
-    again = run_cli(*args)
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_study.out, copy)
+    again = run_cli("run", *finished_study.args(copy))
     assert again.returncode == 0, again.stderr
-    assert len(_load(tmp_path, "abl").get_trials(deepcopy=False)) == 2  # nothing re-run
+    assert len(finished_study.load(copy).get_trials(deepcopy=False)) == 2  # nothing re-run
     assert "(2/2 trials finished)" in again.stdout
 
     # issue 23: a study never ends with cells queued and exit 0 without saying so
-    _load(tmp_path, "abl").enqueue_trial({}, user_attrs={"role": "advise", "cell": "G4xB32|T0.5-s0"})  # an arm the plan lost
+    args = ("run", *finished_study.args(copy))
+    finished_study.load(copy).enqueue_trial({}, user_attrs={"role": "advise", "cell": "G4xB32|T0.5-s0"})  # an arm the plan lost
     lost = run_cli(*args)
     assert lost.returncode == 1, lost.stdout + lost.stderr
     assert "1 queued trial(s) that never ran (G4xB32|T0.5-s0)" in lost.stderr and "no longer part" in lost.stderr
@@ -82,14 +84,14 @@ def test_ablation_runs_records_and_resumes(tmp_path):
     assert more_seeds.returncode == 1, more_seeds.stdout + more_seeds.stderr
     assert "queued 2 planned trial(s)" in more_seeds.stdout and "raise study.n_trials to 5" in more_seeds.stderr
     assert "study.n_trials=2 was reached first" in more_seeds.stderr
-    assert len(_load(tmp_path, "abl").get_trials(deepcopy=False)) == 5  # nothing ran
+    assert len(finished_study.load(copy).get_trials(deepcopy=False)) == 5  # nothing ran
 
     # issue 23: another study in the same folder is refused, and nothing of the first is touched
-    trial_dirs = sorted(p.name for p in (tmp_path / "abl" / "trials").iterdir())
+    trial_dirs = sorted(p.name for p in (copy / "trials").iterdir())
     other = run_cli("run", "studies/tiny-cpu.yaml", *QUICK, "--set", "study.name=abl2",
-                    "--set", f"study.output_dir={tmp_path / 'abl'}", "--no-report")
-    assert other.returncode == 2 and "belongs to the study 'abl'" in other.stderr, other.stdout + other.stderr
-    assert sorted(p.name for p in (tmp_path / "abl" / "trials").iterdir()) == trial_dirs
+                    "--set", f"study.output_dir={copy}", "--no-report")
+    assert other.returncode == 2 and f"belongs to the study '{finished_study.name}'" in other.stderr, other.stdout + other.stderr
+    assert sorted(p.name for p in (copy / "trials").iterdir()) == trial_dirs
 
 
 def test_oom_is_a_violated_constraint_not_a_failure(tmp_path):
@@ -214,25 +216,14 @@ def test_a_study_whose_every_trial_failed_exits_1_with_the_reasons(tmp_path):
 def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path):
     """A real tmpfs, filled up: the orchestrator cannot write the trials' files (issue 9, B2)."""
     disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)],
-                                           capture_output=True).returncode != 0:
-        unavailable("mounting a tmpfs needs root")
-    try:
+    with tmpfs(disk, "16m"):
         journal = tmp_path / "study.journal"  # the storage is elsewhere: only the trial files are on the full disk
         args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, "--no-report", "--set", "study.name=full",
                 "--set", f"study.output_dir={disk / 'full'}", "--storage", str(journal),
                 "--set", "num_generations=[2, 4]", "--set", "study.baseline={num_generations: 2}",
                 "--set", "study.max_consecutive_failures=2"]
         (disk / "full").mkdir()
-        fill = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            while True:
-                os.write(fill, b"\0" * 65536)
-        except OSError:
-            pass
-        finally:
-            os.close(fill)
+        fill_disk(disk)
         res = run_cli(*args)
         assert res.returncode == 1, res.stdout + res.stderr
         assert "No space left on device" in res.stderr
@@ -246,8 +237,6 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path)
         st = _load(tmp_path, "full", str(journal))
         complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
         assert sorted(t.user_attrs["num_generations"] for t in complete) == [2, 4]
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_killed_run_on_journal_storage_is_finished_by_the_next_run(tmp_path):

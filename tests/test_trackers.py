@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.vocab import Arm, Cell

@@ -10,9 +10,10 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
+
+from helpers import ROOT
 
 from grpo_ablate.trainer.vllm_server import (
     VllmServerError,
@@ -270,7 +271,7 @@ def test_server_dies_with_a_sigkilled_orchestrator(tmp_path, standin):
     command, state = standin
     holder = tmp_path / "holder.py"
     holder.write_text(_HOLDER)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, str(holder), *command(delay=0.2)], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout.readline().strip() == "ready"

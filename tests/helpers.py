@@ -1,0 +1,203 @@
+"""Plain helpers the tests share, defined once: paths, the CLI (in a child process or in this
+one), study files, the tiny model's trial specs, and a real tmpfs.
+
+Fixtures live in conftest.py; everything here is an ordinary function a test imports with
+`from helpers import ...` (pytest puts tests/ on the import path). The reward functions that
+trials load by name are in helpers_rewards.py, kept apart so a trial process imports nothing
+else of the tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+TINY_CPU = ROOT / "studies" / "tiny-cpu.yaml"
+
+__all__ = ["ROOT", "TESTS", "TINY_CPU", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "fill_disk", "free_port", "run_cli",
+           "tiny_spec", "tmpfs", "unavailable", "write_study"]
+
+
+def unavailable(reason: str) -> None:
+    """Skip locally; fail under CI, where every non-GPU test must really run."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"required under CI but unavailable: {reason}")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 900, **env: str) -> subprocess.CompletedProcess:
+    """`grpo-ablate ARGS` as its own process: for tests where the process boundary is the point
+    (trials, signals, exit on a dead storage, what a fresh interpreter imports)."""
+    return subprocess.run([sys.executable, "-m", "grpo_ablate", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=cli_env(**env), timeout=timeout)
+
+
+class CliResult(NamedTuple):
+    """What a finished command left: unpacks as (code, out, err), reads like a CompletedProcess."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli_inprocess(*args: str, cwd: Path | None = None, **env: str) -> CliResult:
+    """`grpo-ablate ARGS` through `grpo_ablate.cli.main(argv)` in this process: no interpreter start.
+
+    For commands that start no trial (validate, plan, init, compare, and input that is refused
+    before anything runs). It keeps what a child process would show: the exit code (argparse's
+    SystemExit included), stdout and stderr, run from `cwd` (default the repository root) with
+    `env` set and no terminal on stdin; warnings follow Python's default filters and are printed to stderr, as in a fresh
+    process, rather than recorded by pytest, so "one line on stderr" still catches a stray one.
+    """
+    from grpo_ablate.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_cwd, old_env, old_stdin = os.getcwd(), {k: os.environ.get(k) for k in env}, sys.stdin
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001 - warnings' signature
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    try:
+        os.chdir(cwd or ROOT)
+        os.environ.update(env)
+        sys.stdin = io.StringIO("")  # not a terminal, as for a child with captured output
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.resetwarnings()
+            for action, category in (("default", DeprecationWarning), ("ignore", DeprecationWarning),
+                                     ("ignore", PendingDeprecationWarning), ("ignore", ImportWarning),
+                                     ("ignore", ResourceWarning)):
+                warnings.filterwarnings(action, category=category, module="__main__" if action == "default" else "")
+            warnings.showwarning = show
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse: --help, --version, a usage error
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+    finally:
+        sys.stdin = old_stdin
+        os.chdir(old_cwd)
+        for k, v in old_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+# ------------------------------------------------------------------ study files and trial specs
+
+
+@dataclass(frozen=True)
+class FinishedStudy:
+    """A study that `grpo-ablate run` finished (conftest's `finished_study`), for tests that only read one."""
+
+    name: str
+    out: Path  # its output_dir: study.journal, trials/, report.html, summary.json
+    study_args: tuple[str, ...]  # the study file and its --set overrides, without the output_dir
+    run: subprocess.CompletedProcess  # what the run printed, and its exit code
+
+    def args(self, out: Path | None = None) -> list[str]:
+        """The study's arguments for a command (run, dashboard, report), writing into `out` (default its own)."""
+        return [*self.study_args, "--set", f"study.output_dir={out or self.out}"]
+
+    def load(self, out: Path | None = None):
+        import optuna
+
+        from grpo_ablate.storage import open_storage
+
+        return optuna.load_study(study_name=self.name, storage=open_storage(str((out or self.out) / "study.journal")))
+
+
+def write_study(folder: Path, text: str, name: str = "study.yaml") -> Path:
+    """`text` (dedented) as the study file `folder/name`."""
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def tiny_spec(folder: Path, *, steps: int = 3, num_prompts: int = 2000, rewards=(), hardware: dict | None = None,
+              budget: dict | None = None, timeout_s: float | None = None, evaluation: dict | None = None,
+              **trainer: Any):
+    """A trial of the tiny built-in model on the addition task with the recommended CPU settings
+    (TINY_CPU_TRAINER), changed by keyword; tests/ is on the trial's import path for
+    `helpers_rewards:<name>`."""
+    from grpo_ablate.study.trial_spec import spec_from_sections
+    from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
+
+    spec = spec_from_sections(
+        folder,
+        model={"name_or_path": "builtin:tiny"},
+        data={"task": "addition", "num_prompts": num_prompts},
+        rewards=list(rewards),
+        trainer={**TINY_CPU_TRAINER, **trainer},
+        budget=budget or {"max_steps": steps},
+        hardware=hardware or {"num_processes": 1},
+        timeout_s=timeout_s,
+        env={"PYTHONPATH": str(TESTS)},
+    )
+    if evaluation is not None:
+        spec.evaluation = dict(evaluation)
+    return spec
+
+
+# ------------------------------------------------------------------ a real, small file system
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, size: str, *, read_only: bool = False) -> Iterator[Path]:
+    """A real tmpfs of `size` (e.g. "64k") mounted on `folder` for the block; needs root, else
+    `unavailable` (a skip locally, a failure under CI)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    options = f"ro,size={size}" if read_only else f"size={size}"
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                                           capture_output=True).returncode != 0:
+        unavailable("mounting a tmpfs needs root")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def fill_disk(folder: Path) -> None:
+    """Write `folder/filler` until the file system says it is full."""
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        for chunk in (65536, 4096, 512):  # big blocks first, then the last scraps
+            try:
+                while True:
+                    os.write(fd, b"\0" * chunk)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
