@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
+from helpers import unavailable
 from grpo_ablate.cli import main
 from grpo_ablate.study.trackers import MAX_RUN_NAME, run_name_of
 

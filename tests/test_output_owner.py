@@ -15,7 +15,7 @@ import textwrap
 import optuna
 import pytest
 
-from conftest import cli_env, run_cli
+from helpers import cli_env, run_cli
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study.owner import OWNER_FILE, claim_output_dir, read_owner

@@ -207,7 +207,7 @@ def test_a_torn_line_buried_mid_file_is_recovered_with_the_original_kept(tmp_pat
     import signal
     import sys
 
-    from conftest import cli_env
+    from helpers import cli_env
 
     path = tmp_path / "study.journal"
     _journal_with_trials(path, 2)

@@ -72,7 +72,7 @@ def test_run_one_holds_a_slot_beside_a_run_and_gives_it_back(tmp_path):
     import signal
     import time
 
-    from conftest import cli_env
+    from helpers import cli_env
     from grpo_ablate.study.devices import _count_held
 
     holder = _holder(tmp_path)  # a `run` trial on the same host
