@@ -79,28 +79,12 @@ class StudyConsole:
         self.say(line)
 
     def summary(self, study: "Study", ostudy: "optuna.Study") -> None:
-        """Trials by outcome, then the best trial per objective."""
-        from optuna.trial import TrialState
-        from rich.table import Table
-
+        """Trials by outcome (the answer follows from the report)."""
         trials = ostudy.get_trials(deepcopy=False)
         states: dict[str, int] = {}
         for t in trials:
             key = t.user_attrs.get("outcome") or t.state.name.lower()
             states[key] = states.get(key, 0) + 1
         self.say("Trials: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
-        good = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome") == Outcome.COMPLETED.value]
-        if not good:
-            self.say("No trial completed yet.")
-            return
-        table = Table(title="Best trials", show_lines=False, min_width=60)
-        for col in ("objective", "trial", "arm", "G", "batch", "T", "seed", "value"):
-            table.add_column(col)
-        for i, (metric, direction) in enumerate(zip(study.metric_names, study.directions)):
-            best = (max if direction == "maximize" else min)(good, key=lambda t: t.values[i])
-            u = best.user_attrs
-            table.add_row(f"{metric} ({direction})", str(best.number), str(u.get("role", "")), str(u.get("num_generations")),
-                          str(u.get("generation_batch_size")), f"{u.get('temperature', 0):.3g}", str(u.get("seed")),
-                          f"{best.values[i]:.4g}")
-        with self._lock:
-            self.console.print(table)
+        # the best configuration is the report's answer (report.publish.say_answer), an arm's mean over
+        # seeds: a per-trial "best" here would name one lucky seed
