@@ -171,7 +171,10 @@ def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        load_study(tmp)  # StudyError: nothing is written
+        try:
+            load_study(tmp)  # StudyError: nothing is written
+        except StudyError as e:  # name the file the user asked for, not the temporary one
+            raise StudyError(e.problems, str(out)) from None
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):

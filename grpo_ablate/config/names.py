@@ -97,7 +97,6 @@ def check_names(sf: StudyFile) -> list[Problem]:
             problems.append(Problem(path="model.name_or_path", message=(
                 f"unknown built-in model {echo(model)}{did_you_mean(model, models)}; "
                 f"built-in models: {models}, or a hub id or a local folder")))
-        elif task is None:
-            problems.append(Problem(path="model.name_or_path", message=(
-                f"{model} knows only the built-in tasks' characters; use it with data.task, or name a real model")))
+        # with data.dataset: a tiny model over the dataset's own characters, a CPU smoke test of one's own
+        # data and rewards (trainer/builtin/model.py)
     return problems
