@@ -116,7 +116,7 @@ def test_loads_without_console_errors(page):
 
 def test_every_image_decodes(page):
     imgs = page["result"]["imgs"]
-    assert len(imgs) == 10
+    assert len(imgs) == 9  # every plot but the importance ranking, left out of a planned ablation
     bad = [i for i in imgs if not (i["complete"] and i["w"] > 0 and i["h"] > 0)]
     assert bad == []
     assert all(i["shown"] >= 300 for i in imgs), imgs  # legible, not thumbnails

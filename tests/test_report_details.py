@@ -1,0 +1,50 @@
+"""Report details that must not mislead: effects-table colours, the importance plot in planned
+studies, the held-out prompts actually scored.
+
+    pytest tests/test_report_details.py
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from _report_fixtures import SeedRun, load_custom, make_custom_study
+from grpo_ablate.report.html import delta_cell, held_out_used, render_html
+from grpo_ablate.report.plots import plot_importances
+from grpo_ablate.vocab import Arm
+
+
+def test_effects_cells_are_coloured_only_beyond_the_seeds_spread():
+    assert delta_cell(0.25, True, True, "w") == {"text": "+25%", "cls": "better clear", "title": "w"}
+    assert delta_cell(-0.25, False, True, "w")["cls"] == "worse clear"
+    assert delta_cell(0.25, True, False, "w")["cls"] == "noise"
+    single = delta_cell(0.25, True, None, "w")  # one seed: plain, as the legend says
+    assert single["cls"] == "single" and "better" not in single["cls"]
+    tiny = delta_cell(-0.002, True, None, "w")  # "-0%" in green was the bug
+    assert tiny["text"] == "−<1%" and tiny["cls"] == "single"
+    assert delta_cell(-0.002, False, True, "w")["text"] == "−<1%"
+    assert delta_cell(0.0, None, None, "w") == {"text": "0%", "cls": "same", "title": "w"}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    arms = {"baseline": (Arm(8, 32, 1.0), {s: SeedRun(eval_curve=(0.2, 0.4 + 0.1 * s)) for s in (0, 1)}),
+            "num_generations=2": (Arm(2, 32, 1.0), {s: SeedRun(eval_curve=(0.2, 0.5 + 0.1 * s)) for s in (0, 1)})}
+    storage, _ = make_custom_study(tmp_path_factory.mktemp("details"), arms, evaluation={"num_prompts": 48})
+    return load_custom(storage)
+
+
+def test_the_held_out_prompts_actually_scored_are_on_the_page(study):
+    study.config = {"evaluation": {"num_prompts": 48}, "study": {"sampler": "ablation"}}
+    words = held_out_used(study)
+    assert words is not None and "4 of the 48 requested" in words  # the fixture's trials scored 4
+    page = render_html(study, [])
+    assert "4 of the 48 requested" in page
+
+
+def test_a_planned_study_answers_with_its_effects_table_not_an_importance_plot(study):
+    study.config = {"study": {"sampler": "ablation"}}
+    fig = plot_importances(study)
+    assert fig.uri is None and fig.note.startswith("left out for a planned study (ablation)")
+    study.config = {"study": {"sampler": "tpe"}}
+    assert plot_importances(study).note is None or not plot_importances(study).note.startswith("left out")
