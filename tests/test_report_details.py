@@ -48,3 +48,24 @@ def test_a_planned_study_answers_with_its_effects_table_not_an_importance_plot(s
     assert fig.uri is None and fig.note.startswith("left out for a planned study (ablation)")
     study.config = {"study": {"sampler": "tpe"}}
     assert plot_importances(study).note is None or not plot_importances(study).note.startswith("left out")
+
+
+def test_each_arm_has_one_colour_on_every_figure(study):
+    from matplotlib.colors import to_rgba
+
+    from grpo_ablate.report.curves import _curve_groups
+    from grpo_ablate.report.figure import arm_colors, new_axes
+    from grpo_ablate.report.plots import _draw_by_g
+
+    colors = arm_colors(study)
+    assert len(set(colors.values())) == len(study.arms) == 2
+    groups, pooled = _curve_groups(study)  # the reward and held-out curves
+    assert not pooled and {label: c for label, _, _, c in groups} == {a.title: colors[a.config] for a in study.arms}
+    for lines in (True, False):  # the by-G plots (reward/hour, stability) and the zero-spread plot
+        fig, (ax,) = new_axes()
+        _draw_by_g(fig, ax, study.arms, "eval_final_reward", lines=lines, colors=colors)
+        drawn = {c.get_label(): to_rgba(c.lines[0].get_color()) for c in ax.containers}
+        assert drawn == {a.title: to_rgba(colors[a.config]) for a in study.arms}
+        # lines joining a series are grey: no other meaning for a colour
+        assert all(to_rgba(line.get_color())[:3] == to_rgba("#8a8a8a")[:3] for line in ax.get_lines()
+                   if line.get_label() and not line.get_label().startswith("_") and line.get_label() not in drawn)
