@@ -69,3 +69,33 @@ def test_each_arm_has_one_colour_on_every_figure(study):
         # lines joining a series are grey: no other meaning for a colour
         assert all(to_rgba(line.get_color())[:3] == to_rgba("#8a8a8a")[:3] for line in ax.get_lines()
                    if line.get_label() and not line.get_label().startswith("_") and line.get_label() not in drawn)
+
+
+def test_run_one_piped_prints_short_lines_not_a_wrapped_table(capsys):
+    from grpo_ablate.run_one import print_result
+    from grpo_ablate.trainer.spec import TrialResult
+    from grpo_ablate.vocab import HEADLINE_METRICS, Outcome
+
+    print_result(TrialResult(Outcome.COMPLETED, metrics={"reward_per_hour": 12.5}))  # pytest's stdout is no terminal
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "trial completed" and len(lines) == 1 + len(HEADLINE_METRICS) + 3
+    assert "reward_per_hour: 12.50 (higher is better)" in lines and all(len(x) < 100 for x in lines)
+
+
+def test_the_importance_evaluators_caveats_become_a_note_not_a_stray_warning():
+    import warnings
+
+    import optuna
+
+    from grpo_ablate.report.importance import param_importances
+
+    dist = {"num_generations": optuna.distributions.CategoricalDistribution([2, 4, 8])}
+    frozen = [optuna.trial.create_trial(params={"num_generations": g}, distributions=dist, value=0.0769)
+              for g in (2, 4, 8, 2, 4, 8)]
+    for i, t in enumerate(frozen):
+        t.number = i
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, note = param_importances(frozen, set(range(6)), [("eval_final_reward", "maximize")])
+    assert not [w for w in caught if issubclass(w.category, UserWarning)]
+    assert note is not None and "eval_final_reward: " in note

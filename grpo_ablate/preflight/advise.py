@@ -374,13 +374,15 @@ def advise_text(advice: Advice) -> str:
         lines.append(f"shortlist (ranked by {advice.ranked_by}):")
         for i, p in enumerate(advice.shortlist, 1):
             lines.append(f"  {i}. G={p.num_generations} batch={p.generation_batch_size} T={p.temperature:g}: {p.reason}")
-    lines.append(f"{'G':>4} {'batch':>6} {'T':>5} {'zero-spread':>11} {'mean-p':>7} {'inf/step':>8} {'inf/hour':>9} {'inf/Mtok':>9}")
+    lines.append("zero-spread: predicted share of groups with no reward spread; zero@mean-p: that share if every prompt "
+                 "had the mean success rate (lower: prompts differ in difficulty); inf/...: informative groups")
+    lines.append(f"{'G':>4} {'batch':>6} {'T':>5} {'zero-spread':>11} {'zero@mean-p':>11} {'inf/step':>8} {'inf/hour':>9} {'inf/Mtok':>9}")
     for p in advice.predictions:
         def f(v: float | None, spec: str) -> str:
             return "-" if v is None else format(v, spec)
 
         lines.append(f"{p.num_generations:>4} {p.generation_batch_size:>6} {p.temperature:>5g} {p.zero_spread:>11.3f} "
-                     f"{f(p.mean_p_zero_spread, '.3f'):>7} {p.informative_groups_per_step:>8.2f} "
+                     f"{f(p.mean_p_zero_spread, '.3f'):>11} {p.informative_groups_per_step:>8.2f} "
                      f"{f(p.informative_groups_per_hour, '.0f'):>9} {f(p.informative_groups_per_million_tokens, '.0f'):>9}")
     lines.append(f"always solved at every temperature ({len(advice.always_solved)}): {advice.always_solved[:10]}")
     lines.append(f"never solved at every temperature ({len(advice.never_solved)}): {advice.never_solved[:10]}")
