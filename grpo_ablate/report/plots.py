@@ -283,8 +283,9 @@ _NO_RESULT = frozenset(o.value for o in (Outcome.PRUNED, Outcome.OOM, Outcome.FA
 
 def plot_history(data: ReportData) -> Figure:
     fid, title = "history", "Optimisation history"
-    caption = ("Each objective per trial in the order they ran, with the best so far; crosses at the bottom mark "
-               "trials that produced no result (pruned, out of memory, failed).")
+    caption = ("Each objective per trial in the order they ran, with the best single trial so far (one seed: the "
+               "answer compares arm means over seeds); crosses at the bottom mark trials that produced no result "
+               "(pruned, out of memory, failed).")
     if not data.records:
         return Figure(fid, title, caption, note="the study has no trials yet")
     k = max(1, len(data.objectives))
@@ -307,7 +308,7 @@ def plot_history(data: ReportData) -> Figure:
                 best = v if best is None or (v > best if direction == "maximize" else v < best) else best
                 xs.append(r.number)
                 ys.append(best)
-            ax.step(xs, ys, where="post", color="#d62728", lw=1.2, label="best so far")
+            ax.step(xs, ys, where="post", color="#555555", lw=1.2, label="best single trial so far")
         bad = [r for r in data.records if r.outcome in _NO_RESULT]
         if bad:
             ax.scatter([r.number for r in bad], [0.02] * len(bad), transform=ax.get_xaxis_transform(), marker="x",
