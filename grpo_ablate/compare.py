@@ -18,7 +18,9 @@ Arms are matched on their key (`vocab.Arm.key`), not their names, so two studies
 different baselines still line up. A metric's direction is the study's objective direction,
 else the registry's (`vocab.METRICS`). For each tracked metric and each arm A completed:
 worse beyond tolerance in that direction, or no completed trial in B at all, is a
-regression. Arms only in B are listed as new.
+regression; better beyond it is "better"; a change within it either way is "within
+tolerance" (noise, not news). Each row shows the seeds behind both means. Arms only in B are
+listed as new.
 
 The two answers (summary.json's "verdict": kind, recommended configuration, the comparison and
 p-value behind it) are printed side by side with whether they agree; a changed answer is news,
@@ -71,7 +73,9 @@ class Row:
     change: float | None  # relative change of the mean, (b - a) / |a|
     worsening: float | None  # how much worse in the metric's direction (negative: better)
     tolerance: float
-    status: str  # ok | better | REGRESSION | missing | new
+    status: str  # ok (within tolerance either way) | better (beyond it) | REGRESSION | missing | new
+    n_a: int | None = None  # seeds behind A's mean
+    n_b: int | None = None  # ... and B's
 
 
 def parse_tolerances(items: Sequence[str]) -> dict[str, float]:
@@ -142,6 +146,16 @@ def _key(arm: Mapping[str, Any]) -> str:
     return parsed.key
 
 
+def _seeds(arm: Mapping[str, Any] | None, metric: str) -> int | None:
+    """How many seeds the arm's mean of `metric` rests on (the metric's own n, else the arm's)."""
+    if arm is None:
+        return None
+    m = (arm.get("metrics") or {}).get(metric)
+    n = m.get("n") if isinstance(m, Mapping) else None
+    n = n if isinstance(n, int) else arm.get("n")
+    return int(n) if isinstance(n, int) else None
+
+
 def _mean(arm: Mapping[str, Any] | None, metric: str) -> float | None:
     if arm is None:
         return None
@@ -205,8 +219,9 @@ def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], tolerances: Ma
             arm_b = b_arms.get(key)
             vb = _mean(arm_b, metric)
             name = str(arm_a.get("arm") or key)
+            seeds = (_seeds(arm_a, metric), _seeds(arm_b, metric))
             if vb is None:
-                rows.append(Row(name, key, metric, direction, va, None, None, None, tol, "missing"))
+                rows.append(Row(name, key, metric, direction, va, None, None, None, tol, "missing", *seeds))
                 continue
             if va != 0:
                 change = (vb - va) / abs(va)
@@ -214,17 +229,18 @@ def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], tolerances: Ma
             else:
                 change = None
                 worsening = 0.0 if vb == va else (-math.inf if sign * vb > 0 else math.inf)
+            # the tolerance is the noise band both ways: a change inside it is neither better nor worse
             if worsening > tol + 1e-12:
                 status = "REGRESSION"
-            elif worsening < 0:
+            elif worsening < -tol - 1e-12:
                 status = "better"
             else:
                 status = "ok"
-            rows.append(Row(name, key, metric, direction, va, vb, change, worsening, tol, status))
+            rows.append(Row(name, key, metric, direction, va, vb, change, worsening, tol, status, *seeds))
         for key, arm_b in b_arms.items():
             if key not in a_arms and _mean(arm_b, metric) is not None:
                 rows.append(Row(str(arm_b.get("arm") or key), key, metric, direction, None, _mean(arm_b, metric),
-                                None, None, tol, "new"))
+                                None, None, tol, "new", None, _seeds(arm_b, metric)))
     return rows
 
 
@@ -259,13 +275,15 @@ def _is_regression(r: Row) -> bool:
 
 
 def print_table(rows: Sequence[Row], a: Source, b: Source, out: TextIO) -> None:
-    head = ("arm", "metric", "A", "B", "change", "allowed worse", "status")
+    head = ("arm", "metric", "A", "B", "seeds A/B", "change", "tolerance", "status")
     body = []
     for r in rows:
         change = "–" if r.change is None else f"{r.change * 100:+.1f}%"
         arrow = "↑" if r.direction == "maximize" else "↓"
-        status = "no completed trial in B" if r.status == "missing" else r.status
-        body.append((r.arm, f"{r.metric} {arrow}", fmt(r.a), fmt(r.b), change, f"{r.tolerance * 100:g}%", status))
+        status = {"missing": "no completed trial in B", "ok": "within tolerance"}.get(r.status, r.status)
+        seeds = f"{fmt(r.n_a)}/{fmt(r.n_b)}"
+        body.append((r.arm, f"{r.metric} {arrow}", fmt(r.a), fmt(r.b), seeds, change, f"±{r.tolerance * 100:g}%",
+                     status))
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     print(f"A: {a.label} ({a.summary.get('study', '?')})", file=out)
     print(f"B: {b.label} ({b.summary.get('study', '?')})", file=out)

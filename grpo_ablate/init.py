@@ -101,6 +101,53 @@ def _q(v: Any) -> str:
     return json.dumps(v)
 
 
+_PROMPT_COLUMNS = ("prompt", "question", "problem", "input", "query", "instruction")
+_THINK = ("<think>", "<answer>")
+
+
+def dataset_lines(dataset: str | None, out: Path) -> list[str]:
+    """prompt_column and rewards chosen from the dataset's own columns (a local file's first rows).
+
+    `accuracy` when there is a `solution` or `answer` column; `format` only when the data shows the
+    <think>/<answer> layout it scores (a plain `answer` column would score 0 on it every time). A
+    dataset whose columns cannot be read here (a hub id) gets accuracy and a comment to check.
+    """
+    from grpo_ablate.config.inputs import peek_rows
+    from grpo_ablate.config.schema import DataSection
+
+    rows: list[dict[str, Any]] = []
+    path = Path(str(dataset))
+    if not path.is_absolute() and not path.exists():
+        path = out.parent / path
+    if dataset and path.exists():
+        try:
+            rows = peek_rows(DataSection(dataset=str(path)))
+        except (OSError, ValueError, ImportError):
+            rows = []
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    if not columns:
+        return ["  prompt_column: prompt   # the column holding the prompt (the columns could not be read here)",
+                "rewards:   # accuracy reads a `solution` or `answer` column (pip install 'grpo-ablate[math]');",
+                "           # add {name: format} only if your prompts ask for <think>...</think><answer>...</answer>",
+                "  - {name: accuracy, weight: 1.0}"]
+    prompt = next((c for c in _PROMPT_COLUMNS if c in columns), columns[0])
+    gold = next((c for c in ("solution", "answer") if c in columns), None)
+    text = " ".join(str(v) for r in rows for v in r.values())
+    out_lines = [f"  prompt_column: {_q(prompt)}   # of the dataset's columns {columns}"]
+    chosen = []
+    if gold:
+        chosen.append(f"  - {{name: accuracy, weight: 1.0}}   # compares the completion with the `{gold}` column")
+    if all(tag in text for tag in _THINK):
+        chosen.append("  - {name: format, weight: 1.0}   # the data uses the <think>/<answer> layout")
+    if not chosen:
+        raise StudyError([Problem(path="--dataset", message=(
+            f"no built-in reward fits the columns of {dataset} ({columns}): accuracy needs a `solution` or `answer` "
+            f"column, format the <think>/<answer> layout; write a reward function (docs/your-own-run.md §3) "
+            f"and name it under rewards: in a study file"))])
+    return out_lines + ["rewards:   # chosen from the dataset's columns (accuracy: pip install 'grpo-ablate[math]')",
+                        *chosen]
+
+
 def study_text(a: InitAnswers, out: Path) -> str:
     """The commented study file for these answers."""
     base, gens = choose_generations(a)
@@ -129,9 +176,7 @@ def study_text(a: InitAnswers, out: Path) -> str:
         if a.task:
             lines += [f"  task: {_q(a.task)}   # a built-in offline task: its reward is used when rewards is empty"]
         else:
-            lines += [f"  dataset: {_q(a.dataset)}", "  prompt_column: prompt   # the column holding the prompt",
-                      "rewards:   # accuracy reads the `solution` column (pip install 'grpo-ablate[math]')",
-                      "  - {name: accuracy, weight: 1.0}", "  - {name: format, weight: 1.0}"]
+            lines += [f"  dataset: {_q(a.dataset)}", *dataset_lines(a.dataset, out)]
         lines += ["trainer:   # GRPOConfig keywords, verbatim",
                   f"  per_device_train_batch_size: {a.value('per_device_train_batch_size')}",
                   f"  gradient_accumulation_steps: {a.value('gradient_accumulation_steps')}",
@@ -172,7 +217,10 @@ def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        load_study(tmp)  # StudyError: nothing is written
+        try:
+            load_study(tmp)  # StudyError: nothing is written
+        except StudyError as e:  # name the file the user asked for, not the temporary one
+            raise StudyError(e.problems, str(out)) from None
         os.replace(tmp, out)
     except StudyError as e:  # the user knows the file as --out, not as our temporary name
         raise StudyError([Problem(path=p.path, message=p.message.replace(tmp, str(out)))

@@ -75,6 +75,16 @@ def print_result(result: TrialResult, console: Any = None) -> None:
 
     from grpo_ablate.report.text import fmt
 
+    if console is None and not sys.stdout.isatty():  # piped: one short line per metric, no wrapped table
+        m = result.metrics or {}
+        print(f"trial {result.outcome.value}" + (f": {result.reason}" if result.reason else ""))
+        for name in (*HEADLINE_METRICS, "completions", "startup_seconds", "build_seconds"):
+            better = {"maximize": " (higher is better)", "minimize": " (lower is better)"}.get(
+                METRICS[name].direction or "" if name in METRICS else "", "")
+            print(f"{name}: {fmt(m.get(name), digits=4)}{better}")
+        if result.outcome in (Outcome.FAILED, Outcome.OOM) and result.log_tail:
+            print("end of log.txt:\n" + "\n".join(result.log_tail.splitlines()[-25:]))
+        return
     console = console or Console()
     table = Table(title=f"trial {result.outcome.value}" + (f" - {result.reason}" if result.reason else ""), title_justify="left")
     table.add_column("metric")
@@ -159,7 +169,7 @@ def _run(study: Any, params: "Cell", folder: Path, spec: TrialSpec, console: Any
         except KeyboardInterrupt:
             console.print("interrupted: the trial was stopped; partial metrics are in " + str(folder), markup=False)
             return 130
-    print_result(result, Console())
+    print_result(result, Console() if sys.stdout.isatty() else None)
     console.print(f"files: {folder}/ (metrics.jsonl, groups.jsonl, log.txt, result.json)", markup=False)
     if result.outcome in (Outcome.COMPLETED, Outcome.PRUNED):
         return 0

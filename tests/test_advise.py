@@ -14,7 +14,8 @@ import pytest
 
 from grpo_ablate.cli import main
 from grpo_ablate.config import load_study
-from grpo_ablate.preflight.advise import Measured, Prediction, _measured, advise_figure, plot_advice, predict
+from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advise_figure, advise_text, plot_advice, predict,
+                                         write_completions)
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, mean_p_zero_spread, zero_spread_beta, zero_spread_empirical
 from grpo_ablate.search.encoding import encode_arm
 from grpo_ablate.vocab import METRICS_FILE, Arm
@@ -87,6 +88,29 @@ def test_prediction_ranks_and_lists_prompts_no_g_can_use(tmp_path):
     assert predict(study, samples).to_dict() == advice.to_dict()
 
 
+def test_a_task_nothing_solves_gets_g_will_not_help_and_its_completions(tmp_path):
+    study = load_study(_study_file(tmp_path))
+    prompts = [f"{i}*7=" for i in range(64)]
+    rows = [[0.0] * 8 if i < 61 else [1.0] + [0.0] * 7 for i in range(64)]  # 61 never solved, 3 rarely
+    texts = [[f"{i}{j}" for j in range(8)] for i in range(64)]
+    samples = {"prompts": prompts, "temperatures": [0.7, 1.0], "k": 8, "rewards": [rows, rows],
+               "completions": [texts, texts], "completion_tokens": 64 * 8 * 2 * 3}
+    path = write_completions(tmp_path / "run", samples)
+    advice = predict(study, samples, completions_file=str(path))
+    assert advice.answer.startswith("G will not help here") and advice.shortlist == []
+    assert "61 of 64 prompts were never solved" in advice.answer and str(path) in advice.answer
+    text = advise_text(advice)
+    assert "G will not help here" in text and "shortlist" not in text
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(lines) == 2 * 64 and lines[0]["prompt"] == "0*7=" and lines[0]["temperature"] == 0.7
+    assert lines[-1]["completions"][0] == {"text": "630", "reward": 1.0}
+    # a learnable set keeps its ranked shortlist and no such answer
+    rng = random.Random(1)
+    mixed = [[float(rng.random() < 0.4) for _ in range(8)] for _ in range(64)]
+    ok = predict(study, {**samples, "rewards": [mixed, mixed]})
+    assert ok.answer == "" and len(ok.shortlist) == 3
+
+
 def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys):
     path = _study_file(tmp_path)
     assert main(["advise", str(path), "--k", "1"]) == 2
@@ -107,6 +131,11 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
     assert "[advise] T=" in capsys.readouterr().err  # the sampler's progress reaches the user
     first = json.loads((tmp_path / "run" / "advise.json").read_text())
     assert (tmp_path / "run" / "advise.png").stat().st_size > 1000
+    # the sampled completions with their rewards, for checking the reward function by eye
+    sampled = [json.loads(x) for x in (tmp_path / "run" / "advise" / "completions.jsonl").read_text().splitlines()]
+    assert len(sampled) == 16 * 2 and all(len(r["completions"]) == 8 for r in sampled)
+    assert {c["reward"] for r in sampled for c in r["completions"]} <= {0.0, 1.0}
+    assert first["completions_file"].endswith("completions.jsonl") and first["answer"] == ""
     assert main(args) == 0
     second = json.loads((tmp_path / "run" / "advise.json").read_text())
     for key in ("fits", "predictions", "shortlist", "always_solved", "never_solved"):

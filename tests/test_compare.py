@@ -66,6 +66,17 @@ def test_rows_judge_each_metric_in_its_direction(summary):
     mem = rows[("G8xB16|T1", "peak_memory_mb")]
     assert (mem.direction, mem.worsening, mem.status) == ("minimize", pytest.approx(0.1), "REGRESSION")
     assert rows[("G16xB16|T1", "reward_per_hour")].status == "ok"
+    assert (r.n_a, r.n_b) == (3, 3)  # the seeds behind each mean
+
+
+def test_a_change_within_tolerance_is_neither_better_nor_worse(summary, tmp_path):
+    b = copy.deepcopy(summary)
+    _arm(b, "G8xB16|T1")["metrics"]["reward_per_hour"]["mean"] = 2.1  # 2.0 -> 2.1: +5%, inside 10%
+    rows = {(r.key, r.metric): r for r in compare_summaries(summary, b, {"reward_per_hour": 0.1})}
+    assert rows[("G8xB16|T1", "reward_per_hour")].status == "ok"
+    code, out, _ = _run(_write(tmp_path, "a.json", summary), _write(tmp_path, "b.json", b), ["reward_per_hour=0.1"])
+    line = next(x for x in out.splitlines() if x.startswith("baseline") and "+5.0%" in x)
+    assert code == 0 and "within tolerance" in line and "better" not in line and "3/3" in line and "±10%" in line
 
 
 def test_regression_beyond_tolerance_exits_1(summary, tmp_path):

@@ -74,6 +74,18 @@ def _serve(study_args: list[str]) -> tuple[subprocess.Popen, str]:
     raise AssertionError("the dashboard lost its port three times")
 
 
+def _wait_for_api(base: str) -> dict:
+    """The API's study list, once it answers (an in-process server: minutes of margin)."""
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            return _get(f"{base}/api/studies")
+        except OSError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the dashboard never answered on {base}") from None
+            time.sleep(0.5)
+
+
 def _stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
@@ -167,3 +179,61 @@ def test_dashboard_shows_trials_and_user_attrs(finished_study):
             assert r.status == 200
     finally:
         _stop(proc)
+
+
+def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
+    """The report's answer reaches optuna-dashboard as the study's note, read back through its HTTP API,
+    with report.html attached; the console prints the same words; a second report replaces both."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+    from optuna_dashboard import wsgi
+
+    from _report_fixtures import SeedRun, load_custom, make_custom_study
+    from grpo_ablate.report import write_outputs
+    from grpo_ablate.report.publish import publish_to, say_answer
+    from grpo_ablate.report.text import fmt
+
+    base_arm, g2 = Arm(8, 32, 1.0), Arm(2, 32, 1.0)
+    arms = {"baseline": (base_arm, {s: SeedRun(eval_curve=(0.2, 0.3 + 0.1 * s)) for s in (0, 1, 2)}),
+            "num_generations=2": (g2, {s: SeedRun(eval_curve=(0.2, 0.36 + 0.1 * s)) for s in (0, 1, 2)})}
+    storage_path, out = make_custom_study(tmp_path, arms, evaluation={"num_prompts": 4})
+    data = load_custom(storage_path)
+    paths = write_outputs(data, out / "report.html")
+    storage = JournalStorage(JournalFileBackend(storage_path))
+    ostudy = optuna.load_study(study_name="custom", storage=storage)
+    store = open_artifact_store(out)
+    publish_to(ostudy, store, paths)
+    publish_to(ostudy, store, paths)  # a second report: still one note version on top, one artifact
+    say_answer(paths)
+    printed = capsys.readouterr().out
+    words = data.verdict.words
+    assert printed.startswith(f"Answer: {words}\n") and f"Report: {out / 'report.html'}" in printed
+    # the best value shown is the winning arm's mean over its 3 seeds, never one seed's
+    best = data.best["eval_final_reward"]
+    assert best.stat.n == 3 and f"{best.arm.name}, {fmt(best.stat.mean)} (3 seeds" in printed
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args):  # noqa: D401 - keep the test output clean
+            pass
+
+    server = make_server("127.0.0.1", free_port(), wsgi(storage, artifact_store=store), handler_class=Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        (summary,) = [s for s in _wait_for_api(url)["study_summaries"] if s["study_name"] == "custom"]
+        detail = _get(f"{url}/api/studies/{summary['study_id']}?after=0")
+        note = detail["note"]["body"]
+        assert f"**{data.verdict.headline or words}**" in note and (data.verdict.detail or words) in note
+        assert f"{fmt(best.stat.mean)} (3 seeds" in note
+        (artifact,) = detail["artifacts"]
+        assert artifact["filename"] == "report.html"
+        with urllib.request.urlopen(f"{url}/artifacts/{summary['study_id']}/{artifact['artifact_id']}", timeout=10) as r:
+            assert r.read() == (out / "report.html").read_bytes()
+    finally:
+        server.shutdown()
+        thread.join(timeout=20)

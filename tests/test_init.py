@@ -56,7 +56,7 @@ def test_init_without_recipe_from_flags_and_from_questions(tmp_path):
 
 def test_an_invalid_result_writes_nothing(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("model_name_or_path: m\ndataset_name: d\nreward_funcs: [code]\n")
+    recipe.write_text("model_name_or_path: m\ndataset_name: d\nreward_funcs: [cosine]\n")  # a factory: not a name
     with pytest.raises(StudyError):
         write_study(InitAnswers(recipe=recipe, gpus=1), tmp_path / "s.yaml")
     assert not list(tmp_path.glob("*s.yaml*"))
@@ -73,3 +73,24 @@ def test_init_from_a_trl_cli_recipe(tmp_path):
     assert study.world_size == 2 and study.study.baseline["num_generations"] == 8
     assert [r.name for r in study.rewards] == ["trl.rewards:think_format_reward", "trl.rewards:accuracy_reward"]
     assert study.search.temperature == [0.8, 1.0, 1.2]  # the recipe leaves TRL's 1.0
+
+
+def test_dataset_rewards_are_chosen_from_its_columns(tmp_path):
+    import json
+
+    from grpo_ablate.init import InitAnswers, write_study
+
+    plain = tmp_path / "plain.jsonl"  # a plain `answer` column: accuracy, never format (it would always score 0)
+    plain.write_text("".join(json.dumps({"question": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5)))
+    study = load_study(write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(plain), gpus=1), tmp_path / "p.yaml"))
+    assert [r.name for r in study.rewards] == ["accuracy"] and study.data.prompt_column == "question"
+    think = tmp_path / "think.jsonl"
+    think.write_text(json.dumps({"prompt": "x", "solution": "<think>a</think><answer>1</answer>"}) + "\n")
+    study = load_study(write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(think), gpus=1), tmp_path / "t.yaml"))
+    assert [r.name for r in study.rewards] == ["accuracy", "format"]
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(json.dumps({"prompt": "x", "label": "y"}) + "\n")
+    with pytest.raises(StudyError) as e:
+        write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(bare), gpus=1), tmp_path / "b.yaml")
+    assert "no built-in reward fits the columns" in str(e.value) and "['prompt', 'label']" in str(e.value)
+    assert not (tmp_path / "b.yaml").exists()

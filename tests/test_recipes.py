@@ -60,7 +60,9 @@ def test_openr1_recipe_keys_land_in_the_study_sections():
         assert gone not in t
     assert t["gradient_accumulation_steps"] == 16 and t["log_completions"] is True
     assert study.world_size == 7 and study.budget.max_steps == 50
-    assert all(isinstance(w, RecipeNote) for w in study.warnings)
+    # besides the recipe's notes, only what validate could not check here: the hub dataset's columns
+    others = [w for w in study.warnings if not isinstance(w, RecipeNote)]
+    assert len(others) == 1 and "AI-MO/NuminaMath-TIR' is a hub dataset" in others[0] and "cannot be checked here" in others[0]
 
 
 def test_trl_cli_recipe_plans_unedited_and_prints_the_notes():
@@ -108,14 +110,16 @@ def test_budget_wins_over_recipe_run_length(tmp_path):
     assert any("max_steps: 500 overridden" in w for w in study.warnings)
 
 
-def test_open_r1_reward_without_its_package_names_package_and_import_path(tmp_path):
+def test_open_r1_reward_without_its_package_still_plans_and_says_it_was_not_checked(tmp_path):
+    # a study for a cluster is planned on a laptop without open_r1: a note, not an error
     path = _study(tmp_path, "model_name_or_path: Qwen/Qwen2-0.5B\ndataset_name: some/data\n"
                             "reward_funcs: [accuracy, code]\n")
-    with pytest.raises(StudyError) as e:
-        load_study(path)
-    text = str(e.value)
-    assert "recipe.yaml:3: reward_funcs: reward 'code' is Open R1's (open_r1.rewards.code_reward)" in text
-    assert "install the open-r1 package" in text and "open_r1.rewards:code_reward" in text
+    study = load_study(path)
+    assert [r.name for r in study.rewards] == ["accuracy", "open_r1.rewards:code_reward"]
+    text = "\n".join(str(w) for w in study.warnings)
+    assert "recipe.yaml:3: reward 'code' is Open R1's (open_r1.rewards:code_reward)" in text
+    assert "open_r1 is not installed here, so it cannot be checked on this machine" in text
+    assert "needs the open-r1 package" in text
 
 
 def test_open_r1_reward_resolves_by_name_when_its_package_is_importable(tmp_path, monkeypatch):

@@ -119,7 +119,7 @@ def test_loads_without_console_errors(page):
 
 def test_every_image_decodes(page):
     imgs = page["result"]["imgs"]
-    assert len(imgs) == 10
+    assert len(imgs) == 9  # every plot but the importance ranking, left out of a planned ablation
     bad = [i for i in imgs if not (i["complete"] and i["w"] > 0 and i["h"] > 0)]
     assert bad == []
     assert all(i["shown"] >= 300 for i in imgs), imgs  # legible, not thumbnails
@@ -132,7 +132,7 @@ def test_key_sections_are_present_and_visible(page):
 
 
 def test_a_complete_study_draws_every_plot(page):
-    assert page["result"]["skipped"] == 0
+    assert page["result"]["skipped"] == 1  # the importance ranking: left out of a planned ablation, with a note
 
 
 def test_model_text_shows_as_text(page):

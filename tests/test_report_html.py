@@ -115,7 +115,8 @@ def test_key_sections_and_figures_are_present(report):
 def test_all_plots_draw_for_a_complete_study(report):
     data, _ = report
     figs = all_figures(data)
-    assert [f.id for f in figs if f.uri is None] == []
+    # a planned ablation answers with its effects table; the model-based importance ranking is left out
+    assert [f.id for f in figs if f.uri is None] == ["importance"]
     assert len(figs) == len(PLOTS) - len(EVAL_PLOTS)  # no held-out evaluation in this study
 
 

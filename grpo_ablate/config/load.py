@@ -122,4 +122,29 @@ def _resolve_paths(raw: dict[str, Any], base: Path | None) -> None:
     data = raw.get("data")
     if isinstance(data, dict) and isinstance(data.get("dataset"), str) and is_local_dataset(data["dataset"]):
         data["dataset"] = _resolve_path(data["dataset"], base)
+    rewards = raw.get("rewards")
+    if isinstance(rewards, list) and base is not None:
+        for i, r in enumerate(rewards):
+            if isinstance(r, dict) and isinstance(r.get("name"), str):
+                r["name"] = _resolve_reward(r["name"], base)
+            elif isinstance(r, str):
+                rewards[i] = _resolve_reward(r, base)
+
+
+def _resolve_reward(name: str, base: Path) -> str:
+    """`my_rewards:fn` whose module lies beside the study file becomes `/that/folder/my_rewards:fn`.
+
+    A reward module beside the study file wins over one of the same name in the current directory,
+    wherever the user runs the command from (trainer/rewards.py imports the folder form).
+    """
+    module, sep, function = name.partition(":")
+    top = module.split(".")[0]
+    if not sep or "/" in module or not top.isidentifier():
+        return name
+    try:
+        folder = base.resolve()
+        beside = (folder / f"{top}.py").is_file() or (folder / top / "__init__.py").is_file()
+    except OSError:
+        return name
+    return f"{folder}/{module}:{function}" if beside else name
 

@@ -5,7 +5,8 @@
 All layers run before anything is reported: the schema (types, unknown keys with a
 did-you-mean), the trainer keys against the installed TRL, and the meaning (feasible
 (num_generations, generation_batch_size) pairs on this hardware, temperature > 0, objectives,
-sampler and pruner, budget, names, places).
+sampler and pruner, budget, names, places), and the inputs (a local dataset's first rows, each
+reward function bound to TRL's call: config/inputs.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import space_for, world_size
+from grpo_ablate.config.inputs import check_inputs
 from grpo_ablate.config.names import check_names
 from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
@@ -61,6 +63,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_prompt_files(sf)
     problems += check_names(sf)
     problems += check_places(sf)
+    problems += check_inputs(sf, warnings)  # the dataset's first rows and each reward, on this machine
     if problems:
         raise StudyError(problems, source)
     return Study(file=sf, path=None, space=space, warnings=warnings)

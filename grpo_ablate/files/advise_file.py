@@ -20,8 +20,13 @@ from typing import Any
 from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
 from grpo_ablate.vocab import ADVISE_FILE, Arm
 
-__all__ = ["ADVISED_ARMS_KEY", "ADVISE_FIX", "add_advised_arm", "advised_arms", "load_advice", "save_advice"]
+__all__ = ["ADVISE_COMPLETIONS", "ADVISED_ARMS_KEY", "ADVISE_FIX", "NO_SPREAD_FRACTION", "add_advised_arm", "advised_arms", "load_advice", "save_advice"]
 
+# advise's samples as a person reads them: one line per prompt and temperature, its K completions
+# with their rewards, beside advise.json (so a reward that never fires shows before any trial)
+ADVISE_COMPLETIONS = "advise/completions.jsonl"
+# nearly all groups with equal rewards: almost no prompt gives a gradient, whatever G is (advise and the report)
+NO_SPREAD_FRACTION = 0.9
 ADVISED_ARMS_KEY = "advised_arms"  # the arms `advise --enqueue` added to the plan (Arm.as_dict each)
 ADVISE_FIX = ("delete it, then rerun `grpo-ablate advise STUDY` (with --enqueue again if it had added an arm "
               "to the ablation)")

@@ -27,7 +27,7 @@ from grpo_ablate.preflight.difficulty import (
     zero_spread_beta,
     zero_spread_empirical,
 )
-from grpo_ablate.files.advise_file import save_advice
+from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION, save_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule, parse_generations
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["Advice", "Measured", "Prediction", "advise_figure", "advise_text", "measured_points", "plot_advice", "predict",
-           "run_advise", "sample"]
+           "run_advise", "sample", "will_not_help", "write_completions"]
 
 ADVISE_PLOT = "advise.png"
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +74,10 @@ class Advice:
     mean_completion_tokens: float = 0.0
     seconds: float = 0.0
     ranked_by: str = ""
+    # "G will not help here: ..." when every feasible G leaves nearly all groups without spread
+    # (then the shortlist is empty); "" when G can matter
+    answer: str = ""
+    completions_file: str | None = None  # the sampled completions with their rewards (ADVISE_COMPLETIONS)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,8 +141,12 @@ def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float
     return json.loads((folder / SAMPLES_FILE).read_text())
 
 
-def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist_size: int = 3) -> Advice:
-    """Fit the difficulty per temperature and predict every feasible (G, temperature, batch)."""
+def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist_size: int = 3,
+            completions_file: str | None = None) -> Advice:
+    """Fit the difficulty per temperature and predict every feasible (G, temperature, batch).
+
+    When no G can help (`will_not_help`), the answer says so and the shortlist stays empty.
+    """
     temps = [float(t) for t in samples["temperatures"]]
     k = int(samples["k"])
     rewards: list[list[list[float]]] = samples["rewards"]
@@ -146,7 +154,8 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
     n_completions = max(1, len(samples["prompts"]) * k * len(temps))
     mean_tokens = float(samples.get("completion_tokens") or 0) / n_completions
     advice = Advice(study=study.study.name, k=k, num_prompts=len(samples["prompts"]), seed=seed, temperatures=temps,
-                    binary=binary, mean_completion_tokens=round(mean_tokens, 3), seconds=float(samples.get("seconds") or 0))
+                    binary=binary, mean_completion_tokens=round(mean_tokens, 3), seconds=float(samples.get("seconds") or 0),
+                    completions_file=completions_file)
     probe = load_probe(study.output_dir, Owner.of(study))
     best = probe.best() if probe else {}
     zero: dict[tuple[float, int], tuple[float, float | None]] = {}
@@ -186,7 +195,50 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
                                                        p.generation_batch_size))
     advice.shortlist = ranked[:shortlist_size]
     _solved(advice, samples)
+    advice.answer = will_not_help(advice)
+    if advice.answer:
+        advice.shortlist = []
     return advice
+
+
+def will_not_help(advice: Advice) -> str:
+    """"G will not help here: ..." when even the best feasible (G, temperature) is predicted to leave
+    NO_SPREAD_FRACTION or more of its groups without reward spread; "" otherwise.
+
+    No G can rank configurations whose groups teach nothing: the prompts, the budget, the model or
+    the reward must change first, and the sampled completions show which.
+    """
+    if not advice.predictions:
+        return ""
+    best = min(advice.predictions, key=lambda p: (p.zero_spread, -p.num_generations))
+    if best.zero_spread < NO_SPREAD_FRACTION:
+        return ""
+    temps = ", ".join(f"{t:g}" for t in advice.temperatures)
+    solved = (f"{len(advice.never_solved)} of {advice.num_prompts} prompts were never solved and "
+              f"{len(advice.always_solved)} always solved in K={advice.k} samples")
+    where = f" in {advice.completions_file}" if advice.completions_file else ""
+    return (f"G will not help here: at temperature {temps}, every feasible G is predicted to leave at least "
+            f"{NO_SPREAD_FRACTION:.0%} of its groups without reward spread (the fewest: {best.zero_spread:.0%} at "
+            f"G={best.num_generations}, T={best.temperature:g}), so almost no prompt would give a gradient. {solved}. "
+            f"Easier prompts, a longer budget or a stronger starting model would help; check the reward function on "
+            f"the sampled completions and their rewards{where} before running trials.")
+
+
+def write_completions(output_dir: Path, samples: dict[str, Any]) -> Path | None:
+    """ADVISE_COMPLETIONS: per prompt and temperature, its K completions with their rewards (atomic)."""
+    texts = samples.get("completions")
+    if not isinstance(texts, list):
+        return None
+    path = output_dir / ADVISE_COMPLETIONS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".jsonl.tmp")
+    with tmp.open("w") as f:
+        for t, per_prompt, rewards in zip(samples["temperatures"], texts, samples["rewards"]):
+            for prompt, comps, scores in zip(samples["prompts"], per_prompt, rewards):
+                f.write(json.dumps({"temperature": t, "prompt": prompt,
+                                    "completions": [{"text": c, "reward": r} for c, r in zip(comps, scores)]}) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 def _solved(advice: Advice, samples: dict[str, Any]) -> None:
@@ -304,9 +356,10 @@ def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int 
     samples = sample(study, k=k, num_prompts=num_prompts, temperatures=temps, seed=seed, folder=folder, log=log)
     if not samples["prompts"]:
         raise _bad("data", "the study's prompt set is empty: nothing to sample")
-    advice = predict(study, samples, seed=seed)
-    advice.seconds = round(time.perf_counter() - started, 2)
     study.output_dir.mkdir(parents=True, exist_ok=True)
+    written = write_completions(study.output_dir, samples)
+    advice = predict(study, samples, seed=seed, completions_file=str(written) if written else None)
+    advice.seconds = round(time.perf_counter() - started, 2)
     save_advice(study.output_dir, advice.to_dict(), Owner.of(study))
     plot_advice(advice, study.output_dir / ADVISE_PLOT, _measured(study))
     return advice
@@ -317,17 +370,24 @@ def advise_text(advice: Advice) -> str:
              f"in {advice.seconds:.1f} s ({'binary' if advice.binary else 'non-binary'} reward)"]
     for t, fit in advice.fits.items():
         lines.append(f"  T={t}: per-prompt success ~ Beta(a={fit['a']:.2f}, b={fit['b']:.2f}), mean p {fit['mean']:.2f}")
-    lines.append(f"shortlist (ranked by {advice.ranked_by}):")
-    for i, p in enumerate(advice.shortlist, 1):
-        lines.append(f"  {i}. G={p.num_generations} batch={p.generation_batch_size} T={p.temperature:g}: {p.reason}")
-    lines.append(f"{'G':>4} {'batch':>6} {'T':>5} {'zero-spread':>11} {'mean-p':>7} {'inf/step':>8} {'inf/hour':>9} {'inf/Mtok':>9}")
+    if advice.answer:
+        lines.append(advice.answer)
+    else:
+        lines.append(f"shortlist (ranked by {advice.ranked_by}):")
+        for i, p in enumerate(advice.shortlist, 1):
+            lines.append(f"  {i}. G={p.num_generations} batch={p.generation_batch_size} T={p.temperature:g}: {p.reason}")
+    lines.append("zero-spread: predicted share of groups with no reward spread; zero@mean-p: that share if every prompt "
+                 "had the mean success rate (lower: prompts differ in difficulty); inf/...: informative groups")
+    lines.append(f"{'G':>4} {'batch':>6} {'T':>5} {'zero-spread':>11} {'zero@mean-p':>11} {'inf/step':>8} {'inf/hour':>9} {'inf/Mtok':>9}")
     for p in advice.predictions:
         def f(v: float | None, spec: str) -> str:
             return "-" if v is None else format(v, spec)
 
         lines.append(f"{p.num_generations:>4} {p.generation_batch_size:>6} {p.temperature:>5g} {p.zero_spread:>11.3f} "
-                     f"{f(p.mean_p_zero_spread, '.3f'):>7} {p.informative_groups_per_step:>8.2f} "
+                     f"{f(p.mean_p_zero_spread, '.3f'):>11} {p.informative_groups_per_step:>8.2f} "
                      f"{f(p.informative_groups_per_hour, '.0f'):>9} {f(p.informative_groups_per_million_tokens, '.0f'):>9}")
     lines.append(f"always solved at every temperature ({len(advice.always_solved)}): {advice.always_solved[:10]}")
     lines.append(f"never solved at every temperature ({len(advice.never_solved)}): {advice.never_solved[:10]}")
+    if advice.completions_file:
+        lines.append(f"sampled completions with their rewards: {advice.completions_file}")
     return "\n".join(lines)

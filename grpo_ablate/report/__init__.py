@@ -7,7 +7,8 @@ folders, evaluation for eval.jsonl) -> arms (seed statistics from stats), verdic
 and how sure it is), findings (warnings that consult the answer), groups, objectives,
 importance (plain functions of the records, assembled into `data.ReportData`) -> text (the
 words) -> plots (inline PNGs) -> html (one autoescaped template); summary writes summary.json
-(with the answer's statistics under "verdict") and the CSVs.
+(with the answer's statistics under "verdict") and the CSVs; publish puts the same answer on the
+console and in optuna-dashboard (the study's note, report.html as an artifact).
 
 Nothing is imported here at load time, so `grpo_ablate.report.text.fmt` costs the command
 line's tables no pandas, matplotlib or Jinja2.
@@ -42,11 +43,16 @@ def write_outputs(data: "ReportData", html_path: Path) -> dict[str, Path]:
 def write_report(study: "Study", out: str | os.PathLike[str] | None = None) -> dict[str, Path]:
     """Read the study's storage and trial folders; write report.html and exports.
 
-    `out` is the HTML file (default <output_dir>/report.html); the exports go beside it.
+    `out` is the HTML file (default <output_dir>/report.html); the exports go beside it. The
+    answer then becomes the study's note in optuna-dashboard, with the page attached
+    (report.publish), so the dashboard says what the page says.
     Returns the written paths by role: html, trials_csv, steps_csv, steps_parquet (when
     written), prompts_csv, summary_json.
     """
     from grpo_ablate.report.data import collect
+    from grpo_ablate.report.publish import publish
 
     html_path = Path(out) if out is not None else study.output_dir / "report.html"
-    return write_outputs(collect(study), html_path)
+    paths = write_outputs(collect(study), html_path)
+    publish(study, paths)
+    return paths

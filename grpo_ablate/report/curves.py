@@ -9,13 +9,15 @@ when a study proposed too many configurations for a line each.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.ticker import EngFormatter
 
 from grpo_ablate.report.data import ReportData
-from grpo_ablate.report.figure import Figure, done_arms, new_axes, palette, png
+from grpo_ablate.report.figure import Figure, arm_colors, done_arms, new_axes, png
 from grpo_ablate.vocab import Outcome, Schedule
 
 __all__ = ["plot_eval_vs_tokens", "plot_reward_vs_time", "plot_reward_vs_tokens"]
@@ -25,16 +27,23 @@ __all__ = ["plot_eval_vs_tokens", "plot_reward_vs_time", "plot_reward_vs_tokens"
 MAX_CURVES = 8
 
 
-def _curve_groups(data: ReportData) -> tuple[list[tuple[str, int, list[int]]], bool]:
-    """(legend label, G, trial numbers) per curve; pooled by G when there are too many arms."""
+def _curve_groups(data: ReportData) -> tuple[list[tuple[str, int, list[int], Any]], bool]:
+    """(legend label, G, trial numbers, colour) per curve; pooled by G when there are too many arms.
+
+    An arm's curve has the arm's colour on every figure (figure.arm_colors); pooled curves, which
+    are no single arm, are greys.
+    """
     arms = done_arms(data)
     done = {r.number for r in data.records if r.outcome == Outcome.COMPLETED.value}
     if len(arms) <= MAX_CURVES:
-        return [(a.title, a.config.num_generations, [t for t in a.trials if t in done]) for a in arms], False
+        colors = arm_colors(data)
+        return [(a.title, a.config.num_generations, [t for t in a.trials if t in done], colors[a.config])
+                for a in arms], False
     by_g: dict[int, list[int]] = {}
     for a in arms:
         by_g.setdefault(a.config.num_generations, []).extend(t for t in a.trials if t in done)
-    return [(f"G={g}", g, ts) for g, ts in sorted(by_g.items())], True
+    shades = {g: str(0.1 + 0.6 * i / max(1, len(by_g) - 1)) for i, g in enumerate(sorted(by_g))}
+    return [(f"G={g}", g, ts, shades[g]) for g, ts in sorted(by_g.items())], True
 
 
 def _smooth(y: np.ndarray) -> np.ndarray:
@@ -101,7 +110,6 @@ def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: st
     groups, pooled = _curve_groups(data)
     if not groups:
         return Figure(fid, title, caption, note="no completed trial yet")
-    colors = palette(len(groups))
     fig, (ax,) = new_axes()
     drawn = 0
     scale, unit = 1.0, ""
@@ -109,7 +117,7 @@ def _reward_curves(data: ReportData, xcol: str, fid: str, title: str, xlabel: st
         xmax = pd.to_numeric(steps[xcol], errors="coerce").max()
         scale, unit = (3600.0, "h") if xmax > 3 * 3600 else (60.0, "min") if xmax > 600 else (1.0, "s")
     marked = False
-    for (label, g, trials), color in zip(groups, colors):
+    for label, g, trials, color in groups:
         curves = []
         changes = []
         for t in trials:

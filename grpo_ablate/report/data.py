@@ -23,7 +23,7 @@ from grpo_ablate.report.arms import ArmSummary, Best, Delta, baseline_deltas, be
 from grpo_ablate.report.evaluation import (EVAL_METRICS, TARGET_KEYS, censored_stat, study_has_evaluation, study_target,
                                            summarize_eval, to_target)
 from grpo_ablate.report.findings import Finding, find_warnings
-from grpo_ablate.report.groups import prompt_variance, success_rate
+from grpo_ablate.report.groups import prompt_variance, success_rate, success_rates_by_arm
 from grpo_ablate.report.importance import param_importances
 from grpo_ablate.report.objectives import pareto_front, study_objectives
 from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, load_trials, masked, read_trial_files,
@@ -109,6 +109,7 @@ def build_report_data(
     fallback_objectives: Sequence[tuple[str, str]] = (("reward_per_hour", "maximize"),),
     fallback_config: Mapping[str, Any] | None = None,
     storage_url: str | None = None,
+    advice: Mapping[str, Any] | None = None,
 ) -> ReportData:
     """Extract everything from a study's attrs and trials (and the trial folders they point to)."""
     objectives = study_objectives(study_user_attrs, fallback_objectives)
@@ -162,11 +163,13 @@ def build_report_data(
     best = best_per_objective(arms, objectives)
     deltas = baseline_deltas(arms, metrics)
     p, unit = success_rate(records, groups, steps)
-    verdict = decide(arms, records, objectives, metrics, has_eval, tokens)
+    by_arm = success_rates_by_arm(records, groups, steps)
+    verdict = decide(arms, records, objectives, metrics, has_eval, tokens, by_arm, advice)
     extra = [Finding("timing_noise", verdict.timing.words)] if verdict.timing and verdict.timing.exceeds else []
     if copies:
         extra.append(imported_note(copies))
-    warnings = find_warnings(records, arms, bad_lines, p if unit else None, verdict.recommended, extra)
+    warnings = find_warnings(records, arms, bad_lines, by_arm, verdict.recommended, extra,
+                             learned_nothing=verdict.kind == "cannot_rank")
 
     feasible_done = [r for r in records if r.outcome == Outcome.COMPLETED.value and r.values is not None]
     pareto = pareto_front([(r.number, r.values) for r in feasible_done], [d for _, d in objectives]) \
@@ -205,6 +208,7 @@ def build_report_data(
         evals=pd.DataFrame([{**trial_columns(r), **{k: v for k, v in row.items() if k not in ("per_prompt", "samples")}}
                             for r in records if r.number in eval_rows for row in eval_rows[r.number]]),
         racing=study_user_attrs.get(RACING_ATTR) if isinstance(study_user_attrs.get(RACING_ATTR), dict) else None,
+        advice=dict(advice) if advice is not None else None,
     )
 
 
@@ -280,12 +284,10 @@ def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
 def collect(study: "Study") -> ReportData:
     """Everything the report needs for a loaded study file."""
     attrs, frozen = load_trials(study.storage_url, study.study.name)
-    data = build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
-                             study.to_dict(), study.storage_url)
     from grpo_ablate.files.owned import Owner
 
-    data.advice = read_advice(study.output_dir, Owner.of(study))
-    return data
+    return build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
+                             study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)))
 
 
 def read_advice(output_dir: Path, owner: "Owner") -> dict[str, Any] | None:

@@ -22,8 +22,9 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.stats import MetricStat
+from grpo_ablate.vocab import Arm
 
-__all__ = ["Figure", "STYLE", "DPI", "HALF", "WIDE", "png", "new_axes", "palette", "g_colors", "log2_g_axis",
+__all__ = ["Figure", "STYLE", "DPI", "HALF", "WIDE", "png", "new_axes", "palette", "arm_colors", "g_colors", "log2_g_axis",
            "axis_label", "yerr", "done_arms"]
 
 # Half-width figures are drawn 4.8 in wide and shown ~480 px wide: 9 pt text stays ~12 px on
@@ -72,6 +73,15 @@ def new_axes(width: float = HALF[0], height: float = HALF[1], ncols: int = 1) ->
 def palette(n: int) -> list[tuple[float, float, float, float]]:
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(max(n, 1))]
+
+
+def arm_colors(data: ReportData) -> dict[Arm, tuple[float, float, float, float]]:
+    """One colour per arm (vocab.Arm), the same on every figure: the report's arm order, baseline first.
+
+    Other groupings (a series of temperatures, a generation batch) are drawn in greys and line
+    styles, so a colour on this page always means one configuration.
+    """
+    return dict(zip((a.config for a in data.arms), palette(len(data.arms))))
 
 
 def g_colors(gs: Sequence[int]) -> dict[int, tuple[float, float, float, float]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.groups import zero_spread_probability
@@ -72,12 +72,14 @@ def _g_advice(a: Arm, way: str, recommended: Arm | None, plain: str) -> tuple[st
 
 
 def find_warnings(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], bad_lines: int = 0,
-                  success_p: float | None = None, recommended: Arm | None = None,
-                  extra: Sequence[Finding] = ()) -> list[Finding]:
+                  success_p: Mapping[Arm, float] | None = None, recommended: Arm | None = None,
+                  extra: Sequence[Finding] = (), learned_nothing: bool = False) -> list[Finding]:
     """Every finding, warnings about the arms first, then about trials, then notes.
 
-    `recommended` is the answer's configuration: G advice never points away from it.
-    `extra` (e.g. the timing-noise warning) goes after the arms' warnings.
+    `success_p` is each arm's own success rate (report.groups.success_rates_by_arm), what its
+    zero-spread share is judged against. `recommended` is the answer's configuration: G advice
+    never points away from it. `learned_nothing`: the answer says the study cannot rank G, so no
+    warning advises changing G. `extra` (e.g. the timing-noise warning) goes after the arms' warnings.
     """
     out: list[Finding] = []
     for a in arms:
@@ -110,12 +112,17 @@ def find_warnings(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], ba
         z = a.metrics.get("frac_reward_zero_std")
         if z is not None and z.mean is not None and z.mean > ZERO_SPREAD_FRACTION:
             expect = ""
-            if success_p is not None and 0 <= success_p <= 1:
-                expect = (f" (a binary reward at the measured success rate {success_p:.2f} predicts "
-                          f"{zero_spread_probability(success_p, a.config.num_generations) * 100:.0f}%)")
-            advice, sug = _g_advice(a.config, "higher", recommended,
-                                    " A larger num_generations, or easier/harder prompts, would give more groups "
-                                    "some spread.")
+            p = (success_p or {}).get(a.config)
+            if p is not None and 0 <= p <= 1:
+                expect = (f" (a binary reward at this configuration's success rate {p:.2f} predicts "
+                          f"{zero_spread_probability(p, a.config.num_generations) * 100:.0f}%)")
+            if learned_nothing:
+                advice, sug = (" The answer above explains why this study cannot rank G: change the prompts, the "
+                               "budget or the model first."), ()
+            else:
+                advice, sug = _g_advice(a.config, "higher", recommended,
+                                        " A larger num_generations, or easier/harder prompts, would give more groups "
+                                        "some spread.")
             out.append(Finding(
                 "zero_spread",
                 f"{a.title}: {z.mean * 100:.0f}% of groups had no reward spread{expect}; those prompts give "

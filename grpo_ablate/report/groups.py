@@ -11,9 +11,10 @@ from typing import Sequence
 import pandas as pd
 
 from grpo_ablate.report.records import TrialRecord
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.vocab import Arm, Outcome
 
-__all__ = ["PROMPT_COLUMNS", "RANKING_RULE", "prompt_variance", "success_rate", "zero_spread_probability"]
+__all__ = ["PROMPT_COLUMNS", "RANKING_RULE", "prompt_variance", "success_rate", "success_rates_by_arm",
+           "zero_spread_probability"]
 
 PROMPT_COLUMNS = ["prompt", "groups", "trials", "mean_reward_var", "max_reward_var", "mean_reward",
                   "mean_distinct_frac", "example_arm", "example_completions", "example_rewards"]
@@ -59,6 +60,22 @@ def prompt_variance(groups: pd.DataFrame) -> pd.DataFrame:
     out[["groups", "trials"]] = out[["groups", "trials"]].astype(int)
     return out.sort_values(["mean_reward_var", "groups", "max_reward_var", "prompt"],
                            ascending=[False, False, False, True], kind="stable").reset_index(drop=True)
+
+
+def success_rates_by_arm(records: Sequence[TrialRecord], groups: pd.DataFrame,
+                         steps: pd.DataFrame) -> dict[Arm, float]:
+    """Each arm's own success rate (`success_rate` over its trials), for arms whose rewards look like probabilities.
+
+    Arms at different temperatures or G solve different shares of their prompts, so a zero-spread
+    share is judged against the arm's own rate, never one pooled over the study.
+    """
+    out: dict[Arm, float] = {}
+    for arm in sorted({r.config for r in records if r.config is not None}):
+        mine = [r for r in records if r.config == arm]
+        p, unit = success_rate(mine, groups, steps)
+        if p is not None and unit:
+            out[arm] = p
+    return out
 
 
 def success_rate(records: Sequence[TrialRecord], groups: pd.DataFrame, steps: pd.DataFrame) -> tuple[float | None, bool]:

@@ -16,6 +16,7 @@ import re
 
 from typing import Any, Mapping, Sequence
 
+import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from grpo_ablate.report.arms import ArmSummary
@@ -29,7 +30,7 @@ from grpo_ablate.report.text import clip, fmt, fmt_interval, fmt_p, fmt_stat, fm
 from grpo_ablate.vocab import TARGET_METRICS, Arm, Outcome
 from grpo_ablate.vocab import metric as registry_metric
 
-__all__ = ["render_html", "view_model", "target_cell", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
+__all__ = ["render_html", "view_model", "target_cell", "delta_cell", "held_out_used", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
 
 # The tables' columns after the study's objectives, most decision-relevant first. The deltas
 # table leaves out the diagnostics (the registry's non-headline metrics): they explain, not decide.
@@ -147,8 +148,51 @@ def _verdict_facts(data: ReportData) -> list[str]:
     if v.seeds_for is not None:
         d, n = v.seeds_for
         out.append(f"Seeds needed to detect a difference of {fmt(d)}: about {n:,}" + (" or more" if n > 1000 else "") + ".")
+    used = held_out_used(data)
+    if used:
+        out.append(used)
     out += list(v.notes)
     return out
+
+
+def held_out_used(data: ReportData) -> str | None:
+    """How many held-out prompts every trial scored, against how many the study asked for.
+
+    The trial side drops prompts that overlap the training set (or runs out of data), so the
+    number used can be smaller than requested; the page says so, not only the trials' log.txt.
+    """
+    if not data.has_eval or data.evals.empty or "num_prompts" not in data.evals:
+        return None
+    used = sorted({int(n) for n in pd.to_numeric(data.evals["num_prompts"], errors="coerce").dropna()})
+    if not used:
+        return None
+    evaluation = data.config.get("evaluation") if isinstance(data.config, dict) else None
+    asked = evaluation.get("num_prompts") if isinstance(evaluation, dict) else None
+    shown = " to ".join(f"{n:,}" for n in (used[0], used[-1])) if len(used) > 1 else f"{used[0]:,}"
+    if isinstance(asked, int) and used[-1] < asked:
+        return (f"Held-out prompts scored by every trial: {shown} of the {asked:,} requested (the rest overlapped "
+                f"the training prompts, or the data had no more).")
+    return f"Held-out prompts scored by every trial: {shown}."
+
+
+def delta_cell(relative: float, better: bool | None, clear: bool | None, words: str) -> dict[str, str]:
+    """One cell of the effects table: green/red only for a difference beyond the seeds' spread.
+
+    A single seed (clear None) has no spread to judge against, so it stays plain, as the legend
+    says; a change that rounds to 0% is written "<1%" with its sign, never as a coloured "-0%".
+    """
+    pct = relative * 100
+    if pct == 0 or better is None:
+        text, cls = "0%", "same"
+    else:
+        text = f"{pct:+.0f}%" if abs(pct) >= 0.5 else ("+" if pct > 0 else "−") + "<1%"
+        if clear is None:
+            cls = "single"  # one seed: plain, the spread is unknown
+        elif clear is False:
+            cls = "noise"  # within the seeds' spread: no colour, it is no evidence either way
+        else:
+            cls = ("better" if better else "worse") + " clear"
+    return {"text": text.replace("-", "−"), "cls": cls, "title": words}
 
 
 def _delta_columns(data: ReportData) -> list[str]:
@@ -222,13 +266,7 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
             if d is None or d.diff.relative is None:
                 cells.append({"text": "–", "cls": "", "title": d.words if d else ""})
                 continue
-            if d.better is None:
-                cls = "same"
-            elif d.diff.clear is False:
-                cls = "noise"  # within the seeds' spread: no colour, it is no evidence either way
-            else:
-                cls = ("better" if d.better else "worse") + (" clear" if d.diff.clear else "")
-            cells.append({"text": f"{d.diff.relative * 100:+.0f}%", "cls": cls, "title": d.words})
+            cells.append(delta_cell(d.diff.relative, d.better, d.diff.clear, d.words))
         delta_rows.append({"arm": a, "cells": cells})
     primary = data.objectives[0][0] if data.objectives else None
     delta_words = [data.deltas[a.name][primary].words for a in data.arms

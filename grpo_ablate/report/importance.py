@@ -5,6 +5,7 @@ Optuna's own evaluator, over completed trials within the memory limit only.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
@@ -49,9 +50,12 @@ def _importances(trials: Sequence["FrozenTrial"], varying: set[str],
                 params=t.params, distributions=t.distributions, value=t.values[i],
             ))
         try:
-            imp = optuna.importance.get_param_importances(st, params=sorted(varying))
+            with warnings.catch_warnings(record=True) as caught:  # the evaluator's caveats belong on the page,
+                warnings.simplefilter("always")  # not as stray UserWarnings at the end of `run`
+                imp = optuna.importance.get_param_importances(st, params=sorted(varying))
         except Exception as e:  # evaluator limits (too few distinct values, ...) are not report errors
             notes.append(f"{name}: {type(e).__name__}: {e}")
             continue
+        notes += [f"{name}: {w.message}" for w in caught if issubclass(w.category, UserWarning)]
         out[name] = {k: float(v) for k, v in imp.items()}
     return out, ("; ".join(notes) or None)

@@ -13,7 +13,7 @@ so a half-finished study still gets its page.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from matplotlib import colormaps, rc_context
@@ -25,12 +25,12 @@ from matplotlib.figure import Figure as MplFigure
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.curves import plot_eval_vs_tokens, plot_reward_vs_time, plot_reward_vs_tokens
 from grpo_ablate.report.data import ReportData
-from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, axis_label, done_arms, g_colors, log2_g_axis, new_axes,
-                                       palette, png, yerr)
+from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, arm_colors, axis_label, done_arms, log2_g_axis,
+                                       new_axes, palette, png, yerr)
 from grpo_ablate.report.groups import zero_spread_probability
 from grpo_ablate.report.stats import MetricStat, stat
 from grpo_ablate.report.text import fmt
-from grpo_ablate.vocab import Outcome, metric
+from grpo_ablate.vocab import Arm, Outcome, metric
 
 __all__ = ["all_figures", "PLOTS", "EVAL_PLOTS"]
 
@@ -58,9 +58,13 @@ def _series(arms: Sequence[ArmSummary]) -> dict[str, list[ArmSummary]] | None:
     return out if len(out) <= MAX_SERIES else None
 
 
+_LINE_STYLES = ("-", "--", ":", "-.")
+
+
 def _draw_by_g(fig: MplFigure, ax: Axes, arms: Sequence[ArmSummary], metric: str, label_prefix: str = "",
-               lines: bool = True) -> None:
-    """Mean and 95% interval per arm against G: lines per series, or temperature-coloured points."""
+               lines: bool = True, colors: dict[Arm, Any] | None = None) -> None:
+    """Mean and 95% interval per arm against G, each arm in its own colour (`colors`, figure.arm_colors):
+    grey lines join a series' arms; too many series (adaptive samplers): temperature-coloured points."""
     series = _series(arms)
     if series is None:
         temps = [a.config.temperature for a in arms]
@@ -73,20 +77,22 @@ def _draw_by_g(fig: MplFigure, ax: Axes, arms: Sequence[ArmSummary], metric: str
                         elinewidth=1.0, color=cmap(norm(a.config.temperature)))
         fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="temperature", shrink=0.9)
         return
-    colors = palette(len(series) + (0 if lines else 1))[(0 if lines else 1):]
+    own = colors or dict(zip((a.config for a in arms), palette(len(arms))))
     k = len(series)
-    for i, ((name, sarms), color) in enumerate(zip(series.items(), colors)):
+    for i, (name, sarms) in enumerate(series.items()):
         shift = 1.04 ** (i - (k - 1) / 2)  # side by side on the log axis
         xs = [a.config.num_generations * shift for a in sarms]
         ms = [a.metrics[metric].mean for a in sarms]
-        errs = yerr([a.metrics[metric] for a in sarms])
-        label = (label_prefix.rstrip(", ") or None) if name == "all" else f"{label_prefix}{name}"
-        ax.errorbar(xs, ms, yerr=errs, color=color, marker="o", ms=5, capsize=3, lw=1.4 if lines else 0,
-                    elinewidth=1.2, label=label)
+        if lines and len(sarms) > 1:
+            ax.plot(xs, ms, color="#8a8a8a", lw=1.2, ls=_LINE_STYLES[i % len(_LINE_STYLES)], zorder=1,
+                    label=None if name == "all" else f"{label_prefix}{name}")
         for x, a in zip(xs, sarms):
-            vals = a.metrics[metric].values
-            if len(vals) > 1:
-                ax.scatter([x] * len(vals), vals, color=color, s=16, alpha=0.6, zorder=3, lw=0)
+            s = a.metrics[metric]
+            ax.errorbar([x], [s.mean], yerr=yerr([s]), color=own.get(a.config, "#333333"), marker="o", ms=5,
+                        capsize=3, lw=0, elinewidth=1.2, zorder=2, label=f"{label_prefix}{a.title}")
+            if len(s.values) > 1:
+                ax.scatter([x] * len(s.values), s.values, color=own.get(a.config, "#333333"), s=16, alpha=0.6,
+                           zorder=3, lw=0)
 
 
 def _metric_vs_g(data: ReportData, metric: str, fid: str, title: str, caption: str) -> Figure:
@@ -94,7 +100,7 @@ def _metric_vs_g(data: ReportData, metric: str, fid: str, title: str, caption: s
     if not arms:
         return Figure(fid, title, caption, note=f"no completed trial recorded {metric}")
     fig, (ax,) = new_axes()
-    _draw_by_g(fig, ax, arms, metric)
+    _draw_by_g(fig, ax, arms, metric, colors=arm_colors(data))
     log2_g_axis(ax, [a.config.num_generations for a in arms])
     ax.set_ylabel(axis_label(data, metric))
     if ax.get_legend_handles_labels()[1]:
@@ -127,7 +133,9 @@ def plot_throughput_memory(data: ReportData) -> Figure:
         return Figure(fid, title, caption, note="no completed trial yet")
     fig, axes = new_axes(width=WIDE, height=3.4, ncols=2)
     batches = sorted({r.config.generation_batch_size for r in done})  # type: ignore[union-attr]
-    colors = dict(zip(batches, palette(len(batches))))
+    # batches in greys and line styles: on this page a colour always means one configuration (figure.arm_colors)
+    greys = {b: (str(0.15 + 0.5 * i / max(1, len(batches) - 1)), _LINE_STYLES[i % len(_LINE_STYLES)])
+             for i, b in enumerate(batches)}
     any_drawn = False
     for ax, name in zip(axes, ("samples_per_second", "peak_memory_mb")):
         bounds = metric(name)
@@ -142,7 +150,7 @@ def plot_throughput_memory(data: ReportData) -> Figure:
             if pts:
                 any_drawn = True
                 ax.errorbar([g for g, _ in pts], [s.mean for _, s in pts], yerr=yerr([s for _, s in pts]), marker="o",
-                            ms=5, capsize=3, color=colors[b], label=f"batch {b}")
+                            ms=5, capsize=3, color=greys[b][0], ls=greys[b][1], label=f"batch {b}")
         log2_g_axis(ax, [r.config.num_generations for r in done])  # type: ignore[union-attr]
         ax.set_ylabel(axis_label(data, name))
         if bounds.low is not None:
@@ -218,11 +226,13 @@ def plot_pareto(data: ReportData) -> Figure:
             and len(r.values) >= 2 and r.config is not None]
     if not done:
         return Figure(fid, title, caption, note="no completed trial yet")
-    colors = g_colors([r.config.num_generations for r in done])  # type: ignore[union-attr]
+    colors = arm_colors(data)
     fig, (ax,) = new_axes(height=3.4)
-    for g, color in colors.items():
-        pts = [r for r in done if r.config.num_generations == g]  # type: ignore[union-attr]
-        ax.scatter([r.values[0] for r in pts], [r.values[1] for r in pts], color=color, s=30, label=f"G={g}", zorder=3)  # type: ignore[index]
+    for a in data.arms:
+        pts = [r for r in done if r.config == a.config]
+        if pts:
+            ax.scatter([r.values[0] for r in pts], [r.values[1] for r in pts], color=colors[a.config], s=30,  # type: ignore[index]
+                       label=a.title, zorder=3)
     front = sorted((r for r in done if r.number in data.pareto), key=lambda r: r.values[0])  # type: ignore[index]
     if front:
         ax.scatter([r.values[0] for r in front], [r.values[1] for r in front], s=110, facecolors="none",  # type: ignore[index]
@@ -239,7 +249,15 @@ def plot_pareto(data: ReportData) -> Figure:
 def plot_importances(data: ReportData) -> Figure:
     fid, title = "importance", "Parameter importances"
     caption = ("Share of each objective's variation explained by each parameter (Optuna's default evaluator, over "
-               "completed trials). A large share for seed means seeds matter as much as the knobs: add seeds.")
+               "completed trials).")
+    if any("seed" in imp for imp in data.importances.values()):
+        caption += " A large share for seed means seeds matter as much as the knobs: add seeds."
+    sampler = (data.config.get("study") or {}).get("sampler") if isinstance(data.config, dict) else None
+    if sampler in PLANNED_SAMPLERS:
+        # a model-based ranking of knobs can disagree with the measured, tested effects; one answer per page
+        return Figure(fid, title, caption, note=(
+            f"left out for a planned study ({sampler}): the table of every configuration against the baseline "
+            f"is the measured answer, with its tests"))
     if not data.importances:
         return Figure(fid, title, caption, note=data.importance_note or "not enough completed trials")
     metrics = list(data.importances)
@@ -257,27 +275,31 @@ def plot_importances(data: ReportData) -> Figure:
     return Figure(fid, title, caption, png(fig), wide=wide)
 
 
+PLANNED_SAMPLERS = frozenset({"ablation", "grid"})  # studies whose arms are planned, so their effects are measured
+
+
 _NO_RESULT = frozenset(o.value for o in (Outcome.PRUNED, Outcome.OOM, Outcome.FAILED, Outcome.INTERRUPTED))
 
 
 def plot_history(data: ReportData) -> Figure:
     fid, title = "history", "Optimisation history"
-    caption = ("Each objective per trial in the order they ran, with the best so far; crosses at the bottom mark "
-               "trials that produced no result (pruned, out of memory, failed).")
+    caption = ("Each objective per trial in the order they ran, with the best single trial so far (one seed: the "
+               "answer compares arm means over seeds); crosses at the bottom mark trials that produced no result "
+               "(pruned, out of memory, failed).")
     if not data.records:
         return Figure(fid, title, caption, note="the study has no trials yet")
     k = max(1, len(data.objectives))
     fig, axes = new_axes(width=WIDE if k > 1 else HALF[0], height=3.2, ncols=k)
-    gs = [r.config.num_generations for r in data.records if r.config is not None]
-    colors = g_colors(gs)
+    colors = arm_colors(data)
     drawn = False
     for i, (ax, (metric, direction)) in enumerate(zip(axes, data.objectives)):
         done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.values is not None
                 and i < len(r.values)]
-        for g, color in colors.items():
-            pts = [r for r in done if r.config is not None and r.config.num_generations == g]
+        for a in data.arms:
+            pts = [r for r in done if r.config == a.config]
             if pts:
-                ax.scatter([r.number for r in pts], [r.values[i] for r in pts], color=color, s=22, label=f"G={g}", zorder=3)  # type: ignore[index]
+                ax.scatter([r.number for r in pts], [r.values[i] for r in pts], color=colors[a.config], s=22,  # type: ignore[index]
+                           label=a.title, zorder=3)
         if done:
             drawn = True
             best, xs, ys = None, [], []
@@ -286,7 +308,7 @@ def plot_history(data: ReportData) -> Figure:
                 best = v if best is None or (v > best if direction == "maximize" else v < best) else best
                 xs.append(r.number)
                 ys.append(best)
-            ax.step(xs, ys, where="post", color="#d62728", lw=1.2, label="best so far")
+            ax.step(xs, ys, where="post", color="#555555", lw=1.2, label="best single trial so far")
         bad = [r for r in data.records if r.outcome in _NO_RESULT]
         if bad:
             ax.scatter([r.number for r in bad], [0.02] * len(bad), transform=ax.get_xaxis_transform(), marker="x",
@@ -312,7 +334,7 @@ def plot_zero_spread(data: ReportData) -> Figure:
     if not arms:
         return Figure(fid, title, caption, note="no trial logged frac_reward_zero_std")
     fig, (ax,) = new_axes()
-    _draw_by_g(fig, ax, arms, "frac_reward_zero_std", label_prefix="measured, ", lines=False)
+    _draw_by_g(fig, ax, arms, "frac_reward_zero_std", label_prefix="measured, ", lines=False, colors=arm_colors(data))
     gs = [a.config.num_generations for a in arms]
     p = data.success_p
     if p is not None and data.success_p_unit:

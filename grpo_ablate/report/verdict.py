@@ -18,6 +18,13 @@ The rules, in order:
    among those not clearly worse when that is at least CHEAPER_BY cheaper than the baseline,
    else the baseline, and says cost is the reason.
 4. Fewer than two seeds anywhere: no test is possible; the best mean is only something to try.
+0. Before any of that: a study in which nothing learned cannot rank G ("cannot_rank"). That is
+   when no arm's gain (held-out gain with evaluation, else the training reward gain) is
+   distinguishable from zero, every arm having a gain that is exactly zero or whose 95% interval
+   spans zero, or, failing a measured gain, when nearly all groups of every arm had no reward
+   spread (NO_SPREAD_FRACTION). Ranking arms that all stood still would rank noise, so the answer
+   says why (per-arm gains, zero-spread shares and success rates, advise's never-solved prompts)
+   and what to change before choosing G.
 
 Warnings consult `Verdict.recommended` (report.findings), so the page gives one recommendation.
 """
@@ -28,14 +35,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION
 from grpo_ablate.report.arms import ArmSummary, arm_vs_baseline
 from grpo_ablate.report.records import TrialRecord
-from grpo_ablate.report.stats import ALPHA, POWER, Comparison, coefficient_of_variation, detectable_difference, seeds_needed
+from grpo_ablate.report.stats import ALPHA, POWER, Comparison, MetricStat, coefficient_of_variation, detectable_difference, seeds_needed, stat
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
 from grpo_ablate.vocab import METRICS, Arm, Metric, Outcome, finite, metric
 
 __all__ = ["Verdict", "ArmVerdict", "TimingNoise", "decide", "timing_noise", "verdict_metric", "TIME_TWINS",
-           "CHEAPER_BY", "arm_costs"]
+           "CHEAPER_BY", "NO_SPREAD_FRACTION", "arm_costs", "learned_nothing"]
 
 # Time-based metrics and their token-based twins (vocab.Metric.time_based / .twin).
 TIME_TWINS: dict[str, str | None] = {n: m.twin for n, m in METRICS.items() if m.time_based}
@@ -126,13 +134,13 @@ class ArmVerdict:
 class Verdict:
     """The answer and the statistics behind it; summary.json carries `as_dict()` under "verdict"."""
 
-    kind: str  # winner | no_clear_winner | untested | no_baseline | no_data | no_objective
+    kind: str  # winner | no_clear_winner | untested | cannot_rank | no_baseline | no_data | no_objective
     metric: str | None
     direction: str | None
     words: str
     recommended: Arm | None = None
     recommended_name: str | None = None
-    reason: str | None = None  # clearly_better | cheapest_not_worse | baseline_not_beaten | best_mean_untested | best_mean_no_baseline
+    reason: str | None = None  # learned_nothing | clearly_better | cheapest_not_worse | baseline_not_beaten | best_mean_untested | best_mean_no_baseline
     comparison: Comparison | None = None  # the recommended arm's (or, without a winner, the best arm's)
     arms: tuple[ArmVerdict, ...] = ()
     detectable: float | None = None
@@ -220,8 +228,14 @@ def _worse_text(verdicts: Sequence[ArmVerdict], bmean: float) -> str:
 
 
 def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
-           metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None) -> Verdict:
-    """The study's answer (see the module docstring); `tokens` is each trial's generated tokens."""
+           metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None,
+           success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None) -> Verdict:
+    """The study's answer (see the module docstring).
+
+    `tokens` is each trial's generated tokens, `success` each arm's own success rate
+    (report.groups.success_rates_by_arm), `advice` advise.json when advise ran: both only feed
+    the words of a study that learned nothing.
+    """
     chosen = verdict_metric(objectives, has_eval)
     if chosen is None:
         return Verdict("no_objective", None, None, "The study has no objectives: nothing to recommend.")
@@ -249,6 +263,20 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
                        f"to recommend. Run (or resume) the study.", timing=timing, notes=tuple(notes))
     costs, cost_unit = arm_costs(records, tokens or {})
     base = next((a for a in ran if a.is_baseline), None)
+    verdicts = []
+    for a in ran if base is not None else ():
+        if a.is_baseline:
+            continue
+        c = arm_vs_baseline(base, a, name)  # type: ignore[arg-type]
+        good = c is not None and c.clear is True and sign * c.delta > 0
+        bad = c is not None and c.clear is True and sign * c.delta < 0
+        verdicts.append(ArmVerdict(a.name, a.config, a.metrics[name].mean, a.metrics[name].n, c, good, bad,
+                                   costs.get(a.config)))
+    stuck = None if any(v.better or v.worse for v in verdicts) else learned_nothing(arms, has_eval, success or {}, advice)
+    if stuck is not None:
+        head, why = stuck
+        return Verdict("cannot_rank", name, direction, f"{head} {why}", None, None, "learned_nothing",
+                       arms=tuple(verdicts), cost_unit=cost_unit, timing=timing, notes=tuple(notes), headline=head)
     best = max(ran, key=lambda a: (sign * a.metrics[name].mean, a.metrics[name].n, a.is_baseline))  # type: ignore[operator]
     tail = _secondary(objectives, arms, best)
     if base is None:
@@ -257,15 +285,6 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
         return Verdict("no_baseline", name, direction, text + tail, best.config, best.name, "best_mean_no_baseline",
                        timing=timing, notes=tuple(notes), cost_unit=cost_unit)
 
-    verdicts = []
-    for a in ran:
-        if a.is_baseline:
-            continue
-        c = arm_vs_baseline(base, a, name)
-        good = c is not None and c.clear is True and sign * c.delta > 0
-        bad = c is not None and c.clear is True and sign * c.delta < 0
-        verdicts.append(ArmVerdict(a.name, a.config, a.metrics[name].mean, a.metrics[name].n, c, good, bad,
-                                   costs.get(a.config)))
     bmean = base.metrics[name].mean
     assert bmean is not None
     versus = f"the baseline ({base.config.label})"
@@ -368,3 +387,72 @@ def _secondary(objectives: Sequence[tuple[str, str]], arms: Sequence[ArmSummary]
             out += (f" For {metric(name).label} the best was {o.config.label} "
                     f"({fmt(o.metrics[name].mean)}): see the Pareto front.")
     return out
+
+
+# ---------------------------------------------------------------- a study that learned nothing
+
+
+def _moved(s: MetricStat) -> bool | None:
+    """Whether a gain is distinguishable from zero: True / False, None when one seed cannot say."""
+    if s.mean is None:
+        return None
+    if s.ci95 is not None:
+        return not (s.ci95[0] <= 0 <= s.ci95[1])
+    return None if s.mean != 0 else False
+
+
+def learned_nothing(arms: Sequence[ArmSummary], has_eval: bool, success: Mapping[Arm, float],
+                    advice: Mapping[str, Any] | None = None) -> tuple[str, str] | None:
+    """(headline, why and what next) when no arm learned anything measurable (rule 0); else None.
+
+    Also None when the gains pooled over every trial move: seed effects can hide one arm's gain
+    and still leave a study-wide one. (decide asks only when no arm differs clearly from the baseline.)
+    """
+    ran = [a for a in arms if a.n > 0]
+    if not ran:
+        return None
+    gain = "eval_gain" if has_eval else "reward_gain"
+    gains = {a.config: a.metrics[gain] for a in ran if a.metrics.get(gain) is not None
+             and a.metrics[gain].mean is not None}
+    moved = {arm: _moved(s) for arm, s in gains.items()}
+    pooled = stat(v for s in gains.values() for v in s.values)  # every trial's gain: did anything learn at all?
+    if any(m is True for m in moved.values()) or (pooled.n > 1 and _moved(pooled)):
+        return None
+    flat = bool(gains) and len(gains) == len(ran) and all(m is False for m in moved.values())
+    zero = {a.config: a.metrics["frac_reward_zero_std"].mean for a in ran if a.metrics.get("frac_reward_zero_std")
+            is not None and a.metrics["frac_reward_zero_std"].mean is not None}
+    no_spread = len(zero) == len(ran) and all(z >= NO_SPREAD_FRACTION for z in zero.values())  # type: ignore[operator]
+    if not (flat or no_spread):
+        return None
+    what = "held-out reward" if has_eval else "training reward"
+    head = (f"This study cannot rank G: no configuration's {what} changed measurably during training, so there is "
+            f"no difference between configurations to measure." if flat else
+            "This study cannot rank G: nearly all prompt groups had no reward spread in every configuration, so "
+            "almost no prompt gave a gradient whatever G was.")
+    parts = []
+    if gains:
+        parts.append(f"{metric(gain).label.capitalize()} per configuration: " + "; ".join(
+            f"{a.title} {_signed(s.mean)}" + (f" (95% interval {fmt_interval(s.ci95)}, {_seeds(s.n)})"
+                                                     if s.ci95 else f" ({_seeds(s.n)})")
+            for a in ran if (s := gains.get(a.config)) is not None and s.mean is not None) + ".")
+    if zero:
+        parts.append("Groups with no reward spread: " + "; ".join(
+            f"{a.title} {zero[a.config] * 100:.0f}%" + (f" (success rate {success[a.config]:.2f})"
+                                                            if a.config in success else "")
+            for a in ran if a.config in zero) + ".")
+    rates = [success[a.config] for a in ran if a.config in success]
+    if rates and max(rates) < 0.1:
+        parts.append("The model almost never earned the reward.")
+    elif rates and min(rates) > 0.9:
+        parts.append("The model almost always earned the reward already: the task is too easy to teach anything.")
+    if advice:
+        never, always, n = advice.get("never_solved"), advice.get("always_solved"), advice.get("num_prompts")
+        if isinstance(never, list) and isinstance(always, list) and isinstance(n, int) and n:
+            parts.append(f"Before any trial, advise found {len(never)} of {n} prompts never solved and {len(always)} "
+                         f"always solved in every sample.")
+    shown = "the completions and rewards shown on this page" + (
+        f" and in {ADVISE_COMPLETIONS}" if advice and advice.get("completions_file") else "")
+    parts.append("What to do next: make the task learnable before choosing G: easier prompts (or a reward that gives "
+                 "partial credit), a longer budget (budget.max_steps), or a stronger starting model. Check the reward "
+                 f"function on {shown}: a reward that never fires looks exactly like this.")
+    return head, " ".join(parts)

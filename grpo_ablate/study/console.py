@@ -80,9 +80,7 @@ class StudyConsole:
         self.say(line)
 
     def summary(self, study: "Study", ostudy: "optuna.Study") -> None:
-        """Trials by outcome, then the best trial per objective among those that ran here (not a warm start's copies)."""
-        from rich.table import Table
-
+        """Trials by outcome (the answer follows from the report); a warm start's copies are counted apart."""
         every = ostudy.get_trials(deepcopy=False)
         trials = [t for t in every if ledger.ran_here(t)]
         imported = sum(1 for t in every if ledger.is_copy(t))
@@ -92,20 +90,5 @@ class StudyConsole:
             states[key] = states.get(key, 0) + 1
         self.say("Trials: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
                  + (f" (and {imported} imported by a warm start, not run here)" if imported else ""))
-        good = [t for t in trials if ledger.is_result(t)]
-        if not good:
-            self.say("No trial completed yet.")
-            return
-        table = Table(title="Best trials", show_lines=False, min_width=60)
-        for col in ("objective", "trial", "arm", "G", "batch", "T", "seed", "value"):
-            table.add_column(col)
-        for i, (metric, direction) in enumerate(zip(study.metric_names, study.directions)):
-            best = (max if direction == "maximize" else min)(good, key=lambda t: t.values[i])
-            cell = ledger.cell_of(best)
-            arm = cell.arm if cell else None
-            table.add_row(f"{metric} ({direction})", str(best.number), cell.role if cell else "",
-                          str(arm.num_generations if arm else None), str(arm.generation_batch_size if arm else None),
-                          f"{arm.temperature:.3g}" if arm else "?", str(cell.seed if cell else None),
-                          f"{best.values[i]:.4g}")
-        with self._lock:
-            self.console.print(table)
+        # the best configuration is the report's answer (report.publish.say_answer), an arm's mean over
+        # seeds: a per-trial "best" here would name one lucky seed

@@ -372,8 +372,10 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         try:
             from grpo_ablate.report import write_report as _write
 
+            from grpo_ablate.report.publish import say_answer
+
             paths = _write(study)
-            print(f"Report: {paths['html']}")
+            say_answer(paths)  # the report's answer, in its words, and its path
         except Exception as e:  # noqa: BLE001 - the study is safe in storage; `grpo-ablate report` redoes it
             print(f"grpo-ablate: the report could not be written ({type(e).__name__}: {e}); "
                   f"retry with: grpo-ablate report {study.path or '<study.yaml>'}", file=sys.stderr)

@@ -26,6 +26,7 @@ from grpo_ablate.prompt_file import prompt_file_problem
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tasks import task_dataset
+from .builtin.tokenizer import dataset_characters
 from .callbacks import MetricsRecorder, StopSwitch
 from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
@@ -76,7 +77,9 @@ def resolve_model_path(model: dict[str, Any], data: dict[str, Any], log: Callabl
     """A hub id or local path as given; `builtin:*` resolved to its cached folder (built on first use)."""
     name = str(model["name_or_path"])
     if is_builtin_model(name):
-        return os.fspath(builtin_model_path(name, data.get("task"), log=log))
+        # over a user's dataset (no task): a tiny model that knows the dataset's characters (CPU smoke test)
+        chars = "" if data.get("task") else dataset_characters(_load_source(data))
+        return os.fspath(builtin_model_path(name, data.get("task"), log=log, dataset_chars=chars))
     return name
 
 

@@ -21,6 +21,7 @@ import importlib
 import inspect
 import math
 import re
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -162,9 +163,19 @@ def describe() -> str:
 
 
 def _import_function(spec: str) -> RewardFunc:
+    """`package.module:function`, or `/folder/package.module:function` for a module in that folder.
+
+    The folder form is what a study's reward module beside the study file becomes when the study
+    loads (config/load.py), so the trial imports it from there whatever its current directory.
+    """
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"reward {spec!r}: expected a built-in name or 'package.module:function'")
+    folder, _, dotted = module_name.rpartition("/")
+    if folder:
+        module_name = dotted
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -43,6 +43,13 @@ def _score(funcs: list[Any], weights: list[float], prompts: list[Any], completio
     return total
 
 
+def _text(completion: Any) -> str:
+    """A completion as text: a chat completion's last message content, a plain one as it is."""
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    return str(completion)
+
+
 def hf_sampling_kwargs(trainer: dict[str, Any], temperature: float, k: int) -> dict[str, Any]:
     """generate()'s sampling settings, as TRL's GRPOTrainer sets them from the same trainer keys.
 
@@ -97,7 +104,7 @@ def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, tempera
 
 
 def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
-    """{prompts, temperatures, rewards[t][prompt][k], reward_names, seconds, tokens}."""
+    """{prompts, temperatures, rewards[t][prompt][k], completions[t][prompt][k], reward_names, seconds, tokens}."""
     from .build import load_model_and_tokenizer, load_prompts
     from .rewards import RewardContext, build_rewards
 
@@ -131,9 +138,11 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     load_seconds = time.perf_counter() - started
     columns_all = {c: rows[c] for c in rows.column_names if c != "prompt"}
     rewards: list[list[list[float]]] = []
+    texts: list[list[list[str]]] = []  # the completions themselves, so a person can check the reward
     tokens = 0
     for ti, temperature in enumerate(spec["temperatures"]):
         per_prompt: list[list[float]] = []
+        written: list[list[str]] = []
         for start in range(0, len(rows), _BATCH_PROMPTS):
             prompts = list(rows["prompt"][start:start + _BATCH_PROMPTS])
             call_seed = seed * 1_000_003 + ti * 10_007 + start
@@ -144,12 +153,14 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
             columns = {c: [v for v in values[start:start + _BATCH_PROMPTS] for _ in range(k)] for c, values in columns_all.items()}
             scores = _score(funcs, weights, repeated, completions, ids, columns)
             per_prompt += [scores[i * k:(i + 1) * k] for i in range(len(prompts))]
+            written += [[_text(c) for c in completions[i * k:(i + 1) * k]] for i in range(len(prompts))]
             print(f"{PROGRESS_PREFIX} T={float(temperature):g}: {len(per_prompt)}/{len(rows)} prompts x {k} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
         rewards.append(per_prompt)
+        texts.append(written)
     prompts_text = [p if isinstance(p, str) else json.dumps(p) for p in rows["prompt"]]
     return {"prompts": prompts_text, "prompt_indices": chosen, "temperatures": list(spec["temperatures"]), "k": k,
-            "rewards": rewards, "reward_names": names, "completion_tokens": tokens, "load_seconds": round(load_seconds, 3),
+            "rewards": rewards, "completions": texts, "reward_names": names, "completion_tokens": tokens, "load_seconds": round(load_seconds, 3),
             "seconds": round(time.perf_counter() - started, 3), "backend": "vllm" if llm is not None else "transformers"}
 
 

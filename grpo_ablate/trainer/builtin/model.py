@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
 
 from .tasks import TASKS, Task, get_task
-from .tokenizer import MAX_LENGTH, SPECIAL_TOKENS, VOCAB_CHARS, build_tokenizer
+from .tokenizer import DATASET_MAX_LENGTH, MAX_LENGTH, SPECIAL_TOKENS, VOCAB_CHARS, build_tokenizer
 
 __all__ = [
     "WARM_STARTED",
@@ -213,27 +213,33 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _settings(name: str, task_name: str | None) -> tuple[str, dict[str, Any], Task | None]:
+def _settings(name: str, task_name: str | None, extra_chars: str = "") -> tuple[str, dict[str, Any], Task | None]:
     """(folder label, everything that shapes the model, the task it is warm-started on)."""
     if name not in WARM_STARTED:
         raise ValueError(f"unknown built-in model {name!r}; choose one of {sorted(WARM_STARTED)}")
     task = get_task(task_name) if (task_name and WARM_STARTED[name]) else None
+    shape = TinyModelSettings() if task_name else TinyModelSettings(max_position_embeddings=DATASET_MAX_LENGTH)
     settings: dict[str, Any] = {
-        "model": asdict(TinyModelSettings()),
-        "vocab": [*SPECIAL_TOKENS, *VOCAB_CHARS],
+        "model": asdict(shape),
+        "vocab": [*SPECIAL_TOKENS, *VOCAB_CHARS, *extra_chars],
         "warm_start": task.settings() if task else None,
     }
-    return (f"tiny-{task.name}" if task else "tiny-untrained"), settings, task
+    label = f"tiny-{task.name}" if task else ("tiny-untrained" if task_name or not extra_chars else "tiny-dataset")
+    return label, settings, task
 
 
-def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str], None] = print) -> Path:
+def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str], None] = print,
+                       dataset_chars: str = "") -> Path:
     """The folder holding the built-in model (and its tokenizer), building it on first use.
 
-    `builtin:tiny` with a built-in task is warm-started on that task; `builtin:tiny-untrained`,
-    or `builtin:tiny` with a user dataset, is the seeded random model. Either way it is on disk,
-    so TRL can reload it as the reference model when beta > 0.
+    `builtin:tiny` with a built-in task is warm-started on that task; `builtin:tiny-untrained` is
+    the seeded random model. With a user's dataset (no task), it is the seeded random model over
+    the task characters plus `dataset_chars` (tokenizer.dataset_characters), taking prompts up to
+    DATASET_MAX_LENGTH characters: a CPU smoke test of one's own data and rewards, end to end,
+    before any GPU time (it learns nothing useful; it exercises the whole path). Either way it is
+    on disk, so TRL can reload it as the reference model when beta > 0.
     """
-    label, settings, task = _settings(name, task_name)
+    label, settings, task = _settings(name, task_name, dataset_chars)
     target = cache_root() / "models" / f"{label}-{_cache_key(settings)}"
     if (target / "config.json").exists():
         return target
@@ -242,8 +248,9 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
             return target
         started = time.perf_counter()
         log(f"building built-in model {label} in {target} (once; cached)")
-        tokenizer = build_tokenizer()
-        model = build_tiny_model(tokenizer)
+        shape = TinyModelSettings(**settings["model"])
+        tokenizer = build_tokenizer(shape.max_position_embeddings, dataset_chars)
+        model = build_tiny_model(tokenizer, shape)
         info: dict[str, Any] = {"settings": settings}
         if task is not None:
             info.update(_warm_start(model, tokenizer, task))

@@ -1,4 +1,5 @@
-"""The built-in character tokenizer: digits, a few operators and lowercase letters, no download.
+"""The built-in character tokenizer: digits, a few operators and lowercase letters (plus a user
+dataset's own characters, for the CPU smoke test of one's own data), no download.
 
 Character level, so every prompt and answer tokenizes the same on every machine, and the
 embedding table (most of a tiny model's parameters) stays small.
@@ -8,26 +9,53 @@ embedding table (most of a tiny model's parameters) stays small.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
-__all__ = ["MAX_LENGTH", "SPECIAL_TOKENS", "VOCAB_CHARS", "build_tokenizer"]
+__all__ = ["DATASET_MAX_LENGTH", "MAX_LENGTH", "SPECIAL_TOKENS", "VOCAB_CHARS", "build_tokenizer", "dataset_characters"]
 
 # Characters the tokenizer knows; anything else maps to <unk>.
 VOCAB_CHARS = "0123456789+-*=<>:;,.?! abcdefghijklmnopqrstuvwxyz"
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<unk>")
 # The longest text (prompt + completion, in characters) the tiny model takes.
 MAX_LENGTH = 64
+# ... and over a user's dataset, whose prompts are longer than the built-in tasks' (a smoke test)
+DATASET_MAX_LENGTH = 2048
 
 
-def build_tokenizer(model_max_length: int = MAX_LENGTH) -> Any:
+def dataset_characters(rows: Iterable[Any]) -> str:
+    """Every character in the rows' text (strings anywhere in their values), beyond VOCAB_CHARS, sorted.
+
+    The tiny model over a user's dataset knows these too, so its prompts and answers tokenize
+    without <unk> and the reward sees real text.
+    """
+    seen: set[str] = set()
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str):
+            seen.update(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+
+    for row in rows:
+        walk(row)
+    return "".join(sorted(seen - set(VOCAB_CHARS)))
+
+
+def build_tokenizer(model_max_length: int = MAX_LENGTH, extra_chars: str = "") -> Any:
     """A character-level `PreTrainedTokenizerFast`, padding on the left as generation wants.
 
-    Passing it to GRPOTrainer as `processing_class` keeps the trainer from reaching for the hub.
+    `extra_chars` extends the vocabulary (a user's dataset: `dataset_characters`). Passing it to
+    GRPOTrainer as `processing_class` keeps the trainer from reaching for the hub.
     """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *VOCAB_CHARS])}
+    chars = VOCAB_CHARS + "".join(c for c in dict.fromkeys(extra_chars) if c not in VOCAB_CHARS)
+    vocab = {tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *chars])}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     core.decoder = decoders.Fuse()

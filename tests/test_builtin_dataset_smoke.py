@@ -1,0 +1,56 @@
+"""A CPU smoke test of one's own dataset and reward: `builtin:tiny` over the dataset's own characters.
+
+    pytest tests/test_builtin_dataset_smoke.py              # the tokenizer over a dataset's characters
+    pytest -m slow tests/test_builtin_dataset_smoke.py      # one real trial on a user's .jsonl and reward
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import optuna
+import pytest
+
+from conftest import ROOT, run_cli
+from grpo_ablate.storage import open_storage
+from grpo_ablate.trainer.builtin.tokenizer import VOCAB_CHARS, build_tokenizer, dataset_characters
+
+ROWS = [{"question": "Wie viel ist 3×4? Antworte kurz.", "answer": "12"},
+        {"question": "Was ist größer: 7 oder 9?", "answer": "9"}]
+
+
+def test_the_tokenizer_knows_every_character_of_the_dataset():
+    extra = dataset_characters(ROWS)
+    assert set(extra) == {"W", "A", "×", "ö", "ß"} and not set(extra) & set(VOCAB_CHARS)
+    tok = build_tokenizer(2048, extra)
+    for row in ROWS:
+        ids = tok(row["question"], add_special_tokens=False).input_ids
+        assert tok.unk_token_id not in ids and tok.decode(ids) == row["question"]
+    assert dataset_characters([{"prompt": [{"role": "user", "content": "Ä"}]}]) == "Ä"  # chat messages too
+
+
+@pytest.mark.slow
+def test_own_dataset_and_reward_run_end_to_end_on_cpu(tmp_path):
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS * 40))
+    (tmp_path / "rewards.py").write_text(textwrap.dedent('''\
+        def exact(prompts, completions, completion_ids=None, *, answer, **kwargs):
+            return [float(c.strip() == a) for c, a in zip(completions, answer)]
+        '''))
+    study = tmp_path / "study.yaml"
+    study.write_text(textwrap.dedent(f"""\
+        study: {{name: smoke, output_dir: {tmp_path / 'run'}, sampler: ablation, seeds: [0],
+                 baseline: {{num_generations: 2}}}}
+        model: {{name_or_path: builtin:tiny}}
+        data: {{dataset: data.jsonl, prompt_column: question}}
+        rewards: [{{name: 'rewards:exact'}}]
+        trainer: {{per_device_train_batch_size: 4, max_completion_length: 8, beta: 0.0}}
+        search: {{num_generations: [2], temperature: 1.0}}
+        budget: {{max_steps: 2}}
+        """))
+    res = run_cli("run", str(study), "--no-report", cwd=ROOT, timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (trial,) = optuna.load_study(study_name="smoke", storage=open_storage(str(tmp_path / "run" / "study.journal"))).trials
+    assert trial.user_attrs["outcome"] == "completed", trial.user_attrs.get("reason")
+    rows = [json.loads(x) for x in (tmp_path / "run" / "trials").glob("*/metrics.jsonl").__next__().read_text().splitlines()]
+    assert len(rows) == 2 and any("rewards/exact/mean" in r for r in rows)  # the user's reward ran, by its name
