@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.config.errors import Problem, did_you_mean, echo
+from grpo_ablate.errors import Problem, did_you_mean, echo
 from grpo_ablate.config.names import UNCHECKED_PACKAGES, check_reward, module_spec
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.schema import DataSection, RewardSpec, StudyFile
