@@ -183,7 +183,7 @@ time.sleep(600)
 
 _WARM_PARENT = """
 import sys, time
-from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launchers import WarmSession, trial_environment
 spec = spec_from_sections(sys.argv[1], data={"task": "addition"}, budget={"max_steps": 100000}, timeout_s=900)
 spec.path.mkdir(parents=True, exist_ok=True)

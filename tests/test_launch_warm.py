@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.launchers import LAUNCHER_ENV, ProcessLauncher, WarmSession, launcher_for, warm_by_default
 from grpo_ablate.trainer.launchers.warm import _startup_key
