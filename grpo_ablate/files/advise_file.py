@@ -11,13 +11,12 @@ queued arm from the plan. Writes are atomic, and a new prediction keeps the arms
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
+from grpo_ablate.files.owned import STRICT, Owner, read_owned_raw, write_json
 from grpo_ablate.vocab import ADVISE_FILE, Arm
 
 __all__ = ["ADVISE_COMPLETIONS", "ADVISED_ARMS_KEY", "ADVISE_FIX", "NO_SPREAD_FRACTION", "add_advised_arm", "advised_arms", "load_advice", "save_advice"]
@@ -71,11 +70,8 @@ def _path(output_dir: str | os.PathLike[str]) -> Path:
 def load_advice(output_dir: str | os.PathLike[str], owner: Owner) -> dict[str, Any] | None:
     """The study's advise.json, None without one; a StudyError (exit 2, with the path and the fix)
     when it is truncated, mistyped, or was written for another study, model or hardware."""
-    path = _path(output_dir)
-    if read_owned(path, _AdviceFile, owner, ADVISE_FIX) is None:
-        return None
-    raw = json.loads(path.read_text(encoding="utf-8"))  # validated just now; the dict keeps every key
-    return raw if isinstance(raw, dict) else None
+    read = read_owned_raw(_path(output_dir), _AdviceFile, owner, ADVISE_FIX)
+    return None if read is None else read[1]  # the dict keeps every key, the schema checked the ones read
 
 
 def advised_arms(output_dir: str | os.PathLike[str], owner: Owner) -> list[Arm]:

@@ -22,7 +22,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from grpo_ablate.errors import Problem, StudyError, echo
 
-__all__ = ["Owner", "STRICT", "read_owned", "write_json", "file_error"]
+__all__ = ["Owner", "STRICT", "read_owned", "read_owned_raw", "write_json", "file_error"]
 
 T = TypeVar("T")
 
@@ -61,6 +61,12 @@ def file_error(path: Path, what: str, fix: str) -> StudyError:
 def read_owned(path: Path, schema: type[T], owner: Owner, fix: str) -> T | None:
     """The file at `path` as `schema` (a dataclass with STRICT config and an `owner` field), None
     when there is no file; a StudyError when it is unreadable, malformed, or someone else's."""
+    read = read_owned_raw(path, schema, owner, fix)
+    return None if read is None else read[0]
+
+
+def read_owned_raw(path: Path, schema: type[T], owner: Owner, fix: str) -> tuple[T, Any] | None:
+    """`read_owned`, with the file's JSON as parsed from the same read (keys the schema leaves out kept)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (FileNotFoundError, NotADirectoryError):  # no file (validation names an output_dir that is a file)
@@ -82,7 +88,7 @@ def read_owned(path: Path, schema: type[T], owner: Owner, fix: str) -> T | None:
         theirs = "; ".join(recorded.differences(owner))
         raise file_error(path, f"was written for another study ({theirs}), not this one ({'; '.join(owner.differences(recorded))})",
                          fix)
-    return value
+    return value, json.loads(text)
 
 
 def write_json(path: Path, data: Any) -> Path:
