@@ -145,7 +145,7 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
     waiting = [t for t in ostudy.get_trials() if t.state == optuna.trial.TrialState.WAITING]
     study = load_study(path)
     shortlist = [Arm(s["num_generations"], s["generation_batch_size"], s["temperature"]) for s in first["shortlist"]]
-    # queued in the params suggest_params draws (G as its ordinal rank), so the sampler runs these very arms
+    # queued in the params ledger.suggest_cell draws (G as its ordinal rank), so the sampler runs these very arms
     assert [t.system_attrs["fixed_params"] for t in waiting] == [encode_arm(a, study.space, study.temperatures())[0]
                                                                 for a in shortlist]
     assert [t.user_attrs["cell"] for t in waiting] == [f"{a.key}|seed0" for a in shortlist]

@@ -9,20 +9,20 @@ import optuna
 from optuna.trial import TrialState
 
 from grpo_ablate.storage import open_storage
-from grpo_ablate.study.ledger import ask, requeue
+from grpo_ablate.study.ledger import ask, enqueue, requeue
 
 
 def _study(tmp_path):
     storage = open_storage(str(tmp_path / "study.journal"))
     study = optuna.create_study(study_name="rq", storage=storage)
-    study.enqueue_trial({"g": 4}, user_attrs={"role": "baseline", "cell": "G4"})
+    enqueue(study, {"g": 4}, {"role": "baseline", "cell": "G4"})
     return study, storage
 
 
 def _attempt(study) -> optuna.Trial:
     trial = ask(study, planned=True)
     assert trial is not None
-    trial.suggest_categorical("g", [2, 4])
+    trial.suggest_int("g", 0, 1_000_000)  # wide: a retry that lost its params would not draw 4 by chance
     return trial
 
 

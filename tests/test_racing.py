@@ -10,7 +10,8 @@ import optuna
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import racing_round
 from grpo_ablate.vocab import RACING_ATTR
-from grpo_ablate.search.racing import RaceState, advance, arm_results, decide, paired_worse_p, queue_cells
+from grpo_ablate.search.racing import RaceState, advance, arm_results, decide, paired_worse_p
+from grpo_ablate.study.ledger import queue
 from grpo_ablate.study.ledger import ask, suggest_cell
 from grpo_ablate.vocab import Arm
 from helpers import ROOT
@@ -80,8 +81,8 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
                               f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward}]"])
     ostudy = optuna.create_study(direction="maximize")
     value = {2: TABLE["best"], 4: TABLE["tied"], 8: TABLE["worse"]}
-    assert queue_cells(ostudy, study, racing_round(study, 1)) == 6
-    assert queue_cells(ostudy, study, racing_round(study, 1)) == 0  # matched on the cell, not the params
+    assert queue(ostudy, study, racing_round(study, 1)) == 6
+    assert queue(ostudy, study, racing_round(study, 1)) == 0  # matched on the cell, not the params
 
     def drain() -> int:
         n = 0
@@ -116,7 +117,7 @@ def test_an_arm_that_ran_out_of_memory_is_dropped_and_its_zero_never_tested(tmp_
                               f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward, direction: minimize}]"])
     ostudy = optuna.create_study(direction="minimize")
     loss = {2: TABLE["worse"], 4: TABLE["tied"]}  # G=2 has the lower (better) loss on every seed
-    queue_cells(ostudy, study, racing_round(study, 1))
+    queue(ostudy, study, racing_round(study, 1))
     while (trial := ask(ostudy, planned=True)) is not None:
         cell = suggest_cell(trial, study)
         if cell.arm.num_generations == 8:

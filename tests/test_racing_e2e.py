@@ -37,7 +37,7 @@ def test_racing_grid_then_warm_started_tpe(tmp_path):
     assert "racing" in res.stdout
 
     res = run_cli("run", "studies/tiny-cpu.yaml", "--no-report", "--set", "budget.max_steps=3", "--set", "temperature=1.0",
-                  "--set", "study.sampler=tpe", "--set", "num_generations=[2, 4]", "--set", "study.seeds=[0, 1, 2]",
+                  "--set", "study.sampler=tpe", "--set", "num_generations=[2, 4]", "--set", "study.seeds=[0, 1, 2, 3]",
                   "--set", "study.n_trials=1", "--set", "study.objectives=[{metric: final_reward}]",
                   "--set", "study.name=warm", "--set", f"study.output_dir={tmp_path / 'warm'}",
                   "--warm-start", "race", "--warm-start-storage", str(tmp_path / "race" / "study.journal"))
@@ -46,3 +46,6 @@ def test_racing_grid_then_warm_started_tpe(tmp_path):
     warm = _load(tmp_path, "warm")
     ran = [t for t in warm.get_trials(deepcopy=False) if not t.user_attrs.get(COPY_ATTR)]
     assert ran[0].user_attrs["role"] == WARM_ROLE and ran[0].state == optuna.trial.TrialState.COMPLETE
+    # the race's results were imported (same model, task and hardware); none of its cells runs again
+    imported = {t.user_attrs["cell"] for t in warm.get_trials(deepcopy=False) if t.user_attrs.get(COPY_ATTR)}
+    assert imported and ran[0].user_attrs["cell"] not in imported

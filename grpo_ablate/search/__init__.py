@@ -1,6 +1,7 @@
 """How a study searches, and how well: one module per concept.
 
-- encoding.py: arms as Optuna params (G ordinal, the batch conditional on G; seeds are replicates);
+- encoding.py: arms as Optuna params, each param name spelled once (adaptive: G ordinal, the batch
+  conditional on G; planned: G as text or the "GxB" label); seeds are replicates, never params;
 - samplers.py: the study's sampler and pruner, for `run` and the benchmark alike;
 - fidelity.py: pruning steps counted in generated completions;
 - racing.py: grid/ablation studies that drop clearly worse arms round by round;

@@ -23,9 +23,8 @@ if TYPE_CHECKING:
     import optuna
 
     from grpo_ablate.config import Study
-    from grpo_ablate.vocab import Cell
 
-__all__ = ["Drop", "RaceState", "decide", "paired_worse_p", "queue_cells", "arm_results", "advance", "describe"]
+__all__ = ["Drop", "RaceState", "decide", "paired_worse_p", "arm_results", "advance", "describe"]
 
 
 
@@ -128,13 +127,6 @@ def decide(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maxi
 # ------------------------------------------------------------------ a racing study in storage
 
 
-def queue_cells(ostudy: "optuna.Study", study: "Study", cells: Sequence["Cell"]) -> int:
-    """Queue the round's cells not already in the study (study/ledger.py matches them on their cell)."""
-    from grpo_ablate.study import ledger
-
-    return ledger.queue(ostudy, study, cells)
-
-
 def arm_results(ostudy: "optuna.Study") -> dict[str, dict[int, float]]:
     """arm key -> {seed: first objective} over the study's results.
 
@@ -159,6 +151,7 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
     `queue_next=False`: the study's trial budget is spent, so the race ends with this round.
     """
     from grpo_ablate.plan import racing_round, study_plan
+    from grpo_ablate.study import ledger
 
     racing = study.study.racing
     assert racing is not None
@@ -172,7 +165,7 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
                    confidence=racing.confidence, seeds_left=queue_next and used < len(study.study.seeds))
     ostudy.set_user_attr(RACING_ATTR, state.as_dict())
     if not state.decided:
-        queue_cells(ostudy, study, racing_round(study, state.round + 1, set(state.live)))
+        ledger.queue(ostudy, study, racing_round(study, state.round + 1, set(state.live)))
     return state
 
 

@@ -56,7 +56,7 @@ __all__ = [
     "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "cell_of",
     "owner", "counted_retries", "FINISHED",
     # writing
-    "cell_params", "queue", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
+    "cell_params", "enqueue", "queue", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
     "record_metrics", "objective_values", "requeue", "StaleTrialRequeue",
 ]
 
@@ -207,8 +207,12 @@ def cell_params(study: "Study", arm: "Arm") -> tuple[dict[str, Any], dict[str, A
     return encode_arm(arm, study.space, study.temperatures(), PLAN if study.is_planned else DEFAULT_ENCODING)
 
 
-def _enqueue(ostudy: "optuna.Study", params: Mapping[str, Any], attrs: Mapping[str, Any]) -> None:
-    """The package's one call of enqueue_trial: the params are kept beside the cell for a requeue."""
+def enqueue(ostudy: "optuna.Study", params: Mapping[str, Any], attrs: Mapping[str, Any]) -> None:
+    """The package's one call of enqueue_trial: the params are kept beside the cell for a requeue.
+
+    `queue` is the way to queue a study's cells; this is the primitive under it and the retries.
+    (A trial an earlier version queued has no QUEUED_PARAMS: one that faults before its params
+    are drawn is retried without them.)"""
     ostudy.enqueue_trial(dict(params), user_attrs={**attrs, QUEUED_PARAMS: dict(params)})
 
 
@@ -224,7 +228,7 @@ def queue(ostudy: "optuna.Study", study: "Study", cells: Iterable[Cell]) -> int:
         encoded = cell_params(study, c.arm)
         if c.key in have or encoded is None:
             continue
-        _enqueue(ostudy, encoded[0], {ROLE: c.role, CELL: c.key})
+        enqueue(ostudy, encoded[0], {ROLE: c.role, CELL: c.key})
         have.add(c.key)
         n += 1
     return n
@@ -376,7 +380,7 @@ def _retry(ostudy: "optuna.Study", me: "FrozenTrial") -> None:
     if me.user_attrs.get(CELL):
         attrs[CELL] = me.user_attrs[CELL]
     # a trial that faulted before its params were suggested still has the params it was queued with
-    _enqueue(ostudy, dict(me.params) or dict(me.user_attrs.get(QUEUED_PARAMS) or {}), attrs)
+    enqueue(ostudy, dict(me.params) or dict(me.user_attrs.get(QUEUED_PARAMS) or {}), attrs)
 
 
 def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", number: int, why: str, *,
