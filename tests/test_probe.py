@@ -166,3 +166,13 @@ def test_a_point_that_fails_otherwise_is_recorded_and_the_probe_goes_on(tmp_path
     # the probe held a host CPU slot: its trial was given the slot's threads
     spec = json.loads((tmp_path / "run" / "probe" / "G2-B16" / "spec.json").read_text())
     assert spec["env"].get("OMP_NUM_THREADS"), spec["env"]
+
+
+def test_a_batch_the_training_set_cannot_fill_is_a_failed_point_without_a_trial(tmp_path):
+    """Too few prompts for one generation round: the trainer would wait until the timeout; the probe says why at once."""
+    path = _study_file(tmp_path, batches="[16, 64]", gens="[2]")
+    path.write_text(path.read_text().replace("num_prompts: 4096", "num_prompts: 8"))
+    point = measure_point(load_study(path), 2, 64, tmp_path / "t", steps=1)
+    assert (point.fits, point.outcome) == (False, "failed")
+    assert point.reason == "the training set has 8 prompt(s); a generation round at this batch needs 32"
+    assert not (tmp_path / "t").exists()  # no trial was started

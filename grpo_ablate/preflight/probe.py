@@ -103,6 +103,12 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
     from grpo_ablate.trainer.launch import run_trial
     from grpo_ablate.trainer.memory_cap import read_peak_memory
 
+    known = study.data.num_prompts if study.data.task else study.data.max_samples  # None: the dataset's size is unknown here
+    needed = generation_batch_size // max(1, num_generations)  # prompts per round, over every process
+    if known is not None and known < needed:  # the trainer would wait for a round it can never fill, until the timeout
+        return ProbePoint(num_generations=num_generations, generation_batch_size=generation_batch_size, fits=False,
+                          outcome=Outcome.FAILED.value, reason=(
+                              f"the training set has {known} prompt(s); a generation round at this batch needs {needed}"))
     temperature = study.fixed_temperature() if study.temperatures() is None else _first_temperature(study)
     cell = Cell(Arm(num_generations, generation_batch_size, temperature), study.study.seeds[0], "probe")
     spec = build_spec(study, cell, trial_dir, env)
