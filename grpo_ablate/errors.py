@@ -48,7 +48,9 @@ class Problem(BaseModel):
     @field_validator("path")
     @classmethod
     def _short_path(cls, v: str) -> str:
-        return _cut(v, MAX_ECHO)
+        # a key is the user's text: a line break or control character in it is shown escaped, so a
+        # problem stays one line (and a terminal shows what the key really holds)
+        return _cut("".join(c if c.isprintable() else repr(c)[1:-1] for c in v), MAX_ECHO)
 
     @field_validator("message")
     @classmethod

@@ -7,7 +7,6 @@ what each trial generates and how long it may take, and the notes on a translate
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
@@ -16,7 +15,7 @@ from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import ASSUMED, GpuEstimate, assumed_trial_seconds, fmt_range, hours, model_parameters
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
-from grpo_ablate.storage import is_rdb_url, mask_url
+from grpo_ablate.storage import local_file, mask_url
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
 
@@ -43,10 +42,8 @@ def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
     Read-only: a journal file or SQLite file that exists; a server storage is not contacted by `plan`.
     """
     url = study.storage_url
-    if is_rdb_url(url) and not url.startswith("sqlite:///"):
-        return None
-    path = Path(url.removeprefix("sqlite:///"))
-    if not path.is_file() or not path.stat().st_size:
+    path = local_file(url)
+    if path is None or not path.is_file() or not path.stat().st_size:
         return None
     import optuna
 

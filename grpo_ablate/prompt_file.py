@@ -151,7 +151,8 @@ def prompt_file_problem(path: str | Path, column: str = "prompt", max_rows: int 
         return f"data file {path} has no rows; give it one prompt per row in a {column!r} field"
     if missing_everywhere:
         shown = sorted(keys)[:20]
-        return f"data file {path} has no {column!r} field in any row (fields: {shown}); set data.prompt_column"
+        return (f"prompt_column {column!r} is not a column of data file {path}: no row has it (fields: {shown}); "
+                "set data.prompt_column")
     if n_bad:
         more = f" (and {n_bad - len(bad)} more)" if n_bad > len(bad) else ""
         return (f"data file {path}: {n_bad} of {n_rows} rows have no usable prompt: {'; '.join(bad)}{more}; "

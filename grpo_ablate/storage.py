@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 __all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url", "url_problem",
-           "canonical_url", "DATABASE_SCHEMES", "JOURNAL_PREFIX", "repair_journal", "check_foreign_file"]
+           "canonical_url", "local_file", "DATABASE_SCHEMES", "JOURNAL_PREFIX", "repair_journal", "check_foreign_file"]
 
 JOURNAL_PREFIX = "journal:"  # forces a journal file, e.g. for a file name with a colon
 
@@ -246,6 +246,17 @@ def canonical_url(url: str) -> str:
     return m["scheme"].lower() + url[len(m["scheme"]):]
 
 
+def local_file(url: str) -> Path | None:
+    """The file a journal path or SQLite URL names (its query left off); None for a server database."""
+    url = canonical_url(url)
+    if not is_rdb_url(url):
+        return Path(url.removeprefix(JOURNAL_PREFIX))
+    parsed = _parse(url)
+    if parsed is None or parsed.get_backend_name() != "sqlite":
+        return None
+    return Path(parsed.database) if parsed.database and parsed.database != ":memory:" else None
+
+
 def normalize_url(url: str) -> str:
     """Make a PostgreSQL URL name a driver that is installed (psycopg 3 unless psycopg2 is there)."""
     url = canonical_url(url)
@@ -306,8 +317,8 @@ def open_storage(
                 kwargs["heartbeat_stale_trial_callback"] = stale_trial_callback
         check_foreign_file(url)
         try:
-            if url.startswith("sqlite:///"):
-                Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            if (db_file := local_file(url)) is not None:  # SQLite creates the file, not its folder
+                db_file.parent.mkdir(parents=True, exist_ok=True)
             return _rdb_with_retry(normalize_url(url), kwargs)
         except Exception as exc:  # connection refused, no such database, bad port, no driver
             _refuse(url, "is the server up and the URL right?", exc)

@@ -26,7 +26,7 @@ def _lines(path: Path, *rows: str) -> Path:
     (['{"prompt": []}'], ["line 1 prompt is an empty list"]),
     (['{"prompt": [{"role": "user", "content": " "}]}'], ["only blank messages"]),
     (['["a"]'], ["line 1 is a JSON list"]),
-    (['{"question": "a"}', '{"question": "b"}'], ["no 'prompt' field in any row", "question"]),
+    (['{"question": "a"}', '{"question": "b"}'], ["prompt_column 'prompt' is not a column", "no row has it", "question"]),
 ])
 def test_bad_jsonl_rows_are_named_by_line(tmp_path, rows, needles):
     problem = prompt_file_problem(_lines(tmp_path / "d.jsonl", *rows))

@@ -79,7 +79,7 @@ def test_mask_url_leaves_plain_paths_and_password_free_urls_alone():
     (f"postgresql//ablate:{SECRET}@localhost/db", "missing its colon"),
     (f"PostgreSQL//ablate:{SECRET}@localhost/db", "missing its colon"),
     (f" sqlite:///x.db?password={SECRET}", "spaces"),
-    (f"sqlite:///x.db ", "spaces"),
+    ("sqlite:///x.db ", "spaces"),
     (f"host=localhost password={SECRET} dbname=optuna", "libpq key=value"),
     (f"ablate:{SECRET}@localhost/db", "unknown storage scheme"),
     (f"//ablate:{SECRET}@localhost/db", "looks like a URL"),
@@ -184,3 +184,11 @@ def test_report_masks_a_query_password(tmp_path):
     html = paths["html"].read_text(encoding="utf-8")
     assert SECRET not in html and "password=***" in html
     assert SECRET not in paths["summary_json"].read_text(encoding="utf-8")
+
+
+def test_report_of_a_missing_sqlite_study_names_the_file_without_its_query(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/none.db?password={SECRET}"
+    code, out, err = _cli(capsys, "report", str(_study_file(tmp_path)), "--storage", url)
+    assert code == 2 and SECRET not in out + err
+    assert f"no study at {tmp_path}/none.db:" in err
+    assert not (tmp_path / "none.db").exists()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,14 +117,13 @@ def load_trials(storage_url: str, study_name: str) -> tuple[dict[str, Any], list
     import optuna
 
     from grpo_ablate.config import Problem, StudyError
-    from grpo_ablate.storage import is_rdb_url, open_storage
+    from grpo_ablate.storage import local_file, open_storage
 
     # opening creates a missing journal/SQLite file; a report must not conjure an empty study
-    local = storage_url[len("sqlite:///"):] if storage_url.startswith("sqlite:///") else (
-        None if is_rdb_url(storage_url) else storage_url.removeprefix("journal:"))
-    if local is not None and not os.path.exists(local):
+    local = local_file(storage_url)
+    if local is not None and not local.exists():
         raise StudyError([Problem(path="study.storage", message=(
-            f"no study at {local}: run `grpo-ablate run` on this study first"))])
+            f"no study at {mask_url(str(local))}: run `grpo-ablate run` on this study first"))])
     storage = open_storage(storage_url)
     try:
         st = optuna.load_study(study_name=study_name, storage=storage)
