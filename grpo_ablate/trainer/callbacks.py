@@ -6,8 +6,8 @@ per prompt group in `groups.jsonl`: every completion of the group with its rewar
 to MAX_COMPLETION_CHARS characters, at most MAX_GROUPS_PER_STEP groups a generation round
 (sampled when there are more). The switch ends training at the end of an optimizer step
 when the parent asks (a `STOP` file), or a token/time budget runs out; in a multi-process run
-the ranks agree on the decision with one all_reduce per step, because a rank that stops alone
-leaves the others waiting in DDP forever.
+rank 0 decides and broadcasts (one collective per step): a rank that stops alone leaves the
+others waiting in DDP forever, and only rank 0's clock knows the evaluation time to leave out.
 
     grpo-ablate run-one studies/tiny-cpu.yaml   # one trial; its folder gets both files
 """
@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-import torch.distributed as dist
 from transformers import TrainerCallback
 
 from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
 
+from .collective import from_rank0
 from .text import plain_text
 
 __all__ = ["MetricsRecorder", "StopSwitch", "peak_memory_mb"]
@@ -254,14 +254,10 @@ class StopSwitch(TrainerCallback):
             self.seconds_spent += time.perf_counter() - started
 
     def _check(self, state, control):
-        code = self._local_reason(state)
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            device = torch.device("cpu")
-            if dist.get_backend() == "nccl":
-                device = torch.device("cuda", torch.cuda.current_device())
-            flag = torch.tensor([code], dtype=torch.int32, device=device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            code = int(flag.item())
+        # Rank 0 decides: its clock is the one whose evaluation pauses are all counted, and it is
+        # on the host where the parent writes STOP. A MAX over ranks stopped early when another
+        # rank's clock (without those pauses) ran past the budget first.
+        code = from_rank0(self._local_reason(state) if state.is_world_process_zero else 0)
         if code == 0:
             return control
         if code == 2:
