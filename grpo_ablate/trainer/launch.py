@@ -37,7 +37,7 @@ from ..metrics import summarize_trial
 from ..vocab import (BUILTIN_MODEL_PREFIX, GROUPS_FILE, LOG_FILE, METRICS_FILE, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE,
                      RESULT_FILE, STOP_FILE, Outcome)
 from .spec import TrialResult, TrialSpec
-from .vllm_server import vllm_server
+from .vllm_server import server_engine_args, vllm_server
 from .worker import LAUNCHED_AT_ENV, PARENT_PID_ENV
 
 __all__ = [
@@ -334,6 +334,7 @@ def _serve_vllm(spec: TrialSpec, env: dict[str, str], stack: contextlib.ExitStac
             spec.hardware, model, env, spec.path / "vllm.log",
             dtype=spec.model.get("dtype"), revision=spec.model.get("revision"),
             trust_remote_code=bool(spec.model.get("trust_remote_code")), preexec_fn=_die_with_parent(os.getpid()),
+            **server_engine_args(spec.trainer),
         )
     )
     spec.trainer.update(served["trainer"])  # host, ports: this trial's server, whatever the study said
