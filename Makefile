@@ -7,6 +7,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # CPU build of torch where there is no NVIDIA GPU: an unpinned torch pulls a multi-GB CUDA build.
 TORCH_CPU ?= torch==2.13.0
+# With nvidia-smi, `make install` installs the gpu extra (vLLM, DeepSpeed; pinned in pyproject.toml)
+# with the CUDA torch vLLM pins. flash-attn is not in the extra (its build imports torch): add it with
+# `make install FLASH_ATTN=1` (pip install flash-attn --no-build-isolation; a source build can take
+# long). Without it the shipped studies use sdpa (model.attn_implementation: auto).
+FLASH_ATTN ?=
 # Where that CPU build comes from: empty = pip's configured index. Off this machine (e.g. GitHub's
 # runners, .github/workflows/nightly.yml) set TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu:
 # PyPI's Linux torch is a CUDA build.
@@ -17,8 +22,13 @@ TORCH_INDEX_URL ?=
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	if command -v nvidia-smi >/dev/null 2>&1; then :; else $(BIN)/python -m pip install -q $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_CPU)"; fi
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	if command -v nvidia-smi >/dev/null 2>&1; then \
+	  $(BIN)/python -m pip install -q -e '.[dev,gpu]' && \
+	  if [ -n "$(FLASH_ATTN)" ]; then $(BIN)/python -m pip install flash-attn --no-build-isolation; fi; \
+	else \
+	  $(BIN)/python -m pip install -q $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_CPU)" && \
+	  $(BIN)/python -m pip install -q -e '.[dev]'; \
+	fi
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -1,42 +1,54 @@
-"""GPU smoke check: GRPO trials on one CUDA GPU, generating with HF generate and with vLLM colocate.
+"""GPU smoke run: ONE run of at most 8 minutes on one GPU, fully offline, one JSON line per check.
 
-    python benchmarks/gpu_smoke.py                 # on a CUDA machine with vLLM: both modes, <= 5 minutes
-    pytest -m gpu tests/test_gpu_smoke.py          # the same, as a test (skips without CUDA or vLLM)
-    python benchmarks/gpu_smoke.py --cpu --modes hf   # the plumbing only, on a CPU (no vLLM, no bf16)
+    python benchmarks/gpu_smoke.py --out /tmp/smoke            # on a CUDA machine with the gpu extra
+    pytest -m gpu tests/test_gpu_smoke.py                      # the same checks, as a test
+    python benchmarks/gpu_smoke.py --cpu --checks attention,trial,probe,advise   # the plumbing, on a CPU
 
-What it proves on a GPU machine: a study runs end to end in bf16 through `grpo-ablate run`, with
-TRL's two generation paths, and what each costs. A tiny Qwen2 (2 layers, hidden 256, 4 heads of
-64: a head size every vLLM attention backend takes) with the built-in character tokenizer is
-saved in bf16 to a local folder, as vLLM needs a folder it can load by itself (config,
-safetensors, tokenizer.json). The model is untrained, so rewards stay near zero: this is a
-throughput and plumbing check, not a learning one.
+Each check prints one line, {"check", "pass", "seconds", ...figures}, and the run ends with a
+"summary" line; all lines also go to OUT/gpu_smoke.jsonl. vLLM starts five times (the colocate
+trial, the server, the two workers' trials, advise's sampler), the fewest that cover the paths:
 
-One study per mode (the generation engine is a trainer setting, not a searched knob), each one
-trial of the same shape (G=8, 128 completions of 32 tokens per step, a fixed step budget), so
-the two trials differ only in how completions are generated. It prints samples/sec (completions
-per second of training wall time, as `grpo-ablate` measures it for every trial) for each mode and
-their ratio, and writes everything to OUT/gpu_smoke.json. Then the pre-flight commands on the
-same model: `probe` (its points in one process, CUDA's peak memory) and `advise` (vLLM's sampler
-when vLLM is among the modes); --no-preflight skips them.
+- attention: the model loads with flash_attention_2 when flash_attn imports, else sdpa
+  (model.attn_implementation: auto), and no kernel comes from the hub (HF_HUB_OFFLINE=1);
+- trial: `grpo-ablate run` of one colocate-vLLM trial with an `evaluation:` section, a G schedule
+  (4->8@50%) and vLLM sleep mode: held-out points scored through the sleeping engine, G switched,
+  the trainer's peak and the engine's pool apart;
+- server: `trl vllm-serve` started by trainer/vllm_server.py with the study's
+  vllm_gpu_memory_utilization and vllm_max_model_length: health, a generate, the evaluator's
+  server branch (same seed -> same samples), and shutdown that frees the port and the memory.
+  Server-mode TRAINING is not run: its weight sync needs NCCL between a training rank and the
+  server, and NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): it needs 2 GPUs;
+- cuda_oom: a real CUDA out-of-memory error, classified OOM by the worker's own classifier;
+- workers: `grpo-ablate run --workers 2` with two small colocate trials at low memory utilisation
+  on the one GPU (listed twice in CUDA_VISIBLE_DEVICES: the study's device split has no
+  fractional GPUs), running at the same time;
+- probe: `grpo-ablate probe` (at most 3 points, CUDA memory, points in one process);
+- advise: `grpo-ablate advise` sampling with vLLM (token ids, GRPOConfig's defaults).
+
+The model is a tiny untrained Qwen2 saved in bf16 with the built-in character tokenizer (a folder
+vLLM loads by itself), so rewards stay near zero: a plumbing and figures check, not a learning one.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = ("hf", "vllm")
-LABELS = {"hf": "HF generate", "vllm": "vLLM colocate"}
-REPORTED = ("samples_per_second", "tokens_per_second", "train_seconds", "load_seconds", "peak_memory_mb",
-            "final_reward", "steps")
+BUDGET_S = 480.0  # the whole run: 8 minutes
+SCHEDULE = "4->8@50%"
+
+
+# ------------------------------------------------------------------ the model
 
 
 def save_tiny_model(folder: Path, dtype: str = "bfloat16") -> Path:
@@ -65,106 +77,58 @@ def save_tiny_model(folder: Path, dtype: str = "bfloat16") -> Path:
     return folder
 
 
-def study_file(out: Path, mode: str, model: Path, steps: int, cpu: bool) -> Path:
-    """The one-trial study of a mode; the two differ only in the generation engine."""
-    import yaml
+# ------------------------------------------------------------------ studies (pure: tested on CPU)
 
+
+def study_dict(name: str, out: Path, model: Path, *, cpu: bool, vllm: bool, num_generations: list[Any],
+               steps: int = 6, evaluation: bool = False, memory: float = 0.2, workers: int = 1) -> dict[str, Any]:
+    """A small study on the tiny model: HF generate on a CPU, colocated vLLM on the GPU when `vllm`."""
     trainer: dict[str, Any] = {
-        "learning_rate": 1.0e-5,
-        # 128 completions of up to 32 tokens per step (16 prompts x G=8); on a CPU, a small step
-        "per_device_train_batch_size": 16 if cpu else 128,
-        "gradient_accumulation_steps": 1,
-        "max_completion_length": 8 if cpu else 32,
-        "beta": 0.0,
-        "lr_scheduler_type": "constant",
-        "warmup_steps": 0,
-        "temperature": 1.0,
-        "bf16": not cpu,
-        "gradient_checkpointing": False,
+        "learning_rate": 1.0e-5, "per_device_train_batch_size": 16 if cpu else 64, "gradient_accumulation_steps": 1,
+        "max_completion_length": 8 if cpu else 24, "beta": 0.0, "lr_scheduler_type": "constant", "warmup_steps": 0,
+        "temperature": 1.0, "bf16": not cpu, "gradient_checkpointing": False,
     }
     hardware: dict[str, Any] = {"num_processes": 1, "gpus": 0 if cpu else 1}
-    if mode == "vllm":
-        trainer.update({"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.25,
-                        "vllm_max_model_length": 128})
+    if vllm:
+        trainer.update({"vllm_gpu_memory_utilization": memory, "vllm_max_model_length": 128,
+                        "vllm_enable_sleep_mode": evaluation})  # sleep mode where evaluation must wake the engine
         hardware["vllm"] = {"mode": "colocate"}
-    study = {
-        "study": {"name": f"gpu-smoke-{mode}", "output_dir": str(out / mode), "sampler": "ablation",
-                  "baseline": {"num_generations": 8}, "seeds": [0], "workers": 1, "trial_timeout": 240,
-                  "max_consecutive_failures": 1},
-        "model": {"name_or_path": str(model), "dtype": "float32" if cpu else "bfloat16"},
+    # one trial per G value: an ablation against the first (a baseline is a plain G), else one TPE trial
+    plan: dict[str, Any] = {"sampler": "ablation", "baseline": {"num_generations": num_generations[0]}}
+    if len(num_generations) == 1:
+        plan = {"sampler": "tpe", "n_trials": 1}
+    study: dict[str, Any] = {
+        "study": {"name": name, "output_dir": str(out / name), **plan, "seeds": [0], "workers": workers,
+                  "trial_timeout": 240, "max_consecutive_failures": 2},
+        "model": {"name_or_path": str(model), "dtype": "float32" if cpu else "bfloat16", "attn_implementation": "auto"},
         "data": {"task": "addition", "num_prompts": 2000},
         "trainer": trainer,
         "hardware": hardware,
-        "search": {"num_generations": [8]},
+        "search": {"num_generations": list(num_generations)},
         "budget": {"max_steps": steps},
     }
-    path = out / f"gpu-smoke-{mode}.yaml"
+    if evaluation:
+        study["evaluation"] = {"num_prompts": 32, "temperature": 1.0, "samples_per_prompt": 2, "points": 1,
+                               "max_completion_length": 8 if cpu else 16}
+    return study
+
+
+def write_study(out: Path, study: dict[str, Any]) -> Path:
+    import yaml
+
+    path = out / f"{study['study']['name']}.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
     return path
 
 
-def run_mode(out: Path, mode: str, model: Path, steps: int, cpu: bool, timeout: float) -> dict[str, Any]:
-    path = study_file(out, mode, model, steps, cpu)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", PYTHONUNBUFFERED="1")
-    if cpu:
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "grpo_ablate", "run", str(path), "--no-report"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    wall = time.perf_counter() - started
-    (out / f"{mode}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    result: dict[str, Any] = {"mode": mode, "label": LABELS[mode], "exit_code": proc.returncode,
-                              "wall_seconds": round(wall, 1), "log": str(out / f"{mode}.log")}
-    trial = _the_trial(path)
-    if trial is not None:
-        result["outcome"] = trial.user_attrs.get("outcome")
-        result["reason"] = trial.user_attrs.get("reason")
-        result.update({k: trial.user_attrs.get(k) for k in REPORTED})
-    if proc.returncode != 0 or result.get("outcome") != "completed":
-        result["error"] = (result.get("reason") or proc.stderr[-2000:] or proc.stdout[-2000:]).strip()
-    return result
+def cli(args: list[str], *, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python -m grpo_ablate ARGS`, offline, from the repository root."""
+    full = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", PYTHONUNBUFFERED="1", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "grpo_ablate", *args], cwd=ROOT, env=full, capture_output=True,
+                          text=True, timeout=timeout)
 
 
-def run_preflight(out: Path, model: Path, cpu: bool, vllm: bool, timeout: float) -> dict[str, Any]:
-    """`grpo-ablate probe` (CUDA's peak memory, points in one process) and `grpo-ablate advise`
-    (sampling with vLLM when the study uses it) on the same tiny model."""
-    import yaml
-
-    study = yaml.safe_load(study_file(out, "vllm" if vllm else "hf", model, 1, cpu).read_text())
-    study["study"].update(name="gpu-smoke-preflight", output_dir=str(out / "preflight"), sampler="tpe", n_trials=2)
-    study["study"].pop("baseline", None)
-    study["search"] = {"num_generations": [4, 8, 16], "generation_batch_size": "probed",
-                       "max_generation_batch_size": 64 if cpu else 512}
-    path = out / "gpu-smoke-preflight.yaml"
-    path.write_text(yaml.safe_dump(study, sort_keys=False))
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", PYTHONUNBUFFERED="1")
-    if cpu:
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    result: dict[str, Any] = {"mode": "preflight", "label": "probe + advise"}
-    started = time.perf_counter()
-    for command, extra in (("probe", ["--steps", "1"]), ("advise", ["--k", "4", "--prompts", "16"])):
-        left = timeout - (time.perf_counter() - started)
-        proc = subprocess.run([sys.executable, "-m", "grpo_ablate", command, str(path), *extra], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=max(left, 1))
-        (out / f"preflight-{command}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-        result[f"{command}_exit_code"] = proc.returncode
-        if proc.returncode != 0:
-            result["error"] = f"{command} exited {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}"
-            return result
-    probe = json.loads((out / "preflight" / "probe.json").read_text())
-    samples = json.loads((out / "preflight" / "advise" / "samples.json").read_text())
-    advice = json.loads((out / "preflight" / "advise.json").read_text())
-    result.update(probe_points=len(probe["points"]), probe_processes=probe.get("processes"),
-                  probe_seconds=probe.get("total_seconds"), one_trial_estimate_s=probe.get("one_trial_estimate_s"),
-                  memory_kind=sorted({p.get("memory_kind") for p in probe["points"]}), best=probe.get("best"),
-                  advise_backend=samples.get("backend"), advise_seconds=advice.get("seconds"))
-    want_kind, want_backend = ("rss" if cpu else "cuda"), ("vllm" if vllm else "transformers")
-    if result["memory_kind"] != [want_kind] or result["advise_backend"] != want_backend:
-        result["error"] = f"expected {want_kind} memory and the {want_backend} sampler, got {result}"
-    return result
-
-
-def _the_trial(path: Path):
+def trials_of(path: Path) -> list[Any]:
     import optuna
 
     from grpo_ablate.config import load_study
@@ -172,28 +136,228 @@ def _the_trial(path: Path):
 
     study = load_study(path)
     try:
-        ostudy = optuna.load_study(study_name=study.study.name, storage=open_storage(study.storage_url))
+        return optuna.load_study(study_name=study.study.name, storage=open_storage(study.storage_url)).get_trials(deepcopy=False)
     except KeyError:
-        return None
-    trials = ostudy.get_trials(deepcopy=False)
-    return trials[-1] if trials else None
+        return []
 
 
-def _fmt(v: Any, digits: int = 1) -> str:
-    return "-" if not isinstance(v, (int, float)) else f"{v:,.{digits}f}"
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
 
 
-def print_table(results: list[dict[str, Any]]) -> None:
-    head = f"{'mode':<15}{'samples/s':>11}{'tokens/s':>11}{'train s':>9}{'load s':>8}{'peak MB':>9}  outcome"
-    print(head)
-    print("-" * len(head))
-    for r in results:
-        print(f"{r['label']:<15}{_fmt(r.get('samples_per_second')):>11}{_fmt(r.get('tokens_per_second'), 0):>11}"
-              f"{_fmt(r.get('train_seconds')):>9}{_fmt(r.get('load_seconds')):>8}{_fmt(r.get('peak_memory_mb'), 0):>9}"
-              f"  {r.get('outcome') or 'exit ' + str(r['exit_code'])}")
-    by = {r["mode"]: r.get("samples_per_second") for r in results}
-    if isinstance(by.get("hf"), (int, float)) and isinstance(by.get("vllm"), (int, float)) and by["hf"]:
-        print(f"vLLM colocate / HF generate samples/s: {by['vllm'] / by['hf']:.2f}x")
+# ------------------------------------------------------------------ checks
+
+
+@dataclass
+class Context:
+    out: Path
+    model: Path
+    cpu: bool
+    deadline: float
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: `run(ctx)` returns (pass, figures); `needs` what it cannot run without."""
+
+    run: Callable[[Context], tuple[bool, dict[str, Any]]]
+    needs: frozenset[str]
+    limit_s: float  # its share of the 8 minutes
+
+
+def check_attention(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from grpo_ablate.config.attention import flash_attn_imports, flash_attn_installed, resolve_attn
+
+    flash = (not ctx.cpu) and flash_attn_imports()
+    chosen = resolve_attn("auto", flash)
+    device = "cpu" if ctx.cpu else "cuda"
+    model = AutoModelForCausalLM.from_pretrained(ctx.model, dtype=torch.float32 if ctx.cpu else torch.bfloat16,
+                                                 attn_implementation=chosen).to(device)
+    with torch.no_grad():
+        logits = model(torch.tensor([[3, 4, 5, 6]], device=device)).logits
+    used = model.config._attn_implementation
+    return used == chosen and bool(torch.isfinite(logits.float()).all()), {
+        "attn_implementation": used, "flash_attn_installed": flash_attn_installed(), "flash_attn_imports": flash}
+
+
+def check_trial(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    study = study_dict("smoke-trial", ctx.out, ctx.model, cpu=ctx.cpu, vllm=not ctx.cpu, num_generations=[SCHEDULE],
+                       evaluation=True)
+    path = write_study(ctx.out, study)
+    proc = cli(["run", str(path), "--no-report"], timeout=max(1.0, min(ctx.left(), CHECKS["trial"].limit_s)))
+    (ctx.out / "smoke-trial.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    trials = trials_of(path)
+    if not trials:
+        return False, {"exit_code": proc.returncode, "error": (proc.stderr or proc.stdout)[-1500:]}
+    attrs = trials[-1].user_attrs
+    trial_dir = Path(attrs["trial_dir"])
+    rows = _jsonl(trial_dir / "metrics.jsonl")
+    evals = _jsonl(trial_dir / "eval.jsonl")
+    g = [r.get("num_generations") for r in rows]
+    engine = [r["engine_memory_mb"] for r in rows if r.get("engine_memory_mb") is not None]
+    figures = {
+        "outcome": attrs.get("outcome"), "reason": attrs.get("reason"), "steps": len(rows), "num_generations": g,
+        "eval_points": len(evals), "eval_prompts": [e.get("num_prompts") for e in evals],
+        "eval_rewards": [e.get("reward") for e in evals], "eval_seconds": [e.get("eval_seconds") for e in evals],
+        "samples_per_second": attrs.get("samples_per_second"), "peak_memory_mb": max((r.get("peak_memory_mb") or 0) for r in rows) if rows else None,
+        "engine_memory_mb": max(engine) if engine else None,
+    }
+    ok = (attrs.get("outcome") == "completed" and len(evals) >= 3 and all(e.get("num_prompts") == 32 for e in evals)
+          and g[:1] == [4] and g[-1:] == [8] and (ctx.cpu or bool(engine)))
+    return ok, figures
+
+
+def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    import torch
+    from trl.generation.vllm_client import VLLMClient
+
+    from grpo_ablate.trainer.evaluation import EVAL_SEED, server_completions
+    from grpo_ablate.trainer.vllm_server import _port_free, server_command, server_engine_args, vllm_server
+
+    trainer = {"vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 256}
+    engine = server_engine_args(trainer)
+    # the project's server command with the study's engine settings (+ eager: no CUDA graphs to capture)
+    command = server_command("{model}", "{port}", dtype="bfloat16", **engine) + ["--enforce_eager", "true"]
+    hardware = {"gpus": 2, "vllm": {"mode": "server", "server_gpus": 1, "port": 18700}}
+    free_before, total = torch.cuda.mem_get_info()
+    figures: dict[str, Any] = {"training": "not run: server-mode training syncs weights over NCCL between a training "
+                                           "rank and the server, and NCCL refuses two ranks on one GPU; it needs 2 GPUs"}
+    log = ctx.out / "vllm-server.log"
+    started = time.monotonic()
+    # One GPU stands for the trial's two-GPU block (0,0): the server takes the last, as it would take GPU 1 of 2.
+    with vllm_server(hardware, str(ctx.model), {"CUDA_VISIBLE_DEVICES": "0,0"}, log, command=command,
+                     startup_timeout=min(ctx.left(), 150.0)) as served:
+        figures["startup_seconds"] = round(time.monotonic() - started, 1)
+        port = int(served["trainer"]["vllm_server_port"])
+        figures["port"] = port
+        figures["gpu_memory_used_gb"] = round((free_before - torch.cuda.mem_get_info()[0]) / 2**30, 2)
+        figures["gpu_memory_expected_gb"] = round(engine["gpu_memory_utilization"] * total / 2**30, 2)
+        client = VLLMClient(base_url=served["url"], connection_timeout=30)
+        ids = [[3, 4, 5, 6], [7, 8, 9]]
+        plain = client.generate(prompts=ids, n=2, max_tokens=8)
+        figures["generated"] = [len(c) for c in plain["completion_ids"]]
+        sampling = {"n": 2, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 12, "seed": EVAL_SEED}
+        first = server_completions(client, ids, sampling)
+        again = server_completions(client, ids, sampling)
+        other = server_completions(client, ids, {**sampling, "seed": EVAL_SEED + 1})
+        figures["same_seed_same_samples"] = first == again
+        figures["other_seed_differs"] = first != other
+    figures["port_free_after"] = _wait(lambda: _port_free(port), 30.0)
+    figures["memory_freed_after"] = _wait(lambda: torch.cuda.mem_get_info()[0] >= free_before - 2**30, 60.0)
+    figures["flags_reached_server"] = "--gpu_memory_utilization 0.25" in log.read_text() and "--max_model_len 256" in log.read_text()
+    ok = (len(figures["generated"]) == 4 and figures["same_seed_same_samples"] and figures["port_free_after"]
+          and figures["memory_freed_after"] and figures["flags_reached_server"]
+          and figures["gpu_memory_used_gb"] < figures["gpu_memory_expected_gb"] * 1.5)
+    return ok, figures
+
+
+def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return predicate()
+
+
+def check_cuda_oom(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    import torch
+
+    from grpo_ablate.trainer.worker import classify_exception
+    from grpo_ablate.vocab import Outcome
+
+    try:
+        torch.empty(1 << 50, dtype=torch.uint8, device="cuda")  # a petabyte: CUDA refuses it for real
+    except Exception as exc:  # noqa: BLE001 - the point is what the classifier makes of it
+        outcome, reason = classify_exception(exc)
+        torch.cuda.empty_cache()
+        return outcome is Outcome.OOM, {"exception": type(exc).__name__, "outcome": outcome.value, "reason": reason[:200]}
+    return False, {"error": "allocating 1 PiB succeeded"}
+
+
+def check_workers(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    study = study_dict("smoke-workers", ctx.out, ctx.model, cpu=ctx.cpu, vllm=not ctx.cpu, num_generations=[4, 8],
+                       steps=4, memory=0.15, workers=2)
+    path = write_study(ctx.out, study)
+    env = {} if ctx.cpu else {"CUDA_VISIBLE_DEVICES": "0,0"}  # the one GPU, once per worker
+    proc = cli(["run", str(path), "--no-report", "--workers", "2"], env=env,
+               timeout=max(1.0, min(ctx.left(), CHECKS["workers"].limit_s)))
+    (ctx.out / "smoke-workers.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    trials = trials_of(path)
+    spans = [(t.datetime_start.timestamp(), t.datetime_complete.timestamp()) for t in trials
+             if t.datetime_start is not None and t.datetime_complete is not None]
+    overlap = len(spans) == 2 and max(s for s, _ in spans) < min(e for _, e in spans)
+    outcomes = [t.user_attrs.get("outcome") for t in trials]
+    return outcomes == ["completed", "completed"] and overlap, {
+        "outcomes": outcomes, "ran_at_once": overlap, "exit_code": proc.returncode,
+        "peak_memory_mb": [t.user_attrs.get("peak_memory_mb") for t in trials]}
+
+
+def check_probe(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    study = study_dict("smoke-probe", ctx.out, ctx.model, cpu=ctx.cpu, vllm=False, num_generations=[8])
+    study["search"] = {"num_generations": [8], "generation_batch_size": "probed",
+                       "max_generation_batch_size": 64 if ctx.cpu else 256}
+    path = write_study(ctx.out, study)
+    proc = cli(["probe", str(path), "--steps", "1"], timeout=max(1.0, min(ctx.left(), CHECKS["probe"].limit_s)))
+    (ctx.out / "smoke-probe.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    probe_file = ctx.out / "smoke-probe" / "probe.json"
+    if proc.returncode != 0 or not probe_file.exists():
+        return False, {"exit_code": proc.returncode, "error": (proc.stderr or proc.stdout)[-1500:]}
+    probe = json.loads(probe_file.read_text())
+    points = probe["points"]
+    kinds = sorted({p.get("memory_kind") for p in points})
+    return 1 <= len(points) <= 3 and kinds == ["rss" if ctx.cpu else "cuda"], {
+        "points": [(p["generation_batch_size"], p.get("peak_memory_mb"), p.get("outcome")) for p in points],
+        "memory_kind": kinds, "processes": probe.get("processes"), "seconds": probe.get("total_seconds")}
+
+
+def check_advise(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    study = study_dict("smoke-advise", ctx.out, ctx.model, cpu=ctx.cpu, vllm=not ctx.cpu, num_generations=[4, 8],
+                       memory=0.2)
+    study["study"] = {k: v for k, v in study["study"].items() if k != "baseline"} | {"sampler": "tpe", "n_trials": 2}
+    path = write_study(ctx.out, study)
+    proc = cli(["advise", str(path), "--k", "4", "--prompts", "16"],
+               timeout=max(1.0, min(ctx.left(), CHECKS["advise"].limit_s)))
+    (ctx.out / "smoke-advise.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    samples_file = ctx.out / "smoke-advise" / "advise" / "samples.json"
+    if proc.returncode != 0 or not samples_file.exists():
+        return False, {"exit_code": proc.returncode, "error": (proc.stderr or proc.stdout)[-1500:]}
+    samples = json.loads(samples_file.read_text())
+    want = "transformers" if ctx.cpu else "vllm"
+    return samples.get("backend") == want and samples.get("completion_tokens", 0) > 0, {
+        "backend": samples.get("backend"), "prompts": len(samples.get("prompts", [])),
+        "completion_tokens": samples.get("completion_tokens"), "seconds": samples.get("seconds")}
+
+
+# Run in this order: the cheap and the most telling first, so a short budget still says the most.
+CHECKS: dict[str, Check] = {
+    "attention": Check(check_attention, frozenset(), 30.0),
+    "cuda_oom": Check(check_cuda_oom, frozenset({"cuda"}), 20.0),
+    "trial": Check(check_trial, frozenset(), 150.0),
+    "server": Check(check_server, frozenset({"cuda", "vllm"}), 150.0),
+    "workers": Check(check_workers, frozenset(), 150.0),
+    "probe": Check(check_probe, frozenset(), 90.0),
+    "advise": Check(check_advise, frozenset(), 100.0),
+}
+
+
+# ------------------------------------------------------------------ the run
+
+
+def line(check: str, passed: bool | None, seconds: float, **figures: Any) -> str:
+    """One check's JSON line: pass is True, False, or None (skipped, with `skipped` saying why)."""
+    return json.dumps({"check": check, "pass": passed, "seconds": round(seconds, 1), **figures}, default=str)
+
+
+def missing(needs: frozenset[str], *, cuda: bool, vllm: bool) -> list[str]:
+    have = {"cuda": cuda, "vllm": vllm}
+    return sorted(n for n in needs if not have[n])
 
 
 def environment(cpu: bool) -> dict[str, Any]:
@@ -202,7 +366,7 @@ def environment(cpu: bool) -> dict[str, Any]:
     import torch
 
     info: dict[str, Any] = {"python": sys.version.split()[0], "torch": torch.__version__}
-    for name in ("trl", "transformers", "vllm"):
+    for name in ("trl", "transformers", "vllm", "flash-attn"):
         try:
             info[name] = md.version(name)
         except md.PackageNotFoundError:
@@ -213,78 +377,68 @@ def environment(cpu: bool) -> dict[str, Any]:
     return info
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, help="where studies, logs and gpu_smoke.json go (default: a temp folder)")
-    parser.add_argument("--modes", default="hf,vllm", help="comma-separated, from: hf, vllm (default both)")
-    parser.add_argument("--steps", type=int, default=20, help="optimizer steps per trial (default 20)")
-    parser.add_argument("--cpu", action="store_true", help="check the plumbing on a CPU (HF mode only, float32)")
-    parser.add_argument("--budget", type=float, default=300.0, help="seconds for everything (default 300)")
-    parser.add_argument("--no-preflight", action="store_true", help="skip probe + advise on the same model")
-    args = parser.parse_args(argv)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = sorted(set(modes) - set(MODES))
-    if unknown or not modes:
-        parser.error(f"--modes takes {', '.join(MODES)}; got {args.modes!r}")
-
+def run(names: list[str], out: Path, *, cpu: bool, budget: float = BUDGET_S,
+        emit: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Run the named checks in registry order within `budget` seconds; every line to `emit` and OUT/gpu_smoke.jsonl."""
     import torch
 
-    if args.cpu:
-        if "vllm" in modes:
-            parser.error("vLLM colocate needs a CUDA GPU: use --modes hf with --cpu")
-    elif not torch.cuda.is_available():
-        print("gpu_smoke: no CUDA GPU visible (torch.cuda.is_available() is False); "
-              "run it on a GPU machine, or with --cpu --modes hf to check the plumbing", file=sys.stderr)
-        return 2
-    if "vllm" in modes:
-        try:
-            import vllm  # noqa: F401
-        except ImportError:
-            print("gpu_smoke: vLLM is not installed: pip install 'grpo-ablate[gpu]' (or --modes hf)", file=sys.stderr)
-            return 2
-
-    out = args.out or Path(tempfile.mkdtemp(prefix="grpo-gpu-smoke-"))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    started = time.monotonic()
+    cuda = (not cpu) and torch.cuda.is_available()
+    vllm = importlib.util.find_spec("vllm") is not None and cuda
     out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    dtype = "float32" if args.cpu else "bfloat16"
-    model = save_tiny_model(out / f"tiny-qwen2-{dtype}", dtype=dtype)
-    print(f"gpu_smoke: model saved in {model}; studies in {out}")
-    results = []
-    for mode in modes:
-        left = args.budget - (time.perf_counter() - started)
-        if left <= 10:
-            results.append({"mode": mode, "label": LABELS[mode], "exit_code": None, "error": "no time left"})
-            continue
-        print(f"gpu_smoke: {LABELS[mode]} ...", flush=True)
-        try:
-            results.append(run_mode(out, mode, model, args.steps, args.cpu, timeout=left))
-        except subprocess.TimeoutExpired:
-            results.append({"mode": mode, "label": LABELS[mode], "exit_code": None,
-                            "error": f"did not finish within the {args.budget:.0f} s budget"})
-    preflight = None
-    left = args.budget - (time.perf_counter() - started)
-    if not args.no_preflight and left > 10:
-        print("gpu_smoke: probe + advise ...", flush=True)
-        try:
-            preflight = run_preflight(out, model, args.cpu, "vllm" in modes, timeout=left)
-        except subprocess.TimeoutExpired:
-            preflight = {"mode": "preflight", "label": "probe + advise", "error": "no time left in the budget"}
-        results.append(preflight)
-    total = time.perf_counter() - started
-    print_table([r for r in results if r is not preflight])
-    if preflight is not None and not preflight.get("error"):
-        print(f"probe: {preflight['probe_points']} points in {preflight['probe_processes']} process(es), "
-              f"{preflight['probe_seconds']} s, {preflight['memory_kind']} memory, largest batch per G {preflight['best']}; "
-              f"advise: {preflight['advise_seconds']} s with {preflight['advise_backend']}")
-    print(f"gpu_smoke: {total:.0f} s in all")
-    report = {"results": results, "total_seconds": round(total, 1), "steps": args.steps,
-              "environment": environment(args.cpu)}
-    (out / "gpu_smoke.json").write_text(json.dumps(report, indent=2))
-    print(f"gpu_smoke: wrote {out / 'gpu_smoke.json'}")
-    failed = [r for r in results if r.get("error")]
-    for r in failed:
-        print(f"gpu_smoke: {r['label']} failed: {r['error'][:1500]}", file=sys.stderr)
-    return 1 if failed else 0
+    dtype = "float32" if cpu else "bfloat16"
+    ctx = Context(out=out, model=save_tiny_model(out / f"tiny-qwen2-{dtype}", dtype=dtype), cpu=cpu,
+                  deadline=started + budget)
+    results: list[dict[str, Any]] = []
+    with open(out / "gpu_smoke.jsonl", "w") as sink:
+        def report(text: str) -> None:
+            emit(text)
+            sink.write(text + "\n")
+            sink.flush()
+            results.append(json.loads(text))
+
+        for name in [n for n in CHECKS if n in names]:
+            check = CHECKS[name]
+            lacking = missing(check.needs, cuda=cuda, vllm=vllm)
+            if lacking:
+                report(line(name, None, 0.0, skipped=f"needs {' and '.join(lacking)}"))
+                continue
+            if ctx.left() < 10:
+                report(line(name, False, 0.0, error="no time left in the 8-minute budget"))
+                continue
+            t0 = time.monotonic()
+            try:
+                passed, figures = check.run(ctx)
+            except Exception as exc:  # noqa: BLE001 - a failing check is a line, and the next check runs
+                passed, figures = False, {"error": f"{type(exc).__name__}: {str(exc)[:1500]}"}
+            report(line(name, bool(passed), time.monotonic() - t0, **figures))
+        ran = [r for r in results if r["pass"] is not None]
+        report(line("summary", bool(ran) and all(r["pass"] for r in ran), time.monotonic() - started,
+                    checks_passed=sum(1 for r in ran if r["pass"]), checks_failed=sum(1 for r in ran if not r["pass"]),
+                    skipped=[r["check"] for r in results if r["pass"] is None], environment=environment(cpu)))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="where studies, logs and gpu_smoke.jsonl go (default: a temp folder)")
+    parser.add_argument("--checks", default=",".join(CHECKS), help=f"comma-separated, from: {', '.join(CHECKS)} (default all)")
+    parser.add_argument("--cpu", action="store_true", help="the plumbing on a CPU: HF generate, float32; GPU-only checks skip")
+    parser.add_argument("--budget", type=float, default=BUDGET_S, help=f"seconds for everything (default {BUDGET_S:.0f})")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.checks.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(CHECKS))
+    if unknown or not names:
+        parser.error(f"--checks takes {', '.join(CHECKS)}; got {args.checks!r}")
+    import torch
+
+    if not args.cpu and not torch.cuda.is_available():
+        print("gpu_smoke: no CUDA GPU visible; run it on a GPU machine, or with --cpu for the plumbing", file=sys.stderr)
+        return 2
+    out = args.out or Path(tempfile.mkdtemp(prefix="grpo-gpu-smoke-"))
+    results = run(names, out, cpu=args.cpu, budget=args.budget)
+    return 0 if results[-1]["pass"] else 1
 
 
 if __name__ == "__main__":

@@ -46,7 +46,9 @@ def test_openr1_recipe_plans_unedited_and_prints_the_notes():
 def test_openr1_recipe_keys_land_in_the_study_sections():
     study = load_study(OPENR1)
     assert study.model.name_or_path == "Qwen/Qwen2.5-1.5B-Instruct" and study.model.dtype == "bfloat16"
-    assert study.model.attn_implementation == "flash_attention_2" and study.model.revision == "main"
+    # the recipe's flash_attention_2 becomes auto (flash attention where flash_attn imports, else sdpa: issue 19)
+    assert study.model.attn_implementation == "auto" and study.model.revision == "main"
+    assert any("attn_implementation flash_attention_2 -> auto" in w for w in study.warnings)
     data = study.data
     assert (data.dataset, data.config_name, data.split, data.prompt_column) == (
         "AI-MO/NuminaMath-TIR", "default", "train", "problem")

@@ -19,6 +19,7 @@ from grpo_ablate.trainer.vllm_server import (
     VllmServerError,
     block_gpus,
     server_command,
+    server_engine_args,
     server_ports,
     server_trainer_keys,
     split_gpus,
@@ -139,6 +140,31 @@ def test_command_parses_with_the_installed_trl():
     assert script_args.tensor_parallel_size == 2 and script_args.max_model_len == 2048
     served = build_command(script_args)
     assert "serve" in served and "--weight-transfer-config" in served
+
+
+def test_the_studys_engine_settings_reach_the_server():
+    """TRL reads vllm_gpu_memory_utilization / vllm_max_model_length only in colocate mode: in server
+    mode launch.py forwards them to `trl vllm-serve`, whose own parser and command carry them to vLLM."""
+    pytest.importorskip("trl")
+    from trl.scripts.vllm_serve import build_command, make_parser
+
+    trainer = {"vllm_gpu_memory_utilization": 0.35, "vllm_max_model_length": 1536, "learning_rate": 1e-6}
+    assert server_engine_args(trainer) == {"gpu_memory_utilization": 0.35, "max_model_len": 1536}
+    assert server_engine_args({"learning_rate": 1e-6}) == {}  # unset: vllm-serve's own defaults
+    cmd = server_command("/models/qwen", 8007, **server_engine_args(trainer))
+    script_args, extra = make_parser().parse_args_and_config(cmd[4:], return_remaining_strings=True)
+    assert extra == [] and script_args.gpu_memory_utilization == 0.35 and script_args.max_model_len == 1536
+    served = build_command(script_args)
+    assert served[served.index("--gpu-memory-utilization") + 1] == "0.35"
+    assert served[served.index("--max-model-len") + 1] == "1536"
+
+
+def test_launch_forwards_the_engine_settings():
+    import inspect
+
+    from grpo_ablate.trainer import launch
+
+    assert "**server_engine_args(spec.trainer)" in inspect.getsource(launch._serve_vllm)
 
 
 def test_trainer_keys_are_grpo_config_fields():

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, ScalarNode
 
+from grpo_ablate.config.attention import AUTO
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.trainer_fields import trainer_field_names
@@ -60,6 +61,9 @@ SCRIPT_KEYS: dict[str, tuple[str, str]] = {
     "system_prompt": ("data", "system_prompt"),
     "chat_template": ("data", "chat_template"),
 }
+
+# Recipe attention values that become `auto` (config/attention.py): flash attention where installed, else sdpa.
+FLASH_ATTENTION = ("flash_attention_2", "flash_attention_3")
 
 # Keys current TRL / transformers removed: what the study does instead (one line each).
 REMOVED_KEYS: dict[str, str] = {
@@ -290,6 +294,12 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
                 continue  # the study chose a built-in task; the recipe's dataset does not apply
             if key == "torch_dtype" and value is not None:
                 value = str(value)
+            if key == "attn_implementation" and value in FLASH_ATTENTION and field not in sec:
+                # Open R1 recipes all say flash_attention_2; without the flash_attn package transformers
+                # would fetch a kernel from the hub. `auto` keeps flash attention where it is installed.
+                notes.append(RecipeNote(f"{recipe.at(key)}: attn_implementation {value} -> auto (flash_attention_2 "
+                                        f"where flash_attn imports, else sdpa; never a kernel from the hub)"))
+                value = AUTO
             sec.setdefault(field, value)
         elif key in ("reward_funcs", "reward_weights"):
             continue

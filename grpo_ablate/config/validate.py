@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from grpo_ablate.config.attention import attn_problems
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import space_for, world_size
 from grpo_ablate.config.inputs import check_inputs
@@ -61,6 +62,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_evaluation(sf)
     problems += _check_values(sf)
     problems += _check_prompt_files(sf)
+    problems += _check_attention(sf)
     problems += check_names(sf)
     problems += check_places(sf)
     problems += check_inputs(sf, warnings)  # the dataset's first rows and each reward, on this machine
@@ -377,3 +379,8 @@ def _check_evaluation(sf: StudyFile) -> list[Problem]:
     if length is not None and not (isinstance(length, int) and length >= 1):
         problems.append(Problem(path="evaluation.max_completion_length", message=f"must be a positive integer, got {length!r}"))
     return problems
+
+
+def _check_attention(sf: StudyFile) -> list[Problem]:
+    """model.attn_implementation: never a kernel from the hub; flash attention only where flash_attn is installed."""
+    return [Problem(path="model.attn_implementation", message=m) for m in attn_problems(sf.model.attn_implementation)]

@@ -128,6 +128,7 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
         num_generations=num_generations, generation_batch_size=generation_batch_size,
         fits=result.outcome is Outcome.COMPLETED, outcome=result.outcome.value, reason=result.reason,
         peak_memory_mb=None if peak is None else round(float(peak), 1), memory_kind="cuda" if cuda else "rss",
+        engine_memory_mb=max((float(r["engine_memory_mb"]) for r in rows if r.get("engine_memory_mb") is not None), default=None),
         steps=len([r for r in rows if r.get("step_time") is not None]), wall_seconds=round(wall, 2), **_timing(rows),
     )
 

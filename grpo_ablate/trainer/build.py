@@ -98,13 +98,25 @@ def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: C
     kwargs: dict[str, Any] = dict(common)
     dtype = model.get("dtype")
     kwargs["dtype"] = "auto" if dtype == "auto" else getattr(torch, dtype or "float32")
-    if model.get("attn_implementation"):
-        kwargs["attn_implementation"] = model["attn_implementation"]
+    attn = _attn_implementation(model.get("attn_implementation"), log)
+    if attn:
+        kwargs["attn_implementation"] = attn
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left", **common)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     loaded = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     return loaded, tokenizer, path
+
+
+def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> str | None:
+    """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (config/attention.py)."""
+    from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
+
+    if requested != AUTO:
+        return requested
+    chosen = resolve_attn(requested, _cuda() and flash_attn_imports())
+    log(f"model.attn_implementation auto: {chosen}")
+    return chosen
 
 
 # --------------------------------------------------------------------------------------------

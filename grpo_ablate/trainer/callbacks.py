@@ -6,8 +6,8 @@ per prompt group in `groups.jsonl`: every completion of the group with its rewar
 to MAX_COMPLETION_CHARS characters, at most MAX_GROUPS_PER_STEP groups a generation round
 (sampled when there are more). The switch ends training at the end of an optimizer step
 when the parent asks (a `STOP` file), or a token/time budget runs out; in a multi-process run
-the ranks agree on the decision with one all_reduce per step, because a rank that stops alone
-leaves the others waiting in DDP forever.
+rank 0 decides and broadcasts (one collective per step): a rank that stops alone leaves the
+others waiting in DDP forever, and only rank 0's clock knows the evaluation time to leave out.
 
     grpo-ablate run-one studies/tiny-cpu.yaml   # one trial; its folder gets both files
 """
@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-import torch.distributed as dist
 from transformers import TrainerCallback
 
 from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
 
+from .collective import from_rank0
 from .text import plain_text
 
-__all__ = ["MetricsRecorder", "StopSwitch", "peak_memory_mb"]
+__all__ = ["MetricsRecorder", "StopSwitch", "engine_memory_mb", "peak_memory_mb"]
 
 # TRL's log keys that we rename (slashes make awkward column names in reports).
 _RENAMED = {
@@ -51,13 +51,40 @@ MAX_PROMPT_CHARS = 500
 MAX_COMPLETION_CHARS = 200
 
 
-def peak_memory_mb() -> float:
-    """CUDA max allocated on GPU; peak resident set size of this process on CPU."""
+def peak_memory_mb(engine_resident_mb: float = 0.0) -> float:
+    """The trainer's peak: CUDA max allocated (since the last reset) less what a colocated vLLM engine
+    held resident then, on GPU; peak resident set size of this process on CPU."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        return torch.cuda.max_memory_allocated() / 2**20
+        return max(0.0, torch.cuda.max_memory_allocated() / 2**20 - engine_resident_mb)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # Linux reports KiB, macOS bytes.
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024
+
+
+def _tensor_bytes(items: Any) -> int:
+    if isinstance(items, torch.Tensor):
+        return items.numel() * items.element_size()
+    if isinstance(items, dict):
+        return sum(_tensor_bytes(v) for v in items.values())
+    if isinstance(items, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in items)
+    return 0
+
+
+def engine_memory_mb(trainer: Any) -> float | None:
+    """What a colocated vLLM engine holds on this GPU: its KV cache and its copy of the weights, from
+    the engine's own tensors (right under sleep mode too, where vLLM's allocator frees them between
+    generations). None without a colocated engine.
+
+    Read through the path TRL's own sync_weights writes the weights through
+    (llm.llm_engine.model_executor.driver_worker.model_runner); GPU smoke-checked, not here.
+    """
+    llm = getattr(getattr(trainer, "vllm_generation", None), "llm", None)
+    if llm is None:
+        return None
+    runner = llm.llm_engine.model_executor.driver_worker.model_runner
+    held = _tensor_bytes(getattr(runner, "kv_caches", [])) + sum(_tensor_bytes(p) for p in runner.model.parameters())
+    return held / 2**20
 
 
 def _clean(value: Any) -> Any:
@@ -106,6 +133,8 @@ class MetricsRecorder(TrainerCallback):
         self._metrics_handle = None
         self._groups_handle = None
         self._rng = random.Random(0)
+        self.engine_mb: float | None = None  # a colocated vLLM engine's pool (engine_memory_mb)
+        self._engine_resident_mb = 0.0  # of it, what torch counted as allocated when the peak was reset
 
     def attach(self, trainer: Any) -> None:
         self.trainer = trainer
@@ -113,6 +142,15 @@ class MetricsRecorder(TrainerCallback):
     # -- lifecycle -------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
         self.started = time.perf_counter()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            # The engine is built by now (GRPOTrainer's __init__): start the trainer's peak here, and
+            # take off what the engine keeps allocated, so peak_memory_mb is what training needs and
+            # engine_memory_mb is vLLM's pool, which otherwise dominates every arm's peak alike.
+            self.engine_mb = engine_memory_mb(self.trainer)
+            asleep = bool(getattr(getattr(self.trainer, "vllm_generation", None), "_llm_weights_sleeping", False))
+            allocated = torch.cuda.memory_allocated() / 2**20
+            self._engine_resident_mb = 0.0 if asleep or self.engine_mb is None else min(self.engine_mb, allocated)
+            torch.cuda.reset_peak_memory_stats()
         if state.is_world_process_zero:
             self.trial_dir.mkdir(parents=True, exist_ok=True)
             self._metrics_handle = open(self.trial_dir / METRICS_FILE, "a", buffering=1)
@@ -162,7 +200,9 @@ class MetricsRecorder(TrainerCallback):
         if generated:
             self.completions_total += self.generation_batch_size
             self.tokens_total += (row.get("completions_mean_length") or 0.0) * self.generation_batch_size
-        row["peak_memory_mb"] = round(peak_memory_mb(), 2)
+        row["peak_memory_mb"] = round(peak_memory_mb(self._engine_resident_mb), 2)
+        if self.engine_mb is not None:
+            row["engine_memory_mb"] = round(self.engine_mb, 2)
         self._metrics_handle.write(json.dumps(row) + "\n")
         self._metrics_handle.flush()
         self.rows_written += 1
@@ -254,14 +294,10 @@ class StopSwitch(TrainerCallback):
             self.seconds_spent += time.perf_counter() - started
 
     def _check(self, state, control):
-        code = self._local_reason(state)
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            device = torch.device("cpu")
-            if dist.get_backend() == "nccl":
-                device = torch.device("cuda", torch.cuda.current_device())
-            flag = torch.tensor([code], dtype=torch.int32, device=device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            code = int(flag.item())
+        # Rank 0 decides: its clock is the one whose evaluation pauses are all counted, and it is
+        # on the host where the parent writes STOP. A MAX over ranks stopped early when another
+        # rank's clock (without those pauses) ran past the budget first.
+        code = from_rank0(self._local_reason(state) if state.is_world_process_zero else 0)
         if code == 0:
             return control
         if code == 2:

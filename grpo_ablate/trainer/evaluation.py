@@ -10,10 +10,16 @@ line of `<trial_dir>/eval.jsonl` (written by rank 0; the fields are in the modul
 switch subtract it, and it is reported on its own as eval_seconds.
 
 Generation uses the training backend: the trainer's vLLM engine when the study runs vLLM
-(colocate: its LLM; server: its client), else the model's own generate(), batched, under
-no_grad, in eval mode, with the model put back in train mode afterwards. Sampling (temperature
-> 0) draws from a forked RNG seeded the same in every arm, so evaluation never moves training's
-random stream and two arms' samples differ only through their weights.
+(colocate: its LLM, woken and put back to sleep in TRL's order under sleep mode; server: its
+client), else the model's own generate() (through TRL's unwrap for ZeRO-3/FSDP), batched, under
+no_grad, in eval mode. Sampling (temperature > 0) is seeded the same in every arm (a forked RNG
+for generate(), the request's seed for vLLM), so evaluation never moves training's random stream
+and two arms' samples differ only through their weights.
+
+In a multi-process trial every rank evaluates (syncing weights and generating from a sharded
+model are collectives): the prompts are split among the ranks (a TP group shares one engine; in
+server mode rank 0, which holds the client, asks for all), each rank scores its own, and rank 0
+gathers the scores and writes the row. When to evaluate is rank 0's decision, broadcast.
 
     grpo-ablate run-one studies/tiny-cpu.yaml   # then: cat runs/tiny-cpu/.../eval.jsonl
 """
@@ -33,9 +39,10 @@ from transformers import TrainerCallback
 
 from grpo_ablate.vocab import EVAL_FILE
 
+from .collective import all_gather, from_rank0, rank_and_world
 from .text import plain_text
 
-__all__ = ["EVAL_SEED", "Evaluator", "MAX_SAMPLE_CHARS", "evaluation_thresholds"]
+__all__ = ["EVAL_SEED", "Evaluator", "MAX_SAMPLE_CHARS", "evaluation_thresholds", "server_completions", "shard"]
 
 EVAL_SEED = 0  # the sampling seed of every arm's evaluation (temperature > 0)
 MAX_SAMPLE_CHARS = 300  # each shown completion's text is cut to this many characters
@@ -118,10 +125,15 @@ class Evaluator(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not self.thresholds:
             return
-        progress = self._progress(state)
-        if progress >= self.thresholds[0]:
-            while self.thresholds and progress >= self.thresholds[0]:
-                self.thresholds.pop(0)
+        # Rank 0 counts the thresholds passed (its recorder holds the counters and the clock without
+        # evaluation time) and every rank follows: evaluation is a collective now.
+        passed = 0
+        if state.is_world_process_zero:
+            progress = self._progress(state)
+            passed = sum(1 for t in self.thresholds if progress >= t)
+        passed = from_rank0(passed)
+        if passed:
+            del self.thresholds[:passed]
             self._evaluate(state)
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -129,12 +141,48 @@ class Evaluator(TrainerCallback):
 
     # -- what ------------------------------------------------------------------------------
     def _evaluate(self, state) -> None:
-        if not state.is_world_process_zero:
-            return
+        """Every rank: generate its share of the prompts, score it; rank 0 gathers the scores and writes.
+
+        Every rank takes part because syncing weights into vLLM and generating with a ZeRO-3 or
+        FSDP model gather sharded parameters, which is a collective: rank 0 alone would wait forever.
+        """
         started = time.perf_counter()
-        completion_ids = self._generate(self._texts, state)
+        rank, world = rank_and_world()
+        if self.point == 0 and rank == 0 and world > 1:
+            dist_backend = getattr(self.trainer, "_dist", None)
+            print(f"[grpo-ablate] evaluation on {world} ranks (ZeRO stage {getattr(dist_backend, 'zero_stage', 0)}, "
+                  f"FSDP {getattr(dist_backend, 'fsdp_version', None)})", flush=True)
+        indices, completion_ids = self._generate(state, rank, world)
+        scored = self._score(indices, completion_ids, state) if indices else []
+        parts = all_gather(scored)
+        elapsed = time.perf_counter() - started
+        self.seconds += elapsed
+        self.recorder.paused_seconds += elapsed
+        if self.stopper is not None:
+            self.stopper.paused_seconds += elapsed
+        if rank == 0:
+            by_index: dict[int, tuple[list[float], list[Any], list[list[int]]]] = {}
+            for part in parts:
+                for i, rewards, completions, ids in part:
+                    by_index.setdefault(i, (rewards, completions, ids))  # a TP group's ranks return the same prompts
+            missing = [i for i in range(len(self._texts)) if i not in by_index]
+            if missing:
+                raise RuntimeError(f"evaluation: {len(missing)} held-out prompts were scored by no rank (first: {missing[:5]})")
+            ordered = [by_index[i] for i in range(len(self._texts))]
+            rewards = [r for o in ordered for r in o[0]]
+            completions = [c for o in ordered for c in o[1]]
+            ids = [x for o in ordered for x in o[2]]
+            per_prompt = [sum(o[0]) / len(o[0]) for o in ordered]
+            row = self._row(state, elapsed, rewards, per_prompt, completions, ids)
+            row["ranks"] = world
+            with open(self.trial_dir / EVAL_FILE, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(row) + "\n")
+        self.point += 1
+
+    def _score(self, indices: list[int], completion_ids: list[list[list[int]]], state) -> list[tuple]:
+        """[(prompt index, rewards of its samples, completions, ids)] for this rank's prompts."""
         flat_prompts, flat_completions, flat_ids, columns = [], [], [], {c: [] for c in self._columns}
-        for i, per_prompt in enumerate(completion_ids):
+        for i, per_prompt in zip(indices, completion_ids):
             for ids in per_prompt:
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
                 prompt = self._prompts[i]
@@ -148,16 +196,8 @@ class Evaluator(TrainerCallback):
         ]
         rewards = _weighted(per_func, self.reward_weights, len(flat_completions))
         s = self.samples
-        per_prompt = [sum(rewards[i * s:(i + 1) * s]) / s for i in range(len(completion_ids))]
-        elapsed = time.perf_counter() - started
-        self.seconds += elapsed
-        self.recorder.paused_seconds += elapsed
-        if self.stopper is not None:
-            self.stopper.paused_seconds += elapsed
-        row = self._row(state, elapsed, rewards, per_prompt, flat_completions, flat_ids)
-        with open(self.trial_dir / EVAL_FILE, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
-        self.point += 1
+        return [(i, rewards[k * s:(k + 1) * s], flat_completions[k * s:(k + 1) * s], flat_ids[k * s:(k + 1) * s])
+                for k, i in enumerate(indices)]
 
     def _row(self, state, elapsed: float, rewards: list[float], per_prompt: list[float],
              completions: list[Any], ids: list[list[int]]) -> dict[str, Any]:
@@ -200,12 +240,19 @@ class Evaluator(TrainerCallback):
         return prompt
 
     # -- how -------------------------------------------------------------------------------
-    def _generate(self, texts: list[str], state) -> list[list[list[int]]]:
-        """Completion token ids per prompt (samples_per_prompt each), cut after the first end token."""
+    def _generate(self, state, rank: int, world: int) -> tuple[list[int], list[list[list[int]]]]:
+        """(this rank's prompt indices, completion token ids per prompt), through the training backend."""
         vllm = getattr(self.trainer, "vllm_generation", None) if getattr(self.trainer.args, "use_vllm", False) else None
-        if vllm is not None:
-            return self._generate_vllm(vllm, texts, state)
-        return self._generate_hf(texts)
+        n = len(self._texts)
+        if vllm is None:
+            return self._generate_hf(shard(n, world, rank), pad_to=math.ceil(n / world) if world > 1 else 0)
+        self._sync_vllm(vllm, state)  # every rank: under ZeRO-3 each parameter's gather is a collective
+        if vllm.mode == "server":  # only rank 0 holds the client; it asks for every prompt
+            indices = list(range(n)) if rank == 0 else []
+            return indices, (self._generate_server(vllm.vllm_client, indices) if indices else [])
+        tp = max(1, int(getattr(vllm, "tensor_parallel_size", 1) or 1))
+        indices = list(shard(n, max(1, world // tp), rank // tp))  # a TP group shares one engine: same prompts
+        return indices, self._generate_colocate(vllm, indices)
 
     def _end_ids(self) -> set[int]:
         eos = self.tokenizer.eos_token_id
@@ -220,11 +267,23 @@ class Evaluator(TrainerCallback):
                 break
         return out
 
-    def _generate_hf(self, texts: list[str]) -> list[list[list[int]]]:
-        from transformers import GenerationConfig
+    def _prompt_ids(self, indices: Sequence[int]) -> list[list[int]]:
+        """Token ids of the prompts as training sees them (no special tokens added: the template has them)."""
+        return [self.tokenizer(self._texts[i], add_special_tokens=False)["input_ids"] for i in indices]
 
-        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-        tok = self.tokenizer
+    def _generate_hf(self, indices: range, *, pad_to: int) -> tuple[list[int], list[list[list[int]]]]:
+        """transformers' generate on this rank's prompts, padded to `pad_to` so every rank calls it alike.
+
+        Under ZeRO-3 and FSDP each forward pass gathers parameters (transformers syncs the ranks'
+        token loops itself); the number and size of generate calls must match on every rank too,
+        so a short shard is filled with repeats of a prompt whose completions are dropped.
+        """
+        from transformers import GenerationConfig
+        from trl.models import unwrap_model_for_generation
+
+        mine = list(indices)
+        work = mine + [mine[0] if mine else 0] * max(0, pad_to - len(mine))
+        trainer, tok = self.trainer, self.tokenizer
         sample = self.temperature > 0
         config = GenerationConfig(
             max_new_tokens=self.max_length,
@@ -237,43 +296,85 @@ class Evaluator(TrainerCallback):
             eos_token_id=tok.eos_token_id,
             bos_token_id=tok.bos_token_id,
         )
-        device = next(model.parameters()).device
-        was_training = model.training
-        model.eval()
         out: list[list[list[int]]] = []
-        devices = [device] if device.type == "cuda" else []
-        try:
-            with torch.no_grad(), torch.random.fork_rng(devices=devices):
-                torch.manual_seed(EVAL_SEED)
-                for lo in range(0, len(texts), self.batch_size):
-                    batch = texts[lo:lo + self.batch_size]
-                    enc = tok(batch, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False).to(device)
-                    generated = model.generate(**enc, generation_config=config)
-                    new = generated[:, enc["input_ids"].shape[1]:].tolist()
-                    for i in range(len(batch)):
-                        out.append([self._cut(new[i * self.samples + j]) for j in range(self.samples)])
-        finally:
-            model.train(was_training)
-        return out
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
+                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model, \
+                torch.no_grad(), trainer._dist.summon_full_params(trainer.model_wrapped, recurse=False):
+            device = next(model.parameters()).device
+            devices = [device] if device.type == "cuda" else []
+            was_training = model.training
+            model.eval()
+            try:
+                with torch.random.fork_rng(devices=devices):
+                    torch.manual_seed(EVAL_SEED)
+                    for lo in range(0, len(work), self.batch_size):
+                        batch = [self._texts[i] for i in work[lo:lo + self.batch_size]]
+                        enc = tok(batch, return_tensors="pt", padding=True, padding_side="left",
+                                  add_special_tokens=False).to(device)
+                        # synced: every rank steps until all are done (transformers turns it on by itself
+                        # only for ZeRO-3 and FSDP; here for any multi-rank run: one small all-reduce a token)
+                        generated = model.generate(**enc, generation_config=config, synced_gpus=pad_to > 0)
+                        new = generated[:, enc["input_ids"].shape[1]:].tolist()
+                        for i in range(len(batch)):
+                            out.append([self._cut(new[i * self.samples + j]) for j in range(self.samples)])
+            finally:
+                model.train(was_training)
+        return mine, out[:len(mine)]
 
-    def _generate_vllm(self, vllm: Any, texts: list[str], state) -> list[list[list[int]]]:
-        """Through the trainer's own vLLM engine, its weights synced to this step first.
+    def _sync_vllm(self, vllm: Any, state) -> None:
+        """Load this step's weights into the engine, as TRL does before its own generate.
 
-        Not run on this project's CPU machines (vLLM needs a GPU): written to TRL 1.16's
-        VLLMGeneration (`llm` in colocate mode, `vllm_client` in server mode).
+        With sleep mode TRL leaves the engine asleep after each generate (weights discarded), so
+        the weights are re-pushed whenever they sleep, even at an unchanged step.
         """
-        if state.global_step != getattr(self.trainer, "_last_loaded_step", None):
-            vllm.sync_weights()
+        asleep = bool(getattr(vllm, "enable_sleep_mode", False) and getattr(vllm, "_llm_weights_sleeping", False))
+        if state.global_step != getattr(self.trainer, "_last_loaded_step", None) or asleep:
+            vllm.sync_weights()  # wakes the weights first under sleep mode
             self.trainer._last_loaded_step = state.global_step
-        prompt_ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-        if getattr(vllm, "llm", None) is not None:  # colocate
-            from vllm import SamplingParams
 
-            params = SamplingParams(n=self.samples, temperature=self.temperature, top_p=1.0, top_k=-1,
-                                    max_tokens=self.max_length, seed=EVAL_SEED)
-            outputs = vllm.llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], sampling_params=params, use_tqdm=False)
-            return [[self._cut(c.token_ids) for c in o.outputs] for o in outputs]
-        result = vllm.vllm_client.generate(prompts=prompt_ids, n=self.samples, temperature=self.temperature,
-                                           top_p=1.0, top_k=0, max_tokens=self.max_length)
-        flat = result["completion_ids"]
-        return [[self._cut(flat[i * self.samples + j]) for j in range(self.samples)] for i in range(len(texts))]
+    def _sampling(self) -> dict[str, Any]:
+        """The evaluation's decoding, the same in both vLLM modes; seeded so every arm draws alike."""
+        return {"n": self.samples, "temperature": self.temperature, "top_p": 1.0, "top_k": 0,
+                "max_tokens": self.max_length, "seed": EVAL_SEED}
+
+    def _generate_colocate(self, vllm: Any, indices: list[int]) -> list[list[list[int]]]:
+        """The trainer's colocated engine, in TRL's order: (weights woken and synced) -> wake the KV
+        cache -> generate -> sleep again (level 2, as TRL leaves it)."""
+        from vllm import SamplingParams
+
+        params = SamplingParams(**self._sampling())
+        prompts = [{"prompt_token_ids": ids} for ids in self._prompt_ids(indices)]
+        sleep = bool(getattr(vllm, "enable_sleep_mode", False))
+        if sleep:
+            vllm.llm.wake_up(tags=["kv_cache"])  # vLLM schedules nothing until the engine is fully awake
+        try:
+            outputs = vllm.llm.generate(prompts, sampling_params=params, use_tqdm=False) if prompts else []
+        finally:
+            if sleep:
+                vllm.llm.sleep(level=2)
+                vllm._llm_weights_sleeping = True
+        return [[self._cut(c.token_ids) for c in o.outputs] for o in outputs]
+
+    def _generate_server(self, client: Any, indices: list[int]) -> list[list[list[int]]]:
+        return server_completions(client, self._prompt_ids(indices), self._sampling(), self._cut)
+
+
+def shard(n: int, parts: int, part: int) -> range:
+    """The contiguous slice of n items that part `part` of `parts` takes (ceil(n/parts) each; the last ones may be short or empty)."""
+    per = math.ceil(n / parts) if parts > 0 else n
+    return range(min(n, part * per), min(n, (part + 1) * per))
+
+
+def server_completions(client: Any, prompt_ids: list[list[int]], sampling: dict[str, Any],
+                       cut: Callable[[Sequence[int]], list[int]] = list) -> list[list[list[int]]]:
+    """Completion ids per prompt from TRL's VLLMClient; the seed travels in the request's generation kwargs.
+
+    vLLM seeds a request's sampling from the request's own `seed`: without it two arms' evaluation
+    draws would differ by chance, not by their weights (colocate passes the seed in SamplingParams).
+    """
+    kw = dict(sampling)
+    n, seed = int(kw.pop("n")), kw.pop("seed")
+    result = client.generate(prompts=prompt_ids, n=n, temperature=kw["temperature"], top_p=kw["top_p"], top_k=kw["top_k"],
+                             max_tokens=kw["max_tokens"], generation_kwargs={"seed": seed})
+    flat = result["completion_ids"]
+    return [[cut(flat[i * n + j]) for j in range(n)] for i in range(len(prompt_ids))]

@@ -21,7 +21,7 @@ from typing import Any
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
-__all__ = ["PROGRESS_PREFIX", "hf_sampling_kwargs", "sample_rewards", "main"]
+__all__ = ["PROGRESS_PREFIX", "decoding", "hf_sampling_kwargs", "main", "prompt_texts", "sample_rewards", "vllm_sampling_kwargs"]
 
 _BATCH_PROMPTS = 64  # prompts per generate call (x K sequences)
 PROGRESS_PREFIX = "[advise]"  # log lines the parent (preflight/advise.py) echoes as progress
@@ -50,29 +50,59 @@ def _text(completion: Any) -> str:
     return str(completion)
 
 
+_DECODING_KEYS = ("max_completion_length", "top_p", "top_k", "min_p", "repetition_penalty", "generation_kwargs")
+
+
+def decoding(trainer: dict[str, Any]) -> dict[str, Any]:
+    """The study's decoding keys over the installed GRPOConfig's own defaults (never literals here).
+
+    So a study that leaves max_completion_length out samples 512 tokens as its trials do (TRL
+    1.16), not a number typed in this module.
+    """
+    return {k: trainer[k] if trainer.get(k) is not None else trl_default(k) for k in _DECODING_KEYS}
+
+
 def hf_sampling_kwargs(trainer: dict[str, Any], temperature: float, k: int) -> dict[str, Any]:
     """generate()'s sampling settings, as TRL's GRPOTrainer sets them from the same trainer keys.
 
     Every key is explicit: a missing top_k is TRL's 0 (no top-k cut), never the model's
     generation_config default (often 50), so advise samples the distribution training samples.
     """
+    d = decoding(trainer)
     kwargs: dict[str, Any] = {
-        "max_new_tokens": int(trainer.get("max_completion_length") or 256), "do_sample": True, "temperature": temperature,
-        "top_p": float(trainer.get("top_p") or 1.0), "top_k": int(trainer.get("top_k") or 0),
-        "repetition_penalty": float(trainer.get("repetition_penalty") or 1.0), "num_return_sequences": k,
+        "max_new_tokens": int(d["max_completion_length"]), "do_sample": True, "temperature": temperature,
+        "top_p": float(d["top_p"]), "top_k": int(d["top_k"]),
+        "repetition_penalty": float(d["repetition_penalty"]), "num_return_sequences": k,
     }
-    if trainer.get("min_p") is not None:
-        kwargs["min_p"] = float(trainer["min_p"])
-    kwargs.update(trainer.get("generation_kwargs") or {})
+    if d["min_p"] is not None:
+        kwargs["min_p"] = float(d["min_p"])
+    kwargs.update(d["generation_kwargs"] or {})
     return kwargs
+
+
+def vllm_sampling_kwargs(trainer: dict[str, Any], temperature: float, k: int, seed: int) -> dict[str, Any]:
+    """vLLM SamplingParams keywords, as TRL's colocate generate builds them from the same keys."""
+    d = decoding(trainer)
+    kwargs: dict[str, Any] = {
+        "n": k, "temperature": temperature, "top_p": float(d["top_p"]), "top_k": int(d["top_k"]),
+        "min_p": 0.0 if d["min_p"] is None else float(d["min_p"]),
+        "repetition_penalty": float(d["repetition_penalty"]), "max_tokens": int(d["max_completion_length"]), "seed": seed,
+    }
+    kwargs.update(d["generation_kwargs"] or {})
+    return kwargs
+
+
+def prompt_texts(tokenizer: Any, prompts: list[Any]) -> list[str]:
+    """Prompts as the model sees them: chat messages through the template, plain text as is."""
+    return [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) if isinstance(p, list) else p
+            for p in prompts]
 
 
 def _generate_hf(model: Any, tokenizer: Any, prompts: list[Any], k: int, temperature: float, trainer: dict[str, Any],
                  seed: int) -> tuple[list[str], list[list[int]]]:
     import torch
 
-    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) if isinstance(p, list) else p
-             for p in prompts]
+    texts = prompt_texts(tokenizer, prompts)
     enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
     kwargs = {**hf_sampling_kwargs(trainer, temperature, k), "pad_token_id": tokenizer.pad_token_id}
     torch.manual_seed(seed)
@@ -86,21 +116,19 @@ def _generate_hf(model: Any, tokenizer: Any, prompts: list[Any], k: int, tempera
 
 def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, temperature: float, trainer: dict[str, Any],
                    seed: int) -> tuple[list[str], list[list[int]]]:
+    """vLLM on token ids tokenized as training does (no special tokens added: a text prompt would get
+    the tokenizer's BOS again from vLLM, a double BOS for tokenizers that add one)."""
     from vllm import SamplingParams
 
-    params = SamplingParams(n=k, temperature=temperature, top_p=float(trainer.get("top_p") or 1.0),
-                            top_k=int(trainer.get("top_k") or -1), min_p=float(trainer.get("min_p") or 0.0),
-                            repetition_penalty=float(trainer.get("repetition_penalty") or 1.0),
-                            max_tokens=int(trainer.get("max_completion_length") or 256), seed=seed)
-    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) if isinstance(p, list) else p
-             for p in prompts]
-    outputs = llm.generate(texts, params, use_tqdm=False)
-    completions, ids = [], []
+    params = SamplingParams(**vllm_sampling_kwargs(trainer, temperature, k, seed))
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in prompt_texts(tokenizer, prompts)]
+    outputs = llm.generate([{"prompt_token_ids": p} for p in ids], sampling_params=params, use_tqdm=False)
+    completions, out_ids = [], []
     for request in outputs:
         for c in request.outputs:
             completions.append(c.text)
-            ids.append(list(c.token_ids))
-    return completions, ids
+            out_ids.append(list(c.token_ids))
+    return completions, out_ids
 
 
 def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +143,7 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     chosen = _pick_prompts(dataset, n, seed)
     rows = dataset.select(chosen)
     trainer = dict(spec.get("trainer") or {})
-    ctx = RewardContext(task=spec["data"].get("task"), max_completion_length=trainer.get("max_completion_length") or trl_default("max_completion_length"))
+    ctx = RewardContext(task=spec["data"].get("task"), max_completion_length=decoding(trainer)["max_completion_length"])
     funcs, names, weights = build_rewards(spec["rewards"], ctx)
     if trainer.get("reward_weights"):
         weights = [float(w) for w in trainer["reward_weights"]]

@@ -50,6 +50,7 @@ __all__ = [
     "block_gpus",
     "server_ports",
     "server_command",
+    "server_engine_args",
     "server_trainer_keys",
     "vllm_server",
 ]
@@ -147,6 +148,21 @@ def server_command(model: str, port: int, *, tensor_parallel_size: int = 1, dtyp
     if max_model_len is not None:
         cmd += ["--max_model_len", str(max_model_len)]
     return cmd
+
+
+def server_engine_args(trainer: Mapping[str, Any]) -> dict[str, Any]:
+    """The study's engine settings for `trl vllm-serve`: TRL reads vllm_gpu_memory_utilization and
+    vllm_max_model_length only in colocate mode, so in server mode they reach the engine only here.
+
+    Only keys the study set: otherwise vllm-serve keeps its own defaults (0.9 of the GPU, the
+    model's context length), which suit a GPU the server has to itself.
+    """
+    out: dict[str, Any] = {}
+    if trainer.get("vllm_gpu_memory_utilization") is not None:
+        out["gpu_memory_utilization"] = float(trainer["vllm_gpu_memory_utilization"])
+    if trainer.get("vllm_max_model_length") is not None:
+        out["max_model_len"] = int(trainer["vllm_max_model_length"])
+    return out
 
 
 def server_trainer_keys(port: int, group_port: int) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import IO, Callable
 
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.trainer.spec import TrialSpec
-from grpo_ablate.trainer.vllm_server import vllm_server
+from grpo_ablate.trainer.vllm_server import server_engine_args, vllm_server
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
 
 from .base import TERM_GRACE_SECONDS, Launcher
@@ -116,6 +116,7 @@ class ProcessLauncher(Launcher):
                 spec.hardware, model, env, spec.path / "vllm.log",
                 dtype=spec.model.get("dtype"), revision=spec.model.get("revision"),
                 trust_remote_code=bool(spec.model.get("trust_remote_code")), preexec_fn=die_with_parent(),
+                **server_engine_args(spec.trainer),
             )
         )
         spec.trainer.update(served["trainer"])  # host, ports: this trial's server, whatever the study said

@@ -1,0 +1,53 @@
+"""The few collectives the callbacks need, so every rank of a multi-process trial takes the same path.
+
+A callback that decides something from a clock or a rank-0-only counter (the seconds budget, when
+to evaluate) must decide on one rank and tell the others: ranks that disagree leave one of them
+waiting in a collective (DDP's all-reduce, a ZeRO-3 gather) forever. Without a process group
+(one process) every function here is the identity and costs nothing.
+
+    torchrun --nproc_per_node 2 -m grpo_ablate.trainer.worker <trial>/spec.json   # gloo on CPU, nccl on GPUs
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["all_gather", "from_rank0", "rank_and_world"]
+
+
+def _grouped() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank_and_world() -> tuple[int, int]:
+    """(this process's rank, world size) of the default group; (0, 1) without one."""
+    if not _grouped():
+        return 0, 1
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _device() -> torch.device:
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def from_rank0(value: int) -> int:
+    """Rank 0's integer on every process (one broadcast)."""
+    if not _grouped():
+        return value
+    t = torch.tensor([int(value)], dtype=torch.int64, device=_device())
+    dist.broadcast(t, src=0)
+    return int(t.item())
+
+
+def all_gather(obj: Any) -> list[Any]:
+    """Every rank's (picklable) object, in rank order, on every rank."""
+    if not _grouped():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out

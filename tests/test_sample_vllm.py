@@ -1,0 +1,73 @@
+"""advise's vLLM sampler samples what training samples (issue 19, item 7), against a stand-in vLLM.
+
+vLLM needs a GPU: the stand-in `LLM.generate` and `SamplingParams` record what they get. The
+tokenizer and TRL's GRPOConfig are the real ones. benchmarks/gpu_smoke.py runs the same sampler on
+the real engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+
+from grpo_ablate.trainer.sample import _generate_vllm, decoding, hf_sampling_kwargs, vllm_sampling_kwargs
+
+
+class _Params:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+class _LLM:
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, prompts, sampling_params=None, use_tqdm=True):
+        self.calls.append((prompts, sampling_params.kwargs))
+        n = sampling_params.kwargs["n"]
+        return [SimpleNamespace(outputs=[SimpleNamespace(text="7", token_ids=(3, 4)) for _ in range(n)]) for _ in prompts]
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    module = types.ModuleType("vllm")
+    module.SamplingParams = _Params
+    monkeypatch.setitem(sys.modules, "vllm", module)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from grpo_ablate.trainer.builtin.model import builtin_model_path
+
+    return AutoTokenizer.from_pretrained(builtin_model_path("builtin:tiny", "addition"))
+
+
+def test_defaults_come_from_grpo_config():
+    from trl import GRPOConfig
+
+    fields = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    d = decoding({})
+    assert d["max_completion_length"] == fields["max_completion_length"]  # 512 in TRL 1.16, not a literal 256
+    assert hf_sampling_kwargs({}, 1.0, 2)["max_new_tokens"] == fields["max_completion_length"]
+    v = vllm_sampling_kwargs({}, 0.7, 4, seed=3)
+    assert v["max_tokens"] == fields["max_completion_length"] and v["top_k"] == fields["top_k"]
+    assert v["top_p"] == fields["top_p"] and v["repetition_penalty"] == fields["repetition_penalty"]
+    assert (v["n"], v["temperature"], v["seed"], v["min_p"]) == (4, 0.7, 3, 0.0)
+    assert vllm_sampling_kwargs({"max_completion_length": 9, "generation_kwargs": {"top_p": 0.5}}, 1.0, 1, 0)["top_p"] == 0.5
+
+
+def test_vllm_sampler_passes_token_ids_without_added_special_tokens(tokenizer, fake_vllm):
+    llm = _LLM()
+    completions, ids = _generate_vllm(llm, tokenizer, ["12+3=", "4+40="], 2, 0.9, {"max_completion_length": 6}, seed=5)
+    (prompts, params), = llm.calls
+    assert [p["prompt_token_ids"] for p in prompts] == [tokenizer(t, add_special_tokens=False)["input_ids"]
+                                                         for t in ["12+3=", "4+40="]]
+    assert all(set(p) == {"prompt_token_ids"} for p in prompts)  # no text: vLLM would add special tokens again
+    assert params["max_tokens"] == 6 and params["seed"] == 5 and params["n"] == 2
+    assert completions == ["7"] * 4 and ids == [[3, 4]] * 4
