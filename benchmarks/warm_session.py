@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.plan import study_plan  # noqa: E402
-from grpo_ablate.study.lifecycle import build_spec  # noqa: E402
+from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.trainer.launchers import ProcessLauncher, WarmSession  # noqa: E402
 from grpo_ablate.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
 

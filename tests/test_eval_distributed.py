@@ -24,7 +24,7 @@ import pytest
 
 from conftest import free_port
 from grpo_ablate.metrics import read_jsonl
-from grpo_ablate.run_one import spec_from_sections
+from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.vocab import EVAL_FILE, Outcome
 
