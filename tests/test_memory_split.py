@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import torch
 
-from grpo_ablate.preflight.probe_file import Probe, ProbePoint
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, save_probe
 from grpo_ablate.trainer.callbacks import engine_memory_mb, peak_memory_mb
 
 
@@ -36,8 +37,10 @@ def test_cpu_peak_is_the_process_rss_whatever_the_engine():
     assert peak_memory_mb(10_000.0) == peak_memory_mb() > 0
 
 
-def test_probe_json_keeps_the_pool_beside_the_peak():
+def test_probe_json_keeps_the_pool_beside_the_peak(tmp_path):
     point = ProbePoint(num_generations=8, generation_batch_size=64, fits=True, outcome="completed",
                        peak_memory_mb=900.0, memory_kind="cuda", engine_memory_mb=40_000.0)
-    again = Probe.from_dict(Probe(study="s", points=[point]).to_dict()).points[0]
+    owner = Owner(study="s", model="m", hardware="h")
+    save_probe(tmp_path, Probe(owner=owner, points=[point]))
+    again = load_probe(tmp_path, owner).points[0]
     assert (again.peak_memory_mb, again.engine_memory_mb) == (900.0, 40_000.0)
