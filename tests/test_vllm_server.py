@@ -162,9 +162,9 @@ def test_the_studys_engine_settings_reach_the_server():
 def test_launch_forwards_the_engine_settings():
     import inspect
 
-    from grpo_ablate.trainer import launch
+    from grpo_ablate.trainer.launchers.process import ProcessLauncher
 
-    assert "**server_engine_args(spec.trainer)" in inspect.getsource(launch._serve_vllm)
+    assert "**server_engine_args(spec.trainer)" in inspect.getsource(ProcessLauncher._serve_vllm)
 
 
 def test_trainer_keys_are_grpo_config_fields():
