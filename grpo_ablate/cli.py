@@ -216,7 +216,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     extra = [_set("study.storage", args.storage)] if args.storage else []
     study = _load(args, extra)
-    if args.out is None or os.path.abspath(os.path.dirname(args.out) or ".") == str(study.output_dir.absolute()):
+    if args.out is None or os.path.abspath(os.path.dirname(args.out) or ".") == os.path.abspath(study.output_dir):
         check_output_dir(study)  # report.html and summary.json of another study would replace the owner's
     _check_out(args.out or study.output_dir / "report.html", "--out")
     paths = write_report(study, out=args.out)

@@ -176,3 +176,51 @@ def test_a_batch_the_training_set_cannot_fill_is_a_failed_point_without_a_trial(
     assert (point.fits, point.outcome) == (False, "failed")
     assert point.reason == "the training set has 8 prompt(s); a generation round at this batch needs 32"
     assert not (tmp_path / "t").exists()  # no trial was started
+
+
+def test_a_probe_on_a_full_disk_records_the_failure_and_ends_in_one_line(tmp_path):
+    """A real full tmpfs: the point's own files cannot be written; no traceback, what was measured is shown."""
+    from conftest import run_cli, unavailable
+    from grpo_ablate.study.owner import claim_output_dir
+    from test_storage import fill_disk
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        unavailable("mounting a tmpfs needs root")
+    try:
+        path = _study_file(tmp_path, batches="[16]", gens="[2]")
+        path.write_text(path.read_text().replace(str(tmp_path / "run"), str(disk / "run")))
+        claim_output_dir(load_study(path))
+        fill_disk(disk)
+        res = run_cli("probe", str(path), "--steps", "1", timeout=300)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "Traceback" not in res.stderr
+        assert "probe G=2   batch=16    FAILED" in res.stderr and "No space left on device" in res.stderr, res.stderr
+        last = res.stderr.strip().splitlines()[-1]
+        assert "cannot write" in last and "probe.json" in last and "printed above" in last, last
+        assert "none fits" in res.stderr  # the measured table, on stderr before the error
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_a_full_disk_before_anything_was_written_is_one_line(tmp_path):
+    from conftest import run_cli, unavailable
+    from test_storage import fill_disk
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        unavailable("mounting a tmpfs needs root")
+    try:
+        (disk / "run").mkdir()
+        fill_disk(disk)
+        path = _study_file(tmp_path, batches="[16]", gens="[2]")
+        path.write_text(path.read_text().replace(str(tmp_path / "run"), str(disk / "run")))
+        res = run_cli("probe", str(path), timeout=300)
+        lines = [line for line in res.stderr.splitlines() if line.strip()]
+        assert res.returncode == 2 and len(lines) == 1 and "cannot write" in lines[0], res.stderr
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

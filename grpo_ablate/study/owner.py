@@ -98,12 +98,20 @@ def claim_output_dir(study: "Study") -> None:
     """
     check_output_dir(study)
     folder = study.output_dir
-    folder.mkdir(parents=True, exist_ok=True)
     target = folder / OWNER_FILE
-    if target.exists():
-        return
     tmp = folder / f".{OWNER_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"study": study.study.name, "storage": storage_identity(study)}, indent=1) + "\n")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            return
+        tmp.write_text(json.dumps({"study": study.study.name, "storage": storage_identity(study)}, indent=1) + "\n")
+    except OSError as e:  # a full disk, a read-only folder: nothing else could be written there either
+        if tmp.parent.is_dir():
+            tmp.unlink(missing_ok=True)
+        from grpo_ablate.config import Problem, StudyError
+
+        raise StudyError([Problem(path="study.output_dir", message=(
+            f"cannot write {folder} ({e.strerror or e}): free some space or choose a writable folder"))]) from None
     try:
         os.link(tmp, target)
     except FileExistsError:
