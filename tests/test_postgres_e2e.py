@@ -91,15 +91,26 @@ def test_killed_worker_trial_is_retried_with_same_params(tmp_path, fresh_pg_db):
 
 
 def test_the_password_is_never_shown_or_stored(tmp_path, fresh_pg_db):
-    """stdout, the study's `config` attribute and `dashboard` show the URL with *** (issue 9, B3)."""
+    """stdout, the study's `config` attribute and `dashboard` show the URL with *** (issue 9, B3), the
+    userinfo password and a secret in the query string alike (issue 23, item 5)."""
     url = fresh_pg_db.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")  # trust auth: accepted
+    url += "?sslpassword=q-s3cret"  # libpq takes it (it unlocks an SSL key; none is used here)
     res = subprocess.run(_args(tmp_path, "pgpw", url, 2, "--set", "num_generations=[2]", "--set", "study.baseline={}"),
                          cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "s3cret-pw" not in res.stdout + res.stderr and "postgres:***@" in res.stdout
+    assert "s3cret" not in res.stdout + res.stderr and "postgres:***@" in res.stdout
+    assert "sslpassword=***" in res.stdout
     study = optuna.load_study(study_name="pgpw", storage=open_storage(fresh_pg_db))
     stored = json.dumps(study.user_attrs)
-    assert "s3cret-pw" not in stored and "postgres:***@" in study.user_attrs["config"]["study"]["storage"]
+    assert "s3cret" not in stored and "postgres:***@" in study.user_attrs["config"]["study"]["storage"]
+
+    from grpo_ablate.cli import main  # the report, in this process: the page and its exports
+
+    assert main(["report", str(ROOT / "studies/tiny-cpu.yaml"), "--storage", url, "--set", "study.name=pgpw",
+                 "--set", f"study.output_dir={tmp_path / 'pgpw'}"]) == 0
+    html = (tmp_path / "pgpw" / "report.html").read_text(encoding="utf-8")
+    assert "s3cret" not in html and "sslpassword=***" in html
+    assert "s3cret" not in (tmp_path / "pgpw" / "summary.json").read_text(encoding="utf-8")
 
     port = free_port()
     dash = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "dashboard", "studies/tiny-cpu.yaml", "--storage", url,
@@ -112,7 +123,7 @@ def test_the_password_is_never_shown_or_stored(tmp_path, fresh_pg_db):
         dash.terminate()
         rest = dash.communicate(timeout=30)[0]
     assert "optuna-dashboard for study 'pgpw'" in line and "postgres:***@" in line, line + rest
-    assert "s3cret-pw" not in line + rest
+    assert "s3cret" not in line + rest and "sslpassword=***" in line
 
 
 def test_a_database_that_does_not_exist_is_one_line_and_exit_2(tmp_path, postgres_url):

@@ -26,7 +26,7 @@ from grpo_ablate.config.schema import (
 )
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import FeasibleSpace
-from grpo_ablate.storage import canonical_url, mask_url
+from grpo_ablate.storage_url import canonical_url, mask_url
 from grpo_ablate.vocab import METRICS, parse_generations
 
 __all__ = ["Study"]

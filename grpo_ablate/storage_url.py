@@ -1,0 +1,254 @@
+"""What a storage string is, and how it may be shown: SQLAlchemy's URL parser, one masking function.
+
+    python -c 'import sys; from grpo_ablate.storage_url import mask_url, url_problem as p; u = sys.argv[1]; print(mask_url(u), p(u))' "$URL"
+
+A storage is a database URL (`postgresql://`, `sqlite:///`, ...; schemes compared ignoring case)
+or a journal file path. Anything that looks like a URL must parse as one, or it is refused: a
+typo must never become a journal FILE whose folder names hold the password. Every place that
+prints, logs or stores a storage URL shows `mask_url(url)`. Stdlib at import; SQLAlchemy (which
+Optuna installs) only when a string looks like a URL.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+__all__ = ["mask_url", "url_problem", "is_rdb_url", "canonical_url", "local_file", "normalize_url", "secrets_in",
+           "DATABASE_SCHEMES", "JOURNAL_PREFIX"]
+
+JOURNAL_PREFIX = "journal:"  # forces a journal file, e.g. for a file name with a colon
+
+# database scheme -> the driver modules SQLAlchemy may use by default (any one will do). Every
+# other spelling is a journal file path, so these decide what is a database and what is a file.
+DATABASE_SCHEMES: dict[str, tuple[str, ...]] = {
+    "postgresql": ("psycopg", "psycopg2"),
+    "postgres": ("psycopg", "psycopg2"),
+    "sqlite": ("sqlite3",),
+    "mysql": ("MySQLdb",),
+    "oracle": ("oracledb", "cx_Oracle"),
+    "mssql": ("pyodbc",),
+}
+_SUGGESTED_SCHEMES = [s for s in DATABASE_SCHEMES if s != "postgres"]  # one spelling in hints
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):")
+_NO_COLON = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)//")
+
+# A key whose VALUE is itself a secret, in a URL's query, a libpq DSN or an ODBC string. Keys that
+# name where a secret lives (passfile, sslkey, sslcert) stay visible: they reveal nothing and say
+# where to look when a connection fails.
+_SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "apikey", "accesskey", "credential")
+# libpq's connection keywords (PostgreSQL docs, "Parameter Key Words"): a string made of these is
+# a key=value DSN, which Optuna cannot open and which would otherwise name a journal file.
+_LIBPQ_KEYS = frozenset(
+    "host hostaddr port dbname user password passfile sslmode sslpassword sslcert sslkey sslrootcert "
+    "connect_timeout options application_name service target_session_attrs channel_binding".split())
+_PAIR = re.compile(
+    r"(?P<key>[A-Za-z_][\w.\-]*)(?P<sep>\s*=\s*|%3[Dd])"
+    r"(?P<val>'(?:[^'\\]|\\.)*'?|\"[^\"]*\"?|(?:(?!%26|%3[Bb])[^\s&;'\"])*)")
+_USERINFO = re.compile(r"(?P<pre>(?:[A-Za-z][\w+.\-]*:?)?//|(?<![^\s/]))(?P<user>[^\s:/@]*):(?P<pw>(?!//)\S*)@")
+# For masking, a user name may hold an unencoded @ too: better to hide too much than too little.
+_USERINFO_LOOSE = re.compile(r"(?P<pre>(?:[A-Za-z][\w+.\-]*:?)?//|(?<![^\s/]))(?P<user>[^\s:/]*):(?P<pw>(?!//)\S*)@")
+
+
+# Secrets at least this long are also scrubbed wherever they appear; shorter ones only where they
+# stand (scrubbing "a" everywhere would blank out the host name).
+_MIN_SCRUBBED = 4
+
+
+def _is_secret_key(key: str) -> bool:
+    flat = re.sub(r"[^a-z]", "", key.lower())
+    return flat == "pass" or any(word in flat for word in _SECRET_WORDS)
+
+
+def _parse(url: str) -> "Any | None":
+    """SQLAlchemy's reading of `url` when it is one (`scheme://...`), else None."""
+    if "://" not in url:
+        return None
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+        parsed.port  # noqa: B018  (a bad port raises only when read on some versions)
+    except Exception:  # ArgumentError, ValueError (port), anything else: not a URL it can read
+        return None
+    return parsed
+
+
+def _mask_pairs(text: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        return f"{m['key']}{m['sep']}***" if _is_secret_key(m["key"]) and m["val"] else m[0]
+
+    return _PAIR.sub(repl, text)
+
+
+def _mask_text(text: str) -> str:
+    """Every credential in free text: URL userinfo (`//user:secret@`) and secret key=value pairs."""
+    return _mask_pairs(_USERINFO_LOOSE.sub(lambda m: f"{m['pre']}{m['user']}:***@", text))
+
+
+def mask_url(url: str) -> str:
+    """The URL (or any text quoting one) as it may be shown or stored: every credential as ***.
+
+    Every place that prints, logs or stores a storage URL goes through this (stdout, validate's
+    messages, the study's `config` attribute the dashboard shows, the report). It hides what
+    SQLAlchemy's parser knows is a password, the values of secret query keys (`?password=`,
+    `sslpassword`, an ODBC string's `PWD`), the same keys in a libpq `key=value` string, and a
+    `user:secret@` in text that does not parse as a URL at all.
+    """
+    parsed = _parse(url.strip())
+    if parsed is None or any(m["pw"] != (parsed.password or "") for m in _USERINFO_LOOSE.finditer(url)):
+        # not a URL, or one the parser reads differently from how it looks (`u:p@ss@h`,
+        # `postgresql:///u:secret?@h`): mask it as written
+        return _scrub(_mask_text(url), url)
+    if parsed.host and "@" in parsed.host:  # an unencoded @ in the password: the parser split too early
+        parsed = parsed.set(password="x", host=parsed.host.rpartition("@")[2])
+    if parsed.database:  # `postgresql:///user:secret@host/db`: the parser calls it all a database name
+        parsed = parsed.set(database=_mask_text(parsed.database))
+    query = {k: ("***" if _is_secret_key(k) else
+                 tuple(_mask_pairs(x) for x in v) if isinstance(v, tuple) else _mask_pairs(v))
+             for k, v in parsed.query.items()}
+    shown = _mask_text(parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", "***"))
+    return _scrub(shown, url)
+
+
+def _scrub(shown: str, url: str) -> str:
+    """Every secret the raw text holds, removed from `shown` in any spelling the rendering uses."""
+    for secret in secrets_in(url):
+        if len(secret) >= _MIN_SCRUBBED:
+            for form in {secret, quote(secret, safe=""), quote(secret, safe="/"), quote_plus(secret)}:
+                shown = shown.replace(form, "***")
+    return shown
+
+
+def secrets_in(url: str) -> list[str]:
+    """The secret values in `url`, to scrub from a driver's error text that may quote them."""
+    found: list[str] = []
+    parsed = _parse(url.strip())
+    if parsed is not None:
+        found += [parsed.password] if parsed.password else []
+        found += [str(x) for k, v in parsed.query.items() if _is_secret_key(k)
+                  for x in (v if isinstance(v, tuple) else (v,))]
+    found += [m["pw"] for m in _USERINFO_LOOSE.finditer(url)]
+    found += [m["val"].strip("'\"") for m in _PAIR.finditer(url) if _is_secret_key(m["key"])]
+    return sorted({s for s in found if len(s) >= 2}, key=len, reverse=True)
+
+
+def _holds_credentials(path: str) -> bool:
+    """Whether a would-be journal path reads like a URL with a secret in it."""
+    return ("://" in path or _USERINFO_LOOSE.search(path) is not None
+            or any(_is_secret_key(m["key"]) for m in _PAIR.finditer(path)))
+
+
+def _cut(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _scheme(url: str) -> tuple[str, str] | None:
+    """(dialect, driver) of a `scheme:` prefix, lower-cased; None for a path (or a drive letter)."""
+    m = _SCHEME.match(url)
+    if m is None or len(m["scheme"]) == 1:
+        return None
+    dialect, _, driver = m["scheme"].lower().partition("+")
+    return dialect, driver
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` names no storage Optuna can open, as a masked phrase; None when it is a database
+    URL SQLAlchemy parses or a plain journal file path.
+
+    Anything that looks like a URL must parse as one: a typo must never become a journal FILE
+    whose folder names carry the password (`postgresql//u:pw@h/db`, `PostgreSQL:/...`).
+    """
+    shown = _cut(mask_url(url))
+    if not url.strip():
+        return "is empty: give a journal file path or a database URL"
+    if url != url.strip() or any(c in url for c in "\n\r\t\0"):
+        return f"{shown!r} has spaces, tabs or control characters around or in it; remove them"
+    if url.startswith(JOURNAL_PREFIX):
+        if _holds_credentials(url[len(JOURNAL_PREFIX):]):
+            return (f"{shown}: a journal file path holding user:password@ or password= would write the secret into "
+                    "a file name; give a database URL (postgresql://...) or a plain path")
+        return None
+    words = _PAIR.findall(url)
+    if words and {k.lower() for k, _, _ in words} & _LIBPQ_KEYS and re.match(r"[A-Za-z_]\w*\s*=", url):
+        return (f"{shown} is a libpq key=value string, which Optuna cannot open; write it as a URL: "
+                "postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
+    scheme = _scheme(url)
+    if scheme is None:
+        m = _NO_COLON.match(url)
+        if m and m["scheme"].lower().partition("+")[0] in DATABASE_SCHEMES:
+            return f"{shown} looks like a database URL missing its colon: write {m['scheme'].lower()}://..."
+        if _holds_credentials(url):
+            return (f"{shown} looks like a URL but does not start with a database scheme "
+                    f"({', '.join(s + '://' for s in _SUGGESTED_SCHEMES)}); a journal file name with a colon "
+                    f"needs the {JOURNAL_PREFIX} prefix")
+        return None
+    dialect, _ = scheme
+    if dialect not in DATABASE_SCHEMES:
+        import difflib
+
+        close = difflib.get_close_matches(dialect[:80], _SUGGESTED_SCHEMES, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return (f"unknown storage scheme {dialect[:80]!r} in {_cut(shown)!r}{hint}; use postgresql://user@host/db, "
+                f"sqlite:///FILE, or a journal file path ({JOURNAL_PREFIX}NAME for a file name with a colon)")
+    if not url[len(_SCHEME.match(url)[0]):].startswith("//"):  # type: ignore[index]
+        return f"{shown} is not a database URL: write {dialect}://..."
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except ValueError:  # the only number in a URL is its port
+        return f"bad port in {shown}: a port is a number from 1 to 65535"
+    except Exception as exc:  # ArgumentError, or anything else the parser trips on
+        return f"{shown} does not parse as a database URL ({type(exc).__name__}); percent-encode special characters"
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if port is not None and not 0 < port < 65536:
+        return f"bad port in {shown}: a port is a number from 1 to 65535"
+    if parsed.host and "@" in parsed.host:
+        return f"{shown} has an unencoded @ in its password: write it as %40"
+    if not parsed.password and _USERINFO.search(url):
+        return (f"{shown} has user:password@ in its database path (one slash too many?); "
+                f"write {dialect}://USER:PASSWORD@HOST/DB")
+    return None
+
+
+def is_rdb_url(url: str) -> bool:
+    scheme = _scheme(url)
+    return scheme is not None and scheme[0] in DATABASE_SCHEMES and "://" in url
+
+
+def canonical_url(url: str) -> str:
+    """The URL with its scheme lower-cased (`SQLite:///x` is `sqlite:///x`); a path unchanged."""
+    if not is_rdb_url(url):
+        return url
+    m = _SCHEME.match(url)
+    assert m is not None
+    return m["scheme"].lower() + url[len(m["scheme"]):]
+
+
+def local_file(url: str) -> Path | None:
+    """The file a journal path or SQLite URL names (its query left off); None for a server database."""
+    url = canonical_url(url)
+    if not is_rdb_url(url):
+        return Path(url.removeprefix(JOURNAL_PREFIX))
+    parsed = _parse(url)
+    if parsed is None or parsed.get_backend_name() != "sqlite":
+        return None
+    return Path(parsed.database) if parsed.database and parsed.database != ":memory:" else None
+
+
+def normalize_url(url: str) -> str:
+    """Make a PostgreSQL URL name a driver that is installed (psycopg 3 unless psycopg2 is there)."""
+    url = canonical_url(url)
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    if url.startswith("postgresql://"):
+        if importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg") is not None:
+            url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return url
