@@ -38,7 +38,8 @@ from typing import Any, Mapping, Sequence
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION
 from grpo_ablate.report.arms import ArmSummary, arm_vs_baseline
 from grpo_ablate.report.records import TrialRecord
-from grpo_ablate.report.stats import ALPHA, POWER, Comparison, MetricStat, coefficient_of_variation, detectable_difference, seeds_needed, stat
+from grpo_ablate.report.stats import (ALPHA, POWER, Comparison, MetricStat, coefficient_of_variation,
+                                      detectable_difference, seeds_needed, stat)
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
 from grpo_ablate.vocab import METRICS, Arm, Metric, Outcome, finite, metric
 
