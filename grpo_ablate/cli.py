@@ -211,7 +211,7 @@ def cmd_run_one(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from grpo_ablate.report import write_report
-
+    from grpo_ablate.report.publish import say_answer
     from grpo_ablate.study.owner import check_output_dir
 
     extra = [_set("study.storage", args.storage)] if args.storage else []
@@ -220,7 +220,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         check_output_dir(study)  # report.html and summary.json of another study would replace the owner's
     _check_out(args.out or study.output_dir / "report.html", "--out")
     paths = write_report(study, out=args.out)
-    print(f"report: {paths['html']}")
+    say_answer(paths)  # the answer run prints, in the report's words, and the report's path
     return EXIT_OK
 
 

@@ -371,7 +371,6 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
     if write_report:
         try:
             from grpo_ablate.report import write_report as _write
-
             from grpo_ablate.report.publish import say_answer
 
             paths = _write(study)
