@@ -160,7 +160,7 @@ def test_prompts_from_a_local_jsonl_as_open_r1_builds_them(tmp_path):
     # a tokenizer with a template uses it unless told not to
     assert isinstance(load_prompts({**data, "chat_template": None}, tok)[0]["prompt"], list)
     assert isinstance(load_prompts({**data, "chat_template": False}, tok)[0]["prompt"], str)
-    with pytest.raises(ValueError, match=r"no 'question' field in any row.*problem.*set data.prompt_column"):
+    with pytest.raises(ValueError, match=r"prompt_column 'question' is not a column.*problem"):
         load_prompts({**data, "prompt_column": "question"}, tok)
 
 
