@@ -101,7 +101,7 @@ def study_dict(name: str, out: Path, model: Path, *, cpu: bool, vllm: bool, num_
         "study": {"name": name, "output_dir": str(out / name), **plan, "seeds": [0], "workers": workers,
                   "trial_timeout": 240, "max_consecutive_failures": 2},
         "model": {"name_or_path": str(model), "dtype": "float32" if cpu else "bfloat16", "attn_implementation": "auto"},
-        "data": {"task": "addition", "num_prompts": 2000},
+        "data": {"task": "addition", "num_prompts": 200},  # leaves ~280 problems for the held-out draw
         "trainer": trainer,
         "hardware": hardware,
         "search": {"num_generations": list(num_generations)},
@@ -158,6 +158,10 @@ class Context:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
+    def timeout(self, name: str) -> float:
+        """A check's subprocess limit: its share (tripled on a CPU, where a shared machine is slow), within the budget."""
+        return max(1.0, min(self.left(), CHECKS[name].limit_s * (3.0 if self.cpu else 1.0)))
+
 
 @dataclass(frozen=True)
 class Check:
@@ -190,7 +194,7 @@ def check_trial(ctx: Context) -> tuple[bool, dict[str, Any]]:
     study = study_dict("smoke-trial", ctx.out, ctx.model, cpu=ctx.cpu, vllm=not ctx.cpu, num_generations=[SCHEDULE],
                        evaluation=True)
     path = write_study(ctx.out, study)
-    proc = cli(["run", str(path), "--no-report"], timeout=max(1.0, min(ctx.left(), CHECKS["trial"].limit_s)))
+    proc = cli(["run", str(path), "--no-report"], timeout=ctx.timeout("trial"))
     (ctx.out / "smoke-trial.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     trials = trials_of(path)
     if not trials:
@@ -287,7 +291,7 @@ def check_workers(ctx: Context) -> tuple[bool, dict[str, Any]]:
     path = write_study(ctx.out, study)
     env = {} if ctx.cpu else {"CUDA_VISIBLE_DEVICES": "0,0"}  # the one GPU, once per worker
     proc = cli(["run", str(path), "--no-report", "--workers", "2"], env=env,
-               timeout=max(1.0, min(ctx.left(), CHECKS["workers"].limit_s)))
+               timeout=ctx.timeout("workers"))
     (ctx.out / "smoke-workers.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     trials = trials_of(path)
     spans = [(t.datetime_start.timestamp(), t.datetime_complete.timestamp()) for t in trials
@@ -304,7 +308,7 @@ def check_probe(ctx: Context) -> tuple[bool, dict[str, Any]]:
     study["search"] = {"num_generations": [8], "generation_batch_size": "probed",
                        "max_generation_batch_size": 64 if ctx.cpu else 256}
     path = write_study(ctx.out, study)
-    proc = cli(["probe", str(path), "--steps", "1"], timeout=max(1.0, min(ctx.left(), CHECKS["probe"].limit_s)))
+    proc = cli(["probe", str(path), "--steps", "1"], timeout=ctx.timeout("probe"))
     (ctx.out / "smoke-probe.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     probe_file = ctx.out / "smoke-probe" / "probe.json"
     if proc.returncode != 0 or not probe_file.exists():
@@ -314,7 +318,7 @@ def check_probe(ctx: Context) -> tuple[bool, dict[str, Any]]:
     kinds = sorted({p.get("memory_kind") for p in points})
     return 1 <= len(points) <= 3 and kinds == ["rss" if ctx.cpu else "cuda"], {
         "points": [(p["generation_batch_size"], p.get("peak_memory_mb"), p.get("outcome")) for p in points],
-        "memory_kind": kinds, "processes": probe.get("processes"), "seconds": probe.get("total_seconds")}
+        "memory_kind": kinds, "processes": probe.get("processes"), "probe_seconds": probe.get("total_seconds")}
 
 
 def check_advise(ctx: Context) -> tuple[bool, dict[str, Any]]:
@@ -323,7 +327,7 @@ def check_advise(ctx: Context) -> tuple[bool, dict[str, Any]]:
     study["study"] = {k: v for k, v in study["study"].items() if k != "baseline"} | {"sampler": "tpe", "n_trials": 2}
     path = write_study(ctx.out, study)
     proc = cli(["advise", str(path), "--k", "4", "--prompts", "16"],
-               timeout=max(1.0, min(ctx.left(), CHECKS["advise"].limit_s)))
+               timeout=ctx.timeout("advise"))
     (ctx.out / "smoke-advise.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     samples_file = ctx.out / "smoke-advise" / "advise" / "samples.json"
     if proc.returncode != 0 or not samples_file.exists():
@@ -332,7 +336,7 @@ def check_advise(ctx: Context) -> tuple[bool, dict[str, Any]]:
     want = "transformers" if ctx.cpu else "vllm"
     return samples.get("backend") == want and samples.get("completion_tokens", 0) > 0, {
         "backend": samples.get("backend"), "prompts": len(samples.get("prompts", [])),
-        "completion_tokens": samples.get("completion_tokens"), "seconds": samples.get("seconds")}
+        "completion_tokens": samples.get("completion_tokens"), "sample_seconds": samples.get("seconds")}
 
 
 # Run in this order: the cheap and the most telling first, so a short budget still says the most.
@@ -350,8 +354,11 @@ CHECKS: dict[str, Check] = {
 # ------------------------------------------------------------------ the run
 
 
-def line(check: str, passed: bool | None, seconds: float, **figures: Any) -> str:
+def line(check: str, passed: bool | None, seconds: float, /, **figures: Any) -> str:
     """One check's JSON line: pass is True, False, or None (skipped, with `skipped` saying why)."""
+    taken = {"check", "pass", "seconds"} & set(figures)
+    if taken:
+        raise ValueError(f"a figure may not be named {sorted(taken)}: those keys are the line's own")
     return json.dumps({"check": check, "pass": passed, "seconds": round(seconds, 1), **figures}, default=str)
 
 

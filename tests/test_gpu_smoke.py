@@ -44,6 +44,8 @@ def test_a_line_is_one_json_object_with_check_pass_seconds():
     assert "\n" not in text
     assert json.loads(text) == {"check": "trial", "pass": True, "seconds": 12.3, "steps": 6, "eval_points": 3}
     assert json.loads(gpu_smoke.line("server", None, 0.0, skipped="needs cuda"))["pass"] is None
+    with pytest.raises(ValueError, match="seconds"):
+        gpu_smoke.line("probe", True, 1.0, seconds=3)  # a figure may not shadow the line's own keys
 
 
 def test_missing_needs():
@@ -81,7 +83,8 @@ def test_gpu_only_checks_are_skipped_lines_on_a_cpu(tmp_path):
 
 @pytest.mark.slow
 def test_smoke_plumbing_on_cpu(tmp_path):
-    r = subprocess.run([sys.executable, str(SCRIPT), "--cpu", "--checks", "attention,trial,probe,advise", "--out", str(tmp_path)],
+    r = subprocess.run([sys.executable, str(SCRIPT), "--cpu", "--checks", "attention,trial,probe,advise", "--budget", "840",
+                        "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=900)
     rows = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
