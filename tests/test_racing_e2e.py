@@ -43,6 +43,7 @@ def test_racing_grid_then_warm_started_tpe(tmp_path):
                   "--warm-start", "race", "--warm-start-storage", str(tmp_path / "race" / "study.journal"))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "warm start from 'race'" in res.stdout
+    assert "Note: 1 queued trial(s) did not run" in res.stdout  # the second warm arm: a hint past n_trials, said aloud
     warm = _load(tmp_path, "warm")
     ran = [t for t in warm.get_trials(deepcopy=False) if not t.user_attrs.get(COPY_ATTR)]
     assert ran[0].user_attrs["role"] == WARM_ROLE and ran[0].state == optuna.trial.TrialState.COMPLETE

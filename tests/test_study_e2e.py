@@ -224,6 +224,12 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path)
                 "--set", "num_generations=[2, 4]", "--set", "study.baseline={num_generations: 2}",
                 "--set", "study.max_consecutive_failures=2"]
         (disk / "full").mkdir()
+        # the folder was first used while there was room (issue 23: its owner is recorded then)
+        from grpo_ablate.config import load_study
+        from grpo_ablate.study.owner import claim_output_dir
+
+        claim_output_dir(load_study("studies/tiny-cpu.yaml", ["study.name=full", f"study.output_dir={disk / 'full'}",
+                                                              f"study.storage={journal}"]))
         fill_disk(disk)
         res = run_cli(*args)
         assert res.returncode == 1, res.stdout + res.stderr

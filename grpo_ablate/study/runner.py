@@ -9,10 +9,11 @@ trials, so none runs twice. Ctrl-C or SIGTERM stops the running trials after the
 step and queues them again; a second Ctrl-C kills them at once.
 
 Exit status: 0 done; 1 the study stopped on failures (or every trial failed or ran out of
-memory, or planned cells are still queued when it ends), or a study that exists never got its plan
-queued; 2 the study cannot start here (the storage cannot be opened or the output folder written
-or belongs to another study, the stored study's directions or feasible space differ from the
-file's, a --warm-start source cannot be read, or the GPUs cannot hold one trial); 130 interrupted.
+memory, or a grid/ablation's planned cells are still queued when it ends), or a study that exists
+never got its plan queued; 2 the study cannot start here (the storage cannot be opened or the
+output folder written or belongs to another study, the stored study's directions or feasible
+space differ from the file's, a --warm-start source cannot be read, or the GPUs cannot hold one
+trial); 130 interrupted.
 Trial state (what finished, what a dead orchestrator left running) is read through study/ledger.py.
 """
 
@@ -400,12 +401,14 @@ def _exit_status(study: "Study", ostudy: "optuna.Study", runner: StudyRunner) ->
     if runner.stop_reason:
         print(f"Stopped: {runner.stop_reason}")
     left = queued_cells(ostudy)
-    if left and not runner.stop_reason:
+    planned = study.study.sampler in ("grid", "ablation")
+    if left and planned and not runner.stop_reason:  # the plan's results are incomplete: not a success
         print(f"grpo-ablate: the study ended with {len(left)} queued trial(s) that never ran ({_listed(left)}): "
               f"{_why_queued(study)}", file=sys.stderr)
         return 1
-    if left:
-        print(f"({len(left)} queued trial(s) did not run: {_listed(left)}; run the same command again to run them)")
+    if left:  # an adaptive sampler's queued hints (warm start, advise), or a stop the line above explained
+        print(f"Note: {len(left)} queued trial(s) did not run ({_listed(left)}): "
+              + ("run the same command again to run them" if runner.stop_reason else _why_queued(study)))
     return 0
 
 
