@@ -139,6 +139,17 @@ class FinishedStudy:
         return optuna.load_study(study_name=self.name, storage=open_storage(str((out or self.out) / "study.journal")))
 
 
+# The smallest valid study: the tiny built-in model on the addition task (refusal tests add to it).
+MINIMAL_STUDY = """\
+study:
+  name: t
+model: {name_or_path: builtin:tiny}
+data: {task: addition}
+search: {num_generations: [2, 4]}
+budget: {max_steps: 5}
+"""
+
+
 def write_study(folder: Path, text: str, name: str = "study.yaml") -> Path:
     """`text` (dedented) as the study file `folder/name`."""
     path = folder / name

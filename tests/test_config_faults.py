@@ -15,18 +15,11 @@ import time
 
 import pytest
 
-from helpers import ROOT, CliResult, cli_inprocess, tmpfs
+from helpers import MINIMAL_STUDY, ROOT, CliResult, cli_inprocess, tmpfs
 from helpers import write_study as write  # the one study writer, under this file's short name
 from grpo_ablate.config import Problem, StudyError, load_study
 
-STUDY = """\
-study:
-  name: t
-model: {name_or_path: builtin:tiny}
-data: {task: addition}
-search: {num_generations: [2, 4]}
-budget: {max_steps: 5}
-"""
+STUDY = MINIMAL_STUDY
 
 
 def refused(res: CliResult, *needles: str) -> str:

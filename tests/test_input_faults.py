@@ -11,18 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import unavailable
+from helpers import MINIMAL_STUDY, unavailable
 from grpo_ablate.cli import main
 from grpo_ablate.study.trackers import MAX_RUN_NAME, run_name_of
 
-STUDY = """\
-study:
-  name: t
-model: {name_or_path: builtin:tiny}
-data: {task: addition}
-search: {num_generations: [2, 4]}
-budget: {max_steps: 5}
-"""
+STUDY = MINIMAL_STUDY
 
 
 def _study(folder: Path, text: str = STUDY) -> Path:

@@ -17,17 +17,10 @@ import pytest
 from grpo_ablate.cli import main
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.storage import canonical_url, is_rdb_url, mask_url, open_storage, url_problem
+from helpers import MINIMAL_STUDY
 
 SECRET = "Zq7-s3cr3t"
-
-STUDY = """\
-study:
-  name: t
-model: {name_or_path: builtin:tiny}
-data: {task: addition}
-search: {num_generations: [2, 4]}
-budget: {max_steps: 5}
-"""
+STUDY = MINIMAL_STUDY
 
 
 def _study_file(tmp_path: Path) -> Path:
