@@ -46,6 +46,7 @@ def _drain(ostudy, study) -> int:
         for k, v in cell.as_attrs().items():
             trial.set_user_attr(k, v)
         trial.set_user_attr(ledger.OUTCOME, Outcome.COMPLETED.value)
+        ledger.record_metrics(trial, {"final_reward": _value(cell.arm, cell.seed)})
         ostudy.tell(trial, _value(cell.arm, cell.seed))
         n += 1
     return n
@@ -94,3 +95,30 @@ def test_without_stop_when_settled_the_race_spends_every_seed_on_undropped_arms(
     while not advance(ostudy, study).decided:
         spent.append(_drain(ostudy, study))
     assert sum(spent) == 4 * 5 + 2 * 7  # all four to seed 5 (the first finite look), then G=2 and its tie G=4 to seed 12
+
+
+def test_the_report_shows_the_settled_point_the_path_and_the_calls(tmp_path):
+    from grpo_ablate.report.data import build_report_data
+    from grpo_ablate.report.html import racing_view, render_html
+
+    study = _study(tmp_path)
+    ostudy = optuna.create_study(direction="maximize")
+    ostudy.set_user_attr(ledger.BASELINE, baseline_arm(study).as_dict())
+    queue_cells(ostudy, study, racing_round(study, 1))
+    _drain(ostudy, study)
+    while not advance(ostudy, study).decided:
+        _drain(ostudy, study)
+    config = {"study": {"seeds": SEEDS, "min_effect": 0.02, "racing": {"confidence": 0.95, "first_round_seeds": 2}}}
+    data = build_report_data("s", ostudy.user_attrs, ostudy.get_trials(), (("final_reward", "maximize"),), config)
+    view = racing_view(data)
+    # 4 arms x 5 seeds of 4 x 12 planned
+    assert view["settled"] == "settled after 5 of 12 seeds, 42% of the planned completions (20 of 48 trials)"
+    assert [r["round"] for r in view["path"]] == [1, 2, 3, 4]
+    assert "G=2, batch 32, T=1 undecided" in view["path"][0]["calls"]  # two seeds: nothing is known yet
+    assert "G=2, batch 32, T=1 better" in view["path"][-1]["calls"]
+    html = render_html(data, figures=[])
+    assert "The race settled after 5 of 12 seeds" in html and "The verdict after each round" in html
+    # the answer's words are the same rule's: the study raced, so its calls rest on the sequence
+    words = data.verdict.words
+    assert "anytime-valid" in words and "G=2, batch 32, T=1 better" in words and "G=8, batch 32, T=0.3 worse" in words
+    assert {a.call for a in data.verdict.arms} == {"better", "worse"}

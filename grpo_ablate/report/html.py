@@ -210,6 +210,41 @@ def _outcomes_text(a: ArmSummary) -> str:
     return ", ".join(f"{v} {words.get(k, k)}" for k, v in sorted(a.outcomes.items(), key=lambda kv: order.get(kv[0], 9)))
 
 
+def race_path(race: Mapping[str, Any], data: ReportData, label: Any) -> tuple[list[dict[str, Any]], str | None]:
+    """The verdict after every round (each arm's call against the baseline) and the settled point.
+
+    The settled point: "settled after 5 of 12 seeds, 38 % of the planned completions" once a race
+    that stops when settled has no arm left undecided; every trial of a planned study runs the same
+    budget, so the share of trials run is the share of completions.
+    """
+    rounds = [r for r in race.get("path") or [] if isinstance(r, Mapping)]
+    rows = [{"round": r.get("round"), "seeds": r.get("seeds"),
+             "calls": "; ".join(f"{label(k)} {v}" for k, v in (r.get("calls") or {}).items()),
+             "dropped": ", ".join(label(k) for k in r.get("dropped") or []) or "none",
+             "live": len(r.get("live") or [])} for r in rounds]
+    if not rounds:
+        return rows, None
+    study = data.config.get("study") or {}
+    seeds = study.get("seeds") if isinstance(study.get("seeds"), list) else None
+    arms = {a for r in rounds for a in [*(r.get("calls") or {}), *(r.get("live") or []), *(r.get("dropped") or [])]}
+    arms |= {str(race.get("leader"))} if race.get("leader") else set()
+    base = next((a.config.key for a in data.arms if a.is_baseline), None)
+    arms |= {base} if base else set()
+    last = rounds[-1]
+    if not race.get("decided"):
+        return rows, None
+    undecided = [k for k, v in (last.get("calls") or {}).items() if v == "undecided"]
+    ran = sum(1 for r in data.records if r.outcome != Outcome.RUNNING.value)
+    planned = len(arms) * len(seeds) if seeds else None
+    spent = (f", {ran / planned:.0%} of the planned completions ({ran} of {planned} trials)"
+             if planned and ran else "")
+    of = f" of {len(seeds)}" if seeds else ""
+    if not last.get("live") and not undecided:
+        return rows, f"settled after {last.get('seeds')}{of} seeds{spent}"
+    return rows, (f"not settled: stopped after {last.get('seeds')}{of} seeds{spent} with "
+                  f"{len(undecided)} arm(s) still undecided")
+
+
 def racing_view(data: ReportData) -> dict[str, Any] | None:
     """The racing section: which arms were dropped, in which round, on which seeds and why."""
     race = data.racing
@@ -229,11 +264,14 @@ def racing_view(data: ReportData) -> dict[str, Any] | None:
         live = ", ".join(label(k) for k in race.get("live") or []) or "none"
         state = f"used every seed; still in contention: {live}"
     ran = sum(1 for r in data.records if r.outcome != Outcome.RUNNING.value)
+    path, settled = race_path(race, data, label)
     return {
         "confidence": settings.get("confidence"),
         "first_round_seeds": settings.get("first_round_seeds"),
         "state": state,
         "ran": ran,
+        "path": path,
+        "settled": settled,
         "rows": [{"arm": label(d.get("arm")), "round": d.get("round"),
                   "seeds": ", ".join(str(s) for s in d.get("seeds") or []), "why": d.get("reason", "")}
                  for d in race.get("dropped") or []],
