@@ -122,3 +122,17 @@ def test_the_report_shows_the_settled_point_the_path_and_the_calls(tmp_path):
     words = data.verdict.words
     assert "anytime-valid" in words and "G=2, batch 32, T=1 better" in words and "G=8, batch 32, T=0.3 worse" in words
     assert {a.call for a in data.verdict.arms} == {"better", "worse"}
+
+
+def test_min_effect_and_the_betting_method_are_validated(tmp_path):
+    import pytest
+
+    from grpo_ablate.config import StudyError
+
+    with pytest.raises(StudyError, match="study.min_effect"):
+        load_study(TINY, ["study.min_effect=-0.1", f"study.output_dir={tmp_path}"])
+    with pytest.raises(StudyError, match="betting sequence needs an objective with a known range"):
+        load_study(TINY, ["study.racing={method: betting}", "study.objectives=[{metric: reward_per_hour}]",
+                          f"study.output_dir={tmp_path}"])
+    ok = load_study(TINY, ["study.racing={}", f"study.output_dir={tmp_path}"])
+    assert ok.study.racing.stop_when_settled and ok.study.racing.method == "t" and ok.study.min_effect is None
