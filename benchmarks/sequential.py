@@ -7,9 +7,11 @@
 The table (benchmarks/data/sequential_table.json, built by sequential_table.py) holds real trials
 of both built-in tasks: 5 arms (baseline G=8 T=1; G=2; G=4; the schedule 2->8@50%; T=0.5) x 12
 seeds, each with its held-out reward at every evaluation point. Per task, the truth is the full
-study's verdict: every arm on all 12 seeds, each arm's call against the baseline by the study's
-one rule (report/sequential.classify: Lai's t confidence sequence, study.min_effect), and the
-recommended arm (the best mean among arms called better, else the baseline).
+study's verdict: every arm on all 12 seeds, looked at once, so each arm's call against the
+baseline rests on the fixed-sample 95% paired t interval read with study.min_effect (the rule
+report/verdict.py applies to a study that did not race), and the recommended arm (the best mean
+among arms called better, else the baseline). The confidence sequence's own calls at all 12
+seeds are printed beside it.
 
 Strategies, each replayed over many seed orders (the order the seeds would have run in):
 - fixed 4 seeds: every arm on 4 seeds, calls from a fixed-sample 95% paired t interval (the demo);
@@ -103,9 +105,14 @@ def recommend(task: Task, calls: dict[str, str], seen: dict[str, list[int]]) -> 
     return max(better, key=lambda a: statistics.fmean(task.values[a][s] for s in seen[a]))
 
 
-def truth(task: Task, min_effect: float) -> tuple[dict[str, str], str, str]:
+def truth(task: Task, min_effect: float, sequential: bool = False) -> tuple[dict[str, str], str, str]:
+    """The full study's verdict: all seeds, looked at once, so the fixed-sample interval (report/verdict's
+    rule for a study that did not race); `sequential`: the confidence sequence at the last seed instead."""
     seeds = task.seeds
-    calls = {a: classify(paired(task, a, task.arms[0], seeds), min_effect=min_effect).call for a in task.arms[1:]}
+    if sequential:
+        calls = {a: classify(paired(task, a, task.arms[0], seeds), min_effect=min_effect).call for a in task.arms[1:]}
+    else:
+        calls = {a: fixed_call(paired(task, a, task.arms[0], seeds), min_effect) for a in task.arms[1:]}
     best = max(task.arms, key=lambda a: statistics.fmean(task.values[a][s] for s in seeds))
     return calls, recommend(task, calls, {a: seeds for a in task.arms}), best
 
@@ -192,23 +199,30 @@ def caught_up(task: Task, rule: Rule) -> tuple[int, int, list[str]]:
 def summarise(name: str, outs: list[Outcome], calls: dict[str, str], rec: str, best: str) -> str:
     comp = sorted(o.compute for o in outs)
     agree = np.mean([o.recommended == rec and o.calls == calls for o in outs])
+    same_arm = np.mean([o.recommended == rec for o in outs])
     dropped_best = np.mean([best in o.dropped for o in outs])
     false_better = np.mean([any(c == BETTER and calls.get(a) != BETTER for a, c in o.calls.items()) for o in outs])
     return (f"  {name:<44} {statistics.median(comp):>6.2f} {np.percentile(comp, 90):>6.2f} {agree:>8.2f} "
-            f"{dropped_best:>8.2f} {false_better:>8.2f}")
+            f"{same_arm:>8.2f} {dropped_best:>8.2f} {false_better:>8.2f}")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--table", type=Path, default=DATA)
+    p.add_argument("--table", type=Path, nargs="+", default=[DATA, DATA.with_name("sequential_table_mixed60.json")])
     p.add_argument("--orders", type=int, default=300, help="seed orders replayed per strategy")
-    p.add_argument("--min-effect", type=float, nargs="+", default=[0.02, 0.05])
+    p.add_argument("--min-effect", type=float, nargs="+", default=[0.02, 0.05, 0.1])
     a = p.parse_args()
-    table = load(a.table)
-    print(f"table: {len(table['rows'])} trials, settings {table.get('settings')}")
-    for task in tasks_of(table):
+    tasks = []
+    for path in a.table:
+        if not path.exists():
+            print(f"table {path}: missing (skipped)")
+            continue
+        table = load(path)
+        print(f"table {path.name}: {len(table['rows'])} trials, settings {table.get('settings')}")
+        tasks += [(f"{t.name}, {table['settings'].get('steps')} steps", t) for t in tasks_of(table)]
+    for title, task in tasks:
         seeds = task.seeds
-        print(f"\n== {task.name}: {len(task.arms)} arms x {len(seeds)} seeds (complete) ==")
+        print(f"\n== {title}: {len(task.arms)} arms x {len(seeds)} seeds (complete) ==")
         for arm in task.arms:
             v = [task.values[arm][s] for s in seeds]
             print(f"  {task.labels[arm]:<28} mean {statistics.fmean(v):.3f}  sd {statistics.stdev(v):.3f}"
@@ -217,7 +231,10 @@ def main() -> int:
             calls, rec, best = truth(task, me)
             anytime = Rule(min_effect=me, stop_when_settled=True)
             b, back, notes = caught_up(task, anytime)
-            print(f"\n  min_effect {me}: truth {', '.join(f'{task.labels[x]} {c}' for x, c in calls.items())}; "
+            seq_calls = truth(task, me, sequential=True)[0]
+            print(f"\n  min_effect {me}: the CS at all {len(seeds)} seeds: "
+                  f"{', '.join(f'{task.labels[x]} {c}' for x, c in seq_calls.items())}")
+            print(f"  min_effect {me}: truth {', '.join(f'{task.labels[x]} {c}' for x, c in calls.items())}; "
                   f"recommended {task.labels[rec]}; best mean {task.labels[best]}")
             print(f"  3b: {b} arm(s) called worse than the final leader at an earlier evaluation point; {back} caught up"
                   + (f" ({'; '.join(notes)})" if notes else ""))
@@ -233,7 +250,7 @@ def main() -> int:
                 ("anytime racing + stop + within-trial stop", lambda o: run_race(task, o, anytime, within=True)),
             ]
             print(f"  {'strategy (' + str(a.orders) + ' seed orders)':<44} {'median':>6} {'p90':>6} {'agree':>8} "
-                  f"{'best out':>8} {'false +':>8}")
+                  f"{'same arm':>8} {'best out':>8} {'false +':>8}")
             for name, fn in strategies:
                 print(summarise(name, [fn(o) for o in orders], calls, rec, best), flush=True)
     return 0
