@@ -292,6 +292,10 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
 
 def describe(state: RaceState) -> str:
     """One line for the console when the race ends."""
+    if state.path and not state.live and state.settled:
+        calls = ", ".join(f"{a} {c}" for a, c in state.calls.items())
+        return (f"racing settled after round {state.round} ({state.path[-1].get('seeds')} seeds): every arm's call "
+                f"is known ({calls}); {state.leader} leads, {len(state.dropped)} arm(s) dropped")
     if len(state.live) <= 1:
         return f"racing decided after round {state.round}: {state.leader} leads, {len(state.dropped)} arm(s) dropped"
     return (f"racing ended after round {state.round} with the seeds spent: {len(state.live)} arm(s) still tied "
