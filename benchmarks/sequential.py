@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grpo_ablate.report.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify  # noqa: E402
-from grpo_ablate.search.racing import RaceState, Rule, decide  # noqa: E402
+from grpo_ablate.search.racing import Drop, RaceState, Rule, decide  # noqa: E402
 from sequential_table import DATA, load  # noqa: E402
 
 
@@ -132,38 +132,44 @@ def run_fixed(task: Task, order: list[int], min_effect: float, n: int = 4) -> Ou
 
 
 def run_race(task: Task, order: list[int], rule: Rule, within: bool = False, first: int = 2) -> Outcome:
-    """A race as search/racing.decide runs it, round by round over `order`; within: stop trials early."""
+    """A race as search/racing.decide runs it, round by round over `order`.
+
+    within: after each round, an arm (not the leader, not the baseline) whose rewards at an earlier
+    shared evaluation point the rule already calls worse than the leader's is dropped there: this
+    round's trial of it stops at that point (it costs that share of its completions, and its final
+    value is never seen).
+    """
     base = task.arms[0]
     state = RaceState(0, list(task.arms))
     seen: dict[str, list[int]] = {a: [] for a in task.arms}
     cost = 0.0
     used = first
-    behind_at: dict[str, int] = {}  # arm -> the evaluation point at which the rule called it worse than the leader
     while True:
         new = order[:first] if state.round == 0 else [order[used - 1]]
         for a in state.live:
             for s in new:
-                if s in seen[a]:
-                    continue
-                if within and a in behind_at:  # stopped at that point: no final value, part of the cost
-                    cost += task.completions[behind_at[a]]
-                    continue
-                seen[a].append(s)
-                cost += 1.0
+                if s not in seen[a]:
+                    seen[a].append(s)
+                    cost += 1.0
         values = {a: {s: task.values[a][s] for s in seen[a]} for a in task.arms}
         state = decide(state, {a: values[a] for a in set(state.live) | {base}}, maximize=True, seeds_left=used < len(order),
                        rule=rule, baseline=base if rule.kind == "anytime" else None)
-        if within and state.leader is not None:
-            for a in state.live:
-                if a in (state.leader, base) or a in behind_at:
+        if within and state.leader is not None and not state.decided:
+            for a in list(state.live):
+                if a in (state.leader, base):
                     continue
+                common = [s for s in seen[a] if s in seen[state.leader]]
                 for k in range(1, len(task.completions) - 1):  # the shared points before the end
-                    common = [s for s in seen[a] if s in seen[state.leader]]
                     d = [task.curves[a][s][k] - task.curves[state.leader][s][k] for s in common]
-                    if classify(d, min_effect=rule.min_effect, method=rule.method, bound=rule.bound,
-                                alpha=1 - rule.confidence).call == WORSE:
-                        behind_at[a] = k
+                    if rule.call(d, True) == WORSE:
+                        fresh = [s for s in new if s in seen[a]]
+                        cost -= (1.0 - task.completions[k]) * len(fresh)
+                        seen[a] = [s for s in seen[a] if s not in fresh]
+                        state.live.remove(a)
+                        state.dropped.append(Drop(a, state.round, f"behind at point {k}", None, tuple(common)))
+                        state.calls[a] = rule.call(paired(task, a, base, seen[a]), True)
                         break
+            state.decided = len(state.live) <= 1 or not any(a not in state.settled for a in state.live)
         if state.decided:
             break
         used += 1
