@@ -136,3 +136,19 @@ def test_min_effect_and_the_betting_method_are_validated(tmp_path):
                           f"study.output_dir={tmp_path}"])
     ok = load_study(TINY, ["study.racing={}", f"study.output_dir={tmp_path}"])
     assert ok.study.racing.stop_when_settled and ok.study.racing.method == "t" and ok.study.min_effect is None
+
+
+def test_the_baseline_keeps_running_while_an_arm_still_needs_it_even_when_worse_than_the_leader():
+    from grpo_ablate.search.racing import RaceState, Rule, decide
+
+    seeds = range(6)
+    results = {"base": {s: 0.5 + 0.01 * (s % 2) for s in seeds},
+               "lead": {s: 0.8 + 0.01 * (s % 3) for s in seeds},             # clearly better than the baseline
+               "noisy": {s: 0.5 + (0.2 if s % 2 else -0.2) for s in seeds}}  # undecided against the baseline
+    state = decide(RaceState(5, ["base", "lead", "noisy"]), results, maximize=True, seeds_left=True,
+                   rule=Rule(stop_when_settled=True), baseline="base")
+    assert state.calls["lead"] == "better" and state.calls["noisy"] == "undecided"
+    assert "base" in state.live and "base" not in {d.arm for d in state.dropped} and not state.decided
+    plain = decide(RaceState(5, ["base", "lead", "noisy"]), results, maximize=True, seeds_left=True,
+                   rule=Rule(stop_when_settled=False), baseline="base")
+    assert "base" in {d.arm for d in plain.dropped}  # without stopping, racing drops it as before

@@ -191,7 +191,9 @@ def decide(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maxi
             keep.append(a)
             continue
         vs_leader[a] = rule.call(diffs, maximize)
-        if vs_leader[a] == WORSE:
+        if vs_leader[a] == WORSE and rule.stop_when_settled and a == baseline:
+            keep.append(a)  # the other half of every arm's pairs: it runs on while any arm needs it
+        elif vs_leader[a] == WORSE:
             dropped.append(Drop(a, rnd, f"worse than {leader} by {statistics.fmean(diffs):+.4g} on {len(common)} shared "
                                        f"seed(s): its {rule.confidence:.0%} confidence sequence (valid at every look) "
                                        f"lies wholly below zero", None, tuple(common)))
