@@ -23,9 +23,11 @@ Strategies, each replayed over many seed orders (the order the seeds would have 
   stopped at that point (it costs its share of the completions). Offered only as a measurement:
   see the "caught up" count printed first.
 Per strategy: median and 90th-percentile compute (fraction of the full study's completions),
-agreement with the truth (same recommended arm and the same call on every arm), how often the
-truly best arm (best full-study mean) was dropped, and how often an arm was called better where
-the truth does not call it better.
+"agree": agreement with the truth (same recommended arm and the same call on every arm),
+"agreeCS": the same against the full study read with the confidence sequence at all 12 seeds
+(did stopping early change what the same rule says at the end?), "same arm": the recommended arm
+alone, "best out": how often the truly best arm (best full-study mean) was dropped, "false +":
+how often an arm was called better where the truth does not call it better.
 """
 
 from __future__ import annotations
@@ -202,13 +204,15 @@ def caught_up(task: Task, rule: Rule) -> tuple[int, int, list[str]]:
     return behind, back, notes
 
 
-def summarise(name: str, outs: list[Outcome], calls: dict[str, str], rec: str, best: str) -> str:
+def summarise(name: str, outs: list[Outcome], calls: dict[str, str], rec: str, best: str,
+              same_rule: tuple[dict[str, str], str]) -> str:
     comp = sorted(o.compute for o in outs)
     agree = np.mean([o.recommended == rec and o.calls == calls for o in outs])
+    agree_cs = np.mean([o.recommended == same_rule[1] and o.calls == same_rule[0] for o in outs])
     same_arm = np.mean([o.recommended == rec for o in outs])
     dropped_best = np.mean([best in o.dropped for o in outs])
     false_better = np.mean([any(c == BETTER and calls.get(a) != BETTER for a, c in o.calls.items()) for o in outs])
-    return (f"  {name:<44} {statistics.median(comp):>6.2f} {np.percentile(comp, 90):>6.2f} {agree:>8.2f} "
+    return (f"  {name:<44} {statistics.median(comp):>6.2f} {np.percentile(comp, 90):>6.2f} {agree:>6.2f} {agree_cs:>7.2f} "
             f"{same_arm:>8.2f} {dropped_best:>8.2f} {false_better:>8.2f}")
 
 
@@ -237,7 +241,7 @@ def main() -> int:
             calls, rec, best = truth(task, me)
             anytime = Rule(min_effect=me, stop_when_settled=True)
             b, back, notes = caught_up(task, anytime)
-            seq_calls = truth(task, me, sequential=True)[0]
+            seq_calls, seq_rec, _ = truth(task, me, sequential=True)
             print(f"\n  min_effect {me}: the CS at all {len(seeds)} seeds: "
                   f"{', '.join(f'{task.labels[x]} {c}' for x, c in seq_calls.items())}")
             print(f"  min_effect {me}: truth {', '.join(f'{task.labels[x]} {c}' for x, c in calls.items())}; "
@@ -255,10 +259,10 @@ def main() -> int:
                                                                                       stop_when_settled=True))),
                 ("anytime racing + stop + within-trial stop", lambda o: run_race(task, o, anytime, within=True)),
             ]
-            print(f"  {'strategy (' + str(a.orders) + ' seed orders)':<44} {'median':>6} {'p90':>6} {'agree':>8} "
+            print(f"  {'strategy (' + str(a.orders) + ' seed orders)':<44} {'median':>6} {'p90':>6} {'agree':>6} {'agreeCS':>7} "
                   f"{'same arm':>8} {'best out':>8} {'false +':>8}")
             for name, fn in strategies:
-                print(summarise(name, [fn(o) for o in orders], calls, rec, best), flush=True)
+                print(summarise(name, [fn(o) for o in orders], calls, rec, best, (seq_calls, seq_rec)), flush=True)
     return 0
 
 
