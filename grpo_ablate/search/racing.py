@@ -177,6 +177,12 @@ def decide(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maxi
                      None, ()) for a in state.live if a not in live]
     keep = [leader]
     vs_leader: dict[str, str] = {}
+
+    def undecided_vs_base(a: str) -> bool:
+        if baseline is None or not results.get(baseline):
+            return False
+        return rule.call(_diffs(results, a, baseline)[0], maximize) == UNDECIDED
+
     for a in live:
         if a == leader:
             continue
@@ -191,8 +197,11 @@ def decide(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maxi
             keep.append(a)
             continue
         vs_leader[a] = rule.call(diffs, maximize)
-        if vs_leader[a] == WORSE and rule.stop_when_settled and a == baseline:
-            keep.append(a)  # the other half of every arm's pairs: it runs on while any arm needs it
+        if vs_leader[a] == WORSE and rule.stop_when_settled and (a == baseline or undecided_vs_base(a)):
+            # the baseline is the other half of every arm's pairs: it runs on while any arm needs it;
+            # an arm behind the leader runs on until its own call against the baseline is known, so
+            # the answer says better / worse / equivalent for it too (it settles below)
+            keep.append(a)
         elif vs_leader[a] == WORSE:
             dropped.append(Drop(a, rnd, f"worse than {leader} by {statistics.fmean(diffs):+.4g} on {len(common)} shared "
                                        f"seed(s): its {rule.confidence:.0%} confidence sequence (valid at every look) "
