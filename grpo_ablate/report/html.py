@@ -245,6 +245,42 @@ def race_path(race: Mapping[str, Any], data: ReportData, label: Any) -> tuple[li
                   f"{len(undecided)} arm(s) still undecided")
 
 
+def eval_path(data: ReportData) -> list[dict[str, Any]]:
+    """The verdict at each shared evaluation point: every arm's call against the baseline on the
+    held-out reward measured there, by the answer's own rule (report/verdict.arm_call: the CS when
+    the study raced, the fixed-sample interval when it looked once), with study.min_effect."""
+    from grpo_ablate.report.sequential import default_min_effect
+    from grpo_ablate.report.stats import compare_to_baseline
+    from grpo_ablate.report.verdict import arm_call
+
+    ev = data.evals
+    base = next((a for a in data.arms if a.is_baseline), None)
+    if base is None or ev.empty or not {"point", "reward", "config", "seed", "outcome"} <= set(ev.columns):
+        return []
+    ev = ev[(ev["outcome"] == Outcome.COMPLETED.value) & ev["reward"].notna()]
+    study = data.config.get("study") or {}
+    given = study.get("min_effect")
+    min_effect = float(given) if isinstance(given, (int, float)) else default_min_effect(0.0, 1.0)
+    sequential = bool(data.racing and data.racing.get("path"))
+    rows = []
+    for point, at in ev.groupby("point"):
+        by = {k: dict(zip(g["seed"], g["reward"])) for k, g in at.groupby("config")}
+        b = by.get(base.config.key, {})
+        if not b or int(point) == 0:  # point 0 is before the first step: every arm is the same model
+            continue
+        calls = []
+        for a in data.arms:
+            if a.is_baseline or a.config.key not in by:
+                continue
+            arm = by[a.config.key]
+            c = compare_to_baseline(b, arm, low=0.0, high=1.0)
+            call, _ = arm_call(c, b, arm, maximize=True, min_effect=min_effect, sequential=sequential)
+            calls.append(f"{a.config.label} {call}")
+        share = at["completions"].mean() / ev["completions"].max() if "completions" in at and ev["completions"].max() else None
+        rows.append({"point": int(point), "share": f"{share:.0%}" if share is not None else "", "calls": "; ".join(calls)})
+    return rows if len(rows) > 1 else []
+
+
 def racing_view(data: ReportData) -> dict[str, Any] | None:
     """The racing section: which arms were dropped, in which round, on which seeds and why."""
     race = data.racing
@@ -374,6 +410,7 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
                         for a in data.arms if a.targets],
         "eval_samples": data.eval_samples,
         "racing": racing_view(data),
+        "eval_path": eval_path(data),
         "ranking_rule": RANKING_RULE,
         "has_eval": data.has_eval,
         "completion_chars": COMPLETION_CHARS,
