@@ -92,7 +92,7 @@ def betting_cs(diffs: Sequence[float], bound: float, alpha: float = ALPHA, c: fl
     threshold = math.log(1.0 / alpha)
     with np.errstate(divide="ignore", invalid="ignore"):
         for t, xi in enumerate(x, start=1):
-            mu_hat, var_hat = s / t, s2 / t  # from observations before t (predictable)
+            var_hat = s2 / t  # from observations before t (predictable)
             lam = math.sqrt(2 * math.log(2 / alpha) / (var_hat * t * math.log(t + 1)))
             lp = np.minimum(lam, c / np.maximum(m, 1e-12))
             lm = np.minimum(lam, c / np.maximum(1 - m, 1e-12))

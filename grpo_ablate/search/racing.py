@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.report.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify
+from grpo_ablate.report.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.vocab import RACING_ATTR
 
 if TYPE_CHECKING:
