@@ -59,6 +59,12 @@ class RacingSection(_Section):
 
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)  # of the paired one-sided test that drops an arm
     first_round_seeds: int = Field(default=2, ge=2)  # every arm runs on this many seeds before any is dropped
+    # stop when settled: an arm whose call (better / worse / equivalent within study.min_effect) is
+    # known takes no more seeds, and the study stops once every arm's is (search/racing.py)
+    stop_when_settled: bool = True
+    # the confidence sequence: "t" (Lai's, for roughly normal seed noise: settles at 5+ seeds) or
+    # "betting" (assumption-free for a bounded objective, but it needs many more seeds)
+    method: Literal["t", "betting"] = "t"
 
 
 
@@ -86,6 +92,10 @@ class StudySection(_Section):
     # report_to for every trial, e.g. [tensorboard] or [wandb]; runs are grouped under the study's name
     trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(default_factory=list)
     racing: RacingSection | None = None  # grid/ablation: stop spending seeds on arms that are clearly out
+    # the smallest difference in the first objective worth acting on: arms whose whole confidence
+    # sequence lies inside +-min_effect are equivalent; default 2% of the objective's range (0.02
+    # for a reward in [0, 1]: report/sequential.DEFAULT_MIN_EFFECT_SHARE says why)
+    min_effect: float | None = Field(default=None, gt=0)
 
     @property
     def is_planned(self) -> bool:

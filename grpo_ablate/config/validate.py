@@ -219,6 +219,14 @@ def _check_study(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
                 f"the first round needs {st.racing.first_round_seeds} seeds but study.seeds has {len(st.seeds)}")))
         if len(st.objectives) > 1:
             problems.append(Problem(path="study.racing", message="racing compares one objective; keep one"))
+        if st.racing.method == "betting" and st.objectives:
+            from grpo_ablate.vocab import METRICS
+
+            m = METRICS.get(st.objectives[0].metric)
+            if m is None or m.low is None or m.high is None:
+                problems.append(Problem(path="study.racing.method", message=(
+                    f"the betting sequence needs an objective with a known range, and {st.objectives[0].metric} has "
+                    f"none; use method: t (the default) or a bounded objective such as eval_final_reward")))
     if st.sampler == "gp":
         import importlib.util
 

@@ -122,7 +122,7 @@ def build_report_data(
     bad_lines = 0
     copies = [ft for ft in frozen if ledger.is_copy(ft)]
     for ft in sorted(frozen, key=lambda t: t.number):
-        if ledger.is_copy(ft):  # a warm start's copy of another study's trial: never ran here
+        if ledger.is_copy(ft) or ledger.is_cancelled(ft):  # a warm start's copy, a settled arm's cancelled cell: never ran here
             continue
         tdir = ft.user_attrs.get(ledger.TRIAL_DIR)
         files = read_trial_files(Path(tdir) if tdir else None)
@@ -164,7 +164,13 @@ def build_report_data(
     deltas = baseline_deltas(arms, metrics)
     p, unit = success_rate(records, groups, steps)
     by_arm = success_rates_by_arm(records, groups, steps)
-    verdict = decide(arms, records, objectives, metrics, has_eval, tokens, by_arm, advice)
+    study_cfg = (study_user_attrs.get(ledger.CONFIG) or fallback_config or {}).get("study") or {}
+    raced = study_user_attrs.get(RACING_ATTR)
+    min_effect = study_cfg.get("min_effect") if isinstance(study_cfg, Mapping) else None
+    # a study that raced looked after every round: its calls rest on the anytime-valid rule its rounds used
+    verdict = decide(arms, records, objectives, metrics, has_eval, tokens, by_arm, advice,
+                     min_effect=float(min_effect) if isinstance(min_effect, (int, float)) else None,
+                     sequential=isinstance(raced, Mapping) and bool(raced.get("path")))
     extra = [Finding("timing_noise", verdict.timing.words)] if verdict.timing and verdict.timing.exceeds else []
     if copies:
         extra.append(imported_note(copies))

@@ -210,6 +210,77 @@ def _outcomes_text(a: ArmSummary) -> str:
     return ", ".join(f"{v} {words.get(k, k)}" for k, v in sorted(a.outcomes.items(), key=lambda kv: order.get(kv[0], 9)))
 
 
+def race_path(race: Mapping[str, Any], data: ReportData, label: Any) -> tuple[list[dict[str, Any]], str | None]:
+    """The verdict after every round (each arm's call against the baseline) and the settled point.
+
+    The settled point: "settled after 5 of 12 seeds, 38 % of the planned completions" once a race
+    that stops when settled has no arm left undecided; every trial of a planned study runs the same
+    budget, so the share of trials run is the share of completions.
+    """
+    rounds = [r for r in race.get("path") or [] if isinstance(r, Mapping)]
+    rows = [{"round": r.get("round"), "seeds": r.get("seeds"),
+             "calls": "; ".join(f"{label(k)} {v}" for k, v in (r.get("calls") or {}).items()),
+             "dropped": ", ".join(label(k) for k in r.get("dropped") or []) or "none",
+             "live": len(r.get("live") or [])} for r in rounds]
+    if not rounds:
+        return rows, None
+    study = data.config.get("study") or {}
+    seeds = study.get("seeds") if isinstance(study.get("seeds"), list) else None
+    arms = {a for r in rounds for a in [*(r.get("calls") or {}), *(r.get("live") or []), *(r.get("dropped") or [])]}
+    arms |= {str(race.get("leader"))} if race.get("leader") else set()
+    base = next((a.config.key for a in data.arms if a.is_baseline), None)
+    arms |= {base} if base else set()
+    last = rounds[-1]
+    if not race.get("decided"):
+        return rows, None
+    undecided = [k for k, v in (last.get("calls") or {}).items() if v == "undecided"]
+    ran = sum(1 for r in data.records if r.outcome != Outcome.RUNNING.value)
+    planned = len(arms) * len(seeds) if seeds else None
+    spent = (f", {ran / planned:.0%} of the planned completions ({ran} of {planned} trials)"
+             if planned and ran else "")
+    of = f" of {len(seeds)}" if seeds else ""
+    if not last.get("live") and not undecided:
+        return rows, f"settled after {last.get('seeds')}{of} seeds{spent}"
+    return rows, (f"not settled: stopped after {last.get('seeds')}{of} seeds{spent} with "
+                  f"{len(undecided)} arm(s) still undecided")
+
+
+def eval_path(data: ReportData) -> list[dict[str, Any]]:
+    """The verdict at each shared evaluation point: every arm's call against the baseline on the
+    held-out reward measured there, by the answer's own rule (report/verdict.arm_call: the CS when
+    the study raced, the fixed-sample interval when it looked once), with study.min_effect."""
+    from grpo_ablate.report.sequential import default_min_effect
+    from grpo_ablate.report.stats import compare_to_baseline
+    from grpo_ablate.report.verdict import arm_call
+
+    ev = data.evals
+    base = next((a for a in data.arms if a.is_baseline), None)
+    if base is None or ev.empty or not {"point", "reward", "config", "seed", "outcome"} <= set(ev.columns):
+        return []
+    ev = ev[(ev["outcome"] == Outcome.COMPLETED.value) & ev["reward"].notna()]
+    study = data.config.get("study") or {}
+    given = study.get("min_effect")
+    min_effect = float(given) if isinstance(given, (int, float)) else default_min_effect(0.0, 1.0)
+    sequential = bool(data.racing and data.racing.get("path"))
+    rows = []
+    for point, at in ev.groupby("point"):
+        by = {k: dict(zip(g["seed"], g["reward"])) for k, g in at.groupby("config")}
+        b = by.get(base.config.key, {})
+        if not b or int(point) == 0:  # point 0 is before the first step: every arm is the same model
+            continue
+        calls = []
+        for a in data.arms:
+            if a.is_baseline or a.config.key not in by:
+                continue
+            arm = by[a.config.key]
+            c = compare_to_baseline(b, arm, low=0.0, high=1.0)
+            call, _ = arm_call(c, b, arm, maximize=True, min_effect=min_effect, sequential=sequential)
+            calls.append(f"{a.config.label} {call}")
+        share = at["completions"].mean() / ev["completions"].max() if "completions" in at and ev["completions"].max() else None
+        rows.append({"point": int(point), "share": f"{share:.0%}" if share is not None else "", "calls": "; ".join(calls)})
+    return rows if len(rows) > 1 else []
+
+
 def racing_view(data: ReportData) -> dict[str, Any] | None:
     """The racing section: which arms were dropped, in which round, on which seeds and why."""
     race = data.racing
@@ -229,11 +300,15 @@ def racing_view(data: ReportData) -> dict[str, Any] | None:
         live = ", ".join(label(k) for k in race.get("live") or []) or "none"
         state = f"used every seed; still in contention: {live}"
     ran = sum(1 for r in data.records if r.outcome != Outcome.RUNNING.value)
+    path, settled = race_path(race, data, label)
     return {
         "confidence": settings.get("confidence"),
         "first_round_seeds": settings.get("first_round_seeds"),
         "state": state,
         "ran": ran,
+        "path": path,
+        "settled": settled,
+        "stop_when_settled": settings.get("stop_when_settled", True) if race.get("path") else False,
         "rows": [{"arm": label(d.get("arm")), "round": d.get("round"),
                   "seeds": ", ".join(str(s) for s in d.get("seeds") or []), "why": d.get("reason", "")}
                  for d in race.get("dropped") or []],
@@ -336,6 +411,7 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
                         for a in data.arms if a.targets],
         "eval_samples": data.eval_samples,
         "racing": racing_view(data),
+        "eval_path": eval_path(data),
         "ranking_rule": RANKING_RULE,
         "has_eval": data.has_eval,
         "completion_chars": COMPLETION_CHARS,

@@ -9,7 +9,11 @@ The rules, in order:
    Without it, the first objective. A time-based metric whose arms differ by less than the
    study's run-to-run timing noise is replaced by its token-based twin, and the answer says so.
 2. Each arm against the baseline on that metric (`stats.compare_to_baseline`: paired by seed
-   when that is tighter, else Welch), at 95%.
+   when that is tighter, else Welch), at 95%, read with the study's one rule
+   (report/sequential.py): better / worse / equivalent (the whole interval inside
+   +-study.min_effect) / undecided. A study looked at once (no racing) reads the fixed-sample
+   interval, valid for one look; a study that raced looked after every round, so its calls rest
+   on the anytime-valid confidence sequence of its paired differences, the rule its rounds used.
 3. An arm clearly better than the baseline: the best such arm is the answer ("winner").
    None clearly better: the answer says so plainly, names the smallest difference this study
    could have detected (80% power, 5% two-sided, from the observed spread) and about how many
@@ -38,12 +42,13 @@ from typing import Any, Mapping, Sequence
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION
 from grpo_ablate.report.arms import ArmSummary, arm_vs_baseline
 from grpo_ablate.report.records import TrialRecord
+from grpo_ablate.report.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify, default_min_effect
 from grpo_ablate.report.stats import (ALPHA, POWER, Comparison, MetricStat, coefficient_of_variation,
                                       detectable_difference, seeds_needed, stat)
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
 from grpo_ablate.vocab import METRICS, Arm, Metric, Outcome, finite, metric
 
-__all__ = ["Verdict", "ArmVerdict", "TimingNoise", "decide", "timing_noise", "verdict_metric", "TIME_TWINS",
+__all__ = ["Verdict", "ArmVerdict", "TimingNoise", "decide", "arm_call", "calls_text", "timing_noise", "verdict_metric", "TIME_TWINS",
            "CHEAPER_BY", "NO_SPREAD_FRACTION", "arm_costs", "learned_nothing"]
 
 # Time-based metrics and their token-based twins (vocab.Metric.time_based / .twin).
@@ -121,12 +126,15 @@ class ArmVerdict:
     mean: float | None
     n: int
     comparison: Comparison | None
-    better: bool  # clearly better (the interval excludes zero on the good side)
-    worse: bool  # clearly worse
+    better: bool  # clearly better: the one rule's call is "better"
+    worse: bool  # clearly worse: its call is "worse"
     cost: float | None
+    call: str = UNDECIDED  # better | worse | equivalent | undecided (report/sequential.py)
+    cs: tuple[float, float] | None = None  # the anytime-valid sequence's last interval, when the study raced
 
     def as_dict(self) -> dict[str, Any]:
-        return {"arm": self.name, "key": self.config.key, "mean": self.mean, "n": self.n,
+        return {"arm": self.name, "key": self.config.key, "mean": self.mean, "n": self.n, "call": self.call,
+                "cs": list(self.cs) if self.cs else None,
                 "clearly_better": self.better, "clearly_worse": self.worse, "cost": self.cost,
                 **(self.comparison.as_dict() if self.comparison else {"comparison": None})}
 
@@ -228,10 +236,47 @@ def _worse_text(verdicts: Sequence[ArmVerdict], bmean: float) -> str:
     return (" Clearly worse than the baseline: " + "; ".join(parts) + ".") if parts else ""
 
 
+def arm_call(c: Comparison | None, base: Mapping[int, float], arm: Mapping[int, float], *, maximize: bool,
+             min_effect: float, sequential: bool) -> tuple[str, tuple[float, float] | None]:
+    """The one rule's call for an arm against the baseline, and the CS it rests on (sequential only).
+
+    Fixed-sample (one look): the comparison's 95% interval, equivalent when inside +-min_effect.
+    Sequential (the study raced): Lai's t confidence sequence over the paired differences in
+    seed order, as the race's rounds read it.
+    """
+    if sequential:
+        seeds = sorted(set(base) & set(arm))
+        if not seeds:
+            return UNDECIDED, None
+        call = classify([arm[s] - base[s] for s in seeds], min_effect=min_effect, maximize=maximize)
+        iv = call.interval
+        return call.call, (iv.low, iv.high) if iv is not None else None
+    if c is None or c.ci95 is None:
+        return UNDECIDED, None
+    lo, hi = c.ci95 if maximize else (-c.ci95[1], -c.ci95[0])
+    if -min_effect <= lo and hi <= min_effect:
+        return EQUIVALENT, None
+    return (BETTER if lo > 0 else WORSE if hi < 0 else UNDECIDED), None
+
+
+def calls_text(verdicts: Sequence["ArmVerdict"], min_effect: float, sequential: bool) -> str:
+    """One sentence: every configuration's call against the baseline, in the rule's four words."""
+    if not verdicts:
+        return ""
+    how = ("anytime-valid 95% confidence sequences over the paired seeds, valid at every round the study "
+           "looked" if sequential else "95% intervals")
+    return (f" Against the baseline ({how}; equivalent means within ±{fmt(min_effect)}): "
+            + "; ".join(f"{v.config.label} {v.call}" for v in verdicts) + ".")
+
+
 def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
            metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None,
-           success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None) -> Verdict:
+           success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None, *,
+           min_effect: float | None = None, sequential: bool = False) -> Verdict:
     """The study's answer (see the module docstring).
+
+    `min_effect`: study.min_effect (None: report/sequential's default share of the metric's
+    range); `sequential`: the study looked after every round (it raced), so calls rest on the CS.
 
     `tokens` is each trial's generated tokens, `success` each arm's own success rate
     (report.groups.success_rates_by_arm), `advice` advise.json when advise ran: both only feed
@@ -265,14 +310,18 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
     costs, cost_unit = arm_costs(records, tokens or {})
     base = next((a for a in ran if a.is_baseline), None)
     verdicts = []
+    if min_effect is None:
+        min_effect = default_min_effect(m.low, m.high) if m.low is not None and m.high is not None else \
+            default_min_effect(0.0, 1.0)
     for a in ran if base is not None else ():
         if a.is_baseline:
             continue
         c = arm_vs_baseline(base, a, name)  # type: ignore[arg-type]
-        good = c is not None and c.clear is True and sign * c.delta > 0
-        bad = c is not None and c.clear is True and sign * c.delta < 0
-        verdicts.append(ArmVerdict(a.name, a.config, a.metrics[name].mean, a.metrics[name].n, c, good, bad,
-                                   costs.get(a.config)))
+        call, cs = arm_call(c, base.by_seed.get(name, {}), a.by_seed.get(name, {}),  # type: ignore[union-attr]
+                            maximize=direction == "maximize", min_effect=min_effect, sequential=sequential)
+        verdicts.append(ArmVerdict(a.name, a.config, a.metrics[name].mean, a.metrics[name].n, c, call == BETTER,
+                                   call == WORSE, costs.get(a.config), call, cs))
+    calls = calls_text(verdicts, min_effect, sequential)
     stuck = None if any(v.better or v.worse for v in verdicts) else learned_nothing(arms, has_eval, success or {}, advice)
     if stuck is not None:
         head, why = stuck
@@ -299,7 +348,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
         text = (f"Use {w.config.words}: its {label} was {fmt(w.mean)} vs {fmt(bmean)} for {versus}, "
                 f"a difference of {_signed(c.delta)}{rel}, 95% interval {fmt_interval(c.ci95)}, "
                 f"{fmt_p(c.p_value)} ({c.words}): more than the seed-to-seed spread explains.")
-        text += _worse_text(verdicts, bmean)
+        text += _worse_text(verdicts, bmean) + calls
         return Verdict("winner", name, direction, text + tail, w.config, w.name, "clearly_better", c, tuple(verdicts),
                        cost_unit=cost_unit, timing=timing, notes=tuple(notes))
 
@@ -362,7 +411,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
                f"in {cost_unit}" if priced else "no cost was measured to choose on")
         head += f" Keep the baseline ({base.config.words}): {why}."
         rec, rec_name, reason = base.config, base.name, "baseline_not_beaten"
-    text = head + detail + _worse_text(verdicts, bmean)
+    text = head + detail + _worse_text(verdicts, bmean) + calls
     return Verdict("no_clear_winner", name, direction, text + tail, rec, rec_name, reason, tc, tuple(verdicts),
                    mde, mde_rel, seeds_for, cost_unit, timing, tuple(notes), headline=head)
 

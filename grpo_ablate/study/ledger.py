@@ -57,7 +57,7 @@ __all__ = [
     "owner", "counted_retries", "FINISHED",
     # writing
     "cell_params", "enqueue", "queue", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
-    "record_metrics", "objective_values", "requeue", "StaleTrialRequeue",
+    "record_metrics", "objective_values", "requeue", "StaleTrialRequeue", "cancel_queued", "is_cancelled", "CANCELLED",
 ]
 
 # ---------------------------------------------------------------- attribute names
@@ -78,6 +78,7 @@ QUEUED_PARAMS = "queued_params"  # the params the cell was queued with
 ON_LOSS = "on_heartbeat_loss"  # {"outcome", "reason"}: what the trial becomes if its heartbeat goes stale
 COPY_OF = COPY_ATTR  # a warm start's copy of another study's trial ("<study>#<number>"): never ran here
 PRUNED_AT = "pruned_at_completions"
+CANCELLED = "cancelled"  # why a queued cell was removed before it ran (a settled arm's): never a result, never run
 ORCHESTRATOR_RSS = "orchestrator_rss_mb"  # benchmarks/workers.py checks it stays flat
 OOM_CONSTRAINT = "oom"  # the constraint: -1 fits in memory, +1 ran out (a COMPLETE trial the sampler learns from)
 
@@ -139,6 +140,11 @@ def reason(ft: "FrozenTrial") -> str | None:
     if ft.state.name == "FAIL" and OUTCOME not in ft.user_attrs and isinstance(lost, Mapping) and lost.get(REASON):
         return str(lost[REASON])
     return None
+
+
+def is_cancelled(ft: "FrozenTrial") -> bool:
+    """A queued cell removed before it ran (`cancel_queued`): no result, not finished, never resumed."""
+    return ft.user_attrs.get(CANCELLED) is not None
 
 
 def is_copy(ft: "FrozenTrial") -> bool:
@@ -409,6 +415,45 @@ def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", numb
     if retry:
         _retry(ostudy, me)
     return _OUTCOMES[lost[OUTCOME]]
+
+
+def cancel_queued(ostudy: "optuna.Study", arm_keys: Iterable[str], why: str) -> int:
+    """Remove the queued (WAITING) cells of these arms: each fails as interrupted with CANCELLED set.
+
+    Interrupted is no result and does not count toward n_trials (FINISHED); nothing queues a
+    cancelled cell again (only `requeue` retries, and it is never called on one), and a rerun's
+    `queue` skips cells already in the study, so a stopped study does not resume them. A cell a
+    worker claims between the read and the write is left to run (its state is no longer WAITING).
+    Returns how many were cancelled.
+    """
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    keys = set(arm_keys)
+    if not keys:
+        return 0
+    storage = ostudy._storage  # noqa: SLF001  the study's own storage: Optuna has no public write by trial id
+    study_id = storage.get_study_id_from_name(ostudy.study_name)
+    n = 0
+    for t in ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        cell = cell_of(t)
+        key = cell.arm.key if cell is not None else t.user_attrs.get(ARM_KEY)
+        if key is None and isinstance(t.user_attrs.get(CELL), str):
+            key = t.user_attrs[CELL].rsplit("|seed", 1)[0]
+        if key not in keys:
+            continue
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
+        if storage.get_trial(trial_id).state != TrialState.WAITING:
+            continue
+        try:
+            storage.set_trial_user_attr(trial_id, CANCELLED, why[:_REASON_CHARS])
+            storage.set_trial_user_attr(trial_id, OUTCOME, Outcome.INTERRUPTED.value)
+            storage.set_trial_user_attr(trial_id, REASON, f"cancelled: {why}"[:_REASON_CHARS])
+            storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+        except UpdateFinishedTrialError:
+            continue
+        n += 1
+    return n
 
 
 class StaleTrialRequeue:

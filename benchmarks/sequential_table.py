@@ -1,0 +1,125 @@
+"""The sequential benchmark's table: real trials (task x arm x seed) with held-out evaluation points.
+
+    nice -n 10 python benchmarks/sequential_table.py --tasks addition addition_mixed   # build / extend
+    python benchmarks/sequential.py                                                    # replay it
+
+Every trial of one task's ablation (baseline G=8 at T=1.0; G=2, G=4, the schedule 2->8@50%, and
+T=0.5) on seeds 0..11 runs through the real trainer in one warm session (one process for all
+trials, one worker), the study's own trial specs (study/trial_spec.build_spec). The table is saved
+after every trial, so an interrupted build resumes where it stopped, and carries its settings and
+library versions; a table whose settings differ (other than seeds) is rebuilt. Seeds run outermost,
+so a build cut short still has whole seeds of every arm.
+
+The objective is eval_final_reward (held-out greedy reward, in [0, 1]); each row also keeps the
+reward at every evaluation point (`curve`: [[completions so far, reward], ...]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from grpo_ablate.config import load_study  # noqa: E402
+from grpo_ablate.plan import study_plan  # noqa: E402
+from grpo_ablate.study.setup import library_versions  # noqa: E402
+from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
+from grpo_ablate.trainer.launchers import WarmSession  # noqa: E402
+from grpo_ablate.vocab import EVAL_FILE, Outcome  # noqa: E402
+
+__all__ = ["DATA", "study_text", "build", "load"]
+
+DATA = Path(__file__).resolve().parent / "data" / "sequential_table.json"
+
+
+def study_text(task: str, steps: int, eval_prompts: int, points: int, seeds: int) -> dict[str, Any]:
+    """The study file each task's trials are specified by (the demo's settings, a smaller budget)."""
+    return {
+        "study": {"name": f"seq-{task}", "sampler": "ablation", "baseline": {"num_generations": 8, "temperature": 1.0},
+                  "seeds": list(range(seeds)), "workers": 1, "trial_timeout": 900},
+        "model": {"name_or_path": "builtin:tiny"},
+        "data": {"task": task, "num_prompts": 200},
+        "trainer": {"learning_rate": 2.0e-4, "per_device_train_batch_size": 32, "gradient_accumulation_steps": 1,
+                    "max_completion_length": 6, "beta": 0.0, "lr_scheduler_type": "constant", "warmup_steps": 0},
+        "search": {"num_generations": [8, 2, 4, "2->8@50%"], "temperature": [1.0, 0.5]},
+        "budget": {"max_steps": steps},
+        "evaluation": {"num_prompts": eval_prompts, "temperature": 0, "samples_per_prompt": 1, "points": points},
+    }
+
+
+def load(path: Path = DATA) -> dict[str, Any]:
+    return json.loads(Path(path).read_text()) if Path(path).exists() else {"settings": {}, "versions": {}, "rows": []}
+
+
+def _save(table: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(table, indent=0, separators=(",", ":")))
+    tmp.replace(path)
+
+
+def build(tasks: list[str], seeds: int, steps: int, eval_prompts: int, points: int, path: Path = DATA) -> dict[str, Any]:
+    settings = {"tasks": tasks, "steps": steps, "eval_prompts": eval_prompts, "points": points}
+    table = load(path)
+    if table.get("settings") != settings:
+        if table["rows"]:
+            print(f"settings changed ({table.get('settings')} -> {settings}): rebuilding", flush=True)
+        table = {"settings": settings, "versions": library_versions(), "rows": []}
+    done = {(r["task"], r["arm"], r["seed"]) for r in table["rows"]}
+    root = Path(tempfile.mkdtemp(prefix="grpo-ablate-seq-"))
+    env = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    plans = {}
+    for task in tasks:
+        f = root / f"{task}.yaml"
+        f.write_text(yaml.safe_dump(study_text(task, steps, eval_prompts, points, seeds)))
+        study = load_study(f)
+        plans[task] = (study, study_plan(study))
+    order = [(task, cell) for seed in range(seeds) for task in tasks for cell in plans[task][1] if cell.seed == seed]
+    with WarmSession() as session:
+        for i, (task, cell) in enumerate(order):
+            if (task, cell.arm.key, cell.seed) in done:
+                continue
+            folder = root / task / f"{i:05d}"
+            spec = build_spec(plans[task][0], cell, folder, env)
+            t0 = time.monotonic()
+            result = session.run(spec)
+            evals = [json.loads(x) for x in (folder / EVAL_FILE).read_text().splitlines()] if (folder / EVAL_FILE).exists() else []
+            row = {"task": task, "arm": cell.arm.key, "label": cell.arm.label, "role": cell.role, "seed": cell.seed,
+                   "outcome": result.outcome.value,
+                   "objective": (result.metrics or {}).get("eval_final_reward"),
+                   "curve": [[e["completions"], e["reward"]] for e in evals],
+                   "seconds": round(time.monotonic() - t0, 1)}
+            table["rows"].append(row)
+            _save(table, path)
+            print(f"[{i + 1}/{len(order)}] {task} {cell.arm.label} seed {cell.seed}: {result.outcome.value} "
+                  f"eval_final_reward={row['objective']} curve={[round(r, 3) for _, r in row['curve']]} ({row['seconds']} s)",
+                  flush=True)
+            if result.outcome is not Outcome.COMPLETED:
+                print(result.reason, result.log_tail[-2000:] if result.log_tail else "", flush=True)
+    return table
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tasks", nargs="+", default=["addition", "addition_mixed"])
+    p.add_argument("--seeds", type=int, default=12)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--eval-prompts", type=int, default=128)
+    p.add_argument("--points", type=int, default=4)
+    p.add_argument("--out", type=Path, default=DATA)
+    a = p.parse_args()
+    build(a.tasks, a.seeds, a.steps, a.eval_prompts, a.points, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
