@@ -57,7 +57,9 @@ class Objective(_Section):
 class RacingSection(_Section):
     """grid/ablation only: drop arms clearly worse than the best, add seeds to the rest (search/racing.py)."""
 
-    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)  # of the paired one-sided test that drops an arm
+    # the confidence sequences' level: an arm is dropped or settled only when its sequence (valid at
+    # every round's look, report/sequential.py) excludes the other side
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     first_round_seeds: int = Field(default=2, ge=2)  # every arm runs on this many seeds before any is dropped
     # stop when settled: an arm whose call (better / worse / equivalent within study.min_effect) is
     # known takes no more seeds, and the study stops once every arm's is (search/racing.py)
@@ -65,8 +67,6 @@ class RacingSection(_Section):
     # the confidence sequence: "t" (Lai's, for roughly normal seed noise: settles at 5+ seeds) or
     # "betting" (assumption-free for a bounded objective, but it needs many more seeds)
     method: Literal["t", "betting"] = "t"
-
-
 
 
 class StudySection(_Section):
