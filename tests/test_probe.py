@@ -159,7 +159,7 @@ def test_a_point_that_fails_otherwise_is_recorded_and_the_probe_goes_on(tmp_path
     assert res.returncode == 1, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
     assert "probe point G=2 batch=32 failed" in res.stderr and "raises_for_large_batches" in res.stderr, res.stderr
-    probe = load_probe(tmp_path / "run")
+    probe = load_probe(tmp_path / "run", Owner.of(load_study(path)))
     assert [(p.label, p.outcome, p.fits) for p in probe.points] == [("2x32", "failed", False), ("2x16", "completed", True)]
     assert probe.ooms() == [] and probe.best()[2].generation_batch_size == 16
     assert "2x32" in {p.label for p in load_study(path).space.feasible}  # not evidence about memory: kept
