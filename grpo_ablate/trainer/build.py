@@ -399,6 +399,13 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     if held_out is not None:
         evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
     scheduled = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
+    if schedule is not None and schedule.kind != "schedule":
+        # dynamic sampling generates more than it trains on: a completions budget counts what it generated
+        scheduled["completions_budget"] = spec.budget.get("completions")
+        if schedule.kind == "adaptive":
+            from .g_policy import advice_prior
+
+            scheduled["prior"] = advice_prior(Path(spec.trial_dir).parent.parent, float(config.temperature))
     trainer = (ScheduledGRPOTrainer if schedule else GRPOTrainer)(
         **scheduled,
         model=model,
