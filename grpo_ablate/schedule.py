@@ -260,8 +260,8 @@ class Dynamic(_Policy):
 
     def describe(self) -> str:
         return (f"G={self.phases[0]} with dynamic sampling: groups whose rewards are all equal are dropped and "
-                f"new prompts generated to refill the batch, at most {self.extra_rounds} extra rounds per step; "
-                "dropped completions count against the budget")
+                f"new prompts generated to refill the batch, at most {self.extra_rounds} extra round(s) per step; "
+                "dropped completions count against the budget (so it trains on fewer)")
 
 
 class PerPrompt(_Policy):

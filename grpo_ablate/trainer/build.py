@@ -401,7 +401,9 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     scheduled = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
     if schedule is not None and schedule.kind != "schedule":
         # dynamic sampling generates more than it trains on: a completions budget counts what it generated
-        scheduled["completions_budget"] = spec.budget.get("completions")
+        # (a max_steps budget too: it stands for max_steps x the completions a fixed-G step generates)
+        if config.max_steps and config.max_steps > 0:
+            scheduled["completions_budget"] = int(evaluation_budget({}, config)[1])
         if schedule.kind == "adaptive":
             from .g_policy import advice_prior
 
