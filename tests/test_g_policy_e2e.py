@@ -56,3 +56,22 @@ def test_dynamic_sampling_drops_and_counts_every_completion(warm_session, tmp_pa
     assert all(r["completions"] in (32, 64) and r.get("extra_rounds", 0) <= 1 for r in rows)  # the cap
     # the budget (3 steps x 32 = 96 completions) counts what was generated: fewer steps than 3
     assert made >= 96 and made - rows[-1]["completions"] < 96 and len(rows) < 3
+
+
+def test_two_processes_reduce_to_fixed_g(tmp_path):
+    """The same equivalences under torchrun with 2 processes (gloo): the allocation is decided on
+    rank 0 and broadcast, dynamic sampling's refill decision is taken over both processes."""
+    from grpo_ablate.trainer.launch import run_trial
+
+    def run(name, g):
+        spec = tiny_spec(tmp_path / name, steps=3, rewards=SPREAD, num_generations=g, seed=0,
+                         per_device_train_batch_size=16, hardware={"num_processes": 2, "launcher": "auto"})
+        result = run_trial(spec)
+        assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
+        return read_rows(tmp_path / name / METRICS_FILE)
+
+    fixed = run("fixed", 4)
+    _same(fixed, run("adaptive", "adaptive:4[4-4]"))
+    dynamic = run("dynamic", "dynamic:4")
+    _same(fixed, dynamic)
+    assert all(r["completions"] == 32 and r["completions_dropped"] == 0 for r in dynamic)

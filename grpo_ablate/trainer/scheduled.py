@@ -383,11 +383,13 @@ class ScheduledGRPOTrainer(GRPOTrainer):
             keep.append(piece)
             have += g
         trained_from_first = all(scored is out for scored, _ in keep) and [r for _, rows in keep for r in rows] == list(range(n_local))
-        if not trained_from_first:
-            merged = merge_rows(keep, pad_token_id=int(self._tokenizer.pad_token_id or 0))
-            mask = merged["completion_mask"] if merged.get("tool_mask") is None else merged["completion_mask"] * merged["tool_mask"]
-            merged["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
-            out = merged
+        # Decided over every process: num_items_in_batch counts all processes' tokens, so when any process
+        # trains on a joined batch, every process recounts (one gather each, the same on every process).
+        if _max_over_processes(int(not trained_from_first)):
+            if not trained_from_first:
+                out = merge_rows(keep, pad_token_id=int(self._tokenizer.pad_token_id or 0))
+            mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
+            out["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
         self._round_done(generated, generated - batch, [g] * (batch // g), informative=informative, extra_rounds=extra)
         return out
 
