@@ -237,8 +237,9 @@ class ScheduledGRPOTrainer(GRPOTrainer):
         self._refill_gen = torch.Generator()
         self._refill_gen.manual_seed(int(a.seed) + 1)  # not the sampler's stream: refills never replay its order
         self.add_callback(SignalSwitch(self.schedule_state))
-        if completions_budget:
-            self.add_callback(CompletionsBudget(self, int(completions_budget)))
+        self.completions_budget = int(completions_budget) if completions_budget else None
+        if self.completions_budget:
+            self.add_callback(CompletionsBudget(self, self.completions_budget))
 
     def get_train_dataloader(self):
         if not hasattr(self.train_dataset, "__len__"):  # TRL streams iterable datasets without a sampler
@@ -370,7 +371,10 @@ class ScheduledGRPOTrainer(GRPOTrainer):
                     spare.append((scored, rows))
 
         sort(out, self._total_rewards())
-        while extra < self.g_policy.extra_rounds and _max_over_processes(n_local - have) > 0:
+        budget = self.completions_budget
+        while (extra < self.g_policy.extra_rounds
+               and (budget is None or self.completions_generated + generated + batch <= budget)  # never past the budget
+               and _max_over_processes(n_local - have) > 0):
             chunk = self._refill_prompts(batch // g)[rank * (n_local // g):(rank + 1) * (n_local // g)]
             fresh = [dict(self.train_dataset[i]) for i in chunk for _ in range(g)]
             sort(super()._generate_and_score_completions(fresh), self._total_rewards())
