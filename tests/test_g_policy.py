@@ -169,3 +169,11 @@ def test_merge_rows_pads_prompts_left_and_completions_right():
     assert out["advantages"].tolist() == [-0.5, 1.0] and "num_items_in_batch" not in out
     with pytest.raises(ValueError, match="pixel_values"):
         merge_rows([({**a, "pixel_values": torch.zeros(2)}, [0])], pad_token_id=0)
+
+
+def test_g_alloc_points_read_rows_and_the_reports_json_text():
+    from grpo_ablate.report.g_alloc import g_alloc_points
+
+    assert g_alloc_points([[0.25, 6], [0.9, 2]]) == [(0.25, 6), (0.9, 2)]
+    assert g_alloc_points("[[0.5, 8]]") == [(0.5, 8)]
+    assert g_alloc_points(None) == [] and g_alloc_points("not json") == [] and g_alloc_points([[1, 2, 3]]) == []

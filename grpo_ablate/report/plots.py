@@ -24,6 +24,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.curves import plot_eval_vs_tokens, plot_reward_vs_time, plot_reward_vs_tokens
+from grpo_ablate.report.g_alloc import has_g_alloc, plot_g_vs_difficulty
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, arm_colors, axis_label, done_arms, log2_g_axis,
                                        new_axes, palette, png, yerr)
@@ -387,6 +388,7 @@ PLOTS: tuple[Callable[[ReportData], Figure], ...] = (
     plot_stability,
     plot_throughput_memory,
     plot_zero_spread,
+    plot_g_vs_difficulty,
     plot_temperature_heatmap,
     plot_pareto,
     plot_importances,
@@ -410,6 +412,8 @@ def all_figures(data: ReportData, plots: Sequence[Callable[[ReportData], Figure]
         for fn in plots:
             if fn in EVAL_PLOTS and not data.has_eval:
                 continue
+            if fn is plot_g_vs_difficulty and not has_g_alloc(data):
+                continue  # only studies with a per-prompt G arm
             try:
                 out.append(fn(data))
             except Exception as e:  # noqa: BLE001 - one bad plot must not cost the whole page
