@@ -7,7 +7,7 @@ Each training step of a per-prompt-G arm (`adaptive:8[2-16]`) records, in metric
 `g_alloc`, one [estimated pass rate, G] pair per prompt of its round: the posterior mean the
 allocation saw, and the completions it gave. The plot puts every pair on one axis (pass rate)
 against G, with the mean G per tenth of pass rate as a line per arm. Drawn only for studies
-that ran such an arm.
+that ran such an arm (report/plots.py PER_PROMPT_PLOTS).
 """
 
 from __future__ import annotations

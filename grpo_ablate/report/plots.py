@@ -33,7 +33,7 @@ from grpo_ablate.report.stats import MetricStat, stat
 from grpo_ablate.report.text import fmt
 from grpo_ablate.vocab import Arm, Outcome, metric
 
-__all__ = ["all_figures", "PLOTS", "EVAL_PLOTS"]
+__all__ = ["all_figures", "PLOTS", "EVAL_PLOTS", "PER_PROMPT_PLOTS"]
 
 
 MAX_SERIES = 5  # beyond this many (batch, temperature) lines, points are coloured by temperature instead
@@ -403,6 +403,8 @@ def _fallback(fn: Callable[[ReportData], Figure]) -> tuple[str, str]:
 
 # Drawn only for studies with held-out evaluation; a study without it is not missing a plot.
 EVAL_PLOTS: frozenset[Callable[[ReportData], Figure]] = frozenset({plot_eval_vs_tokens})
+# Drawn only for studies with a per-prompt G arm (`adaptive:8[2-16]`).
+PER_PROMPT_PLOTS: frozenset[Callable[[ReportData], Figure]] = frozenset({plot_g_vs_difficulty})
 
 
 def all_figures(data: ReportData, plots: Sequence[Callable[[ReportData], Figure]] = PLOTS) -> list[Figure]:
@@ -412,8 +414,8 @@ def all_figures(data: ReportData, plots: Sequence[Callable[[ReportData], Figure]
         for fn in plots:
             if fn in EVAL_PLOTS and not data.has_eval:
                 continue
-            if fn is plot_g_vs_difficulty and not has_g_alloc(data):
-                continue  # only studies with a per-prompt G arm
+            if fn in PER_PROMPT_PLOTS and not has_g_alloc(data):
+                continue
             try:
                 out.append(fn(data))
             except Exception as e:  # noqa: BLE001 - one bad plot must not cost the whole page
