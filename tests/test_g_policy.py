@@ -177,3 +177,17 @@ def test_g_alloc_points_read_rows_and_the_reports_json_text():
     assert g_alloc_points([[0.25, 6], [0.9, 2]]) == [(0.25, 6), (0.9, 2)]
     assert g_alloc_points("[[0.5, 8]]") == [(0.5, 8)]
     assert g_alloc_points(None) == [] and g_alloc_points("not json") == [] and g_alloc_points([[1, 2, 3]]) == []
+
+
+def test_plan_explains_each_policy_and_checks_the_batch(tmp_path):
+    from grpo_ablate import StudyError, load_study
+    from grpo_ablate.planview import plan_json, plan_text
+
+    sets = [f"study.output_dir={tmp_path}", 'search.num_generations=[2, 8, "dynamic:8[1]", "adaptive:8[2-16]"]']
+    study = load_study("studies/tiny-cpu.yaml", sets)
+    text = plan_text(study)
+    assert "adaptive:8[2-16]: per-prompt G: batch / 8 prompts per round, each given 2 to 16" in text
+    assert "dynamic:8[1]: G=8 with dynamic sampling" in text and "at most 1 extra round(s)" in text
+    assert set(plan_json(study)["g_policies"]) == {"dynamic:8[1]", "adaptive:8[2-16]"}
+    with pytest.raises(StudyError, match="dynamic:64"):  # 64 does not divide the batch of 32
+        load_study("studies/tiny-cpu.yaml", [*sets[:1], 'search.num_generations=[8, "dynamic:64"]'])
