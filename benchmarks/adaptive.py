@@ -107,6 +107,13 @@ def informative_per_step(t: dict) -> float:
     return sum(vals) / len(vals) if vals else float("nan")
 
 
+def informative_per_1k(t: dict) -> float:
+    """Informative groups trained on per 1,000 generated completions (dropped ones count as generated)."""
+    steps = [r for r in t["rows"] if r.get("reward") is not None]
+    made = sum(r.get("completions") or 0 for r in steps)
+    return 1000 * informative_per_step(t) * len(steps) / made if made else float("nan")
+
+
 def summarise(task: str, folder: Path) -> None:
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").exists() else {}
     verdict = summary.get("verdict") or {}
@@ -126,15 +133,17 @@ def summarise(task: str, folder: Path) -> None:
     mean = {lab: sum(t["m"][METRIC] for t in v.values()) / len(v) for lab, v in by.items()}
     best = max(fixed, key=lambda lab: mean[lab])
     m = metric(METRIC)
-    print(f"\nper arm ({METRIC}; informative groups per step; completions and tokens generated; tokens per held-out gain):")
+    print(f"\nper arm ({METRIC}; held-out gain; informative groups per step and per 1,000 generated completions; "
+          "completions and tokens generated; tokens per held-out gain):")
     for lab in sorted(by, key=lambda x: parse_generations(x)):
         v = by[lab].values()
         gain = sum(t["m"]["eval_gain"] for t in v) / len(v)
         tokens = sum(t["m"].get("generated_tokens") or 0 for t in v) / len(v)
         made = sum(t["m"].get("completions") or 0 for t in v) / len(v)
         info = sum(informative_per_step(t) for t in v) / len(v)
+        per_k = sum(informative_per_1k(t) for t in v) / len(v)
         per_gain = f"{tokens / gain:,.0f}" if gain > 0 else "n/a (no gain)"
-        print(f"  {lab:<18} n={len(by[lab])}  held-out {mean[lab]:.3f}  gain {gain:+.3f}  informative/step {info:5.2f}  "
+        print(f"  {lab:<18} n={len(by[lab])}  held-out {mean[lab]:.3f}  gain {gain:+.3f}  informative/step {info:5.2f} (per 1k completions {per_k:5.1f})  "
               f"completions {made:,.0f}  tokens {tokens:,.0f}  tokens per gain {per_gain}")
     print(f"\nbest fixed G on these runs: G={best} (held-out {mean[best]:.3f}); adaptive arms against it "
           "(report.stats.compare_to_baseline: paired by seed when tighter, 95%):")
