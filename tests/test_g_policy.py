@@ -191,3 +191,16 @@ def test_plan_explains_each_policy_and_checks_the_batch(tmp_path):
     assert set(plan_json(study)["g_policies"]) == {"dynamic:8[1]", "adaptive:8[2-16]"}
     with pytest.raises(StudyError, match="dynamic:64"):  # 64 does not divide the batch of 32
         load_study("studies/tiny-cpu.yaml", [*sets[:1], 'search.num_generations=[8, "dynamic:64"]'])
+
+
+def test_advice_prior_reads_advise_json_at_the_nearest_temperature(tmp_path):
+    from grpo_ablate.files.advise_file import save_advice
+    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.trainer.g_policy import advice_prior
+
+    assert advice_prior(tmp_path, 1.0) is None  # no advise.json: the running pass rate
+    owner = Owner(study="s", model="builtin:tiny", hardware="defaults (one CPU process)")
+    save_advice(tmp_path, {"fits": {"0.7": {"a": 1.5, "b": 3.0, "mean": 0.333}, "1.0": {"a": 2.0, "b": 8.0, "mean": 0.2}}}, owner)
+    assert advice_prior(tmp_path, 0.9) == (2.0, 8.0) and advice_prior(tmp_path, 0.6) == (1.5, 3.0)
+    (tmp_path / "advise.json").write_text('{"owner": 1')  # truncated: not a prior, not a crash
+    assert advice_prior(tmp_path, 1.0) is None

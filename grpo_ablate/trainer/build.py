@@ -407,7 +407,10 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         if schedule.kind == "adaptive":
             from .g_policy import advice_prior
 
-            scheduled["prior"] = advice_prior(Path(spec.trial_dir).parent.parent, float(config.temperature))
+            prior = advice_prior(Path(spec.trial_dir).parent.parent, float(config.temperature))
+            scheduled["prior"] = prior
+            log(f"per-prompt G {schedule.label}: prior of each prompt's pass rate "
+                + (f"Beta({prior[0]:g}, {prior[1]:g}) from advise.json" if prior else "from the running pass rate (no advise.json fit)"))
     trainer = (ScheduledGRPOTrainer if schedule else GRPOTrainer)(
         **scheduled,
         model=model,
