@@ -35,9 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from grpo_ablate.schedule import Dynamic, PerPrompt
-
-__all__ = ["PromptPosterior", "allocate", "expected_informative", "group_advantages", "zero_spread_groups", "policy_kind",
+__all__ = ["PromptPosterior", "allocate", "expected_informative", "group_advantages", "zero_spread_groups",
            "advice_prior", "merge_rows", "prompt_key"]
 
 PRIOR_STRENGTH = 2.0  # pseudo-observations of the running-pass-rate prior (weak: a prompt's own groups soon dominate)
@@ -230,9 +228,3 @@ def merge_rows(pieces: Sequence[tuple[dict[str, Any], Sequence[int]]], *, pad_to
         out[key] = torch.cat(parts, dim=0)
     return out
 
-
-def policy_kind(value: int) -> str:
-    """"fixed" | "schedule" | "dynamic" | "adaptive"."""
-    if isinstance(value, (Dynamic, PerPrompt)):
-        return value.kind
-    return "fixed" if type(value) is int else getattr(value, "kind", "fixed")

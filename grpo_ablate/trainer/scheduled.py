@@ -59,7 +59,7 @@ from .g_policy import (PromptPosterior, allocate, group_advantages, merge_rows, 
                        zero_spread_groups)
 
 __all__ = ["ScheduleState", "ScheduledRepeatSampler", "ScheduledGRPOTrainer", "SignalSwitch", "split_schedule",
-           "RoundPolicy", "DynamicPolicy", "PerPromptPolicy", "CompletionsBudget"]
+           "RoundPolicy", "DynamicPolicy", "PerPromptPolicy", "CompletionsBudget", "policy_for"]
 
 
 def split_schedule(kwargs: dict[str, Any]) -> tuple[dict[str, Any], Schedule | None]:
