@@ -9,6 +9,12 @@ Syntax (the label, `->` or `→` between phases, `@` before the condition that s
   `2→8@zero_std<0.3[3]` averages over 3 steps instead;
 - more phases chain: `2→4@30%→8@60%`.
 
+Two more values choose G per round rather than per phase (trainer/scheduled.py applies all three):
+- `dynamic:8` (or `dynamic:8[3]`): DAPO's dynamic sampling at G=8, at most 2 (3) extra
+  generation rounds per step to replace groups whose rewards have zero spread;
+- `adaptive:8[2-16]`: per-prompt G, batch/8 prompts per round sharing the batch's completions,
+  2 to 16 each, chosen from each prompt's estimated pass rate.
+
 Equal budget: every phase keeps the arm's generation batch, so per optimizer step a schedule
 arm generates and trains on as many completions as a fixed-G arm. Studies compare arms at
 `budget.completions` (or `max_steps`, the same thing per step); a `budget.tokens` stop works for
