@@ -33,7 +33,10 @@ Verdict: neither dynamic sampling nor per-prompt G is distinguishable from G=8 o
 this budget. Dynamic sampling trains on nearly only informative groups (3.99 of 4 per step vs
 2.38 for G=8) but pays half its completions for them (61 vs 74 informative groups per 1,000
 generated), so it takes half the optimizer steps; per-prompt G moves G only to 6-10 and behaves
-like G=8. The fixed arms' p~0.03 are 2 of 5 unadjusted comparisons on 4 seeds.
+like G=8. The fixed arms' p~0.03 are 2 of 5 unadjusted comparisons on 4 seeds, and they did
+not survive 8 seeds (`--tasks addition_mixed --seeds 0 1 2 3 4 5 6 7`): no arm clearly better
+than G=8 (G=4 +0.049 [-0.004, +0.101]; dynamic:8 +0.007 [-0.056, +0.069]; adaptive:8[2-16]
+-0.016 [-0.056, +0.025]; detectable difference ~0.056).
 """
 
 from __future__ import annotations
