@@ -16,6 +16,7 @@ from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import ASSUMED, GpuEstimate, assumed_trial_seconds, fmt_range, hours, model_parameters
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.storage import local_file, mask_url
+from grpo_ablate.vocab import Schedule
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
 
@@ -168,12 +169,18 @@ def plan_json(study: "Study") -> dict[str, Any]:
             "steps_per_generation_meaning": STEPS_PER_GENERATION,
             "trial_cost": dict(trial_cost(study)),
             "notes": [str(w) for w in study.warnings if isinstance(w, RecipeNote)],
+            "g_policies": _policy_words(space),
         }
     )
     probe = load_probe(study.output_dir, Owner.of(study))
     if probe is not None:
         out["probe"] = probe.to_dict()
     return out
+
+
+def _policy_words(space: Any) -> dict[str, str]:
+    """label -> what it does per generation round, for every schedule, dynamic or per-prompt G offered."""
+    return {g.label: g.describe() for g in space.generations if isinstance(g, Schedule)}
 
 
 def plan_text(study: "Study") -> str:
@@ -190,6 +197,10 @@ def plan_text(study: "Study") -> str:
     for p in space.feasible:
         lines.append(f"  {p.num_generations:>15} {p.generation_batch_size:>9} {p.steps_per_generation:>9} {p.prompts_per_generation:>13}")
     lines.append("  " + STEPS_PER_GENERATION)
+    policies = _policy_words(space)
+    if policies:
+        lines += ["", "G per round (values of num_generations that are not one fixed G):"]
+        lines += [f"  {label}: {words}" for label, words in policies.items()]
     if space.rejected:
         lines += ["", f"Rejected ({len(space.rejected)}):"]
         for r in space.rejected:

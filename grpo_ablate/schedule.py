@@ -9,6 +9,12 @@ Syntax (the label, `->` or `→` between phases, `@` before the condition that s
   `2→8@zero_std<0.3[3]` averages over 3 steps instead;
 - more phases chain: `2→4@30%→8@60%`.
 
+Two more values choose G per round rather than per phase (trainer/scheduled.py applies all three):
+- `dynamic:8` (or `dynamic:8[3]`): DAPO's dynamic sampling at G=8, at most 2 (3) extra
+  generation rounds per step to replace groups whose rewards have zero spread;
+- `adaptive:8[2-16]`: per-prompt G, batch/8 prompts per round sharing the batch's completions,
+  2 to 16 each, chosen from each prompt's estimated pass rate.
+
 Equal budget: every phase keeps the arm's generation batch, so per optimizer step a schedule
 arm generates and trains on as many completions as a fixed-G arm. Studies compare arms at
 `budget.completions` (or `max_steps`, the same thing per step); a `budget.tokens` stop works for
@@ -26,7 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Switch", "Schedule", "parse_generations", "generations_text", "DEFAULT_WINDOW", "ZERO_STD"]
+__all__ = ["Switch", "Schedule", "Dynamic", "PerPrompt", "parse_generations", "generations_text", "DEFAULT_WINDOW",
+           "ZERO_STD", "DEFAULT_EXTRA_ROUNDS"]
 
 DEFAULT_WINDOW = 5  # logged steps a signal condition averages over when the label gives none
 ZERO_STD = "zero_std"  # the signal: TRL's frac_reward_zero_std (share of groups with no reward spread)
@@ -62,8 +69,16 @@ class Switch:
 
 
 class Schedule(int):
-    """num_generations that changes during a run; `int(s)` is the final G."""
+    """num_generations that changes during a run; `int(s)` is the final G.
 
+    Also the base of the other policies that choose G per generation round (`Dynamic`,
+    `PerPrompt`, below): each is one value of num_generations with one label, and every
+    reader that treats "a G that is not a plain int" (labels, slugs, feasibility of every
+    phase, the trainer choosing `ScheduledGRPOTrainer`) treats all three alike. `kind` tells
+    them apart where it matters (the trainer's per-round policy, `plan`'s words).
+    """
+
+    kind = "schedule"
     phases: tuple[int, ...]
     switches: tuple[Switch, ...]
 
@@ -199,6 +214,93 @@ class Schedule(int):
         return cls(tuple(phases), tuple(switches))
 
 
+DEFAULT_EXTRA_ROUNDS = 2  # dynamic sampling's cap on extra generation rounds per step when the label gives none
+_DYNAMIC = re.compile(r"^dynamic:(?P<g>\d+)(?:\[(?P<r>\d+)\])?$")
+_PER_PROMPT = re.compile(r"^adaptive:(?P<g>\d+)\[(?P<lo>\d+)-(?P<hi>\d+)\]$")
+
+
+class _Policy(Schedule):
+    """A one-phase `Schedule` whose G per prompt the trainer decides each round (no switches)."""
+
+    def __new__(cls, g: int, *rest: int) -> "_Policy":
+        obj = int.__new__(cls, int(g))
+        obj.phases = (int(g),)
+        obj.switches = ()
+        obj._params = (int(g), *map(int, rest))
+        return obj
+
+    def _ident(self) -> tuple[Any, ...]:
+        return (self.kind, self._params)
+
+    def __reduce__(self):
+        return (type(self), self._params)
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]", "", self.label.replace(":", "").replace("[", "_").replace("]", ""))
+
+
+class Dynamic(_Policy):
+    """DAPO's dynamic sampling at G: zero-spread groups are dropped and more prompts generated
+    until the batch is full, at most `extra_rounds` extra generation rounds per step.
+
+    Label `dynamic:8` (cap 2) or `dynamic:8[3]`. Every generated completion counts against the
+    budget, the dropped ones too.
+    """
+
+    kind = "dynamic"
+
+    def __new__(cls, g: int, extra_rounds: int = DEFAULT_EXTRA_ROUNDS) -> "Dynamic":
+        if int(g) < 2 or int(extra_rounds) < 0:
+            raise ValueError(f"dynamic sampling needs G >= 2 and extra rounds >= 0, got G={g}, extra rounds {extra_rounds}")
+        return super().__new__(cls, g, extra_rounds)  # type: ignore[return-value]
+
+    @property
+    def extra_rounds(self) -> int:
+        return self._params[1]
+
+    @property
+    def label(self) -> str:
+        cap = "" if self.extra_rounds == DEFAULT_EXTRA_ROUNDS else f"[{self.extra_rounds}]"
+        return f"dynamic:{self.phases[0]}{cap}"
+
+    def describe(self) -> str:
+        return (f"G={self.phases[0]} with dynamic sampling: groups whose rewards are all equal are dropped and "
+                f"new prompts generated to refill the batch, at most {self.extra_rounds} extra round(s) per step; "
+                "dropped completions count against the budget (so it trains on fewer)")
+
+
+class PerPrompt(_Policy):
+    """Per-prompt G: each round keeps the generation batch (prompts = batch / `mean`) and gives
+    prompt i g_i in [low, high] completions, chosen to maximise the expected informative groups.
+
+    Label `adaptive:8[2-16]`.
+    """
+
+    kind = "adaptive"
+
+    def __new__(cls, g: int, low: int, high: int) -> "PerPrompt":
+        if not 2 <= int(low) <= int(g) <= int(high):
+            raise ValueError(f"adaptive:{g}[{low}-{high}] needs 2 <= g_min <= mean G <= g_max")
+        return super().__new__(cls, g, low, high)  # type: ignore[return-value]
+
+    @property
+    def low(self) -> int:
+        return self._params[1]
+
+    @property
+    def high(self) -> int:
+        return self._params[2]
+
+    @property
+    def label(self) -> str:
+        return f"adaptive:{self.phases[0]}[{self.low}-{self.high}]"
+
+    def describe(self) -> str:
+        return (f"per-prompt G: batch / {self.phases[0]} prompts per round, each given {self.low} to {self.high} "
+                "completions (same total) where its estimated pass rate makes a mixed group most likely")
+
+
 def parse_generations(value: object) -> int:
     """A value of num_generations: a plain int (also "8", 8.0) or a Schedule (from its label)."""
     if isinstance(value, Schedule):
@@ -213,6 +315,13 @@ def parse_generations(value: object) -> int:
         text = value.strip()
         if re.fullmatch(r"\d+", text):
             return int(text)
+        if text.startswith(("dynamic", "adaptive")):
+            if m := _DYNAMIC.match(text.replace(" ", "")):
+                return Dynamic(int(m["g"]), int(m["r"] or DEFAULT_EXTRA_ROUNDS))
+            if m := _PER_PROMPT.match(text.replace(" ", "")):
+                return PerPrompt(int(m["g"]), int(m["lo"]), int(m["hi"]))
+            raise ValueError(f"not a G policy: {text!r}; use dynamic:8 (or dynamic:8[3] for 3 extra rounds) "
+                             "or adaptive:8[2-16] (mean G 8, each prompt 2 to 16)")
         return Schedule.parse(text)
     raise ValueError(f"not a number of generations or a schedule: {value!r}")
 

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from grpo_ablate.vocab import Schedule, pair_label, parse_generations
+from grpo_ablate.vocab import Dynamic, PerPrompt, Schedule, pair_label, parse_generations
 
 __all__ = [
     "BatchShape",
@@ -182,6 +182,18 @@ def check_pair(shape: BatchShape, num_generations: int, generation_batch_size: i
     `generation_batch_size=None` means "leave it to TRL" (the shape's default batch). A schedule
     is checked phase by phase, with the same batch.
     """
+    if isinstance(num_generations, (Dynamic, PerPrompt)):
+        # one G per round on average (per-prompt G keeps the round's total: batch / G prompts, g_min..g_max each)
+        reason = check_pair(shape, int(num_generations), generation_batch_size)
+        if reason is not None:
+            return f"{num_generations.label}: {reason}"
+        gbs = generation_batch_size or shape.default_generation_batch_size
+        share, g = gbs // shape.world_size, int(num_generations)
+        if isinstance(num_generations, Dynamic) and (gbs % shape.world_size or share % g):
+            return (f"{num_generations.label}: each of the {shape.world_size} processes' share of the generation batch "
+                    f"({gbs} / {shape.world_size}) must hold whole groups of {g} (dynamic sampling drops and refills "
+                    f"whole groups on each process); use a generation batch that is a multiple of {shape.world_size * g}")
+        return None
     if isinstance(num_generations, Schedule):
         for i, g in enumerate(num_generations.phases, start=1):
             reason = check_pair(shape, g, generation_batch_size)

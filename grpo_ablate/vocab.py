@@ -22,13 +22,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from grpo_ablate.schedule import Schedule, generations_text, parse_generations
+from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, generations_text, parse_generations
 
 __all__ = [
     "PLANNED_SAMPLERS",
     "Arm",
     "Cell",
     "Schedule",
+    "Dynamic",
+    "PerPrompt",
     "parse_generations",
     "generations_text",
     "pair_label",

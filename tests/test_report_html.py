@@ -14,7 +14,7 @@ from grpo_ablate.report import write_outputs
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.html import render_html
 from grpo_ablate.report.figure import Figure
-from grpo_ablate.report.plots import EVAL_PLOTS, PLOTS, all_figures
+from grpo_ablate.report.plots import EVAL_PLOTS, PER_PROMPT_PLOTS, PLOTS, all_figures
 from grpo_ablate.report.records import load_trials
 
 SECTIONS = ["answer", "warnings", "setup", "definitions", "plots", "configurations", "prompts", "trials", "exports"]
@@ -117,7 +117,7 @@ def test_all_plots_draw_for_a_complete_study(report):
     figs = all_figures(data)
     # a planned ablation answers with its effects table; the model-based importance ranking is left out
     assert [f.id for f in figs if f.uri is None] == ["importance"]
-    assert len(figs) == len(PLOTS) - len(EVAL_PLOTS)  # no held-out evaluation in this study
+    assert len(figs) == len(PLOTS) - len(EVAL_PLOTS) - len(PER_PROMPT_PLOTS)  # no held-out evaluation, no per-prompt G
 
 
 def test_missing_data_skips_plots_with_a_note(tmp_path):

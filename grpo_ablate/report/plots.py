@@ -24,6 +24,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.curves import plot_eval_vs_tokens, plot_reward_vs_time, plot_reward_vs_tokens
+from grpo_ablate.report.g_alloc import has_g_alloc, plot_g_vs_difficulty
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, arm_colors, axis_label, done_arms, log2_g_axis,
                                        new_axes, palette, png, yerr)
@@ -32,7 +33,7 @@ from grpo_ablate.report.stats import MetricStat, stat
 from grpo_ablate.report.text import fmt
 from grpo_ablate.vocab import Arm, Outcome, metric
 
-__all__ = ["all_figures", "PLOTS", "EVAL_PLOTS"]
+__all__ = ["all_figures", "PLOTS", "EVAL_PLOTS", "PER_PROMPT_PLOTS"]
 
 
 MAX_SERIES = 5  # beyond this many (batch, temperature) lines, points are coloured by temperature instead
@@ -387,6 +388,7 @@ PLOTS: tuple[Callable[[ReportData], Figure], ...] = (
     plot_stability,
     plot_throughput_memory,
     plot_zero_spread,
+    plot_g_vs_difficulty,
     plot_temperature_heatmap,
     plot_pareto,
     plot_importances,
@@ -401,6 +403,8 @@ def _fallback(fn: Callable[[ReportData], Figure]) -> tuple[str, str]:
 
 # Drawn only for studies with held-out evaluation; a study without it is not missing a plot.
 EVAL_PLOTS: frozenset[Callable[[ReportData], Figure]] = frozenset({plot_eval_vs_tokens})
+# Drawn only for studies with a per-prompt G arm (`adaptive:8[2-16]`).
+PER_PROMPT_PLOTS: frozenset[Callable[[ReportData], Figure]] = frozenset({plot_g_vs_difficulty})
 
 
 def all_figures(data: ReportData, plots: Sequence[Callable[[ReportData], Figure]] = PLOTS) -> list[Figure]:
@@ -409,6 +413,8 @@ def all_figures(data: ReportData, plots: Sequence[Callable[[ReportData], Figure]
     with rc_context(STYLE):
         for fn in plots:
             if fn in EVAL_PLOTS and not data.has_eval:
+                continue
+            if fn in PER_PROMPT_PLOTS and not has_g_alloc(data):
                 continue
             try:
                 out.append(fn(data))

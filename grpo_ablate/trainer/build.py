@@ -411,6 +411,18 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     if held_out is not None:
         evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
     scheduled = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
+    if schedule is not None and schedule.kind != "schedule":
+        # dynamic sampling generates more than it trains on: a completions budget counts what it generated
+        # (a max_steps budget too: it stands for max_steps x the completions a fixed-G step generates)
+        if config.max_steps and config.max_steps > 0:
+            scheduled["completions_budget"] = int(evaluation_budget({}, config)[1])
+        if schedule.kind == "adaptive":
+            from .g_policy import advice_prior
+
+            prior = advice_prior(Path(spec.trial_dir).parent.parent, float(config.temperature))
+            scheduled["prior"] = prior
+            log(f"per-prompt G {schedule.label}: prior of each prompt's pass rate "
+                + (f"Beta({prior[0]:g}, {prior[1]:g}) from advise.json" if prior else "from the running pass rate (no advise.json fit)"))
     trainer = (ScheduledGRPOTrainer if schedule else GRPOTrainer)(
         **scheduled,
         model=model,

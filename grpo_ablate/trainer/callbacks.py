@@ -193,13 +193,22 @@ class MetricsRecorder(TrainerCallback):
         for key, value in logs.items():
             row[_RENAMED.get(key, key)] = _clean(value)
         row["num_generations"] = self.group_size  # the G in force (a schedule changes it during the run)
-        row["completions"] = self.generation_batch_size if generated else 0
+        made = self.generation_batch_size
+        stats = getattr(self.trainer, "round_stats", None) if generated else None
+        if stats:
+            # dynamic sampling / per-prompt G (trainer/scheduled.py): what the round generated, dropped ones
+            # included, and the G distribution in force (g_sizes: one G per group; g_alloc: [estimated pass rate, G])
+            made = int(stats["completions_generated"])
+            row.update({k: v for k, v in stats.items() if k != "alloc"})
+            if "alloc" in stats:
+                row["g_alloc"] = stats["alloc"]
+        row["completions"] = made if generated else 0
         row["completions_trained"] = self.completions_per_step
         if generated and row.get("completions_mean_length") is not None:
-            row["completion_tokens"] = round(row["completions_mean_length"] * self.generation_batch_size, 2)
+            row["completion_tokens"] = round(row["completions_mean_length"] * made, 2)
         if generated:
-            self.completions_total += self.generation_batch_size
-            self.tokens_total += (row.get("completions_mean_length") or 0.0) * self.generation_batch_size
+            self.completions_total += made
+            self.tokens_total += (row.get("completions_mean_length") or 0.0) * made
         row["peak_memory_mb"] = round(peak_memory_mb(self._engine_resident_mb), 2)
         if self.engine_mb is not None:
             row["engine_memory_mb"] = round(self.engine_mb, 2)
@@ -221,6 +230,9 @@ class MetricsRecorder(TrainerCallback):
         per_func = [list(logs.get("rewards", {}).get(name, [])) for name in self.reward_names]
         g = self.group_size
         n = len(prompts)
+        stats = getattr(self.trainer, "round_stats", None)
+        if stats and len(set(stats["g_sizes"])) > 1:
+            return  # per-prompt G: groups of several sizes (a later version may write them; skipped, not mis-grouped)
         if n == 0 or n % g or len(completions) != n or any(len(v) != n for v in per_func):
             return  # not one whole generation batch: skip rather than mis-group
         totals = []

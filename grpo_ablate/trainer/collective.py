@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["all_gather", "from_rank0", "rank_and_world"]
+__all__ = ["all_gather", "from_rank0", "max_over_processes", "rank_and_world", "sum_over_processes"]
 
 
 def _grouped() -> bool:
@@ -51,3 +51,21 @@ def all_gather(obj: Any) -> list[Any]:
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
     return out
+
+
+def _all_reduce(value: int, op: "dist.ReduceOp") -> int:
+    if not _grouped():
+        return value
+    t = torch.tensor([int(value)], dtype=torch.int64, device=_device())
+    dist.all_reduce(t, op=op)
+    return int(t.item())
+
+
+def max_over_processes(value: int) -> int:
+    """The largest of every rank's integer, on every rank (one all-reduce)."""
+    return _all_reduce(value, dist.ReduceOp.MAX) if _grouped() else value
+
+
+def sum_over_processes(value: int) -> int:
+    """The sum of every rank's integer, on every rank (one all-reduce)."""
+    return _all_reduce(value, dist.ReduceOp.SUM) if _grouped() else value
