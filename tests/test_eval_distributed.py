@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from helpers import free_port
 from grpo_ablate.metrics import read_jsonl
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
@@ -56,19 +56,24 @@ _STOP_SCRIPT = textwrap.dedent('''
     stop = StopSwitch(sys.argv[2], max_seconds=None)
     out["stop_file"] = stop.on_step_end(None, state, TrainerControl()).should_training_stop
     out["stop_reason"] = stop.stop_reason
-    print("RESULT " + json.dumps(out), flush=True)
+    import os; open(os.path.join(os.environ["RESULT_DIR"], f"rank{rank}.json"), "w").write(json.dumps(out))
     dist.destroy_process_group()
 ''')
 
 
 def _torchrun(script: Path, *args: str, timeout: float = 180) -> list[dict]:
+    """Run `script` on 2 gloo ranks; each rank's result from its own file (two ranks printing to one
+    pipe can interleave their lines)."""
+    results = script.parent / f"{script.stem}-results"
+    results.mkdir(exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "RESULT_DIR": str(results)}
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
                            "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script), *args],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = [json.loads(line.split("RESULT ", 1)[1]) for line in proc.stdout.splitlines() if "RESULT " in line]
+    rows = [json.loads(p.read_text()) for p in sorted(results.glob("rank*.json"))]
+    assert len(rows) == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     return sorted(rows, key=lambda r: r["rank"])
 
 
@@ -104,7 +109,8 @@ _SHARDED_SCRIPT = textwrap.dedent('''
         dist.all_reduce(torch.zeros(1))
     built.trainer.model.register_forward_pre_hook(gather_like_zero3)
     built.trainer.train()
-    print("RESULT " + json.dumps({"rank": dist.get_rank(), "forwards": calls[0]}), flush=True)
+    import os; open(os.path.join(os.environ["RESULT_DIR"], f"rank{dist.get_rank()}.json"), "w").write(
+        json.dumps({"rank": dist.get_rank(), "forwards": calls[0]}))
 ''')
 
 
