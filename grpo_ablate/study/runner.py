@@ -401,8 +401,7 @@ def _exit_status(study: "Study", ostudy: "optuna.Study", runner: StudyRunner) ->
     if runner.stop_reason:
         print(f"Stopped: {runner.stop_reason}")
     left = queued_cells(ostudy)
-    planned = study.study.sampler in ("grid", "ablation")
-    if left and planned and not runner.stop_reason:  # the plan's results are incomplete: not a success
+    if left and study.is_planned and not runner.stop_reason:  # the plan's results are incomplete: not a success
         print(f"grpo-ablate: the study ended with {len(left)} queued trial(s) that never ran ({_listed(left)}): "
               f"{_why_queued(study)}", file=sys.stderr)
         return 1
