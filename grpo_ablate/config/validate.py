@@ -220,8 +220,6 @@ def _check_study(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
         if len(st.objectives) > 1:
             problems.append(Problem(path="study.racing", message="racing compares one objective; keep one"))
         if st.racing.method == "betting" and st.objectives:
-            from grpo_ablate.vocab import METRICS
-
             m = METRICS.get(st.objectives[0].metric)
             if m is None or m.low is None or m.high is None:
                 problems.append(Problem(path="study.racing.method", message=(
