@@ -18,9 +18,17 @@ from pathlib import Path
 
 import pytest
 
-# The plain helpers are defined once, in helpers.py (tests import them from there); conftest
-# re-exports the older names so a test written against `from conftest import ...` still runs.
-from helpers import ROOT, FinishedStudy, cli_env, cli_inprocess, free_port, run_cli, unavailable  # noqa: F401
+# The plain helpers are defined once, in helpers.py; tests import them from there.
+from helpers import FinishedStudy, free_port, run_cli, unavailable
+
+pytest_plugins = ["fixtures_warm"]  # the session-scoped `warm_session` (one warm trial process)
+
+# `make test` runs two pytest workers (pytest-xdist). Each gets its own cache folder, so its CPU
+# slots are its own: a test that counts the threads a trial gets never sees the other worker's
+# trials, and the built-in model and GRPOConfig caches are built once per worker.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    os.environ["GRPO_ABLATE_CACHE"] = os.path.join(os.path.expanduser("~"), ".cache", f"grpo-ablate-tests-{_WORKER}")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")

@@ -12,7 +12,7 @@ import textwrap
 import optuna
 import pytest
 
-from conftest import ROOT, run_cli
+from helpers import ROOT, run_cli
 from grpo_ablate.storage import open_storage
 from grpo_ablate.trainer.builtin.tokenizer import VOCAB_CHARS, build_tokenizer, dataset_characters
 

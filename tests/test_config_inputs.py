@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from helpers import ROOT, run_cli
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.trainer.rewards import RewardContext, build_reward
 

@@ -16,7 +16,6 @@ import pytest
 from grpo_ablate.metrics import read_rows
 from grpo_ablate.vocab import METRICS_FILE, Outcome
 
-from fixtures_warm import warm_session  # noqa: F401  (the shared warm trial process)
 from helpers import tiny_spec
 
 pytestmark = pytest.mark.slow

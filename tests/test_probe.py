@@ -180,7 +180,7 @@ def test_a_batch_the_training_set_cannot_fill_is_a_failed_point_without_a_trial(
 
 def test_a_probe_on_a_full_disk_records_the_failure_and_ends_in_one_line(tmp_path):
     """A real full tmpfs: the point's own files cannot be written; no traceback, what was measured is shown."""
-    from conftest import run_cli, unavailable
+    from helpers import run_cli, unavailable
     from grpo_ablate.study.owner import claim_output_dir
     from test_storage import fill_disk
 
@@ -206,7 +206,7 @@ def test_a_probe_on_a_full_disk_records_the_failure_and_ends_in_one_line(tmp_pat
 
 
 def test_a_full_disk_before_anything_was_written_is_one_line(tmp_path):
-    from conftest import run_cli, unavailable
+    from helpers import run_cli, unavailable
     from test_storage import fill_disk
 
     disk = tmp_path / "disk"

@@ -16,7 +16,7 @@ import textwrap
 import optuna
 import pytest
 
-from conftest import ROOT, run_cli
+from helpers import ROOT, run_cli
 from grpo_ablate.storage import open_storage
 
 pytestmark = pytest.mark.slow
