@@ -75,6 +75,18 @@ def test_memory_cap_kills_a_real_process_over_the_cap_and_records_oom(tmp_path):
     assert "MemoryError" in proc.stdout
 
 
+def test_the_split_uses_the_timed_rollout_and_falls_back_to_steps_that_only_trained():
+    from grpo_ablate.preflight.probe import _timing
+
+    timed = [{"step_time": 2.0, "generation_seconds": 1.5, "completions": 16},
+             {"step_time": 1.0, "generation_seconds": 0.0, "completions": 0}]
+    t = _timing(timed)
+    assert (t["seconds_per_step"], t["generation_seconds_per_step"], t["training_seconds_per_step"]) == (1.5, 0.75, 0.75)
+    older = [{k: v for k, v in r.items() if k != "generation_seconds"} for r in timed]  # rows of an earlier version
+    t = _timing(older)
+    assert (t["generation_seconds_per_step"], t["training_seconds_per_step"]) == (0.5, 1.0)
+
+
 def test_group_rss_counts_this_process():
     assert group_rss_mb(os.getpgrp()) > 10
 
@@ -112,6 +124,9 @@ def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pai
     free = load_study(_study_file(tmp_path, batches="[16, 4096]"))
     small = measure_point(free, 2, 16, tmp_path / "calibrate", steps=1)
     assert small.fits and small.peak_memory_mb
+    # issue 20: the generation/training split is measured (the recorder times each round's rollout)
+    assert small.generation_seconds_per_step is not None and small.training_seconds_per_step is not None
+    assert small.generation_seconds_per_step + small.training_seconds_per_step == pytest.approx(small.seconds_per_step, abs=1e-3)
     path = _study_file(tmp_path, cap=int(small.peak_memory_mb + 60), batches="[16, 4096]")
     study = load_study(path)
     probe = run_probe(study, steps=1, log=lambda m: None)

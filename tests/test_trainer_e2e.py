@@ -47,7 +47,7 @@ def test_builtin_task_learns_and_group_size_shows(tmp_path):
         assert [r["step"] for r in rows] == list(range(1, 51))
         for key in ("train_seconds", "reward", "reward_std", "frac_reward_zero_std", "rewards/addition/mean",
                     "completions_mean_length", "completions_clipped_ratio", "entropy", "num_tokens", "step_time",
-                    "completions", "peak_memory_mb", "loss", "grad_norm", "learning_rate"):
+                    "completions", "peak_memory_mb", "loss", "grad_norm", "learning_rate", "generation_seconds"):
             assert key in rows[0], key
         assert rows[0]["completions"] == TINY_CPU_TRAINER["per_device_train_batch_size"]
         groups = [json.loads(line) for line in (tmp_path / f"g{g}" / "groups.jsonl").read_text().splitlines()]

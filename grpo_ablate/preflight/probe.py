@@ -66,25 +66,33 @@ def _read_rows(trial_dir: Path) -> list[dict[str, Any]]:
 
 
 def _timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Seconds per step, split by TRL 1.16's one timing key, `step_time` (generation included).
+    """Seconds per step (TRL's `step_time`), split into generation and training.
 
-    Steps that generated (they log `reward`) minus the mean of steps that only trained (when the
-    generation batch spans several optimizer steps) gives the generation share.
+    The recorder times each round's rollout (`generation_seconds`: generate, score, reference
+    log-probs); training is the rest of the step. Rows without it (written by an earlier version)
+    fall back to steps that generated minus steps that only trained, when the generation batch
+    spans several optimizer steps.
     """
     times = [float(r["step_time"]) for r in rows if r.get("step_time") is not None]
     if not times:
         return {"seconds_per_step": None, "generation_seconds_per_step": None, "training_seconds_per_step": None,
                 "samples_per_second": None, "tokens_per_second": None}
-    gen = [float(r["step_time"]) for r in rows if r.get("step_time") is not None and r.get("completions")]
-    train = [float(r["step_time"]) for r in rows if r.get("step_time") is not None and not r.get("completions")]
     total = sum(times)
     samples = sum(float(r.get("completions") or 0) for r in rows)
     tokens = sum(float(r.get("completion_tokens") or 0) for r in rows)
     per_step = total / len(times)
     gen_s = train_s = None
-    if gen and train:
-        train_s = statistics.fmean(train)
-        gen_s = max(0.0, statistics.fmean(gen) - train_s) * len(gen) / len(times)
+    timed = [float(r["generation_seconds"]) for r in rows if r.get("step_time") is not None
+             and r.get("generation_seconds") is not None]
+    if len(timed) == len(times):
+        gen_s = min(per_step, sum(timed) / len(times))
+        train_s = per_step - gen_s
+    else:
+        gen = [float(r["step_time"]) for r in rows if r.get("step_time") is not None and r.get("completions")]
+        train = [float(r["step_time"]) for r in rows if r.get("step_time") is not None and not r.get("completions")]
+        if gen and train:
+            train_s = statistics.fmean(train)
+            gen_s = max(0.0, statistics.fmean(gen) - train_s) * len(gen) / len(times)
     return {"seconds_per_step": round(per_step, 4), "generation_seconds_per_step": None if gen_s is None else round(gen_s, 4),
             "training_seconds_per_step": None if train_s is None else round(train_s, 4),
             "samples_per_second": round(samples / total, 2) if total > 0 else None,

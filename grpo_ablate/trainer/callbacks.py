@@ -135,9 +135,22 @@ class MetricsRecorder(TrainerCallback):
         self._rng = random.Random(0)
         self.engine_mb: float | None = None  # a colocated vLLM engine's pool (engine_memory_mb)
         self._engine_resident_mb = 0.0  # of it, what torch counted as allocated when the peak was reset
+        self.generation_seconds = 0.0  # rollout time since the last row (generation_seconds)
 
     def attach(self, trainer: Any) -> None:
+        """Read the trainer's rounds, and time them: TRL 1.16 logs one `step_time` for generation
+        and training together, so the probe could only split them when some steps did not generate."""
         self.trainer = trainer
+        rollout = trainer._generate_and_score_completions  # a round: generate, score, reference log-probs
+
+        def timed_rollout(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return rollout(*args, **kwargs)
+            finally:
+                self.generation_seconds += time.perf_counter() - started
+
+        trainer._generate_and_score_completions = timed_rollout
 
     # -- lifecycle -------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
@@ -193,6 +206,8 @@ class MetricsRecorder(TrainerCallback):
         for key, value in logs.items():
             row[_RENAMED.get(key, key)] = _clean(value)
         row["num_generations"] = self.group_size  # the G in force (a schedule changes it during the run)
+        row["generation_seconds"] = round(self.generation_seconds, 4)  # of this step's time, the rollout's
+        self.generation_seconds = 0.0
         made = self.generation_batch_size
         stats = getattr(self.trainer, "round_stats", None) if generated else None
         if stats:
