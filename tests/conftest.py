@@ -95,3 +95,15 @@ def finished_study(tmp_path_factory) -> FinishedStudy:
                   "--set", 'num_generations=[8, "2->8@50%"]', "--set", "study.baseline={num_generations: 8}")
     res = run_cli("run", *study_args, "--set", f"study.output_dir={out}")
     return FinishedStudy(name="shared", out=out, study_args=study_args, run=res)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with the most slow tests first: `make test`'s two workers take a file at a time, so a
+    long file collected last would leave one worker alone at the end. Order within a file is kept."""
+    slow: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        path = str(item.path)
+        first.setdefault(path, i)
+        slow[path] = slow.get(path, 0) + (1 if item.get_closest_marker("slow") else 0)
+    items.sort(key=lambda item: (-slow[str(item.path)], first[str(item.path)]))
