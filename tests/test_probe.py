@@ -195,16 +195,10 @@ def test_a_batch_the_training_set_cannot_fill_is_a_failed_point_without_a_trial(
 
 def test_a_probe_on_a_full_disk_records_the_failure_and_ends_in_one_line(tmp_path):
     """A real full tmpfs: the point's own files cannot be written; no traceback, what was measured is shown."""
-    from helpers import run_cli, unavailable
+    from helpers import fill_disk, run_cli, tmpfs
     from grpo_ablate.study.owner import claim_output_dir
-    from test_storage import fill_disk
 
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)],
-                                           capture_output=True).returncode != 0:
-        unavailable("mounting a tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "disk", "256k") as disk:
         path = _study_file(tmp_path, batches="[16]", gens="[2]")
         path.write_text(path.read_text().replace(str(tmp_path / "run"), str(disk / "run")))
         claim_output_dir(load_study(path))
@@ -216,20 +210,12 @@ def test_a_probe_on_a_full_disk_records_the_failure_and_ends_in_one_line(tmp_pat
         last = res.stderr.strip().splitlines()[-1]
         assert "cannot write" in last and "probe.json" in last and "printed above" in last, last
         assert "none fits" in res.stderr  # the measured table, on stderr before the error
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_a_full_disk_before_anything_was_written_is_one_line(tmp_path):
-    from helpers import run_cli, unavailable
-    from test_storage import fill_disk
+    from helpers import fill_disk, run_cli, tmpfs
 
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
-                                           capture_output=True).returncode != 0:
-        unavailable("mounting a tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "disk", "64k") as disk:
         (disk / "run").mkdir()
         fill_disk(disk)
         path = _study_file(tmp_path, batches="[16]", gens="[2]")
@@ -237,5 +223,3 @@ def test_a_full_disk_before_anything_was_written_is_one_line(tmp_path):
         res = run_cli("probe", str(path), timeout=300)
         lines = [line for line in res.stderr.splitlines() if line.strip()]
         assert res.returncode == 2 and len(lines) == 1 and "cannot write" in lines[0], res.stderr
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
