@@ -84,6 +84,14 @@ def _wait_until_gone(procs: list[psutil.Process]) -> list[psutil.Process]:
     return _alive(procs)
 
 
+def _assert_die_with(parent: subprocess.Popen, children: list[psutil.Process], what: str) -> None:
+    """kill -9 the parent; every child must be gone within DEATH_DEADLINE_S."""
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=30)
+    left = _wait_until_gone(children)
+    assert not left, f"{what}: still alive {DEATH_DEADLINE_S:.0f} s after its parent was killed: {[p.cmdline() for p in left]}"
+
+
 def _kill_all(procs: list[psutil.Process]) -> None:
     for proc in _alive(procs):
         try:
@@ -112,10 +120,7 @@ def test_trial_dies_with_a_sigkilled_orchestrator(tmp_path, processes):
         trial = _trial_processes(orchestrator.pid)
         workers = [p for p in trial if "grpo_ablate.trainer.worker" in " ".join(p.cmdline())]
         assert len(workers) >= processes, [p.cmdline() for p in trial]
-        orchestrator.send_signal(signal.SIGKILL)
-        orchestrator.wait(timeout=30)
-        left = _wait_until_gone(trial)
-        assert not left, f"still alive {DEATH_DEADLINE_S:.0f} s after the orchestrator was killed: {[p.cmdline() for p in left]}"
+        _assert_die_with(orchestrator, trial, "the trial")
     finally:
         if orchestrator.poll() is None:
             orchestrator.kill()
@@ -242,10 +247,7 @@ def test_every_kind_of_child_dies_with_a_sigkilled_parent(tmp_path, kind):
     child: list[psutil.Process] = []
     try:
         child = [_child_named(parent, words)]
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(timeout=30)
-        left = _wait_until_gone(child)
-        assert not left, f"{kind}: still alive {DEATH_DEADLINE_S:.0f} s after its parent was killed: {[p.cmdline() for p in left]}"
+        _assert_die_with(parent, child, kind)
     finally:
         if parent.poll() is None:
             parent.kill()
