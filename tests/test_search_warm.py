@@ -9,7 +9,7 @@ import optuna
 from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
-from grpo_ablate.search.warm import warm_start
+from grpo_ablate.study.warm import warm_start
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import suggest_cell
 from grpo_ablate.study.setup import describe_study, open_study

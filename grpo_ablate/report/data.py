@@ -219,7 +219,7 @@ def build_report_data(
 
 
 def imported_note(copies: Sequence["FrozenTrial"]) -> Finding:
-    """Why a warm start's imported results are not evidence on this page (search/warm.py)."""
+    """Why a warm start's imported results are not evidence on this page (study/warm.py)."""
     sources = sorted({str(ft.user_attrs.get(ledger.COPY_OF, "")).partition("#")[0] for ft in copies})
     return Finding("imported", (
         f"{len(copies)} result(s) imported by --warm-start from {', '.join(repr(s) for s in sources)} are not counted "

@@ -9,6 +9,7 @@
 - devices: each worker's GPUs, or its share of the host's CPU threads;
 - lifecycle: one trial from ask to tell, and the running trials' registry;
 - runner: worker threads, the main loop, signals, the exit status;
+- warm: `run --warm-start`, seeding a new study from a finished one's best arms;
 - console: what `run` prints; artifacts: what the dashboard shows per trial; trackers: report_to per trial.
 
 The names below load their modules on first use, so `grpo_ablate.study.trial_spec` or

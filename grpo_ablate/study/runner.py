@@ -283,7 +283,7 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
     """Create or resume the study, run it to n_trials, summarise, write the report; the exit status.
 
     `warm_start`: a finished study (its file, or its name in `warm_start_storage`, default this
-    study's storage) whose best arms are queued first (search/warm.py).
+    study's storage) whose best arms are queued first (study/warm.py).
     """
     from grpo_ablate.config import StudyError
 
@@ -318,7 +318,7 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
     if warm_start and not created:
         print(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")
     elif warm_start:
-        from grpo_ablate.search.warm import warm_start as _warm
+        from grpo_ablate.study.warm import warm_start as _warm
 
         try:
             print(_warm(ostudy, study, warm_start, warm_start_storage))
