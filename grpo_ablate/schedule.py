@@ -222,6 +222,8 @@ _PER_PROMPT = re.compile(r"^adaptive:(?P<g>\d+)\[(?P<lo>\d+)-(?P<hi>\d+)\]$")
 class _Policy(Schedule):
     """A one-phase `Schedule` whose G per prompt the trainer decides each round (no switches)."""
 
+    _params: tuple[int, ...]  # G, then the policy's own numbers (extra rounds; the G range)
+
     def __new__(cls, g: int, *rest: int) -> "_Policy":
         obj = int.__new__(cls, int(g))
         obj.phases = (int(g),)

@@ -35,6 +35,7 @@ from grpo_ablate.storage_url import (
     secrets_in,
     url_problem,
 )
+from grpo_ablate.errors import Problem, StudyError
 
 if TYPE_CHECKING:
     import optuna
@@ -47,7 +48,6 @@ __all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url",
 
 def _refuse(url: str, why: str, exc: BaseException | None = None) -> NoReturn:
     """One line, password masked, raised as the StudyError every command turns into exit 2."""
-    from grpo_ablate.errors import Problem, StudyError
 
     detail = ""
     if exc is not None:
@@ -81,7 +81,6 @@ def open_storage(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     problem = url_problem(url)
     if problem:
-        from grpo_ablate.errors import Problem, StudyError
 
         raise StudyError([Problem(path="study.storage", message=problem)])
     url = canonical_url(url)

@@ -54,7 +54,7 @@ def test_closed_form_matches_the_integral_and_exceeds_the_mean_p_curve():
 
     a, b = 0.4, 0.6  # U-shaped: many prompts almost always or almost never solved
     for g in (2, 4, 8, 16):
-        numeric = integrate.quad(lambda p: (p**g + (1 - p) ** g) * stats.beta.pdf(p, a, b), 0, 1)[0]
+        numeric = integrate.quad(lambda p, g=g: (p**g + (1 - p) ** g) * stats.beta.pdf(p, a, b), 0, 1)[0]
         assert zero_spread_beta(g, a, b) == pytest.approx(numeric, rel=1e-6)
         assert zero_spread_beta(g, a, b) > mean_p_zero_spread(g, a / (a + b)) + 0.2
     # nearly equal prompts (the carry drill's a=27, b=122): the mean-p curve is already close

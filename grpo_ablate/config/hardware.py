@@ -18,6 +18,8 @@ from grpo_ablate.config.schema import IntRange, StudyFile
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.space import BatchShape, FeasibleSpace, feasible_space
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import load_probe, probed_space
 
 __all__ = ["accelerate_processes", "world_size", "world_size_reason", "batch_shape", "space_for"]
 
@@ -104,8 +106,6 @@ def _with_probe(sf: StudyFile, space: FeasibleSpace, batches: Any) -> FeasibleSp
     Out of the space, an OOM pair is never proposed, planned or launched, whatever the sampler;
     this holds for TRL's own batch too (the probe then tried each G at that batch).
     """
-    from grpo_ablate.files.owned import Owner
-    from grpo_ablate.files.probe_file import load_probe, probed_space
 
     probe = load_probe(sf.study.output_dir or Path("runs") / sf.study.name, Owner.of(sf))
     return space if probe is None else probed_space(space, probe, largest_only=batches == "probed")

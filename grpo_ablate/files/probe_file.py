@@ -37,7 +37,6 @@ class ProbePoint:
     peak_memory_mb: float | None = None
     memory_kind: str = "rss"  # "cuda" on GPUs, "rss" (the trial's process tree) on CPU
     engine_memory_mb: float | None = None  # a colocated vLLM engine's pool, apart from the trainer's peak above
-    engine_memory_mb: float | None = None  # a colocated vLLM engine's pool, apart from the trainer's peak above
     steps: int = 0
     seconds_per_step: float | None = None
     generation_seconds_per_step: float | None = None

@@ -321,13 +321,13 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
     best_rows = []
     for metric, direction in data.objectives:
         b = data.best.get(metric)
-        m = data.metrics[metric]
+        info = data.metrics[metric]
         vs = None
         if b is not None and base is not None:
             d = data.deltas.get(b.arm.name, {}).get(metric)
             vs = d.words if d is not None else ("this is the baseline" if b.arm.is_baseline else None)
         best_rows.append({
-            "metric": metric, "label": m.label, "direction": direction,
+            "metric": metric, "label": info.label, "direction": direction,
             "arm": b.arm if b else None, "stat": b.stat if b else None, "vs": vs,
         })
     delta_cols = _delta_columns(data)

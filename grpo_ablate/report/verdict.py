@@ -397,9 +397,9 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
     # the recommendation among those not clearly worse: the cheapest, when that is a real saving
     candidates = [(base.name, base.config, costs.get(base.config))] + \
         [(v.name, v.config, v.cost) for v in verdicts if not v.worse]
-    priced = [c for c in candidates if c[2] is not None]
+    priced = [(name, config, cost) for name, config, cost in candidates if cost is not None]
     base_cost = costs.get(base.config)
-    cheapest = min(priced, key=lambda c: c[2]) if priced else None  # type: ignore[arg-type,return-value]
+    cheapest = min(priced, key=lambda c: c[2]) if priced else None
     if cheapest is not None and base_cost and cheapest[1] != base.config and cheapest[2] <= base_cost * (1 - CHEAPER_BY):
         saving = 1 - cheapest[2] / base_cost
         head += (f" Use {cheapest[1].words}: it is not clearly worse than the baseline and is the cheapest such "

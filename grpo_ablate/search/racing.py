@@ -272,7 +272,6 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
     assert racing is not None
     arms = list(dict.fromkeys(c.arm.key for c in study_plan(study)))
     from grpo_ablate.plan import baseline_arm
-    from grpo_ablate.study import ledger
 
     state = RaceState.from_dict(ostudy.user_attrs.get(RACING_ATTR), arms)
     if state.decided:  # a rerun of a finished race: cells queued behind its back (another host) are not run

@@ -32,6 +32,8 @@ from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.launch import request_stop
 from grpo_ablate.trainer.launchers import launcher_for
 from grpo_ablate.vocab import EVAL_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
+from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
+from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
 if TYPE_CHECKING:
     import optuna
@@ -207,8 +209,6 @@ class TrialLifecycle:
         evaluation points, which every arm shares (trainer/evaluation.py places them at equal
         completions); a training objective at the checkpoints of search/fidelity.py.
         """
-        from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
-        from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
         rows: list[dict[str, Any]] = []
         prune = self.study.study.pruner != "none" and len(self.study.directions) == 1

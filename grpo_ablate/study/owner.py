@@ -16,6 +16,8 @@ import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.storage import is_rdb_url, mask_url
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -29,7 +31,6 @@ def storage_identity(study: "Study") -> str:
     """The storage as compared and shown: a journal inside the folder by its relative path (the
     folder may move), any other journal by its absolute path, a database URL masked and without
     its driver (`postgresql+psycopg://` is `postgresql://`)."""
-    from grpo_ablate.storage import is_rdb_url, mask_url
 
     url = study.storage_url
     if is_rdb_url(url):
@@ -63,7 +64,6 @@ def check_output_dir(study: "Study") -> None:
     mine = {"study": study.study.name, "storage": storage_identity(study)}
     if owner == mine:
         return
-    from grpo_ablate.config import Problem, StudyError
 
     raise StudyError([Problem(path="study.output_dir", message=(
         f"{study.output_dir} belongs to the study {owner['study']!r} (storage {owner['storage']}), not to "
@@ -82,7 +82,6 @@ def check_unowned_folder(study: "Study", study_names: list[str]) -> None:
         return
     if not trials.is_dir() or not any(trials.iterdir()):
         return
-    from grpo_ablate.config import Problem, StudyError
 
     raise StudyError([Problem(path="study.output_dir", message=(
         f"{study.output_dir} already holds trial folders of another study, and {study.study.name!r} is a new study "
@@ -108,7 +107,6 @@ def claim_output_dir(study: "Study") -> None:
     except OSError as e:  # a full disk, a read-only folder: nothing else could be written there either
         if tmp.parent.is_dir():
             tmp.unlink(missing_ok=True)
-        from grpo_ablate.config import Problem, StudyError
 
         raise StudyError([Problem(path="study.output_dir", message=(
             f"cannot write {folder} ({e.strerror or e}): free some space or choose a writable folder"))]) from None

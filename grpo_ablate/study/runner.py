@@ -374,7 +374,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         f"({done}/{runner.n_trials} trials finished), {runner.workers} worker(s), sampler {study.sampler_kind}, "
         f"objectives {', '.join(f'{m} ({d})' for m, d in zip(study.metric_names, study.directions))}")
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     wakeup_fd: int | None = None
     if threading.current_thread() is threading.main_thread():  # tests drive run_study from threads too
         wakeup_fd = signal.set_wakeup_fd(runner.wakeup.w, warn_on_full_buffer=False)

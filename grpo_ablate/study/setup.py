@@ -16,6 +16,14 @@ from grpo_ablate.plan import baseline_arm
 from grpo_ablate.storage import mask_url, open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.files.advise_file import add_advised_arm
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.plan import ADVISE_ROLE, is_plannable, racing_round, study_plan
+from grpo_ablate.search.fidelity import budget_completions, quantum
+from grpo_ablate.search.samplers import build_pruner, build_sampler
+from grpo_ablate.storage import is_rdb_url
+from grpo_ablate.study.warm import load_source
 
 if TYPE_CHECKING:
     import optuna
@@ -43,7 +51,6 @@ def library_versions() -> dict[str, str]:
 
 def make_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
     """The study's sampler (search/samplers.py holds the settings the benchmark chose)."""
-    from grpo_ablate.search.samplers import build_sampler
 
     return build_sampler(study.sampler_kind, study.study.sampler_seed, n_trials=study.study.n_trials,
                          n_objectives=len(study.directions))
@@ -51,8 +58,6 @@ def make_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
 
 def make_pruner(study: "Study") -> "optuna.pruners.BasePruner":
     """The study's pruner; its steps are generated completions (search/fidelity.py)."""
-    from grpo_ablate.search.fidelity import budget_completions, quantum
-    from grpo_ablate.search.samplers import build_pruner
 
     budget = budget_completions(study)
     largest = max((p.generation_batch_size for p in study.space.feasible), default=1)
@@ -76,7 +81,7 @@ def open_study(
                       "stale_trial_callback": ledger.StaleTrialRequeue(study.study.max_retry)}
         storage = open_storage(study.storage_url, **kwargs)
     try:
-        ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=study.directions,
+        ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=[optuna.study.StudyDirection[d.upper()] for d in study.directions],
                                      sampler=make_sampler(study), pruner=make_pruner(study), load_if_exists=False)
         return ostudy, True
     except optuna.exceptions.DuplicatedStudyError:
@@ -84,7 +89,6 @@ def open_study(
                                    pruner=make_pruner(study))
         stored = [d.name.lower() for d in ostudy.directions]
         if stored != study.directions:
-            from grpo_ablate.config import Problem, StudyError
 
             raise StudyError([Problem(path="study.objectives", message=(
                 f"the stored study {study.study.name!r} has directions {stored}, the file asks for {study.directions}; "
@@ -101,10 +105,7 @@ def check_warm_source(study: "Study", source: str, storage_url: str | None) -> N
     Otherwise the new study would be created first and its plan never queued: the corrected
     rerun would find a study that exists, wait for a plan that never comes, and stop.
     """
-    from grpo_ablate.config import Problem, StudyError
-    from grpo_ablate.study.warm import load_source
 
-    from grpo_ablate.storage import is_rdb_url
 
     url = storage_url or study.storage_url
     named = not (Path(source).suffix in (".yaml", ".yml") and Path(source).exists())
@@ -144,7 +145,6 @@ def started_study(study: "Study") -> str | None:
     """
     import optuna
 
-    from grpo_ablate.storage import is_rdb_url
 
     url = study.storage_url
     if not is_rdb_url(url):
@@ -238,7 +238,6 @@ def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
     Whoever creates the study calls it (`run`, `advise --enqueue`), so a later `run`
     on any host finds the plan queued rather than waiting for one (wait_for_plan).
     """
-    from grpo_ablate.plan import racing_round, study_plan
 
     cells = study_plan(study)
     if cells and study.study.racing is not None:  # a race queues each later round once the queue runs dry
@@ -256,9 +255,6 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
     every seed when the ablation lacks it (plan.advised_arms), so `plan` and `run` count it;
     a grid already holds every arm it can run.
     """
-    from grpo_ablate.plan import ADVISE_ROLE, is_plannable, study_plan
-    from grpo_ablate.files.advise_file import add_advised_arm
-    from grpo_ablate.files.owned import Owner
 
     if not shortlist:
         return 0

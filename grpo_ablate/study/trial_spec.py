@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.trainer.spec import TrialSpec
 from grpo_ablate.vocab import TRIAL_KEYS, Cell, generations_text
+from grpo_ablate.study.trackers import tracker_settings
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -61,7 +62,6 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
     The generation batch is the cell's only when the study searches batches; otherwise TRL
     derives it from the trainer section, as it would without this tool.
     """
-    from grpo_ablate.study.trackers import tracker_settings
 
     arm = cell.arm
     knobs: dict[str, Any] = {"num_generations": arm.num_generations, "temperature": arm.temperature, "seed": cell.seed}

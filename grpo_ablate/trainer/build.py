@@ -30,6 +30,7 @@ from .builtin.tokenizer import dataset_characters
 from .callbacks import MetricsRecorder, StopSwitch
 from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
+from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
 
 __all__ = [
     "BuiltTrial",
@@ -110,7 +111,6 @@ def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: C
 
 def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> str | None:
     """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (config/attention.py)."""
-    from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
 
     if requested != AUTO:
         return requested
@@ -410,7 +410,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     evaluator = None
     if held_out is not None:
         evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
-    scheduled = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
+    scheduled: dict[str, Any] = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
     if schedule is not None and schedule.kind != "schedule":
         # dynamic sampling generates more than it trains on: a completions budget counts what it generated
         # (a max_steps budget too: it stands for max_steps x the completions a fixed-G step generates)

@@ -41,7 +41,7 @@ __all__ = [
     "describe",
 ]
 
-RewardFunc = Callable[..., list[Any]]
+RewardFunc = Callable[..., Any]  # a list of rewards, or (an async reward) a coroutine that gives one
 
 
 class RewardFunctionError(RuntimeError):
@@ -198,7 +198,7 @@ def _reward_name(spec: str) -> str:
 def _is_async(func: Any) -> bool:
     """Whether calling `func` gives a coroutine (functions, partials, instances with an async __call__)."""
     target = func.func if isinstance(func, functools.partial) else func
-    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))  # noqa: B004 - the method itself
 
 
 def _validated(values: Any, n: int, name: str) -> list[float | None]:
@@ -290,7 +290,7 @@ def _checked(func: RewardFunc, name: str, abstentions: _Abstentions | None = Non
 
         async def async_reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
             try:
-                values = await func(prompts=prompts, completions=completions, *args, **kwargs)
+                values = await func(*args, prompts=prompts, completions=completions, **kwargs)
             except Exception as exc:
                 _reraise(exc, name)
             return checked(values, completions)
@@ -300,7 +300,7 @@ def _checked(func: RewardFunc, name: str, abstentions: _Abstentions | None = Non
 
         def reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
             try:
-                values = func(prompts=prompts, completions=completions, *args, **kwargs)
+                values = func(*args, prompts=prompts, completions=completions, **kwargs)
             except Exception as exc:
                 _reraise(exc, name)
             return checked(values, completions)
