@@ -155,7 +155,7 @@ class Schedule(int):
     def __reduce__(self):  # pickling (multiprocessing, deepcopy) keeps the schedule
         return (Schedule, (self.phases, self.switches))
 
-    def __deepcopy__(self, memo: dict) -> "Schedule":
+    def __deepcopy__(self, _memo: dict) -> "Schedule":  # immutable: a copy is the schedule itself
         return self
 
     def __copy__(self) -> "Schedule":
