@@ -254,7 +254,8 @@ def _prediction(g: int, b: int, t: float) -> Prediction:
 
 def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_path):
     from grpo_ablate.plan import resolved_trial_count, study_plan
-    from grpo_ablate.study.setup import PLAN_READY_ATTR, enqueue_shortlist, open_study
+    from grpo_ablate.study import ledger
+    from grpo_ablate.study.setup import enqueue_shortlist, open_study
 
     path = _study_file(tmp_path, gens="[2, 4]", sampler="ablation", seeds="[0, 1]")
     study = load_study(path)
@@ -263,7 +264,7 @@ def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_pa
     assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 0.7), _prediction(4, 16, 1.0)]) == 2
     study = load_study(path)
     assert resolved_trial_count(study) == 2 * 4
-    assert ostudy.user_attrs[PLAN_READY_ATTR]  # `run` finds the plan queued instead of waiting for it
+    assert ledger.plan_ready(ostudy)  # `run` finds the plan queued instead of waiting for it
     queued = [t.user_attrs["cell"] for t in ostudy.get_trials()]
     assert queued == [c.key for c in study_plan(study)]  # seed by seed, the new arm last on each seed
     assert [c for c in study_plan(study) if c.role == "advise"][0].arm.key == "G2xB16|T0.7"

@@ -62,6 +62,7 @@ __all__ = [
     "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "arm_of", "cell_of",
     "owner", "counted_retries", "FINISHED",
     # writing
+    "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
     "record_metrics", "objective_values", "requeue", "StaleTrialRequeue", "cancel_queued", "is_cancelled", "CANCELLED",
 ]
@@ -170,6 +171,30 @@ def add_copies(ostudy: "optuna.Study", study: "Study", source: str,
     return len(copies)
 
 
+# ---------------------------------------------------------------- the study's own attributes
+
+
+def describe(ostudy: "optuna.Study", attrs: Mapping[str, Any]) -> None:
+    """What a new study is (CONFIG, VERSIONS, OBJECTIVES, BASELINE, HARDWARE, SPACE, EVALUATION),
+    written once by its creator (study/setup.py decides the values); read back by the report."""
+    for name, value in attrs.items():
+        ostudy.set_user_attr(name, value)
+
+
+def mark_plan_ready(ostudy: "optuna.Study") -> None:
+    """The creator queued the plan: other hosts stop waiting for it (`plan_ready`)."""
+    ostudy.set_user_attr(PLAN_READY, True)
+
+
+def plan_ready(ostudy: "optuna.Study") -> bool:
+    return bool(ostudy.user_attrs.get(PLAN_READY))
+
+
+def set_race(ostudy: "optuna.Study", state: Mapping[str, Any]) -> None:
+    """A racing study's state after each round (study/racing.py's RaceState.as_dict())."""
+    ostudy.set_user_attr(RACING, dict(state))
+
+
 # ---------------------------------------------------------------- a running trial
 
 
@@ -186,6 +211,16 @@ def started(trial: "optuna.Trial", host: str, pid: int, *, heartbeat: bool, max_
 
 def set_trial_dir(trial: "optuna.Trial", path: Any) -> None:
     trial.set_user_attr(TRIAL_DIR, str(path))
+
+
+def record_orchestrator_rss(trial: "optuna.Trial", megabytes: float) -> None:
+    """The orchestrator's resident memory when the trial ended (benchmarks/workers.py checks it stays flat)."""
+    trial.set_user_attr(ORCHESTRATOR_RSS, megabytes)
+
+
+def record_pruned_at(trial: "optuna.Trial", completions: int) -> None:
+    """The checkpoint (in generated completions) at which the pruner stopped the trial."""
+    trial.set_user_attr(PRUNED_AT, completions)
 
 
 def _lost(trials: Mapping[int, "FrozenTrial"], me: "FrozenTrial", why: str, max_retry: int, *, counted: bool

@@ -193,7 +193,7 @@ class TrialLifecycle:
                 return self._fault(trial, "running the trial (the orchestrator's own files)", e)
             except Exception as e:  # noqa: BLE001 - run_trial never raises for the trial's own failure: a bug
                 return self._failed(trial, f"the orchestrator failed running the trial: {type(e).__name__}: {e}")
-            trial.set_user_attr(ledger.ORCHESTRATOR_RSS, _rss_mb())  # benchmarks/workers.py checks it stays flat
+            ledger.record_orchestrator_rss(trial, _rss_mb())
             return self._tell(trial, result)
         finally:
             beat.set()
@@ -250,7 +250,7 @@ class TrialLifecycle:
                 reported.add(at)
             if points and trial.should_prune():
                 asked = True
-                trial.set_user_attr(ledger.PRUNED_AT, points[-1][0])
+                ledger.record_pruned_at(trial, points[-1][0])
                 _stop(run.trial_dir, Outcome.PRUNED.value)
 
         return on_progress

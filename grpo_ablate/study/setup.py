@@ -31,10 +31,9 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["open_study", "describe_study", "space_changed", "queue_plan", "queue_first_plan", "wait_for_plan", "library_versions",
-           "name_objectives", "PLAN_READY_ATTR", "enqueue_shortlist", "check_warm_source", "discard_new_study",
+           "name_objectives", "enqueue_shortlist", "check_warm_source", "discard_new_study",
            "started_study"]
 
-PLAN_READY_ATTR = ledger.PLAN_READY
 PLAN_WAIT_S = 120.0
 
 
@@ -169,17 +168,20 @@ def masked_config(study: "Study") -> dict[str, Any]:
 
 def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
     name_objectives(ostudy, study)
-    ostudy.set_user_attr(ledger.CONFIG, masked_config(study))
-    ostudy.set_user_attr(ledger.VERSIONS, library_versions())
-    ostudy.set_user_attr(ledger.OBJECTIVES, [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)])
-    ostudy.set_user_attr(ledger.BASELINE, baseline_arm(study).as_dict())
-    ostudy.set_user_attr(ledger.HARDWARE, study.space.shape.describe())
-    ostudy.set_user_attr(ledger.SPACE, sorted(p.label for p in study.space.feasible))
+    attrs: dict[str, Any] = {
+        ledger.CONFIG: masked_config(study),
+        ledger.VERSIONS: library_versions(),
+        ledger.OBJECTIVES: [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)],
+        ledger.BASELINE: baseline_arm(study).as_dict(),
+        ledger.HARDWARE: study.space.shape.describe(),
+        ledger.SPACE: sorted(p.label for p in study.space.feasible),
+    }
     if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction
         evaluation = study.file.evaluation.model_dump()
         if evaluation["max_completion_length"] is None:
             evaluation["max_completion_length"] = study.trainer.get("max_completion_length")
-        ostudy.set_user_attr(ledger.EVALUATION, evaluation)
+        attrs[ledger.EVALUATION] = evaluation
+    ledger.describe(ostudy, attrs)
 
 
 def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
@@ -223,7 +225,7 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
     """Another host created the study: wait until it has queued the plan."""
     deadline = time.monotonic() + PLAN_WAIT_S
     while time.monotonic() < deadline:
-        if ostudy.user_attrs.get(PLAN_READY_ATTR):
+        if ledger.plan_ready(ostudy):
             return True
         time.sleep(1.0)
     return False
@@ -244,7 +246,7 @@ def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
         queue_plan(ostudy, study, racing_round(study, 1))
     elif cells:
         queue_plan(ostudy, study, cells)
-    ostudy.set_user_attr(PLAN_READY_ATTR, True)
+    ledger.mark_plan_ready(ostudy)
 
 
 def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[Any]) -> int:
@@ -265,7 +267,7 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
             add_advised_arm(study.output_dir, top, Owner.of(study))
             have = {t.user_attrs.get(ledger.CELL) for t in ostudy.get_trials(deepcopy=False)}
             new = [c for c in study_plan(study) if c.arm.key == top.key and c.key not in have]
-        if not ostudy.user_attrs.get(PLAN_READY_ATTR):  # advise opened the study first: `run` finds the plan queued
+        if not ledger.plan_ready(ostudy):  # advise opened the study first: `run` finds the plan queued
             queue_first_plan(ostudy, study)  # the new arm in its seed-major place
         elif new and study.study.racing is None:
             queue_plan(ostudy, study, new)  # after the cells already queued

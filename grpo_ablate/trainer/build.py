@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 
 from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.space import BatchShape, generated_completions, optimizer_steps
+from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.prompt_file import prompt_file_problem
 
 from .builtin.model import builtin_model_path, is_builtin_model
@@ -31,6 +31,7 @@ from .callbacks import MetricsRecorder, StopSwitch
 from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
 from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
+from grpo_ablate.config.hardware import trainer_batch_shape
 
 __all__ = [
     "BuiltTrial",
@@ -301,18 +302,8 @@ def _drop_long_prompts(dataset, tokenizer, limit: int):
 def derive_max_steps(budget: dict[str, Any], trainer: dict[str, Any], world_size: int) -> int | None:
     """Optimizer steps from the budget: `max_steps`, or completions -> steps, the smaller when both
     (space.optimizer_steps, the arithmetic plan and pruning use too)."""
-    return optimizer_steps(trainer_shape(trainer, world_size),
+    return optimizer_steps(trainer_batch_shape(trainer, world_size),
                            max_steps=budget.get("max_steps"), completions=budget.get("completions"))
-
-
-def trainer_shape(trainer: dict[str, Any], world_size: int) -> BatchShape:
-    """The batch shape of GRPOConfig keyword arguments (TRL's defaults where unset)."""
-    def num(key: str) -> int:
-        return int(trainer.get(key) or trl_default(key))
-
-    return BatchShape(world_size=world_size, per_device_train_batch_size=num("per_device_train_batch_size"),
-                      gradient_accumulation_steps=num("gradient_accumulation_steps"),
-                      num_iterations=num("num_iterations"))
 
 
 def _checkpointing_field() -> str:
@@ -461,7 +452,7 @@ def evaluation_budget(budget: dict[str, Any], config: Any) -> tuple[str, float]:
     if budget.get("tokens"):
         return "tokens", float(budget["tokens"])
     if config.max_steps and config.max_steps > 0:
-        shape = trainer_shape({"per_device_train_batch_size": config.per_device_train_batch_size,
+        shape = trainer_batch_shape({"per_device_train_batch_size": config.per_device_train_batch_size,
                                "gradient_accumulation_steps": config.gradient_accumulation_steps,
                                "num_iterations": config.num_iterations}, config.world_size)
         return "completions", float(generated_completions(shape, max_steps=config.max_steps) or 0)
