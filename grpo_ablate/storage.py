@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 # the URL functions live in storage_url; re-exported here, where callers have always found them
 __all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url", "url_problem",
-           "canonical_url", "local_file", "DATABASE_SCHEMES", "JOURNAL_PREFIX", "repair_journal", "check_foreign_file"]
+           "canonical_url", "local_file", "DATABASE_SCHEMES", "JOURNAL_PREFIX", "repair_journal", "check_foreign_file",
+           "read_existing"]
 
 
 def _refuse(url: str, why: str, exc: BaseException | None = None) -> NoReturn:
@@ -81,7 +82,6 @@ def open_storage(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     problem = url_problem(url)
     if problem:
-
         raise StudyError([Problem(path="study.storage", message=problem)])
     url = canonical_url(url)
     if is_rdb_url(url):
@@ -106,6 +106,23 @@ def open_storage(
     except OSError as exc:
         _refuse(url, "a journal file needs a writable folder", exc)
     return JournalStorage(backend)
+
+
+def read_existing(url: str) -> "optuna.storages.BaseStorage | None":
+    """A local storage (journal or SQLite file) that exists, opened to read: nothing is created,
+    migrated or repaired (`plan` must not change a study). None when there is no such file or the
+    URL names a server."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    path = local_file(url)
+    if path is None or not path.is_file() or not path.stat().st_size:
+        return None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if is_rdb_url(url):
+        return optuna.storages.RDBStorage(url, skip_compatibility_check=True)  # a SQLite file: local_file found it
+    return JournalStorage(JournalFileBackend(str(path)))
 
 
 JOURNAL_HEAD = b'{"op_code":'  # how Optuna's JournalStorage writes every log line (compact JSON, op_code first)

@@ -17,7 +17,7 @@ from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import ASSUMED, GpuEstimate, assumed_trial_seconds, fmt_range, hours, model_parameters
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
-from grpo_ablate.storage import local_file, mask_url
+from grpo_ablate.storage import mask_url, read_existing
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import EXIT_OK, load
 from grpo_ablate.files.owned import Owner
@@ -53,22 +53,17 @@ def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
     Read-only: a journal file or SQLite file that exists; a server storage is not contacted by `plan`.
     """
     url = study.storage_url
-    path = local_file(url)
-    if path is None or not path.is_file() or not path.stat().st_size:
-        return None
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        if url.startswith("sqlite:///"):
-            storage: Any = optuna.storages.RDBStorage(url, skip_compatibility_check=True)
-        else:
-            storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+        storage = read_existing(url)
+        if storage is None:
+            return None
         rates: list[float] = []
         overheads: list[float] = []
         names: set[str] = set()
         for s in storage.get_all_studies():
-            for t in storage.get_all_trials(s._study_id, deepcopy=False):
+            for t in storage.get_all_trials(storage.get_study_id_from_name(s.study_name), deepcopy=False):
                 sps = t.user_attrs.get("samples_per_second")
                 if t.state == optuna.trial.TrialState.COMPLETE and isinstance(sps, (int, float)) and sps > 0:
                     rates.append(1.0 / float(sps))
