@@ -56,7 +56,7 @@ def test_init_without_recipe_from_flags_and_from_questions(tmp_path):
 
 def test_an_invalid_result_writes_nothing(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("model_name_or_path: m\ndataset_name: d\nreward_funcs: [cosine]\n")  # a factory: not a name
+    recipe.write_text("model_name_or_path: m\ndataset_name: d\nreward_funcs: [cosnie]\n")  # no such reward
     with pytest.raises(StudyError):
         write_study(InitAnswers(recipe=recipe, gpus=1), tmp_path / "s.yaml")
     assert not list(tmp_path.glob("*s.yaml*"))
