@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="the feasible (num_generations, generation batch) pairs on this hardware")
     _add_study(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--commands", action="store_true",
+                   help="a dry run: each arm's launch command lines and GRPOConfig arguments, nothing started")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="run (or resume) the Optuna study of real GRPO trials, then write the report")
@@ -177,10 +179,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from grpo_ablate.planview import plan_json, plan_text
+    from grpo_ablate.planview import commands_text, launch_plan, plan_json, plan_text
 
     study = _load(args)
-    if args.json:
+    if args.commands:
+        print(json.dumps(launch_plan(study)) if args.json else commands_text(study))
+    elif args.json:
         print(json.dumps(plan_json(study)))
     else:
         print(plan_text(study))

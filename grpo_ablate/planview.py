@@ -22,7 +22,7 @@ from grpo_ablate.files.probe_file import load_probe, probe_table
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["plan_json", "plan_text", "trial_cost", "TrialCost"]
+__all__ = ["plan_json", "plan_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
 
 STEPS_PER_GENERATION = (
     "steps/gen: micro-steps (one per-device batch each) trained on the completions of one generation round; "
@@ -222,3 +222,82 @@ def _cost_lines(study: "Study") -> list[str]:
 
 def _share(x: float) -> str:
     return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
+# ------------------------------------------------------------------ plan --commands (a dry run)
+
+
+def launch_plan(study: "Study") -> list[dict[str, Any]]:
+    """Per arm (its first seed), what `run` would start, without starting it: the vLLM server's command line
+    (server mode), the training launch command line, and the GRPOConfig keyword arguments the trial passes,
+    computed by the trial's own code in one child process (the parent never imports torch)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from grpo_ablate.children import die_with_parent
+    from grpo_ablate.study.trial_spec import build_spec
+    from grpo_ablate.trainer.launchers.process import build_command
+    from grpo_ablate.trainer.vllm_server import DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys
+    from grpo_ablate.vocab import Cell
+
+    cells = study_plan(study)
+    if not cells:
+        from grpo_ablate.plan import baseline_arm
+
+        cells = [Cell(baseline_arm(study), study.study.seeds[0], "baseline")]
+    seen: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    for cell in cells:
+        if cell.arm.key in seen:
+            continue
+        seen.add(cell.arm.key)
+        trial_dir = study.output_dir / "trials" / "<n>"
+        spec = build_spec(study, cell, trial_dir)
+        row: dict[str, Any] = {"role": cell.role, "arm": cell.arm.label, "seed": cell.seed}
+        vllm = study.hardware.vllm
+        if vllm.mode == "server":
+            row["vllm_server"] = server_command(study.model.name_or_path, vllm.port, tensor_parallel_size=vllm.server_gpus,
+                                                dtype=study.model.dtype, revision=study.model.revision,
+                                                trust_remote_code=study.model.trust_remote_code,
+                                                **server_engine_args(spec.trainer))
+            spec.trainer.update(server_trainer_keys(vllm.port, DEFAULT_GROUP_PORT))
+        row["launch"] = build_command(spec, trial_dir / "spec.json")
+        row["spec"] = json.loads(spec.to_json())
+        rows.append(row)
+    payload = [{"spec": r.pop("spec"), "world_size": study.world_size, "gpu": bool(study.hardware.gpus)} for r in rows]
+    out = subprocess.run([sys.executable, "-m", "grpo_ablate.trainer.dry_run"], input=json.dumps(payload),
+                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                         preexec_fn=die_with_parent())
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+        raise RuntimeError(f"could not compute the trials' GRPOConfig arguments: {tail}")
+    for row, kwargs in zip(rows, json.loads(out.stdout.strip().splitlines()[-1])):
+        row["grpo_config"] = kwargs
+    return rows
+
+
+def commands_text(study: "Study") -> str:
+    """`plan --commands`: every arm's command lines and GRPOConfig arguments, as `run` would use them."""
+    import shlex
+
+    rows = launch_plan(study)
+    lines = [f"Launch plan of {study.study.name!r}: {len(rows)} arm(s), each as its first trial would start "
+             f"(nothing is run; ports and trial folders are chosen at run time)"]
+    schedule = lr_schedule_of(study.budget.model_dump())
+    full = estimate_trial(study).full_run_steps
+    lines.append(f"Learning-rate schedule: {schedule}" + (
+        f" (built for the full run's {full:,} optimizer steps; each trial runs the first of them)"
+        if schedule == "prefix" and full else " (the full run's length is counted when the trial has loaded its prompts)"
+        if schedule == "prefix" else " (fitted into each trial's own steps)"))
+    lines.append("")
+    for row in rows:
+        lines.append(f"{row['role']}: {row['arm']}, seed {row['seed']}")
+        if "vllm_server" in row:
+            lines.append(f"  vLLM server: {shlex.join(row['vllm_server'])}")
+        lines.append(f"  training:    {shlex.join(row['launch'])}")
+        lines.append("  GRPOConfig:")
+        lines += [f"    {k}: {v!r}" for k, v in sorted(row["grpo_config"].items())]
+        lines.append("")
+    return "\n".join(lines)
