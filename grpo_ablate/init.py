@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.config.recipes import read_recipe
+from grpo_ablate.config.recipes import read_recipe, stack_default
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import BatchShape, feasible_space, nearest_generations
 from grpo_ablate.vocab import BUILTIN_TASKS
@@ -47,8 +47,9 @@ class InitAnswers:
     recipe_values: dict[str, Any] = field(default_factory=dict)
 
     def value(self, key: str) -> Any:
+        """The recipe's value, else what the key meant on the recipe's own stack (Open R1: TRL 0.18's default)."""
         v = self.recipe_values.get(key)
-        return trl_default(key) if v is None else v
+        return stack_default(self.recipe_values, key) if v is None else v
 
     @property
     def world_size(self) -> int:

@@ -380,6 +380,19 @@ def _sharding_note(recipe: _Recipe, hardware: Any) -> RecipeNote | None:
                       f"set hardware.accelerate_config{where}")
 
 
+def _anchor_baseline(raw: dict[str, Any], key: str, value: Any, searched: Any) -> str:
+    """The recipe's own value of a searched key becomes the ablation's baseline (the run one would make
+    without the study), when the study names no baseline value and searches that value; words for the note."""
+    study = raw.get("study")
+    if not isinstance(study, dict) or not isinstance(searched, list) or value not in searched:
+        return ""
+    baseline = study.setdefault("baseline", {})
+    if not isinstance(baseline, dict) or key in baseline:
+        return ""
+    baseline[key] = value
+    return f", and {echo(value)} is the baseline's"
+
+
 def _implicit_keys(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any], own: dict[str, Any],
                    search: dict[str, Any], notes: list[RecipeNote]) -> None:
     """Keys the recipe leaves out whose default moved between TRL releases: on a known stack, the value
@@ -404,16 +417,8 @@ def _implicit_keys(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any]
         if then == now:
             continue
         if key in SEARCHED_KEYS and key in search:
-            baseline = raw.get("study", {}).get("baseline") if isinstance(raw.get("study"), dict) else None
-            values = search[key] if isinstance(search[key], list) else []
-            if isinstance(baseline, dict) and key not in baseline and then in values:
-                baseline[key] = then
-                where = "the baseline's value"
-            elif isinstance(raw.get("study"), dict) and "baseline" not in raw["study"] and then in values:
-                raw["study"]["baseline"] = {key: then}
-                where = "the baseline's value"
-            else:
-                where = f"not among the searched values {echo(values)}, so the baseline is the nearest to it"
+            where = ("the baseline's value" if _anchor_baseline(raw, key, then, search[key])
+                     else "the baseline is the searched value nearest to it, unless study.baseline names one")
             notes.append(RecipeNote(f"{recipe.path.name}: {key} not set: {stack.name} ran it at {echo(then)} "
                                     f"({stack.source}; TRL {installed}'s is {echo(now)}): {where}"))
             continue
@@ -440,9 +445,13 @@ def _full_run(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any], not
     g = recipe.values.get("num_generations", trl_default("num_generations"))
     if isinstance(g, int) and not isinstance(g, bool):
         full["num_generations"] = g
-    if not full or isinstance(budget.get("full_run"), dict):
-        return
-    budget["full_run"] = full
+    given = budget.get("full_run")
+    if not full or (given is not None and not isinstance(given, dict)):
+        return  # anything else stays, for the schema to report
+    if given and ("max_steps" in given or "num_train_epochs" in given):
+        full.pop("max_steps", None)
+        full.pop("num_train_epochs", None)  # the study's own length wins over the recipe's
+    budget["full_run"] = {**full, **(given or {})}
     schedule = budget.get("lr_schedule") or "prefix"
     kind = trainer.get("lr_scheduler_type", trl_default("lr_scheduler_type"))
     warmup = trainer.get("warmup_steps") or 0
@@ -541,8 +550,9 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             problems.append(recipe.problem(key, f"not a GRPOConfig field of the installed TRL, nor a known script key"
                                                 f"{did_you_mean(key, sorted(fields))}"))
         elif key in SEARCHED_KEYS and key in search:
+            anchored = _anchor_baseline(raw, key, value, search[key])
             notes.append(RecipeDifference(f"{recipe.at(key)}: {key}: {echo(value)} is searched (search.{key}); "
-                                          f"each arm uses its own value"))
+                                          f"each arm uses its own value{anchored}"))
         else:
             trainer[key] = value
     if ignored:
