@@ -21,16 +21,23 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.config.recipes import read_recipe, stack_default
+from grpo_ablate.config.recipes import OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe, recipe_stack, stack_default
 from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.report.stats import seeds_needed
 from grpo_ablate.space import BatchShape, feasible_space, nearest_generations
 from grpo_ablate.vocab import BUILTIN_TASKS
 
-__all__ = ["InitAnswers", "study_text", "write_study", "choose_generations", "temperatures_around"]
+__all__ = ["InitAnswers", "study_text", "write_study", "choose_generations", "temperatures_around", "seeds_for_detectable"]
 
 CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
 MAX_ARMS = 5  # G values in the search: the baseline and its nearest feasible neighbours
-SEEDS = (0, 1)
+# The study decides on held-out reward. Seeds are sized so that a difference of DETECTABLE_SHARE of the
+# reward's range would be found (80% power, 5% two-sided) when arms vary between seeds as the demo's did:
+# a held-out reward sd of SEED_SD_SHARE of its range per arm (report/sequential.py's 2% default
+# min_effect is half of it), uncorrelated between arms (shared/guide/facts.md, round 4).
+DETECTABLE_SHARE = 0.10
+SEED_SD_SHARE = 0.04
+EVAL_PROMPTS = 128
 
 
 @dataclass
@@ -85,6 +92,35 @@ def temperatures_around(t: float) -> list[float]:
     """Three temperatures: the recipe's and 0.2 either side (all > 0)."""
     values = {round(t - 0.2, 2), round(t, 2), round(t + 0.2, 2)}
     return sorted(v for v in values if v > 0)
+
+
+def seeds_for_detectable(share: float = DETECTABLE_SHARE, sd_share: float = SEED_SD_SHARE) -> list[int]:
+    """Seeds 0..n-1, n the fewest that detect a difference of `share` of the reward's range (paired by seed,
+    arms uncorrelated: the difference's sd is sqrt(2) x an arm's)."""
+    n = seeds_needed(share, sd_share * math.sqrt(2)) or 2
+    return list(range(max(2, n)))
+
+
+def _reward_range(a: InitAnswers) -> float:
+    """The held-out reward's range: the recipe's weights summed, each reward taken as scoring in [0, 1]."""
+    weights = a.recipe_values.get("reward_weights")
+    if isinstance(weights, list) and weights and all(isinstance(w, (int, float)) for w in weights):
+        return float(sum(abs(w) for w in weights))
+    names = a.recipe_values.get("reward_funcs")
+    if names is None and recipe_stack(a.recipe_values) is OPEN_R1_STACK:
+        names = OPEN_R1_DEFAULT_REWARDS
+    return float(len(names)) if isinstance(names, list) and names else 1.0
+
+
+def _evaluation_lines(a: InitAnswers) -> list[str]:
+    split = a.recipe_values.get("dataset_test_split")
+    lines = ["evaluation:   # held-out prompts every arm is scored on: the objective (eval_final_reward) reads them",
+             f"  num_prompts: {EVAL_PROMPTS}"]
+    if isinstance(split, str) and split:
+        lines.append(f"  split: {_q(split)}   # the recipe's own test split (dataset_test_split)")
+    else:
+        lines.append("  # split: test   # the dataset's own test split, where it has one; else held out of the training prompts")
+    return lines
 
 
 def _name(a: InitAnswers) -> str:
@@ -154,6 +190,9 @@ def study_text(a: InitAnswers, out: Path) -> str:
     base, gens = choose_generations(a)
     temp = float(a.value("temperature") or trl_default("temperature"))
     temps = temperatures_around(temp)
+    seeds = seeds_for_detectable()
+    span = _reward_range(a)
+    detectable = DETECTABLE_SHARE * span
     lines = [
         f"# Written by `grpo-ablate init`{f' from {a.recipe.name}' if a.recipe else ''}. Check it, then:",
         f"#   grpo-ablate plan {out.name}",
@@ -163,10 +202,13 @@ def study_text(a: InitAnswers, out: Path) -> str:
         "  sampler: ablation      # the baseline, then one factor at a time, every arm on the same seeds",
         "  baseline:",
         f"    num_generations: {base}   # {'the recipe' + chr(39) + 's own G' if a.recipe and base == a.value('num_generations') else 'the nearest G this hardware accepts'}",
-        f"    temperature: {round(temp, 2)}",
-        f"  seeds: {list(SEEDS)}        # each arm runs once per seed: more seeds, tighter comparisons",
+        f"    temperature: {round(temp, 2)}   # the recipe's{' (as its own TRL meant it)' if a.recipe and 'temperature' not in a.recipe_values else ''}" if a.recipe else f"    temperature: {round(temp, 2)}",
+        f"  seeds: {seeds}   # each arm runs once per seed, the same seeds for every arm: with {len(seeds)}, a held-out",
+        f"  #   reward difference of about {detectable:.2g} ({DETECTABLE_SHARE:.0%} of its range {span:g}) is detectable",
+        f"  #   (80% power, 5% two-sided) if arms vary between seeds as the demo's did (sd {SEED_SD_SHARE:.0%} of the range)",
         "  objectives:",
-        "    - metric: reward_per_hour   # see docs/your-own-run.md for which objective to pick",
+        "    - metric: eval_final_reward   # held-out reward at the end of each trial (docs/your-own-run.md)",
+        "  # min_effect: the smallest difference worth acting on, on the objective's scale; default: 2% of its range",
     ]
     if a.recipe:
         rel = os.path.relpath(a.recipe.resolve(), out.resolve().parent)
@@ -190,7 +232,9 @@ def study_text(a: InitAnswers, out: Path) -> str:
                    f"{a.world_size}"]
         elif a.vllm == "colocate":
             hw += ["  vllm: {mode: colocate}   # vLLM shares the training GPUs"]
+        hw += ["  # gpu_type: H100   # H100, H200, H20, A100 or L40S: narrows plan's GPU-hour estimate"]
         lines += hw
+    lines += _evaluation_lines(a)
     steps = 20 if a.task else 100
     lines += [
         "search:",
