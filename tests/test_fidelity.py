@@ -163,3 +163,22 @@ def test_plan_commands_prints_every_launch_and_the_resolved_config(tmp_path):
     assert "accelerate.commands.launch --num_processes 7" in out
     assert "beta: 0.04" in out and "loss_type: 'bnpo'" in out and "bf16: True" in out  # the GPU machine's values
     assert "Learning-rate schedule: prefix" in out
+
+
+@pytest.mark.slow
+def test_a_trials_learning_rate_is_the_full_runs_at_the_same_step(tmp_path):
+    """A 2-step trial of a 20-step linear schedule: the prefix keeps 90% of the rate at step 2, as the full run
+    does; transformers' own (compressed) schedule has annealed to 0 by then."""
+    from transformers import Trainer
+
+    from helpers import tiny_spec
+    from grpo_ablate.trainer.build import build_trial
+
+    spec = tiny_spec(tmp_path, steps=2, lr_scheduler_type="linear", budget={
+        "max_steps": 2, "lr_schedule": "prefix", "full_run": {"max_steps": 20}})
+    trainer = build_trial(spec, log=lambda _: None, echo=False).trainer
+    trainer.create_optimizer_and_scheduler(num_training_steps=trainer.args.max_steps)
+    assert trainer.lr_scheduler.lr_lambdas[0](2) == pytest.approx(0.9)
+    trainer.lr_scheduler = None
+    compressed = Trainer.create_scheduler(trainer, num_training_steps=trainer.args.max_steps)
+    assert compressed.lr_lambdas[0](2) == pytest.approx(0.0)

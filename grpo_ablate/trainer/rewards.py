@@ -111,7 +111,7 @@ def accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None =
     Where the gold answer is LaTeX (Open R1's datasets), this scores as Open R1's accuracy reward:
     the gold parsed with LaTeX extraction, the completion's first LaTeX answer (\\boxed{} first)
     found anywhere in the whole completion, not inside <answer> tags only. Where the gold is not
-    LaTeX (a plain `answer` column such as "42"), Open R1 scores every completion 1.0 to skip the
+    LaTeX at all (no `$`, no backslash: a plain `answer` column such as "42"), Open R1 scores every completion 1.0 to skip the
     example; here the gold is read as $42$ and the completion's LaTeX answer, else its <answer>
     tag's text, is compared with it, so such datasets still teach something. A gold answer that
     cannot be parsed either way scores 1.0 for every completion, as Open R1's does (the group has
@@ -128,7 +128,7 @@ def accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None =
         text = plain_text(completion)
         try:
             gold_parsed = parse(gold_text, extraction_mode="first_match", extraction_config=latex_gold)
-            plain_gold = not gold_parsed
+            plain_gold = not gold_parsed and "$" not in gold_text and "\\" not in gold_text  # not LaTeX at all
             if plain_gold:
                 gold_parsed = parse(f"${gold_text.strip()}$", extraction_mode="first_match", extraction_config=latex_gold)
             if not gold_parsed:
