@@ -7,8 +7,8 @@ from it, a GPU-hour budget). In order of trust:
 1. measured: finished trials in the study's storage (seconds per completion, plus what a trial
    spends outside training), else probe.json's measured pace;
 2. assumed: a (short, long) range from the model's size and the stated per-GPU rates below,
-   narrowed by `hardware.gpu_type` (config/gpus.py) and by the probe's measured tokens per
-   completion when there is a probe. Training is bound by compute (FLOPs per trained token:
+   narrowed by `hardware.gpu_type` (config/gpus.py) and by a measured completion length (advise's
+   mean completion tokens, else the probe's tokens per completion). Training is bound by compute (FLOPs per trained token:
    6 x parameters, +2x each for gradient checkpointing's recomputed forward, a reference model
    (beta > 0) and old log-probabilities (num_iterations > 1)); generation by memory bandwidth.
 
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config.gpus import GPU_TYPES, REFERENCE_GPU, Gpu
 from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.space import BatchShape, generated_completions
@@ -347,8 +348,13 @@ def estimate_trial(study: "Study") -> TrialEstimate:
     prompts = (ASSUMED.prompt_share[0] * prompt_cap, ASSUMED.prompt_share[1] * prompt_cap) if prompt_cap else (0.0, 0.0)
     prompt_words = (f"mean prompt {ASSUMED.prompt_share[0]:.0%}-{ASSUMED.prompt_share[1]:.0%} of data.max_prompt_tokens "
                     f"{prompt_cap}" if prompt_cap else "prompt tokens not counted (data.max_prompt_tokens unset)")
+    advice = load_advice(study.output_dir, Owner.of(study))
+    sampled = float(advice.get("mean_completion_tokens") or 0) if advice else 0.0
     tokens = _probe_tokens_per_completion(probe)
-    if tokens:  # the probe counted prompt + completion tokens per completion: that bounds both
+    if sampled > 0:  # advise sampled completions at the study's settings: their mean length
+        lengths = (sampled, sampled)
+        length_words = f"mean completion {sampled:.0f} tokens (measured by advise, advise.json)"
+    elif tokens:  # the probe counted prompt + completion tokens per completion: that bounds both
         lengths, prompts = (tokens, tokens), (0.0, 0.0)
         length_words, prompt_words = f"{tokens:.0f} tokens per completion, prompt included (measured by the probe)", ""
     flops = flops_per_token(params, checkpointing=bool(_trainer_value(study, "gradient_checkpointing")),

@@ -182,3 +182,17 @@ def test_a_trials_learning_rate_is_the_full_runs_at_the_same_step(tmp_path):
     trainer.lr_scheduler = None
     compressed = Trainer.create_scheduler(trainer, num_training_steps=trainer.args.max_steps)
     assert compressed.lr_lambdas[0](2) == pytest.approx(0.0)
+
+
+def test_a_measured_completion_length_narrows_the_estimate(tmp_path):
+    from grpo_ablate.config import load_study as load
+    from grpo_ablate.files.advise_file import save_advice
+    from grpo_ablate.files.owned import Owner
+
+    unmeasured = _published_run(tmp_path, "H20")
+    study = load(tmp_path / "published-H20.yaml")
+    save_advice(study.output_dir, {"mean_completion_tokens": 400.0}, Owner.of(study))
+    measured = estimate_trial(study)
+    assert "mean completion 400 tokens (measured by advise" in measured.source
+    (lo, hi), (ulo, uhi) = measured.full_run_gpu_hours, unmeasured.full_run_gpu_hours
+    assert hi / lo < uhi / ulo and ulo < lo < hi < uhi
