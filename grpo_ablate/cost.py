@@ -359,7 +359,7 @@ def estimate_trial(study: "Study") -> TrialEstimate:
         length_words, prompt_words = f"{tokens:.0f} tokens per completion, prompt included (measured by the probe)", ""
     flops = flops_per_token(params, checkpointing=bool(_trainer_value(study, "gradient_checkpointing")),
                             reference_model=float(_trainer_value(study, "beta") or 0) != 0,
-                            old_logprobs=int(_trainer_value(study, "num_iterations") or 1) > 1)
+                            old_logprobs=int(_trainer_value(study, "num_iterations")) > 1)
     server = hw.vllm.mode == "server"
     kwargs = dict(training_gpus=study.world_size, generation_gpus=hw.vllm.server_gpus if server else study.world_size,
                   vllm=vllm, flops_per_trained_token=flops, gpu=gpu)
