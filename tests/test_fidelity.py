@@ -48,6 +48,14 @@ def test_a_published_recipe_with_a_factory_built_reward_plans_and_inits_unedited
     assert again.study.baseline["num_generations"] == 16 and 16 in again.generations()
 
 
+@pytest.mark.parametrize("recipe", sorted(FIXTURES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_published_grpo_recipe_inits_and_plans_unedited(tmp_path, recipe):
+    out = write_study(InitAnswers(recipe=recipe, gpus=8, vllm="server"), tmp_path / "study.yaml")
+    study = load_study(out)
+    assert study.world_size == 7 and study.rewards and study.study.is_planned
+    assert study.study.baseline["num_generations"] in study.generations()
+
+
 def test_open_r1_factories_are_called_with_the_recipes_arguments_when_open_r1_imports(tmp_path, monkeypatch, request):
     """A stand-in `open_r1` package (only what the registry names) on the import path: the study refers to
     its functions, and the trial builds code_format with the recipe's language, as Open R1's registry does."""
