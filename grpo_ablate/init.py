@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.config.recipes import OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe, recipe_stack, stack_default
+from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe, recipe_stack,
+                                        stack_default)
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.report.stats import seeds_needed
 from grpo_ablate.space import BatchShape, feasible_space, nearest_generations
@@ -123,6 +124,19 @@ def _evaluation_lines(a: InitAnswers) -> list[str]:
     return lines
 
 
+def _implicit_lines(a: InitAnswers) -> list[str]:
+    """For a recipe whose TRL is not known: the keys it leaves out whose default moved between TRL releases,
+    written out as the installed TRL fills them, so the study says what it trains (temperature is searched)."""
+    if recipe_stack(a.recipe_values) is not None:
+        return []  # a known stack: the recipe merge resolves them to that TRL's values, with a note
+    keys = [k for k in DRIFTING_KEYS if k != "temperature" and k not in a.recipe_values]
+    if not keys:
+        return []
+    lines = ["trainer:   # keys the recipe leaves out whose TRL default changed between releases, written as the",
+             "           # installed TRL fills them: set what the TRL your recipe was written for meant (0.18: beta 0.04, bnpo)"]
+    return lines + [f"  {k}: {_q(trl_default(k))}" for k in keys]
+
+
 def _name(a: InitAnswers) -> str:
     if a.name:
         return a.name
@@ -214,6 +228,7 @@ def study_text(a: InitAnswers, out: Path) -> str:
         rel = os.path.relpath(a.recipe.resolve(), out.resolve().parent)
         rel = str(a.recipe.resolve()) if rel.startswith("..") else rel
         lines += [f"trainer_from: {_q(rel)}   # used as published; `plan` notes each key it translates"]
+        lines += _implicit_lines(a)
     else:
         lines += ["model:", f"  name_or_path: {_q(a.model or 'builtin:tiny')}", "data:"]
         if a.task:

@@ -204,3 +204,16 @@ def test_a_measured_completion_length_narrows_the_estimate(tmp_path):
     assert "mean completion 400 tokens (measured by advise" in measured.source
     (lo, hi), (ulo, uhi) = measured.full_run_gpu_hours, unmeasured.full_run_gpu_hours
     assert hi / lo < uhi / ulo and ulo < lo < hi < uhi
+
+
+def test_init_writes_the_implicit_keys_of_a_recipe_whose_trl_is_not_known(tmp_path):
+    """A `trl grpo` recipe says nothing of its TRL: init writes the drifting keys it leaves out, as the installed
+    TRL fills them, with a note to set what was meant; plan then has nothing left to guess."""
+    out = write_study(InitAnswers(recipe=ROOT / "studies/recipes/trl-cli-style.yaml", gpus=1), tmp_path / "trl.yaml")
+    text = out.read_text()
+    assert "keys the recipe leaves out whose TRL default changed between releases" in text
+    written = yaml.safe_load(text)
+    assert written["trainer"] == {"loss_type": "dapo"}  # beta: the recipe sets it; temperature: searched
+    assert written["study"]["baseline"]["temperature"] == 1.0
+    study = load_study(out)
+    assert not [w for w in study.warnings if isinstance(w, RecipeDifference) and "not set" in w]

@@ -407,6 +407,16 @@ def _implicit_keys(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any]
         if key in recipe.values or key in own:
             continue
         now = trl_default(key)
+        searched = key in SEARCHED_KEYS and key in search
+        baseline = raw["study"].get("baseline") if isinstance(raw.get("study"), dict) else None
+        if stack is None and searched and isinstance(baseline, dict) and key in baseline:
+            continue  # the study names its baseline value: it said what it meant
+        if stack is None and searched:
+            notes.append(RecipeDifference(
+                f"{recipe.path.name}: {key} not set: the baseline is the searched value nearest TRL {installed}'s "
+                f"default {echo(now)}; the TRL this recipe was written for may have meant another (TRL 0.18: "
+                f"{echo(OPEN_R1_STACK.defaults[key])}): set study.baseline.{key} to say which"))
+            continue
         if stack is None:
             notes.append(RecipeDifference(
                 f"{recipe.path.name}: {key} not set: TRL {installed}'s default {echo(now)} applies; the TRL this recipe "
@@ -416,7 +426,7 @@ def _implicit_keys(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any]
         then = stack.defaults[key]
         if then == now:
             continue
-        if key in SEARCHED_KEYS and key in search:
+        if searched:
             where = ("the baseline's value" if _anchor_baseline(raw, key, then, search[key])
                      else "the baseline is the searched value nearest to it, unless study.baseline names one")
             notes.append(RecipeNote(f"{recipe.path.name}: {key} not set: {stack.name} ran it at {echo(then)} "
