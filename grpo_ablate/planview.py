@@ -120,8 +120,9 @@ def _stack_differences(study: "Study") -> list[str]:
                    "(warmup and decay included), not the recipe's full run")
     if study.trainer.get("use_liger_kernel") and not module_findable("liger_kernel"):
         out.append("use_liger_kernel: true, but liger-kernel is not installed here and the gpu extra does not install it: "
-                   "transformers refuses to build the trainer without it; `pip install liger-kernel` on the trial "
-                   "machine, or set trainer.use_liger_kernel: false (a different memory profile, the same objective)")
+                   "transformers stops the trial with an ImportError when training starts; `pip install liger-kernel` on "
+                   "the trial machine, or set trainer.use_liger_kernel: false (a different memory profile, the same "
+                   "objective; TRL 1.16 applies only liger's layer kernels anyway, not its fused cross-entropy)")
     return out
 
 
