@@ -38,7 +38,7 @@ from grpo_ablate.storage_url import local_file, mask_url
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["Assumptions", "ASSUMED", "TrialEstimate", "estimate_trial", "full_run_steps", "lr_schedule_of", "model_parameters",
+__all__ = ["Assumptions", "ASSUMED", "TrialEstimate", "estimate_trial", "full_run_steps", "lr_schedule_of", "training_prompts", "model_parameters",
            "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range"]
 
 
@@ -290,6 +290,45 @@ def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
     return statistics.median(rates), (statistics.median(overheads) if overheads else 0.0), where
 
 
+def training_prompts(study: "Study") -> tuple[int, str] | None:
+    """(training prompts, where from), read offline: a built-in task's num_prompts, a local .jsonl's rows, or
+    the size the `datasets` cache recorded for a hub dataset's split (dataset_info.json); None otherwise.
+    data.max_samples caps it; prompts that data.max_prompt_tokens would drop are not known here."""
+    data = study.data
+    found: tuple[int, str] | None = None
+    if data.task:
+        found = (int(data.num_prompts), "data.num_prompts") if data.num_prompts else None
+    elif data.dataset and data.dataset.endswith(".jsonl") and Path(data.dataset).is_file():
+        with open(data.dataset, "rb") as f:
+            found = (sum(1 for line in f if line.strip()), f"the rows of {Path(data.dataset).name}")
+    elif data.dataset and "/" in data.dataset and not Path(data.dataset).exists():
+        found = _cached_split_rows(data.dataset, data.config_name, data.split)
+    if found and data.max_samples and data.max_samples < found[0]:
+        found = (data.max_samples, "data.max_samples")
+    return found
+
+
+def _cached_split_rows(dataset: str, config: str | None, split: str) -> tuple[int, str] | None:
+    """A hub dataset split's num_examples from the `datasets` cache, when it was loaded on this machine before."""
+    import os
+
+    root = Path(os.environ.get("HF_DATASETS_CACHE") or Path.home() / ".cache" / "huggingface" / "datasets")
+    # `datasets` names the folder namespace___snake_case_name ("AI-MO___numina_math-tir"): compare letters only
+    key = re.sub(r"[^a-z0-9]", "", dataset.lower())
+    try:
+        folders = [f for f in root.iterdir() if f.is_dir() and re.sub(r"[^a-z0-9]", "", f.name.lower()) == key]
+    except OSError:
+        return None
+    for info in sorted(i for f in folders for i in f.glob(f"{config or '*'}/*/*/dataset_info.json")):
+        try:
+            rows = json.loads(info.read_text())["splits"][split]["num_examples"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(rows, int) and rows > 0:
+            return rows, f"the datasets cache's record of {dataset} {split}"
+    return None
+
+
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
@@ -306,7 +345,8 @@ def estimate_trial(study: "Study") -> TrialEstimate:
     n = generated_completions(shape, max_steps=steps, completions=study.budget.completions)
     gpus = int(study.hardware.gpus or 0)
     full_run = study.budget.full_run.model_dump() if study.budget.full_run else None
-    full_steps = full_run_steps(full_run, shape, None)
+    known = training_prompts(study) if full_run and not full_run.get("prompts") else None
+    full_steps = full_run_steps(full_run, shape, known[0] if known else None)
     trial_steps = math.ceil(n / shape.generated_per_step - 1e-9) if n else None
     share = trial_steps / full_steps if full_steps and trial_steps else None
     common = {"gpus": gpus, "completions": n, "full_run_steps": full_steps, "full_run_share": share}

@@ -216,8 +216,8 @@ def _cost_lines(study: "Study") -> list[str]:
                 f"{est['full_run_steps']:,} optimizer steps")
         out.append(line + (f" (the full run: {fmt_range(*full)} at these rates)." if full else "."))
     elif study.budget.full_run:
-        out.append("Share of the recipe's full run: unknown here (its length is in epochs and the dataset's size is not "
-                   "known offline); set budget.full_run.prompts or budget.full_run.max_steps.")
+        out.append("Share of the recipe's full run: unknown here (its length is in epochs, and the dataset's size is not "
+                   "in this machine's datasets cache); set budget.full_run.prompts or budget.full_run.max_steps.")
     return out
 
 

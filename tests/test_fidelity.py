@@ -217,3 +217,25 @@ def test_init_writes_the_implicit_keys_of_a_recipe_whose_trl_is_not_known(tmp_pa
     assert written["study"]["baseline"]["temperature"] == 1.0
     study = load_study(out)
     assert not [w for w in study.warnings if isinstance(w, RecipeDifference) and "not set" in w]
+
+
+def test_the_full_runs_length_comes_from_the_datasets_cache_when_it_was_loaded_here(tmp_path, monkeypatch):
+    """A hub dataset loaded on this machine before left its split sizes in the datasets cache: plan reads the
+    published run's 72,441 NuminaMath-TIR prompts from there, offline, and states the share."""
+    import json
+
+    cache = tmp_path / "datasets"
+    info = cache / "AI-MO___numina_math-tir" / "all" / "0.0.0" / "abc123" / "dataset_info.json"
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(cache))
+    path = tmp_path / "demo.yaml"
+    path.write_text(f"study: {{name: d, sampler: ablation, output_dir: {tmp_path / 'd'}, seeds: [0]}}\n"
+                    f"trainer_from: {DEMO}\nhardware: {{gpus: 8, vllm: {{mode: server}}, gpu_type: H20}}\n"
+                    f"search: {{num_generations: [7]}}\nbudget: {{max_steps: 100}}\n")
+    study = load_study(path)
+    assert study.data.dataset == "AI-MO/NuminaMath-TIR" and study.data.config_name == "all"
+    assert estimate_trial(study).full_run_steps is None  # not cached: unknown, and plan says how to give it
+    info.parent.mkdir(parents=True)
+    info.write_text(json.dumps({"splits": {"train": {"num_examples": NUMINA_TIR_TRAIN_PROMPTS},
+                                           "test": {"num_examples": 99}}}))
+    est = estimate_trial(study)
+    assert est.full_run_steps == 283 and est.full_run_share == pytest.approx(100 / 283)
