@@ -3,10 +3,12 @@
     grpo-ablate init --from recipes/config_demo.yaml --gpus 8 --vllm server --out study.yaml
     grpo-ablate init --task addition --out tiny.yaml          # no recipe: flags, or questions on a TTY
 
-The baseline is the recipe's own num_generations (or the nearest G this hardware accepts); the
-search covers the G values feasible on that hardware around it, a temperature list around the
-recipe's, two seeds, and one budget per trial. The file is checked before it is written, and an
-existing file is only replaced with --force.
+The study is written to reach a decision: held-out reward (eval_final_reward) as the objective on
+held-out prompts, and seeds enough to detect a tenth of the reward's range. The baseline is the
+recipe's own num_generations (or the nearest G this hardware accepts) and temperature (as the
+recipe's own TRL meant it); the search covers the G values feasible on that hardware around it, a
+temperature list around the recipe's, and one budget per trial. The file is checked before it is
+written, and an existing file is only replaced with --force.
 """
 
 from __future__ import annotations

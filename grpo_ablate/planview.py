@@ -1,7 +1,10 @@
 """What `grpo-ablate plan` prints: the hardware arithmetic, feasible pairs, rejections, the plan,
-what each trial generates and how long it may take, and the notes on a translated recipe.
+what each trial generates and costs (cost.estimate_trial), the notes on a translated recipe and what
+differs from the recipe's own run; with --commands, a dry run of every arm's command lines and
+GRPOConfig arguments.
 
     grpo-ablate plan studies/tiny-cpu.yaml --json
+    grpo-ablate plan studies/openr1-1.5b-numina-8gpu.yaml --commands
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ translated; keys the study owns (run length, output, hub, saving, logging) are o
 keys other tools read (callbacks, benchmarks, W&B entity, code sandboxes) are listed once as
 ignored. Every note and every error names the recipe file and the line of the key. The study's
 own `trainer:` section is not translated: a typo there stays an error.
+
+A study must train the run the recipe describes. Keys the recipe leaves out mean what the TRL it
+was written for said (Open R1: TRL 0.18), not what the installed TRL says, so they are resolved
+against that stack where it is known; Open R1's rewards are Open R1's own functions where open_r1
+imports (its factories called with the recipe's arguments), else built-ins that score as they do;
+and whatever still differs from the recipe's own run is a RecipeDifference, which `plan` lists.
 """
 
 from __future__ import annotations
