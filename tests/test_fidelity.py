@@ -239,3 +239,13 @@ def test_the_full_runs_length_comes_from_the_datasets_cache_when_it_was_loaded_h
                                            "test": {"num_examples": 99}}}))
     est = estimate_trial(study)
     assert est.full_run_steps == 283 and est.full_run_share == pytest.approx(100 / 283)
+
+
+def test_a_studys_evaluation_uses_the_recipes_test_split(tmp_path):
+    recipe = ROOT / "studies/recipes/openr1-style-every-key.yaml"  # dataset_test_split: test
+    study = load_study(_study(tmp_path, recipe, extra="evaluation: {num_prompts: 16}\n",
+                              search="{num_generations: [8, 16]}"))
+    assert study.file.evaluation.split == "test"
+    assert any("dataset_test_split 'test' became evaluation.split" in w for w in study.warnings)
+    without = load_study(_study(tmp_path, recipe, search="{num_generations: [8, 16]}", name="n"))
+    assert without.file.evaluation is None  # a study without evaluation: the key stays ignored

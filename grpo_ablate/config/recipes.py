@@ -160,10 +160,10 @@ STUDY_OWNED_KEYS: dict[str, str] = {
     "logging_steps": "logging: metrics are read every step",
     "logging_strategy": "logging: metrics are read every step",
     "logging_first_step": "logging: metrics are read every step",
-    "do_eval": "evaluation: the study decides (the recipe's test split is not loaded)",
-    "eval_strategy": "evaluation: the study decides (the recipe's test split is not loaded)",
-    "eval_steps": "evaluation: the study decides (the recipe's test split is not loaded)",
-    "eval_on_start": "evaluation: the study decides (the recipe's test split is not loaded)",
+    "do_eval": "evaluation: the study's evaluation section decides (on the recipe's dataset_test_split when it names one)",
+    "eval_strategy": "evaluation: the study's evaluation section decides (on the recipe's dataset_test_split when it names one)",
+    "eval_steps": "evaluation: the study's evaluation section decides (on the recipe's dataset_test_split when it names one)",
+    "eval_on_start": "evaluation: the study's evaluation section decides (on the recipe's dataset_test_split when it names one)",
     "num_processes": "processes: the study's hardware section decides (a launcher key, not GRPOConfig's)",
     "seed": "seeds: study.seeds decides (each arm runs once per seed, the same seeds for every arm)",
 }
@@ -509,9 +509,15 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
     reward_list = recipe.values.get("reward_funcs")
     reward_args = {k for n in (reward_list if isinstance(reward_list, list) else [reward_list])
                    if isinstance(n, str) and n in OPEN_R1_REWARDS for k in OPEN_R1_REWARDS[n][1].values()}
+    evaluation = raw.get("evaluation")
     for key, value in recipe.values.items():
         if key in reward_args:
             continue  # an argument of a reward the recipe names: the reward's note shows it
+        if key == "dataset_test_split" and isinstance(evaluation, dict) and isinstance(value, str) \
+                and not evaluation.get("split") and not evaluation.get("dataset"):
+            evaluation["split"] = value  # the study evaluates: on the recipe's own test split
+            notes.append(RecipeNote(f"{recipe.at(key)}: dataset_test_split {value!r} became evaluation.split"))
+            continue
         if key in SCRIPT_KEYS:
             name, field = SCRIPT_KEYS[key]
             sec = section(name)
