@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advise_figure, advise_text, plot_advice, predict,
                                          write_completions)

@@ -14,7 +14,7 @@ from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import load_study
 from grpo_ablate.config.recipes import RecipeDifference
 from grpo_ablate.cost import estimate_trial, full_run_steps
-from grpo_ablate.init import InitAnswers, write_study
+from grpo_ablate.commands.init import InitAnswers, write_study
 from grpo_ablate.trainer.rewards import RewardContext, build_rewards
 
 FIXTURES = ROOT / "tests/fixtures/open-r1"  # verbatim, with SOURCE.md (URL, commit, Apache-2.0)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.report.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
-from grpo_ablate.vocab import RACING_ATTR
+from grpo_ablate.trial_record import RACING as RACING_ATTR
 
 if TYPE_CHECKING:
     import optuna

@@ -9,6 +9,8 @@ GRPOConfig arguments.
 
 from __future__ import annotations
 
+import argparse
+import json
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
@@ -19,13 +21,24 @@ from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import estimate_trial, fmt_range, lr_schedule_of
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.vocab import Schedule
+from grpo_ablate.commands.common import EXIT_OK, load
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["plan_json", "plan_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
+__all__ = ["run", "plan_json", "plan_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
+
+
+def run(args: argparse.Namespace) -> int:
+    """`grpo-ablate plan` (with --commands: the dry run of every arm's launch)."""
+    study = load(args)
+    if getattr(args, "commands", False):
+        print(json.dumps(launch_plan(study)) if args.json else commands_text(study))
+    else:
+        print(json.dumps(plan_json(study)) if args.json else plan_text(study))
+    return EXIT_OK
 
 STEPS_PER_GENERATION = (
     "steps/gen: micro-steps (one per-device batch each) trained on the completions of one generation round; "
@@ -235,7 +248,6 @@ def launch_plan(study: "Study") -> list[dict[str, Any]]:
     """Per arm (its first seed), what `run` would start, without starting it: the vLLM server's command line
     (server mode), the training launch command line, and the GRPOConfig keyword arguments the trial passes,
     computed by the trial's own code in one child process (the parent never imports torch)."""
-    import json
     import os
     import subprocess
     import sys
