@@ -1,5 +1,5 @@
 """What `grpo-ablate plan` prints: the hardware arithmetic, feasible pairs, rejections, the plan,
-what each trial generates and costs (cost.estimate_trial), the notes on a translated recipe and what
+what each trial generates and costs (estimate.estimate_trial), the notes on a translated recipe and what
 differs from the recipe's own run; with --commands, a dry run of every arm's command lines and
 GRPOConfig arguments.
 
@@ -18,7 +18,8 @@ from grpo_ablate.config.hardware import world_size_reason
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes import RecipeDifference, RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.cost import estimate_trial, fmt_range, lr_schedule_of
+from grpo_ablate.cost import fmt_range, lr_schedule_of
+from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import EXIT_OK, load
@@ -47,7 +48,7 @@ STEPS_PER_GENERATION = (
 
 
 class TrialCost(dict[str, Any]):
-    """What one trial generates (an upper bound) and what it costs (cost.estimate_trial), as plan prints it."""
+    """What one trial generates (an upper bound) and what it costs (estimate.estimate_trial), as plan prints it."""
 
 
 def trial_cost(study: "Study") -> TrialCost:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from grpo_ablate.config.gpus import GPU_TYPES
+from grpo_ablate.cost import GPU_TYPES
 
 from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
 

@@ -464,7 +464,7 @@ def _lr_schedule(trainer: Any, budget: dict[str, Any], kwargs: dict[str, Any], w
     fraction of the full run). "compressed" leaves transformers' schedule over the trial's own steps."""
     if lr_schedule_of(budget) != "prefix":
         return
-    full = full_run_steps(budget.get("full_run"), trainer_shape(kwargs, world_size), prompts)
+    full = full_run_steps(budget.get("full_run"), trainer_shape(kwargs, world_size).generated_per_step, prompts)
     steps = trainer.args.max_steps
     if not full or not steps or steps <= 0:
         log("learning-rate schedule: compressed into the trial (the full run's length is not known)")
