@@ -67,7 +67,7 @@ BASELINE = "baseline"  # the ablation's baseline arm, Arm.as_dict()
 HARDWARE = "hardware"
 EVALUATION = "evaluation"
 SPACE = "space"  # the feasible (G, batch) labels the study was created with
-RACING = "racing"  # {"round", "live", "leader", "decided", "dropped": [...]} (search/racing.py)
+RACING = "racing"  # {"round", "live", "leader", "decided", "dropped": [...]} (study/racing.py)
 PLAN_READY = "plan_ready"  # the creator queued the plan
 
 # roles

@@ -20,13 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from grpo_ablate.preflight.difficulty import (
-    fit_beta_binomial,
-    is_binary,
-    mean_p_zero_spread,
-    zero_spread_beta,
-    zero_spread_empirical,
-)
+from grpo_ablate.preflight.difficulty import fit_beta_binomial, is_binary, zero_spread_empirical
+from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate import trial_record as record
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION, save_advice
 from grpo_ablate.files.owned import Owner
@@ -169,7 +164,7 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
             fit = fit_beta_binomial(successes, k)
             advice.fits[str(t)] = {"a": round(fit.a, 4), "b": round(fit.b, 4), "mean": round(fit.mean, 4)}
             for g in gens:
-                zero[(t, g)] = (zero_spread_beta(g, fit.a, fit.b), mean_p_zero_spread(g, fit.mean))
+                zero[(t, g)] = (zero_spread_beta(g, fit.a, fit.b), zero_spread(g, fit.mean))
         else:
             for g in gens:
                 zero[(t, g)] = (zero_spread_empirical(g, per_prompt), None)

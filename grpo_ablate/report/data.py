@@ -78,7 +78,7 @@ class ReportData:
     # per arm: the same first held-out prompts at the start and at the end (eval.jsonl `samples`)
     eval_samples: list[dict[str, Any]] = field(default_factory=list)
     evals: pd.DataFrame = field(default_factory=pd.DataFrame)  # every evaluation point, knobs on each row
-    racing: dict[str, Any] | None = None  # the study's racing state (search/racing.py), when it raced
+    racing: dict[str, Any] | None = None  # the study's racing state (study/racing.py), when it raced
     advice: dict[str, Any] | None = None  # advise.json, when `grpo-ablate advise` ran for this study
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -167,10 +167,12 @@ def build_report_data(
     study_cfg = (study_user_attrs.get(record.CONFIG) or fallback_config or {}).get("study") or {}
     raced = study_user_attrs.get(record.RACING)
     min_effect = study_cfg.get("min_effect") if isinstance(study_cfg, Mapping) else None
-    # a study that raced looked after every round: its calls rest on the anytime-valid rule its rounds used
+    # a study that ran the anytime race looked after every round with no plan: its calls rest on the
+    # confidence sequences its rounds used; a group-sequential race ends at the fixed-sample look
+    anytime = isinstance(raced, Mapping) and bool(raced.get("path")) and raced.get("design", "anytime") == "anytime"
     verdict = decide(arms, records, objectives, metrics, has_eval, tokens, by_arm, advice,
                      min_effect=float(min_effect) if isinstance(min_effect, (int, float)) else None,
-                     sequential=isinstance(raced, Mapping) and bool(raced.get("path")))
+                     sequential=anytime)
     extra = [Finding("timing_noise", verdict.timing.words)] if verdict.timing and verdict.timing.exceeds else []
     if copies:
         extra.append(imported_note(copies))

@@ -8,6 +8,7 @@
 - trial_spec: a trial process's input (spec.json) from the study and a cell; no Optuna;
 - devices: each worker's GPUs, or its share of the host's CPU threads;
 - lifecycle: one trial from ask to tell, and the running trials' registry;
+- racing: a planned study's race over seeds (group-sequential, or anytime when asked);
 - runner: worker threads, the main loop, signals; `run_study` returns how the run ended (`StudyRun`),
   and the command (commands/run.py) prints it and picks the exit status;
 - warm: `run --warm-start`, seeding a new study from a finished one's best arms;

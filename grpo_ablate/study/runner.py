@@ -147,7 +147,7 @@ class StudyRunner:
 
     def _next_round(self, running: int, close_only: bool = False) -> "optuna.Trial | str | None":
         """Racing: the round's queue is empty. Wait for its last trials, then decide and queue the next round."""
-        from grpo_ablate.search.racing import advance, describe  # here: its statistics load numpy, which no other run needs
+        from grpo_ablate.study.racing import advance, describe  # here: its statistics load numpy, which no other run needs
 
         if running > 0:
             return RACE_WAIT
