@@ -33,7 +33,8 @@ from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, 
 from grpo_ablate.config.schema import DataSection
 from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.report.stats import seeds_needed
+from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
+from grpo_ablate.stats.seeds import seeds_needed
 from grpo_ablate.space import BatchShape, feasible_space, nearest_generations
 from grpo_ablate.vocab import BUILTIN_TASKS
 
@@ -43,11 +44,11 @@ __all__ = ["run", "InitAnswers", "study_text", "write_study", "ask_missing", "ch
 CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
 MAX_ARMS = 5  # G values in the search: the baseline and its nearest feasible neighbours
 # The study decides on held-out reward. Seeds are sized so that a difference of DETECTABLE_SHARE of the
-# reward's range would be found (80% power, 5% two-sided) when arms vary between seeds as the demo's did:
-# a held-out reward sd of SEED_SD_SHARE of its range per arm (report/sequential.py's 2% default
-# min_effect is half of it), uncorrelated between arms (shared/guide/facts.md, round 4).
+# reward's range would be found (80% power, 5% two-sided) when arms vary between seeds as on the built-in
+# tasks: a held-out reward sd of at least SEED_SD_SHARE of its range per arm (0.05-0.08 over 40 seeds,
+# stats/min_effect.py), uncorrelated between arms (shared/guide/facts.md, round 4).
 DETECTABLE_SHARE = 0.10
-SEED_SD_SHARE = 0.04
+SEED_SD_SHARE = 0.05
 EVAL_PROMPTS = 128
 
 
@@ -224,10 +225,12 @@ def study_text(a: InitAnswers, out: Path) -> str:
         f"    temperature: {round(temp, 2)}   # the recipe's{' (as its own TRL meant it)' if a.recipe and 'temperature' not in a.recipe_values else ''}" if a.recipe else f"    temperature: {round(temp, 2)}",
         f"  seeds: {seeds}   # each arm runs once per seed, the same seeds for every arm: with {len(seeds)}, a held-out",
         f"  #   reward difference of about {detectable:.2g} ({DETECTABLE_SHARE:.0%} of its range {span:g}) is detectable",
-        f"  #   (80% power, 5% two-sided) if arms vary between seeds as the demo's did (sd {SEED_SD_SHARE:.0%} of the range)",
+        f"  #   (80% power, 5% two-sided) if arms vary between seeds as on the built-in tasks (sd {SEED_SD_SHARE:.0%} of the range)",
         "  objectives:",
         "    - metric: eval_final_reward   # held-out reward at the end of each trial (docs/your-own-run.md)",
-        "  # min_effect: the smallest difference worth acting on, on the objective's scale; default: 2% of its range",
+        (f"  min_effect: {REWARD_MIN_EFFECT * span:g}   # the smallest held-out reward difference worth acting on: "
+         f"{REWARD_MIN_EFFECT:g} per unit of reward range ({span:g} here)" if span != 1 else
+         f"  # min_effect: the smallest difference worth acting on; default {REWARD_MIN_EFFECT:g} of a reward in [0, 1]"),
     ]
     if a.recipe:
         rel = os.path.relpath(a.recipe.resolve(), out.resolve().parent)
