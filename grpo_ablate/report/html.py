@@ -29,6 +29,10 @@ from grpo_ablate.report.groups import RANKING_RULE
 from grpo_ablate.report.text import clip, fmt, fmt_interval, fmt_p, fmt_stat, fmt_stat_short
 from grpo_ablate.vocab import TARGET_METRICS, Arm, Outcome
 from grpo_ablate.vocab import metric as registry_metric
+from grpo_ablate.report.verdict import arm_call
+from grpo_ablate.stats.calls import calls as holm_calls
+from grpo_ablate.stats.min_effect import default_min_effect
+from grpo_ablate.stats.seeds import compare_to_baseline
 
 __all__ = ["render_html", "view_model", "target_cell", "delta_cell", "held_out_used", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
 
@@ -249,10 +253,6 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
     """The verdict at each shared evaluation point: every arm's call against the baseline on the
     held-out reward measured there, by the answer's own rule (the CS when the study ran the anytime
     race, else the Holm-adjusted family of stats.calls), with study.min_effect."""
-    from grpo_ablate.report.verdict import arm_call
-    from grpo_ablate.stats.calls import calls as holm_calls
-    from grpo_ablate.stats.min_effect import default_min_effect
-    from grpo_ablate.stats.seeds import compare_to_baseline
 
     ev = data.evals
     base = next((a for a in data.arms if a.is_baseline), None)
