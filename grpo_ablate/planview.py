@@ -16,6 +16,7 @@ from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import ASSUMED, GpuEstimate, assumed_trial_seconds, fmt_range, hours, model_parameters
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.storage import local_file, mask_url
+from grpo_ablate.journal import TolerantJournalBackend
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
@@ -53,7 +54,7 @@ def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
         if url.startswith("sqlite:///"):
             storage: Any = optuna.storages.RDBStorage(url, skip_compatibility_check=True)
         else:
-            storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+            storage = optuna.storages.JournalStorage(TolerantJournalBackend(str(path)))
         rates: list[float] = []
         overheads: list[float] = []
         names: set[str] = set()
