@@ -186,9 +186,9 @@ def repair_journal(path: Path) -> bool:
     """
     from optuna.storages.journal import JournalFileSymlinkLock
 
+    check_foreign_file(str(path))  # first: a FIFO is refused before anything opens it
     if not path.exists() or path.stat().st_size == 0:
         return False
-    check_foreign_file(str(path))
     lock = JournalFileSymlinkLock(str(path))
     lock.acquire()
     try:
