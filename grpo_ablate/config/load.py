@@ -187,7 +187,8 @@ def _resolve_reward(name: str, base: Path) -> str:
         return name
     try:
         folder = base.resolve()
-        beside = (folder / f"{top}.py").is_file() or (folder / top / "__init__.py").is_file()
+        beside = os.path.lexists(folder / f"{top}.py") or (folder / top / "__init__.py").is_file()  # a FIFO too:
+        # config/names.py then says what it is
     except OSError:
         return name
     return f"{folder}/{module}:{function}" if beside else name

@@ -93,7 +93,7 @@ def read_yaml_file(p: Path, what: str) -> Any:
     if not p.exists():
         raise fail(f"{what} not found: {p}")
     if p.is_dir():
-        raise fail(f"{what} is a directory, expected a YAML file: {p}")
+        raise fail(f"{what} is a folder, expected a YAML file: {p}")
     try:
         data = read_bytes(p, what, MAX_FILE_BYTES)
     except StudyError as e:
