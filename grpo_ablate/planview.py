@@ -15,7 +15,7 @@ from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import ASSUMED, GpuEstimate, assumed_trial_seconds, fmt_range, hours, model_parameters
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
-from grpo_ablate.storage import local_file, mask_url
+from grpo_ablate.storage import check_foreign_file, local_file, mask_url
 from grpo_ablate.journal import TolerantJournalBackend
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.files.owned import Owner
@@ -51,6 +51,7 @@ def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
+        check_foreign_file(url)  # RDBStorage writes Optuna's tables into any SQLite file it opens
         if url.startswith("sqlite:///"):
             storage: Any = optuna.storages.RDBStorage(url, skip_compatibility_check=True)
         else:

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 __all__ = ["mask_url", "url_problem", "is_rdb_url", "canonical_url", "local_file", "normalize_url", "secrets_in",
-           "DATABASE_SCHEMES", "JOURNAL_PREFIX"]
+           "storage_identity", "DATABASE_SCHEMES", "JOURNAL_PREFIX"]
 
 JOURNAL_PREFIX = "journal:"  # forces a journal file, e.g. for a file name with a colon
 
@@ -252,3 +252,58 @@ def normalize_url(url: str) -> str:
         if importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg") is not None:
             url = "postgresql+psycopg://" + url[len("postgresql://"):]
     return url
+
+
+# the port a server listens on when a URL names none (each dialect's documented default)
+_DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433, "oracle": 1521}
+_LOCAL = "localhost"
+
+
+def _host_identity(host: str | None, dialect: str) -> str:
+    """One spelling per machine: loopback names and addresses are `localhost`; a name is resolved
+    to its addresses where this machine can resolve it, else kept, lower-cased."""
+    import ipaddress
+    import os
+    import socket
+
+    if not host and dialect == "postgresql":
+        host = os.environ.get("PGHOST")  # libpq's default, where a URL without a host connects
+    if not host or host.startswith("/"):  # no host, or a Unix socket folder: this machine
+        return _LOCAL
+    name = host.strip("[]").lower()
+    try:
+        addresses = {ipaddress.ip_address(name)}
+    except ValueError:
+        try:
+            addresses = {ipaddress.ip_address(a[4][0].split("%")[0]) for a in socket.getaddrinfo(name, None)}
+        except (OSError, UnicodeError, ValueError):
+            return name
+    if all(a.is_loopback for a in addresses):
+        return _LOCAL
+    return ",".join(sorted(map(str, addresses)))
+
+
+def storage_identity(url: str) -> str:
+    """Which storage a URL names, without what only says how to log in: the dialect (no driver),
+    the host (resolved: `localhost` is `127.0.0.1`), the port (the default written out) and the
+    database; never the user, password or query (a password moves to PGPASSWORD or ~/.pgpass
+    and it is the same database). A journal or SQLite file by its absolute path. Also reads a
+    URL masked by mask_url, as the owner file of an output folder stores it.
+    """
+    url = canonical_url(url.strip())
+    if not is_rdb_url(url):
+        return str(Path(url.removeprefix(JOURNAL_PREFIX)).absolute())
+    parsed = _parse(url)
+    if parsed is None:
+        return mask_url(url)
+    dialect = parsed.get_backend_name()
+    dialect = "postgresql" if dialect == "postgres" else dialect
+    if dialect == "sqlite":
+        db = parsed.database or ":memory:"
+        return f"sqlite:///{db if db == ':memory:' else Path(db).absolute()}"
+    try:
+        port = parsed.port or _DEFAULT_PORTS.get(dialect)
+    except ValueError:
+        port = None
+    host = parsed.host.rpartition("@")[2] if parsed.host else parsed.host
+    return f"{dialect}://{_host_identity(host, dialect)}:{port or ''}/{parsed.database or ''}"
