@@ -22,6 +22,7 @@ from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import space_for, world_size
 from grpo_ablate.config.inputs import check_inputs
 from grpo_ablate.config.names import check_names
+from grpo_ablate.bounds import REWARD_ROWS_NEEDED, reward_rows
 from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
 from grpo_ablate.config.study import Study
@@ -244,6 +245,19 @@ def _check_budget(sf: StudyFile, warnings: list[str]) -> list[Problem]:
     if (b.tokens or b.seconds) and b.max_steps is None and not steps_set:
         warnings.append("budget: tokens/seconds without max_steps: trials run up to 10000 steps "
                         "(the learning-rate schedule spans that)")
+    cap = b.max_steps or (tmax if steps_set else None)
+    if cap is not None:
+        def _int(key: str) -> int | None:
+            v = sf.trainer.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+        rows = reward_rows(cap, _int("steps_per_generation"), _int("gradient_accumulation_steps"))
+        for o in sf.study.objectives:
+            need = REWARD_ROWS_NEEDED.get(o.metric)
+            if need is not None and rows < need:
+                problems.append(Problem(path="budget.max_steps", message=(
+                    f"{cap} step(s) log {rows} reward row(s), and the objective {o.metric} needs {need} "
+                    f"(bounds.py): every trial would end without it; raise budget.max_steps")))
     return problems
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
+from grpo_ablate.bounds import BatchSize, Finite, Generations, Temperature
 from grpo_ablate.errors import StudyError, echo
 from grpo_ablate.files.owned import MAX_FILE_BYTES, STRICT, file_error
 from grpo_ablate.files.safe import read_text
@@ -31,7 +32,7 @@ SUMMARY_FIX = "write it again with `grpo-ablate report STUDY`, or point compare 
 class _MetricStat:
     __pydantic_config__ = STRICT
 
-    mean: float | None = None
+    mean: Finite | None = None  # NaN would compare as "no regression" against anything
 
 
 @dataclass
@@ -41,9 +42,9 @@ class _ArmRow:
     metrics: dict[str, _MetricStat | None]
     key: str | None = None
     arm: str | None = None
-    num_generations: int | str | None = None
-    generation_batch_size: int | None = None
-    temperature: float | None = None
+    num_generations: Generations | str | None = None
+    generation_batch_size: BatchSize | None = None
+    temperature: Temperature | None = None
 
 
 @dataclass
