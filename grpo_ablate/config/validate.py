@@ -172,6 +172,15 @@ def _check_schedules(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
             problems.append(Problem(path=path, message=(
                 f"schedule {parsed.label} is not feasible on this hardware: {reasons or 'no generation batch fits every phase'}. "
                 f"Every phase keeps the arm's generation batch, so each phase's G must divide it")))
+        if parsed.kind != "schedule":  # a G policy decides per round in the trainer's own generation loop
+            if sf.hardware.vllm.mode != "none" or sf.trainer.get("use_vllm"):
+                problems.append(Problem(path=path, message=(
+                    f"{parsed.label} generates through transformers only (trainer/scheduled.py), not vLLM; set "
+                    f"hardware.vllm.mode: none, or use a fixed G or a G schedule")))
+            aggregation = sf.trainer.get("multi_objective_aggregation", "sum_then_normalize")
+            if aggregation != "sum_then_normalize":
+                problems.append(Problem(path=path, message=(
+                    f"{parsed.label} needs trainer.multi_objective_aggregation: sum_then_normalize, got {echo(aggregation)}")))
         if parsed.uses_progress and not step_budget:
             problems.append(Problem(path=path, message=(
                 f"schedule {parsed.label} switches by progress, which needs a step budget: set budget.max_steps "

@@ -36,7 +36,8 @@ from grpo_ablate.study import ledger
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
-                                     queue_first_plan, queue_plan, space_changed, wait_for_plan)
+                                     queue_first_plan, queue_plan, race_rule_changed, space_changed,
+                                     wait_for_plan)
 from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:
@@ -312,7 +313,7 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         return 2
     if created:
         describe_study(ostudy, study)
-    elif (changed := space_changed(ostudy, study)) is not None:
+    elif (changed := space_changed(ostudy, study) or race_rule_changed(ostudy, study)) is not None:
         print(f"grpo-ablate: {changed}", file=sys.stderr)
         return 2
     if warm_start and not created:
