@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import MINIMAL_STUDY, cli_inprocess
-from grpo_ablate.compare import compare_main
+from grpo_ablate.commands.compare import compare_main
 from grpo_ablate.config import StudyError, load_study
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
@@ -88,7 +88,7 @@ def test_a_g_policy_vllm_cannot_run_is_refused_by_validate(tmp_path_factory, pol
 @SETTINGS
 @given(value=st.sampled_from(["dynamic:2[3]", "dynamic:4", "adaptive:8[2-16]", "4->8@50%", "4", "2->8@zero_std<0.3"]))
 def test_run_one_takes_a_g_policy_as_the_string_given(tmp_path_factory, value):
-    from grpo_ablate.run_one import _split_sets
+    from grpo_ablate.commands.run_one import _split_sets
 
     folder = tmp_path_factory.mktemp("runone")
     overrides, chosen = _split_sets([f"num_generations={value}"])

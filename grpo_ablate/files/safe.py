@@ -87,9 +87,13 @@ def read_bytes(path: str | os.PathLike[str], what: str, limit: int, *, key: str 
         except OSError as e:
             raise _refuse(path, what, f"cannot be read ({e.strerror or e})", key) from None
     if len(data) > limit:
-        raise _refuse(path, what, f"is larger than {limit // MB or 1} MiB, more than a {what} can be; "
+        raise _refuse(path, what, f"is larger than {_size(limit)}, more than a {what} can be; "
                                   "is it the right file?", key)
     return data
+
+
+def _size(n: int) -> str:
+    return f"{n // MB} MiB" if n % MB == 0 else f"{n // 1_000_000} MB" if n % 1_000_000 == 0 else f"{n} bytes"
 
 
 def read_text(path: str | os.PathLike[str], what: str, limit: int, *, key: str = "") -> str:
