@@ -21,7 +21,7 @@ from typing import Any
 
 from grpo_ablate.bounds import BOUNDS
 from grpo_ablate.errors import StudyError
-from grpo_ablate.files.safe import MB, read_bytes
+from grpo_ablate.safe_read import MB, read_bytes
 
 PARAMETERS = BOUNDS["parameters"]
 

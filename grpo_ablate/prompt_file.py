@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from grpo_ablate.errors import StudyError
-from grpo_ablate.files.safe import MB, kind_problem, open_regular, read_text, text_stream
+from grpo_ablate.safe_read import MB, kind_problem, open_regular, read_text, text_stream
 
 __all__ = ["prompt_file_problem", "CHECKED_SUFFIXES", "MAX_REPORTED"]
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn
 
-from grpo_ablate.files.safe import kind_problem, open_regular
+from grpo_ablate.safe_read import kind_problem, open_regular
 from grpo_ablate.journal import Scan, TolerantJournalBackend, looks_like_journal, scan
 from grpo_ablate.storage_url import (
     DATABASE_SCHEMES,

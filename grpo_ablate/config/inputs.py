@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
-from grpo_ablate.files.safe import MB, kind_problem, read_text, text_stream
+from grpo_ablate.safe_read import MB, kind_problem, read_text, text_stream
 from grpo_ablate.config.names import UNCHECKED_PACKAGES, check_reward, module_spec
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.schema import DataSection, RewardSpec, StudyFile

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from grpo_ablate.errors import Problem, did_you_mean, echo
-from grpo_ablate.files.safe import kind_problem
+from grpo_ablate.safe_read import kind_problem
 from grpo_ablate.config.schema import RewardSpec, StudyFile
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_MODELS, BUILTIN_TASKS, reward_names
 

@@ -15,7 +15,7 @@ from grpo_ablate.errors import Problem, StudyError, echo
 from grpo_ablate.config.hardware import accelerate_processes
 from grpo_ablate.config.schema import StudyFile
 from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.files.safe import kind_problem
+from grpo_ablate.safe_read import kind_problem
 from grpo_ablate.storage_url import DATABASE_SCHEMES, JOURNAL_PREFIX, is_rdb_url, url_problem
 
 __all__ = ["check_places", "check_storage", "writable_dir_problem", "DATABASE_SCHEMES", "is_local_dataset"]

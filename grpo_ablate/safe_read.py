@@ -1,6 +1,6 @@
 """The one way the tool opens a file it reads: a regular file, within a size bound, BOM handled.
 
-    python -c "import sys; from grpo_ablate.files.safe import read_text; print(len(read_text(sys.argv[1], 'a file')))" FILE
+    python -c "import sys; from grpo_ablate.safe_read import read_text; print(len(read_text(sys.argv[1], 'a file')))" FILE
 
 Every file a study names or leaves behind (the study file, a recipe, an accelerate config, a
 dataset, a reward module, probe.json, advise.json, summary.json, the journal) is user-reachable
@@ -11,7 +11,8 @@ on the descriptor itself (no window between a check and the open), and read to a
 its format allows; anything else is a StudyError (exit 2) that names the path and what it is.
 A UTF-8 byte-order mark (Excel's CSV, Windows editors) is dropped where the format allows one.
 
-Stdlib and errors only, so every floor may read through it (storage, config, files, report).
+Stdlib and errors only, on the bottom floor, so every floor reads through it (prompt_file, cost,
+storage, files, config).
 """
 
 from __future__ import annotations
