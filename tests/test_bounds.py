@@ -9,10 +9,8 @@ cannot give the default objective its two reward rows).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import signal
 import statistics
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import MINIMAL_STUDY, cli_inprocess
+from helpers import MINIMAL_STUDY, cli_inprocess, watchdog
 from grpo_ablate.bounds import BOUNDS, MAX_SEARCHED_VALUES, REWARD_ROWS_NEEDED, reward_rows
 from grpo_ablate.config import StudyError, load_study
 
@@ -29,20 +27,6 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
 
 _any_number = (st.integers(-(2**40), 2**40) | st.floats(allow_nan=True, allow_infinity=True)
                | st.sampled_from([0, 1, 2, 65536, 65537, 10**8, 2**24, 2**24 + 1, -1, 1e308, -1e308]))
-
-
-@contextlib.contextmanager
-def within(seconds: float):
-    def fire(signum, frame):  # noqa: ANN001
-        raise TimeoutError(f"still running after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _study(folder: Path, extra: str = "") -> Path:
@@ -56,7 +40,7 @@ def _study(folder: Path, extra: str = "") -> Path:
 def test_a_searched_range_of_any_size_is_answered_quickly(tmp_path_factory, low, span, step):
     folder = tmp_path_factory.mktemp("range")
     high = low + span
-    with within(60):  # an honest answer takes a second or two; 10^8 values took minutes and 11 GB
+    with watchdog(60):  # an honest answer takes a second or two; 10^8 values took minutes and 11 GB
         code, out, err = cli_inprocess("validate", str(_study(folder)), "--set",
                                        f"search.num_generations={{low: {low}, high: {high}, step: {step}}}")
     assert code in (0, 2) and "Traceback" not in err, err

@@ -9,41 +9,19 @@ module saved by a Windows editor, a study file.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import textwrap
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
-from helpers import MINIMAL_STUDY, cli_inprocess
+from helpers import MINIMAL_STUDY, cli_inprocess, watchdog
 from grpo_ablate.errors import StudyError
 from grpo_ablate.safe_read import read_bytes, read_text
 from grpo_ablate.storage import open_storage
 
 WATCHDOG_S = 30  # far above any honest answer (milliseconds); a blocked open() never returns at all
-
-
-class Hung(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def watchdog(seconds: float = WATCHDOG_S) -> Iterator[None]:
-    """Raise Hung in this thread when the block runs longer than `seconds` (an open() on a FIFO
-    with no writer is interrupted by the signal, and the handler's exception ends it)."""
-    def fire(signum, frame):  # noqa: ANN001
-        raise Hung(f"still blocked after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def make_kind(path: Path, kind: str) -> None:
@@ -121,7 +99,7 @@ def test_a_file_that_is_not_a_regular_file_is_exit_2_never_a_hang(tmp_path, read
     tmp = tmp_path
     bad, argv = READERS[reader](tmp)
     make_kind(bad, kind)
-    with watchdog():
+    with watchdog(WATCHDOG_S):
         code, out, err = cli_inprocess(*argv)
     assert code == 2 and "Traceback" not in err, (reader, kind, code, out, err)
     assert bad.name in err, (reader, kind, err)
@@ -135,14 +113,14 @@ def test_the_journal_opened_by_run_is_refused_not_read(tmp_path, kind):
     """`run` opens the journal through open_storage: a FIFO there once hung it forever."""
     path = tmp_path / "study.journal"
     make_kind(path, kind)
-    with watchdog(), pytest.raises(StudyError, match="not a regular file|is a folder"):
+    with watchdog(WATCHDOG_S), pytest.raises(StudyError, match="not a regular file|is a folder"):
         open_storage(str(path))
 
 
 def test_a_size_bound_keeps_dev_zero_out_of_memory(tmp_path):
     big = tmp_path / "zero.json"
     big.symlink_to("/dev/zero")
-    with watchdog(), pytest.raises(StudyError, match="not a regular file"):
+    with watchdog(WATCHDOG_S), pytest.raises(StudyError, match="not a regular file"):
         read_bytes(big, "probe", 1 << 20)
     huge = tmp_path / "huge.yaml"
     with huge.open("wb") as f:

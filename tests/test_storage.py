@@ -284,3 +284,40 @@ def test_optuna_info_lines_are_silenced_and_its_warnings_kept(tmp_path, caplog):
         optuna.logging.get_logger("optuna.study.study").warning("a warning that matters")
         assert "Skipping enqueue" not in caplog.text and "a warning that matters" in caplog.text, (url, caplog.text)
         caplog.clear()
+
+
+@pytest.mark.slow
+def test_a_live_run_survives_a_line_torn_by_another_process(tmp_path):
+    """A real `run`, a real second writer killed mid-line while the trial trains: the run finishes
+    (its appends end the torn line, its reads skip it) and the next command repairs the file."""
+    import signal
+    import sys
+
+    from helpers import ROOT, cli_env
+
+    out = tmp_path / "out"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", "study.name=live",
+         "--set", f"study.output_dir={out}", "--set", "num_generations=[4]", "--set", "study.baseline={num_generations: 4}",
+         "--set", "study.seeds=[0]", "--set", "budget.max_steps=3", "--no-report"],
+        cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        metrics = out / "trials" / "00000" / "metrics.jsonl"
+        deadline = time.monotonic() + 600  # the event: the trial has logged its first step
+        while not (metrics.is_file() and metrics.read_text().strip()) and run.poll() is None:
+            assert time.monotonic() < deadline, "the trial never logged a step"
+            time.sleep(0.5)
+        assert run.poll() is None, run.communicate()
+        tear = subprocess.run([sys.executable, "-c", _TEAR, str(out / "study.journal"), "40"], env=cli_env())
+        assert tear.returncode == -signal.SIGKILL
+        stdout, stderr = run.communicate(timeout=900)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0 and "Traceback" not in stderr, stdout + stderr
+    res = run_cli("report", "studies/tiny-cpu.yaml", "--set", "study.name=live", "--set", f"study.output_dir={out}",
+                  "--set", "num_generations=[4]", "--set", "study.baseline={num_generations: 4}", timeout=600)
+    assert res.returncode == 0 and "was damaged" in res.stderr, res.stderr  # the fragment, named and dropped
+    study = optuna.load_study(study_name="live", storage=open_storage(str(out / "study.journal")))
+    states = [t.state for t in study.get_trials()]
+    assert states and set(states) == {optuna.trial.TrialState.COMPLETE}, states  # every planned trial finished
