@@ -287,7 +287,7 @@ def test_optuna_info_lines_are_silenced_and_its_warnings_kept(tmp_path, caplog):
 
 
 @pytest.mark.slow
-def test_a_live_run_survives_a_line_torn_by_another_process(tmp_path):
+def test_a_live_run_survives_a_line_torn_by_another_process(tmp_path, capsys):
     """A real `run`, a real second writer killed mid-line while the trial trains: the run finishes
     (its appends end the torn line, its reads skip it) and the next command repairs the file."""
     import signal
@@ -299,7 +299,7 @@ def test_a_live_run_survives_a_line_torn_by_another_process(tmp_path):
     run = subprocess.Popen(
         [sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", "study.name=live",
          "--set", f"study.output_dir={out}", "--set", "num_generations=[4]", "--set", "study.baseline={num_generations: 4}",
-         "--set", "study.seeds=[0]", "--set", "budget.max_steps=3", "--no-report"],
+         "--set", "study.seeds=[0]", "--set", "budget.max_steps=2", "--no-report"],
         cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         metrics = out / "trials" / "00000" / "metrics.jsonl"
@@ -315,9 +315,7 @@ def test_a_live_run_survives_a_line_torn_by_another_process(tmp_path):
         if run.poll() is None:
             run.kill()
     assert run.returncode == 0 and "Traceback" not in stderr, stdout + stderr
-    res = run_cli("report", "studies/tiny-cpu.yaml", "--set", "study.name=live", "--set", f"study.output_dir={out}",
-                  "--set", "num_generations=[4]", "--set", "study.baseline={num_generations: 4}", timeout=600)
-    assert res.returncode == 0 and "was damaged" in res.stderr, res.stderr  # the fragment, named and dropped
     study = optuna.load_study(study_name="live", storage=open_storage(str(out / "study.journal")))
+    assert "was damaged" in capsys.readouterr().err  # the next command names the fragment and drops it
     states = [t.state for t in study.get_trials()]
     assert states and set(states) == {optuna.trial.TrialState.COMPLETE}, states  # every planned trial finished
