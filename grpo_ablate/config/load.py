@@ -47,7 +47,7 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
     raw = copy.deepcopy(raw)
     base = _folder(p)
     resolve_paths(raw, base)
-    if overrides:
+    if overrides:  # before the recipe: the study's keys win over it, and its notes see the final hardware
         try:
             raw = apply_overrides(raw, overrides)
         except ValueError as e:
@@ -56,6 +56,7 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
     if raw.get("trainer_from"):
         raw, notes, recipe_problems = merge_recipe(raw, base)
         problems += recipe_problems
+        resolve_paths(raw, base)  # what the recipe added (a dataset file, a reward module), beside the study
     study = validate_dict(raw, source=str(p), problems=problems)
     study.path = p
     study.warnings[:0] = notes
