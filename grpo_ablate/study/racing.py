@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
-from grpo_ablate.stats.selection import eps_best, p_within
+from grpo_ablate.stats.selection import select
 from grpo_ablate.stats.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.stats.spending import plan as spending_plan
 from grpo_ablate.vocab import METRICS, RACING_ATTR
@@ -192,16 +192,14 @@ def _decide_group_sequential(state: RaceState, results: Mapping[str, Mapping[int
     values = {a: {s: results[a][s] for s in results[a] if s in shared} if shared else dict(results[a]) for a in live}
     n = len(shared)
     level = rule.level(n, last=not seeds_left)
-    keep, excluded = eps_best(values, rule.min_effect, maximize, level)
+    sel = select(values, rule.min_effect, maximize=maximize, alpha=level)  # the report's own answer, at this look
+    keep, excluded = list(sel.eps_best), sel.excluded
     for a, by in excluded.items():
         lead = statistics.fmean(values[by].values()) - statistics.fmean(values[a].values())
         dropped.append(Drop(a, rnd, f"excluded from the {rule.min_effect:g}-best set: {by} leads it by {lead:+.4g} "
                                     f"on {n} shared seed(s), more than min_effect at family-wise level {level:.2g} "
                                     f"(group-sequential look {rnd})", None, tuple(sorted(shared))))
-    probs = p_within({a: values[a] for a in keep}, rule.min_effect, maximize)
-    sign = 1.0 if maximize else -1.0
-    leader = max(keep, key=lambda a: (round(probs.get(a, 0.0), 6), sign * statistics.fmean(values[a].values())))
-    pcs = probs.get(leader)
+    leader, pcs = sel.recommended, sel.pcs
     ref = baseline if baseline is not None and results.get(baseline) else None
     calls = {}
     if ref is not None:
