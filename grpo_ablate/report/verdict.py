@@ -404,6 +404,8 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
                     f"({fmt(base.metrics[name].mean)}), but with a single seed nothing was tested and nothing can be "
                     f"excluded from being within {min_effect:.3g} of the best; add seeds (study.seeds) to measure how "
                     f"sure this is.")
+        if base is None:
+            text += " The baseline was not run, so there is no comparison to the default."
         tv = next((v for v in verdicts if v.name == top.name), None)
         return Verdict("untested", name, direction, text + tail, top.config, top.name,
                        "baseline_not_beaten" if top is base else "best_mean_untested",

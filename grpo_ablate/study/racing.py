@@ -33,11 +33,13 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from grpo_ablate.plan import baseline_arm, racing_round, study_plan
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
 from grpo_ablate.stats.selection import select
 from grpo_ablate.stats.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.stats.spending import plan as spending_plan
+from grpo_ablate.study import ledger
 from grpo_ablate.vocab import METRICS, RACING_ATTR
 
 if TYPE_CHECKING:
@@ -298,8 +300,6 @@ def arm_results(ostudy: "optuna.Study") -> dict[str, dict[int, float]]:
     with a violated constraint and placeholder zeros) is no result, so its arm never enters the
     paired test on a zero; an arm with no result leaves the race at the next round (`decide`).
     """
-    from grpo_ablate.study import ledger
-
     out: dict[str, dict[int, float]] = {}
     trials = ostudy.get_trials(deepcopy=False)
     for t in sorted(trials, key=lambda t: (t.datetime_complete is None, t.datetime_complete or 0, t.number)):
@@ -315,9 +315,6 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
 
     `queue_next=False`: the study's trial budget is spent, so the race ends with this round.
     """
-    from grpo_ablate.plan import baseline_arm, racing_round, study_plan
-    from grpo_ablate.study import ledger
-
     racing = study.study.racing
     assert racing is not None
     arms = list(dict.fromkeys(c.arm.key for c in study_plan(study)))
