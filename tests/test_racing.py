@@ -165,5 +165,5 @@ def test_the_group_sequential_race_says_which_design_ran_and_why_it_stopped():
         used += 1
     assert state.design == "group_sequential" and state.path[-1]["stop"]
     line = describe(state)
-    assert line.startswith("group-sequential race (Haybittle-Peto spending)") and state.path[-1]["stop"] in line
+    assert line.startswith("racing (group-sequential, Haybittle-Peto spending)") and state.path[-1]["stop"] in line
     assert RaceState.from_dict(state.as_dict(), list(TABLE)).design == "group_sequential"

@@ -345,14 +345,14 @@ def describe(state: RaceState) -> str:
         pcs = f", P(within min_effect of the best) {state.pcs:.2f}" if state.pcs is not None else ""
         last = state.path[-1] if state.path else {}
         seeds, why = last.get("seeds", 0), last.get("stop") or "the race was stopped"
-        return (f"group-sequential race (Haybittle-Peto spending) decided after round {state.round} ({seeds} seeds): "
+        return (f"racing (group-sequential, Haybittle-Peto spending) decided after round {state.round} ({seeds} seeds): "
                 f"{why}; {state.leader} leads{pcs}; eps-best set {', '.join(state.eps_best)}; "
                 f"{len(state.dropped)} arm(s) dropped")
     if state.path and not state.live and state.settled:
         calls = ", ".join(f"{a} {c}" for a, c in state.calls.items())
-        return (f"anytime race (confidence sequences) settled after round {state.round} ({state.path[-1].get('seeds')} seeds): every arm's call "
+        return (f"racing (anytime, confidence sequences) settled after round {state.round} ({state.path[-1].get('seeds')} seeds): every arm's call "
                 f"is known ({calls}); {state.leader} leads, {len(state.dropped)} arm(s) dropped")
     if len(state.live) <= 1:
-        return f"anytime race decided after round {state.round}: {state.leader} leads, {len(state.dropped)} arm(s) dropped"
-    return (f"anytime race ended after round {state.round} with the seeds spent: {len(state.live)} arm(s) still tied "
+        return f"racing (anytime) decided after round {state.round}: {state.leader} leads, {len(state.dropped)} arm(s) dropped"
+    return (f"racing (anytime) ended after round {state.round} with the seeds spent: {len(state.live)} arm(s) still tied "
             f"({', '.join(state.live)}), {len(state.dropped)} dropped")
