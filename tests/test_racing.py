@@ -10,7 +10,7 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import racing_round
-from grpo_ablate.vocab import RACING_ATTR
+from grpo_ablate.trial_record import RACING as RACING_ATTR
 from grpo_ablate.study.racing import RaceState, advance, arm_results, decide
 from grpo_ablate.study.ledger import queue
 from grpo_ablate.study.ledger import ask, suggest_cell

@@ -17,7 +17,8 @@ from grpo_ablate.study.racing import advance
 from grpo_ablate.study.ledger import queue as queue_cells
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import ask, suggest_cell
-from grpo_ablate.vocab import RACING_ATTR, Outcome
+from grpo_ablate.trial_record import RACING as RACING_ATTR
+from grpo_ablate.vocab import Outcome
 from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)

@@ -281,7 +281,8 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
     study = data.config.get("study") or {}
     given = study.get("min_effect")
     min_effect = float(given) if isinstance(given, (int, float)) else default_min_effect("eval_final_reward") or 0.0
-    sequential = bool(data.racing and data.racing.get("path")) and data.racing.get("design", "anytime") == "anytime"
+    race = data.racing or {}
+    sequential = bool(race.get("path")) and race.get("design", "anytime") == "anytime"
     rows = []
     for point, at in ev.groupby("point"):
         by = {k: dict(zip(g["seed"], g["reward"])) for k, g in at.groupby("config")}

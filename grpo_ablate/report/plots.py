@@ -31,7 +31,7 @@ from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, arm_colors, ax
 from grpo_ablate.stats.seeds import MetricStat, stat
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.report.text import fmt
-from grpo_ablate.vocab import Arm, Outcome, metric
+from grpo_ablate.vocab import PLANNED_SAMPLERS, Arm, Outcome, metric
 
 __all__ = ["all_figures", "PLOTS", "EVAL_PLOTS", "PER_PROMPT_PLOTS"]
 
@@ -275,8 +275,6 @@ def plot_importances(data: ReportData) -> Figure:
         ax.grid(axis="y", visible=False)
     return Figure(fid, title, caption, png(fig), wide=wide)
 
-
-PLANNED_SAMPLERS = frozenset({"ablation", "grid"})  # studies whose arms are planned, so their effects are measured
 
 
 _NO_RESULT = frozenset(o.value for o in (Outcome.PRUNED, Outcome.OOM, Outcome.FAILED, Outcome.INTERRUPTED))

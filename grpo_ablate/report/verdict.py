@@ -436,8 +436,8 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
     detail, mde, mde_rel, seeds_for, tc = "", None, None, None, None
     if tested:
         # no arm (or not the recommended one) clearly better than the baseline: what the study could have seen
-        top = max(tested, key=lambda v: sign * v.comparison.delta)  # type: ignore[union-attr]
-        tc = top.comparison
+        closest = max(tested, key=lambda v: sign * v.comparison.delta)  # type: ignore[union-attr]
+        tc = closest.comparison
         assert tc is not None
         paired = [v.comparison for v in tested if v.comparison and v.comparison.kind == "paired" and v.comparison.sd is not None]
         pool = paired or [v.comparison for v in tested if v.comparison and v.comparison.sd is not None]
@@ -451,7 +451,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
         seeds_for = (observed, need) if need is not None else None
         if not winners:
             detail = (f" No configuration is clearly better than {versus} on {label} (not detected): the closest, "
-                      f"{top.config.label}, scored {fmt(top.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, 95% interval "
+                      f"{closest.config.label}, scored {fmt(closest.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, 95% interval "
                       f"{fmt_interval(tc.ci95)}, {fmt_p(tc.p_value)}, {tc.words}).")
         else:
             w = max(winners, key=lambda v: sign * (v.mean or 0.0))

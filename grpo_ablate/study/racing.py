@@ -40,7 +40,8 @@ from grpo_ablate.stats.selection import select
 from grpo_ablate.stats.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.stats.spending import plan as spending_plan
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import METRICS, RACING_ATTR
+from grpo_ablate.trial_record import RACING as RACING_ATTR
+from grpo_ablate.vocab import METRICS
 
 if TYPE_CHECKING:
     import optuna
@@ -130,7 +131,8 @@ class RaceState:
                       None if x.get("p_value") is None else float(x["p_value"]), tuple(x.get("seeds", ())))
                  for x in d.get("dropped", [])]
         gone = {x.arm for x in drops}
-        stored = d.get("live") if isinstance(d.get("live"), list) else arms
+        live = d.get("live")
+        stored: Sequence[str] = live if isinstance(live, list) else arms
         return cls(int(d.get("round", 0)), [a for a in arms if a not in gone and a in stored], drops,
                    d.get("leader"), bool(d.get("decided")), list(d.get("settled") or []), dict(d.get("calls") or {}),
                    list(d.get("path") or []), str(d.get("design") or ANYTIME), d.get("pcs"), list(d.get("eps_best") or []))
