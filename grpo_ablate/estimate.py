@@ -29,7 +29,9 @@ from grpo_ablate.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, 
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
+from grpo_ablate.journal import TolerantJournalBackend
 from grpo_ablate.space import generated_completions
+from grpo_ablate.storage import check_foreign_file
 from grpo_ablate.storage_url import local_file, mask_url
 
 if TYPE_CHECKING:
@@ -53,10 +55,11 @@ def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
+        check_foreign_file(url)  # RDBStorage writes Optuna's tables into any SQLite file it opens
         if url.startswith("sqlite:///"):
             storage: Any = optuna.storages.RDBStorage(url, skip_compatibility_check=True)
-        else:
-            storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+        else:  # the journal's own reader: a torn or damaged line is skipped, not a traceback
+            storage = optuna.storages.JournalStorage(TolerantJournalBackend(str(path)))
         rates: list[float] = []
         overheads: list[float] = []
         names: set[str] = set()

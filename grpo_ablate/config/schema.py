@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from grpo_ablate.cost import GPU_TYPES
 
+from grpo_ablate.bounds import MAX_SEARCHED_VALUES, BatchSize, Generations
 from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
 
 __all__ = [
@@ -179,18 +180,25 @@ class FloatRange(_Section):
 
 
 class IntRange(_Section):
-    low: int
-    high: int
+    low: Generations
+    high: Generations
     step: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _few_values(self) -> "IntRange":
+        count = (self.high - self.low) // self.step + 1
+        if count > MAX_SEARCHED_VALUES:  # each is checked against the hardware and offered to the sampler
+            raise ValueError(f"searches {count} values; at most {MAX_SEARCHED_VALUES}: raise step or narrow the range")
+        return self
 
 
 class SearchSection(_Section):
     # integers, or G schedules by label ("4->8@40%", "2->8@zero_std<0.3"; grpo_ablate/schedule.py)
-    num_generations: list[int | str] | IntRange = Field(default_factory=lambda: [4, 8, 16])
+    num_generations: list[Generations | str] | IntRange = Field(default_factory=lambda: [4, 8, 16])
     temperature: list[float] | FloatRange | float | None = None  # None: the trainer's temperature (TRL default 1.0)
     # None: TRL's default batch; auto: every batch that fits; probed: each G's largest batch in probe.json
-    generation_batch_size: list[int] | Literal["auto", "probed"] | None = None
-    max_generation_batch_size: int | None = Field(default=None, ge=1)  # upper bound for `auto`
+    generation_batch_size: list[BatchSize] | Literal["auto", "probed"] | None = None
+    max_generation_batch_size: BatchSize | None = None  # upper bound for `auto`
 
 
 class FullRunSection(_Section):

@@ -31,7 +31,7 @@ from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.launch import request_stop
 from grpo_ablate.trainer.launchers import launcher_for
-from grpo_ablate.vocab import EVAL_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
+from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
 
 if TYPE_CHECKING:
     import optuna
@@ -134,6 +134,12 @@ class Ended:
     reason: str = ""
     values: list[float] | None = None
     fault: bool = False  # an infrastructure fault: counts toward max_consecutive_failures
+
+    def __post_init__(self) -> None:
+        # every trial that did not complete says why: where the reason was lost, where to look
+        if not self.reason.strip() and self.outcome != Outcome.COMPLETED.value:
+            self.reason = (f"{self.outcome} with no reason recorded; see its log, "
+                           f"{TRIALS_DIR}/{trial_dir_name(self.number)}/{LOG_FILE}")
 
 
 class TrialLifecycle:

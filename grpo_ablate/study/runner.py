@@ -38,7 +38,8 @@ from grpo_ablate.study import ledger
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
-                                     queue_first_plan, queue_plan, space_changed, wait_for_plan)
+                                     queue_first_plan, queue_plan, race_rule_changed, space_changed,
+                                     wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.vocab import Arm, Outcome
 
@@ -340,7 +341,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         return StudyRun(refused=f"cannot write the study's output folder {study.output_dir}: {e}")
     if created:
         describe_study(ostudy, study)
-    elif (changed := space_changed(ostudy, study)) is not None:
+    elif (changed := space_changed(ostudy, study) or race_rule_changed(ostudy, study)) is not None:
         return StudyRun(refused=changed)
     if warm_start and not created:
         say(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")
