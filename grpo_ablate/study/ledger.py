@@ -49,12 +49,12 @@ if TYPE_CHECKING:
 __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "TRIAL_DIR",
-    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT",
+    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "RESUMED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # reading
     "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "cell_of",
-    "owner", "counted_retries", "FINISHED",
+    "owner", "counted_retries", "predecessor_dirs", "FINISHED",
     # writing
     "cell_params", "enqueue", "queue", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
     "record_metrics", "objective_values", "requeue", "StaleTrialRequeue", "cancel_queued", "is_cancelled", "CANCELLED",
@@ -80,6 +80,7 @@ COPY_OF = COPY_ATTR  # a warm start's copy of another study's trial ("<study>#<n
 PRUNED_AT = "pruned_at_completions"
 CANCELLED = "cancelled"  # why a queued cell was removed before it ran (a settled arm's): never a result, never run
 ORCHESTRATOR_RSS = "orchestrator_rss_mb"  # benchmarks/workers.py checks it stays flat
+RESUMED_FROM = "resumed_from_step"  # a retry that resumed its predecessor's checkpoint: the step it resumed at
 OOM_CONSTRAINT = "oom"  # the constraint: -1 fits in memory, +1 ran out (a COMPLETE trial the sampler learns from)
 
 # study user attributes
@@ -201,6 +202,20 @@ def counted_retries(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -
             n += 1
         parent = before.user_attrs.get(RETRY_OF)
     return n
+
+
+def predecessor_dirs(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -> list[str]:
+    """The folders of the attempts this trial retries, nearest first (along RETRY_OF): where its checkpoint may be."""
+    out, seen = [], set()
+    parent = trial.user_attrs.get(RETRY_OF)
+    while isinstance(parent, int) and parent in trials and parent not in seen:
+        seen.add(parent)
+        before = trials[parent]
+        folder = before.user_attrs.get(TRIAL_DIR)
+        if isinstance(folder, str) and folder:
+            out.append(folder)
+        parent = before.user_attrs.get(RETRY_OF)
+    return out
 
 
 # ---------------------------------------------------------------- queueing

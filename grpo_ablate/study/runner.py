@@ -32,7 +32,7 @@ from grpo_ablate.plan import resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
-from grpo_ablate.study import ledger
+from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
@@ -48,6 +48,7 @@ __all__ = ["run_study", "StudyRunner"]
 
 WAIT = "wait"
 RACE_WAIT = "race-wait"  # a racing round's last trials are still running
+BUDGET_WAIT = "budget-wait"  # the GPU-hour budget cannot take one more trial until a running one has ended
 STATUS_EVERY_S = 30.0
 
 
@@ -99,6 +100,10 @@ class StudyRunner:
         self.failures_stop = False
         self.stop_reason: str | None = None
         self.deadline = time.monotonic() + study.study.timeout if study.study.timeout else None
+        self.planned = limits.planned_estimate(study)  # before the study's own trials: the probe, else assumptions
+        self.timeout_words: str | None = None
+        self.budget: limits.Budget | None = None
+        self.budget_stop = False
 
     # ---- choosing the next trial
 
@@ -127,6 +132,8 @@ class StudyRunner:
                 return None
             fail_stale_trials(self.ostudy)
             self._requeue_dead_local_trials()
+            if not self._within_limits():
+                return BUDGET_WAIT if self.budget is not None and self.budget.running else None
             done, running = self.finished_count()
             others_running = running - len(self.registry.running)
             may_wait = self.heartbeat and others_running > 0 and done < self.n_trials
@@ -140,6 +147,30 @@ class StudyRunner:
             if trial is None:
                 return WAIT if may_wait else None
             return trial
+
+    def spending(self) -> limits.Budget:
+        """The GPU-hour budget now (study.budget_gpu_hours is set)."""
+        budget = limits.budget_of(self.study, self.ostudy.get_trials(deepcopy=False), self.planned)
+        assert budget is not None
+        return budget
+
+    def _within_limits(self) -> bool:
+        """Set the next trial's timeout (auto: from the slowest finished trial once there is one) and check
+        the GPU-hour budget: False, with the reason, when one more trial would cross it. Call with the lock held."""
+        trials = self.ostudy.get_trials(deepcopy=False)
+        estimate = limits.measured_estimate(trials) or self.planned
+        seconds, words = limits.resolve_timeout(self.study.study.trial_timeout, estimate)
+        self.lifecycle.trial_timeout_s = seconds
+        if words != self.timeout_words:
+            self.timeout_words = words
+            self.console.say(f"trial timeout: {words}")
+        self.budget = limits.budget_of(self.study, trials, self.planned)
+        if self.budget is None or self.budget.may_start:
+            return True
+        if not self.budget.running:  # nothing running will free any: the study stops here
+            self.budget_stop = True
+            self.stop_reason = self.stop_reason or self.budget.refusal()
+        return False
 
     def _next_round(self, running: int, close_only: bool = False) -> "optuna.Trial | str | None":
         """Racing: the round's queue is empty. Wait for its last trials, then decide and queue the next round."""
@@ -187,7 +218,7 @@ class StudyRunner:
             if trial == WAIT:
                 self.registry.stop.wait(max(1, self.study.study.heartbeat_interval))
                 continue
-            if trial == RACE_WAIT:
+            if trial in (RACE_WAIT, BUDGET_WAIT):
                 self.registry.stop.wait(1.0)
                 continue
             assert not isinstance(trial, str)
@@ -201,6 +232,8 @@ class StudyRunner:
                 return
             self.console.ended(self.study, ended)
             self._count(ended)
+            if self.study.study.budget_gpu_hours is not None:
+                self.console.say(self.spending().words())
 
     def _count(self, ended: Ended) -> None:
         with self.registry.lock:
@@ -353,6 +386,14 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
           f"({done}/{runner.n_trials} trials finished), {runner.workers} worker(s), sampler {study.sampler_kind}, "
           f"objectives {', '.join(f'{m} ({d})' for m, d in zip(study.metric_names, study.directions))}", flush=True)
 
+    warning = limits.timeout_warning(
+        study.study.trial_timeout, limits.measured_estimate(ostudy.get_trials(deepcopy=False)) or runner.planned)
+    if warning:
+        print(f"grpo-ablate: warning: {warning}", file=sys.stderr)
+    if study.study.budget_gpu_hours is not None:
+        print(runner.spending().words() + ("" if study.hardware.gpus else
+              " (a CPU study spends no GPU-hours: set hardware.gpus for the budget to count)"), flush=True)
+
     previous: dict[int, Any] = {}
     wakeup_fd: int | None = None
     if threading.current_thread() is threading.main_thread():  # tests drive run_study from threads too
@@ -369,6 +410,8 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         runner.wakeup.close()
 
     runner.console.summary(study, ostudy)
+    if study.study.budget_gpu_hours is not None:
+        runner.console.say(runner.spending().words())
     if write_report:
         try:
             from grpo_ablate.report import write_report as _write

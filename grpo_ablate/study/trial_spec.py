@@ -25,7 +25,8 @@ __all__ = ["build_spec", "spec_from_sections"]
 def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[str, Any],
           model: Mapping[str, Any] | None, data: Mapping[str, Any] | None, rewards: Sequence[Mapping[str, Any] | str],
           trainer: Mapping[str, Any] | None, budget: Mapping[str, Any] | None, hardware: Mapping[str, Any] | None,
-          evaluation: Mapping[str, Any] | None, timeout_s: float | None, env: Mapping[str, str] | None) -> TrialSpec:
+          evaluation: Mapping[str, Any] | None, timeout_s: float | None, env: Mapping[str, str] | None,
+          checkpoint: Mapping[str, Any] | None = None) -> TrialSpec:
     """The one merge: the trial's knobs (G as its text, a schedule's label included: trainer/scheduled.py)
     go into the trainer; a generation batch given displaces steps_per_generation (TRL refuses both);
     the budget owns max_steps."""
@@ -52,15 +53,20 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         evaluation=dict(evaluation) if evaluation is not None else None,
         timeout_s=timeout_s,
         env=dict(env or {}),
+        checkpoint=dict(checkpoint) if checkpoint is not None else None,
     )
 
 
-def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None) -> TrialSpec:
+def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
+               timeout: float | None = None) -> TrialSpec:
     """A trial of this study: its sections with the cell's knobs, its trackers and its world size.
 
     The generation batch is the cell's only when the study searches batches; otherwise TRL
-    derives it from the trainer section, as it would without this tool.
+    derives it from the trainer section, as it would without this tool. `timeout`: the trial's
+    seconds (study.trial_timeout resolved: study/limits.py); default the study's number, if it set one.
     """
+    if timeout is None and isinstance(study.study.trial_timeout, (int, float)):
+        timeout = float(study.study.trial_timeout)
     from grpo_ablate.study.trackers import tracker_settings
 
     arm = cell.arm
@@ -74,7 +80,8 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
                  data=study.data.model_dump(), rewards=[r.model_dump() for r in study.rewards],
                  trainer={**study.trainer, **tracked}, budget=study.budget.model_dump(), hardware=hardware,
                  evaluation=study.file.evaluation.model_dump() if study.file.evaluation is not None else None,
-                 timeout_s=study.study.trial_timeout, env={**tracker_env, **(env or {})})
+                 timeout_s=timeout, env={**tracker_env, **(env or {})},
+                 checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints})
 
 
 def spec_from_sections(
