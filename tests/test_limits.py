@@ -7,6 +7,7 @@ budget takes one trial and stops the next, with the exit status and the words it
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from helpers import run_cli, write_study
@@ -26,14 +27,6 @@ def _trial(number: int, seconds: float | None, outcome: str = "completed", state
                        datetime_start=T0, datetime_complete=end, params={"g": 4},
                        distributions={"g": IntDistribution(1, 8)}, user_attrs={"outcome": outcome, **attrs},
                        system_attrs={}, intermediate_values={}, trial_id=number)
-
-
-class _Study:
-    """The three settings budget_of reads, as a validated Study holds them."""
-
-    def __init__(self, budget_h: float | None, gpus: int) -> None:
-        self.study = type("S", (), {"budget_gpu_hours": budget_h})()
-        self.hardware = type("H", (), {"gpus": gpus})()
 
 
 def test_auto_timeout_is_twice_the_long_estimate_plus_slack_and_an_hour_without_one():
@@ -63,28 +56,28 @@ def test_the_measured_estimate_is_the_slowest_whole_completed_trial():
 
 
 def test_the_budget_counts_every_attempt_and_refuses_the_trial_that_would_cross_it():
-    study = _Study(budget_h=1.0, gpus=2)  # 1 GPU-hour, trials of 2 GPUs
+    study = (1.0, 2)  # 1 GPU-hour, trials of 2 GPUs
     trials = [_trial(0, 600), _trial(1, 300, "interrupted", TrialState.FAIL)]  # 900 s x 2 GPUs = 0.5 GPU-h spent
-    b = limits.budget_of(study, trials, None)
+    b = limits.budget_of(*study, trials, None)
     assert b is not None and b.spent_h == pytest.approx(0.5) and b.left_h == pytest.approx(0.5)
     assert b.next_h == pytest.approx(600 * 2 / 3600) and b.may_start  # 0.5 + 0.33 <= 1
     trials.append(_trial(2, 600))
-    b = limits.budget_of(study, trials, None)  # 0.83 spent: one more (0.33) would cross 1.0
+    b = limits.budget_of(*study, trials, None)  # 0.83 spent: one more (0.33) would cross 1.0
     assert not b.may_start and "would cross it" in b.refusal() and "0.8 GPU-h spent" in b.words()
-    assert limits.budget_of(_Study(None, 2), trials, None) is None
+    assert limits.budget_of(None, 2, trials, None) is None
 
 
 def test_a_running_trial_holds_its_estimate_and_without_one_trials_run_one_at_a_time():
-    study = _Study(budget_h=1.0, gpus=1)
+    study = (1.0, 1)
     running = _trial(0, None, "running", TrialState.RUNNING)
     planned = TrialTime((1000.0, 1800.0), False, "assumptions")
-    b = limits.budget_of(study, [running], planned, now=T0 + dt.timedelta(seconds=60))
+    b = limits.budget_of(*study, [running], planned, now=T0 + dt.timedelta(seconds=60))
     assert b.held_h == pytest.approx(0.5) and b.next_h == pytest.approx(0.5) and b.may_start  # 0.5 + 0.5 <= 1
-    b = limits.budget_of(study, [running], planned, now=T0 + dt.timedelta(seconds=2400))  # ran past its estimate
+    b = limits.budget_of(*study, [running], planned, now=T0 + dt.timedelta(seconds=2400))  # ran past its estimate
     assert b.held_h == pytest.approx(2400 / 3600) and not b.may_start
-    unknown = limits.budget_of(study, [running], None, now=T0 + dt.timedelta(seconds=60))
+    unknown = limits.budget_of(*study, [running], None, now=T0 + dt.timedelta(seconds=60))
     assert unknown.next_h is None and not unknown.may_start  # wait for the first to measure
-    assert limits.budget_of(study, [], None).may_start  # nothing runs: one trial starts, to measure
+    assert limits.budget_of(*study, [], None).may_start  # nothing runs: one trial starts, to measure
 
 
 BUDGET_STUDY = """\
@@ -107,8 +100,11 @@ budget: {{max_steps: 3}}
 def test_a_study_stops_before_the_trial_that_would_cross_its_gpu_hour_budget(tmp_path):
     out = tmp_path / "run"
     study = write_study(tmp_path, BUDGET_STUDY.format(out=out))
-    run = run_cli("run", str(study), "--no-report", CUDA_VISIBLE_DEVICES="")
+    run = run_cli("run", str(study), CUDA_VISIBLE_DEVICES="")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "GPU-hour budget" in run.stdout and "spent" in run.stdout and "left" in run.stdout
     assert "[trial 0] completed" in run.stdout and "[trial 1]" not in run.stdout  # the first measured, the second refused
     assert "would cross it" in run.stdout and "1 queued trial(s) did not run" in run.stdout
+    summary = json.loads((out / "summary.json").read_text())["gpu_budget"]  # the report shows spent and left
+    assert summary["budget_gpu_hours"] == 0.0001 and summary["spent_gpu_hours"] > 0 and summary["left_gpu_hours"] == 0
+    assert summary["words"] in (out / "report.html").read_text()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from grpo_ablate.config.schema import MAX_SECONDS
 from grpo_ablate.config.trainer_fields import trl_default
@@ -204,18 +204,17 @@ def _now() -> _dt.datetime:
     return _dt.datetime.now()
 
 
-def budget_of(study: "Study", trials: list["FrozenTrial"], planned: TrialTime | None,
+def budget_of(total: float | None, gpus: int | None, trials: Sequence["FrozenTrial"], planned: TrialTime | None,
               now: _dt.datetime | None = None) -> Budget | None:
-    """The study's budget from its trials (every host's); None when the study sets none.
+    """The budget (study.budget_gpu_hours) from the study's trials (every host's); None when it sets none.
 
-    Spent: the wall time of every attempt that ended (any outcome) x hardware.gpus. Held: each
-    running trial's estimate, or its elapsed time if more. Next: the slowest completed trial, else
-    the long end of the planned estimate.
+    Spent: the wall time of every attempt that ended (any outcome) x `gpus` (hardware.gpus). Held:
+    each running trial's estimate, or its elapsed time if more. Next: the slowest completed trial,
+    else the long end of the planned estimate.
     """
-    total = study.study.budget_gpu_hours
     if total is None:
         return None
-    gpus = int(study.hardware.gpus or 0)
+    gpus = int(gpus or 0)
     now = now or _now()
     estimate = measured_estimate(trials) or planned
     per_trial_s = estimate.seconds[1] if estimate is not None else None

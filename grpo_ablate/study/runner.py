@@ -150,7 +150,8 @@ class StudyRunner:
 
     def spending(self) -> limits.Budget:
         """The GPU-hour budget now (study.budget_gpu_hours is set)."""
-        budget = limits.budget_of(self.study, self.ostudy.get_trials(deepcopy=False), self.planned)
+        budget = limits.budget_of(self.study.study.budget_gpu_hours, self.study.hardware.gpus,
+                                  self.ostudy.get_trials(deepcopy=False), self.planned)
         assert budget is not None
         return budget
 
@@ -164,7 +165,7 @@ class StudyRunner:
         if words != self.timeout_words:
             self.timeout_words = words
             self.console.say(f"trial timeout: {words}")
-        self.budget = limits.budget_of(self.study, trials, self.planned)
+        self.budget = limits.budget_of(self.study.study.budget_gpu_hours, self.study.hardware.gpus, trials, self.planned)
         if self.budget is None or self.budget.may_start:
             return True
         if not self.budget.running:  # nothing running will free any: the study stops here
