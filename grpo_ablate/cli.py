@@ -165,9 +165,13 @@ def _err(msg: str) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     from grpo_ablate.config.recipes import RecipeNote
 
+    from grpo_ablate.planview import limits_json
+
     study = _load(args)
     for w in study.warnings:
         print(f"{'note' if isinstance(w, RecipeNote) else 'warning'}: {w}", file=sys.stderr)
+    if (late := limits_json(study)["timeout_warning"]) is not None:  # a timeout below the per-trial estimate
+        print(f"warning: {late}", file=sys.stderr)
     from grpo_ablate.storage import mask_url
 
     n = len(study.space.feasible)

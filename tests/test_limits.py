@@ -10,7 +10,7 @@ import datetime as dt
 import json
 
 import pytest
-from helpers import run_cli, write_study
+from helpers import ROOT, cli_inprocess, run_cli, write_study
 from optuna.distributions import IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
@@ -78,6 +78,21 @@ def test_a_running_trial_holds_its_estimate_and_without_one_trials_run_one_at_a_
     unknown = limits.budget_of(*study, [running], None, now=T0 + dt.timedelta(seconds=60))
     assert unknown.next_h is None and not unknown.may_start  # wait for the first to measure
     assert limits.budget_of(*study, [], None).may_start  # nothing runs: one trial starts, to measure
+
+
+OPENR1 = str(ROOT / "studies" / "openr1-1.5b-numina-8gpu.yaml")  # plan: 2.4 h to 11.7 h per trial, assumed
+
+
+def test_plan_derives_the_timeout_and_validate_warns_of_one_set_below_the_estimate():
+    plan = cli_inprocess("plan", OPENR1)
+    assert plan.returncode == 0 and "Trial timeout: 23.5 h = 2 x 11.7 h" in plan.stdout
+    assert "trial_timeout=" not in plan.stdout  # auto: no warning
+    assert "GPU-hour budget: 1000; all 10 trials fit" in plan.stdout
+    low = cli_inprocess("validate", OPENR1, "--set", "study.trial_timeout=3600")
+    assert low.returncode == 0
+    assert "study.trial_timeout=3600 s is below one trial's assumed time, 2.4 h to 11.7 h" in low.stderr
+    tight = cli_inprocess("plan", OPENR1, "--set", "study.budget_gpu_hours=300", "--json")
+    assert json.loads(tight.stdout)["limits"]["trials_in_budget"] == [3, 15]
 
 
 BUDGET_STUDY = """\

@@ -125,9 +125,10 @@ def derived_timeout(estimate: TrialTime | None) -> tuple[float, str]:
                                        "finished trial, no GPU assumptions); derived from the first finished trial after that")
     long = estimate.seconds[1]
     seconds = min(MAX_SECONDS, long * TIMEOUT_FACTOR + TIMEOUT_SLACK_S)
+    source = estimate.source if estimate.measured else "the assumptions `plan` lists"
     return seconds, (f"{duration_text(seconds)} = {TIMEOUT_FACTOR:g} x {duration_text(long)} "
                      f"({'measured' if estimate.measured else 'the long end of the estimate'}) + "
-                     f"{duration_text(TIMEOUT_SLACK_S)}; from {estimate.source}")
+                     f"{duration_text(TIMEOUT_SLACK_S)}; from {source}")
 
 
 def resolve_timeout(setting: float | str | None, estimate: TrialTime | None) -> tuple[float | None, str]:
@@ -145,13 +146,14 @@ def timeout_warning(setting: float | str | None, estimate: TrialTime | None) -> 
         return None
     lo, hi = estimate.seconds
     auto, _ = derived_timeout(estimate)
+    kind = "measured time" if estimate.measured else "assumed time"
+    span = duration_text(lo) + (f" to {duration_text(hi)}" if hi > lo else "")
     if setting < lo:
-        return (f"study.trial_timeout={setting:g} s is below one trial's estimate ({duration_text(lo)}"
-                + (f" to {duration_text(hi)}" if hi > lo else "") + f", {estimate.source}): every trial would be "
+        return (f"study.trial_timeout={setting:g} s is below one trial's {kind}, {span}: every trial would be "
                 f"stopped and failed; remove it (auto would give {duration_text(auto)}) or raise it")
     if setting < hi:
-        return (f"study.trial_timeout={setting:g} s is inside one trial's estimate ({duration_text(lo)} to "
-                f"{duration_text(hi)}, {estimate.source}): slow trials would be stopped and failed; remove it "
+        return (f"study.trial_timeout={setting:g} s is inside one trial's {kind}, {span}: slow trials would be "
+                f"stopped and failed; remove it "
                 f"(auto would give {duration_text(auto)}) or raise it")
     return None
 
