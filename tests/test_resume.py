@@ -93,6 +93,27 @@ def test_only_complete_checkpoints_are_resumed_and_a_retry_takes_the_latest(tmp_
     assert checkpoints.remove_checkpoints(new) == 1 and checkpoints.latest(new) is None
 
 
+def test_a_retry_finds_its_predecessors_folders_along_retry_of(tmp_path):
+    import optuna
+
+    from grpo_ablate.storage import open_storage
+    from grpo_ablate.study import ledger
+
+    storage = open_storage(str(tmp_path / "study.journal"))
+    study = optuna.create_study(study_name="chain", storage=storage)
+    ledger.enqueue(study, {"g": 4}, {"role": "baseline", "cell": "G4"})
+    for n in range(3):  # killed, its retry killed too (before it got a folder), the third runs
+        trial = ledger.ask(study, planned=True)
+        trial.suggest_int("g", 0, 8)
+        if n != 1:
+            ledger.set_trial_dir(trial, tmp_path / f"{trial.number:05d}")
+        if n < 2:
+            ledger.requeue(study, storage, trial.number, "SIGKILL", max_retry=5, counted=True)
+    trials = {t.number: t for t in study.get_trials()}
+    assert ledger.predecessor_dirs(trials, trials[2]) == [str(tmp_path / "00000")]
+    assert ledger.predecessor_dirs(trials, trials[0]) == []
+
+
 # ------------------------------------------------------------------ a real kill, a real resume
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
+from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints
 from grpo_ablate.trainer.launch import request_stop
@@ -149,9 +150,8 @@ class TrialLifecycle:
         self.workers = workers
         self.heartbeat = heartbeat
         self.say = say
-        # seconds before a trial is stopped (study.trial_timeout resolved by the runner: study/limits.py)
-        self.trial_timeout_s: float | None = (float(study.study.trial_timeout)
-                                              if isinstance(study.study.trial_timeout, (int, float)) else None)
+        # seconds before a trial is stopped: study.trial_timeout, resolved by the runner (study/limits.py)
+        self.trial_timeout_s, _ = resolve_timeout(study.study.trial_timeout, None)
 
     # ---- ask -> register
 

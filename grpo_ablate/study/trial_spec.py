@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.trainer.spec import TrialSpec
 from grpo_ablate.vocab import TRIAL_KEYS, Cell, generations_text
 
@@ -63,10 +64,11 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
 
     The generation batch is the cell's only when the study searches batches; otherwise TRL
     derives it from the trainer section, as it would without this tool. `timeout`: the trial's
-    seconds (study.trial_timeout resolved: study/limits.py); default the study's number, if it set one.
+    seconds (the runner resolves study.trial_timeout with what the study measured); by default it
+    is resolved here from the planned estimate (run-one, probe).
     """
-    if timeout is None and isinstance(study.study.trial_timeout, (int, float)):
-        timeout = float(study.study.trial_timeout)
+    if timeout is None:
+        timeout, _ = resolve_timeout(study.study.trial_timeout, planned_estimate(study))
     from grpo_ablate.study.trackers import tracker_settings
 
     arm = cell.arm
