@@ -1,4 +1,4 @@
-"""What a study may spend: the derived trial timeout, its warning, and the GPU-hour budget.
+"""What a study may spend: the derived trial timeout (study/limits.py), its warning, and the GPU-hour budget (gpu_hours.py).
 
 Units on real Optuna FrozenTrials (no storage needed); the e2e test runs a CPU study whose
 budget takes one trial and stops the next, with the exit status and the words it prints.
@@ -14,8 +14,9 @@ from helpers import ROOT, cli_inprocess, run_cli, write_study
 from optuna.distributions import IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from grpo_ablate import gpu_hours
+from grpo_ablate.gpu_hours import TrialTime
 from grpo_ablate.study import limits
-from grpo_ablate.study.limits import TrialTime
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 
@@ -50,34 +51,34 @@ def test_a_set_timeout_below_the_estimate_is_warned_about():
 def test_the_measured_estimate_is_the_slowest_whole_completed_trial():
     trials = [_trial(0, 100), _trial(1, 300), _trial(2, 50, "failed", TrialState.FAIL),
               _trial(3, 30, resumed_from_step=8)]  # a resumed retry ran only its remainder
-    est = limits.measured_estimate(trials)
+    est = gpu_hours.measured_estimate(trials)
     assert est is not None and est.seconds == (300, 300) and est.measured
-    assert limits.measured_estimate([_trial(0, 50, "failed", TrialState.FAIL)]) is None
+    assert gpu_hours.measured_estimate([_trial(0, 50, "failed", TrialState.FAIL)]) is None
 
 
 def test_the_budget_counts_every_attempt_and_refuses_the_trial_that_would_cross_it():
     study = (1.0, 2)  # 1 GPU-hour, trials of 2 GPUs
     trials = [_trial(0, 600), _trial(1, 300, "interrupted", TrialState.FAIL)]  # 900 s x 2 GPUs = 0.5 GPU-h spent
-    b = limits.budget_of(*study, trials, None)
+    b = gpu_hours.budget_of(*study, trials, None)
     assert b is not None and b.spent_h == pytest.approx(0.5) and b.left_h == pytest.approx(0.5)
     assert b.next_h == pytest.approx(600 * 2 / 3600) and b.may_start  # 0.5 + 0.33 <= 1
     trials.append(_trial(2, 600))
-    b = limits.budget_of(*study, trials, None)  # 0.83 spent: one more (0.33) would cross 1.0
+    b = gpu_hours.budget_of(*study, trials, None)  # 0.83 spent: one more (0.33) would cross 1.0
     assert not b.may_start and "would cross it" in b.refusal() and "0.8 GPU-h spent" in b.words()
-    assert limits.budget_of(None, 2, trials, None) is None
+    assert gpu_hours.budget_of(None, 2, trials, None) is None
 
 
 def test_a_running_trial_holds_its_estimate_and_without_one_trials_run_one_at_a_time():
     study = (1.0, 1)
     running = _trial(0, None, "running", TrialState.RUNNING)
     planned = TrialTime((1000.0, 1800.0), False, "assumptions")
-    b = limits.budget_of(*study, [running], planned, now=T0 + dt.timedelta(seconds=60))
+    b = gpu_hours.budget_of(*study, [running], planned, now=T0 + dt.timedelta(seconds=60))
     assert b.held_h == pytest.approx(0.5) and b.next_h == pytest.approx(0.5) and b.may_start  # 0.5 + 0.5 <= 1
-    b = limits.budget_of(*study, [running], planned, now=T0 + dt.timedelta(seconds=2400))  # ran past its estimate
+    b = gpu_hours.budget_of(*study, [running], planned, now=T0 + dt.timedelta(seconds=2400))  # ran past its estimate
     assert b.held_h == pytest.approx(2400 / 3600) and not b.may_start
-    unknown = limits.budget_of(*study, [running], None, now=T0 + dt.timedelta(seconds=60))
+    unknown = gpu_hours.budget_of(*study, [running], None, now=T0 + dt.timedelta(seconds=60))
     assert unknown.next_h is None and not unknown.may_start  # wait for the first to measure
-    assert limits.budget_of(*study, [], None).may_start  # nothing runs: one trial starts, to measure
+    assert gpu_hours.budget_of(*study, [], None).may_start  # nothing runs: one trial starts, to measure
 
 
 OPENR1 = str(ROOT / "studies" / "openr1-1.5b-numina-8gpu.yaml")  # plan: 2.4 h to 11.7 h per trial, assumed
