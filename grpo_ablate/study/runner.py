@@ -402,7 +402,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
 
     try:
         runner = StudyRunner(study, ostudy, storage, study.study.workers)
-    except (RuntimeError, OSError) as e:  # GPUs that cannot hold one trial; an output folder we cannot write
+    except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json
         return StudyRun(refused=str(e))
     done, _ = runner.finished_count()
     say(f"Study {study.study.name!r}: {'created' if created else 'resumed'} in {url} "
