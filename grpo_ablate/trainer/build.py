@@ -334,8 +334,8 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     With checkpoints (spec.checkpoint): save_strategy steps, every checkpoint whole (model and
     optimizer), older ones removed by the Checkpointer rather than by save_total_limit (which
     removes the old one before the new one is complete). Unless the study set them: report_to
-    none, save_strategy no, no progress bar (the parent shows progress). Without CUDA: bf16/fp16 off, use_cpu. Built-in model: no gradient
-    checkpointing (it only slows a tiny model). vLLM mode from the hardware section; max_steps
+    none, save_strategy no, no progress bar (the parent shows progress). Without CUDA:
+    bf16/fp16 off, use_cpu. Built-in model: no gradient checkpointing (it only slows a tiny model). vLLM mode from the hardware section; max_steps
     from the budget; reward_weights from the rewards when one is not 1.
     """
     kw = dict(spec.trainer)
@@ -344,7 +344,8 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     kw["logging_steps"] = 1
     kw.setdefault("report_to", "none")
     if _checkpointing(spec):
-        kw.update(save_strategy="steps", save_steps=1, save_total_limit=None, save_only_model=False)  # steps: Checkpointer
+        # which steps save is the Checkpointer's decision (callbacks.py); save_steps is only a placeholder
+        kw.update(save_strategy="steps", save_steps=1, save_total_limit=None, save_only_model=False)
     else:
         kw.setdefault("save_strategy", "no")
     kw.setdefault("disable_tqdm", True)
@@ -467,7 +468,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         trainer.remove_callback(PrinterCallback)
     resume = checkpoints.latest(spec.trial_dir) if checkpointer is not None else None
     if resume is not None:
-        checkpointer.resume(resume)
+        checkpointer.resume(resume, files=int(os.environ.get("RANK", "0")) == 0)  # one rank writes the files
         log(f"resuming from {resume.path.name} (step {resume.step}); its metrics and clock continue")
     build_seconds = time.perf_counter() - started
     return BuiltTrial(

@@ -29,7 +29,7 @@ from transformers import TrainerCallback
 from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
 
 from . import checkpoints
-from .collective import from_rank0
+from .collective import all_gather, from_rank0
 from .text import plain_text
 
 __all__ = ["Checkpointer", "MetricsRecorder", "StopSwitch", "engine_memory_mb", "peak_memory_mb"]
@@ -412,6 +412,7 @@ class Checkpointer(TrainerCallback):
             self.recorder.paused_seconds += pause
             self.stopper.paused_seconds += pause
             self._logged_at = None
+        all_gather(None)  # every rank has written its part (ZeRO/FSDP shards) before the clock marks it complete
         if not state.is_world_process_zero:
             return
         self.saved_at_seconds = self.recorder.train_seconds
@@ -427,10 +428,11 @@ class Checkpointer(TrainerCallback):
                 "eval_thresholds_left": len(getattr(e, "thresholds", [])),
                 "groups_rng": _jsonable(r._rng.getstate())}
 
-    def resume(self, checkpoint: checkpoints.Checkpoint) -> None:
-        """Put the per-step files and the clock of `checkpoint` back (before training starts)."""
+    def resume(self, checkpoint: checkpoints.Checkpoint, *, files: bool = True) -> None:
+        """Put the clock of `checkpoint` back before training starts, and (`files`: rank 0) its per-step files."""
         clock = checkpoint.clock
-        checkpoints.restore_files(checkpoint, self.trial_dir)
+        if files:
+            checkpoints.restore_files(checkpoint, self.trial_dir)
         self.recorder.completions_total = int(clock["completions"])
         self.recorder.tokens_total = float(clock["tokens"])
         self.recorder.resumed_seconds = self.saved_at_seconds = float(clock["train_seconds"])
