@@ -271,3 +271,27 @@ def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_pa
     assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 0.7)]) == 0
     assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 1.0)]) == 0
     assert len(ostudy.get_trials()) == resolved_trial_count(load_study(path)) == 8
+
+
+def test_an_empty_shortlist_says_why_and_a_huge_beta_fit_is_put_in_words(tmp_path):
+    """Issue 28: settings that no longer match an earlier probe emptied the shortlist without a reason, and a fit
+    of equally hard prompts printed as Beta(a=1692218.67, b=7193891.85)."""
+    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
+
+    study = load_study(_study_file(tmp_path, gens="[4, 8]"))
+    # the probe ran other batches than the study's feasible ones: none of the study's pairs is a probed fit
+    save_probe(study.output_dir, Probe(owner=Owner.of(study), points=[
+        ProbePoint(4, 1024, True, "completed"), ProbePoint(8, 1024, True, "completed")]))
+    rng = random.Random(2)
+    rows = [[float(rng.random() < 0.2) for _ in range(8)] for _ in range(40)]
+    advice = predict(study, {"prompts": [f"p{i}" for i in range(40)], "temperatures": [0.7, 1.0], "k": 8,
+                             "rewards": [rows, rows], "completion_tokens": 0})
+    assert advice.shortlist == [] and not advice.answer and advice.left_out_by_probe > 0
+    text = advise_text(advice)
+    assert "shortlist: empty: all" in text and "probe.json" in text and "rerun `grpo-ablate probe`" in text
+    from grpo_ablate.preflight.advise import beta_words
+
+    words = beta_words(1692218.67, 7193891.85, 0.19)
+    assert "Beta(a=1.69e+06, b=7.19e+06)" in words and "all about equally hard" in words
+    assert beta_words(1.5, 3.25, 0.32) == "per-prompt success ~ Beta(a=1.5, b=3.25), mean p 0.32"

@@ -237,3 +237,12 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
     finally:
         server.shutdown()
         thread.join(timeout=20)
+
+
+def test_the_banner_points_to_the_answer_not_the_landing_pages_best_trial():
+    """Issue 28: the landing page leads with Optuna's one-seed "Best Trial"; the banner says where the answer is."""
+    from grpo_ablate.commands.dashboard import banner
+
+    text = banner(load_study(ROOT / "studies/tiny-cpu.yaml"), "127.0.0.1", 8080)
+    assert "The answer (arms compared over the same seeds) is in the study's Note" in text
+    assert "\"Best Trial\" is one seed's best run" in text

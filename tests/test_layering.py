@@ -24,7 +24,7 @@ FLOORS: list[set[str]] = [
     {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
     {"files", "trial_record", "gpu_hours"},  # the files the tool reads back; what a trial leaves in its study; what trials spent
     {"config"},  # the study file
-    {"plan"},  # the trial plan and the baseline
+    {"plan", "estimate"},  # the trial plan and the baseline; what a trial of it costs (measured, else assumed)
     {"search"},  # arm encoding, samplers, pruning at equal compute
     {"trainer"},  # one trial: the child side and the launchers
     {"study"},  # the Optuna study: ledger, lifecycle, runner, warm start

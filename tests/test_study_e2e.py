@@ -75,6 +75,13 @@ def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
     assert len(finished_study.load(copy).get_trials(deepcopy=False)) == 2  # nothing re-run
     assert "(2/2 trials finished)" in again.stdout
 
+    # issue 28: a planned study stopped by the user's own n_trials is not a failure: exit 0, the queued cells named
+    limited = tmp_path / "limited"
+    shutil.copytree(finished_study.out, limited)
+    asked = run_cli("run", *finished_study.args(limited), "--set", "study.seeds=[0, 1]", "--n-trials", "2", "--no-report")
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert "Note: study.n_trials=2 reached; 2 planned trial(s) are still queued" in asked.stdout
+
     # issue 23: a study never ends with cells queued and exit 0 without saying so
     args = ("run", *finished_study.args(copy))
     finished_study.load(copy).enqueue_trial({}, user_attrs={"role": "advise", "cell": "G4xB32|T0.5-s0"})  # an arm the plan lost
@@ -82,7 +89,7 @@ def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
     assert lost.returncode == 1, lost.stdout + lost.stderr
     assert "1 queued trial(s) that never ran (G4xB32|T0.5-s0)" in lost.stderr and "no longer part" in lost.stderr
     more_seeds = run_cli(*args, "--set", "study.seeds=[0, 1]", "--set", "study.n_trials=2", "--no-report")
-    assert more_seeds.returncode == 1, more_seeds.stdout + more_seeds.stderr
+    assert more_seeds.returncode == 1, more_seeds.stdout + more_seeds.stderr  # the lost arm is still a failure
     assert "queued 2 planned trial(s)" in more_seeds.stdout and "raise study.n_trials to 5" in more_seeds.stderr
     assert "study.n_trials=2 was reached first" in more_seeds.stderr
     assert len(finished_study.load(copy).get_trials(deepcopy=False)) == 5  # nothing ran

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="the feasible (num_generations, generation batch) pairs on this hardware")
     add_study(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--commands", action="store_true",
+                   help="a dry run: each arm's launch command lines and GRPOConfig arguments, nothing started")
     p.set_defaults(func=plan.run)
 
     p = sub.add_parser("run", help="run (or resume) the Optuna study of real GRPO trials, then write the report")

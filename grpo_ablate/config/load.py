@@ -26,7 +26,7 @@ from grpo_ablate.vocab import SEARCHED_KEYS
 __all__ = ["load_study", "apply_overrides", "parse_override"]
 
 def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None) -> Study:
-    """Read, merge the recipe, apply `--set` overrides, validate. Raises StudyError."""
+    """Read, apply `--set` overrides, merge the recipe, validate. Raises StudyError."""
     p = Path(path)
     raw = read_yaml_file(p, what="study file")
     if not isinstance(raw, dict):
@@ -35,14 +35,14 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
     problems: list[Problem] = []
     notes: list[RecipeNote] = []
     raw = copy.deepcopy(raw)
-    if raw.get("trainer_from"):
-        raw, notes, recipe_problems = merge_recipe(raw, p.parent)
-        problems += recipe_problems
-    if overrides:
+    if overrides:  # before the recipe: the study's keys win over it, and its notes see the final hardware
         try:
             raw = apply_overrides(raw, overrides)
         except ValueError as e:
             problems.append(Problem(path="--set", message=str(e)))
+    if raw.get("trainer_from"):
+        raw, notes, recipe_problems = merge_recipe(raw, p.parent)
+        problems += recipe_problems
     _resolve_paths(raw, p.parent)
     study = validate_dict(raw, source=str(p), problems=problems)
     study.path = p

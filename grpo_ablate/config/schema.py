@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from grpo_ablate.cost import GPU_TYPES
 
 from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
 
@@ -28,6 +30,7 @@ __all__ = [
     "IntRange",
     "SearchSection",
     "BudgetSection",
+    "FullRunSection",
     "CompareSection",
     "EvaluationSection",
     "StudyFile",
@@ -147,6 +150,9 @@ class DataSection(_Section):
 class RewardSpec(_Section):
     name: str  # a built-in reward or task name (vocab.reward_names()), or package.module:function
     weight: float = 1.0
+    # keyword arguments for package.module:function: a factory (no `completions` parameter, e.g. Open R1's
+    # get_code_format_reward) is called with them and returns the reward; a reward function gets them bound
+    args: dict[str, Any] | None = None
 
 
 class VllmSection(_Section):
@@ -162,6 +168,18 @@ class HardwareSection(_Section):
     launcher: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
     vllm: VllmSection = Field(default_factory=VllmSection)
     memory_limit_mb: int | None = Field(default=None, ge=1)  # CPU: a trial whose processes' RSS passes this is an OOM
+    # the GPU model (cost.GPU_TYPES: H100, H200, H20, A100, L40S): narrows plan's GPU-hour estimate
+    gpu_type: str | None = None
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _known_gpu(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        known = {k.lower(): k for k in GPU_TYPES}
+        if v.lower() not in known:
+            raise ValueError(f"unknown GPU type {v!r}; known: {sorted(GPU_TYPES)} (leave it unset for H100-like rates)")
+        return known[v.lower()]
 
 
 class FloatRange(_Section):
@@ -185,11 +203,25 @@ class SearchSection(_Section):
     max_generation_batch_size: int | None = Field(default=None, ge=1)  # upper bound for `auto`
 
 
+class FullRunSection(_Section):
+    """The run a recipe describes (its own length), which a trial is the first part of. `trainer_from` fills it."""
+
+    max_steps: int | None = Field(default=None, ge=1)  # the full run in optimizer steps, when the recipe gives them
+    num_train_epochs: float | None = Field(default=None, gt=0)  # else its epochs over the training prompts
+    num_generations: int | None = Field(default=None, ge=1)  # the G its steps are counted at (the recipe's)
+    prompts: int | None = Field(default=None, ge=1)  # training prompts, when known before the trial loads them
+
+
 class BudgetSection(_Section):
     max_steps: int | None = Field(default=None, ge=1)  # optimizer steps per trial (also the cap for the others)
     completions: int | None = Field(default=None, ge=1)  # equal generated completions per trial
     tokens: int | None = Field(default=None, ge=1)  # stop once this many tokens were processed
     seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS)  # stop after this much training wall time
+    # the learning-rate schedule of a trial: "prefix" computes it for the full run (full_run) and the trial
+    # stops at its budget, so step k has the recipe's learning rate at step k; "compressed" fits the whole
+    # schedule (warmup, decay to the end) into the trial. Default: prefix when full_run is known, else compressed
+    lr_schedule: Literal["prefix", "compressed"] | None = None
+    full_run: FullRunSection | None = None  # the recipe's own run; set by trainer_from
 
     @model_validator(mode="after")
     def _some_budget(self) -> "BudgetSection":
@@ -252,6 +284,8 @@ def model_at(loc: list[str]) -> type[BaseModel] | None:
         return Objective
     if loc[0] == "rewards":
         return RewardSpec
+    if loc[0] == "budget" and len(loc) > 1 and loc[1] == "full_run":
+        return FullRunSection
     if loc[0] == "search" and len(loc) > 1:
         return FloatRange if loc[1] == "temperature" else IntRange
     return model

@@ -4,9 +4,10 @@
 
 A 10-hour trial killed at hour one by a fixed timeout fails every time, so `study.trial_timeout:
 auto` (the default) is the trial's long estimate times TIMEOUT_FACTOR plus TIMEOUT_SLACK_S: from
-the study's own finished trials once there are some (the slowest), else the probe's measured
-pace, else the assumption-based range (cost.py), else NO_ESTIMATE_TIMEOUT_S until a first trial
-has finished. A timeout the user set below the estimate is warned about (plan, run).
+the study's own finished trials once there are some (the slowest), else estimate.estimate_trial
+(the storage's or the probe's measured pace, else the assumption-based range), else
+NO_ESTIMATE_TIMEOUT_S until a first trial has finished. A timeout the user set below the
+estimate is warned about (plan, validate, run).
 """
 
 from __future__ import annotations
@@ -14,12 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from grpo_ablate.config.schema import MAX_SECONDS
-from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.cost import ASSUMED, assumed_trial_seconds, model_parameters
-from grpo_ablate.files.owned import Owner
-from grpo_ablate.files.probe_file import load_probe
+from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.gpu_hours import TrialTime, duration_text
-from grpo_ablate.plan import completions_per_trial
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -33,29 +30,12 @@ NO_ESTIMATE_TIMEOUT_S = 3600.0  # before anything is known: one hour, until the 
 
 
 def planned_estimate(study: "Study") -> TrialTime | None:
-    """Before the study's own trials: the probe's measured pace, else the assumption-based range; None when neither.
-
-    (The same figures `plan` prints; cost.estimate_trial will own them once it lands, and this reads it.)
-    """
-    probe = load_probe(study.output_dir, Owner.of(study))
-    if probe is not None and probe.one_trial_estimate_s:
-        s = float(probe.one_trial_estimate_s)
-        return TrialTime((s, s), True, "the probe's measured pace (probe.json)")
-    n = completions_per_trial(study)
-    params, where = model_parameters(study.model.name_or_path, study.model.revision)
-    if not n or params is None or not study.hardware.gpus:
+    """One trial's seconds as estimate.estimate_trial gives them (measured from the study's storage file or
+    probe.json, else the assumption range); None when nothing estimates a trial."""
+    est = estimate_trial(study)
+    if est.seconds is None:
         return None
-    hw = study.hardware
-    length = study.trainer.get("max_completion_length")
-    length = length if isinstance(length, int) and not isinstance(length, bool) else int(trl_default("max_completion_length"))
-    server = hw.vllm.mode == "server"
-    vllm = hw.vllm.mode in ("server", "colocate")
-    lo, hi = assumed_trial_seconds(params, n, length, study.space.shape.num_iterations, training_gpus=study.world_size,
-                                   generation_gpus=hw.vllm.server_gpus if server else study.world_size, vllm=vllm)
-    if study.budget.seconds:
-        lo, hi = min(lo, study.budget.seconds), min(hi, study.budget.seconds)
-    return TrialTime((lo, hi), False, f"assumed, not measured: model {params / 1e9:.2g} B parameters ({where}); "
-                                      f"{ASSUMED.words(vllm)}")
+    return TrialTime((float(est.seconds[0]), float(est.seconds[1])), est.measured, est.source)
 
 
 # ------------------------------------------------------------------ the timeout

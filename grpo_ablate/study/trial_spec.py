@@ -67,8 +67,9 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
     seconds (the runner resolves study.trial_timeout with what the study measured); by default it
     is resolved here from the planned estimate (run-one, probe).
     """
-    if timeout is None:
-        timeout, _ = resolve_timeout(study.study.trial_timeout, planned_estimate(study))
+    setting = study.study.trial_timeout
+    if timeout is None and setting is not None:  # the estimate is read only when auto needs it
+        timeout, _ = resolve_timeout(setting, planned_estimate(study) if setting == "auto" else None)
     from grpo_ablate.study.trackers import tracker_settings
 
     arm = cell.arm

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 
 from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.cost import full_run_steps, lr_schedule_of
 from grpo_ablate.space import BatchShape, generated_completions, optimizer_steps
 from grpo_ablate.prompt_file import prompt_file_problem
 
@@ -459,6 +460,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         callbacks=[recorder, stopper] + [c for c in (evaluator, checkpointer) if c is not None],
     )
     recorder.attach(trainer)
+    _lr_schedule(trainer, spec.budget, kwargs, world_size, len(dataset), log)
     if evaluator is not None:
         evaluator.attach(trainer)
     if config.disable_tqdm:
@@ -484,6 +486,29 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         build_seconds=build_seconds,
         resume_from=os.fspath(resume.path) if resume is not None else None,
     )
+
+
+def _lr_schedule(trainer: Any, budget: dict[str, Any], kwargs: dict[str, Any], world_size: int, prompts: int,
+                 log: Callable[[str], None]) -> None:
+    """budget.lr_schedule "prefix": the scheduler is built for the recipe's full run, and the trial stops at
+    its own max_steps, so step k has the learning rate the full run has at step k (warmup included, as a
+    fraction of the full run). "compressed" leaves transformers' schedule over the trial's own steps."""
+    if lr_schedule_of(budget) != "prefix":
+        return
+    full = full_run_steps(budget.get("full_run"), trainer_shape(kwargs, world_size).generated_per_step, prompts)
+    steps = trainer.args.max_steps
+    if not full or not steps or steps <= 0:
+        log("learning-rate schedule: compressed into the trial (the full run's length is not known)")
+        return
+    if full <= steps:
+        return
+    build = trainer.create_scheduler
+
+    def create_scheduler(num_training_steps: int, optimizer: Any = None) -> Any:
+        return build(num_training_steps=max(num_training_steps, full), optimizer=optimizer)
+
+    trainer.create_scheduler = create_scheduler
+    log(f"learning-rate schedule: the first {steps} of the full run's {full} steps (budget.lr_schedule: prefix)")
 
 
 def evaluation_budget(budget: dict[str, Any], config: Any) -> tuple[str, float]:
