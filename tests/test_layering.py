@@ -23,7 +23,7 @@ FLOORS: list[set[str]] = [
      "bounds", "safe_read", "journal"},  # words, small pure parts; value ranges, the safe reader, journal lines
     {"stats"},  # statistics: paired tests, intervals, sequential decisions
     {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
-    {"files", "trial_record"},  # the files the tool reads back; what a trial leaves in its study
+    {"files", "trial_record", "gpu_hours"},  # the files the tool reads back; what a trial leaves in its study; what trials spent
     {"config"},  # the study file
     {"plan", "estimate"},  # the trial plan and the baseline; what a trial of it costs (measured, else assumed)
     {"search"},  # arm encoding, samplers, pruning at equal compute

@@ -92,7 +92,17 @@ class StudySection(_Section):
     seeds: list[Seed] = Field(default_factory=lambda: [0])  # training seeds; grid/ablation repeat every arm over them
     baseline: dict[str, float | int] = Field(default_factory=dict)  # ablation baseline, e.g. {num_generations: 8}
     workers: int = Field(default=1, ge=1)  # parallel trial processes on this machine
-    trial_timeout: float | None = Field(default=3600, gt=0, le=MAX_SECONDS)  # seconds before a trial is stopped and failed
+    # seconds before a trial is stopped and failed; auto: from the plan's per-trial estimate with a margin
+    # (measured once a trial finished or a probe ran, else the assumption-based range: study/limits.py); null: never
+    trial_timeout: float | Literal["auto"] | None = Field(default="auto", gt=0, le=MAX_SECONDS)
+    # optimizer steps between a trial's checkpoints, so a killed, pre-empted or requeued trial resumes where it
+    # was; auto: every ~10% of its steps once 5 min of training passed since the last (a short trial saves none);
+    # null: never (trainer/checkpoints.py)
+    checkpoint_steps: int | Literal["auto"] | None = Field(default="auto", ge=1)
+    keep_checkpoints: bool = False  # keep a finished trial's last checkpoint (default: removed when it ends for good)
+    # GPU-hours the whole study may spend (every trial's wall time x its GPUs, over every run): no trial starts
+    # that the per-trial estimate says would cross it (measured once trials finished)
+    budget_gpu_hours: float | None = Field(default=None, gt=0)
     max_consecutive_failures: int = Field(default=5, ge=1)  # the study stops after this many failures in a row
     heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600)  # RDB storages: seconds between a running trial's heartbeats
     grace_period: int | None = Field(default=None, ge=1, le=MAX_SECONDS)  # RDB storages: a trial silent this long is failed and retried (default 3x interval)

@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.trial_record import (ARM_KEY, BASELINE, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
                                       HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, PID,
-                                      PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RETRY_COUNTED,
-                                      RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, cell_of, counted_retries,
-                                      is_cancelled, is_copy, is_finished, is_result, outcome, outcome_of, owner,
-                                      ran_here, reason, seed_of)
+                                      PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
+                                      RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, cell_of,
+                                      counted_retries, is_cancelled, is_copy, is_finished, is_result, outcome,
+                                      outcome_of, owner, predecessor_dirs, ran_here, reason, seed_of)
 from grpo_ablate.vocab import HEADLINE_METRICS, Cell, Outcome
 
 if TYPE_CHECKING:
@@ -54,12 +54,12 @@ if TYPE_CHECKING:
 __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "TRIAL_DIR",
-    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT",
+    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "RESUMED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # reading (trial_record's)
     "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "cell_of",
-    "owner", "counted_retries", "FINISHED",
+    "owner", "counted_retries", "predecessor_dirs", "FINISHED",
     # writing
     "cell_params", "enqueue", "queue", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
     "record_metrics", "objective_values", "requeue", "StaleTrialRequeue", "cancel_queued", "is_cancelled", "CANCELLED",
