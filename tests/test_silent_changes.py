@@ -149,3 +149,27 @@ def test_every_failed_line_and_the_last_reasons_say_something(outcomes):
         counts.add(ended)
     for entry in counts.last_reasons:
         assert entry.split(":", 1)[1].strip(), counts.last_reasons
+
+
+# ------------------------------------------------------------------ prompts the built-in model cannot take
+
+
+@SETTINGS
+@given(chat=st.booleans(), template=st.booleans(), model=st.sampled_from(["builtin:tiny", "builtin:tiny-untrained"]))
+def test_chat_prompts_for_the_builtin_model_need_a_template_at_validate(tmp_path_factory, chat, template, model):
+    """builtin:tiny is character-level without a chat template: chat-message prompts failed every
+    trial ("Cannot use chat template functions") after validate had passed them."""
+    folder = tmp_path_factory.mktemp("chat")
+    prompt = [{"role": "user", "content": "1+1="}] if chat else "1+1="
+    (folder / "data.jsonl").write_text("".join(json.dumps({"prompt": prompt, "answer": "2"}) + "\n" for _ in range(4)))
+    data = "data: {dataset: data.jsonl" + (", chat_template: '{% for m in messages %}{{ m.content }}{% endfor %}'"
+                                           if template else "") + "}"
+    path = _study(folder)
+    path.write_text(path.read_text().replace("data: {task: addition}", data).replace("builtin:tiny", model)
+                    + "rewards: [length_penalty]\n")
+    try:
+        load_study(path)
+        refused = ""
+    except StudyError as e:
+        refused = str(e)
+    assert ("data.chat_template" in refused) == (chat and not template), refused

@@ -25,7 +25,7 @@ from grpo_ablate.safe_read import MB, kind_problem, read_text, text_stream
 from grpo_ablate.config.names import UNCHECKED_PACKAGES, check_reward, module_spec
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.schema import DataSection, RewardSpec, StudyFile
-from grpo_ablate.vocab import BUILTIN_TASKS
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_TASKS
 
 __all__ = ["check_inputs", "peek_rows", "PEEK_ROWS", "TRL_REWARD_KEYWORDS"]
 
@@ -104,6 +104,12 @@ def _columns(sf: StudyFile, problems: list[Problem], warnings: list[str]) -> lis
         problems.append(Problem(path="data.dataset", message=f"{echo(data.dataset)} has no rows"))
         return None
     columns = list(dict.fromkeys(k for r in rows for k in r))
+    if sf.model.name_or_path.startswith(BUILTIN_MODEL_PREFIX) and not isinstance(data.chat_template, str) and any(
+            isinstance(r.get(data.prompt_column), list) for r in rows):
+        problems.append(Problem(path="data.chat_template", message=(
+            f"{data.dataset} holds chat messages in {data.prompt_column!r}, and {sf.model.name_or_path} is a "
+            f"character-level model without a chat template, so every trial would fail applying one; give "
+            f"data.chat_template (a Jinja template), or plain-text prompts")))
     if data.prompt_column not in columns:
         problems.append(Problem(path="data.prompt_column", message=(
             f"column {echo(data.prompt_column)} is not in {data.dataset} (its columns: {columns}); set "
