@@ -21,6 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.bounds import BOUNDS
+from grpo_ablate.errors import StudyError
+from grpo_ablate.safe_read import MB, read_bytes
+
+PARAMETERS = BOUNDS["parameters"]
+
 __all__ = ["Gpu", "GPU_TYPES", "REFERENCE_GPU", "Assumptions", "ASSUMED", "TrialEstimate", "full_run_steps",
            "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range"]
 
@@ -138,7 +144,9 @@ def parameters_from_config(config: dict[str, Any]) -> int | None:
         heads = int(config.get("num_attention_heads") or 1)
         kv = int(config.get("num_key_value_heads") or heads)
         head_dim = int(config.get("head_dim") or h // heads)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    if min(h, layers, vocab, inter, heads, kv, head_dim) <= 0:  # not a model's shape
         return None
     attention = h * heads * head_dim * 2 + h * kv * head_dim * 2  # q and o; k and v
     mlp = 3 * h * inter
@@ -160,18 +168,25 @@ def model_parameters(name_or_path: str, revision: str | None = None) -> tuple[in
             candidates.append(Path(cached))
     except Exception:  # noqa: BLE001 - not a repo id, or no cache: the size is then unknown, said as such
         pass
+    odd: list[str] = []
     for path in candidates:
         try:
-            config = json.loads(path.read_text())
-        except (OSError, ValueError):
+            config = json.loads(read_bytes(path, "model config", 16 * MB))
+        except (OSError, ValueError, StudyError):  # missing, a FIFO, too large, not JSON: not a size
             continue
         n = parameters_from_config(config) if isinstance(config, dict) else None
-        if n:
+        if n and (problem := PARAMETERS.problem(n)) is None:
             return n, f"config.json of {name_or_path}"
+        if n:
+            odd.append(f"its config.json gives {n:,} parameters, which {problem}")
     named = _SIZE_IN_NAME.search(Path(name_or_path).name)
     if named:  # "Qwen2.5-1.5B-Instruct": the size its publisher wrote in the name
-        return int(float(named.group(1)) * 1e9), f"read from the name {Path(name_or_path).name!r}; no config.json offline"
-    return None, f"unknown: no config.json of {name_or_path} readable offline (a local folder or the HF cache)"
+        n = int(float(named.group(1)) * 1e9)
+        if (problem := PARAMETERS.problem(n)) is None:
+            return n, f"read from the name {Path(name_or_path).name!r}; no config.json offline"
+        odd.append(f"its name says {named.group(1)} B parameters, which {problem}")
+    why = "; ".join(odd) or f"no config.json of {name_or_path} readable offline (a local folder or the HF cache)"
+    return None, f"unknown: {why}"
 
 
 # ------------------------------------------------------------------ pure arithmetic

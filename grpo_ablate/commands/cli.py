@@ -28,6 +28,7 @@ from grpo_ablate import __version__
 from grpo_ablate.commands import advise, compare, dashboard, init, plan, probe, run, run_one
 from grpo_ablate.commands.common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_study, check_out, err, load,
                                          set_value)
+from grpo_ablate.commands.plan import limits_json
 from grpo_ablate.config import StudyError
 from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.report import write_report
@@ -126,6 +127,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     study = load(args)
     for w in study.warnings:
         print(f"{'note' if isinstance(w, RecipeNote) else 'warning'}: {w}", file=sys.stderr)
+    if (late := limits_json(study)["timeout_warning"]) is not None:  # a timeout below the per-trial estimate
+        print(f"warning: {late}", file=sys.stderr)
     n = len(study.space.feasible)
     print(f"OK: {args.study} (study {study.study.name!r}, {n} feasible pair(s), sampler {study.sampler_kind}, "
           f"storage {mask_url(study.storage_url)})")

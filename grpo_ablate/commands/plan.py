@@ -21,6 +21,7 @@ from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import fmt_range, lr_schedule_of
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
+from grpo_ablate.study import limits
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import EXIT_OK, load
 from grpo_ablate.files.owned import Owner
@@ -126,6 +127,7 @@ def plan_json(study: "Study") -> dict[str, Any]:
                             *_stack_differences(study)],
             "lr_schedule": lr_schedule_of(study.budget.model_dump()),
             "g_policies": _policy_words(space),
+            "limits": limits_json(study),
         }
     )
     probe = load_probe(study.output_dir, Owner.of(study))
@@ -196,7 +198,7 @@ def plan_text(study: "Study") -> str:
             lines.append(f"  {i:>3}. {c.role:<28} {c.arm.label}, seed {c.seed}")
     else:
         lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.sampler_kind} sampler, seeds {list(study.study.seeds)}.")
-    lines += ["", *_cost_lines(study)]
+    lines += ["", *_cost_lines(study), *_limit_lines(study)]
     probe = load_probe(study.output_dir, Owner.of(study))
     if probe is not None:
         lines += ["", f"Probe ({study.output_dir / 'probe.json'}):", *("  " + line for line in probe_table(probe).splitlines())]
@@ -318,3 +320,47 @@ def commands_text(study: "Study") -> str:
         lines += [f"    {k}: {v!r}" for k, v in sorted(row["grpo_config"].items())]
         lines.append("")
     return "\n".join(lines)
+
+
+def limits_json(study: "Study") -> dict[str, Any]:
+    """The trial timeout (and its warning), the checkpoint interval and the GPU-hour budget, as plan shows them."""
+    estimate = limits.planned_estimate(study)  # estimate_trial's: measured (storage, probe), else assumed
+    seconds, words = limits.resolve_timeout(study.study.trial_timeout, estimate)
+    out: dict[str, Any] = {"trial_timeout_s": seconds, "trial_timeout": words,
+                           "timeout_warning": limits.timeout_warning(study.study.trial_timeout, estimate),
+                           "checkpoint_steps": study.study.checkpoint_steps, "keep_checkpoints": study.study.keep_checkpoints,
+                           "budget_gpu_hours": study.study.budget_gpu_hours, "trials_in_budget": None}
+    gpus = int(study.hardware.gpus or 0)
+    if study.study.budget_gpu_hours is not None and estimate is not None and gpus:
+        lo, hi = (s * gpus / 3600.0 for s in estimate.seconds)
+        out["trials_in_budget"] = [int(study.study.budget_gpu_hours // hi), int(study.study.budget_gpu_hours // lo)]
+    return out
+
+
+def _limit_lines(study: "Study") -> list[str]:
+    info = limits_json(study)
+    every = info["checkpoint_steps"]
+    lines = [f"Trial timeout: {info['trial_timeout']}.",
+             "Checkpoints: " + ("none (study.checkpoint_steps: null): a killed trial starts over" if every is None else
+                                ("every ~10% of a trial once 5 min trained since the last" if every == "auto"
+                                 else f"every {every} optimizer steps")
+                                + "; a retried or pre-empted trial resumes its last one"
+                                + ("" if every is None or info["keep_checkpoints"] else ", removed when it ends") + ".")]
+    budget = info["budget_gpu_hours"]
+    if budget is not None:
+        n = resolved_trial_count(study)
+        fit = info["trials_in_budget"]
+        if not study.hardware.gpus:
+            lines.append(f"GPU-hour budget: {budget:g}; a CPU study spends none (hardware.gpus is unset).")
+        elif fit is None:
+            lines.append(f"GPU-hour budget: {budget:g}; nothing estimates a trial yet, so trials run one at a time until "
+                         "one has finished, then none starts that would cross it.")
+        else:
+            lo, hi = min(fit[0], n), min(fit[1], n)
+            many = (f"all {n} trials fit" if lo == n else
+                    f"{lo}{'' if lo == hi else ' to ' + ('all ' if hi == n else '') + str(hi)} of the {n} trials fit")
+            lines.append(f"GPU-hour budget: {budget:g}; {many} in it by the estimate"
+                         + ("" if fit[0] >= n else "; the study stops before the trial that would cross it") + ".")
+    if info["timeout_warning"]:
+        lines.append(f"warning: {info['timeout_warning']}")
+    return lines

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from grpo_ablate.cost import GPU_TYPES
 
+from grpo_ablate.bounds import MAX_SEARCHED_VALUES, BatchSize, Generations
 from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
 
 __all__ = [
@@ -91,7 +92,17 @@ class StudySection(_Section):
     seeds: list[Seed] = Field(default_factory=lambda: [0])  # training seeds; grid/ablation repeat every arm over them
     baseline: dict[str, float | int] = Field(default_factory=dict)  # ablation baseline, e.g. {num_generations: 8}
     workers: int = Field(default=1, ge=1)  # parallel trial processes on this machine
-    trial_timeout: float | None = Field(default=3600, gt=0, le=MAX_SECONDS)  # seconds before a trial is stopped and failed
+    # seconds before a trial is stopped and failed; auto: from the plan's per-trial estimate with a margin
+    # (measured once a trial finished or a probe ran, else the assumption-based range: study/limits.py); null: never
+    trial_timeout: float | Literal["auto"] | None = Field(default="auto", gt=0, le=MAX_SECONDS)
+    # optimizer steps between a trial's checkpoints, so a killed, pre-empted or requeued trial resumes where it
+    # was; auto: every ~10% of its steps once 5 min of training passed since the last (a short trial saves none);
+    # null: never (trainer/checkpoints.py)
+    checkpoint_steps: int | Literal["auto"] | None = Field(default="auto", ge=1)
+    keep_checkpoints: bool = False  # keep a finished trial's last checkpoint (default: removed when it ends for good)
+    # GPU-hours the whole study may spend (every trial's wall time x its GPUs, over every run): no trial starts
+    # that the per-trial estimate says would cross it (measured once trials finished)
+    budget_gpu_hours: float | None = Field(default=None, gt=0)
     max_consecutive_failures: int = Field(default=5, ge=1)  # the study stops after this many failures in a row
     heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600)  # RDB storages: seconds between a running trial's heartbeats
     grace_period: int | None = Field(default=None, ge=1, le=MAX_SECONDS)  # RDB storages: a trial silent this long is failed and retried (default 3x interval)
@@ -179,9 +190,16 @@ class FloatRange(_Section):
 
 
 class IntRange(_Section):
-    low: int
-    high: int
+    low: Generations
+    high: Generations
     step: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _few_values(self) -> "IntRange":
+        count = (self.high - self.low) // self.step + 1
+        if count > MAX_SEARCHED_VALUES:  # each is checked against the hardware and offered to the sampler
+            raise ValueError(f"searches {count} values; at most {MAX_SEARCHED_VALUES}: raise step or narrow the range")
+        return self
 
 
 DEFAULT_GENERATIONS: tuple[int | str, ...] = (4, 8, 16)
@@ -189,11 +207,11 @@ DEFAULT_GENERATIONS: tuple[int | str, ...] = (4, 8, 16)
 
 class SearchSection(_Section):
     # integers, or G schedules by label ("4->8@40%", "2->8@zero_std<0.3"; grpo_ablate/schedule.py)
-    num_generations: list[int | str] | IntRange = Field(default_factory=lambda: list(DEFAULT_GENERATIONS))
+    num_generations: list[Generations | str] | IntRange = Field(default_factory=lambda: list(DEFAULT_GENERATIONS))
     temperature: list[float] | FloatRange | float | None = None  # None: the trainer's temperature (TRL default 1.0)
     # None: TRL's default batch; auto: every batch that fits; probed: each G's largest batch in probe.json
-    generation_batch_size: list[int] | Literal["auto", "probed"] | None = None
-    max_generation_batch_size: int | None = Field(default=None, ge=1)  # upper bound for `auto`
+    generation_batch_size: list[BatchSize] | Literal["auto", "probed"] | None = None
+    max_generation_batch_size: BatchSize | None = None  # upper bound for `auto`
 
 
 class FullRunSection(_Section):

@@ -27,6 +27,7 @@ from grpo_ablate.report.summary import EXPORTS
 from grpo_ablate.report.evaluation import TARGET_KEYS, CensoredStat
 from grpo_ablate.report.groups import RANKING_RULE
 from grpo_ablate.report.text import clip, fmt, fmt_interval, fmt_p, fmt_stat, fmt_stat_short
+from grpo_ablate.stats.selection import HOW
 from grpo_ablate.vocab import TARGET_METRICS, Arm, Outcome
 from grpo_ablate.vocab import metric as registry_metric
 from grpo_ablate.report.verdict import arm_call
@@ -147,6 +148,24 @@ def _verdict_facts(data: ReportData) -> list[str]:
                        f"{fmt_p(c.p_value)}.")
         else:
             out.append(f"Comparison used: {c.words}.")
+    sel = v.selection
+    if sel is not None and sel.p_within:
+        out.append(f"Probability of being within {sel.min_effect:.3g} of the best, per configuration ({HOW}): "
+                   + "; ".join(f"{v.names.get(a, a)} {p:.2f}" for a, p in sorted(sel.p_within.items(), key=lambda x: -x[1]))
+                   + ".")
+    if sel is not None and sel.excluded:
+        out.append("Excluded from being within min_effect of the best (one-sided t tests, family-wise 5%): "
+                   + "; ".join(f"{v.names.get(a, a)} (behind {v.names.get(b, b)})" for a, b in sel.excluded.items()) + ".")
+    if v.calls_method and v.arms:
+        adjusted = [f"{a.config.label} {a.call}" + (f", adjusted {fmt_p(a.p_adjusted)}" if a.p_adjusted is not None
+                                                    else "") for a in v.arms]
+        out.append(f"Better/worse calls against the baseline: {v.calls_method}. " + "; ".join(adjusted) + ".")
+    race = data.racing
+    if race and race.get("path"):
+        out.append("The study raced: " + ("a group-sequential race (Haybittle-Peto error spending over its planned "
+                                          "looks; its last look is the fixed-sample test)"
+                                          if race.get("design") == "group_sequential" else
+                                          "an anytime race (confidence sequences valid at every look)") + ".")
     if v.detectable is not None:
         out.append(f"Smallest difference this study could detect (80% power, 5% two-sided): about {fmt(v.detectable)}.")
     if v.seeds_for is not None:

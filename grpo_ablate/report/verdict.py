@@ -397,12 +397,15 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
         versus = (f" vs {fmt(base.metrics[name].mean)} for the baseline, {base.config.label}"
                   if base is not None and top is not base else "")
         text = (f"Try {top.config.words}: it had the best {label} ({fmt(top.metrics[name].mean)}{versus}), "
-                f"from a single seed per configuration, so no test was possible; add seeds (study.seeds) before "
-                f"switching for good.")
+                f"from a single seed per configuration, so no test was possible and nothing can be excluded from "
+                f"being within {min_effect:.3g} of the best; add seeds (study.seeds) before switching for good.")
         if base is not None and top is base:
             text = (f"Keep the baseline ({base.config.words}): no other configuration had a better {label} "
-                    f"({fmt(base.metrics[name].mean)}), but with a single seed nothing was tested; add seeds "
-                    f"(study.seeds) to measure how sure this is.")
+                    f"({fmt(base.metrics[name].mean)}), but with a single seed nothing was tested and nothing can be "
+                    f"excluded from being within {min_effect:.3g} of the best; add seeds (study.seeds) to measure how "
+                    f"sure this is.")
+        if base is None:
+            text += " The baseline was not run, so there is no comparison to the default."
         tv = next((v for v in verdicts if v.name == top.name), None)
         return Verdict("untested", name, direction, text + tail, top.config, top.name,
                        "baseline_not_beaten" if top is base else "best_mean_untested",

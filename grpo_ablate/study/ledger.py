@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.trial_record import (ARM_KEY, BASELINE, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
                                       HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, PID,
-                                      PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RETRY_COUNTED,
-                                      RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, cell_of, counted_retries,
-                                      is_cancelled, is_copy, is_finished, is_result, outcome, outcome_of, owner, arm_of,
-                                      ran_here, reason, seed_of)
+                                      PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
+                                      RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, arm_of, cell_of,
+                                      counted_retries, is_cancelled, is_copy, is_finished, is_result, outcome,
+                                      outcome_of, owner, predecessor_dirs, ran_here, reason, seed_of)
 from grpo_ablate.vocab import HEADLINE_METRICS, Cell, Outcome
 from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
@@ -55,12 +55,12 @@ if TYPE_CHECKING:
 __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "TRIAL_DIR",
-    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT",
+    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "RESUMED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # reading (trial_record's)
     "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "arm_of", "cell_of",
-    "owner", "counted_retries", "FINISHED",
+    "owner", "counted_retries", "predecessor_dirs", "FINISHED",
     # writing
     "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",

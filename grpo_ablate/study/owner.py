@@ -17,7 +17,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 from grpo_ablate.config import Problem, StudyError
-from grpo_ablate.storage import is_rdb_url, mask_url
+from grpo_ablate.storage import is_rdb_url
+from grpo_ablate.storage_url import storage_identity as identity
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -29,18 +30,21 @@ OWNER_FILE = ".grpo-ablate-owner.json"
 
 def storage_identity(study: "Study") -> str:
     """The storage as compared and shown: a journal inside the folder by its relative path (the
-    folder may move), any other journal by its absolute path, a database URL masked and without
-    its driver (`postgresql+psycopg://` is `postgresql://`)."""
-
+    folder may move), any other journal by its absolute path, a database by storage_url's
+    identity (dialect, resolved host, port, database: no credentials, no driver)."""
     url = study.storage_url
     if is_rdb_url(url):
-        scheme, sep, rest = mask_url(url).partition("://")
-        return f"{scheme.split('+', 1)[0].lower()}{sep}{rest}"
+        return identity(url)
     journal = Path(url.removeprefix("journal:")).absolute()
     try:
         return str(journal.relative_to(study.output_dir.absolute()))
     except ValueError:
         return str(journal)
+
+
+def _same_storage(recorded: str, mine: str) -> bool:
+    """Whether the owner file's storage is this one: the recorded text may be an older masked URL."""
+    return recorded == mine or (is_rdb_url(recorded) and is_rdb_url(mine) and identity(recorded) == identity(mine))
 
 
 def read_owner(output_dir: str | os.PathLike[str]) -> dict[str, str] | None:
@@ -62,7 +66,7 @@ def check_output_dir(study: "Study") -> None:
     if owner is None:
         return
     mine = {"study": study.study.name, "storage": storage_identity(study)}
-    if owner == mine:
+    if owner["study"] == mine["study"] and _same_storage(owner["storage"], mine["storage"]):
         return
 
     raise StudyError([Problem(path="study.output_dir", message=(

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import Study
 
-__all__ = ["open_study", "describe_study", "space_changed", "queue_plan", "queue_first_plan", "wait_for_plan", "library_versions",
-           "name_objectives", "enqueue_shortlist", "check_warm_source", "discard_new_study",
+__all__ = ["open_study", "describe_study", "space_changed", "race_rule_changed", "queue_plan", "queue_first_plan", "wait_for_plan",
+           "library_versions", "name_objectives", "enqueue_shortlist", "check_warm_source", "discard_new_study",
            "started_study"]
 
 PLAN_WAIT_S = 120.0
@@ -205,6 +205,27 @@ def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
             "search section). Its "
             "trials' params would mean other configurations: run the probe before the study's first command, or "
             "start a new study.name")
+
+
+def race_rule_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
+    """Why a raced study's decision rule (study.min_effect, the racing section) is not the one it
+    began with; None when it is, or when the study is not raced.
+
+    A race drops and settles arms by that rule at every round; changed half-way, earlier rounds
+    were decided by one rule and later ones by another, and the report would state one of them.
+    """
+    stored = ostudy.user_attrs.get(ledger.CONFIG)
+    section = stored.get("study") if isinstance(stored, dict) else None
+    if not isinstance(section, dict) or (section.get("racing") is None and study.study.racing is None):
+        return None
+    now = study.to_dict()["study"]
+    changed = [f"{k} {section.get(k)!r} -> {now.get(k)!r}" for k in ("min_effect", "racing")
+               if section.get(k) != now.get(k)]
+    if not changed:
+        return None
+    return (f"the raced study {study.study.name!r} began with another decision rule ({'; '.join(changed)}); its "
+            "rounds so far were decided by the first one. Keep study.min_effect and study.racing as they were, "
+            "or start a new study.name")
 
 
 def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:

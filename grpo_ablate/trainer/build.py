@@ -12,6 +12,7 @@ No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from grpo_ablate.prompt_file import prompt_file_problem
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tasks import task_dataset
 from .builtin.tokenizer import dataset_characters
-from .callbacks import MetricsRecorder, StopSwitch
+from . import checkpoints
+from .callbacks import Checkpointer, MetricsRecorder, StopSwitch
 from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
 from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
@@ -65,6 +67,7 @@ class BuiltTrial:
     reward_weights: list[float]
     load_seconds: float
     build_seconds: float
+    resume_from: str | None = None  # the checkpoint this run resumes (trainer.train(resume_from_checkpoint=...))
 
 
 def _cuda() -> bool:
@@ -320,17 +323,23 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     """GRPOConfig keyword arguments: the study's, verbatim, plus what a trial must own.
 
     Always: output_dir inside the trial folder, logging_steps=1 (metrics.jsonl is per step).
-    Unless the study set them: report_to none, save_strategy no, no progress bar (the parent
-    shows progress). Without CUDA: bf16/fp16 off, use_cpu. Built-in model: no gradient
-    checkpointing (it only slows a tiny model). vLLM mode from the hardware section; max_steps
+    With checkpoints (spec.checkpoint): save_strategy steps, every checkpoint whole (model and
+    optimizer), older ones removed by the Checkpointer rather than by save_total_limit (which
+    removes the old one before the new one is complete). Unless the study set them: report_to
+    none, save_strategy no, no progress bar (the parent shows progress). Without CUDA:
+    bf16/fp16 off, use_cpu. Built-in model: no gradient checkpointing (it only slows a tiny model). vLLM mode from the hardware section; max_steps
     from the budget; reward_weights from the rewards when one is not 1.
     """
     kw = dict(spec.trainer)
-    kw["output_dir"] = os.fspath(Path(spec.trial_dir) / "trainer")
+    kw["output_dir"] = os.fspath(checkpoints.trainer_dir(spec.trial_dir))
     kw["logging_strategy"] = "steps"
     kw["logging_steps"] = 1
     kw.setdefault("report_to", "none")
-    kw.setdefault("save_strategy", "no")
+    if _checkpointing(spec):
+        # which steps save is the Checkpointer's decision (callbacks.py); save_steps is only a placeholder
+        kw.update(save_strategy="steps", save_steps=1, save_total_limit=None, save_only_model=False)
+    else:
+        kw.setdefault("save_strategy", "no")
     kw.setdefault("disable_tqdm", True)
     if not _cuda():
         kw["bf16"] = False
@@ -357,6 +366,17 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
 # --------------------------------------------------------------------------------------------
 # The whole trial
 # --------------------------------------------------------------------------------------------
+
+
+def _checkpointing(spec: TrialSpec) -> bool:
+    return spec.checkpoint is not None and spec.checkpoint.get("every") is not None
+
+
+def _round_steps(config: Any) -> int:
+    """Optimizer steps per generation round: TRL generates every steps_per_generation x num_iterations micro-steps."""
+    every = int(config.steps_per_generation) * int(config.num_iterations or 1)
+    accumulation = int(config.gradient_accumulation_steps)
+    return math.lcm(every, accumulation) // accumulation
 
 
 def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bool = True) -> BuiltTrial:
@@ -402,6 +422,12 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     evaluator = None
     if held_out is not None:
         evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
+    checkpointer = None
+    if spec.checkpoint is not None and _checkpointing(spec) and schedule is None:
+        checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,
+                                    evaluator=evaluator, round_steps=_round_steps(config))
+    elif _checkpointing(spec):  # a schedule's round state (phase, pass rates) is not in a checkpoint
+        log("checkpoints: off for a G schedule (its round state is not saved); a retried trial starts over")
     scheduled: dict[str, Any] = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
     if schedule is not None and schedule.kind != "schedule":
         # dynamic sampling generates more than it trains on: a completions budget counts what it generated
@@ -422,7 +448,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[recorder, stopper] + ([evaluator] if evaluator is not None else []),
+        callbacks=[recorder, stopper] + [c for c in (evaluator, checkpointer) if c is not None],
     )
     recorder.attach(trainer)
     _lr_schedule(trainer, spec.budget, kwargs, world_size, len(dataset), log)
@@ -433,6 +459,10 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)
+    resume = checkpoints.latest(spec.trial_dir) if checkpointer is not None else None
+    if checkpointer is not None and resume is not None:
+        checkpointer.resume(resume, files=int(os.environ.get("RANK", "0")) == 0)  # one rank writes the files
+        log(f"resuming from {resume.path.name} (step {resume.step}); its metrics and clock continue")
     build_seconds = time.perf_counter() - started
     return BuiltTrial(
         trainer=trainer,
@@ -445,6 +475,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         reward_weights=effective_weights,
         load_seconds=load_seconds,
         build_seconds=build_seconds,
+        resume_from=os.fspath(resume.path) if resume is not None else None,
     )
 
 

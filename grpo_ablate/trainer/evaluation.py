@@ -121,7 +121,8 @@ class Evaluator(TrainerCallback):
         return float(self.recorder.completions_total)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self._evaluate(state)
+        if self.point == 0:  # a resumed trial scored its start before (trainer/checkpoints.py)
+            self._evaluate(state)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not self.thresholds:

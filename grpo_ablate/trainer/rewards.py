@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from grpo_ablate.bounds import BOUNDS
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
 
@@ -268,9 +269,12 @@ def _validated(values: Any, n: int, name: str) -> list[float | None]:
         if isinstance(v, (bool, str, bytes)) or not hasattr(v, "__float__"):
             raise RewardFunctionError(name, f"returned {type(v).__name__} at position {i}; expected float or None")
         f = float(v)
-        if math.isinf(f):  # it would turn the group's advantages into NaN
-            raise RewardFunctionError(name, f"returned {f} at position {i}; a reward must be a finite float (or None for no score)")
-        out.append(None if math.isnan(f) else f)  # TRL reads NaN as None: no score from this reward
+        if math.isnan(f):
+            out.append(None)  # TRL reads NaN as None: no score from this reward
+            continue
+        if (problem := BOUNDS["reward"].problem(f)) is not None:  # inf, or so large the group's mean overflows
+            raise RewardFunctionError(name, f"returned {f} at position {i}; a reward {problem} (None for no score)")
+        out.append(f)
     return out
 
 
