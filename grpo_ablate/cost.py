@@ -197,7 +197,7 @@ def flops_per_token(parameters: int, *, checkpointing: bool, reference_model: bo
     return parameters * (6.0 + 2.0 * (checkpointing + reference_model + old_logprobs))
 
 
-def assumed_trial_seconds(parameters: int, completions: int, completion_tokens: tuple[float, float],
+def assumed_trial_seconds(parameters: int, completions: float, completion_tokens: tuple[float, float],
                           prompt_tokens: tuple[float, float], training_gpus: int, generation_gpus: int, vllm: bool,
                           flops_per_trained_token: float, gpu: Gpu = REFERENCE_GPU,
                           assumed: Assumptions = ASSUMED, startup: bool = True) -> tuple[float, float]:

@@ -29,10 +29,9 @@ from grpo_ablate.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, 
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
-from grpo_ablate.journal import TolerantJournalBackend
 from grpo_ablate.space import generated_completions
-from grpo_ablate.storage import check_foreign_file
-from grpo_ablate.storage_url import local_file, mask_url
+from grpo_ablate.storage import read_existing
+from grpo_ablate.storage_url import mask_url
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -48,23 +47,17 @@ def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
     Read-only: a journal file or SQLite file that exists; a server storage is not contacted.
     """
     url = study.storage_url
-    path = local_file(url)
-    if path is None or not path.is_file() or not path.stat().st_size:
-        return None
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        check_foreign_file(url)  # RDBStorage writes Optuna's tables into any SQLite file it opens
-        if url.startswith("sqlite:///"):
-            storage: Any = optuna.storages.RDBStorage(url, skip_compatibility_check=True)
-        else:  # the journal's own reader: a torn or damaged line is skipped, not a traceback
-            storage = optuna.storages.JournalStorage(TolerantJournalBackend(str(path)))
+        storage = read_existing(url)  # read only: nothing created or repaired
+        if storage is None:
+            return None
         rates: list[float] = []
         overheads: list[float] = []
         names: set[str] = set()
         for s in storage.get_all_studies():
-            for t in storage.get_all_trials(s._study_id, deepcopy=False):
+            for t in storage.get_all_trials(storage.get_study_id_from_name(s.study_name), deepcopy=False):
                 sps = t.user_attrs.get("samples_per_second")
                 if t.state == optuna.trial.TrialState.COMPLETE and isinstance(sps, (int, float)) and sps > 0:
                     rates.append(1.0 / float(sps))
@@ -139,10 +132,9 @@ def estimate_trial(study: "Study") -> TrialEstimate:
     full_steps = full_run_steps(full_run, shape.generated_per_step, known[0] if known else None)
     trial_steps = math.ceil(n / shape.generated_per_step - 1e-9) if n else None
     share = trial_steps / full_steps if full_steps and trial_steps else None
-    common = {"gpus": gpus, "completions": n, "full_run_steps": full_steps, "full_run_share": share}
+    common: dict[str, Any] = {"gpus": gpus, "completions": n, "full_run_steps": full_steps, "full_run_share": share}
     full_n = full_steps * shape.generated_per_step if full_steps else None
 
-    seconds: tuple[float, float] | None = None
     measured = _measured_pace(study) if n else None
     if measured and n:
         per, overhead, where = measured
@@ -191,7 +183,7 @@ def estimate_trial(study: "Study") -> TrialEstimate:
                             reference_model=float(_trainer_value(study, "beta") or 0) != 0,
                             old_logprobs=int(_trainer_value(study, "num_iterations")) > 1)
     server = hw.vllm.mode == "server"
-    kwargs = dict(training_gpus=study.world_size, generation_gpus=hw.vllm.server_gpus if server else study.world_size,
+    kwargs: dict[str, Any] = dict(training_gpus=study.world_size, generation_gpus=hw.vllm.server_gpus if server else study.world_size,
                   vllm=vllm, flops_per_trained_token=flops, gpu=gpu)
     lo, hi = assumed_trial_seconds(params, n, lengths, prompts, **kwargs)
     full = assumed_trial_seconds(params, full_n, lengths, prompts, **kwargs) if full_n else None

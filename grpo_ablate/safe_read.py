@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import os
 import stat
-from pathlib import Path
 from typing import BinaryIO
 
 from grpo_ablate.errors import Problem, StudyError, echo

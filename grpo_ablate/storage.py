@@ -36,6 +36,7 @@ from grpo_ablate.storage_url import (
     secrets_in,
     url_problem,
 )
+from grpo_ablate.errors import Problem, StudyError
 
 if TYPE_CHECKING:
     import optuna
@@ -43,12 +44,12 @@ if TYPE_CHECKING:
 
 # the URL functions live in storage_url; re-exported here, where callers have always found them
 __all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url", "url_problem",
-           "canonical_url", "local_file", "DATABASE_SCHEMES", "JOURNAL_PREFIX", "repair_journal", "check_foreign_file"]
+           "canonical_url", "local_file", "DATABASE_SCHEMES", "JOURNAL_PREFIX", "repair_journal", "check_foreign_file",
+           "read_existing"]
 
 
 def _refuse(url: str, why: str, exc: BaseException | None = None) -> NoReturn:
     """One line, password masked, raised as the StudyError every command turns into exit 2."""
-    from grpo_ablate.errors import Problem, StudyError
 
     detail = ""
     if exc is not None:
@@ -81,8 +82,6 @@ def open_storage(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     problem = url_problem(url)
     if problem:
-        from grpo_ablate.errors import Problem, StudyError
-
         raise StudyError([Problem(path="study.storage", message=problem)])
     url = canonical_url(url)
     if is_rdb_url(url):
@@ -106,7 +105,24 @@ def open_storage(
         backend = TolerantJournalBackend(str(path))
     except OSError as exc:
         _refuse(url, "a journal file needs a writable folder", exc)
-    return JournalStorage(backend)
+    return JournalStorage(backend)  # type: ignore[arg-type]  # duck-typed: journal.py stays free of optuna
+
+
+def read_existing(url: str) -> "optuna.storages.BaseStorage | None":
+    """A local storage (journal or SQLite file) that exists, opened to read: nothing is created,
+    migrated or repaired (`plan` must not change a study). None when there is no such file or the
+    URL names a server; StudyError for a SQLite file that is not Optuna's (check_foreign_file)."""
+    import optuna
+
+    path = local_file(url)
+    if path is None or not path.is_file() or not path.stat().st_size:
+        return None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    check_foreign_file(url)  # RDBStorage writes Optuna's tables into any SQLite file it opens
+    if is_rdb_url(url):
+        return optuna.storages.RDBStorage(url, skip_compatibility_check=True)  # a SQLite file: local_file found it
+    # the journal's own reader: a torn or damaged line is skipped, not a traceback
+    return optuna.storages.JournalStorage(TolerantJournalBackend(str(path)))  # type: ignore[arg-type]
 
 
 SQLITE_HEAD = b"SQLite format 3\x00"

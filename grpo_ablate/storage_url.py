@@ -354,7 +354,7 @@ def _host_identity(host: str | None, dialect: str) -> str:
         addresses = {ipaddress.ip_address(name)}
     except ValueError:
         try:
-            addresses = {ipaddress.ip_address(a[4][0].split("%")[0]) for a in socket.getaddrinfo(name, None)}
+            addresses = {ipaddress.ip_address(str(a[4][0]).split("%")[0]) for a in socket.getaddrinfo(name, None)}
         except (OSError, UnicodeError, ValueError):
             return name
     if all(a.is_loopback for a in addresses):

@@ -20,6 +20,7 @@ from grpo_ablate.preflight.difficulty import fit_beta_binomial, zero_spread_empi
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.search.encoding import encode_arm
 from grpo_ablate.vocab import METRICS_FILE, Arm
+from grpo_ablate import trial_record as record
 from helpers import run_cli, write_study
 
 
@@ -55,7 +56,7 @@ def test_closed_form_matches_the_integral_and_exceeds_the_mean_p_curve():
 
     a, b = 0.4, 0.6  # U-shaped: many prompts almost always or almost never solved
     for g in (2, 4, 8, 16):
-        numeric = integrate.quad(lambda p: (p**g + (1 - p) ** g) * stats.beta.pdf(p, a, b), 0, 1)[0]
+        numeric = integrate.quad(lambda p, g=g: (p**g + (1 - p) ** g) * stats.beta.pdf(p, a, b), 0, 1)[0]
         assert zero_spread_beta(g, a, b) == pytest.approx(numeric, rel=1e-6)
         assert zero_spread_beta(g, a, b) > zero_spread(g, a / (a + b)) + 0.2
     # nearly equal prompts (the carry drill's a=27, b=122): the mean-p curve is already close
@@ -149,8 +150,8 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
     # queued in the params ledger.suggest_cell draws (G as its ordinal rank), so the sampler runs these very arms
     assert [t.system_attrs["fixed_params"] for t in waiting] == [encode_arm(a, study.space, study.temperatures())[0]
                                                                 for a in shortlist]
-    assert [t.user_attrs["cell"] for t in waiting] == [f"{a.key}|seed0" for a in shortlist]
-    assert all(t.user_attrs["role"] == "advise" for t in waiting)
+    assert [t.user_attrs[record.CELL] for t in waiting] == [f"{a.key}|seed0" for a in shortlist]
+    assert all(t.user_attrs[record.ROLE] == "advise" for t in waiting)
 
 
 @pytest.mark.slow
@@ -199,7 +200,7 @@ def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))
     done = [t for t in ostudy.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(ostudy.get_trials()) == len(done) == 4
-    assert sorted((t.user_attrs["role"], t.user_attrs["arm_key"]) for t in done) == [
+    assert sorted((t.user_attrs[record.ROLE], t.user_attrs[record.ARM_KEY]) for t in done) == [
         ("advise", "G2xB16|T1"), ("baseline", "G8xB16|T0.7"), ("num_generations=2", "G2xB16|T0.7"),
         ("temperature=1", "G8xB16|T1")]
 
@@ -254,7 +255,8 @@ def _prediction(g: int, b: int, t: float) -> Prediction:
 
 def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_path):
     from grpo_ablate.plan import resolved_trial_count, study_plan
-    from grpo_ablate.study.setup import PLAN_READY_ATTR, enqueue_shortlist, open_study
+    from grpo_ablate.study import ledger
+    from grpo_ablate.study.setup import enqueue_shortlist, open_study
 
     path = _study_file(tmp_path, gens="[2, 4]", sampler="ablation", seeds="[0, 1]")
     study = load_study(path)
@@ -263,8 +265,8 @@ def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_pa
     assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 0.7), _prediction(4, 16, 1.0)]) == 2
     study = load_study(path)
     assert resolved_trial_count(study) == 2 * 4
-    assert ostudy.user_attrs[PLAN_READY_ATTR]  # `run` finds the plan queued instead of waiting for it
-    queued = [t.user_attrs["cell"] for t in ostudy.get_trials()]
+    assert ledger.plan_ready(ostudy)  # `run` finds the plan queued instead of waiting for it
+    queued = [t.user_attrs[record.CELL] for t in ostudy.get_trials()]
     assert queued == [c.key for c in study_plan(study)]  # seed by seed, the new arm last on each seed
     assert [c for c in study_plan(study) if c.role == "advise"][0].arm.key == "G2xB16|T0.7"
     # the same advice again, or an arm the ablation already has: nothing more

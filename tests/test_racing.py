@@ -95,7 +95,7 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
 
     assert drain() == 6
     rounds = [6]
-    while not (state := advance(ostudy, study)).decided:
+    while not advance(ostudy, study).decided:
         rounds.append(drain())
     assert sum(rounds) < 18  # every seed for every arm would be 18
     stored = ostudy.user_attrs[RACING_ATTR]

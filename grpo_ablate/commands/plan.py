@@ -26,6 +26,12 @@ from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import EXIT_OK, load
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
+from grpo_ablate.children import die_with_parent
+from grpo_ablate.plan import baseline_arm
+from grpo_ablate.study.trial_spec import build_spec
+from grpo_ablate.trainer.launchers.process import build_command
+from grpo_ablate.trainer.vllm_server import DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys
+from grpo_ablate.vocab import Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -255,15 +261,9 @@ def launch_plan(study: "Study") -> list[dict[str, Any]]:
     import subprocess
     import sys
 
-    from grpo_ablate.children import die_with_parent
-    from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.launchers.process import build_command
-    from grpo_ablate.trainer.vllm_server import DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys
-    from grpo_ablate.vocab import Cell
 
     cells = study_plan(study)
     if not cells:
-        from grpo_ablate.plan import baseline_arm
 
         cells = [Cell(baseline_arm(study), study.study.seeds[0], "baseline")]
     seen: set[str] = set()

@@ -179,10 +179,10 @@ def _reward_signature(name: str, path: str, problems: list[Problem],
             f"module {echo(dotted or module_name)} ({origin}) has no function {echo(first)}"
             f"{did_you_mean(first, functions)}; its functions: {functions}")))
         return None
-    node = defined[first]
-    if "." in attr or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    found = defined[first]
+    if "." in attr or not isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    return _signature(node.args)
+    return _signature(found.args)
 
 
 def _signature(args: ast.arguments) -> inspect.Signature:

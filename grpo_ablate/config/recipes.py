@@ -495,8 +495,8 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
     notes: list[RecipeNote] = []
     problems: list[Problem] = []
     fields = trainer_field_names()
-    own = raw.get("trainer") if isinstance(raw.get("trainer"), dict) else {}
-    search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
+    own = given if isinstance(given := raw.get("trainer"), dict) else {}
+    search = searched if isinstance(searched := raw.get("search"), dict) else {}
     trainer: dict[str, Any] = {}
     ignored: list[str] = []
 

@@ -202,9 +202,12 @@ class IntRange(_Section):
         return self
 
 
+DEFAULT_GENERATIONS: tuple[int | str, ...] = (4, 8, 16)
+
+
 class SearchSection(_Section):
     # integers, or G schedules by label ("4->8@40%", "2->8@zero_std<0.3"; grpo_ablate/schedule.py)
-    num_generations: list[Generations | str] | IntRange = Field(default_factory=lambda: [4, 8, 16])
+    num_generations: list[Generations | str] | IntRange = Field(default_factory=lambda: list(DEFAULT_GENERATIONS))
     temperature: list[float] | FloatRange | float | None = None  # None: the trainer's temperature (TRL default 1.0)
     # None: TRL's default batch; auto: every batch that fits; probed: each G's largest batch in probe.json
     generation_batch_size: list[BatchSize] | Literal["auto", "probed"] | None = None

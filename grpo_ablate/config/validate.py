@@ -29,6 +29,8 @@ from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.vocab import METRICS, SEARCHED_KEYS, Schedule, parse_generations
+from grpo_ablate.files.probe_file import probe_path
+from grpo_ablate.prompt_file import prompt_file_problem
 
 __all__ = ["validate_dict", "objective_metrics", "EVALUATION_OBJECTIVE"]
 
@@ -45,7 +47,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     """Raises StudyError with every problem found, those passed in first."""
     problems = list(problems or [])
     if isinstance(raw.get("trainer"), dict):
-        search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
+        search = searched if isinstance(searched := raw.get("search"), dict) else {}
         problems += check_trainer_keys(raw["trainer"], search)
     try:
         sf = StudyFile.model_validate(raw)
@@ -306,7 +308,6 @@ def _check_trackers(sf: StudyFile) -> list[Problem]:
 
 def _check_preflight(sf: StudyFile, warnings: list[str]) -> list[Problem]:
     """hardware.memory_limit_mb and search.generation_batch_size: probed (grpo-ablate probe)."""
-    from grpo_ablate.files.probe_file import probe_path
 
     problems: list[Problem] = []
     limit = sf.hardware.memory_limit_mb
@@ -354,7 +355,6 @@ def _check_values(sf: StudyFile) -> list[Problem]:
 
 def _check_prompt_files(sf: StudyFile) -> list[Problem]:
     """Every row of a local prompt file has a prompt: line numbers now, not "None" trained on later."""
-    from grpo_ablate.prompt_file import prompt_file_problem
 
     problems: list[Problem] = []
     column = sf.data.prompt_column

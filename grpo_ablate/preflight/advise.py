@@ -27,7 +27,12 @@ from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.metrics import summarize_file
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Schedule
+from grpo_ablate.children import die_with_parent
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.storage import is_rdb_url, open_storage
+from grpo_ablate.study.devices import cpu_slot
+from grpo_ablate.trainer.sample import PROGRESS_PREFIX
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -82,7 +87,6 @@ class Advice:
 
 
 def _bad(path: str, message: str) -> Exception:
-    from grpo_ablate.config import Problem, StudyError
 
     return StudyError([Problem(path=path, message=message)])
 
@@ -99,9 +103,6 @@ def _candidate_temperatures(study: "Study") -> list[float]:
 def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path,
            log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run trainer/sample.py in its own process; its samples.json. Its progress lines go to `log`."""
-    from grpo_ablate.children import die_with_parent
-    from grpo_ablate.study.devices import cpu_slot
-    from grpo_ablate.trainer.sample import PROGRESS_PREFIX
 
     folder.mkdir(parents=True, exist_ok=True)
     spec = {"model": study.model.model_dump(), "data": study.data.model_dump(), "rewards": [r.model_dump() for r in study.rewards],
@@ -284,8 +285,6 @@ def _measured(study: "Study") -> list[Measured]:
     """The measured points of this study's earlier trials; none before the study exists."""
     import optuna
 
-    from grpo_ablate.config import StudyError
-    from grpo_ablate.storage import is_rdb_url, open_storage
 
     url = study.storage_url
     if not is_rdb_url(url) and not Path(url.removeprefix("journal:")).is_file():

@@ -34,6 +34,8 @@ from grpo_ablate.gpu_hours import budget_of
 from grpo_ablate.storage import mask_url
 from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, Arm, Metric,
                                Outcome, finite, metric)
+from grpo_ablate.files.advise_file import load_advice
+from grpo_ablate.files.owned import Owner
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -182,8 +184,8 @@ def build_report_data(
                              learned_nothing=verdict.kind == "cannot_rank")
 
     feasible_done = [r for r in records if r.outcome == Outcome.COMPLETED.value and r.values is not None]
-    pareto = pareto_front([(r.number, r.values) for r in feasible_done], [d for _, d in objectives]) \
-        if len(objectives) > 1 else set()  # type: ignore[misc]
+    pareto = pareto_front([(r.number, r.values) for r in feasible_done if r.values is not None],
+                          [d for _, d in objectives]) if len(objectives) > 1 else set()
     importances, note = param_importances(frozen, {r.number for r in feasible_done}, objectives)
 
     return ReportData(
@@ -303,7 +305,6 @@ def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
 def collect(study: "Study") -> ReportData:
     """Everything the report needs for a loaded study file."""
     attrs, frozen = load_trials(study.storage_url, study.study.name)
-    from grpo_ablate.files.owned import Owner
 
     return build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
                              study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)))
@@ -311,7 +312,6 @@ def collect(study: "Study") -> ReportData:
 
 def read_advice(output_dir: Path, owner: "Owner") -> dict[str, Any] | None:
     """The study's advise.json when it holds a prediction (advise's, before any trial); else None."""
-    from grpo_ablate.files.advise_file import load_advice
 
     raw = load_advice(output_dir, owner)
     return raw if raw is not None and isinstance(raw.get("predictions"), list) else None

@@ -30,6 +30,10 @@ from grpo_ablate.report.text import clip, fmt, fmt_interval, fmt_p, fmt_stat, fm
 from grpo_ablate.stats.selection import HOW
 from grpo_ablate.vocab import TARGET_METRICS, Arm, Outcome
 from grpo_ablate.vocab import metric as registry_metric
+from grpo_ablate.report.verdict import arm_call
+from grpo_ablate.stats.calls import calls as holm_calls
+from grpo_ablate.stats.min_effect import default_min_effect
+from grpo_ablate.stats.seeds import compare_to_baseline
 
 __all__ = ["render_html", "view_model", "target_cell", "delta_cell", "held_out_used", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
 
@@ -268,10 +272,6 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
     """The verdict at each shared evaluation point: every arm's call against the baseline on the
     held-out reward measured there, by the answer's own rule (the CS when the study ran the anytime
     race, else the Holm-adjusted family of stats.calls), with study.min_effect."""
-    from grpo_ablate.report.verdict import arm_call
-    from grpo_ablate.stats.calls import calls as holm_calls
-    from grpo_ablate.stats.min_effect import default_min_effect
-    from grpo_ablate.stats.seeds import compare_to_baseline
 
     ev = data.evals
     base = next((a for a in data.arms if a.is_baseline), None)
@@ -346,13 +346,13 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
     best_rows = []
     for metric, direction in data.objectives:
         b = data.best.get(metric)
-        m = data.metrics[metric]
+        info = data.metrics[metric]
         vs = None
         if b is not None and base is not None:
             d = data.deltas.get(b.arm.name, {}).get(metric)
             vs = d.words if d is not None else ("this is the baseline" if b.arm.is_baseline else None)
         best_rows.append({
-            "metric": metric, "label": m.label, "direction": direction,
+            "metric": metric, "label": info.label, "direction": direction,
             "arm": b.arm if b else None, "stat": b.stat if b else None, "vs": vs,
         })
     delta_cols = _delta_columns(data)

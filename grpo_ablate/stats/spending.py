@@ -125,7 +125,7 @@ def _plan(kind: str, looks: tuple[int, ...], maximum: int, alpha: float, early: 
         for k, target in enumerate(spend):
             want = target - spent
 
-            def excess(c: float) -> float:
+            def excess(c: float, k: int = k, want: float = want) -> float:
                 return _crossings(bounds + [c], fractions[: k + 1])[-1] - want
 
             c = brentq(excess, 0.5, 40.0, xtol=1e-8) if want > 1e-15 else 40.0

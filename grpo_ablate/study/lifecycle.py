@@ -34,6 +34,8 @@ from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints
 from grpo_ablate.trainer.launch import request_stop
 from grpo_ablate.trainer.launchers import launcher_for
 from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
+from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
+from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
 if TYPE_CHECKING:
     import optuna
@@ -204,7 +206,7 @@ class TrialLifecycle:
                 return self._fault(trial, "running the trial (the orchestrator's own files)", e)
             except Exception as e:  # noqa: BLE001 - run_trial never raises for the trial's own failure: a bug
                 return self._failed(trial, f"the orchestrator failed running the trial: {type(e).__name__}: {e}")
-            trial.set_user_attr(ledger.ORCHESTRATOR_RSS, _rss_mb())  # benchmarks/workers.py checks it stays flat
+            ledger.record_orchestrator_rss(trial, _rss_mb())
             ended = self._tell(trial, result)
             if ended.outcome != Outcome.INTERRUPTED.value and not self.study.study.keep_checkpoints:
                 remove_checkpoints(run.trial_dir)  # ended for good: no retry will resume them
@@ -240,8 +242,6 @@ class TrialLifecycle:
         evaluation points, which every arm shares (trainer/evaluation.py places them at equal
         completions); a training objective at the checkpoints of search/fidelity.py.
         """
-        from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
-        from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
         rows: list[dict[str, Any]] = []
         prune = self.study.study.pruner != "none" and len(self.study.directions) == 1
@@ -283,7 +283,7 @@ class TrialLifecycle:
                 reported.add(at)
             if points and trial.should_prune():
                 asked = True
-                trial.set_user_attr(ledger.PRUNED_AT, points[-1][0])
+                ledger.record_pruned_at(trial, points[-1][0])
                 _stop(run.trial_dir, Outcome.PRUNED.value)
 
         return on_progress

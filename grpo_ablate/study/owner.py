@@ -16,6 +16,9 @@ import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.storage import is_rdb_url
+from grpo_ablate.storage_url import storage_identity as identity
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -29,8 +32,6 @@ def storage_identity(study: "Study") -> str:
     """The storage as compared and shown: a journal inside the folder by its relative path (the
     folder may move), any other journal by its absolute path, a database by storage_url's
     identity (dialect, resolved host, port, database: no credentials, no driver)."""
-    from grpo_ablate.storage_url import is_rdb_url, storage_identity as identity
-
     url = study.storage_url
     if is_rdb_url(url):
         return identity(url)
@@ -43,8 +44,6 @@ def storage_identity(study: "Study") -> str:
 
 def _same_storage(recorded: str, mine: str) -> bool:
     """Whether the owner file's storage is this one: the recorded text may be an older masked URL."""
-    from grpo_ablate.storage_url import is_rdb_url, storage_identity as identity
-
     return recorded == mine or (is_rdb_url(recorded) and is_rdb_url(mine) and identity(recorded) == identity(mine))
 
 
@@ -69,7 +68,6 @@ def check_output_dir(study: "Study") -> None:
     mine = {"study": study.study.name, "storage": storage_identity(study)}
     if owner["study"] == mine["study"] and _same_storage(owner["storage"], mine["storage"]):
         return
-    from grpo_ablate.config import Problem, StudyError
 
     raise StudyError([Problem(path="study.output_dir", message=(
         f"{study.output_dir} belongs to the study {owner['study']!r} (storage {owner['storage']}), not to "
@@ -88,7 +86,6 @@ def check_unowned_folder(study: "Study", study_names: list[str]) -> None:
         return
     if not trials.is_dir() or not any(trials.iterdir()):
         return
-    from grpo_ablate.config import Problem, StudyError
 
     raise StudyError([Problem(path="study.output_dir", message=(
         f"{study.output_dir} already holds trial folders of another study, and {study.study.name!r} is a new study "
@@ -114,7 +111,6 @@ def claim_output_dir(study: "Study") -> None:
     except OSError as e:  # a full disk, a read-only folder: nothing else could be written there either
         if tmp.parent.is_dir():
             tmp.unlink(missing_ok=True)
-        from grpo_ablate.config import Problem, StudyError
 
         raise StudyError([Problem(path="study.output_dir", message=(
             f"cannot write {folder} ({e.strerror or e}): free some space or choose a writable folder"))]) from None

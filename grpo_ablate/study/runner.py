@@ -418,7 +418,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         say(runner.spending().words() + ("" if study.hardware.gpus else
             " (a CPU study spends no GPU-hours: set hardware.gpus for the budget to count)"))
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     wakeup_fd: int | None = None
     if threading.current_thread() is threading.main_thread():  # tests drive run_study from threads too
         wakeup_fd = signal.set_wakeup_fd(runner.wakeup.w, warn_on_full_buffer=False)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.trainer.spec import TrialSpec
 from grpo_ablate.vocab import TRIAL_KEYS, Cell, generations_text
+from grpo_ablate.study.trackers import tracker_settings
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -70,7 +71,6 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
     setting = study.study.trial_timeout
     if timeout is None and setting is not None:  # the estimate is read only when auto needs it
         timeout, _ = resolve_timeout(setting, planned_estimate(study) if setting == "auto" else None)
-    from grpo_ablate.study.trackers import tracker_settings
 
     arm = cell.arm
     knobs: dict[str, Any] = {"num_generations": arm.num_generations, "temperature": arm.temperature, "seed": cell.seed}

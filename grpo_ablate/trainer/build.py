@@ -23,7 +23,7 @@ import torch
 
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import full_run_steps, lr_schedule_of
-from grpo_ablate.space import BatchShape, generated_completions, optimizer_steps
+from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.prompt_file import prompt_file_problem
 
 from .builtin.model import builtin_model_path, is_builtin_model
@@ -33,6 +33,8 @@ from . import checkpoints
 from .callbacks import Checkpointer, MetricsRecorder, StopSwitch
 from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
+from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
+from grpo_ablate.config.hardware import trainer_batch_shape
 
 __all__ = [
     "BuiltTrial",
@@ -114,7 +116,6 @@ def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: C
 
 def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> str | None:
     """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (config/attention.py)."""
-    from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
 
     if requested != AUTO:
         return requested
@@ -305,18 +306,8 @@ def _drop_long_prompts(dataset, tokenizer, limit: int):
 def derive_max_steps(budget: dict[str, Any], trainer: dict[str, Any], world_size: int) -> int | None:
     """Optimizer steps from the budget: `max_steps`, or completions -> steps, the smaller when both
     (space.optimizer_steps, the arithmetic plan and pruning use too)."""
-    return optimizer_steps(trainer_shape(trainer, world_size),
+    return optimizer_steps(trainer_batch_shape(trainer, world_size),
                            max_steps=budget.get("max_steps"), completions=budget.get("completions"))
-
-
-def trainer_shape(trainer: dict[str, Any], world_size: int) -> BatchShape:
-    """The batch shape of GRPOConfig keyword arguments (TRL's defaults where unset)."""
-    def num(key: str) -> int:
-        return int(trainer.get(key) or trl_default(key))
-
-    return BatchShape(world_size=world_size, per_device_train_batch_size=num("per_device_train_batch_size"),
-                      gradient_accumulation_steps=num("gradient_accumulation_steps"),
-                      num_iterations=num("num_iterations"))
 
 
 def _checkpointing_field() -> str:
@@ -378,7 +369,7 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
 
 
 def _checkpointing(spec: TrialSpec) -> bool:
-    return bool(spec.checkpoint) and spec.checkpoint.get("every") is not None
+    return spec.checkpoint is not None and spec.checkpoint.get("every") is not None
 
 
 def _round_steps(config: Any) -> int:
@@ -432,12 +423,12 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     if held_out is not None:
         evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
     checkpointer = None
-    if _checkpointing(spec) and schedule is None:
+    if spec.checkpoint is not None and _checkpointing(spec) and schedule is None:
         checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,
                                     evaluator=evaluator, round_steps=_round_steps(config))
     elif _checkpointing(spec):  # a schedule's round state (phase, pass rates) is not in a checkpoint
         log("checkpoints: off for a G schedule (its round state is not saved); a retried trial starts over")
-    scheduled = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
+    scheduled: dict[str, Any] = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
     if schedule is not None and schedule.kind != "schedule":
         # dynamic sampling generates more than it trains on: a completions budget counts what it generated
         # (a max_steps budget too: it stands for max_steps x the completions a fixed-G step generates)
@@ -469,7 +460,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
 
         trainer.remove_callback(PrinterCallback)
     resume = checkpoints.latest(spec.trial_dir) if checkpointer is not None else None
-    if resume is not None:
+    if checkpointer is not None and resume is not None:
         checkpointer.resume(resume, files=int(os.environ.get("RANK", "0")) == 0)  # one rank writes the files
         log(f"resuming from {resume.path.name} (step {resume.step}); its metrics and clock continue")
     build_seconds = time.perf_counter() - started
@@ -495,7 +486,7 @@ def _lr_schedule(trainer: Any, budget: dict[str, Any], kwargs: dict[str, Any], w
     fraction of the full run). "compressed" leaves transformers' schedule over the trial's own steps."""
     if lr_schedule_of(budget) != "prefix":
         return
-    full = full_run_steps(budget.get("full_run"), trainer_shape(kwargs, world_size).generated_per_step, prompts)
+    full = full_run_steps(budget.get("full_run"), trainer_batch_shape(kwargs, world_size).generated_per_step, prompts)
     steps = trainer.args.max_steps
     if not full or not steps or steps <= 0:
         log("learning-rate schedule: compressed into the trial (the full run's length is not known)")
@@ -517,7 +508,7 @@ def evaluation_budget(budget: dict[str, Any], config: Any) -> tuple[str, float]:
     if budget.get("tokens"):
         return "tokens", float(budget["tokens"])
     if config.max_steps and config.max_steps > 0:
-        shape = trainer_shape({"per_device_train_batch_size": config.per_device_train_batch_size,
+        shape = trainer_batch_shape({"per_device_train_batch_size": config.per_device_train_batch_size,
                                "gradient_accumulation_steps": config.gradient_accumulation_steps,
                                "num_iterations": config.num_iterations}, config.world_size)
         return "completions", float(generated_completions(shape, max_steps=config.max_steps) or 0)

@@ -125,8 +125,6 @@ class MetricsRecorder(TrainerCallback):
         self.echo = echo
         self.trainer: Any = None
         self.started: float | None = None
-        self.last_log: float | None = None
-        self.rows_written = 0
         self.seconds_spent = 0.0  # our own cost inside training, for the overhead benchmark
         self.paused_seconds = 0.0  # held-out evaluation time (trainer/evaluation.py): not training time
         self.completions_total = 0  # training completions generated so far (all processes)
@@ -233,7 +231,6 @@ class MetricsRecorder(TrainerCallback):
             row["engine_memory_mb"] = round(self.engine_mb, 2)
         self._metrics_handle.write(json.dumps(row) + "\n")
         self._metrics_handle.flush()
-        self.rows_written += 1
         if generated:
             self._write_groups(state.global_step)
         if self.echo:

@@ -26,7 +26,7 @@ import re
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from grpo_ablate.bounds import BOUNDS
 from grpo_ablate.config.trainer_fields import trl_default
@@ -44,7 +44,7 @@ __all__ = [
     "describe",
 ]
 
-RewardFunc = Callable[..., list[Any]]
+RewardFunc = Callable[..., Any]  # a list of rewards, or (an async reward) a coroutine that gives one
 
 
 class RewardFunctionError(RuntimeError):
@@ -224,6 +224,7 @@ def _with_args(func: Any, args: dict[str, Any] | None, spec: str) -> RewardFunc:
     """
     if not args:
         return func
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(func).parameters
     except (TypeError, ValueError):
@@ -244,7 +245,7 @@ def _reward_name(spec: str) -> str:
 def _is_async(func: Any) -> bool:
     """Whether calling `func` gives a coroutine (functions, partials, instances with an async __call__)."""
     target = func.func if isinstance(func, functools.partial) else func
-    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))  # noqa: B004 - the method itself
 
 
 def _validated(values: Any, n: int, name: str) -> list[float | None]:
@@ -339,7 +340,7 @@ def _checked(func: RewardFunc, name: str, abstentions: _Abstentions | None = Non
 
         async def async_reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
             try:
-                values = await func(prompts=prompts, completions=completions, *args, **kwargs)
+                values = await func(*args, prompts=prompts, completions=completions, **kwargs)
             except Exception as exc:
                 _reraise(exc, name)
             return checked(values, completions)
@@ -349,7 +350,7 @@ def _checked(func: RewardFunc, name: str, abstentions: _Abstentions | None = Non
 
         def reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
             try:
-                values = func(prompts=prompts, completions=completions, *args, **kwargs)
+                values = func(*args, prompts=prompts, completions=completions, **kwargs)
             except Exception as exc:
                 _reraise(exc, name)
             return checked(values, completions)
@@ -372,8 +373,8 @@ def build_reward(spec: str, ctx: RewardContext, abstentions: _Abstentions | None
         name = spec
     elif ":" in spec:
         func = _with_args(_import_function(spec), args, spec)
-        name = getattr(func, "__name__", None) if args else None
-        name = name if isinstance(name, str) and name.isidentifier() else _reward_name(spec)
+        named = getattr(func, "__name__", None) if args else None
+        name = named if isinstance(named, str) and named.isidentifier() else _reward_name(spec)
     else:
         known = sorted([*REWARD_FACTORIES, *TASKS])
         raise ValueError(f"unknown reward {spec!r}; use one of {known} or 'package.module:function'")

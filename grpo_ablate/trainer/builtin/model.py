@@ -142,9 +142,9 @@ def _warm_start(model: Any, tokenizer: Any, task: Task) -> dict[str, float]:
             ids = torch.full((len(rows), width), tokenizer.pad_token_id)
             lab = torch.full((len(rows), width), -100)
             mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for i, (r, l) in enumerate(zip(rows, labels)):
+            for i, (r, lb) in enumerate(zip(rows, labels)):
                 ids[i, : len(r)] = torch.tensor(r)
-                lab[i, : len(l)] = torch.tensor(l)
+                lab[i, : len(lb)] = torch.tensor(lb)
                 mask[i, : len(r)] = 1
             loss = model(input_ids=ids, attention_mask=mask, labels=lab).loss
             loss.backward()
