@@ -62,7 +62,7 @@ __all__ = [
     "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "arm_of", "cell_of",
     "owner", "counted_retries", "predecessor_dirs", "FINISHED",
     # writing
-    "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at",
+    "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at", "record_resumed_from",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
     "record_metrics", "objective_values", "requeue", "StaleTrialRequeue", "cancel_queued", "is_cancelled", "CANCELLED",
 ]
@@ -216,6 +216,11 @@ def set_trial_dir(trial: "optuna.Trial", path: Any) -> None:
 def record_orchestrator_rss(trial: "optuna.Trial", megabytes: float) -> None:
     """The orchestrator's resident memory when the trial ended (benchmarks/workers.py checks it stays flat)."""
     trial.set_user_attr(ORCHESTRATOR_RSS, megabytes)
+
+
+def record_resumed_from(trial: "optuna.Trial", step: int) -> None:
+    """A retry that resumed its predecessor's checkpoint: the optimizer step it resumed at."""
+    trial.set_user_attr(RESUMED_FROM, step)
 
 
 def record_pruned_at(trial: "optuna.Trial", completions: int) -> None:

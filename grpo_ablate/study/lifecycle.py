@@ -229,7 +229,7 @@ class TrialLifecycle:
         for folder in ledger.predecessor_dirs(trials, me):
             moved = carry_over(folder, trial_dir)  # a folder on a host this one cannot see has none: starts over
             if moved is not None:
-                trial.set_user_attr(ledger.RESUMED_FROM, moved.step)
+                ledger.record_resumed_from(trial, moved.step)
                 number = next((n for n, t in trials.items() if t.user_attrs.get(ledger.TRIAL_DIR) == folder), -1)
                 return number, moved.step
         return None
