@@ -118,9 +118,10 @@ def test_trials_in_a_session_reward_exactly_as_fresh_processes_and_a_failure_rep
         assert session.processes_started == 1  # a clean end keeps the session
         failed = session.run(_spec(tmp_path / "failed", [{"name": "stateful_rewards:broken"}]))
         assert failed.outcome is Outcome.FAILED and "broken on purpose" in (failed.reason or "")
+        assert session.processes_started == 2  # failed as trial 3 of a session: a fresh process confirmed it
         after_failure = session.run(_spec(tmp_path / "after-failure", measured))
         assert after_failure.outcome is Outcome.COMPLETED, after_failure.log_tail
-        assert session.processes_started == 2  # the failure ended the session; the next trial got a fresh one
+        assert session.processes_started == 3  # the failure ended the session; the next trial got a fresh one
     assert _session_pid(tmp_path / "polluter") == _session_pid(tmp_path / "after-polluter")
     assert _session_pid(tmp_path / "after-failure") != _session_pid(tmp_path / "failed")
     expected = _rewards(tmp_path / "fresh")

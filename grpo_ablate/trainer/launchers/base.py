@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from grpo_ablate.metrics import summarize_trial
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, PARENT_PID_ENV
+from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, PARENT_PID_ENV, forced_environment
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, Outcome
 
 from .outcome import oom_kill_count, oom_kill_evidence
@@ -48,6 +48,7 @@ def trial_environment(spec: TrialSpec) -> dict[str, str]:
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.update(forced_environment(spec))  # read at import: it must be there before the process starts
     env[LAUNCHED_AT_ENV] = repr(time.time())
     env[PARENT_PID_ENV] = str(os.getpid())  # the worker ends its trial when this pid is gone
     return env

@@ -74,21 +74,26 @@ def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[st
 
 
 def kill_tree(proc: subprocess.Popen, grace: float = TERM_GRACE_SECONDS) -> None:
-    """SIGTERM the process group `proc` leads, then SIGKILL what is left after `grace` seconds."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
+    """SIGTERM the process group `proc` leads, then SIGKILL whatever of the group is left after `grace` seconds.
+
+    The group outlives its leader when a trial's process forked and exited first (a reward's
+    `sh -c "sleep 300 &"` under a worker killed by the memory cap): what is left of it is
+    killed even when `proc` itself has already ended.
+    """
+    if proc.poll() is None:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
-        proc.wait()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 class ProcessLauncher(Launcher):
@@ -148,6 +153,8 @@ class ProcessLauncher(Launcher):
             kill_tree(self._proc)
 
     def ended(self) -> None:
+        if self._proc is not None:
+            kill_tree(self._proc)  # the trial's process group, whatever of it outlived the worker
         self._server.close()
         if self._log is not None:
             self._log.close()

@@ -37,7 +37,7 @@ from typing import Any, Iterable
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, SESSION_FLAG
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.vocab import LOG_FILE, Outcome
 
 from .base import TERM_GRACE_SECONDS, Launcher
 from .process import ProcessLauncher, kill_tree, launcher_name
@@ -47,6 +47,7 @@ __all__ = ["LAUNCHER_ENV", "WarmSession", "launcher_for", "shares_a_session", "w
 LAUNCHER_ENV = "GRPO_ABLATE_LAUNCHER"  # "process" or "warm": overrides the default choice
 _THREAD_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the child applies these per trial (torch.set_num_threads)
 CLEAN_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.PRUNED})
+SESSION_ATTEMPT_LOG = "log.session.txt"  # a trial that failed in a session and ran again: the session's attempt
 
 
 def shares_a_session(spec: TrialSpec) -> bool:
@@ -124,7 +125,21 @@ class WarmSession(Launcher):
         if not shares_a_session(spec):
             self.processes_started += 1
             return ProcessLauncher().run(spec, **kwargs)
-        return super().run(spec, **kwargs)
+        result = super().run(spec, **kwargs)
+        reply, trial_number = self._reply or {}, self._trials_in_process
+        if result.outcome is Outcome.FAILED and reply.get("outcome") == Outcome.FAILED.value and trial_number > 1:
+            # Its own failure, after earlier trials in this process: a module of the trial that a
+            # registry refuses to take twice (its first import was in an earlier trial) fails
+            # only here. A fresh process decides; the session's attempt stays beside it.
+            log_path = spec.path / LOG_FILE
+            kept, first_reason = spec.path / SESSION_ATTEMPT_LOG, result.reason
+            os.replace(log_path, kept)
+            self.close()
+            result = super().run(spec, **kwargs)
+            with log_path.open("a") as log:
+                log.write(f"[grpo-ablate] this trial failed as trial {trial_number} of a warm session ({kept.name}: "
+                          f"{first_reason}); it ran again in a fresh process, as above\n")
+        return result
 
     def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:
         spec_path = spec.save()
