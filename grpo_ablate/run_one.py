@@ -138,7 +138,7 @@ def _run(study: Any, params: "Cell", folder: Path, spec: TrialSpec, console: Any
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from grpo_ablate.trainer.launch import run_trial
+    from grpo_ablate.trainer.launchers import run_trial
 
     steps = spec.budget.get("max_steps")
     threads = spec.env.get("OMP_NUM_THREADS")

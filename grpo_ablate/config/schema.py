@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
 
@@ -145,9 +145,21 @@ class HardwareSection(_Section):
     num_processes: int | None = Field(default=None, ge=1)  # training processes per trial (the world size); wins over all below
     gpus: int | None = Field(default=None, ge=0)  # GPUs per trial; with vLLM server mode, gpus - server_gpus train
     accelerate_config: str | None = None  # accelerate config file; its num_processes counts unless vLLM server mode sets it
-    launcher: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
+    # where trials run: a launcher of trainer/launchers/registry.py (auto: a warm session for
+    # single-process CPU trials, else a process per trial); GRPO_ABLATE_LAUNCHER overrides it
+    launcher: Literal["auto", "process", "warm"] = "auto"
+    # what starts a trial's processes (auto: python for one, accelerate with accelerate_config, else torchrun)
+    command: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
     vllm: VllmSection = Field(default_factory=VllmSection)
     memory_limit_mb: int | None = Field(default=None, ge=1)  # CPU: a trial whose processes' RSS passes this is an OOM
+
+    @field_validator("launcher", mode="before")
+    @classmethod
+    def _command_moved(cls, value: Any) -> Any:
+        if value in ("python", "torchrun", "accelerate"):
+            raise ValueError(f"hardware.launcher now names where trials run (auto, process, warm); "
+                             f"the command moved to its own key: write `command: {value}`")
+        return value
 
 
 class FloatRange(_Section):

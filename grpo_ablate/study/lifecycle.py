@@ -29,8 +29,7 @@ from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.launch import request_stop
-from grpo_ablate.trainer.launchers import launcher_for
+from grpo_ablate.trainer.launchers import launcher_for, request_stop
 from grpo_ablate.vocab import EVAL_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
 
 if TYPE_CHECKING:

@@ -26,9 +26,10 @@ from grpo_ablate.trainer.spec import TrialSpec
 from grpo_ablate.trainer.vllm_server import server_engine_args, vllm_server
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
 
-from .base import TERM_GRACE_SECONDS, Launcher
+from .base import TERM_GRACE_SECONDS
+from .local import LocalLauncher
 
-__all__ = ["ProcessLauncher", "build_command", "kill_tree", "launcher_name"]
+__all__ = ["ProcessLauncher", "build_command", "command_name", "kill_tree"]
 
 
 def _free_port() -> int:
@@ -37,9 +38,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def launcher_name(spec: TrialSpec) -> str:
-    """hardware.launcher, with "auto" resolved: python for one process, else torchrun (or accelerate with its config)."""
-    choice = str(spec.hardware.get("launcher") or "auto")
+def command_name(spec: TrialSpec) -> str:
+    """hardware.command, with "auto" resolved: python for one process, else torchrun (or accelerate with its config)."""
+    choice = str(spec.hardware.get("command") or "auto")
     if choice != "auto":
         return choice
     if spec.num_processes <= 1:
@@ -52,11 +53,11 @@ def launcher_name(spec: TrialSpec) -> str:
 def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[str]:
     """The argv that starts the trial's process(es)."""
     worker = ["-m", "grpo_ablate.trainer.worker", os.fspath(spec_path)]
-    launcher = launcher_name(spec)
+    launcher = command_name(spec)
     n = spec.num_processes
     if launcher == "python":
         if n != 1:
-            raise ValueError(f"hardware.launcher 'python' starts one process, but num_processes is {n}; use torchrun or accelerate")
+            raise ValueError(f"hardware.command 'python' starts one process, but num_processes is {n}; use torchrun or accelerate")
         return [sys.executable, *worker]
     if launcher == "torchrun":
         return [
@@ -70,7 +71,7 @@ def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[st
         if spec.hardware.get("accelerate_config"):
             cmd += ["--config_file", os.fspath(spec.hardware["accelerate_config"])]
         return [*cmd, *worker]
-    raise ValueError(f"hardware.launcher must be auto, python, torchrun or accelerate, got {launcher!r}")
+    raise ValueError(f"hardware.command must be auto, python, torchrun or accelerate, got {launcher!r}")
 
 
 def kill_tree(proc: subprocess.Popen, grace: float = TERM_GRACE_SECONDS) -> None:
@@ -96,8 +97,8 @@ def kill_tree(proc: subprocess.Popen, grace: float = TERM_GRACE_SECONDS) -> None
     proc.wait()
 
 
-class ProcessLauncher(Launcher):
-    """Each trial in a fresh process tree (python, torchrun or accelerate, from hardware.launcher).
+class ProcessLauncher(LocalLauncher):
+    """Each trial in a fresh process tree (python, torchrun or accelerate, from hardware.command).
 
     `command` replaces build_command (a test's stand-in child, a wrapper such as `srun`).
     """
@@ -136,6 +137,7 @@ class ProcessLauncher(Launcher):
         self._log.write(("$ " + " ".join(cmd) + "\n").encode())
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                       cwd=os.getcwd(), preexec_fn=die_with_parent())
+        self.processes_started += 1
 
     def poll(self) -> int | None:
         return None if self._proc is None else self._proc.poll()

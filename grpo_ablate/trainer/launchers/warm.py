@@ -23,14 +23,11 @@ vLLM share a session (`shares_a_session`); others get a process of their own.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import select
 import subprocess
 import sys
-import threading
-import weakref
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -39,12 +36,12 @@ from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, SESSION_FLAG
 from grpo_ablate.vocab import LOG_FILE, Outcome
 
-from .base import TERM_GRACE_SECONDS, Launcher
-from .process import ProcessLauncher, kill_tree, launcher_name
+from .base import TERM_GRACE_SECONDS
+from .local import LocalLauncher
+from .process import ProcessLauncher, command_name, kill_tree
 
-__all__ = ["LAUNCHER_ENV", "WarmSession", "launcher_for", "shares_a_session", "warm_by_default"]
+__all__ = ["CLEAN_OUTCOMES", "SESSION_ATTEMPT_LOG", "WarmSession", "shares_a_session"]
 
-LAUNCHER_ENV = "GRPO_ABLATE_LAUNCHER"  # "process" or "warm": overrides the default choice
 _THREAD_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the child applies these per trial (torch.set_num_threads)
 CLEAN_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.PRUNED})
 SESSION_ATTEMPT_LOG = "log.session.txt"  # a trial that failed in a session and ran again: the session's attempt
@@ -53,7 +50,7 @@ SESSION_ATTEMPT_LOG = "log.session.txt"  # a trial that failed in a session and 
 def shares_a_session(spec: TrialSpec) -> bool:
     """True when this spec's trial may run inside a session: one process, no vLLM."""
     vllm = str((spec.hardware.get("vllm") or {}).get("mode") or "none")
-    return spec.num_processes == 1 and launcher_name(spec) == "python" and vllm == "none"
+    return spec.num_processes == 1 and command_name(spec) == "python" and vllm == "none"
 
 
 def _startup_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -72,7 +69,7 @@ def _startup_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(fixed.items()))
 
 
-class WarmSession(Launcher):
+class WarmSession(LocalLauncher):
     """Run trials one after another in one child process; replace it after any unclean end.
 
         with WarmSession() as session:
@@ -119,6 +116,17 @@ class WarmSession(Launcher):
         return None if self._proc is None or self._proc.poll() is not None else self._proc.pid
 
     # ---- the Launcher interface
+
+    @classmethod
+    def for_probe(cls) -> "WarmSession":
+        """The probe's session keeps its process after an in-process out-of-memory point too.
+
+        A probe point is a trial of one or two steps, and out-of-memory points are what a probe
+        looks for: CUDA's error, caught by run_spec, is recovered from by emptying the caching
+        allocator (what accelerate's find_executable_batch_size relies on). A point killed by the
+        CPU cap, timed out, failed or interrupted still gets a fresh process for the next one.
+        """
+        return cls(keep_after=CLEAN_OUTCOMES | {Outcome.OOM})
 
     def run(self, spec: TrialSpec, **kwargs: Any) -> TrialResult:
         """Run one trial in the session; a trial that cannot share one (shares_a_session) gets its own process."""
@@ -206,45 +214,3 @@ class WarmSession(Launcher):
         if result.outcome not in self.keep_after or not reply.get("clean"):
             self.close()  # whatever the trial left behind goes with the process
         return result
-
-
-# --------------------------------------------------------------------------------------------
-# Choosing a launcher for a study's trial
-# --------------------------------------------------------------------------------------------
-
-_local = threading.local()
-_sessions: "weakref.WeakSet[WarmSession]" = weakref.WeakSet()
-
-
-def warm_by_default(spec: TrialSpec) -> bool:
-    """Whether a study runs this trial in a warm session: single-process CPU trials (see notes/launcher.md).
-
-    GRPO_ABLATE_LAUNCHER=process or =warm overrides the choice for every trial that can share a session.
-    """
-    if not shares_a_session(spec):
-        return False
-    choice = os.environ.get(LAUNCHER_ENV, "").strip().lower()
-    if choice in ("process", "warm"):
-        return choice == "warm"
-    return spec.env.get("CUDA_VISIBLE_DEVICES") == "" or bool(spec.trainer.get("use_cpu"))
-
-
-def launcher_for(spec: TrialSpec) -> Launcher:
-    """The launcher a study runs `spec` with: this thread's warm session, or a process of its own.
-
-    A session belongs to the thread that uses it (its parent-death signal follows that thread),
-    so each of a study's worker threads keeps its own; all are closed at exit.
-    """
-    if not warm_by_default(spec):
-        return ProcessLauncher()
-    session = getattr(_local, "session", None)
-    if session is None:
-        session = _local.session = WarmSession()
-        _sessions.add(session)
-    return session
-
-
-@atexit.register
-def _close_sessions() -> None:
-    for session in list(_sessions):
-        session.close()
