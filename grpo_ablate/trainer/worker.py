@@ -15,15 +15,17 @@ Python still runs to write it:
 - failed: any other exception, with type, message and traceback tail; a reward function's
   error names the reward.
 
-Exit status: 0 for completed/pruned/interrupted, 1 for failed, 3 for oom. Launched by
-run_trial, the worker ends its whole process group when the orchestrator (GRPO_ABLATE_PARENT_PID)
-is gone: under torchrun its direct parent is torchrun, not the orchestrator.
+Exit status: 0 for completed/pruned/interrupted, 1 for failed, 3 for oom. Launched by a local
+launcher, the worker ends its whole process group when the orchestrator (GRPO_ABLATE_PARENT_PID)
+is gone: under torchrun its direct parent is torchrun, not the orchestrator. Whatever the trial
+started (a reward's grandchildren included: the worker adopts orphans) is ended when it is over.
 
     python -m grpo_ablate.trainer.worker --session   # a warm session (trainer/launchers/warm.py)
 
-As a warm session it reads one request per stdin line ({"spec": path, "env": {...}}), resets
-what a fresh process would start with (SessionBaseline), runs the trial as above, and answers
-one JSON line ({"exit", "outcome", "clean"}) on what was its stdout.
+As a warm session it reads one request per stdin line ({"spec": path, "env": {...}}), restores
+what a fresh process would start with (SessionBaseline), runs the trial as above, checks for what
+no restore undoes, and answers one JSON line ({"exit", "outcome", "clean", "why"}) on what was
+its stdout; after an unclean trial it exits, and the parent starts a fresh one.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ __all__ = [
 
 EXIT_FAILED = 1
 EXIT_OOM = 3
-# The launch/worker environment contract (trainer/launch.py sets these; only the two sides read them).
+# The launch/worker environment contract (trainer/launchers set these; only the two sides read them).
 PARENT_PID_ENV = "GRPO_ABLATE_PARENT_PID"  # the orchestrator's pid: the trial ends when it is gone
 LAUNCHED_AT_ENV = "GRPO_ABLATE_LAUNCHED_AT"  # time.time() at launch, for startup_seconds
 SESSION_FLAG = "--session"  # `python -m grpo_ablate.trainer.worker --session`: many trials, one process

@@ -12,8 +12,13 @@ so an outcome means the same as with a process per trial.
 
 Isolation where it matters: the session is ended, and the next trial gets a fresh one, after
 any trial that did not end cleanly (failed, out of memory, timed out, stopped by force,
-interrupted, or left a thread running); `keep_after` widens that (the probe keeps its session
-after an in-process CUDA OOM, which the caching allocator recovers from). A trial whose
+interrupted) or left what the child cannot restore (threads, processes, open descriptors,
+atexit handlers, names on `sys`/`builtins`: the child's answer says which, and so does the
+trial's log); `keep_after` widens that (the probe keeps its session after an in-process CUDA
+OOM, which the caching allocator recovers from: `for_probe`). A trial that failed after earlier
+trials in the same process runs again in a fresh one, which decides: its modules were imported
+in this process before (forgotten and imported again), and a registry that refuses a repeat
+fails only then. A trial whose
 environment differs from the session's in anything the child cannot apply at run time (all but
 the CPU share's thread counts) also gets a fresh session. Only single-process trials without
 vLLM share a session (`shares_a_session`); others get a process of their own.
