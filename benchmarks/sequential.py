@@ -17,7 +17,7 @@ Strategies, each replayed over many seed orders (the order the seeds would have 
 - fixed 4 seeds: every arm on 4 seeds, calls from a fixed-sample 95% paired t interval (the demo);
 - today's racing: 2 seeds, then one seed per round to arms a repeated paired t-test has not
   dropped; calls from the fixed-sample t interval at the end;
-- anytime racing: racing with the one rule and stop-when-settled (search/racing.decide);
+- anytime racing: racing with the one rule and stop-when-settled (study/racing.decide);
 - anytime racing + within-trial stop: the same, and a trial of an arm already called worse than
   the leader at an earlier evaluation point (the rule applied to the shared points' rewards) is
   stopped at that point (it costs its share of the completions). Offered only as a measurement:
@@ -61,8 +61,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from grpo_ablate.report.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify  # noqa: E402
-from grpo_ablate.search.racing import Drop, RaceState, Rule, decide  # noqa: E402
+from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify  # noqa: E402
+from grpo_ablate.study.racing import Drop, RaceState, Rule, decide  # noqa: E402
 from sequential_table import DATA, load  # noqa: E402
 
 
@@ -148,7 +148,7 @@ def run_fixed(task: Task, order: list[int], min_effect: float, n: int = 4) -> Ou
 
 
 def run_race(task: Task, order: list[int], rule: Rule, within: bool = False, first: int = 2) -> Outcome:
-    """A race as search/racing.decide runs it, round by round over `order`.
+    """A race as study/racing.decide runs it, round by round over `order`.
 
     within: after each round, an arm (not the leader, not the baseline) whose rewards at an earlier
     shared evaluation point the rule already calls worse than the leader's is dropped there: this

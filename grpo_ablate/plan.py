@@ -3,7 +3,7 @@
     grpo-ablate plan studies/tiny-cpu.yaml
 
 Pure: reads a validated Study, imports no optuna. study/setup.py queues these cells through
-study/ledger.py (their params: search/encoding.py's PLAN encoding); study/lifecycle.py turns
+study/ledger.py (their params: search/encoding.py's PLAN encoding, a floor above this one); study/lifecycle.py turns
 each into a trial.
 
 - grid: every feasible (num_generations, generation batch) pair x every temperature x every seed.
@@ -35,9 +35,7 @@ ADVISE_ROLE = "advise"  # the role of a cell advise queued
 
 def batch_is_searched(study: "Study") -> bool:
     """Whether some G has several feasible batches (the ablation then varies the batch too)."""
-    from grpo_ablate.search.encoding import batch_choice
-
-    return batch_choice(study.space)
+    return study.space.batch_choice
 
 
 def _temperatures(study: "Study") -> list[float]:

@@ -143,6 +143,12 @@ class FeasibleSpace:
     def generations(self) -> tuple[int, ...]:
         return tuple(sorted({p.num_generations for p in self.feasible}))
 
+    @property
+    def batch_choice(self) -> bool:
+        """Whether some G has more than one feasible batch: then a pair, not G alone, names the arm."""
+        gens = [p.num_generations for p in self.feasible]
+        return len(gens) != len(set(gens))
+
     def pair(self, num_generations: int, generation_batch_size: int | None = None) -> FeasiblePair | None:
         for p in self.feasible:
             if p.num_generations == num_generations and (

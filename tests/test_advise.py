@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advise_figure, advise_text, plot_advice, predict,
                                          write_completions)
-from grpo_ablate.preflight.difficulty import fit_beta_binomial, mean_p_zero_spread, zero_spread_beta, zero_spread_empirical
+from grpo_ablate.preflight.difficulty import fit_beta_binomial, zero_spread_empirical
+from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.search.encoding import encode_arm
 from grpo_ablate.vocab import METRICS_FILE, Arm
 from helpers import run_cli, write_study
@@ -56,9 +57,9 @@ def test_closed_form_matches_the_integral_and_exceeds_the_mean_p_curve():
     for g in (2, 4, 8, 16):
         numeric = integrate.quad(lambda p: (p**g + (1 - p) ** g) * stats.beta.pdf(p, a, b), 0, 1)[0]
         assert zero_spread_beta(g, a, b) == pytest.approx(numeric, rel=1e-6)
-        assert zero_spread_beta(g, a, b) > mean_p_zero_spread(g, a / (a + b)) + 0.2
+        assert zero_spread_beta(g, a, b) > zero_spread(g, a / (a + b)) + 0.2
     # nearly equal prompts (the carry drill's a=27, b=122): the mean-p curve is already close
-    assert zero_spread_beta(8, 27, 122) == pytest.approx(mean_p_zero_spread(8, 27 / 149), abs=0.02)
+    assert zero_spread_beta(8, 27, 122) == pytest.approx(zero_spread(8, 27 / 149), abs=0.02)
 
 
 def test_beta_binomial_fit_recovers_the_difficulty_spread():

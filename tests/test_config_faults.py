@@ -50,7 +50,7 @@ def _limit_memory() -> None:  # a regression fails fast instead of swapping the 
 
 def test_nine_level_alias_bomb_is_refused_quickly_in_little_memory(tmp_path):
     path = write(tmp_path, STUDY + alias_bomb(9) + "trainer: {learning_rate: *a9}\n")
-    code = ("import resource, sys; from grpo_ablate.cli import main; rc = main(['validate', sys.argv[1]]); "
+    code = ("import resource, sys; from grpo_ablate.commands.cli import main; rc = main(['validate', sys.argv[1]]); "
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
     t0 = time.monotonic()
     res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT,

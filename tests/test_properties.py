@@ -4,7 +4,7 @@ values and trial-output files go into `validate`, `plan` and the readers.
 The contract under test: a command exits 0, or exits 2 with its problems on stderr (one line, or
 a head line and one line per problem) and never a traceback; a storage password never reaches
 the output; a reader of trial files returns, whatever the bytes. The CLI runs in-process
-(`grpo_ablate.cli.main`), so ~200 examples take seconds; a failure prints the input that broke it.
+(`grpo_ablate.commands.cli.main`), so ~200 examples take seconds; a failure prints the input that broke it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 
 # `make test` runs a fixed 40 examples per property (derandomized: the same inputs every run, so
 # a failure is reproducible and the time is bounded). For a longer hunt with fresh inputs:

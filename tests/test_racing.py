@@ -9,8 +9,8 @@ import optuna
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import racing_round
-from grpo_ablate.vocab import RACING_ATTR
-from grpo_ablate.search.racing import RaceState, advance, arm_results, decide, paired_worse_p
+from grpo_ablate.trial_record import RACING as RACING_ATTR
+from grpo_ablate.study.racing import RaceState, advance, arm_results, decide
 from grpo_ablate.study.ledger import queue
 from grpo_ablate.study.ledger import ask, suggest_cell
 from grpo_ablate.vocab import Arm
@@ -53,12 +53,6 @@ def test_worse_arm_dropped_tied_arm_kept():
     assert state.decided
 
 
-def test_paired_test_direction():
-    assert paired_worse_p([1.0, 1.1, 0.9], [0.5, 0.6, 0.55], maximize=True) < 0.05
-    assert paired_worse_p([1.0, 1.1, 0.9], [0.5, 0.6, 0.55], maximize=False) > 0.5
-    assert paired_worse_p([1.0], [0.0], maximize=True) == 1.0  # one seed decides nothing
-
-
 def test_race_state_round_trips():
     state = run_race()
     again = RaceState.from_dict(state.as_dict(), list(TABLE))
@@ -79,7 +73,8 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
     """A real Optuna study (no training): results told by hand, rounds queued by advance()."""
     # six seeds: the anytime rule's sequences are infinite below five shared seeds, so nothing drops sooner
     study = load_study(TINY, ["study.sampler=grid", "temperature=1.0", "num_generations=[2, 4, 8]",
-                              "study.seeds=[0, 1, 2, 3, 4, 5]", "study.racing={confidence: 0.95, first_round_seeds: 2}",
+                              "study.seeds=[0, 1, 2, 3, 4, 5]",
+                              "study.racing={design: anytime, confidence: 0.95, first_round_seeds: 2}",
                               f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward}]"])
     ostudy = optuna.create_study(direction="maximize")
     value = {2: TABLE["best"], 4: TABLE["tied"], 8: TABLE["worse"]}
@@ -115,7 +110,8 @@ def test_an_arm_that_ran_out_of_memory_is_dropped_and_its_zero_never_tested(tmp_
     from grpo_ablate.study import ledger
 
     study = load_study(TINY, ["study.sampler=grid", "temperature=1.0", "num_generations=[2, 4, 8]",
-                              "study.seeds=[0, 1, 2, 3]", "study.racing={confidence: 0.95, first_round_seeds: 2}",
+                              "study.seeds=[0, 1, 2, 3]",
+                              "study.racing={design: anytime, confidence: 0.95, first_round_seeds: 2}",
                               f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward, direction: minimize}]"])
     ostudy = optuna.create_study(direction="minimize")
     loss = {2: TABLE["worse"], 4: TABLE["tied"]}  # G=2 has the lower (better) loss on every seed

@@ -8,8 +8,8 @@ import optuna
 import pytest
 
 from helpers import run_cli
-from grpo_ablate.vocab import RACING_ATTR
-from grpo_ablate.vocab import COPY_ATTR, WARM_ROLE
+from grpo_ablate.trial_record import RACING as RACING_ATTR
+from grpo_ablate.trial_record import COPY_OF as COPY_ATTR, WARM_ROLE
 from grpo_ablate.storage import open_storage
 
 pytestmark = pytest.mark.slow

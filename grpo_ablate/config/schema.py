@@ -55,16 +55,20 @@ class Objective(_Section):
 
 
 class RacingSection(_Section):
-    """grid/ablation only: drop arms clearly worse than the best, add seeds to the rest (search/racing.py)."""
+    """grid/ablation only: add seeds only where the answer is still open (study/racing.py)."""
 
-    # the confidence sequences' level: an arm is dropped or settled only when its sequence (valid at
-    # every round's look, report/sequential.py) excludes the other side
+    # group_sequential: error spending over the planned seeds (stops when one arm is left within
+    # min_effect of the best, or `confidence` is reached); anytime: confidence sequences valid at
+    # unplanned looks (open-ended use)
+    design: Literal["group_sequential", "anytime"] = "group_sequential"
+    # group_sequential: the target probability that the leader is within study.min_effect of the
+    # best; anytime: the confidence sequences' level
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     first_round_seeds: int = Field(default=2, ge=2)  # every arm runs on this many seeds before any is dropped
-    # stop when settled: an arm whose call (better / worse / equivalent within study.min_effect) is
-    # known takes no more seeds, and the study stops once every arm's is (search/racing.py)
+    # anytime only: an arm whose call (better / worse / equivalent within study.min_effect) is
+    # known takes no more seeds, and the study stops once every arm's is (study/racing.py)
     stop_when_settled: bool = True
-    # the confidence sequence: "t" (Lai's, for roughly normal seed noise: settles at 5+ seeds) or
+    # anytime only: the confidence sequence: "t" (Lai's, for roughly normal seed noise: settles at 5+ seeds) or
     # "betting" (assumption-free for a bounded objective, but it needs many more seeds)
     method: Literal["t", "betting"] = "t"
 
@@ -92,9 +96,9 @@ class StudySection(_Section):
     # report_to for every trial, e.g. [tensorboard] or [wandb]; runs are grouped under the study's name
     trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(default_factory=list)
     racing: RacingSection | None = None  # grid/ablation: stop spending seeds on arms that are clearly out
-    # the smallest difference in the first objective worth acting on: arms whose whole confidence
-    # sequence lies inside +-min_effect are equivalent; default 2% of the objective's range (0.02
-    # for a reward in [0, 1]: report/sequential.DEFAULT_MIN_EFFECT_SHARE says why)
+    # the smallest difference in the first objective worth acting on: the answer recommends an arm
+    # within it of the best, and arms whose interval lies inside +-min_effect are equivalent;
+    # default per metric, defined once in stats/min_effect.py (0.05 of a reward in [0, 1])
     min_effect: float | None = Field(default=None, gt=0)
 
     @property

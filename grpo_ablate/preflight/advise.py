@@ -20,17 +20,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from grpo_ablate.preflight.difficulty import (
-    fit_beta_binomial,
-    is_binary,
-    mean_p_zero_spread,
-    zero_spread_beta,
-    zero_spread_empirical,
-)
+from grpo_ablate.preflight.difficulty import fit_beta_binomial, is_binary, zero_spread_empirical
+from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
+from grpo_ablate import trial_record as record
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION, save_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule, parse_generations
+from grpo_ablate.metrics import summarize_file
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -166,7 +163,7 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
             fit = fit_beta_binomial(successes, k)
             advice.fits[str(t)] = {"a": round(fit.a, 4), "b": round(fit.b, 4), "mean": round(fit.mean, 4)}
             for g in gens:
-                zero[(t, g)] = (zero_spread_beta(g, fit.a, fit.b), mean_p_zero_spread(g, fit.mean))
+                zero[(t, g)] = (zero_spread_beta(g, fit.a, fit.b), zero_spread(g, fit.mean))
         else:
             for g in gens:
                 zero[(t, g)] = (zero_spread_empirical(g, per_prompt), None)
@@ -265,26 +262,19 @@ class Measured(NamedTuple):
 def measured_points(trials: "list[FrozenTrial]") -> list[Measured]:
     """The completed trials' (G, temperature, frac_reward_zero_std), as the runner records them.
 
-    The lifecycle sets the arm's knobs as user attrs (`Cell.as_attrs`: num_generations as text,
-    temperature) and `trial_dir`; frac_reward_zero_std is a diagnostic, not a trial attr, so it is
-    computed from the trial's metrics.jsonl, as the report does. A G schedule has no single G: left out.
+    The trial's arm and folder come from its record (trial_record.arm_of, TRIAL_DIR);
+    frac_reward_zero_std is a diagnostic, not a trial attr, so it is computed from the trial's
+    metrics.jsonl, as the report does. A G schedule has no single G: left out.
     """
-    from grpo_ablate.metrics import summarize_file
-    from grpo_ablate.study import ledger
-
     out = []
     for t in trials:
-        a = t.user_attrs
-        if not ledger.is_result(t) or ledger.is_copy(t) or not a.get(ledger.TRIAL_DIR):
+        folder = t.user_attrs.get(record.TRIAL_DIR)
+        arm = record.arm_of(t)
+        if not record.is_result(t) or record.is_copy(t) or not folder or arm is None:
             continue
-        try:
-            g = parse_generations(a["num_generations"])
-            temperature = float(a["temperature"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        z = summarize_file(Path(a[ledger.TRIAL_DIR]) / METRICS_FILE)["frac_reward_zero_std"]
-        if z is not None and not isinstance(g, Schedule):
-            out.append(Measured(int(g), temperature, float(z)))
+        z = summarize_file(Path(folder) / METRICS_FILE)["frac_reward_zero_std"]
+        if z is not None and not isinstance(arm.num_generations, Schedule):
+            out.append(Measured(int(arm.num_generations), arm.temperature, float(z)))
     return out
 
 

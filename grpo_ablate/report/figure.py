@@ -21,7 +21,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.data import ReportData
-from grpo_ablate.report.stats import MetricStat
+from grpo_ablate.stats.seeds import MetricStat
 from grpo_ablate.vocab import Arm
 
 __all__ = ["Figure", "STYLE", "DPI", "HALF", "WIDE", "png", "new_axes", "palette", "arm_colors", "g_colors", "log2_g_axis",

@@ -247,11 +247,12 @@ def race_path(race: Mapping[str, Any], data: ReportData, label: Any) -> tuple[li
 
 def eval_path(data: ReportData) -> list[dict[str, Any]]:
     """The verdict at each shared evaluation point: every arm's call against the baseline on the
-    held-out reward measured there, by the answer's own rule (report/verdict.arm_call: the CS when
-    the study raced, the fixed-sample interval when it looked once), with study.min_effect."""
-    from grpo_ablate.report.sequential import default_min_effect
-    from grpo_ablate.report.stats import compare_to_baseline
+    held-out reward measured there, by the answer's own rule (the CS when the study ran the anytime
+    race, else the Holm-adjusted family of stats.calls), with study.min_effect."""
     from grpo_ablate.report.verdict import arm_call
+    from grpo_ablate.stats.calls import calls as holm_calls
+    from grpo_ablate.stats.min_effect import default_min_effect
+    from grpo_ablate.stats.seeds import compare_to_baseline
 
     ev = data.evals
     base = next((a for a in data.arms if a.is_baseline), None)
@@ -260,8 +261,8 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
     ev = ev[(ev["outcome"] == Outcome.COMPLETED.value) & ev["reward"].notna()]
     study = data.config.get("study") or {}
     given = study.get("min_effect")
-    min_effect = float(given) if isinstance(given, (int, float)) else default_min_effect(0.0, 1.0)
-    sequential = bool(data.racing and data.racing.get("path"))
+    min_effect = float(given) if isinstance(given, (int, float)) else default_min_effect("eval_final_reward") or 0.0
+    sequential = bool(data.racing and data.racing.get("path")) and data.racing.get("design", "anytime") == "anytime"
     rows = []
     for point, at in ev.groupby("point"):
         by = {k: dict(zip(g["seed"], g["reward"])) for k, g in at.groupby("config")}
@@ -269,12 +270,16 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
         if not b or int(point) == 0:  # point 0 is before the first step: every arm is the same model
             continue
         calls = []
+        family = {} if sequential else holm_calls(by, base.config.key, min_effect=min_effect)
         for a in data.arms:
             if a.is_baseline or a.config.key not in by:
                 continue
             arm = by[a.config.key]
-            c = compare_to_baseline(b, arm, low=0.0, high=1.0)
-            call, _ = arm_call(c, b, arm, maximize=True, min_effect=min_effect, sequential=sequential)
+            if sequential:
+                call, _ = arm_call(compare_to_baseline(b, arm, low=0.0, high=1.0), b, arm, maximize=True,
+                                   min_effect=min_effect, sequential=True)
+            else:
+                call = family[a.config.key].call
             calls.append(f"{a.config.label} {call}")
         share = at["completions"].mean() / ev["completions"].max() if "completions" in at and ev["completions"].max() else None
         rows.append({"point": int(point), "share": f"{share:.0%}" if share is not None else "", "calls": "; ".join(calls)})

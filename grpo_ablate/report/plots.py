@@ -28,10 +28,10 @@ from grpo_ablate.report.g_alloc import has_g_alloc, plot_g_vs_difficulty
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, arm_colors, axis_label, done_arms, log2_g_axis,
                                        new_axes, palette, png, yerr)
-from grpo_ablate.report.groups import zero_spread_probability
-from grpo_ablate.report.stats import MetricStat, stat
+from grpo_ablate.stats.seeds import MetricStat, stat
+from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.report.text import fmt
-from grpo_ablate.vocab import Arm, Outcome, metric
+from grpo_ablate.vocab import PLANNED_SAMPLERS, Arm, Outcome, metric
 
 __all__ = ["all_figures", "PLOTS", "EVAL_PLOTS", "PER_PROMPT_PLOTS"]
 
@@ -276,8 +276,6 @@ def plot_importances(data: ReportData) -> Figure:
     return Figure(fid, title, caption, png(fig), wide=wide)
 
 
-PLANNED_SAMPLERS = frozenset({"ablation", "grid"})  # studies whose arms are planned, so their effects are measured
-
 
 _NO_RESULT = frozenset(o.value for o in (Outcome.PRUNED, Outcome.OOM, Outcome.FAILED, Outcome.INTERRUPTED))
 
@@ -340,7 +338,7 @@ def plot_zero_spread(data: ReportData) -> Figure:
     p = data.success_p
     if p is not None and data.success_p_unit:
         grid = np.geomspace(min(gs) / 1.3, max(gs) * 1.3, 200)
-        ax.plot(grid, [zero_spread_probability(p, float(g)) for g in grid], color="black", lw=1.2, ls="--",  # type: ignore[arg-type]
+        ax.plot(grid, [zero_spread(float(g), p) for g in grid], color="black", lw=1.2, ls="--",  # type: ignore[arg-type]
                 label=f"p^G + (1-p)^G, p = {p:.2f}")
     else:
         caption += (" The curve is left out: the rewards are not in [0, 1], so they are not a success rate."
@@ -359,7 +357,6 @@ def plot_zero_spread(data: ReportData) -> Figure:
 
 def _draw_advice(ax: Axes, advice: dict) -> list[int]:
     """advise.json's predicted zero-spread share against G, one dotted line per temperature; its Gs."""
-    from grpo_ablate.preflight.difficulty import zero_spread_beta
 
     temps = [float(t) for t in advice.get("temperatures") or []]
     predicted: dict[float, dict[int, float]] = {}

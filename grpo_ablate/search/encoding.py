@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from grpo_ablate.space import FeasibleSpace
 
 __all__ = ["ORDINAL", "LABEL", "PLAN", "ENCODINGS", "DEFAULT_ENCODING", "G_RANK", "LABEL_PARAM", "G_PARAM",
-           "TEMPERATURE_PARAM", "batch_param", "batch_choice", "suggest_arm", "encode_arm", "arm_fields"]
+           "TEMPERATURE_PARAM", "batch_param", "suggest_arm", "encode_arm", "arm_fields"]
 
 ORDINAL = "ordinal"
 LABEL = "label"
@@ -48,12 +48,6 @@ def batch_param(num_generations: int) -> str:
     return f"generation_batch_size|G={num_generations}"
 
 
-def batch_choice(space: "FeasibleSpace") -> bool:
-    """Whether some G has more than one feasible batch: then a pair, not G alone, names the arm."""
-    gens = [p.num_generations for p in space.feasible]
-    return len(gens) != len(set(gens))
-
-
 def _g_text_choices(space: "FeasibleSpace") -> list[str]:
     return [generations_text(x) for x in space.generations]
 
@@ -69,7 +63,7 @@ def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) ->
 
     out: dict[str, Any] = {}
     gens = list(space.generations)
-    if encoding == LABEL or (encoding == PLAN and batch_choice(space)):
+    if encoding == LABEL or (encoding == PLAN and space.batch_choice):
         out[LABEL_PARAM] = CategoricalDistribution([p.label for p in space.feasible])
     elif encoding == PLAN:
         out[G_PARAM] = CategoricalDistribution(_g_text_choices(space))
@@ -91,7 +85,7 @@ def suggest_arm(trial: "optuna.Trial", space: "FeasibleSpace", temps: Any, fixed
     """Draw one feasible arm through `trial` (the real sampler decides every value)."""
     from grpo_ablate.config import FloatRange
 
-    if encoding == LABEL or (encoding == PLAN and batch_choice(space)):
+    if encoding == LABEL or (encoding == PLAN and space.batch_choice):
         label = str(trial.suggest_categorical(LABEL_PARAM, [p.label for p in space.feasible]))
         pair = space.by_label(label)
         g, b = pair.num_generations, pair.generation_batch_size

@@ -102,7 +102,7 @@ def check_warm_source(study: "Study", source: str, storage_url: str | None) -> N
     rerun would find a study that exists, wait for a plan that never comes, and stop.
     """
     from grpo_ablate.config import Problem, StudyError
-    from grpo_ablate.search.warm import load_source
+    from grpo_ablate.study.warm import load_source
 
     from grpo_ablate.storage import is_rdb_url
 

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.storage import mask_url
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import WARM_ROLE, Arm, Cell
+from grpo_ablate.trial_record import WARM_ROLE
+from grpo_ablate.vocab import Arm, Cell
 
 if TYPE_CHECKING:
     import optuna

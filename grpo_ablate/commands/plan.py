@@ -6,6 +6,8 @@ what each trial generates and how long it may take, and the notes on a translate
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +19,21 @@ from grpo_ablate.cost import ASSUMED, GpuEstimate, assumed_trial_seconds, fmt_ra
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.storage import local_file, mask_url
 from grpo_ablate.vocab import Schedule
+from grpo_ablate.commands.common import EXIT_OK, load
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["plan_json", "plan_text", "trial_cost", "TrialCost"]
+__all__ = ["run", "plan_json", "plan_text", "trial_cost", "TrialCost"]
+
+
+def run(args: argparse.Namespace) -> int:
+    """`grpo-ablate plan`."""
+    study = load(args)
+    print(json.dumps(plan_json(study)) if args.json else plan_text(study))
+    return EXIT_OK
 
 STEPS_PER_GENERATION = (
     "steps/gen: micro-steps (one per-device batch each) trained on the completions of one generation round; "

@@ -11,6 +11,8 @@ existing file is only replaced with --force.
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import os
 import re
@@ -20,13 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.errors import Problem, StudyError
+from grpo_ablate.commands.common import EXIT_OK, check_out
+from grpo_ablate.commands.plan import plan_text
+from grpo_ablate.config import load_study
+from grpo_ablate.config.inputs import peek_rows
 from grpo_ablate.config.recipes import read_recipe
+from grpo_ablate.config.schema import DataSection
+from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import BatchShape, feasible_space, nearest_generations
 from grpo_ablate.vocab import BUILTIN_TASKS
 
-__all__ = ["InitAnswers", "study_text", "write_study", "choose_generations", "temperatures_around"]
+__all__ = ["run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations", "temperatures_around"]
 
 CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
 MAX_ARMS = 5  # G values in the search: the baseline and its nearest feasible neighbours
@@ -96,8 +103,6 @@ def _name(a: InitAnswers) -> str:
 
 def _q(v: Any) -> str:
     """A YAML scalar (JSON strings are valid YAML)."""
-    import json
-
     return json.dumps(v)
 
 
@@ -112,9 +117,6 @@ def dataset_lines(dataset: str | None, out: Path) -> list[str]:
     <think>/<answer> layout it scores (a plain `answer` column would score 0 on it every time). A
     dataset whose columns cannot be read here (a hub id) gets accuracy and a comment to check.
     """
-    from grpo_ablate.config.inputs import peek_rows
-    from grpo_ablate.config.schema import DataSection
-
     rows: list[dict[str, Any]] = []
     path = Path(str(dataset))
     if not path.is_absolute() and not path.exists():
@@ -204,8 +206,6 @@ def study_text(a: InitAnswers, out: Path) -> str:
 
 def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
     """Validate the study text, then write it (never over an existing file without force). Raises StudyError."""
-    from grpo_ablate.config import load_study
-
     if out.exists() and not force:
         raise StudyError([Problem(path="--out", message=f"{out} exists; pass --force to replace it")])
     if a.recipe is not None:
@@ -255,3 +255,14 @@ def ask_missing(a: InitAnswers, ask: Callable[[str], str] = input, interactive: 
         if a.gpus > 1 and a.vllm == "none":
             a.vllm = (ask("vLLM: none, colocate or server [none]: ").strip() or "none")
     return a
+
+
+def run(args: argparse.Namespace) -> int:
+    """`grpo-ablate init`: write the study file, then print its plan."""
+    check_out(args.out, "--out")
+    answers = InitAnswers(recipe=Path(args.recipe) if args.recipe else None, model=args.model, dataset=args.dataset,
+                          task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name)
+    out = write_study(ask_missing(answers), Path(args.out), force=args.force)
+    print(f"wrote {out}\n")
+    print(plan_text(load_study(out)))
+    return EXIT_OK
