@@ -20,11 +20,11 @@ import atexit
 import os
 import threading
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 
-from .base import POLL_SECONDS, STOP_GRACE_SECONDS, Launcher
+from .base import Launcher
 from .process import ProcessLauncher
 from .warm import WarmSession, shares_a_session
 
@@ -106,18 +106,10 @@ def launcher_for(spec: TrialSpec) -> Launcher:
     return pool.for_spec(spec)
 
 
-def run_trial(
-    spec: TrialSpec,
-    *,
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
-    stop_event: threading.Event | None = None,
-    poll_seconds: float = POLL_SECONDS,
-    stop_grace_s: float = STOP_GRACE_SECONDS,
-) -> TrialResult:
-    """Run one trial to its end with the launcher chosen for it, and classify it (Launcher.run says how)."""
+def run_trial(spec: TrialSpec, **options: Any) -> TrialResult:
+    """Run one trial to its end with the launcher chosen for it, and classify it (`options`: Launcher.run's)."""
     with LauncherPool() as pool:
-        return pool.for_spec(spec).run(spec, on_progress=on_progress, stop_event=stop_event, poll_seconds=poll_seconds,
-                                       stop_grace_s=stop_grace_s)
+        return pool.for_spec(spec).run(spec, **options)
 
 
 @atexit.register
