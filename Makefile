@@ -1,6 +1,6 @@
 # All set-up is here, so a fresh clone needs only `make demo` or `make test`.
 #   make demo    virtualenv + install + a real study on the built-in offline default
-#   make test    virtualenv + install + the whole test suite (GPU tests skip without a GPU)
+#   make test    virtualenv + install + lint + type check + the whole test suite (GPU tests skip without a GPU)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -17,7 +17,7 @@ FLASH_ATTN ?=
 # PyPI's Linux torch is a CUDA build.
 TORCH_INDEX_URL ?=
 
-.PHONY: install demo test test-fast bench clean nightly nightly-baseline
+.PHONY: install demo test lint test-fast bench clean nightly nightly-baseline
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,10 +37,15 @@ install: $(STAMP)
 demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/grpo-ablate run studies/tiny-cpu.yaml
 
-# Two pytest workers (one per core), a test file each at a time: trials spend much of their time
-# starting up and waiting, so one process left a core idle (88% of one core over the suite).
-test: install
+# The linter and the type checker first ([tool.ruff] and [tool.mypy] in pyproject.toml; seconds),
+# then two pytest workers (one per core), a test file each at a time: trials spend much of their
+# time starting up and waiting, so one process left a core idle (88% of one core over the suite).
+test: install lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu" -n 2 --dist loadfile tests
+
+lint: install
+	$(BIN)/ruff check grpo_ablate tests
+	$(BIN)/mypy
 
 test-fast: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not slow" tests

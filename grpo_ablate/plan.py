@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import default_pair, generated_completions
 from grpo_ablate.vocab import Arm, Cell, parse_generations
+from grpo_ablate.files.advise_file import advised_arms as saved
+from grpo_ablate.files.owned import Owner
 
 if TYPE_CHECKING:
     from grpo_ablate.config import FloatRange, Study
@@ -149,8 +151,6 @@ def advised_arms(study: "Study") -> list[Arm]:
     Read from the study's folder, as probe.json is: the plan is the same for `plan` and `run`
     without opening the storage. An arm the edited study can no longer run is left out.
     """
-    from grpo_ablate.files.advise_file import advised_arms as saved
-    from grpo_ablate.files.owned import Owner
 
     return [a for a in saved(study.output_dir, Owner.of(study)) if is_plannable(study, a)]
 

@@ -27,14 +27,14 @@ if TYPE_CHECKING:
 __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "TRIAL_DIR",
-    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "CANCELLED",
+    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "CANCELLED", "RESUMED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # roles
     "PROBE_ROLE", "WARM_ROLE",
     # reading
     "outcome_of", "outcome", "reason", "is_cancelled", "is_copy", "ran_here", "is_finished", "is_result", "seed_of",
-    "arm_of", "cell_of", "owner", "counted_retries", "FINISHED", "REASON_CHARS",
+    "arm_of", "cell_of", "owner", "counted_retries", "predecessor_dirs", "FINISHED", "REASON_CHARS",
 ]
 
 # ---------------------------------------------------------------- attribute names
@@ -57,6 +57,7 @@ COPY_OF = "warm_start_copy_of"  # a warm start's copy of another study's trial (
 PRUNED_AT = "pruned_at_completions"
 CANCELLED = "cancelled"  # why a queued cell was removed before it ran (a settled arm's): never a result, never run
 ORCHESTRATOR_RSS = "orchestrator_rss_mb"  # benchmarks/workers.py checks it stays flat
+RESUMED_FROM = "resumed_from_step"  # a retry that resumed its predecessor's checkpoint: the step it resumed at
 OOM_CONSTRAINT = "oom"  # the constraint: -1 fits in memory, +1 ran out (a COMPLETE trial the sampler learns from)
 
 # study user attributes
@@ -187,3 +188,17 @@ def counted_retries(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -
             n += 1
         parent = before.user_attrs.get(RETRY_OF)
     return n
+
+
+def predecessor_dirs(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -> list[str]:
+    """The folders of the attempts this trial retries, nearest first (along RETRY_OF): where its checkpoint may be."""
+    out, seen = [], set()
+    parent = trial.user_attrs.get(RETRY_OF)
+    while isinstance(parent, int) and parent in trials and parent not in seen:
+        seen.add(parent)
+        before = trials[parent]
+        folder = before.user_attrs.get(TRIAL_DIR)
+        if isinstance(folder, str) and folder:
+            out.append(folder)
+        parent = before.user_attrs.get(RETRY_OF)
+    return out

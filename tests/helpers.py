@@ -212,3 +212,25 @@ def fill_disk(folder: Path) -> None:
                 pass
     finally:
         os.close(fd)
+
+
+class Hung(Exception):
+    """A block that ran past its watchdog (a blocked open() of a FIFO, a read that never ends)."""
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float) -> Iterator[None]:
+    """Raise Hung in this thread when the block runs longer than `seconds`: the signal interrupts
+    a blocked system call (an open() of a FIFO with no writer) and the handler's exception ends it."""
+    import signal
+
+    def fire(signum, frame):  # noqa: ANN001 - signal's signature
+        raise Hung(f"still blocked after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

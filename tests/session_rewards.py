@@ -91,7 +91,7 @@ def flip_restorable(*, grad_and_device: bool = False) -> None:
     """Change every process-wide thing a warm session restores (grad mode and default device only on request:
     a reward runs under no_grad, and a trial cannot train on the meta device)."""
     warnings.simplefilter("ignore", DeprecationWarning)
-    warnings.warn("once per process", UserWarning)
+    warnings.warn("once per process", UserWarning, stacklevel=1)
     import transformers.utils.logging as hf_logging
 
     hf_logging.get_logger("session_rewards").warning_once("a warning shown once per process")

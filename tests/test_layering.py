@@ -19,12 +19,13 @@ PACKAGE = "grpo_ablate"
 # The floors, ground up: a package (or top-level module) imports only from its own floor or below,
 # and packages on one floor import each other in one direction only (no package circle).
 FLOORS: list[set[str]] = [
-    {"vocab", "errors", "storage_url", "schedule", "children", "prompt_file", "cost"},  # words, small pure parts
+    {"vocab", "errors", "storage_url", "schedule", "children", "prompt_file", "cost",
+     "bounds", "safe_read", "journal"},  # words, small pure parts; value ranges, the safe reader, journal lines
     {"stats"},  # statistics: paired tests, intervals, sequential decisions
     {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
-    {"files", "trial_record"},  # the files the tool reads back; what a trial leaves in its study
+    {"files", "trial_record", "gpu_hours"},  # the files the tool reads back; what a trial leaves in its study; what trials spent
     {"config"},  # the study file
-    {"plan"},  # the trial plan and the baseline
+    {"plan", "estimate"},  # the trial plan and the baseline; what a trial of it costs (measured, else assumed)
     {"search"},  # arm encoding, samplers, pruning at equal compute
     {"trainer"},  # one trial: the child side and the launchers
     {"study"},  # the Optuna study: ledger, lifecycle, runner, warm start

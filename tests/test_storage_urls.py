@@ -44,8 +44,8 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     (f"postgresql://ablate:a@{SECRET}@db/optuna", "@db/optuna"),  # an unencoded @ in it
     (f"postgresql://ablate@db/optuna?password={SECRET}&sslmode=require", "password=***"),
     (f"PostgreSQL://ablate@db/optuna?sslpassword={SECRET}", "sslpassword=***"),
-    (f"postgresql://ablate@db/optuna?passfile=/home/a/.pgpass&PassWord={SECRET}", "passfile=%2Fhome%2Fa%2F.pgpass"),
-    (f"mssql+pyodbc:///?odbc_connect=DRIVER%3DODBC%3BUID%3Du%3BPWD%3D{SECRET}", "PWD%3D***"),
+    (f"postgresql://ablate@db/optuna?passfile=/home/a/.pgpass&PassWord={SECRET}", "passfile=/home/a/.pgpass"),
+    (f"mssql+pyodbc:///?odbc_connect=DRIVER%3DODBC%3BUID%3Du%3BPWD%3D{SECRET}", "odbc_connect=***"),
     (f"mysql://u:{SECRET}@h/x?charset=utf8", "mysql://u:***@h/x?charset=utf8"),
     (f"host=db port=5432 password={SECRET} dbname=optuna", "host=db port=5432 password=*** dbname=optuna"),
     (f"host=db password = '{SECRET} x' dbname=optuna", "dbname=optuna"),

@@ -28,6 +28,7 @@ from grpo_ablate import __version__
 from grpo_ablate.commands import advise, compare, dashboard, init, plan, probe, run, run_one
 from grpo_ablate.commands.common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_study, check_out, err, load,
                                          set_value)
+from grpo_ablate.commands.plan import limits_json
 from grpo_ablate.config import StudyError
 from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.report import write_report
@@ -50,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="the feasible (num_generations, generation batch) pairs on this hardware")
     add_study(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--commands", action="store_true",
+                   help="a dry run: each arm's launch command lines and GRPOConfig arguments, nothing started")
     p.set_defaults(func=plan.run)
 
     p = sub.add_parser("run", help="run (or resume) the Optuna study of real GRPO trials, then write the report")
@@ -124,6 +127,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     study = load(args)
     for w in study.warnings:
         print(f"{'note' if isinstance(w, RecipeNote) else 'warning'}: {w}", file=sys.stderr)
+    if (late := limits_json(study)["timeout_warning"]) is not None:  # a timeout below the per-trial estimate
+        print(f"warning: {late}", file=sys.stderr)
     n = len(study.space.feasible)
     print(f"OK: {args.study} (study {study.study.name!r}, {n} feasible pair(s), sampler {study.sampler_kind}, "
           f"storage {mask_url(study.storage_url)})")

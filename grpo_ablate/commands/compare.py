@@ -236,6 +236,9 @@ def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], tolerances: Ma
             if key not in a_arms and _mean(arm_b, metric) is not None:
                 rows.append(Row(str(arm_b.get("arm") or key), key, metric, direction, None, _mean(arm_b, metric),
                                 None, None, tol, "new", None, _seeds(arm_b, metric)))
+    if not any(r.status != "new" for r in rows):  # a gate that checked nothing must not pass
+        raise CompareError(f"nothing was checked: A has no completed value of {sorted(tolerances)} on a configuration "
+                           f"B shares ({sorted(set(a_arms) & set(b_arms))}); are these two runs of the same study?")
     return rows
 
 

@@ -52,9 +52,14 @@ def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
 
 
 def banner(study: "Study", host: str, port: int) -> str:
-    """The line `dashboard` prints first: where the study lives (masked) and where to look."""
+    """What `dashboard` prints first: where the study lives (masked), and where the answer is. optuna-dashboard's
+    landing page leads with its "Best Trial" (one seed's luckiest run) and an importance chart fitted by Optuna,
+    which can contradict the effects measured over seeds; the answer is the study's note, so say so."""
     return (f"optuna-dashboard for study {study.study.name!r} ({mask_url(study.storage_url)}) on http://{host}:{port}"
-            "  (Ctrl-C to stop)")
+            "  (Ctrl-C to stop)\n"
+            "The answer (arms compared over the same seeds) is in the study's Note and in "
+            "`grpo-ablate report`; the page's \"Best Trial\" is one seed's best run and its importance chart is "
+            "Optuna's fit, not the measured effects.")
 
 
 def _name_objectives(storage: object, study: "Study") -> None:

@@ -1,38 +1,51 @@
 """What `grpo-ablate plan` prints: the hardware arithmetic, feasible pairs, rejections, the plan,
-what each trial generates and how long it may take, and the notes on a translated recipe.
+what each trial generates and costs (estimate.estimate_trial), the notes on a translated recipe and what
+differs from the recipe's own run; with --commands, a dry run of every arm's command lines and
+GRPOConfig arguments.
 
     grpo-ablate plan studies/tiny-cpu.yaml --json
+    grpo-ablate plan studies/openr1-1.5b-numina-8gpu.yaml --commands
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
 from grpo_ablate.config.hardware import world_size_reason
-from grpo_ablate.config.recipes import RecipeNote
+from grpo_ablate.config.names import module_findable
+from grpo_ablate.config.recipes import RecipeDifference, RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.cost import ASSUMED, GpuEstimate, assumed_trial_seconds, fmt_range, hours, model_parameters
+from grpo_ablate.cost import fmt_range, lr_schedule_of
+from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
-from grpo_ablate.storage import local_file, mask_url
+from grpo_ablate.study import limits
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import EXIT_OK, load
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
+from grpo_ablate.children import die_with_parent
+from grpo_ablate.plan import baseline_arm
+from grpo_ablate.study.trial_spec import build_spec
+from grpo_ablate.trainer.launchers.process import build_command
+from grpo_ablate.trainer.vllm_server import DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys
+from grpo_ablate.vocab import Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["run", "plan_json", "plan_text", "trial_cost", "TrialCost"]
+__all__ = ["run", "plan_json", "plan_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
 
 
 def run(args: argparse.Namespace) -> int:
-    """`grpo-ablate plan`."""
+    """`grpo-ablate plan` (with --commands: the dry run of every arm's launch)."""
     study = load(args)
-    print(json.dumps(plan_json(study)) if args.json else plan_text(study))
+    if getattr(args, "commands", False):
+        print(json.dumps(launch_plan(study)) if args.json else commands_text(study))
+    else:
+        print(json.dumps(plan_json(study)) if args.json else plan_text(study))
     return EXIT_OK
 
 STEPS_PER_GENERATION = (
@@ -42,101 +55,32 @@ STEPS_PER_GENERATION = (
 
 
 class TrialCost(dict[str, Any]):
-    """What one trial generates (an upper bound) and, when a previous study measured it, how long it takes."""
-
-
-def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
-    """(training seconds per completion, seconds of a trial outside training, where from): medians
-    over finished trials in the study's storage. The second is the trial's wall time less its
-    training time (start-up, model load, evaluation), so a short trial is not estimated at 0 s.
-
-    Read-only: a journal file or SQLite file that exists; a server storage is not contacted by `plan`.
-    """
-    url = study.storage_url
-    path = local_file(url)
-    if path is None or not path.is_file() or not path.stat().st_size:
-        return None
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        if url.startswith("sqlite:///"):
-            storage: Any = optuna.storages.RDBStorage(url, skip_compatibility_check=True)
-        else:
-            storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
-        rates: list[float] = []
-        overheads: list[float] = []
-        names: set[str] = set()
-        for s in storage.get_all_studies():
-            for t in storage.get_all_trials(s._study_id, deepcopy=False):
-                sps = t.user_attrs.get("samples_per_second")
-                if t.state == optuna.trial.TrialState.COMPLETE and isinstance(sps, (int, float)) and sps > 0:
-                    rates.append(1.0 / float(sps))
-                    names.add(s.study_name)
-                    train = t.user_attrs.get("train_seconds")
-                    if t.duration is not None and isinstance(train, (int, float)):
-                        overheads.append(max(0.0, t.duration.total_seconds() - float(train)))
-    except Exception:  # a storage plan cannot read says nothing about the plan: no estimate
-        return None
-    if not rates:
-        return None
-    where = f"{len(rates)} finished trial(s) of {', '.join(sorted(names))} in {mask_url(url)}"
-    return statistics.median(rates), (statistics.median(overheads) if overheads else 0.0), where
+    """What one trial generates (an upper bound) and what it costs (estimate.estimate_trial), as plan prints it."""
 
 
 def trial_cost(study: "Study") -> TrialCost:
-    """Generated completions and tokens per trial (upper bound), the wall-time estimate with its source,
+    """Generated completions and tokens per trial (upper bound), the measured wall time with its source,
     and GPU-hours per trial and for the study (measured, else a range from stated assumptions)."""
     n = completions_per_trial(study)
     length = study.trainer.get("max_completion_length")
     length = length if isinstance(length, int) and not isinstance(length, bool) else int(trl_default("max_completion_length"))
+    est = estimate_trial(study)
     cost = TrialCost(completions=n, max_completion_length=length, max_tokens=n * length if n else None,
-                     seconds=None, seconds_source=None)
-    measured = _measured_pace(study) if n else None
-    if measured and n:
-        per, overhead, where = measured
-        cost["seconds"] = overhead + per * n
-        cost["seconds_per_completion"] = per
-        cost["overhead_seconds"] = overhead
-        cost["seconds_source"] = where
-    probe = load_probe(study.output_dir, Owner.of(study)) if cost["seconds"] is None else None
-    if probe is not None and probe.one_trial_estimate_s:  # no trial yet: the probe measured the pace
-        cost["seconds"] = float(probe.one_trial_estimate_s)
-        cost["seconds_source"] = ("the probe's pace (probe.json: its measured start-up plus the budget's steps "
-                                  "at the baseline G's largest fitting batch)")
-    if study.budget.seconds and (cost["seconds"] is None or cost["seconds"] > study.budget.seconds):
-        cost["seconds"] = study.budget.seconds
-        cost["seconds_source"] = (cost["seconds_source"] or "") + ("; " if cost["seconds_source"] else "") + "capped by budget.seconds"
-    gpu = _gpu_estimate(study, cost)
-    cost["gpu_time"] = gpu.as_dict() if isinstance(gpu, GpuEstimate) else None
-    cost["gpu_time_note"] = gpu if isinstance(gpu, str) else None
-    return cost
-
-
-def _gpu_estimate(study: "Study", cost: TrialCost) -> GpuEstimate | str:
-    """GPU-hours from the measured seconds, else from the stated assumptions; a sentence when neither applies."""
-    hw = study.hardware
-    gpus = int(hw.gpus or 0)
+                     seconds=est.seconds[1] if est.measured and est.seconds else None,
+                     seconds_source=est.source if est.measured else None, estimate=est.as_dict())
+    if est.pace:
+        cost["seconds_per_completion"], cost["overhead_seconds"] = est.pace
     trials = resolved_trial_count(study)
-    if not gpus:
-        return "no GPU-hours: the study runs on CPU (hardware.gpus unset)"
-    if cost["seconds"] is not None:
-        h = hours(float(cost["seconds"]), gpus)
-        return GpuEstimate(gpus, trials, (h, h), f"{gpus} GPU(s) x the wall time above ({cost['seconds_source']})")
-    params, where = model_parameters(study.model.name_or_path, study.model.revision)
-    if params is None:
-        return f"no GPU-hours yet: model size {where}; run `grpo-ablate probe` or a first trial to measure"
-    if not cost["completions"]:
-        return "no GPU-hours yet: the budget is tokens or seconds only; run `grpo-ablate probe` to measure"
-    mode = hw.vllm.mode
-    server = mode == "server"
-    lo, hi = assumed_trial_seconds(params, int(cost["completions"]), int(cost["max_completion_length"]),
-                                   study.space.shape.num_iterations, training_gpus=study.world_size,
-                                   generation_gpus=hw.vllm.server_gpus if server else study.world_size,
-                                   vllm=mode in ("server", "colocate"))
-    source = (f"assumed, not measured: model {params / 1e9:.2g} B parameters ({where}); "
-              f"{ASSUMED.words(mode in ('server', 'colocate'))}")
-    return GpuEstimate(gpus, trials, (hours(lo, gpus), hours(hi, gpus)), source)
+    gpu = est.gpu_hours
+    cost["gpu_time"] = None
+    if gpu is not None:
+        study_h = est.study_gpu_hours(trials)
+        source = (f"{est.gpus} GPU(s) x the wall time above ({est.source})" if est.measured else est.source)
+        cost["gpu_time"] = {"gpus_per_trial": est.gpus, "trials": trials, "gpu_hours_per_trial": list(gpu),
+                            "gpu_hours_study": list(study_h) if study_h else None, "source": source}
+    cost["gpu_time_note"] = None if gpu is not None else (
+        "no GPU-hours: the study runs on CPU (hardware.gpus unset)" if not est.gpus else f"no GPU-hours yet: {est.source}")
+    return cost
 
 
 def _duration(seconds: float) -> str:
@@ -178,13 +122,32 @@ def plan_json(study: "Study") -> dict[str, Any]:
             "world_size_reason": world_size_reason(study.file),
             "steps_per_generation_meaning": STEPS_PER_GENERATION,
             "trial_cost": dict(trial_cost(study)),
-            "notes": [str(w) for w in study.warnings if isinstance(w, RecipeNote)],
+            "notes": [str(w) for w in study.warnings if isinstance(w, RecipeNote) and not isinstance(w, RecipeDifference)],
+            "differences": [*(str(w) for w in study.warnings if isinstance(w, RecipeDifference)),
+                            *_stack_differences(study)],
+            "lr_schedule": lr_schedule_of(study.budget.model_dump()),
             "g_policies": _policy_words(space),
+            "limits": limits_json(study),
         }
     )
     probe = load_probe(study.output_dir, Owner.of(study))
     if probe is not None:
         out["probe"] = probe.to_dict()
+    return out
+
+
+def _stack_differences(study: "Study") -> list[str]:
+    """What the trials will do differently from the run as written, whatever the recipe: the learning-rate
+    schedule when it is compressed, and a kernel the trainer asks for that is not installed here."""
+    out: list[str] = []
+    if lr_schedule_of(study.budget.model_dump()) == "compressed" and study.file.trainer_from:
+        out.append("budget.lr_schedule: compressed: the learning-rate schedule is fitted into each trial's steps "
+                   "(warmup and decay included), not the recipe's full run")
+    if study.trainer.get("use_liger_kernel") and not module_findable("liger_kernel"):
+        out.append("use_liger_kernel: true, but liger-kernel is not installed here and the gpu extra does not install it: "
+                   "transformers stops the trial with an ImportError when training starts; `pip install liger-kernel` on "
+                   "the trial machine, or set trainer.use_liger_kernel: false (a different memory profile, the same "
+                   "objective; TRL 1.16 applies only liger's layer kernels anyway, not its fused cross-entropy)")
     return out
 
 
@@ -196,10 +159,16 @@ def _policy_words(space: Any) -> dict[str, str]:
 def plan_text(study: "Study") -> str:
     space = study.space
     lines = [f"Study {study.study.name!r} ({study.sampler_kind} sampler)", ""]
-    notes = [w for w in study.warnings if isinstance(w, RecipeNote)]
+    notes = [w for w in study.warnings if isinstance(w, RecipeNote) and not isinstance(w, RecipeDifference)]
     if notes:
         lines.append(f"Recipe {study.file.trainer_from} (notes on its keys):")
         lines += [f"  note: {n}" for n in notes]
+        lines.append("")
+    differences = [*(w for w in study.warnings if isinstance(w, RecipeDifference)), *_stack_differences(study)]
+    if differences:
+        lines.append("Differs from the recipe's own run (what its stack would have used):" if study.file.trainer_from
+                     else "Differs from what TRL alone would run:")
+        lines += [f"  differs: {d}" for d in differences]
         lines.append("")
     lines += ["Processes: " + world_size_reason(study.file) + ".", "Hardware: " + space.shape.describe(), ""]
     lines.append(f"Feasible pairs ({len(space.feasible)}):")
@@ -229,7 +198,7 @@ def plan_text(study: "Study") -> str:
             lines.append(f"  {i:>3}. {c.role:<28} {c.arm.label}, seed {c.seed}")
     else:
         lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.sampler_kind} sampler, seeds {list(study.study.seeds)}.")
-    lines += ["", *_cost_lines(study)]
+    lines += ["", *_cost_lines(study), *_limit_lines(study)]
     probe = load_probe(study.output_dir, Owner.of(study))
     if probe is not None:
         lines += ["", f"Probe ({study.output_dir / 'probe.json'}):", *("  " + line for line in probe_table(probe).splitlines())]
@@ -265,4 +234,133 @@ def _cost_lines(study: "Study") -> list[str]:
                    f"at {gpu['gpus_per_trial']} GPU(s) each; {gpu['source']}.")
     elif cost.get("gpu_time_note"):
         out.append(f"GPU time: {cost['gpu_time_note']}.")
+    est = cost["estimate"]
+    if est["full_run_share"]:
+        full = est["full_run_gpu_hours"]
+        line = (f"Share of the recipe's full run: one trial is {_share(est['full_run_share'])} of its "
+                f"{est['full_run_steps']:,} optimizer steps")
+        out.append(line + (f" (the full run: {fmt_range(*full)} at these rates)." if full else "."))
+    elif study.budget.full_run:
+        out.append("Share of the recipe's full run: unknown here (its length is in epochs, and the dataset's size is not "
+                   "in this machine's datasets cache); set budget.full_run.prompts or budget.full_run.max_steps.")
     return out
+
+
+def _share(x: float) -> str:
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
+# ------------------------------------------------------------------ plan --commands (a dry run)
+
+
+def launch_plan(study: "Study") -> list[dict[str, Any]]:
+    """Per arm (its first seed), what `run` would start, without starting it: the vLLM server's command line
+    (server mode), the training launch command line, and the GRPOConfig keyword arguments the trial passes,
+    computed by the trial's own code in one child process (the parent never imports torch)."""
+    import os
+    import subprocess
+    import sys
+
+
+    cells = study_plan(study)
+    if not cells:
+
+        cells = [Cell(baseline_arm(study), study.study.seeds[0], "baseline")]
+    seen: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    for cell in cells:
+        if cell.arm.key in seen:
+            continue
+        seen.add(cell.arm.key)
+        trial_dir = study.output_dir / "trials" / "<n>"
+        spec = build_spec(study, cell, trial_dir)
+        row: dict[str, Any] = {"role": cell.role, "arm": cell.arm.label, "seed": cell.seed}
+        vllm = study.hardware.vllm
+        if vllm.mode == "server":
+            row["vllm_server"] = server_command(study.model.name_or_path, vllm.port, tensor_parallel_size=vllm.server_gpus,
+                                                dtype=study.model.dtype, revision=study.model.revision,
+                                                trust_remote_code=study.model.trust_remote_code,
+                                                **server_engine_args(spec.trainer))
+            spec.trainer.update(server_trainer_keys(vllm.port, DEFAULT_GROUP_PORT))
+        row["launch"] = build_command(spec, trial_dir / "spec.json")
+        row["spec"] = json.loads(spec.to_json())
+        rows.append(row)
+    payload = [{"spec": r.pop("spec"), "world_size": study.world_size, "gpu": bool(study.hardware.gpus)} for r in rows]
+    out = subprocess.run([sys.executable, "-m", "grpo_ablate.trainer.dry_run"], input=json.dumps(payload),
+                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                         preexec_fn=die_with_parent())
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+        raise RuntimeError(f"could not compute the trials' GRPOConfig arguments: {tail}")
+    for row, kwargs in zip(rows, json.loads(out.stdout.strip().splitlines()[-1])):
+        row["grpo_config"] = kwargs
+    return rows
+
+
+def commands_text(study: "Study") -> str:
+    """`plan --commands`: every arm's command lines and GRPOConfig arguments, as `run` would use them."""
+    import shlex
+
+    rows = launch_plan(study)
+    lines = [f"Launch plan of {study.study.name!r}: {len(rows)} arm(s), each as its first trial would start "
+             f"(nothing is run; ports and trial folders are chosen at run time)"]
+    schedule = lr_schedule_of(study.budget.model_dump())
+    full = estimate_trial(study).full_run_steps
+    lines.append(f"Learning-rate schedule: {schedule}" + (
+        f" (built for the full run's {full:,} optimizer steps; each trial runs the first of them)"
+        if schedule == "prefix" and full else " (the full run's length is counted when the trial has loaded its prompts)"
+        if schedule == "prefix" else " (fitted into each trial's own steps)"))
+    lines.append("")
+    for row in rows:
+        lines.append(f"{row['role']}: {row['arm']}, seed {row['seed']}")
+        if "vllm_server" in row:
+            lines.append(f"  vLLM server: {shlex.join(row['vllm_server'])}")
+        lines.append(f"  training:    {shlex.join(row['launch'])}")
+        lines.append("  GRPOConfig:")
+        lines += [f"    {k}: {v!r}" for k, v in sorted(row["grpo_config"].items())]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def limits_json(study: "Study") -> dict[str, Any]:
+    """The trial timeout (and its warning), the checkpoint interval and the GPU-hour budget, as plan shows them."""
+    estimate = limits.planned_estimate(study)  # estimate_trial's: measured (storage, probe), else assumed
+    seconds, words = limits.resolve_timeout(study.study.trial_timeout, estimate)
+    out: dict[str, Any] = {"trial_timeout_s": seconds, "trial_timeout": words,
+                           "timeout_warning": limits.timeout_warning(study.study.trial_timeout, estimate),
+                           "checkpoint_steps": study.study.checkpoint_steps, "keep_checkpoints": study.study.keep_checkpoints,
+                           "budget_gpu_hours": study.study.budget_gpu_hours, "trials_in_budget": None}
+    gpus = int(study.hardware.gpus or 0)
+    if study.study.budget_gpu_hours is not None and estimate is not None and gpus:
+        lo, hi = (s * gpus / 3600.0 for s in estimate.seconds)
+        out["trials_in_budget"] = [int(study.study.budget_gpu_hours // hi), int(study.study.budget_gpu_hours // lo)]
+    return out
+
+
+def _limit_lines(study: "Study") -> list[str]:
+    info = limits_json(study)
+    every = info["checkpoint_steps"]
+    lines = [f"Trial timeout: {info['trial_timeout']}.",
+             "Checkpoints: " + ("none (study.checkpoint_steps: null): a killed trial starts over" if every is None else
+                                ("every ~10% of a trial once 5 min trained since the last" if every == "auto"
+                                 else f"every {every} optimizer steps")
+                                + "; a retried or pre-empted trial resumes its last one"
+                                + ("" if every is None or info["keep_checkpoints"] else ", removed when it ends") + ".")]
+    budget = info["budget_gpu_hours"]
+    if budget is not None:
+        n = resolved_trial_count(study)
+        fit = info["trials_in_budget"]
+        if not study.hardware.gpus:
+            lines.append(f"GPU-hour budget: {budget:g}; a CPU study spends none (hardware.gpus is unset).")
+        elif fit is None:
+            lines.append(f"GPU-hour budget: {budget:g}; nothing estimates a trial yet, so trials run one at a time until "
+                         "one has finished, then none starts that would cross it.")
+        else:
+            lo, hi = min(fit[0], n), min(fit[1], n)
+            many = (f"all {n} trials fit" if lo == n else
+                    f"{lo}{'' if lo == hi else ' to ' + ('all ' if hi == n else '') + str(hi)} of the {n} trials fit")
+            lines.append(f"GPU-hour budget: {budget:g}; {many} in it by the estimate"
+                         + ("" if fit[0] >= n else "; the study stops before the trial that would cross it") + ".")
+    if info["timeout_warning"]:
+        lines.append(f"warning: {info['timeout_warning']}")
+    return lines

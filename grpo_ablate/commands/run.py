@@ -1,8 +1,9 @@
 """`grpo-ablate run STUDY [--workers 2] [--n-trials N] [--storage URL] [--warm-start OTHER]`: run
 (or resume) the study (study/runner.py `run_study`), then write the report and say how it ended.
 
-Exit status: 0 done; 1 the study stopped on failures (or every trial failed or ran out of
-memory, or a grid/ablation's planned cells are still queued when it ends), or a study that exists
+Exit status: 0 done (also when the user's own n_trials left planned cells queued: a note names them);
+1 the study stopped on failures (or every trial failed or ran out of memory, or a grid/ablation's
+cells are still queued for another reason when it ends), or a study that exists
 never got its plan queued; 2 the study cannot start here (`StudyRun.refused`); 130 interrupted.
 """
 
@@ -13,6 +14,7 @@ import sys
 
 from grpo_ablate.commands.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
 from grpo_ablate.config import Study
+from grpo_ablate.plan import study_plan
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
 from grpo_ablate.study.runner import StudyRun, run_study
@@ -68,6 +70,12 @@ def exit_status(study: Study, result: StudyRun) -> int:
     if result.stop_reason:
         print(f"Stopped: {result.stop_reason}")
     left = result.queued
+    planned = {c.key for c in study_plan(study)} if study.is_planned else set()
+    if left and study.is_planned and not result.stop_reason and study.study.n_trials and set(left) <= planned:
+        # only the user's own limit (--n-trials / study.n_trials) left them: what was asked for ran; not a failure
+        print(f"Note: study.n_trials={study.study.n_trials} reached; {len(left)} planned trial(s) are still queued "
+              f"({_listed(left)}): raise it (e.g. --n-trials N) and run the same command again to run them")
+        return EXIT_OK
     if left and study.is_planned and not result.stop_reason:  # the plan's results are incomplete: not a success
         err(f"the study ended with {len(left)} queued trial(s) that never ran ({_listed(left)}): {_why_queued(study)}")
         return EXIT_FAILED

@@ -15,6 +15,7 @@ Exit status: 0 completed, 1 failed/oom, 2 a study that does not validate, 130 in
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -58,10 +59,11 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
         value = parse_override(item)[1]  # ValueError (one line) for a malformed value
         if key in TRIAL_KEYS and not isinstance(value, (list, dict)):
             chosen[key] = value
+            shown = json.dumps(value)  # a flow value YAML reads back as written (`dynamic:2[3]` is a string)
             if key in ("num_generations", "generation_batch_size"):
-                overrides.append(f"search.{key}=[{value}]")
+                overrides.append(f"search.{key}=[{shown}]")
             elif key == "temperature":
-                overrides.append(f"search.temperature={value}")
+                overrides.append(f"search.temperature={shown}")
             continue
         overrides.append(item)
     if chosen.keys() & {"num_generations", "generation_batch_size", "temperature"}:

@@ -27,7 +27,12 @@ from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.metrics import summarize_file
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Schedule
+from grpo_ablate.children import die_with_parent
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.storage import is_rdb_url, open_storage
+from grpo_ablate.study.devices import cpu_slot
+from grpo_ablate.trainer.sample import PROGRESS_PREFIX
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -75,13 +80,13 @@ class Advice:
     # (then the shortlist is empty); "" when G can matter
     answer: str = ""
     completions_file: str | None = None  # the sampled completions with their rewards (ADVISE_COMPLETIONS)
+    left_out_by_probe: int = 0  # feasible (G, batch) pairs probe.json says do not fit, or are not G's largest fit
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def _bad(path: str, message: str) -> Exception:
-    from grpo_ablate.config import Problem, StudyError
 
     return StudyError([Problem(path=path, message=message)])
 
@@ -98,9 +103,6 @@ def _candidate_temperatures(study: "Study") -> list[float]:
 def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path,
            log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run trainer/sample.py in its own process; its samples.json. Its progress lines go to `log`."""
-    from grpo_ablate.children import die_with_parent
-    from grpo_ablate.study.devices import cpu_slot
-    from grpo_ablate.trainer.sample import PROGRESS_PREFIX
 
     folder.mkdir(parents=True, exist_ok=True)
     spec = {"model": study.model.model_dump(), "data": study.data.model_dump(), "rewards": [r.model_dump() for r in study.rewards],
@@ -179,6 +181,7 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
             if mean_tokens > 0:
                 pred.informative_groups_per_million_tokens = round((1 - z) / g / mean_tokens * 1e6, 1)
             if probe is not None and (point is None or not point.fits) and g in best:
+                advice.left_out_by_probe += 1
                 continue  # the probe says this batch does not fit (or is not G's largest fit)
             pred.reason = (f"{z:.0%} of groups of {g} are predicted to have zero spread at temperature {t:g}, "
                            f"so {per_step:.2f} of {b // g} groups per step teach")
@@ -282,8 +285,6 @@ def _measured(study: "Study") -> list[Measured]:
     """The measured points of this study's earlier trials; none before the study exists."""
     import optuna
 
-    from grpo_ablate.config import StudyError
-    from grpo_ablate.storage import is_rdb_url, open_storage
 
     url = study.storage_url
     if not is_rdb_url(url) and not Path(url.removeprefix("journal:")).is_file():
@@ -355,13 +356,41 @@ def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int 
     return advice
 
 
+# Above this concentration (a + b) the fitted prompts are all about equally hard: the numbers carry no more.
+_EQUAL_DIFFICULTY = 1000.0
+
+
+def beta_words(a: float, b: float, mean: float) -> str:
+    """The per-prompt success fit in words a reader can use: a and b to 3 significant figures, and what a
+    huge a + b means (every prompt about as hard as the mean), instead of Beta(a=1692218.67, ...)."""
+    text = f"per-prompt success ~ Beta(a={a:.3g}, b={b:.3g}), mean p {mean:.2f}"
+    if a + b > _EQUAL_DIFFICULTY:
+        text += (f"; a + b = {a + b:.2g}: the prompts are all about equally hard (success near {mean:.2f} for every "
+                 f"prompt), so G changes the zero-spread share only through that one rate")
+    return text
+
+
+def empty_shortlist_reason(advice: Advice) -> str:
+    """Why no configuration is on the shortlist, when none is."""
+    if advice.left_out_by_probe and not advice.predictions:
+        return (f"shortlist: empty: all {advice.left_out_by_probe} feasible (G, batch) pair(s) were left out because "
+                f"the study's probe.json (an earlier `grpo-ablate probe`) says they do not fit or are not that G's "
+                f"largest fitting batch; the study's settings no longer match that probe: rerun `grpo-ablate probe`, "
+                f"or delete probe.json")
+    if not advice.predictions:
+        return "shortlist: empty: the study has no feasible (G, batch) pair at these temperatures (see `grpo-ablate plan`)"
+    return "shortlist: empty"
+
+
 def advise_text(advice: Advice) -> str:
     lines = [f"advise: {advice.num_prompts} prompts x K={advice.k} at temperature(s) {advice.temperatures} "
              f"in {advice.seconds:.1f} s ({'binary' if advice.binary else 'non-binary'} reward)"]
     for t, fit in advice.fits.items():
-        lines.append(f"  T={t}: per-prompt success ~ Beta(a={fit['a']:.2f}, b={fit['b']:.2f}), mean p {fit['mean']:.2f}")
+        lines.append(f"  T={t}: {beta_words(fit['a'], fit['b'], fit['mean'])}")
     if advice.answer:
         lines.append(advice.answer)
+    elif not advice.shortlist:
+        lines.append(empty_shortlist_reason(advice))
     else:
         lines.append(f"shortlist (ranked by {advice.ranked_by}):")
         for i, p in enumerate(advice.shortlist, 1):

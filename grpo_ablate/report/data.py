@@ -30,9 +30,12 @@ from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, l
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Verdict, decide
 from grpo_ablate import trial_record as record
+from grpo_ablate.gpu_hours import budget_of
 from grpo_ablate.storage import mask_url
 from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, Arm, Metric,
                                Outcome, finite, metric)
+from grpo_ablate.files.advise_file import load_advice
+from grpo_ablate.files.owned import Owner
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -80,6 +83,7 @@ class ReportData:
     evals: pd.DataFrame = field(default_factory=pd.DataFrame)  # every evaluation point, knobs on each row
     racing: dict[str, Any] | None = None  # the study's racing state (study/racing.py), when it raced
     advice: dict[str, Any] | None = None  # advise.json, when `grpo-ablate advise` ran for this study
+    gpu_budget: dict[str, Any] | None = None  # study.budget_gpu_hours: spent and left (gpu_hours.Budget.as_dict)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -180,8 +184,8 @@ def build_report_data(
                              learned_nothing=verdict.kind == "cannot_rank")
 
     feasible_done = [r for r in records if r.outcome == Outcome.COMPLETED.value and r.values is not None]
-    pareto = pareto_front([(r.number, r.values) for r in feasible_done], [d for _, d in objectives]) \
-        if len(objectives) > 1 else set()  # type: ignore[misc]
+    pareto = pareto_front([(r.number, r.values) for r in feasible_done if r.values is not None],
+                          [d for _, d in objectives]) if len(objectives) > 1 else set()
     importances, note = param_importances(frozen, {r.number for r in feasible_done}, objectives)
 
     return ReportData(
@@ -217,7 +221,16 @@ def build_report_data(
                             for r in records if r.number in eval_rows for row in eval_rows[r.number]]),
         racing=study_user_attrs.get(record.RACING) if isinstance(study_user_attrs.get(record.RACING), dict) else None,
         advice=dict(advice) if advice is not None else None,
+        gpu_budget=_gpu_budget(study_user_attrs.get(record.CONFIG) or fallback_config or {}, frozen),
     )
+
+
+def _gpu_budget(config: Mapping[str, Any], frozen: Sequence["FrozenTrial"]) -> dict[str, Any] | None:
+    """The GPU-hour budget's spent and left, when the study set one (every attempt's wall time x its GPUs)."""
+    study, hardware = config.get("study") or {}, config.get("hardware") or {}
+    total, gpus = study.get("budget_gpu_hours"), hardware.get("gpus")
+    budget = budget_of(float(total), int(gpus or 0), frozen, None) if isinstance(total, (int, float)) else None
+    return None if budget is None else {**budget.as_dict(), "words": budget.words()}
 
 
 def imported_note(copies: Sequence["FrozenTrial"]) -> Finding:
@@ -292,7 +305,6 @@ def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
 def collect(study: "Study") -> ReportData:
     """Everything the report needs for a loaded study file."""
     attrs, frozen = load_trials(study.storage_url, study.study.name)
-    from grpo_ablate.files.owned import Owner
 
     return build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
                              study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)))
@@ -300,7 +312,6 @@ def collect(study: "Study") -> ReportData:
 
 def read_advice(output_dir: Path, owner: "Owner") -> dict[str, Any] | None:
     """The study's advise.json when it holds a prediction (advise's, before any trial); else None."""
-    from grpo_ablate.files.advise_file import load_advice
 
     raw = load_advice(output_dir, owner)
     return raw if raw is not None and isinstance(raw.get("predictions"), list) else None

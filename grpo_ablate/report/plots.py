@@ -265,12 +265,12 @@ def plot_importances(data: ReportData) -> Figure:
     wide = len(metrics) > 1
     fig, axes = new_axes(width=WIDE if wide else HALF[0],
                      height=max(2.0, 0.4 * max(len(v) for v in data.importances.values()) + 1.1), ncols=len(metrics))
-    for ax, metric in zip(axes, metrics):
-        imp = data.importances[metric]
+    for ax, name in zip(axes, metrics):
+        imp = data.importances[name]
         names = list(imp)[::-1]
         ax.barh(names, [imp[n] for n in names], color="#4c72b0")
         ax.set_xlim(0, 1)
-        ax.set_title(data.metrics[metric].label if metric in data.metrics else metric)
+        ax.set_title(data.metrics[name].label if name in data.metrics else name)
         ax.set_xlabel("importance")
         ax.grid(axis="y", visible=False)
     return Figure(fid, title, caption, png(fig), wide=wide)
@@ -291,7 +291,7 @@ def plot_history(data: ReportData) -> Figure:
     fig, axes = new_axes(width=WIDE if k > 1 else HALF[0], height=3.2, ncols=k)
     colors = arm_colors(data)
     drawn = False
-    for i, (ax, (metric, direction)) in enumerate(zip(axes, data.objectives)):
+    for i, (ax, (objective, direction)) in enumerate(zip(axes, data.objectives)):
         done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.values is not None
                 and i < len(r.values)]
         for a in data.arms:
@@ -315,7 +315,7 @@ def plot_history(data: ReportData) -> Figure:
         numbers = [r.number for r in data.records]
         ax.set_xlim(min(numbers) - 0.6, max(numbers) + 0.6)
         ax.set_xlabel("trial")
-        ax.set_ylabel(axis_label(data, metric))
+        ax.set_ylabel(axis_label(data, objective))
         ax.legend(frameon=False, fontsize=7, loc="best")
     if not drawn:
         return Figure(fid, title, caption, note="no completed trial yet")
@@ -368,9 +368,9 @@ def _draw_advice(ax: Axes, advice: dict) -> list[int]:
         fit = (advice.get("fits") or {}).get(str(t))
         if fit and gs:  # binary rewards: the fitted Beta's curve, smooth between the Gs
             grid = np.geomspace(min(gs) / 1.3, max(gs) * 1.3, 120)
-            ys = [zero_spread_beta(float(g), float(fit["a"]), float(fit["b"])) for g in grid]
+            ys = [zero_spread_beta(float(g), float(fit["a"]), float(fit["b"])) for g in grid]  # type: ignore[arg-type]  # G on a smooth grid
         elif predicted.get(t):
-            grid, ys = zip(*sorted(predicted[t].items()))
+            grid, ys = (list(v) for v in zip(*sorted(predicted[t].items())))
         else:
             continue
         ax.plot(grid, ys, color=color, lw=1.2, ls=":", label=f"advise, T={t:g}")

@@ -25,6 +25,8 @@ from grpo_ablate import trial_record as record
 from grpo_ablate.storage import mask_url
 from grpo_ablate.trial_record import outcome_of
 from grpo_ablate.vocab import DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, finite, generations_text
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.storage import local_file, open_storage
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -116,8 +118,6 @@ def load_trials(storage_url: str, study_name: str) -> tuple[dict[str, Any], list
     """The study's user attrs and trials; a StudyError naming the fix when there is no such study."""
     import optuna
 
-    from grpo_ablate.config import Problem, StudyError
-    from grpo_ablate.storage import local_file, open_storage
 
     # opening creates a missing journal/SQLite file; a report must not conjure an empty study
     local = local_file(storage_url)

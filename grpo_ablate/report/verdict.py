@@ -397,12 +397,15 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
         versus = (f" vs {fmt(base.metrics[name].mean)} for the baseline, {base.config.label}"
                   if base is not None and top is not base else "")
         text = (f"Try {top.config.words}: it had the best {label} ({fmt(top.metrics[name].mean)}{versus}), "
-                f"from a single seed per configuration, so no test was possible; add seeds (study.seeds) before "
-                f"switching for good.")
+                f"from a single seed per configuration, so no test was possible and nothing can be excluded from "
+                f"being within {min_effect:.3g} of the best; add seeds (study.seeds) before switching for good.")
         if base is not None and top is base:
             text = (f"Keep the baseline ({base.config.words}): no other configuration had a better {label} "
-                    f"({fmt(base.metrics[name].mean)}), but with a single seed nothing was tested; add seeds "
-                    f"(study.seeds) to measure how sure this is.")
+                    f"({fmt(base.metrics[name].mean)}), but with a single seed nothing was tested and nothing can be "
+                    f"excluded from being within {min_effect:.3g} of the best; add seeds (study.seeds) to measure how "
+                    f"sure this is.")
+        if base is None:
+            text += " The baseline was not run, so there is no comparison to the default."
         tv = next((v for v in verdicts if v.name == top.name), None)
         return Verdict("untested", name, direction, text + tail, top.config, top.name,
                        "baseline_not_beaten" if top is base else "best_mean_untested",
@@ -433,8 +436,8 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
     detail, mde, mde_rel, seeds_for, tc = "", None, None, None, None
     if tested:
         # no arm (or not the recommended one) clearly better than the baseline: what the study could have seen
-        top = max(tested, key=lambda v: sign * v.comparison.delta)  # type: ignore[union-attr]
-        tc = top.comparison
+        closest = max(tested, key=lambda v: sign * v.comparison.delta)  # type: ignore[union-attr]
+        tc = closest.comparison
         assert tc is not None
         paired = [v.comparison for v in tested if v.comparison and v.comparison.kind == "paired" and v.comparison.sd is not None]
         pool = paired or [v.comparison for v in tested if v.comparison and v.comparison.sd is not None]
@@ -448,7 +451,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
         seeds_for = (observed, need) if need is not None else None
         if not winners:
             detail = (f" No configuration is clearly better than {versus} on {label} (not detected): the closest, "
-                      f"{top.config.label}, scored {fmt(top.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, 95% interval "
+                      f"{closest.config.label}, scored {fmt(closest.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, 95% interval "
                       f"{fmt_interval(tc.ci95)}, {fmt_p(tc.p_value)}, {tc.words}).")
         else:
             w = max(winners, key=lambda v: sign * (v.mean or 0.0))

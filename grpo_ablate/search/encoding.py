@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from grpo_ablate.vocab import Arm, generations_text, pair_label, parse_generations, parse_pair_label
+from grpo_ablate.config import FloatRange
 
 if TYPE_CHECKING:
     import optuna
@@ -48,7 +49,7 @@ def batch_param(num_generations: int) -> str:
     return f"generation_batch_size|G={num_generations}"
 
 
-def _g_text_choices(space: "FeasibleSpace") -> list[str]:
+def _g_text_choices(space: "FeasibleSpace") -> list[int | str]:
     return [generations_text(x) for x in space.generations]
 
 
@@ -59,7 +60,6 @@ def _batches(space: "FeasibleSpace", g: int) -> list[int]:
 def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) -> dict[str, "optuna.distributions.BaseDistribution"]:
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-    from grpo_ablate.config import FloatRange
 
     out: dict[str, Any] = {}
     gens = list(space.generations)
@@ -83,7 +83,6 @@ def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) ->
 def suggest_arm(trial: "optuna.Trial", space: "FeasibleSpace", temps: Any, fixed_temperature: float,
                 encoding: str = DEFAULT_ENCODING) -> Arm:
     """Draw one feasible arm through `trial` (the real sampler decides every value)."""
-    from grpo_ablate.config import FloatRange
 
     if encoding == LABEL or (encoding == PLAN and space.batch_choice):
         label = str(trial.suggest_categorical(LABEL_PARAM, [p.label for p in space.feasible]))
@@ -110,7 +109,6 @@ def suggest_arm(trial: "optuna.Trial", space: "FeasibleSpace", temps: Any, fixed
 def encode_arm(arm: Arm, space: "FeasibleSpace", temps: Any, encoding: str = DEFAULT_ENCODING
                ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(params, distributions) that make `suggest_arm` return this arm; None when it is not feasible here."""
-    from grpo_ablate.config import FloatRange
 
     if space.pair(arm.num_generations, arm.generation_batch_size) is None:
         return None

@@ -39,7 +39,7 @@ from grpo_ablate.stats.seeds import mean_difference
 
 __all__ = ["Selection", "select", "p_within", "eps_best", "bechhofer_seeds", "bechhofer_pcs", "DRAWS", "HOW"]
 
-DRAWS = 20000
+DRAWS = 10000  # Monte Carlo error of a probability near 0.95: 0.002
 HOW = (f"a posterior probability over the seeds: each arm's mean a Student t posterior from its own seeds, "
        f"{DRAWS:,} Monte Carlo draws")
 
@@ -85,14 +85,12 @@ def p_within(values: Mapping[str, Mapping[int, float]], min_effect: float, maxim
         return {}
     rng = np.random.default_rng(seed)
     sign = 1.0 if maximize else -1.0
-    cols = []
-    for a in arms:
-        x = np.array(list(_clean(values[a]).values()))
+    mu = np.empty((len(arms), draws))
+    for i, a in enumerate(arms):
+        x = np.fromiter(_clean(values[a]).values(), float)
         n = x.size
-        cols.append(sign * (x.mean() + x.std(ddof=1) / math.sqrt(n) * rng.standard_t(n - 1, size=draws)))
-    mu = np.column_stack(cols)
-    best = mu.max(axis=1, keepdims=True)
-    within = (mu >= best - min_effect).mean(axis=0)
+        mu[i] = sign * (x.mean() + x.std(ddof=1) / math.sqrt(n) * rng.standard_t(n - 1, size=draws))
+    within = (mu >= mu.max(axis=0) - min_effect).mean(axis=1)
     return {a: float(p) for a, p in zip(arms, within)}
 
 

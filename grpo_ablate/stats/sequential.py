@@ -81,7 +81,7 @@ def betting_cs(diffs: Sequence[float], bound: float, alpha: float = ALPHA, c: fl
     m = np.linspace(0.0, 1.0, grid)
     log_plus = np.zeros(grid)
     log_minus = np.zeros(grid)
-    alive = np.ones(grid, dtype=bool)
+    alive: np.ndarray = np.ones(grid, dtype=bool)
     s, s2 = 0.5, 0.25  # the plug-in mean's and variance's priors (WSR: mu_0 = 1/2, sigma_0^2 = 1/4)
     out: list[Interval] = []
     threshold = math.log(1.0 / alpha)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -104,7 +105,11 @@ def crossing_probability(levels: Sequence[float], looks: Sequence[int], maximum:
 
 def plan(kind: str, looks: Sequence[int], maximum: int, alpha: float = 0.05, early: float = EARLY_LEVEL) -> Plan:
     """The nominal levels of `kind` for looks after `looks` seeds (increasing) out of `maximum`."""
-    looks = tuple(int(n) for n in looks)
+    return _plan(kind, tuple(int(n) for n in looks), int(maximum), float(alpha), float(early))
+
+
+@lru_cache(maxsize=256)  # a race asks for the same plan at every look
+def _plan(kind: str, looks: tuple[int, ...], maximum: int, alpha: float, early: float) -> Plan:
     if not looks or any(b <= a for a, b in zip(looks, looks[1:])) or looks[0] < 1 or looks[-1] > maximum:
         raise ValueError(f"looks must increase within 1..{maximum}, got {list(looks)}")
     fractions = [n / maximum for n in looks]
@@ -120,7 +125,7 @@ def plan(kind: str, looks: Sequence[int], maximum: int, alpha: float = 0.05, ear
         for k, target in enumerate(spend):
             want = target - spent
 
-            def excess(c: float) -> float:
+            def excess(c: float, k: int = k, want: float = want) -> float:
                 return _crossings(bounds + [c], fractions[: k + 1])[-1] - want
 
             c = brentq(excess, 0.5, 40.0, xtol=1e-8) if want > 1e-15 else 40.0

@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.trial_record import (ARM_KEY, BASELINE, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
                                       HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, PID,
-                                      PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RETRY_COUNTED,
-                                      RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, cell_of, counted_retries,
-                                      is_cancelled, is_copy, is_finished, is_result, outcome, outcome_of, owner,
-                                      ran_here, reason, seed_of)
+                                      PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
+                                      RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, arm_of, cell_of,
+                                      counted_retries, is_cancelled, is_copy, is_finished, is_result, outcome,
+                                      outcome_of, owner, predecessor_dirs, ran_here, reason, seed_of)
 from grpo_ablate.vocab import HEADLINE_METRICS, Cell, Outcome
+from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
 if TYPE_CHECKING:
     import optuna
@@ -54,14 +55,15 @@ if TYPE_CHECKING:
 __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "TRIAL_DIR",
-    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT",
+    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "RESUMED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # reading (trial_record's)
-    "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "cell_of",
-    "owner", "counted_retries", "FINISHED",
+    "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "arm_of", "cell_of",
+    "owner", "counted_retries", "predecessor_dirs", "FINISHED",
     # writing
-    "cell_params", "enqueue", "queue", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
+    "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at",
+    "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
     "record_metrics", "objective_values", "requeue", "StaleTrialRequeue", "cancel_queued", "is_cancelled", "CANCELLED",
 ]
 
@@ -72,7 +74,6 @@ _OUTCOMES = {o.value: o for o in Outcome}
 
 def cell_params(study: "Study", arm: "Arm") -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(params, distributions) that make `suggest_cell` draw this arm in this study; None: not encodable."""
-    from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm
 
     return encode_arm(arm, study.space, study.temperatures(), PLAN if study.is_planned else DEFAULT_ENCODING)
 
@@ -123,7 +124,6 @@ def suggest_cell(trial: "optuna.Trial", study: "Study") -> Cell:
     proposes). The seed is never searched: a queued cell carries it; an adaptive proposal takes
     `next_seed`.
     """
-    from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, suggest_arm
 
     encoding = PLAN if study.is_planned else DEFAULT_ENCODING
     arm = suggest_arm(trial, study.space, study.temperatures(), study.fixed_temperature(), encoding)
@@ -149,6 +149,52 @@ def next_seed(trials: Sequence["FrozenTrial"], number: int, arm_key: str, seeds:
     return fresh[0] if fresh else max([*seeds, *used]) + 1
 
 
+def add_copies(ostudy: "optuna.Study", study: "Study", source: str,
+               results: Sequence[tuple["FrozenTrial", Cell]]) -> int:
+    """Give the sampler another study's results (a warm start): each becomes a COMPLETE trial of
+    this study with COPY_OF "<source>#<number>", in this study's encoding of its cell. A copy
+    never ran here: it is no result of this study and does not count toward n_trials
+    (trial_record.ran_here), and `queue` never runs its cell. How many were added (a result
+    whose arm this study cannot encode is left out)."""
+    import optuna
+
+    copies = []
+    for t, cell in results:
+        encoded = cell_params(study, cell.arm)
+        if encoded is None or not t.values:
+            continue
+        attrs = {**{k: v for k, v in t.user_attrs.items() if k not in (TRIAL_DIR, HOST, PID)},
+                 **cell.as_attrs(), ARM_KEY: cell.arm.key, CELL: cell.key, COPY_OF: f"{source}#{t.number}"}
+        copies.append(optuna.trial.create_trial(params=encoded[0], distributions=encoded[1], values=list(t.values),
+                                                user_attrs=attrs))
+    ostudy.add_trials(copies)
+    return len(copies)
+
+
+# ---------------------------------------------------------------- the study's own attributes
+
+
+def describe(ostudy: "optuna.Study", attrs: Mapping[str, Any]) -> None:
+    """What a new study is (CONFIG, VERSIONS, OBJECTIVES, BASELINE, HARDWARE, SPACE, EVALUATION),
+    written once by its creator (study/setup.py decides the values); read back by the report."""
+    for name, value in attrs.items():
+        ostudy.set_user_attr(name, value)
+
+
+def mark_plan_ready(ostudy: "optuna.Study") -> None:
+    """The creator queued the plan: other hosts stop waiting for it (`plan_ready`)."""
+    ostudy.set_user_attr(PLAN_READY, True)
+
+
+def plan_ready(ostudy: "optuna.Study") -> bool:
+    return bool(ostudy.user_attrs.get(PLAN_READY))
+
+
+def set_race(ostudy: "optuna.Study", state: Mapping[str, Any]) -> None:
+    """A racing study's state after each round (study/racing.py's RaceState.as_dict())."""
+    ostudy.set_user_attr(RACING, dict(state))
+
+
 # ---------------------------------------------------------------- a running trial
 
 
@@ -165,6 +211,16 @@ def started(trial: "optuna.Trial", host: str, pid: int, *, heartbeat: bool, max_
 
 def set_trial_dir(trial: "optuna.Trial", path: Any) -> None:
     trial.set_user_attr(TRIAL_DIR, str(path))
+
+
+def record_orchestrator_rss(trial: "optuna.Trial", megabytes: float) -> None:
+    """The orchestrator's resident memory when the trial ended (benchmarks/workers.py checks it stays flat)."""
+    trial.set_user_attr(ORCHESTRATOR_RSS, megabytes)
+
+
+def record_pruned_at(trial: "optuna.Trial", completions: int) -> None:
+    """The checkpoint (in generated completions) at which the pruner stopped the trial."""
+    trial.set_user_attr(PRUNED_AT, completions)
 
 
 def _lost(trials: Mapping[int, "FrozenTrial"], me: "FrozenTrial", why: str, max_retry: int, *, counted: bool

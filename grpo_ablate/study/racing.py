@@ -33,11 +33,13 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from grpo_ablate.plan import baseline_arm, racing_round, study_plan
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
-from grpo_ablate.stats.selection import eps_best, p_within
+from grpo_ablate.stats.selection import select
 from grpo_ablate.stats.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.stats.spending import plan as spending_plan
+from grpo_ablate.study import ledger
 from grpo_ablate.trial_record import RACING as RACING_ATTR
 from grpo_ablate.vocab import METRICS
 
@@ -129,7 +131,8 @@ class RaceState:
                       None if x.get("p_value") is None else float(x["p_value"]), tuple(x.get("seeds", ())))
                  for x in d.get("dropped", [])]
         gone = {x.arm for x in drops}
-        stored = d.get("live") if isinstance(d.get("live"), list) else arms
+        live = d.get("live")
+        stored: Sequence[str] = live if isinstance(live, list) else arms
         return cls(int(d.get("round", 0)), [a for a in arms if a not in gone and a in stored], drops,
                    d.get("leader"), bool(d.get("decided")), list(d.get("settled") or []), dict(d.get("calls") or {}),
                    list(d.get("path") or []), str(d.get("design") or ANYTIME), d.get("pcs"), list(d.get("eps_best") or []))
@@ -193,16 +196,14 @@ def _decide_group_sequential(state: RaceState, results: Mapping[str, Mapping[int
     values = {a: {s: results[a][s] for s in results[a] if s in shared} if shared else dict(results[a]) for a in live}
     n = len(shared)
     level = rule.level(n, last=not seeds_left)
-    keep, excluded = eps_best(values, rule.min_effect, maximize, level)
+    sel = select(values, rule.min_effect, maximize=maximize, alpha=level)  # the report's own answer, at this look
+    keep, excluded = list(sel.eps_best), sel.excluded
     for a, by in excluded.items():
         lead = statistics.fmean(values[by].values()) - statistics.fmean(values[a].values())
         dropped.append(Drop(a, rnd, f"excluded from the {rule.min_effect:g}-best set: {by} leads it by {lead:+.4g} "
                                     f"on {n} shared seed(s), more than min_effect at family-wise level {level:.2g} "
                                     f"(group-sequential look {rnd})", None, tuple(sorted(shared))))
-    probs = p_within({a: values[a] for a in keep}, rule.min_effect, maximize)
-    sign = 1.0 if maximize else -1.0
-    leader = max(keep, key=lambda a: (round(probs.get(a, 0.0), 6), sign * statistics.fmean(values[a].values())))
-    pcs = probs.get(leader)
+    leader, pcs = sel.recommended, sel.pcs
     ref = baseline if baseline is not None and results.get(baseline) else None
     calls = {}
     if ref is not None:
@@ -301,8 +302,6 @@ def arm_results(ostudy: "optuna.Study") -> dict[str, dict[int, float]]:
     with a violated constraint and placeholder zeros) is no result, so its arm never enters the
     paired test on a zero; an arm with no result leaves the race at the next round (`decide`).
     """
-    from grpo_ablate.study import ledger
-
     out: dict[str, dict[int, float]] = {}
     trials = ostudy.get_trials(deepcopy=False)
     for t in sorted(trials, key=lambda t: (t.datetime_complete is None, t.datetime_complete or 0, t.number)):
@@ -318,9 +317,6 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
 
     `queue_next=False`: the study's trial budget is spent, so the race ends with this round.
     """
-    from grpo_ablate.plan import baseline_arm, racing_round, study_plan
-    from grpo_ablate.study import ledger
-
     racing = study.study.racing
     assert racing is not None
     arms = list(dict.fromkeys(c.arm.key for c in study_plan(study)))
@@ -351,14 +347,14 @@ def describe(state: RaceState) -> str:
         pcs = f", P(within min_effect of the best) {state.pcs:.2f}" if state.pcs is not None else ""
         last = state.path[-1] if state.path else {}
         seeds, why = last.get("seeds", 0), last.get("stop") or "the race was stopped"
-        return (f"group-sequential race (Haybittle-Peto spending) decided after round {state.round} ({seeds} seeds): "
+        return (f"racing (group-sequential, Haybittle-Peto spending) decided after round {state.round} ({seeds} seeds): "
                 f"{why}; {state.leader} leads{pcs}; eps-best set {', '.join(state.eps_best)}; "
                 f"{len(state.dropped)} arm(s) dropped")
     if state.path and not state.live and state.settled:
         calls = ", ".join(f"{a} {c}" for a, c in state.calls.items())
-        return (f"anytime race (confidence sequences) settled after round {state.round} ({state.path[-1].get('seeds')} seeds): every arm's call "
+        return (f"racing (anytime, confidence sequences) settled after round {state.round} ({state.path[-1].get('seeds')} seeds): every arm's call "
                 f"is known ({calls}); {state.leader} leads, {len(state.dropped)} arm(s) dropped")
     if len(state.live) <= 1:
-        return f"anytime race decided after round {state.round}: {state.leader} leads, {len(state.dropped)} arm(s) dropped"
-    return (f"anytime race ended after round {state.round} with the seeds spent: {len(state.live)} arm(s) still tied "
+        return f"racing (anytime) decided after round {state.round}: {state.leader} leads, {len(state.dropped)} arm(s) dropped"
+    return (f"racing (anytime) ended after round {state.round} with the seeds spent: {len(state.live)} arm(s) still tied "
             f"({', '.join(state.live)}), {len(state.dropped)} dropped")

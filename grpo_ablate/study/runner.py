@@ -30,15 +30,17 @@ from typing import TYPE_CHECKING, Any, Callable
 from grpo_ablate.config import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
+from grpo_ablate.gpu_hours import Budget, budget_of, measured_estimate
 from grpo_ablate.plan import resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
-from grpo_ablate.study import ledger
+from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
-                                     queue_first_plan, queue_plan, space_changed, wait_for_plan)
+                                     queue_first_plan, queue_plan, race_rule_changed, space_changed,
+                                     wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.vocab import Arm, Outcome
 
@@ -52,6 +54,7 @@ __all__ = ["run_study", "StudyRun", "StudyRunner", "queued_cells", "queued_beyon
 
 WAIT = "wait"
 RACE_WAIT = "race-wait"  # a racing round's last trials are still running
+BUDGET_WAIT = "budget-wait"  # the GPU-hour budget cannot take one more trial until a running one has ended
 STATUS_EVERY_S = 30.0
 
 
@@ -103,6 +106,10 @@ class StudyRunner:
         self.failures_stop = False
         self.stop_reason: str | None = None
         self.deadline = time.monotonic() + study.study.timeout if study.study.timeout else None
+        self.planned = limits.planned_estimate(study)  # before the study's own trials: the probe, else assumptions
+        self.timeout_words: str | None = None
+        self.budget: Budget | None = None
+        self.budget_stop = False
 
     # ---- choosing the next trial
 
@@ -131,6 +138,8 @@ class StudyRunner:
                 return None
             fail_stale_trials(self.ostudy)
             self._requeue_dead_local_trials()
+            if not self._within_limits():
+                return BUDGET_WAIT if self.budget is not None and self.budget.running else None
             done, running = self.finished_count()
             others_running = running - len(self.registry.running)
             may_wait = self.heartbeat and others_running > 0 and done < self.n_trials
@@ -144,6 +153,31 @@ class StudyRunner:
             if trial is None:
                 return WAIT if may_wait else None
             return trial
+
+    def spending(self) -> Budget:
+        """The GPU-hour budget now (study.budget_gpu_hours is set)."""
+        budget = budget_of(self.study.study.budget_gpu_hours, self.study.hardware.gpus,
+                                  self.ostudy.get_trials(deepcopy=False), self.planned)
+        assert budget is not None
+        return budget
+
+    def _within_limits(self) -> bool:
+        """Set the next trial's timeout (auto: from the slowest finished trial once there is one) and check
+        the GPU-hour budget: False, with the reason, when one more trial would cross it. Call with the lock held."""
+        trials = self.ostudy.get_trials(deepcopy=False)
+        estimate = measured_estimate(trials) or self.planned
+        seconds, words = limits.resolve_timeout(self.study.study.trial_timeout, estimate)
+        self.lifecycle.trial_timeout_s = seconds
+        if words != self.timeout_words:
+            self.timeout_words = words
+            self.console.say(f"trial timeout: {words}")
+        self.budget = budget_of(self.study.study.budget_gpu_hours, self.study.hardware.gpus, trials, self.planned)
+        if self.budget is None or self.budget.may_start:
+            return True
+        if not self.budget.running:  # nothing running will free any: the study stops here
+            self.budget_stop = True
+            self.stop_reason = self.stop_reason or self.budget.refusal()
+        return False
 
     def _next_round(self, running: int, close_only: bool = False) -> "optuna.Trial | str | None":
         """Racing: the round's queue is empty. Wait for its last trials, then decide and queue the next round."""
@@ -191,7 +225,7 @@ class StudyRunner:
             if trial == WAIT:
                 self.registry.stop.wait(max(1, self.study.study.heartbeat_interval))
                 continue
-            if trial == RACE_WAIT:
+            if trial in (RACE_WAIT, BUDGET_WAIT):
                 self.registry.stop.wait(1.0)
                 continue
             assert not isinstance(trial, str)
@@ -205,6 +239,8 @@ class StudyRunner:
                 return
             self.console.ended(self.study, ended)
             self._count(ended)
+            if self.study.study.budget_gpu_hours is not None:
+                self.console.say(self.spending().words())
 
     def _count(self, ended: Ended) -> None:
         with self.registry.lock:
@@ -340,7 +376,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         return StudyRun(refused=f"cannot write the study's output folder {study.output_dir}: {e}")
     if created:
         describe_study(ostudy, study)
-    elif (changed := space_changed(ostudy, study)) is not None:
+    elif (changed := space_changed(ostudy, study) or race_rule_changed(ostudy, study)) is not None:
         return StudyRun(refused=changed)
     if warm_start and not created:
         say(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")
@@ -367,14 +403,22 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
 
     try:
         runner = StudyRunner(study, ostudy, storage, study.study.workers)
-    except (RuntimeError, OSError) as e:  # GPUs that cannot hold one trial; an output folder we cannot write
+    except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json
         return StudyRun(refused=str(e))
     done, _ = runner.finished_count()
     say(f"Study {study.study.name!r}: {'created' if created else 'resumed'} in {url} "
         f"({done}/{runner.n_trials} trials finished), {runner.workers} worker(s), sampler {study.sampler_kind}, "
         f"objectives {', '.join(f'{m} ({d})' for m, d in zip(study.metric_names, study.directions))}")
 
-    previous: dict[int, Any] = {}
+    warning = limits.timeout_warning(
+        study.study.trial_timeout, measured_estimate(ostudy.get_trials(deepcopy=False)) or runner.planned)
+    if warning:
+        warn(f"grpo-ablate: warning: {warning}")
+    if study.study.budget_gpu_hours is not None:
+        say(runner.spending().words() + ("" if study.hardware.gpus else
+            " (a CPU study spends no GPU-hours: set hardware.gpus for the budget to count)"))
+
+    previous: dict[signal.Signals, Any] = {}
     wakeup_fd: int | None = None
     if threading.current_thread() is threading.main_thread():  # tests drive run_study from threads too
         wakeup_fd = signal.set_wakeup_fd(runner.wakeup.w, warn_on_full_buffer=False)
@@ -390,6 +434,8 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         runner.wakeup.close()
 
     runner.console.summary(study, ostudy)
+    if study.study.budget_gpu_hours is not None:
+        runner.console.say(runner.spending().words())
     return StudyRun(interrupted=runner.interrupted,
                     stopped=runner.stop_reason if runner.storage_error or runner.failures_stop else None,
                     stop_reason=runner.stop_reason, failed_reasons=all_failed_reasons(ostudy),

@@ -50,6 +50,7 @@ from typing import Any, Callable
 from grpo_ablate.children import adopt_orphans, end_descendants
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, LOG_FILE, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
+from .checkpoints import remove_checkpoints
 from .memory_cap import start_memory_watch
 from .spec import TrialSpec
 
@@ -260,8 +261,10 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if rank == 0:
             _write_json(Path(spec.trial_dir) / RESOLVED_CONFIG_FILE, payload["resolved_config"])
         started = time.perf_counter()
+        if built.resume_from:
+            payload["resumed_from"] = built.resume_from
         try:
-            built.trainer.train()
+            built.trainer.train(resume_from_checkpoint=built.resume_from)
         finally:
             timings["train_seconds"] = time.perf_counter() - started
             if built.evaluator is not None:  # held-out scoring is timed apart, never as training
@@ -277,6 +280,8 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         else:
             outcome = Outcome.COMPLETED
             payload["reason"] = reason  # a budget stop, or None
+        if outcome in (Outcome.COMPLETED, Outcome.PRUNED) and rank == 0 and not (spec.checkpoint or {}).get("keep"):
+            remove_checkpoints(spec.trial_dir)  # ended for good: nothing will resume them
     except BaseException as exc:  # noqa: BLE001 - the whole point is to record any failure
         if isinstance(exc, KeyboardInterrupt):
             outcome, reason_text = Outcome.INTERRUPTED, "KeyboardInterrupt"
@@ -558,9 +563,9 @@ class SessionBaseline:
         if dynamo is not None:
             dynamo.reset()
             dynamo.utils.counters.clear()
-        warnings.filters[:] = self.warning_filters
-        warnings.onceregistry.clear()
-        warnings._filters_mutated()  # every module's __warningregistry__ starts over ("once", "default")
+        warnings.filters[:] = self.warning_filters  # type: ignore[index]  # a list at run time
+        warnings.onceregistry.clear()  # type: ignore[attr-defined]  # not in typeshed
+        warnings._filters_mutated()  # type: ignore[attr-defined]  # every module's __warningregistry__ starts over
         hf_logging = sys.modules.get("transformers.utils.logging")
         if hf_logging is not None:
             for once in ("warning_once", "info_once"):
@@ -574,7 +579,7 @@ class SessionBaseline:
             elif not self._library_owns(name):  # the study's own logger: what getLogger gives a fresh process
                 _set_logger_state(logger, (logging.NOTSET, [], True, False, []))
             # else a library made it after the baseline, once per process (as a fresh process would): kept
-        logging.Logger.manager._clear_cache()  # the loggers' cached effective levels
+        logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]  # the loggers' cached effective levels
         for sig, handler in self.signals.items():
             if signal.getsignal(sig) is not handler:
                 signal.signal(sig, handler)
@@ -589,7 +594,7 @@ class SessionBaseline:
         """Whether a logger is named after an installed library's package (torch, datasets...), not the study's code."""
         module = sys.modules.get(logger_name.split(".")[0])
         file = getattr(module, "__file__", None)
-        return bool(file) and os.path.realpath(file).startswith(self.roots)
+        return isinstance(file, str) and os.path.realpath(file).startswith(self.roots)
 
     def record_atexit(self) -> None:
         """From now on, note every atexit handler the study's own code registers (a library's, registered
