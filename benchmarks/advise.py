@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.preflight.advise import run_advise  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
-from grpo_ablate.trainer.launch import run_trial  # noqa: E402
+from grpo_ablate.trainer.launchers import run_trial  # noqa: E402
 from grpo_ablate.vocab import METRICS_FILE, Arm, Cell, Outcome  # noqa: E402
 
 GENS = (2, 4, 8, 16)
@@ -56,7 +56,7 @@ study: {{name: advise-bench-{task}, output_dir: {folder / task}, sampler: grid, 
 model: {{name_or_path: "builtin:tiny"}}
 data: {{task: {task}, num_prompts: 2000}}
 trainer: {{per_device_train_batch_size: {batch}, max_completion_length: 6, beta: 0.0, learning_rate: 1.0e-6}}
-hardware: {{launcher: python}}
+hardware: {{command: python}}
 search: {{num_generations: {list(GENS)}, temperature: {list(TEMPS)}}}
 budget: {{max_steps: 50}}
 """)

@@ -4,7 +4,7 @@
     nice -n 10 python benchmarks/probe.py --steps 2 --max-batch 512
 
 Side by side in one run, on the same study:
-1. `run_probe` as the CLI runs it: the bisection's points in one process (a ProbeSession);
+1. `run_probe` as the CLI runs it: the bisection's points in one process (a warm session from LauncherPool(probe=True));
 2. the same points again, each in a process of its own (how the probe ran before sessions);
 3. one real full trial of the study's baseline (its budget's steps), against the probe's estimate.
 Printed: each way's seconds, their ratio, the largest difference in a point's peak memory
@@ -28,7 +28,7 @@ from grpo_ablate.plan import baseline_arm  # noqa: E402
 from grpo_ablate.files.probe_file import probe_table  # noqa: E402
 from grpo_ablate.preflight.probe import measure_point, run_probe  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
-from grpo_ablate.trainer.launch import run_trial  # noqa: E402
+from grpo_ablate.trainer.launchers import run_trial  # noqa: E402
 from grpo_ablate.vocab import Cell, Outcome  # noqa: E402
 
 
@@ -39,7 +39,7 @@ study: {{name: probe-bench, output_dir: {folder / 'run'}, sampler: tpe, n_trials
 model: {{name_or_path: "builtin:tiny"}}
 data: {{task: addition, num_prompts: 2000}}
 trainer: {{per_device_train_batch_size: 16, max_completion_length: 6, beta: 0.0}}
-hardware: {{launcher: python}}
+hardware: {{command: python}}
 search: {{num_generations: [2, 4, 8, 16], generation_batch_size: probed, max_generation_batch_size: {max_batch}}}
 budget: {{max_steps: {steps}}}
 """)

@@ -10,6 +10,10 @@ thread that lives at least as long as the child should (the study's worker threa
 their trial; a warm session is used only by the thread that started it). Elsewhere than Linux
 it does nothing; trial workers also watch their orchestrator's pid (trainer/worker.py).
 
+The other direction: what a trial starts (a reward that forks, even a grandchild whose parent
+already exited) ends with the trial. The trial's process adopts its orphans (`adopt_orphans`)
+and, when the trial is over, ends every process below it (`end_descendants`).
+
     python -c "from grpo_ablate.children import die_with_parent"    # stdlib only
 """
 
@@ -19,9 +23,10 @@ import ctypes
 import os
 import signal
 import sys
+import time
 from typing import Callable
 
-__all__ = ["die_with_parent"]
+__all__ = ["adopt_orphans", "descendants", "die_with_parent", "end_descendants"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -43,3 +48,105 @@ def die_with_parent() -> Callable[[], None]:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return preexec
+
+
+# --------------------------------------------------------------------------------------------
+# A trial's whole process tree ends with the trial
+# --------------------------------------------------------------------------------------------
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux's PR_SET_CHILD_SUBREAPER).
+
+    A reward that forks a grandchild and lets the middle process exit (`sh -c "sleep 300 &"`, a
+    daemon's double fork, even one in a session of its own) leaves the grandchild to PID 1,
+    where no trial can find it. With this set, the grandchild is re-parented to this process
+    instead, so `end_descendants` still finds it. False where the call is not available.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every live, non-zombie process (from /proc; empty elsewhere)."""
+    out: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields and fields[0] not in ("Z", "X"):
+            out[int(name)] = int(fields[1])
+    return out
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """The live processes below `pid` (default: this process), at any depth."""
+    root = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found: list[int] = []
+    todo = list(children.get(root, []))
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return sorted(found)
+
+
+def _command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200] or f"pid {pid}"
+    except OSError:
+        return f"pid {pid}"
+
+
+def _reap() -> None:
+    """Collect the exit status of this process's ended children (re-parented orphans included)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def end_descendants(grace: float = 5.0) -> list[str]:
+    """End every process below this one: SIGTERM, then SIGKILL after `grace` seconds; their command lines.
+
+    Called where a trial is over and nothing it started may outlive it (the trial worker as it
+    exits, the warm session between trials). With `adopt_orphans` set, a grandchild whose parent
+    already exited is below this process too.
+    """
+    found = descendants()
+    if not found:
+        return []
+    names = [_command_line(pid) for pid in found]
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        for pid in descendants():
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            _reap()
+            if not descendants():
+                return names
+            time.sleep(0.05)
+    _reap()
+    return names

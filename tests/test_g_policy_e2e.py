@@ -60,11 +60,11 @@ def test_dynamic_sampling_drops_and_counts_every_completion(warm_session, tmp_pa
 def test_two_processes_reduce_to_fixed_g(tmp_path):
     """The same equivalences under torchrun with 2 processes (gloo): the allocation is decided on
     rank 0 and broadcast, dynamic sampling's refill decision is taken over both processes."""
-    from grpo_ablate.trainer.launch import run_trial
+    from grpo_ablate.trainer.launchers import run_trial
 
     def run(name, g):
         spec = tiny_spec(tmp_path / name, steps=3, rewards=SPREAD, num_generations=g, seed=0,
-                         per_device_train_batch_size=16, hardware={"num_processes": 2, "launcher": "auto"})
+                         per_device_train_batch_size=16, hardware={"num_processes": 2, "command": "auto"})
         result = run_trial(spec)
         assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
         return read_rows(tmp_path / name / METRICS_FILE)

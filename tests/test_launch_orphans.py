@@ -102,7 +102,7 @@ def _kill_all(procs: list[psutil.Process]) -> None:
 
 _ORCHESTRATOR = """
 import sys
-from grpo_ablate.trainer.launch import run_trial
+from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.trainer.spec import TrialSpec
 run_trial(TrialSpec.load(sys.argv[1]))
 """
@@ -163,7 +163,7 @@ def test_worker_refuses_to_start_when_the_orchestrator_is_already_gone(tmp_path)
 
 @pytest.mark.slow
 def test_a_failing_progress_callback_does_not_leave_the_trial_running(tmp_path):
-    from grpo_ablate.trainer.launch import run_trial
+    from grpo_ablate.trainer.launchers import run_trial
 
     spec = _long_trial(tmp_path / "t", 1)
 

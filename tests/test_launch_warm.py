@@ -18,7 +18,7 @@ import pytest
 
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
-from grpo_ablate.trainer.launchers import LAUNCHER_ENV, ProcessLauncher, WarmSession, launcher_for, warm_by_default
+from grpo_ablate.trainer.launchers import LAUNCHER_ENV, ProcessLauncher, WarmSession, launcher_for, launcher_name
 from grpo_ablate.trainer.launchers.warm import _startup_key
 from grpo_ablate.vocab import METRICS_FILE, RESULT_FILE, Outcome
 
@@ -45,16 +45,22 @@ def test_only_the_thread_counts_may_change_inside_a_session():
 def test_a_study_runs_single_process_cpu_trials_in_a_warm_session(tmp_path, monkeypatch):
     monkeypatch.delenv(LAUNCHER_ENV, raising=False)
     cpu = _spec(tmp_path / "a")
-    assert warm_by_default(cpu) and isinstance(launcher_for(cpu), WarmSession)
+    assert launcher_name(cpu) == "warm" and isinstance(launcher_for(cpu), WarmSession)
     assert launcher_for(cpu) is launcher_for(_spec(tmp_path / "b"))  # one session per worker thread
     gpu = _spec(tmp_path / "c", env={"CUDA_VISIBLE_DEVICES": "0"})
-    assert not warm_by_default(gpu) and isinstance(launcher_for(gpu), ProcessLauncher)
-    assert not warm_by_default(_spec(tmp_path / "d", num_processes=2))
-    assert not warm_by_default(_spec(tmp_path / "e", vllm={"mode": "colocate"}))
+    assert launcher_name(gpu) == "process" and isinstance(launcher_for(gpu), ProcessLauncher)
+    assert launcher_name(gpu, probe=True) == "warm"  # a probe's one-step points on a GPU share a session too
+    assert launcher_name(_spec(tmp_path / "d", num_processes=2)) == "process"
+    assert launcher_name(_spec(tmp_path / "e", vllm={"mode": "colocate"})) == "process"
+    assert launcher_name(_spec(tmp_path / "g", launcher="process")) == "process"  # hardware.launcher
+    assert launcher_name(_spec(tmp_path / "h", env={"CUDA_VISIBLE_DEVICES": "0"}, launcher="warm")) == "warm"
     monkeypatch.setenv(LAUNCHER_ENV, "process")
-    assert not warm_by_default(cpu)
+    assert launcher_name(cpu) == "process"
     monkeypatch.setenv(LAUNCHER_ENV, "warm")
-    assert warm_by_default(gpu) and not warm_by_default(_spec(tmp_path / "f", num_processes=2))
+    assert launcher_name(gpu) == "warm" and launcher_name(_spec(tmp_path / "f", num_processes=2)) == "process"
+    monkeypatch.setenv(LAUNCHER_ENV, "slurm")
+    with pytest.raises(ValueError, match="GRPO_ABLATE_LAUNCHER"):
+        launcher_name(cpu)
 
 
 _STATEFUL_REWARDS = '''
@@ -118,9 +124,10 @@ def test_trials_in_a_session_reward_exactly_as_fresh_processes_and_a_failure_rep
         assert session.processes_started == 1  # a clean end keeps the session
         failed = session.run(_spec(tmp_path / "failed", [{"name": "stateful_rewards:broken"}]))
         assert failed.outcome is Outcome.FAILED and "broken on purpose" in (failed.reason or "")
+        assert session.processes_started == 2  # failed as trial 3 of a session: a fresh process confirmed it
         after_failure = session.run(_spec(tmp_path / "after-failure", measured))
         assert after_failure.outcome is Outcome.COMPLETED, after_failure.log_tail
-        assert session.processes_started == 2  # the failure ended the session; the next trial got a fresh one
+        assert session.processes_started == 3  # the failure ended the session; the next trial got a fresh one
     assert _session_pid(tmp_path / "polluter") == _session_pid(tmp_path / "after-polluter")
     assert _session_pid(tmp_path / "after-failure") != _session_pid(tmp_path / "failed")
     expected = _rewards(tmp_path / "fresh")

@@ -45,7 +45,7 @@ def _study_file(tmp_path: Path, *, cap: int | None = None, batches: str = "probe
           beta: 0.0
         hardware:
         """) + cap_line + textwrap.dedent(f"""\
-          launcher: python
+          command: python
         search:
           num_generations: {gens}
           generation_batch_size: {batches}

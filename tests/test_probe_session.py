@@ -18,7 +18,7 @@ import pytest
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.probe import measure_point
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.probe_session import ProbeSession, shares_a_session
+from grpo_ablate.trainer.launchers import LauncherPool, shares_a_session
 from grpo_ablate.vocab import LOG_FILE, MEMORY_FILE, RESULT_FILE, Arm, Cell, Outcome
 from helpers import ROOT, write_study
 
@@ -31,7 +31,7 @@ def _study(tmp_path: Path, rewards: str = "[task]"):
         data: {{task: addition, num_prompts: 500}}
         rewards: {rewards}
         trainer: {{per_device_train_batch_size: 16, max_completion_length: 6, beta: 0.0}}
-        hardware: {{launcher: python}}
+        hardware: {{command: python}}
         search: {{num_generations: [2, 8], generation_batch_size: [16, 32]}}
         budget: {{max_steps: 20}}
         """)
@@ -47,11 +47,11 @@ def test_points_share_one_process_and_an_in_process_oom_does_not_end_it(tmp_path
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))  # helpers_rewards, in the session's process
     study = _study(tmp_path, "[{name: task}, {name: 'helpers_rewards:oom_for_large_groups', weight: 0.0}]")
     root = tmp_path / "points"
-    with ProbeSession() as session:
-        first = measure_point(study, 2, 16, root / "a", steps=1, session=session)
-        oom = measure_point(study, 8, 16, root / "b", steps=1, session=session)  # MemoryError inside training
-        last = measure_point(study, 2, 32, root / "c", steps=1, session=session)
-        assert session.processes_started == 1
+    with LauncherPool(probe=True) as pool:
+        first = measure_point(study, 2, 16, root / "a", steps=1, pool=pool)
+        oom = measure_point(study, 8, 16, root / "b", steps=1, pool=pool)  # MemoryError inside training
+        last = measure_point(study, 2, 32, root / "c", steps=1, pool=pool)
+        assert pool.processes_started == 1
     assert (first.fits, oom.fits, last.fits) == (True, False, True)
     assert oom.outcome == Outcome.OOM.value and "MemoryError" in (oom.reason or "")
     pids = {_result(root / name)["session_pid"] for name in "abc"}
@@ -73,10 +73,10 @@ def test_a_point_past_its_timeout_is_killed_and_the_next_gets_a_fresh_process(tm
     normal = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "normal")
     normal.budget = {**normal.budget, "max_steps": 1}
     assert shares_a_session(normal)
-    with ProbeSession() as session:
-        timed_out = session.run(slow)
-        ok = session.run(normal)
-        assert session.processes_started == 2
+    with LauncherPool(probe=True) as pool:
+        timed_out = pool.for_spec(slow).run(slow)
+        ok = pool.for_spec(normal).run(normal)
+        assert pool.processes_started == 2
     assert timed_out.outcome is Outcome.FAILED and "timeout" in (timed_out.reason or "")
     assert ok.outcome is Outcome.COMPLETED and _result(tmp_path / "normal")["steps"] == 1
 
@@ -84,7 +84,7 @@ def test_a_point_past_its_timeout_is_killed_and_the_next_gets_a_fresh_process(tm
 def test_multi_process_trials_keep_a_process_each(tmp_path):
     study = _study(tmp_path)
     spec = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "x")
-    spec.hardware = {**spec.hardware, "num_processes": 2, "launcher": "torchrun"}
+    spec.hardware = {**spec.hardware, "num_processes": 2, "command": "torchrun"}
     assert not shares_a_session(spec)
-    spec.hardware = {**spec.hardware, "num_processes": 1, "launcher": "python", "vllm": {"mode": "colocate"}}
+    spec.hardware = {**spec.hardware, "num_processes": 1, "command": "python", "vllm": {"mode": "colocate"}}
     assert not shares_a_session(spec)

@@ -24,7 +24,7 @@ import pytest
 from helpers import ROOT, TESTS, cli_env, run_cli, tiny_spec, write_study
 
 from grpo_ablate.trainer import checkpoints
-from grpo_ablate.trainer.launch import run_trial
+from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, METRICS_FILE, RESULT_FILE
 
 WALL_CLOCK = {"train_seconds", "step_time", "generation_seconds", "peak_memory_mb", "eval_seconds"}

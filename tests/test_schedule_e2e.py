@@ -14,7 +14,7 @@ import optuna
 import pytest
 
 from grpo_ablate.metrics import read_rows
-from grpo_ablate.trainer.launch import run_trial
+from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome
 
 from helpers import tiny_spec
@@ -100,7 +100,7 @@ def test_signal_switch_fires_when_its_condition_holds_and_not_before(tmp_path):
 def test_two_processes_switch_at_the_same_step(tmp_path):
     """torchrun, world size 2: the decision is rank 0's, broadcast; both ranks train the same G every step."""
     name = "ddp"
-    rows, events = _run(tmp_path, name, "2->8@zero_std<0.6[2]", 8, launcher="auto", num_processes=2,
+    rows, events = _run(tmp_path, name, "2->8@zero_std<0.6[2]", 8, command="auto", num_processes=2,
                         trainer={"per_device_train_batch_size": 16})
     _check_signal_switch(rows, events, 0.6, 2)
     log = (tmp_path / name / "log.txt").read_text()

@@ -15,7 +15,7 @@ import pytest
 from grpo_ablate.metrics import read_rows
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
-from grpo_ablate.trainer.launch import run_trial
+from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.vocab import Outcome
 from helpers import TESTS, run_cli, tiny_spec
 
@@ -62,7 +62,7 @@ def test_builtin_task_learns_and_group_size_shows(tmp_path):
 
 
 def test_two_process_torchrun_trial_sees_world_size_two(tmp_path):
-    spec = tiny_spec(tmp_path / "ddp", steps=3, per_device_train_batch_size=16, hardware={"num_processes": 2, "launcher": "auto"})
+    spec = tiny_spec(tmp_path / "ddp", steps=3, per_device_train_batch_size=16, hardware={"num_processes": 2, "command": "auto"})
     result = run_trial(spec)
     assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
     assert result.world_size == 2

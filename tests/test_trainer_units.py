@@ -45,7 +45,7 @@ def test_launch_commands(tmp_path):
     acc = build_command(spec(tmp_path, hardware={"num_processes": 2, "accelerate_config": "ds.yaml"}), "s.json")
     assert acc[1:3] == ["-m", "accelerate.commands.launch"] and acc[acc.index("--config_file") + 1] == "ds.yaml"
     with pytest.raises(ValueError, match="starts one process"):
-        build_command(spec(tmp_path, hardware={"num_processes": 2, "launcher": "python"}), "s.json")
+        build_command(spec(tmp_path, hardware={"num_processes": 2, "command": "python"}), "s.json")
 
 
 def _classify_with(s, rc=0, worker=None, ranks=(), timed_out=False, stop=None, log=""):
@@ -96,7 +96,7 @@ def test_run_one_splits_trial_values_from_overrides():
 
 
 def test_parent_side_imports_no_torch():
-    code = ("import sys, grpo_ablate.trainer.launch, grpo_ablate.trainer.spec, grpo_ablate.metrics, grpo_ablate.commands.run_one; "
+    code = ("import sys, grpo_ablate.trainer.launchers, grpo_ablate.trainer.spec, grpo_ablate.metrics, grpo_ablate.commands.run_one; "
             "bad = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -212,7 +212,7 @@ def test_prepare_keeps_a_pending_stop_but_clears_a_previous_run(tmp_path):
 
 
 def test_a_trial_stopped_before_it_starts_never_launches(tmp_path):
-    from grpo_ablate.trainer.launch import run_trial
+    from grpo_ablate.trainer.launchers import run_trial
 
     s = spec(tmp_path)
     s.path.mkdir(parents=True)

@@ -33,7 +33,7 @@ from grpo_ablate.report.text import fmt
 from grpo_ablate.study.devices import cpu_slot
 from grpo_ablate.study.owner import claim_output_dir
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.launch import run_trial
+from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome, parse_generations
 

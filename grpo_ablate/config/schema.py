@@ -166,7 +166,11 @@ class HardwareSection(_Section):
     num_processes: int | None = Field(default=None, ge=1)  # training processes per trial (the world size); wins over all below
     gpus: int | None = Field(default=None, ge=0)  # GPUs per trial; with vLLM server mode, gpus - server_gpus train
     accelerate_config: str | None = None  # accelerate config file; its num_processes counts unless vLLM server mode sets it
-    launcher: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
+    # where trials run: a launcher of trainer/launchers/registry.py (auto: a warm session for
+    # single-process CPU trials, else a process per trial); GRPO_ABLATE_LAUNCHER overrides it
+    launcher: Literal["auto", "process", "warm"] = "auto"
+    # what starts a trial's processes (auto: python for one, accelerate with accelerate_config, else torchrun)
+    command: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
     vllm: VllmSection = Field(default_factory=VllmSection)
     memory_limit_mb: int | None = Field(default=None, ge=1)  # CPU: a trial whose processes' RSS passes this is an OOM
     # the GPU model (cost.GPU_TYPES: H100, H200, H20, A100, L40S): narrows plan's GPU-hour estimate
@@ -181,6 +185,14 @@ class HardwareSection(_Section):
         if v.lower() not in known:
             raise ValueError(f"unknown GPU type {v!r}; known: {sorted(GPU_TYPES)} (leave it unset for H100-like rates)")
         return known[v.lower()]
+
+    @field_validator("launcher", mode="before")
+    @classmethod
+    def _command_moved(cls, value: Any) -> Any:
+        if value in ("python", "torchrun", "accelerate"):
+            raise ValueError(f"hardware.launcher now names where trials run (auto, process, warm); "
+                             f"the command moved to its own key: write `command: {value}`")
+        return value
 
 
 class FloatRange(_Section):

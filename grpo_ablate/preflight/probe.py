@@ -2,7 +2,7 @@
 
 Practitioners find capacity by hand: smallest G first, the largest generation batch that does
 not run out of memory, then larger G with the batch shrunk to fit. This does the same with real
-trials (trainer.launch.run_trial, `steps` optimizer steps each) on the study's own model, data,
+trials (trainer/launchers, `steps` optimizer steps each) on the study's own model, data,
 rewards and hardware, in <output_dir>/probe/. Only feasible batches are tried; each G's batch is
 bisected, for a larger G below the previous G's largest fit; no point runs twice. Out of memory means
 CUDA's error on GPUs and hardware.memory_limit_mb on CPU (trainer/memory_cap.py). A point that
@@ -30,7 +30,7 @@ from grpo_ablate.vocab import METRICS_FILE, PROBE_FILE, Arm, Cell, Outcome
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
-    from grpo_ablate.trainer.probe_session import ProbeSession
+    from grpo_ablate.trainer.launchers import LauncherPool
 
 __all__ = ["candidate_batches", "failed_points", "measure_point", "run_probe"]
 
@@ -100,15 +100,15 @@ def _timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
 
 
 def measure_point(study: "Study", num_generations: int, generation_batch_size: int, trial_dir: Path, *, steps: int,
-                  session: "ProbeSession | None" = None, env: dict[str, str] | None = None) -> ProbePoint:
+                  pool: "LauncherPool | None" = None, env: dict[str, str] | None = None) -> ProbePoint:
     """Run one real trial of `steps` optimizer steps at (G, batch) and measure it.
 
-    In `session` when given (which keeps a process of its own for a trial that cannot share
-    one, see trainer/probe_session.py), else in a process of its own. `env`: the trial's extra
-    environment (the threads of the host CPU slot the probe holds).
+    With the launcher chosen for it (trainer/launchers/registry.py), from `pool` when given
+    (the probe's pool: a warm session there keeps its process after an in-process OOM point).
+    `env`: the trial's extra environment (the threads of the host CPU slot the probe holds).
     """
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.launch import run_trial
+    from grpo_ablate.trainer.launchers import run_trial
     from grpo_ablate.trainer.memory_cap import read_peak_memory
 
     known = study.data.num_prompts if study.data.task else study.data.max_samples  # None: the dataset's size is unknown here
@@ -124,7 +124,7 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
     spec.trainer.pop("steps_per_generation", None)
     spec.budget = {**spec.budget, "max_steps": steps, "completions": None, "tokens": None, "seconds": None}
     started = time.perf_counter()
-    result = session.run(spec) if session is not None else run_trial(spec)
+    result = pool.for_spec(spec).run(spec) if pool is not None else run_trial(spec)
     wall = time.perf_counter() - started
     rows = _read_rows(trial_dir)
     memory = read_peak_memory(trial_dir)
@@ -151,12 +151,12 @@ def _first_temperature(study: "Study") -> float:
 def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = print, keep_trials: bool = False) -> Probe:
     """Bisect each G's generation batch; write and return probe.json's content.
 
-    The points run one after another in one process (a ProbeSession) where the trial allows it,
+    The points run one after another in one process (a warm session) where the trial allows it,
     so start-up, imports and the model load are paid once, not per point.
     """
     from grpo_ablate.config import Problem, StudyError
     from grpo_ablate.study.devices import cpu_slot
-    from grpo_ablate.trainer.probe_session import ProbeSession
+    from grpo_ablate.trainer.launchers import LauncherPool
 
     candidates = candidate_batches(study)
     if not candidates:
@@ -167,12 +167,12 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
     probe = Probe(owner=Owner.of(study), points=[], memory_limit_mb=study.hardware.memory_limit_mb, steps_per_point=steps)
     seen: dict[tuple[int, int], ProbePoint] = {}
 
-    session = ProbeSession()
+    pool = LauncherPool(probe=True)
 
     def fits(g: int, b: int, threads: dict[str, str]) -> bool:
         if (g, b) not in seen:
             try:
-                point = measure_point(study, g, b, root / f"G{g}-B{b}", steps=steps, session=session, env=threads or None)
+                point = measure_point(study, g, b, root / f"G{g}-B{b}", steps=steps, pool=pool, env=threads or None)
             except Exception as e:  # noqa: BLE001 - the probe's own trouble at this point (a full disk...): its outcome
                 point = ProbePoint(num_generations=g, generation_batch_size=b, fits=False, outcome=Outcome.FAILED.value,
                                    reason=f"{type(e).__name__}: {e}"[:500])
@@ -186,9 +186,9 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
                 log(f"probe G={g:<3} batch={b:<5} {point.outcome.upper():<8} {point.reason or 'no reason recorded'}")
         return seen[(g, b)].fits
 
-    with cpu_slot(study.world_size) as threads, session:
+    with cpu_slot(study.world_size) as threads, pool:
         _bisect(candidates, lambda g, b: fits(g, b, threads))
-    probe.processes = session.processes_started
+    probe.processes = pool.processes_started
     probe.total_seconds = round(time.perf_counter() - started, 2)
     probe.one_trial_estimate_s = _one_trial_estimate(study, probe)
     try:

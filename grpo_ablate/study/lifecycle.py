@@ -31,8 +31,7 @@ from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints
-from grpo_ablate.trainer.launch import request_stop
-from grpo_ablate.trainer.launchers import launcher_for
+from grpo_ablate.trainer.launchers import launcher_for, request_stop
 from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
 from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
 from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum

@@ -1,24 +1,33 @@
-"""Where a trial runs: the launcher seam (start, poll, stop, collect) and its two launchers.
+"""Where a trial runs: the launcher seam (start, poll, stop, collect), its launchers, and the one choice among them.
 
-- `ProcessLauncher`: a process tree per trial (python, torchrun or accelerate);
-- `WarmSession`: consecutive single-process trials in one long-lived child.
-`launcher_for(spec)` is the study's choice between them; `Launcher.run` is a trial's whole life.
+- `ProcessLauncher` ("process"): a process tree per trial (python, torchrun or accelerate);
+- `WarmSession` ("warm"): consecutive single-process trials in one long-lived child, each
+  starting as a fresh process would (trainer/worker.py SessionBaseline);
+- `LAUNCHERS` (registry.py) names them for `hardware.launcher`; `launcher_name(spec)` chooses,
+  `launcher_for` (a study's worker thread), `LauncherPool` (the probe) and `run_trial`
+  (run-one, tests) run what it chose. `Launcher.run` is a trial's whole life.
 """
 
 from .base import Launcher, trial_environment
+from .local import LocalLauncher
 from .outcome import classify, oom_kill_count, oom_kill_evidence, oom_kill_files, parse_oom_kills
-from .process import ProcessLauncher, build_command, kill_tree, launcher_name
-from .warm import LAUNCHER_ENV, WarmSession, launcher_for, shares_a_session, warm_by_default
+from .process import ProcessLauncher, build_command, command_name, kill_tree
+from .registry import LAUNCHER_ENV, LAUNCHERS, LauncherPool, launcher_for, launcher_name, run_trial
+from .warm import WarmSession, shares_a_session
 from .watch import MetricsTail, finish, prepare, request_stop, requested_stop
 
 __all__ = [
+    "LAUNCHERS",
     "LAUNCHER_ENV",
     "Launcher",
+    "LauncherPool",
+    "LocalLauncher",
     "MetricsTail",
     "ProcessLauncher",
     "WarmSession",
     "build_command",
     "classify",
+    "command_name",
     "finish",
     "kill_tree",
     "launcher_for",
@@ -30,7 +39,7 @@ __all__ = [
     "prepare",
     "request_stop",
     "requested_stop",
+    "run_trial",
     "shares_a_session",
     "trial_environment",
-    "warm_by_default",
 ]

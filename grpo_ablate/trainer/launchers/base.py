@@ -4,7 +4,8 @@ A launcher knows how to make a trial run somewhere and how to end it; everything
 trial is the same wherever it runs, and lives in `Launcher.run`: the STOP file for a graceful
 stop (pruned, interrupted), the grace period after it, the trial's timeout, Ctrl-C, progress
 from metrics.jsonl, and the classification of how it ended (watch.py, outcome.py). A new place
-to run trials (SLURM, SkyPilot, Ray) is one subclass with four methods:
+to run trials (SLURM, SkyPilot, Ray) is one subclass with four methods, and one line in the
+registry (registry.py) that names it for `hardware.launcher`:
 
 - `start(spec, env, log_path)`: begin running the trial whose spec.json is written;
 - `wait(seconds)` / `poll()`: the trial's exit status once it has ended, else None;
@@ -25,10 +26,9 @@ from typing import Any, Callable
 
 from grpo_ablate.metrics import summarize_trial
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, PARENT_PID_ENV
+from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, forced_environment
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, Outcome
 
-from .outcome import oom_kill_count, oom_kill_evidence
 from .watch import MetricsTail, finalize, finish, log_tail, prepare, request_stop, requested_stop
 
 __all__ = ["Launcher", "POLL_SECONDS", "STOP_GRACE_SECONDS", "TERM_GRACE_SECONDS", "trial_environment"]
@@ -36,20 +36,21 @@ __all__ = ["Launcher", "POLL_SECONDS", "STOP_GRACE_SECONDS", "TERM_GRACE_SECONDS
 POLL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 60.0  # after a STOP, how long a step may take before the trial is ended by force
 TERM_GRACE_SECONDS = 10.0  # between SIGTERM and SIGKILL
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 
 def trial_environment(spec: TrialSpec) -> dict[str, str]:
-    """The environment a trial runs under: this process's, the spec's own, and the launch contract."""
+    """The environment a trial runs under wherever it runs: this process's, the spec's own, and the launch contract.
+
+    What only holds on this host (the orchestrator's pid, this checkout on PYTHONPATH) is added
+    by the local launchers (local.py).
+    """
     env = dict(os.environ)
     env.update(spec.env)
-    # The worker imports this package by module name, installed or not.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.fspath(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.update(forced_environment(spec))  # read at import: it must be there before the process starts
     env[LAUNCHED_AT_ENV] = repr(time.time())
-    env[PARENT_PID_ENV] = str(os.getpid())  # the worker ends its trial when this pid is gone
     return env
 
 
@@ -80,6 +81,25 @@ class Launcher(ABC):
 
     def ended(self) -> None:
         """Called once the trial is over, whatever happened (release what start() took)."""
+
+    processes_started = 0  # trial processes this launcher started (a warm session counts its sessions)
+
+    @classmethod
+    def for_probe(cls) -> "Launcher":
+        """The instance `grpo-ablate probe` runs its points with (a warm session keeps its process after an in-process OOM)."""
+        return cls()
+
+    def environment(self, spec: TrialSpec) -> dict[str, str]:
+        """The trial's environment (trial_environment; a local launcher adds what holds on this host only)."""
+        return trial_environment(spec)
+
+    def oom_marker(self) -> object:
+        """Taken before the trial starts, handed to oom_evidence after it ended: the place's own OOM counter."""
+        return None
+
+    def oom_evidence(self, marker: object) -> str | None:
+        """Evidence from outside the trial's processes that it ran out of memory (the kernel's, a scheduler's); None without."""
+        return None
 
     def close(self) -> None:
         """Release whatever the launcher holds between trials."""
@@ -124,13 +144,13 @@ class Launcher(ABC):
                                  metrics=summarize_trial(trial_dir), trial_dir=spec.trial_dir)
             finalize(trial_dir, result, None)
             return result
-        oom_before = oom_kill_count()
+        oom_before = self.oom_marker()
         started = time.monotonic()
         timed_out = False
         stop_reason: str | None = None
         stop_requested_at: float | None = None
         try:
-            self.start(spec, trial_environment(spec), log_path)
+            self.start(spec, self.environment(spec), log_path)
         except Exception as exc:  # could not even start: a failed trial, not a crash of the sweep
             self.ended()
             spec.save()
@@ -170,7 +190,7 @@ class Launcher(ABC):
                 returncode = self.poll()
             self.ended()
             self.collect(spec, returncode, timed_out=False, stop_reason=requested_stop(trial_dir), log_path=log_path,
-                         oom_kill=oom_kill_evidence(oom_before, oom_kill_count()))
+                         oom_kill=self.oom_evidence(oom_before))
             raise
         except BaseException:  # the watch itself failed (a progress callback, the disk): never leave the trial unwatched
             self.stop()
@@ -179,4 +199,4 @@ class Launcher(ABC):
         self.ended()
         deliver(tail.read())
         return self.collect(spec, returncode, timed_out=timed_out, stop_reason=stop_reason, log_path=log_path,
-                            oom_kill=oom_kill_evidence(oom_before, oom_kill_count()))
+                            oom_kill=self.oom_evidence(oom_before))

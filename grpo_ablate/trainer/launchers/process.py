@@ -26,9 +26,10 @@ from grpo_ablate.trainer.spec import TrialSpec
 from grpo_ablate.trainer.vllm_server import server_engine_args, vllm_server
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
 
-from .base import TERM_GRACE_SECONDS, Launcher
+from .base import TERM_GRACE_SECONDS
+from .local import LocalLauncher
 
-__all__ = ["ProcessLauncher", "build_command", "kill_tree", "launcher_name"]
+__all__ = ["ProcessLauncher", "build_command", "command_name", "kill_tree"]
 
 
 def _free_port() -> int:
@@ -37,9 +38,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def launcher_name(spec: TrialSpec) -> str:
-    """hardware.launcher, with "auto" resolved: python for one process, else torchrun (or accelerate with its config)."""
-    choice = str(spec.hardware.get("launcher") or "auto")
+def command_name(spec: TrialSpec) -> str:
+    """hardware.command, with "auto" resolved: python for one process, else torchrun (or accelerate with its config)."""
+    choice = str(spec.hardware.get("command") or "auto")
     if choice != "auto":
         return choice
     if spec.num_processes <= 1:
@@ -52,11 +53,11 @@ def launcher_name(spec: TrialSpec) -> str:
 def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[str]:
     """The argv that starts the trial's process(es)."""
     worker = ["-m", "grpo_ablate.trainer.worker", os.fspath(spec_path)]
-    launcher = launcher_name(spec)
+    launcher = command_name(spec)
     n = spec.num_processes
     if launcher == "python":
         if n != 1:
-            raise ValueError(f"hardware.launcher 'python' starts one process, but num_processes is {n}; use torchrun or accelerate")
+            raise ValueError(f"hardware.command 'python' starts one process, but num_processes is {n}; use torchrun or accelerate")
         return [sys.executable, *worker]
     if launcher == "torchrun":
         return [
@@ -70,29 +71,34 @@ def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[st
         if spec.hardware.get("accelerate_config"):
             cmd += ["--config_file", os.fspath(spec.hardware["accelerate_config"])]
         return [*cmd, *worker]
-    raise ValueError(f"hardware.launcher must be auto, python, torchrun or accelerate, got {launcher!r}")
+    raise ValueError(f"hardware.command must be auto, python, torchrun or accelerate, got {launcher!r}")
 
 
 def kill_tree(proc: subprocess.Popen, grace: float = TERM_GRACE_SECONDS) -> None:
-    """SIGTERM the process group `proc` leads, then SIGKILL what is left after `grace` seconds."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
+    """SIGTERM the process group `proc` leads, then SIGKILL whatever of the group is left after `grace` seconds.
+
+    The group outlives its leader when a trial's process forked and exited first (a reward's
+    `sh -c "sleep 300 &"` under a worker killed by the memory cap): what is left of it is
+    killed even when `proc` itself has already ended.
+    """
+    if proc.poll() is None:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
-        proc.wait()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
-class ProcessLauncher(Launcher):
-    """Each trial in a fresh process tree (python, torchrun or accelerate, from hardware.launcher).
+class ProcessLauncher(LocalLauncher):
+    """Each trial in a fresh process tree (python, torchrun or accelerate, from hardware.command).
 
     `command` replaces build_command (a test's stand-in child, a wrapper such as `srun`).
     """
@@ -131,6 +137,7 @@ class ProcessLauncher(Launcher):
         self._log.write(("$ " + " ".join(cmd) + "\n").encode())
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                       cwd=os.getcwd(), preexec_fn=die_with_parent())
+        self.processes_started += 1
 
     def poll(self) -> int | None:
         return None if self._proc is None else self._proc.poll()
@@ -148,6 +155,8 @@ class ProcessLauncher(Launcher):
             kill_tree(self._proc)
 
     def ended(self) -> None:
+        if self._proc is not None:
+            kill_tree(self._proc)  # the trial's process group, whatever of it outlived the worker
         self._server.close()
         if self._log is not None:
             self._log.close()

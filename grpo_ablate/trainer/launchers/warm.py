@@ -12,8 +12,13 @@ so an outcome means the same as with a process per trial.
 
 Isolation where it matters: the session is ended, and the next trial gets a fresh one, after
 any trial that did not end cleanly (failed, out of memory, timed out, stopped by force,
-interrupted, or left a thread running); `keep_after` widens that (the probe keeps its session
-after an in-process CUDA OOM, which the caching allocator recovers from). A trial whose
+interrupted) or left what the child cannot restore (threads, processes, open descriptors,
+atexit handlers, names on `sys`/`builtins`: the child's answer says which, and so does the
+trial's log); `keep_after` widens that (the probe keeps its session after an in-process CUDA
+OOM, which the caching allocator recovers from: `for_probe`). A trial that failed after earlier
+trials in the same process runs again in a fresh one, which decides: its modules were imported
+in this process before (forgotten and imported again), and a registry that refuses a repeat
+fails only then. A trial whose
 environment differs from the session's in anything the child cannot apply at run time (all but
 the CPU share's thread counts) also gets a fresh session. Only single-process trials without
 vLLM share a session (`shares_a_session`); others get a process of their own.
@@ -23,36 +28,34 @@ vLLM share a session (`shares_a_session`); others get a process of their own.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import select
 import subprocess
 import sys
-import threading
-import weakref
 from pathlib import Path
 from typing import Any, Iterable
 
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, SESSION_FLAG
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.vocab import LOG_FILE, Outcome
 
-from .base import TERM_GRACE_SECONDS, Launcher
-from .process import ProcessLauncher, kill_tree, launcher_name
+from .base import TERM_GRACE_SECONDS
+from .local import LocalLauncher
+from .process import ProcessLauncher, command_name, kill_tree
 
-__all__ = ["LAUNCHER_ENV", "WarmSession", "launcher_for", "shares_a_session", "warm_by_default"]
+__all__ = ["CLEAN_OUTCOMES", "SESSION_ATTEMPT_LOG", "WarmSession", "shares_a_session"]
 
-LAUNCHER_ENV = "GRPO_ABLATE_LAUNCHER"  # "process" or "warm": overrides the default choice
 _THREAD_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the child applies these per trial (torch.set_num_threads)
 CLEAN_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.PRUNED})
+SESSION_ATTEMPT_LOG = "log.session.txt"  # a trial that failed in a session and ran again: the session's attempt
 
 
 def shares_a_session(spec: TrialSpec) -> bool:
     """True when this spec's trial may run inside a session: one process, no vLLM."""
     vllm = str((spec.hardware.get("vllm") or {}).get("mode") or "none")
-    return spec.num_processes == 1 and launcher_name(spec) == "python" and vllm == "none"
+    return spec.num_processes == 1 and command_name(spec) == "python" and vllm == "none"
 
 
 def _startup_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -71,7 +74,7 @@ def _startup_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(fixed.items()))
 
 
-class WarmSession(Launcher):
+class WarmSession(LocalLauncher):
     """Run trials one after another in one child process; replace it after any unclean end.
 
         with WarmSession() as session:
@@ -119,12 +122,37 @@ class WarmSession(Launcher):
 
     # ---- the Launcher interface
 
+    @classmethod
+    def for_probe(cls) -> "WarmSession":
+        """The probe's session keeps its process after an in-process out-of-memory point too.
+
+        A probe point is a trial of one or two steps, and out-of-memory points are what a probe
+        looks for: CUDA's error, caught by run_spec, is recovered from by emptying the caching
+        allocator (what accelerate's find_executable_batch_size relies on). A point killed by the
+        CPU cap, timed out, failed or interrupted still gets a fresh process for the next one.
+        """
+        return cls(keep_after=CLEAN_OUTCOMES | {Outcome.OOM})
+
     def run(self, spec: TrialSpec, **kwargs: Any) -> TrialResult:
         """Run one trial in the session; a trial that cannot share one (shares_a_session) gets its own process."""
         if not shares_a_session(spec):
             self.processes_started += 1
             return ProcessLauncher().run(spec, **kwargs)
-        return super().run(spec, **kwargs)
+        result = super().run(spec, **kwargs)
+        reply, trial_number = self._reply or {}, self._trials_in_process
+        if result.outcome is Outcome.FAILED and reply.get("outcome") == Outcome.FAILED.value and trial_number > 1:
+            # Its own failure, after earlier trials in this process: a module of the trial that a
+            # registry refuses to take twice (its first import was in an earlier trial) fails
+            # only here. A fresh process decides; the session's attempt stays beside it.
+            log_path = spec.path / LOG_FILE
+            kept, first_reason = spec.path / SESSION_ATTEMPT_LOG, result.reason
+            os.replace(log_path, kept)
+            self.close()
+            result = super().run(spec, **kwargs)
+            with log_path.open("a") as log:
+                log.write(f"[grpo-ablate] this trial failed as trial {trial_number} of a warm session ({kept.name}: "
+                          f"{first_reason}); it ran again in a fresh process, as above\n")
+        return result
 
     def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:
         spec_path = spec.save()
@@ -191,45 +219,3 @@ class WarmSession(Launcher):
         if result.outcome not in self.keep_after or not reply.get("clean"):
             self.close()  # whatever the trial left behind goes with the process
         return result
-
-
-# --------------------------------------------------------------------------------------------
-# Choosing a launcher for a study's trial
-# --------------------------------------------------------------------------------------------
-
-_local = threading.local()
-_sessions: "weakref.WeakSet[WarmSession]" = weakref.WeakSet()
-
-
-def warm_by_default(spec: TrialSpec) -> bool:
-    """Whether a study runs this trial in a warm session: single-process CPU trials (see notes/launcher.md).
-
-    GRPO_ABLATE_LAUNCHER=process or =warm overrides the choice for every trial that can share a session.
-    """
-    if not shares_a_session(spec):
-        return False
-    choice = os.environ.get(LAUNCHER_ENV, "").strip().lower()
-    if choice in ("process", "warm"):
-        return choice == "warm"
-    return spec.env.get("CUDA_VISIBLE_DEVICES") == "" or bool(spec.trainer.get("use_cpu"))
-
-
-def launcher_for(spec: TrialSpec) -> Launcher:
-    """The launcher a study runs `spec` with: this thread's warm session, or a process of its own.
-
-    A session belongs to the thread that uses it (its parent-death signal follows that thread),
-    so each of a study's worker threads keeps its own; all are closed at exit.
-    """
-    if not warm_by_default(spec):
-        return ProcessLauncher()
-    session = getattr(_local, "session", None)
-    if session is None:
-        session = _local.session = WarmSession()
-        _sessions.add(session)
-    return session
-
-
-@atexit.register
-def _close_sessions() -> None:
-    for session in list(_sessions):
-        session.close()

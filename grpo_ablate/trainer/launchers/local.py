@@ -1,0 +1,45 @@
+"""What a launcher that runs trials on this host may assume, and a launcher on another node may not.
+
+- the trial's process is this process's descendant: it watches this pid (GRPO_ABLATE_PARENT_PID)
+  and ends itself when the orchestrator is gone, and dies with the starting thread
+  (children.die_with_parent);
+- it imports this checkout of the package (PYTHONPATH) and starts in this working folder;
+- it shares this process's memory cgroup, so a rise of the cgroup's `oom_kill` count while it
+  ran is evidence that the kernel's OOM killer ended it (outcome.py).
+
+A launcher that sends the trial elsewhere (SLURM, Ray, Kubernetes) subclasses `Launcher`
+instead: the worker then watches no parent, and out-of-memory evidence is the worker's own
+record (result.json), or whatever the scheduler reports, through `Launcher.oom_evidence`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.trainer.worker import PARENT_PID_ENV
+
+from .base import Launcher, trial_environment
+from .outcome import oom_kill_count, oom_kill_evidence
+
+__all__ = ["LocalLauncher", "PACKAGE_ROOT"]
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+
+
+class LocalLauncher(Launcher):
+    """A launcher whose trials are child processes on this host (ProcessLauncher, WarmSession)."""
+
+    def environment(self, spec: TrialSpec) -> dict[str, str]:
+        env = trial_environment(spec)
+        # The worker imports this package by module name, installed or not.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.fspath(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+        env[PARENT_PID_ENV] = str(os.getpid())  # the worker ends its trial when this pid is gone
+        return env
+
+    def oom_marker(self) -> int | None:
+        return oom_kill_count()
+
+    def oom_evidence(self, marker: object) -> str | None:
+        return oom_kill_evidence(marker if isinstance(marker, int) else None, oom_kill_count())
