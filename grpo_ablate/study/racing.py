@@ -313,7 +313,7 @@ def arm_results(ostudy: "optuna.Study") -> dict[str, dict[int, float]]:
 
 
 def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> RaceState:
-    """Close the round that just finished and queue the next one; the new state is stored in RACING_ATTR.
+    """Close the round that just finished and queue the next one; the new state is written by the ledger (set_race).
 
     `queue_next=False`: the study's trial budget is spent, so the race ends with this round.
     """
@@ -333,7 +333,7 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
     wanted = set(state.live) | ({base} if base else set())
     state = decide(state, {a: results.get(a, {}) for a in wanted}, maximize=study.directions[0] == "maximize",
                    seeds_left=queue_next and used < len(study.study.seeds), rule=rule_of(study), baseline=base)
-    ostudy.set_user_attr(RACING_ATTR, state.as_dict())
+    ledger.set_race(ostudy, state.as_dict())
     stopped = set(arms) - set(state.live) if not state.decided else set(arms)
     ledger.cancel_queued(ostudy, stopped, f"racing settled the arm in round {state.round}")
     if not state.decided:
