@@ -161,6 +161,7 @@ def test_held_out_study_shows_its_answer_and_completions(eval_page):
     r = eval_page["result"]
     assert eval_page["errors"] == []
     assert [s["id"] for s in r["sections"] if not (s["present"] and s["height"] > 0)] == []
-    assert r["answer"].startswith("Use num_generations=4") and "paired t test" in r["answer"]
+    # the answer leads with the configuration, its probability of being within min_effect of the best, and the eps-best set
+    assert r["answer"].startswith("Use num_generations=4") and "Probability that it is within 0.05 of the best" in r["answer"]
     assert XSS in r["samplesText"] and "reward 0" in r["samplesText"]
     assert r["overflow"] <= 0
