@@ -108,13 +108,13 @@ def delta_words(m: Metric, arm_title: str, base_title: str, value: MetricStat, b
         size = f"{abs(diff.relative) * 100:.0f}% {'higher' if diff.delta > 0 else 'lower'}"
     else:
         size = f"{fmt(abs(diff.delta))} {'higher' if diff.delta > 0 else 'lower'}"
-    verdict = "better" if better else "worse"
     test = f"{comparison.words}, {fmt_p(comparison.p_value)}" if comparison is not None and \
         comparison.p_value is not None else f"{value.n} vs {base.n} seeds"
+    # "better"/"worse" only where the test says so: a skimmer must not take a winner from noise
     if diff.clear is True:
-        noise = f"a difference larger than the seed-to-seed spread ({test})"
+        tail = f"{'better' if better else 'worse'}, a difference larger than the seed-to-seed spread ({test})"
     elif diff.clear is False:
-        noise = f"within the seed-to-seed spread, so not a reliable difference ({test})"
+        tail = f"not distinguishable from it: the difference is within the seed-to-seed spread ({test})"
     else:
-        noise = "from a single seed, so the seed-to-seed spread is unknown"
-    return f"{arm_title}: {m.label} is {size} than {base_title} {how}: {verdict}, {noise}."
+        tail = "from a single seed, so the seed-to-seed spread is unknown: no call"
+    return f"{arm_title}: {m.label} is {size} than {base_title} {how}: {tail}."
