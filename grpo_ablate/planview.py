@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
 from grpo_ablate.config.hardware import world_size_reason
+from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import ASSUMED, GpuEstimate, assumed_trial_seconds, fmt_range, hours, model_parameters
@@ -191,7 +192,10 @@ def plan_text(study: "Study") -> str:
         lines.append(f"Recipe {study.file.trainer_from} (notes on its keys):")
         lines += [f"  note: {n}" for n in notes]
         lines.append("")
-    lines += ["Processes: " + world_size_reason(study.file) + ".", "Hardware: " + space.shape.describe(), ""]
+    lines += ["Processes: " + world_size_reason(study.file) + ".", "Hardware: " + space.shape.describe()]
+    cpu = cpu_run_changes(study.file)
+    lines += ["On this machine: " + CPU_CHANGES_LEAD + "; ".join(cpu) + "."] if cpu else []
+    lines.append("")
     lines.append(f"Feasible pairs ({len(space.feasible)}):")
     lines.append(f"  {'num_generations':>15} {'gen_batch':>9} {'steps/gen':>9} {'prompts/round':>13}")
     for p in space.feasible:
