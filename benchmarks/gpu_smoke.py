@@ -243,7 +243,10 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
     log = ctx.out / "vllm-server.log"
     started = time.monotonic()
     # One GPU stands for the trial's two-GPU block (0,0): the server takes the last, as it would take GPU 1 of 2.
-    with vllm_server(hardware, str(ctx.model), {} if ctx.cpu else {"CUDA_VISIBLE_DEVICES": "0,0"}, log, command=command,
+    # the server runs in this environment (PATH, HOME...: without PATH, vLLM's CPU build cannot run the C++
+    # compiler its sampler needs), as a trial's server does in the launcher
+    env = dict(os.environ) if ctx.cpu else dict(os.environ, CUDA_VISIBLE_DEVICES="0,0")
+    with vllm_server(hardware, str(ctx.model), env, log, command=command,
                      startup_timeout=min(ctx.left(), 450.0 if ctx.cpu else 150.0)) as served:
         figures["startup_seconds"] = round(time.monotonic() - started, 1)
         port = int(served["trainer"]["vllm_server_port"])
