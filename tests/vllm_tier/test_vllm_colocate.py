@@ -1,6 +1,13 @@
 """A real colocate-vLLM trial on the CPU: held-out evaluation through the trainer's vLLM engine and a G
 schedule; its greedy answers equal transformers' on the same weights, before training (the model on
-disk) and after it (the final checkpoint), so the engine saw the trainer's updated weights."""
+disk) and after it (the final checkpoint), so the engine saw the trainer's updated weights.
+
+Known to fail on vLLM 0.31's CPU build, in TRL's weight sync, before the first generation: after
+loading, vLLM's CPU linear layers hand their weights to oneDNN (vllm/model_executor/layers/utils.py,
+dispatch_cpu_unquantized_gemm(remove_weight=True)) and replace `layer.weight` with an empty
+Parameter that has no `weight_loader`, so TRL's `sync_weights` -> `model.load_weights` raises
+AttributeError. The mark is strict: when a vLLM release keeps the weights loadable, this test
+passes, the run reports it, and the mark comes off."""
 
 from __future__ import annotations
 
@@ -57,6 +64,8 @@ def _greedy(folder: Path, prompts: list[str], max_new_tokens: int) -> list[str]:
     return texts
 
 
+@pytest.mark.xfail(strict=True, reason="vLLM 0.31 CPU build: oneDNN prepacking drops layer.weight, so TRL's "
+                   "colocate sync_weights fails ('Parameter' object has no attribute 'weight_loader')")
 def test_colocate_trial_evaluates_through_vllm_as_transformers_does(tmp_path, needs_vllm, tiny_vllm_model):
     trial = tmp_path / "trial"
     r = run_cli("run-one", str(_study(tmp_path)), "--trial-dir", str(trial), timeout=900)
