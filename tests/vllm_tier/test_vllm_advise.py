@@ -1,6 +1,11 @@
 """`grpo-ablate advise` with the vLLM sampler against the transformers sampler, on the same prompts of
 the same model at the same decoding: the two draw from one distribution, so each one's share of
-zero-spread prompts lies inside the other's 95% interval."""
+zero-spread prompts lies inside the other's 95% interval.
+
+The study names dtype float32. Left to "auto", vLLM downcasts the float32 model to bf16 (as TRL's
+colocate engine does too): measured here, 24 of 64 prompts had no reward spread under vLLM against
+12 of 64 under transformers (float32), outside each other's intervals. That is the precision, not
+the sampler."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ PROMPTS, K = 64, 8
 def _study(folder: Path, mode: str) -> Path:
     return write_study(folder, f"""
         study: {{name: advise-{mode}, sampler: tpe, n_trials: 2, seeds: [0], output_dir: {folder / 'out'}}}
-        model: {{name_or_path: builtin:tiny-vllm}}
+        model: {{name_or_path: builtin:tiny-vllm, dtype: float32}}  # else vLLM's "auto" downcasts it to bf16
         data: {{task: addition, num_prompts: 200}}
         trainer: {{per_device_train_batch_size: 16, max_completion_length: 6, vllm_max_model_length: 64}}
         hardware: {{num_processes: 1, vllm: {{mode: {mode}}}}}

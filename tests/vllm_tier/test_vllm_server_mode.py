@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 from pathlib import Path
 
+from grpo_ablate.trainer.vllm_server import _port_free
 from helpers import free_port, run_cli, write_study
 from tier import jsonl
 
@@ -59,8 +59,7 @@ def test_server_mode_trial_with_a_recording_weight_sync(tmp_path, needs_vllm, ti
 
     # the project's helper ran `trl vllm-serve` on this study's port, on the CPU, and stopped it
     assert "vllm-serve" in server_log and f"--port {port}" in server_log and "CUDA_VISIBLE_DEVICES= " in server_log
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", port))  # free again: the server is gone
+    assert _port_free(port)  # free again (TIME_WAIT aside, as the helper itself checks): the server is gone
 
     # training generated through the server: real completions, scored
     steps = jsonl(trial / "metrics.jsonl")
