@@ -1,6 +1,6 @@
 # All set-up is here, so a fresh clone needs only `make demo` or `make test`.
 #   make demo    virtualenv + install + a real study on the built-in offline default
-#   make test    virtualenv + install + the whole test suite (GPU tests skip without a GPU)
+#   make test    virtualenv + install + lint + type check + the whole test suite (GPU tests skip without a GPU)
 #   make test-vllm   the second tier: vLLM (CPU build) and DeepSpeed paths, in .venv-vllm
 PYTHON ?= python3
 VENV   ?= .venv
@@ -27,7 +27,7 @@ VLLM_REQ     := tests/vllm_tier/requirements.txt
 VLLM_STANDIN := tests/vllm_tier/vllm-standin
 VLLM_STAMP   := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml $(VLLM_REQ) $(VLLM_STANDIN)/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test test-fast test-vllm install-vllm bench clean nightly nightly-baseline
+.PHONY: install demo test lint test-fast test-vllm install-vllm bench clean nightly nightly-baseline
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,10 +47,15 @@ install: $(STAMP)
 demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/grpo-ablate run studies/tiny-cpu.yaml
 
-# Two pytest workers (one per core), a test file each at a time: trials spend much of their time
-# starting up and waiting, so one process left a core idle (88% of one core over the suite).
-test: install
+# The linter and the type checker first ([tool.ruff] and [tool.mypy] in pyproject.toml; seconds),
+# then two pytest workers (one per core), a test file each at a time: trials spend much of their
+# time starting up and waiting, so one process left a core idle (88% of one core over the suite).
+test: install lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not vllm" -n 2 --dist loadfile tests
+
+lint: install
+	$(BIN)/ruff check grpo_ablate tests
+	$(BIN)/mypy
 
 test-fast: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not slow and not vllm" tests

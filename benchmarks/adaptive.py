@@ -17,7 +17,7 @@ Printed per task:
   held-out reward, paired by seed when tighter, at 95%;
 - the best fixed G (highest mean held-out reward among the fixed arms, picked on these same
   runs, so it is optimistic) and each adaptive arm against it, with the report's own test
-  (report.stats.compare_to_baseline);
+  (stats.seeds.compare_to_baseline);
 - per arm: informative groups per step (groups with reward spread that were trained on),
   generated completions, generated tokens per unit of held-out gain.
 
@@ -52,7 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_ablate.report.stats import compare_to_baseline  # noqa: E402
+from grpo_ablate.stats.seeds import compare_to_baseline  # noqa: E402
 from grpo_ablate.report.text import fmt_interval, fmt_p  # noqa: E402
 from grpo_ablate.vocab import generations_text, metric, parse_generations  # noqa: E402
 
@@ -163,7 +163,7 @@ def summarise(task: str, folder: Path) -> None:
         print(f"  {lab:<18} n={len(by[lab])}  held-out {mean[lab]:.3f}  gain {gain:+.3f}  informative/step {info:5.2f} (per 1k completions {per_k:5.1f})  "
               f"completions {made:,.0f}  tokens {tokens:,.0f}  tokens per gain {per_gain}")
     print(f"\nbest fixed G on these runs: G={best} (held-out {mean[best]:.3f}); adaptive arms against it "
-          "(report.stats.compare_to_baseline: paired by seed when tighter, 95%):")
+          "(stats.seeds.compare_to_baseline: paired by seed when tighter, 95%):")
     for lab in by:
         if lab in fixed:
             continue

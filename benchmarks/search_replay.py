@@ -18,7 +18,7 @@ from typing import Any
 
 from grpo_ablate.search.encoding import ORDINAL, suggest_arm
 from grpo_ablate.search.fidelity import ComputeClock, quantum
-from grpo_ablate.search.racing import RaceState, decide
+from grpo_ablate.study.racing import RaceState, decide
 from grpo_ablate.search.samplers import build_pruner, build_sampler
 from grpo_ablate.space import BatchShape, FeasiblePair, FeasibleSpace
 from grpo_ablate.vocab import Arm

@@ -1,10 +1,12 @@
 """The sequential benchmark's table: real trials (task x arm x seed) with held-out evaluation points.
 
-    nice -n 10 python benchmarks/sequential_table.py --tasks addition addition_mixed   # build / extend
-    python benchmarks/sequential.py                                                    # replay it
+    nice -n 10 python benchmarks/sequential_table.py --seeds 40   # the committed table (~2 h on 2 cores)
+    nice -n 10 python benchmarks/sequential_table.py --steps 60 --tasks addition_mixed \
+        --out benchmarks/data/sequential_table_mixed60.json          # the 60-step table (12 seeds)
+    python benchmarks/sequential.py                                # replay them
 
 Every trial of one task's ablation (baseline G=8 at T=1.0; G=2, G=4, the schedule 2->8@50%, and
-T=0.5) on seeds 0..11 runs through the real trainer in one warm session (one process for all
+T=0.5) on seeds 0..N-1 runs through the real trainer in one warm session (one process for all
 trials, one worker), the study's own trial specs (study/trial_spec.build_spec). The table is saved
 after every trial, so an interrupted build resumes where it stopped, and carries its settings and
 library versions; a table whose settings differ (other than seeds) is rebuilt. Seeds run outermost,

@@ -2,6 +2,6 @@
 
 import sys
 
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 
 sys.exit(main())

@@ -1,13 +1,15 @@
-"""What a study will cost before its first trial: GPU-hours per trial and for the whole study.
+"""What a trial costs, as arithmetic: the GPUs `hardware.gpu_type` names, the stated per-GPU rates,
+FLOPs per trained token, the recipe's full-run length, and GPU-hours. Pure: no study, no files.
 
-    grpo-ablate plan studies/openr1-1.5b-numina-8gpu.yaml      # "GPU time (estimate): ..."
+    python -c "from grpo_ablate.cost import GPU_TYPES; print(GPU_TYPES['H20'])"
 
-A cluster study is planned on a laptop, so this reads nothing that needs the model's weights or a
-network: the parameter count comes from the model's config.json when it is a local folder or in
-the Hugging Face cache, else it is said to be unknown. Without a measurement (a finished trial or
-probe.json) the figure is a range from the assumptions below, printed with it, and labelled as an
-estimate: generation is bound by memory bandwidth (tokens per second fall with the model's size),
-training by compute (6 x parameters FLOPs per trained token).
+estimate.py applies it to a study (measured where possible). Training is bound by compute (FLOPs
+per trained token: 6 x parameters, +2x each for gradient checkpointing's recomputed forward, a
+reference model (beta > 0) and old log-probabilities (num_iterations > 1)); generation by memory
+bandwidth. The GPU table keeps two figures per GPU: dense BF16 tensor throughput and memory
+bandwidth (vendors print BF16 "with sparsity"; the dense figure is half of it). The parameter count
+is read offline: config.json in a local folder or the Hugging Face cache, else the size in the
+model's name, else it is said to be unknown.
 """
 
 from __future__ import annotations
@@ -19,28 +21,65 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Assumptions", "ASSUMED", "GpuEstimate", "model_parameters", "parameters_from_config", "assumed_trial_seconds",
-           "hours", "fmt_hours", "fmt_range"]
+from grpo_ablate.bounds import BOUNDS
+from grpo_ablate.errors import StudyError
+from grpo_ablate.safe_read import MB, read_bytes
+
+PARAMETERS = BOUNDS["parameters"]
+
+__all__ = ["Gpu", "GPU_TYPES", "REFERENCE_GPU", "Assumptions", "ASSUMED", "TrialEstimate", "full_run_steps",
+           "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range"]
+
+
+# ------------------------------------------------------------------ GPUs (hardware.gpu_type)
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    bf16_tflops: float  # dense BF16 tensor-core peak
+    bandwidth_tb_s: float  # HBM / GDDR bandwidth
+    memory_gb: int
+    source: str
+
+
+GPU_TYPES: dict[str, Gpu] = {g.name: g for g in (
+    Gpu("H100", 989.0, 3.35, 80, "NVIDIA H100 SXM5 datasheet, nvidia.com/en-us/data-center/h100 (1,979 TFLOPS BF16 with sparsity)"),
+    Gpu("H200", 989.0, 4.8, 141, "NVIDIA H200 SXM datasheet, nvidia.com/en-us/data-center/h200 (1,979 TFLOPS BF16 with sparsity)"),
+    Gpu("H20", 148.0, 4.0, 96, "NVIDIA HGX H20 as reported from its product brief (148 TFLOPS BF16 dense, 4.0 TB/s, 96 GB HBM3); "
+                               "no public nvidia.com datasheet"),
+    Gpu("A100", 312.0, 2.039, 80, "NVIDIA A100 80GB SXM datasheet, nvidia.com/en-us/data-center/a100 (624 TFLOPS BF16 with sparsity)"),
+    Gpu("L40S", 362.0, 0.864, 48, "NVIDIA L40S datasheet, nvidia.com/en-us/data-center/l40s (733 TFLOPS BF16 with sparsity)"),
+)}
+
+# The GPU the estimate's unqualified rates are quoted for (hardware.gpu_type unset).
+REFERENCE_GPU = GPU_TYPES["H100"]
 
 
 @dataclass(frozen=True)
 class Assumptions:
-    """Per-GPU rates the range is built from; (low, high) each, the low giving the long estimate."""
+    """The rates an unmeasured estimate is built from; (low, high) each, the low giving the long estimate."""
 
-    generation_tokens_per_s_vllm: tuple[float, float] = (1000.0, 5000.0)  # for a 7 B model, batched decoding
+    # vLLM decoding throughput per GPU of a 7 B model on the reference GPU (H100), batched over a
+    # generation round; scaled by (7 B / model size) and by the GPU's bandwidth over the H100's
+    generation_tokens_per_s_vllm: tuple[float, float] = (1500.0, 4000.0)
     generation_tokens_per_s_hf: tuple[float, float] = (150.0, 800.0)  # transformers' generate, no vLLM
-    reference_parameters: float = 7e9  # the size the generation rates are quoted for; scaled inversely
-    training_flops_per_s: tuple[float, float] = (100e12, 300e12)  # achieved bf16 FLOP/s (of ~1e15 peak on an H100)
+    reference_parameters: float = 7e9
+    mfu: tuple[float, float] = (0.15, 0.40)  # achieved share of the GPU's dense BF16 peak while training
     startup_s: tuple[float, float] = (60.0, 300.0)  # per trial: launch, model load, vLLM start
+    # mean completion length as a share of max_completion_length when nothing measured it
+    completion_share: tuple[float, float] = (0.25, 1.0)
+    # mean prompt length as a share of data.max_prompt_tokens (prompt tokens are trained on too)
+    prompt_share: tuple[float, float] = (0.1, 0.5)
 
-    def words(self, vllm: bool) -> str:
+    def words(self, vllm: bool, gpu: Gpu, gpu_named: bool) -> str:
         gen = self.generation_tokens_per_s_vllm if vllm else self.generation_tokens_per_s_hf
-        return (f"generation {gen[0]:,.0f}-{gen[1]:,.0f} tokens/s per GPU for a {self.reference_parameters / 1e9:g} B model "
-                f"({'vLLM' if vllm else 'transformers generate, no vLLM'}), scaled by {self.reference_parameters / 1e9:g} B / "
-                f"model size; training 6 x parameters FLOPs per token x num_iterations at "
-                f"{self.training_flops_per_s[0] / 1e12:g}-{self.training_flops_per_s[1] / 1e12:g} TFLOP/s achieved per GPU; "
-                f"every completion max_completion_length tokens long (an upper bound), prompt tokens not counted; "
-                f"{self.startup_s[0] / 60:g}-{self.startup_s[1] / 60:g} min start-up per trial")
+        which = (f"{gpu.name} ({gpu.bf16_tflops:g} TFLOPS BF16 dense, {gpu.bandwidth_tb_s:g} TB/s; {gpu.source})"
+                 if gpu_named else f"{gpu.name}-like GPUs (hardware.gpu_type unset; set it to narrow this)")
+        return (f"{which}; generation {gen[0]:,.0f}-{gen[1]:,.0f} tokens/s per H100 for a "
+                f"{self.reference_parameters / 1e9:g} B model ({'vLLM' if vllm else 'transformers generate, no vLLM'}), "
+                f"scaled by {self.reference_parameters / 1e9:g} B / model size and by bandwidth; training at "
+                f"{self.mfu[0]:.0%}-{self.mfu[1]:.0%} of the BF16 peak; {self.startup_s[0] / 60:g}-"
+                f"{self.startup_s[1] / 60:g} min start-up per trial; each range read as a 95% band, combined as independent")
 
 
 ASSUMED = Assumptions()
@@ -48,21 +87,48 @@ _SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
 
 
 @dataclass(frozen=True)
-class GpuEstimate:
-    """GPU-hours per trial and for the study: one value when measured, a (low, high) range when assumed."""
+class TrialEstimate:
+    """One trial's cost: wall seconds and GPU-hours, a (short, long) pair (equal when measured).
 
+    `seconds` is None when nothing is known (an unknown model size and no measurement);
+    `gpu_hours` is None on CPU. `source` says where the figures come from, in one sentence.
+    """
+
+    seconds: tuple[float, float] | None
     gpus: int
-    trials: int
-    per_trial_h: tuple[float, float]
-    source: str  # where the seconds come from, or the assumptions in words
+    measured: bool
+    source: str
+    completions: int | None = None  # generated per trial (None for a budget of tokens or seconds only)
+    full_run_steps: int | None = None  # the recipe's full run, in optimizer steps at its G
+    full_run_share: float | None = None  # one trial as a share of that run (optimizer steps)
+    full_run_seconds: tuple[float, float] | None = None  # the whole recipe run on this hardware, same rates
+    pace: tuple[float, float] | None = None  # measured: (seconds per completion, seconds per trial outside training)
 
     @property
-    def study_h(self) -> tuple[float, float]:
-        return (self.per_trial_h[0] * self.trials, self.per_trial_h[1] * self.trials)
+    def gpu_hours(self) -> tuple[float, float] | None:
+        if self.seconds is None or not self.gpus:
+            return None
+        return (hours(self.seconds[0], self.gpus), hours(self.seconds[1], self.gpus))
+
+    @property
+    def full_run_gpu_hours(self) -> tuple[float, float] | None:
+        if self.full_run_seconds is None or not self.gpus:
+            return None
+        return (hours(self.full_run_seconds[0], self.gpus), hours(self.full_run_seconds[1], self.gpus))
+
+    def study_gpu_hours(self, trials: int) -> tuple[float, float] | None:
+        h = self.gpu_hours
+        return None if h is None else (h[0] * trials, h[1] * trials)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"gpus_per_trial": self.gpus, "trials": self.trials, "gpu_hours_per_trial": list(self.per_trial_h),
-                "gpu_hours_study": list(self.study_h), "source": self.source}
+        return {"seconds": list(self.seconds) if self.seconds else None, "gpus_per_trial": self.gpus,
+                "gpu_hours_per_trial": list(self.gpu_hours) if self.gpu_hours else None, "measured": self.measured,
+                "source": self.source, "completions": self.completions, "full_run_steps": self.full_run_steps,
+                "full_run_share": self.full_run_share,
+                "full_run_gpu_hours": list(self.full_run_gpu_hours) if self.full_run_gpu_hours else None}
+
+
+# ------------------------------------------------------------------ the model's size
 
 
 def parameters_from_config(config: dict[str, Any]) -> int | None:
@@ -78,7 +144,9 @@ def parameters_from_config(config: dict[str, Any]) -> int | None:
         heads = int(config.get("num_attention_heads") or 1)
         kv = int(config.get("num_key_value_heads") or heads)
         head_dim = int(config.get("head_dim") or h // heads)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    if min(h, layers, vocab, inter, heads, kv, head_dim) <= 0:  # not a model's shape
         return None
     attention = h * heads * head_dim * 2 + h * kv * head_dim * 2  # q and o; k and v
     mlp = 3 * h * inter
@@ -100,34 +168,90 @@ def model_parameters(name_or_path: str, revision: str | None = None) -> tuple[in
             candidates.append(Path(cached))
     except Exception:  # noqa: BLE001 - not a repo id, or no cache: the size is then unknown, said as such
         pass
+    odd: list[str] = []
     for path in candidates:
         try:
-            config = json.loads(path.read_text())
-        except (OSError, ValueError):
+            config = json.loads(read_bytes(path, "model config", 16 * MB))
+        except (OSError, ValueError, StudyError):  # missing, a FIFO, too large, not JSON: not a size
             continue
         n = parameters_from_config(config) if isinstance(config, dict) else None
-        if n:
+        if n and (problem := PARAMETERS.problem(n)) is None:
             return n, f"config.json of {name_or_path}"
+        if n:
+            odd.append(f"its config.json gives {n:,} parameters, which {problem}")
     named = _SIZE_IN_NAME.search(Path(name_or_path).name)
     if named:  # "Qwen2.5-1.5B-Instruct": the size its publisher wrote in the name
-        return int(float(named.group(1)) * 1e9), f"read from the name {Path(name_or_path).name!r}; no config.json offline"
-    return None, f"unknown: no config.json of {name_or_path} readable offline (a local folder or the HF cache)"
+        n = int(float(named.group(1)) * 1e9)
+        if (problem := PARAMETERS.problem(n)) is None:
+            return n, f"read from the name {Path(name_or_path).name!r}; no config.json offline"
+        odd.append(f"its name says {named.group(1)} B parameters, which {problem}")
+    why = "; ".join(odd) or f"no config.json of {name_or_path} readable offline (a local folder or the HF cache)"
+    return None, f"unknown: {why}"
 
 
-def assumed_trial_seconds(parameters: int, completions: int, completion_tokens: int, num_iterations: int,
-                          training_gpus: int, generation_gpus: int, vllm: bool,
-                          assumed: Assumptions = ASSUMED) -> tuple[float, float]:
-    """(short, long) wall seconds of one trial from the stated assumptions."""
-    tokens = completions * completion_tokens
+# ------------------------------------------------------------------ pure arithmetic
+
+
+def flops_per_token(parameters: int, *, checkpointing: bool, reference_model: bool, old_logprobs: bool) -> float:
+    """Training FLOPs per trained token: 6N for forward and backward, 2N more for each extra forward pass."""
+    return parameters * (6.0 + 2.0 * (checkpointing + reference_model + old_logprobs))
+
+
+def assumed_trial_seconds(parameters: int, completions: float, completion_tokens: tuple[float, float],
+                          prompt_tokens: tuple[float, float], training_gpus: int, generation_gpus: int, vllm: bool,
+                          flops_per_trained_token: float, gpu: Gpu = REFERENCE_GPU,
+                          assumed: Assumptions = ASSUMED, startup: bool = True) -> tuple[float, float]:
+    """(short, long) wall seconds of `completions` generated and trained on, from the stated assumptions.
+
+    Generation and training alternate in a GRPO step (TRL does not overlap them), so they add up.
+    `completion_tokens` and `prompt_tokens` are (short-end, long-end) mean lengths. Each assumed
+    range is read as a 95% band on a log scale and the uncertain ones as independent, so the
+    printed range is their combined band (each narrowed by 1/sqrt(k) in log width for k uncertain
+    factors), not the product of every worst case, which no run meets at once.
+    """
     rates = assumed.generation_tokens_per_s_vllm if vllm else assumed.generation_tokens_per_s_hf
-    scale = assumed.reference_parameters / parameters
-    flops = 6.0 * parameters * tokens * max(1, num_iterations)
+    scale = assumed.reference_parameters / parameters * gpu.bandwidth_tb_s / REFERENCE_GPU.bandwidth_tb_s
+    ranges = [rates, assumed.mfu, completion_tokens, prompt_tokens]
+    k = sum(1 for r in ranges if r[0] > 0 and r[1] > r[0])
+    rates, mfus, completion_tokens, prompt_tokens = (_combined(r, k) for r in ranges)
     out = []
-    for gen_rate, train_rate, startup in zip(reversed(rates), reversed(assumed.training_flops_per_s), assumed.startup_s):
-        gen = tokens / (gen_rate * scale * max(1, generation_gpus))
-        train = flops / (train_rate * max(1, training_gpus))
-        out.append(startup + gen + train)
+    for gen_rate, mfu, length, prompt, start in zip(reversed(rates), mfus[::-1], completion_tokens,
+                                                    prompt_tokens, assumed.startup_s):
+        gen = completions * length / (gen_rate * scale * max(1, generation_gpus))
+        train = completions * (length + prompt) * flops_per_trained_token / (gpu.bf16_tflops * 1e12 * mfu * max(1, training_gpus))
+        out.append((start if startup else 0.0) + gen + train)
     return (out[0], out[1])
+
+
+def _combined(r: tuple[float, float], k: int) -> tuple[float, float]:
+    """A (low, high) band narrowed about its geometric centre to its share of k independent bands."""
+    lo, hi = r
+    if lo <= 0 or hi <= lo or k <= 1:
+        return (lo, hi)
+    centre, half = math.sqrt(lo * hi), math.sqrt(hi / lo) ** (1 / math.sqrt(k))
+    return (centre / half, centre * half)
+
+
+def full_run_steps(full_run: dict[str, Any] | None, generated_per_step: float, prompts: int | None) -> int | None:
+    """The recipe's whole run in optimizer steps: its max_steps, else epochs x prompts x G / completions per step.
+
+    Counted at the recipe's own G (full_run["num_generations"]), so every arm of a study shares one
+    schedule length. None when neither is known (epochs over a dataset whose size is not known here).
+    """
+    if not full_run:
+        return None
+    if full_run.get("max_steps"):
+        return int(full_run["max_steps"])
+    epochs, g = full_run.get("num_train_epochs"), full_run.get("num_generations")
+    prompts = full_run.get("prompts") or prompts
+    if not (epochs and g and prompts):
+        return None
+    return max(1, math.ceil(float(epochs) * int(prompts) * int(g) / generated_per_step - 1e-9))
+
+
+def lr_schedule_of(budget: dict[str, Any]) -> str:
+    """budget.lr_schedule resolved: "prefix" of the full run when the study knows one (a recipe), else "compressed"."""
+    return budget.get("lr_schedule") or ("prefix" if budget.get("full_run") else "compressed")
 
 
 def hours(seconds: float, gpus: int) -> float:

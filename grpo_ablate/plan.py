@@ -3,7 +3,7 @@
     grpo-ablate plan studies/tiny-cpu.yaml
 
 Pure: reads a validated Study, imports no optuna. study/setup.py queues these cells through
-study/ledger.py (their params: search/encoding.py's PLAN encoding); study/lifecycle.py turns
+study/ledger.py (their params: search/encoding.py's PLAN encoding, a floor above this one); study/lifecycle.py turns
 each into a trial.
 
 - grid: every feasible (num_generations, generation batch) pair x every temperature x every seed.
@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import default_pair, generated_completions
 from grpo_ablate.vocab import Arm, Cell, parse_generations
+from grpo_ablate.files.advise_file import advised_arms as saved
+from grpo_ablate.files.owned import Owner
 
 if TYPE_CHECKING:
     from grpo_ablate.config import FloatRange, Study
@@ -35,9 +37,7 @@ ADVISE_ROLE = "advise"  # the role of a cell advise queued
 
 def batch_is_searched(study: "Study") -> bool:
     """Whether some G has several feasible batches (the ablation then varies the batch too)."""
-    from grpo_ablate.search.encoding import batch_choice
-
-    return batch_choice(study.space)
+    return study.space.batch_choice
 
 
 def _temperatures(study: "Study") -> list[float]:
@@ -151,8 +151,6 @@ def advised_arms(study: "Study") -> list[Arm]:
     Read from the study's folder, as probe.json is: the plan is the same for `plan` and `run`
     without opening the storage. An arm the edited study can no longer run is left out.
     """
-    from grpo_ablate.files.advise_file import advised_arms as saved
-    from grpo_ablate.files.owned import Owner
 
     return [a for a in saved(study.output_dir, Owner.of(study)) if is_plannable(study, a)]
 

@@ -15,10 +15,14 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from grpo_ablate.errors import StudyError
+from grpo_ablate.safe_read import MB, kind_problem, open_regular, read_text, text_stream
+
 __all__ = ["prompt_file_problem", "CHECKED_SUFFIXES", "MAX_REPORTED"]
 
 CHECKED_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 MAX_REPORTED = 5  # bad rows named in the message; the rest are counted
+MAX_JSON_BYTES = 512 * MB  # a .json file is read whole
 
 
 class _Unreadable(Exception):
@@ -26,7 +30,7 @@ class _Unreadable(Exception):
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open("rb") as f:
+    with open_regular(path, "data file") as f:
         for number, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue  # datasets skips blank lines too
@@ -40,7 +44,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
 
 def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
     """A .json file: one array of rows, or (as `datasets` also accepts) JSON lines."""
-    text = path.read_text(encoding="utf-8", errors="strict")
+    text = read_text(path, "data file", MAX_JSON_BYTES)
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -66,7 +70,7 @@ def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(newline="", encoding="utf-8") as f:
+    with text_stream(path, "data file") as f:  # Excel's byte-order mark dropped, as `datasets` drops it
         reader = csv.DictReader(f)
         for row in reader:
             yield f"line {reader.line_num}", row
@@ -113,8 +117,10 @@ def prompt_file_problem(path: str | Path, column: str = "prompt", max_rows: int 
     the file is not a kind this module reads."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in CHECKED_SUFFIXES or not path.is_file():
+    if suffix not in CHECKED_SUFFIXES or not path.exists() or path.is_dir():  # a folder: load_from_disk's
         return None
+    if (kind := kind_problem(path)) is not None:  # a FIFO or a device: reading it would hang or never end
+        return f"data file {path} {kind}"
     if suffix == ".jsonl":
         rows = _jsonl_rows(path)
     elif suffix == ".json":
@@ -145,6 +151,8 @@ def prompt_file_problem(path: str | Path, column: str = "prompt", max_rows: int 
     except _Unreadable as e:
         also = f"; also {'; '.join(bad)}" if bad else ""
         return f"data file {path}: {e}{also}; fix that line"
+    except StudyError as e:
+        return e.problems[0].message
     except (UnicodeDecodeError, csv.Error, OSError) as e:
         return f"data file {path} cannot be read: {type(e).__name__}: {str(e)[:200]}"
     if n_rows == 0:

@@ -155,7 +155,7 @@ class Schedule(int):
     def __reduce__(self):  # pickling (multiprocessing, deepcopy) keeps the schedule
         return (Schedule, (self.phases, self.switches))
 
-    def __deepcopy__(self, memo: dict) -> "Schedule":
+    def __deepcopy__(self, _memo: dict) -> "Schedule":  # immutable: a copy is the schedule itself
         return self
 
     def __copy__(self) -> "Schedule":
@@ -221,6 +221,8 @@ _PER_PROMPT = re.compile(r"^adaptive:(?P<g>\d+)\[(?P<lo>\d+)-(?P<hi>\d+)\]$")
 
 class _Policy(Schedule):
     """A one-phase `Schedule` whose G per prompt the trainer decides each round (no switches)."""
+
+    _params: tuple[int, ...]  # G, then the policy's own numbers (extra rounds; the G range)
 
     def __new__(cls, g: int, *rest: int) -> "_Policy":
         obj = int.__new__(cls, int(g))

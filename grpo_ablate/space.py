@@ -143,6 +143,12 @@ class FeasibleSpace:
     def generations(self) -> tuple[int, ...]:
         return tuple(sorted({p.num_generations for p in self.feasible}))
 
+    @property
+    def batch_choice(self) -> bool:
+        """Whether some G has more than one feasible batch: then a pair, not G alone, names the arm."""
+        gens = [p.num_generations for p in self.feasible]
+        return len(gens) != len(set(gens))
+
     def pair(self, num_generations: int, generation_batch_size: int | None = None) -> FeasiblePair | None:
         for p in self.feasible:
             if p.num_generations == num_generations and (
@@ -336,7 +342,7 @@ def feasible_space(
     elif batches is None:
         cands = [None]
     else:
-        cands = sorted(set(int(b) for b in batches))  # type: ignore[union-attr]
+        cands = [*sorted({int(b) for b in batches})]
 
     feasible: list[FeasiblePair] = []
     rejected: list[Rejection] = []
@@ -367,8 +373,8 @@ def _suggest(shape: BatchShape, gens: Sequence[int], cands: Sequence[int | None]
         gbs = shape.default_generation_batch_size if b is None else b
         if b is not None and gbs % shape.unit:
             lo = (gbs // shape.unit) * shape.unit
-            near = [x for x in (lo, lo + shape.unit) if x > 0]
-            out.append(f"generation_batch_size {gbs} -> nearest multiples of {shape.unit}: {near}")
+            multiples = [x for x in (lo, lo + shape.unit) if x > 0]
+            out.append(f"generation_batch_size {gbs} -> nearest multiples of {shape.unit}: {multiples}")
             continue
         ok = [G for G in range(2, gbs + 1) if check_pair(shape, G, b) is None]
         gens = [g for g in gens if not isinstance(g, Schedule)]

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 __all__ = ["mask_url", "url_problem", "is_rdb_url", "canonical_url", "local_file", "normalize_url", "secrets_in",
-           "DATABASE_SCHEMES", "JOURNAL_PREFIX"]
+           "storage_identity", "DATABASE_SCHEMES", "JOURNAL_PREFIX"]
 
 JOURNAL_PREFIX = "journal:"  # forces a journal file, e.g. for a file name with a colon
 
@@ -39,7 +39,8 @@ _NO_COLON = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)//")
 # A key whose VALUE is itself a secret, in a URL's query, a libpq DSN or an ODBC string. Keys that
 # name where a secret lives (passfile, sslkey, sslcert) stay visible: they reveal nothing and say
 # where to look when a connection fails.
-_SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "apikey", "accesskey", "credential")
+_SECRET_WORDS = ("pass", "pwd", "pw", "secret", "token", "key", "auth", "cred", "signature", "sig", "session",
+                 "cookie", "private")
 # libpq's connection keywords (PostgreSQL docs, "Parameter Key Words"): a string made of these is
 # a key=value DSN, which Optuna cannot open and which would otherwise name a journal file.
 _LIBPQ_KEYS = frozenset(
@@ -59,8 +60,9 @@ _MIN_SCRUBBED = 4
 
 
 def _is_secret_key(key: str) -> bool:
+    """A key whose value may be a secret in free text (names that hold no secret are _HARMLESS_KEYS)."""
     flat = re.sub(r"[^a-z]", "", key.lower())
-    return flat == "pass" or any(word in flat for word in _SECRET_WORDS)
+    return key.lower() not in _HARMLESS_KEYS and any(word in flat for word in _SECRET_WORDS)
 
 
 def _parse(url: str) -> "Any | None":
@@ -89,29 +91,95 @@ def _mask_text(text: str) -> str:
     return _mask_pairs(_USERINFO_LOOSE.sub(lambda m: f"{m['pre']}{m['user']}:***@", text))
 
 
+# Query and DSN keys whose values say how to connect, never who may: shown. Every other value in a
+# URL's query is masked, whatever its key is called (passphrase=, pw=, auth=, key=, a driver's own).
+_HARMLESS_KEYS = frozenset(
+    "sslmode sslcert sslkey sslrootcert sslcrl sslsni passfile connect_timeout application_name "
+    "target_session_attrs client_encoding gssencmode keepalives keepalives_idle keepalives_interval "
+    "keepalives_count tcp_user_timeout load_balance_hosts channel_binding host hostaddr port dbname user "
+    "service replication krbsrvname gsslib ssl_min_protocol_version ssl_max_protocol_version "
+    "timeout check_same_thread mode cache uri charset driver isolation_level".split())
+_URL = re.compile(r"(?P<scheme>[A-Za-z][\w+.\-]*)://(?P<rest>[^\s'\"<>`]*)")
+_QUERY_PAIR = re.compile(r"(?P<key>[^&;=]*)=(?P<val>[^&;]*)")
+
+
+def _mask_query(query: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        key = m["key"].strip().lower()
+        return m[0] if key in _HARMLESS_KEYS or not m["val"] else f"{m['key']}=***"
+
+    return _QUERY_PAIR.sub(repl, query)
+
+
+def _split_url(rest: str) -> tuple[str, str, str, str]:
+    """(userinfo or "", authority-and-path, "?" or "", query) of what follows `scheme://`.
+
+    The userinfo runs to the LAST @ before the query: a password with an unencoded `/` or `@` is
+    then hidden whole (better too much than a piece of it).
+    """
+    head, q, query = rest.partition("?")
+    if "@" in head:
+        userinfo, _, tail = head.rpartition("@")
+        return userinfo, tail, q, query
+    return "", head, q, query
+
+
+def _port_place(authority: str) -> str | None:
+    """What follows the host's first colon when it is not a port number (a password, when the
+    user wrote `user:SECRET` with no `@host`); None when the authority has a number or nothing there."""
+    host_end = authority.find("]") + 1 if authority.startswith("[") else 0
+    _, colon, port = authority[host_end:].partition(":")
+    return port if colon and port and not port.isdigit() else None
+
+
+def _mask_one_url(m: re.Match[str]) -> str:
+    userinfo, tail, q, query = _split_url(m["rest"])
+    shown = f"{m['scheme']}://"
+    if userinfo:
+        user, colon, _ = userinfo.partition(":")
+        shown += f"{user}:***@" if colon else f"{userinfo}@"
+    authority, slash, path = tail.partition("/")
+    if not userinfo and (port := _port_place(authority)) is not None:
+        # `postgresql://bob:SECRET` (no host): what stands where a port goes may be a password
+        authority = authority[: len(authority) - len(port)] + "***"
+    shown += authority + slash + (_mask_text(path) if "@" in path or "=" in path else path)
+    return shown + q + _mask_query(query)
+
+
 def mask_url(url: str) -> str:
     """The URL (or any text quoting one) as it may be shown or stored: every credential as ***.
 
     Every place that prints, logs or stores a storage URL goes through this (stdout, validate's
-    messages, the study's `config` attribute the dashboard shows, the report). It hides what
-    SQLAlchemy's parser knows is a password, the values of secret query keys (`?password=`,
-    `sslpassword`, an ODBC string's `PWD`), the same keys in a libpq `key=value` string, and a
-    `user:secret@` in text that does not parse as a URL at all.
+    messages, the study's `config` attribute the dashboard shows, the report). It masks by
+    structure, not by a list of names: in every `scheme://` URL in the text, the password of its
+    userinfo, what stands in a host-less URL's port place, and every query value whose key is
+    not known to be harmless (_HARMLESS_KEYS); in text that is not a URL, a `user:secret@` and
+    secret-named `key=value` pairs (a libpq DSN: every value not known to be harmless). Then
+    every secret the text holds is scrubbed wherever else it appears, in any encoding.
     """
-    parsed = _parse(url.strip())
-    if parsed is None or any(m["pw"] != (parsed.password or "") for m in _USERINFO_LOOSE.finditer(url)):
-        # not a URL, or one the parser reads differently from how it looks (`u:p@ss@h`,
-        # `postgresql:///u:secret?@h`): mask it as written
-        return _scrub(_mask_text(url), url)
-    if parsed.host and "@" in parsed.host:  # an unencoded @ in the password: the parser split too early
-        parsed = parsed.set(password="x", host=parsed.host.rpartition("@")[2])
-    if parsed.database:  # `postgresql:///user:secret@host/db`: the parser calls it all a database name
-        parsed = parsed.set(database=_mask_text(parsed.database))
-    query = {k: ("***" if _is_secret_key(k) else
-                 tuple(_mask_pairs(x) for x in v) if isinstance(v, tuple) else _mask_pairs(v))
-             for k, v in parsed.query.items()}
-    shown = _mask_text(parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", "***"))
+    text = url
+    if _URL.search(text) is None and _is_dsn(text):
+        shown = _mask_query(re.sub(r"\s*=\s*", "=", text).replace(" ", "&")).replace("&", " ")
+        shown = _mask_pairs(_mask_text(shown))
+    else:
+        shown = _URL.sub(_mask_one_url, _mask_text_outside_urls(text))
     return _scrub(shown, url)
+
+
+def _is_dsn(text: str) -> bool:
+    words = _PAIR.findall(text)
+    return bool(words) and bool({k.lower() for k, _, _ in words} & _LIBPQ_KEYS) and re.match(r"\s*[A-Za-z_]\w*\s*=", text) is not None
+
+
+def _mask_text_outside_urls(text: str) -> str:
+    """_mask_text on the parts of `text` that are not `scheme://` URLs (those are masked by structure)."""
+    out, last = [], 0
+    for m in _URL.finditer(text):
+        out.append(_mask_text(text[last:m.start()]))
+        out.append(m[0])
+        last = m.end()
+    out.append(_mask_text(text[last:]))
+    return "".join(out)
 
 
 def _scrub(shown: str, url: str) -> str:
@@ -124,15 +192,26 @@ def _scrub(shown: str, url: str) -> str:
 
 
 def secrets_in(url: str) -> list[str]:
-    """The secret values in `url`, to scrub from a driver's error text that may quote them."""
+    """The secret values in `url`, to scrub from a driver's error text that may quote them: what
+    mask_url hides, as written and as decoded."""
+    from urllib.parse import unquote, unquote_plus
+
     found: list[str] = []
+    for m in _URL.finditer(url):
+        userinfo, tail, _, query = _split_url(m["rest"])
+        if ":" in userinfo:
+            found.append(userinfo.partition(":")[2])
+        port = _port_place(tail.partition("/")[0])
+        if not userinfo and port is not None:
+            found.append(port)
+        found += [p["val"] for p in _QUERY_PAIR.finditer(query) if p["key"].strip().lower() not in _HARMLESS_KEYS]
     parsed = _parse(url.strip())
-    if parsed is not None:
-        found += [parsed.password] if parsed.password else []
-        found += [str(x) for k, v in parsed.query.items() if _is_secret_key(k)
-                  for x in (v if isinstance(v, tuple) else (v,))]
+    if parsed is not None and parsed.password:
+        found.append(parsed.password)
     found += [m["pw"] for m in _USERINFO_LOOSE.finditer(url)]
-    found += [m["val"].strip("'\"") for m in _PAIR.finditer(url) if _is_secret_key(m["key"])]
+    found += [m["val"].strip("'\"") for m in _PAIR.finditer(url)
+              if _is_secret_key(m["key"]) or (_is_dsn(url) and m["key"].lower() not in _HARMLESS_KEYS)]
+    found += [unquote(x) for x in found] + [unquote_plus(x) for x in found]
     return sorted({s for s in found if len(s) >= 2}, key=len, reverse=True)
 
 
@@ -252,3 +331,58 @@ def normalize_url(url: str) -> str:
         if importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg") is not None:
             url = "postgresql+psycopg://" + url[len("postgresql://"):]
     return url
+
+
+# the port a server listens on when a URL names none (each dialect's documented default)
+_DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433, "oracle": 1521}
+_LOCAL = "localhost"
+
+
+def _host_identity(host: str | None, dialect: str) -> str:
+    """One spelling per machine: loopback names and addresses are `localhost`; a name is resolved
+    to its addresses where this machine can resolve it, else kept, lower-cased."""
+    import ipaddress
+    import os
+    import socket
+
+    if not host and dialect == "postgresql":
+        host = os.environ.get("PGHOST")  # libpq's default, where a URL without a host connects
+    if not host or host.startswith("/"):  # no host, or a Unix socket folder: this machine
+        return _LOCAL
+    name = host.strip("[]").lower()
+    try:
+        addresses = {ipaddress.ip_address(name)}
+    except ValueError:
+        try:
+            addresses = {ipaddress.ip_address(str(a[4][0]).split("%")[0]) for a in socket.getaddrinfo(name, None)}
+        except (OSError, UnicodeError, ValueError):
+            return name
+    if all(a.is_loopback for a in addresses):
+        return _LOCAL
+    return ",".join(sorted(map(str, addresses)))
+
+
+def storage_identity(url: str) -> str:
+    """Which storage a URL names, without what only says how to log in: the dialect (no driver),
+    the host (resolved: `localhost` is `127.0.0.1`), the port (the default written out) and the
+    database; never the user, password or query (a password moves to PGPASSWORD or ~/.pgpass
+    and it is the same database). A journal or SQLite file by its absolute path. Also reads a
+    URL masked by mask_url, as the owner file of an output folder stores it.
+    """
+    url = canonical_url(url.strip())
+    if not is_rdb_url(url):
+        return str(Path(url.removeprefix(JOURNAL_PREFIX)).absolute())
+    parsed = _parse(url)
+    if parsed is None:
+        return mask_url(url)
+    dialect = parsed.get_backend_name()
+    dialect = "postgresql" if dialect == "postgres" else dialect
+    if dialect == "sqlite":
+        db = parsed.database or ":memory:"
+        return f"sqlite:///{db if db == ':memory:' else Path(db).absolute()}"
+    try:
+        port = parsed.port or _DEFAULT_PORTS.get(dialect)
+    except ValueError:
+        port = None
+    host = parsed.host.rpartition("@")[2] if parsed.host else parsed.host
+    return f"{dialect}://{_host_identity(host, dialect)}:{port or ''}/{parsed.database or ''}"

@@ -62,12 +62,6 @@ __all__ = [
     "REWARD_CURVE_FILE",
     "TRIALS_DIR",
     "trial_dir_name",
-    "ARM_ATTR",
-    "RACING_ATTR",
-    "COPY_ATTR",
-    "PROBE_ROLE",
-    "SPACE_ATTR",
-    "WARM_ROLE",
     "BUILTIN_TASKS",
     "BUILTIN_REWARDS",
     "BUILTIN_MODELS",
@@ -239,16 +233,6 @@ ADVISE_FILE = "advise.json"  # grpo-ablate advise: fitted difficulty and the pre
 
 def trial_dir_name(number: int) -> str:
     return f"{number:05d}"
-
-
-# ---------------------------------------------------------------- attribute names and roles
-
-ARM_ATTR = "arm_key"  # trial user attr: Arm.key, grouping the replicates (seeds) of one configuration
-RACING_ATTR = "racing"  # study user attr: {"round", "live", "leader", "decided", "dropped": [...]}
-SPACE_ATTR = "space"  # study user attr: the feasible (G, batch) labels the study was created with
-COPY_ATTR = "warm_start_copy_of"  # trial user attr of a warm start's copy: "<study>#<trial>"; it never ran here
-PROBE_ROLE = "probe"  # role of an out-of-memory pair recorded by earlier versions' probe: ran no trial
-WARM_ROLE = "warm-start"  # role of a queued warm-start trial
 
 
 # ---------------------------------------------------------------- metrics

@@ -19,6 +19,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState, create_trial
 
+from grpo_ablate import trial_record as record
 from grpo_ablate.vocab import Arm
 
 XSS = "<script>alert(1)</script>"
@@ -90,7 +91,7 @@ def group_rows(g: int, distinct: float) -> list[dict[str, Any]]:
 
 
 def make_study(root: Path, objectives: tuple[tuple[str, str], ...] = (("reward_per_hour", "maximize"),),
-               corrupt_last_line: bool = False, role_attr: str = "role") -> tuple[str, Path]:
+               corrupt_last_line: bool = False, role_attr: str = record.ROLE) -> tuple[str, Path]:
     """Build the study under root; returns (storage path, output_dir).
 
     role_attr "arm" writes trials as studies did before the "role" attr.
@@ -101,7 +102,7 @@ def make_study(root: Path, objectives: tuple[tuple[str, str], ...] = (("reward_p
     storage = JournalStorage(JournalFileBackend(storage_path))
     study = optuna.create_study(study_name=STUDY_NAME, storage=storage,
                                 directions=[d for _, d in objectives])
-    study.set_user_attr("config", {
+    study.set_user_attr(record.CONFIG, {
         "study": {"name": STUDY_NAME, "sampler": "ablation", "seeds": [0, 1, 2]},
         "model": {"name_or_path": f"builtin:tiny {XSS}"},
         "data": {"task": "count_char", "num_prompts": 64},
@@ -110,11 +111,11 @@ def make_study(root: Path, objectives: tuple[tuple[str, str], ...] = (("reward_p
         "budget": {"max_steps": STEPS},
         "search": {"num_generations": [4, 8, 16], "temperature": [0.3, 1.0]},
     })
-    study.set_user_attr("versions", {"python": "3.11", "torch": "2.13.0", "trl": "1.16.0",
+    study.set_user_attr(record.VERSIONS, {"python": "3.11", "torch": "2.13.0", "trl": "1.16.0",
                                      "transformers": "5.2.0", "optuna": "5.0.0", "grpo_ablate": "0.1.0"})
-    study.set_user_attr("baseline", {"num_generations": 8, "generation_batch_size": 16, "temperature": 1.0})
-    study.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in objectives])
-    study.set_user_attr("hardware", "1 training process(es) x 8 per device = 8 completions per micro-step")
+    study.set_user_attr(record.BASELINE, {"num_generations": 8, "generation_batch_size": 16, "temperature": 1.0})
+    study.set_user_attr(record.OBJECTIVES, [{"metric": m, "direction": d} for m, d in objectives])
+    study.set_user_attr(record.HARDWARE, "1 training process(es) x 8 per device = 8 completions per micro-step")
     dists = {
         "num_generations": CategoricalDistribution([4, 8, 16]),
         "temperature": CategoricalDistribution([0.3, 1.0]),
@@ -129,7 +130,7 @@ def make_study(root: Path, objectives: tuple[tuple[str, str], ...] = (("reward_p
             zero, clipped, distinct = DIAG[arm]
             attrs: dict[str, Any] = {
                 "num_generations": g, "generation_batch_size": b, "temperature": t, "seed": seed,
-                role_attr: arm, "trial_dir": str(tdir), "outcome": outcome,
+                role_attr: arm, record.TRIAL_DIR: str(tdir), record.OUTCOME: outcome,
             }
             if outcome in ("completed", "pruned"):
                 steps = step_rows(g, seed, clipped, zero)
@@ -147,12 +148,12 @@ def make_study(root: Path, objectives: tuple[tuple[str, str], ...] = (("reward_p
                     "train_seconds": 10.0 * g, "load_seconds": 2.0,
                 })
             elif outcome == "oom":
-                attrs["reason"] = "CUDA out of memory. Tried to allocate 2.00 GiB"
+                attrs[record.REASON] = "CUDA out of memory. Tried to allocate 2.00 GiB"
             elif outcome == "failed":
-                attrs["reason"] = f"RuntimeError: reward function crashed {XSS}"
+                attrs[record.REASON] = f"RuntimeError: reward function crashed {XSS}"
             elif outcome == "pruned":
-                attrs["reason"] = "pruned at step 5 by the median pruner"
-            (tdir / "result.json").write_text(json.dumps({"outcome": outcome, "reason": attrs.get("reason")}))
+                attrs[record.REASON] = "pruned at step 5 by the median pruner"
+            (tdir / "result.json").write_text(json.dumps({"outcome": outcome, "reason": attrs.get(record.REASON)}))
             params = {"num_generations": g, "temperature": t, "seed": seed}
             values = None
             constraints = None
@@ -184,8 +185,8 @@ def make_tpe_study(root: Path, n: int = 24) -> tuple[str, Path]:
     storage_path = str(out / "study.journal")
     study = optuna.create_study(study_name="tpe", storage=JournalStorage(JournalFileBackend(storage_path)),
                                 direction="maximize")
-    study.set_user_attr("baseline", {"num_generations": 8, "generation_batch_size": 64, "temperature": 1.0})
-    study.set_user_attr("objectives", [{"metric": "reward_per_hour", "direction": "maximize"}])
+    study.set_user_attr(record.BASELINE, {"num_generations": 8, "generation_batch_size": 64, "temperature": 1.0})
+    study.set_user_attr(record.OBJECTIVES, [{"metric": "reward_per_hour", "direction": "maximize"}])
     dists = {
         "generation": CategoricalDistribution(["2x64", "4x64", "8x64", "16x64", "8x32", "16x32"]),
         "temperature": optuna.distributions.FloatDistribution(0.5, 1.2),
@@ -199,8 +200,8 @@ def make_tpe_study(root: Path, n: int = 24) -> tuple[str, Path]:
         rph = 1.0 + 0.1 * g * t + rng.random()
         (tdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in step_rows(g, number, 0.1, 0.2)))
         (tdir / "groups.jsonl").write_text("".join(json.dumps(r) + "\n" for r in group_rows(g, 0.9)))
-        attrs = {"num_generations": g, "generation_batch_size": b, "temperature": t, "seed": 0, "role": "tpe",
-                 "trial_dir": str(tdir), "outcome": "completed", "reward_per_hour": rph, "final_reward": 0.5,
+        attrs = {"num_generations": g, "generation_batch_size": b, "temperature": t, record.SEED: 0, record.ROLE: "tpe",
+                 record.TRIAL_DIR: str(tdir), record.OUTCOME: "completed", "reward_per_hour": rph, "final_reward": 0.5,
                  "stability_variance": 0.01, "samples_per_second": 100.0 / g, "peak_memory_mb": 10.0 * b * g}
         study.add_trial(create_trial(params={"generation": label, "temperature": t}, distributions=dists,
                                      value=rph, user_attrs=attrs, constraints={"oom": -1.0}))
@@ -266,10 +267,10 @@ def make_custom_study(root: Path, arms: dict[str, tuple[Arm, dict[int, SeedRun]]
     storage_path = str(out / "study.journal")
     study = optuna.create_study(study_name=name, storage=JournalStorage(JournalFileBackend(storage_path)),
                                 directions=[d for _, d in objectives])
-    study.set_user_attr("baseline", arms[baseline][0].as_dict())
-    study.set_user_attr("objectives", [{"metric": m, "direction": d} for m, d in objectives])
+    study.set_user_attr(record.BASELINE, arms[baseline][0].as_dict())
+    study.set_user_attr(record.OBJECTIVES, [{"metric": m, "direction": d} for m, d in objectives])
     if evaluation is not None:
-        study.set_user_attr("evaluation", evaluation)
+        study.set_user_attr(record.EVALUATION, evaluation)
     dists = {"num_generations": CategoricalDistribution(sorted({a.num_generations for a, _ in arms.values()})),
              "temperature": CategoricalDistribution(sorted({a.temperature for a, _ in arms.values()})),
              "seed": CategoricalDistribution(sorted({s for _, runs in arms.values() for s in runs}))}
@@ -294,8 +295,8 @@ def make_custom_study(root: Path, arms: dict[str, tuple[Arm, dict[int, SeedRun]]
                        "completions": [{"text": f"{k}", "reward": float(k % 2)} for k in range(arm.num_generations)]}
                       for p in ("1+1=", "2+2=")]
             (tdir / "groups.jsonl").write_text("".join(json.dumps(g) + "\n" for g in groups))
-            attrs: dict[str, Any] = {**arm.as_dict(), "seed": seed, "role": role, "trial_dir": str(tdir),
-                                     "outcome": "completed", "train_seconds": run.train_seconds, "steps": 8,
+            attrs: dict[str, Any] = {**arm.as_dict(), record.SEED: seed, record.ROLE: role,
+                                     record.TRIAL_DIR: str(tdir), record.OUTCOME: "completed", "train_seconds": run.train_seconds, "steps": 8,
                                      **run.metrics}
             if write_eval_attrs and rows:
                 attrs.update({k: v for k, v in summarize_eval(rows).items() if v is not None})

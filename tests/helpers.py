@@ -71,7 +71,7 @@ class CliResult(NamedTuple):
 
 
 def cli_inprocess(*args: str, cwd: Path | None = None, **env: str) -> CliResult:
-    """`grpo-ablate ARGS` through `grpo_ablate.cli.main(argv)` in this process: no interpreter start.
+    """`grpo-ablate ARGS` through `grpo_ablate.commands.cli.main(argv)` in this process: no interpreter start.
 
     For commands that start no trial (validate, plan, init, compare, and input that is refused
     before anything runs). It keeps what a child process would show: the exit code (argparse's
@@ -79,7 +79,7 @@ def cli_inprocess(*args: str, cwd: Path | None = None, **env: str) -> CliResult:
     `env` set and no terminal on stdin; warnings follow Python's default filters and are printed to stderr, as in a fresh
     process, rather than recorded by pytest, so "one line on stderr" still catches a stray one.
     """
-    from grpo_ablate.cli import main
+    from grpo_ablate.commands.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     old_cwd, old_env, old_stdin = os.getcwd(), {k: os.environ.get(k) for k in env}, sys.stdin
@@ -212,3 +212,25 @@ def fill_disk(folder: Path) -> None:
                 pass
     finally:
         os.close(fd)
+
+
+class Hung(Exception):
+    """A block that ran past its watchdog (a blocked open() of a FIFO, a read that never ends)."""
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float) -> Iterator[None]:
+    """Raise Hung in this thread when the block runs longer than `seconds`: the signal interrupts
+    a blocked system call (an open() of a FIFO with no writer) and the handler's exception ends it."""
+    import signal
+
+    def fire(signum, frame):  # noqa: ANN001 - signal's signature
+        raise Hung(f"still blocked after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advise_figure, advise_text, plot_advice, predict,
                                          write_completions)
-from grpo_ablate.preflight.difficulty import fit_beta_binomial, mean_p_zero_spread, zero_spread_beta, zero_spread_empirical
+from grpo_ablate.preflight.difficulty import fit_beta_binomial, zero_spread_empirical
+from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.search.encoding import encode_arm
 from grpo_ablate.vocab import METRICS_FILE, Arm
+from grpo_ablate import trial_record as record
 from helpers import run_cli, write_study
 
 
@@ -54,11 +56,11 @@ def test_closed_form_matches_the_integral_and_exceeds_the_mean_p_curve():
 
     a, b = 0.4, 0.6  # U-shaped: many prompts almost always or almost never solved
     for g in (2, 4, 8, 16):
-        numeric = integrate.quad(lambda p: (p**g + (1 - p) ** g) * stats.beta.pdf(p, a, b), 0, 1)[0]
+        numeric = integrate.quad(lambda p, g=g: (p**g + (1 - p) ** g) * stats.beta.pdf(p, a, b), 0, 1)[0]
         assert zero_spread_beta(g, a, b) == pytest.approx(numeric, rel=1e-6)
-        assert zero_spread_beta(g, a, b) > mean_p_zero_spread(g, a / (a + b)) + 0.2
+        assert zero_spread_beta(g, a, b) > zero_spread(g, a / (a + b)) + 0.2
     # nearly equal prompts (the carry drill's a=27, b=122): the mean-p curve is already close
-    assert zero_spread_beta(8, 27, 122) == pytest.approx(mean_p_zero_spread(8, 27 / 149), abs=0.02)
+    assert zero_spread_beta(8, 27, 122) == pytest.approx(zero_spread(8, 27 / 149), abs=0.02)
 
 
 def test_beta_binomial_fit_recovers_the_difficulty_spread():
@@ -148,8 +150,8 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
     # queued in the params ledger.suggest_cell draws (G as its ordinal rank), so the sampler runs these very arms
     assert [t.system_attrs["fixed_params"] for t in waiting] == [encode_arm(a, study.space, study.temperatures())[0]
                                                                 for a in shortlist]
-    assert [t.user_attrs["cell"] for t in waiting] == [f"{a.key}|seed0" for a in shortlist]
-    assert all(t.user_attrs["role"] == "advise" for t in waiting)
+    assert [t.user_attrs[record.CELL] for t in waiting] == [f"{a.key}|seed0" for a in shortlist]
+    assert all(t.user_attrs[record.ROLE] == "advise" for t in waiting)
 
 
 @pytest.mark.slow
@@ -198,7 +200,7 @@ def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))
     done = [t for t in ostudy.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(ostudy.get_trials()) == len(done) == 4
-    assert sorted((t.user_attrs["role"], t.user_attrs["arm_key"]) for t in done) == [
+    assert sorted((t.user_attrs[record.ROLE], t.user_attrs[record.ARM_KEY]) for t in done) == [
         ("advise", "G2xB16|T1"), ("baseline", "G8xB16|T0.7"), ("num_generations=2", "G2xB16|T0.7"),
         ("temperature=1", "G8xB16|T1")]
 
@@ -253,7 +255,8 @@ def _prediction(g: int, b: int, t: float) -> Prediction:
 
 def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_path):
     from grpo_ablate.plan import resolved_trial_count, study_plan
-    from grpo_ablate.study.setup import PLAN_READY_ATTR, enqueue_shortlist, open_study
+    from grpo_ablate.study import ledger
+    from grpo_ablate.study.setup import enqueue_shortlist, open_study
 
     path = _study_file(tmp_path, gens="[2, 4]", sampler="ablation", seeds="[0, 1]")
     study = load_study(path)
@@ -262,11 +265,35 @@ def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_pa
     assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 0.7), _prediction(4, 16, 1.0)]) == 2
     study = load_study(path)
     assert resolved_trial_count(study) == 2 * 4
-    assert ostudy.user_attrs[PLAN_READY_ATTR]  # `run` finds the plan queued instead of waiting for it
-    queued = [t.user_attrs["cell"] for t in ostudy.get_trials()]
+    assert ledger.plan_ready(ostudy)  # `run` finds the plan queued instead of waiting for it
+    queued = [t.user_attrs[record.CELL] for t in ostudy.get_trials()]
     assert queued == [c.key for c in study_plan(study)]  # seed by seed, the new arm last on each seed
     assert [c for c in study_plan(study) if c.role == "advise"][0].arm.key == "G2xB16|T0.7"
     # the same advice again, or an arm the ablation already has: nothing more
     assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 0.7)]) == 0
     assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 1.0)]) == 0
     assert len(ostudy.get_trials()) == resolved_trial_count(load_study(path)) == 8
+
+
+def test_an_empty_shortlist_says_why_and_a_huge_beta_fit_is_put_in_words(tmp_path):
+    """Issue 28: settings that no longer match an earlier probe emptied the shortlist without a reason, and a fit
+    of equally hard prompts printed as Beta(a=1692218.67, b=7193891.85)."""
+    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
+
+    study = load_study(_study_file(tmp_path, gens="[4, 8]"))
+    # the probe ran other batches than the study's feasible ones: none of the study's pairs is a probed fit
+    save_probe(study.output_dir, Probe(owner=Owner.of(study), points=[
+        ProbePoint(4, 1024, True, "completed"), ProbePoint(8, 1024, True, "completed")]))
+    rng = random.Random(2)
+    rows = [[float(rng.random() < 0.2) for _ in range(8)] for _ in range(40)]
+    advice = predict(study, {"prompts": [f"p{i}" for i in range(40)], "temperatures": [0.7, 1.0], "k": 8,
+                             "rewards": [rows, rows], "completion_tokens": 0})
+    assert advice.shortlist == [] and not advice.answer and advice.left_out_by_probe > 0
+    text = advise_text(advice)
+    assert "shortlist: empty: all" in text and "probe.json" in text and "rerun `grpo-ablate probe`" in text
+    from grpo_ablate.preflight.advise import beta_words
+
+    words = beta_words(1692218.67, 7193891.85, 0.19)
+    assert "Beta(a=1.69e+06, b=7.19e+06)" in words and "all about equally hard" in words
+    assert beta_words(1.5, 3.25, 0.32) == "per-prompt success ~ Beta(a=1.5, b=3.25), mean p 0.32"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from _report_fixtures import STUDY_NAME, make_study
-from grpo_ablate.compare import DEFAULT_TOLERANCE, compare_main, compare_summaries, parse_tolerances
+from grpo_ablate.commands.compare import DEFAULT_TOLERANCE, CompareError, compare_main, compare_summaries, parse_tolerances
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.records import load_trials
 from grpo_ablate.report.summary import summary_dict
@@ -43,7 +43,7 @@ def _run(a: str, b: str, tol: list[str] | None = None, as_json: bool = False) ->
 def test_parse_tolerances():
     assert parse_tolerances(["reward_per_hour=0.1", "peak_memory_mb=5%"]) == {"reward_per_hour": 0.1, "peak_memory_mb": 0.05}
     for bad in ("reward_per_hour", "=0.1", "reward_per_hour=x", "reward_per_hour=-0.1", "reward_per_hour=nan"):
-        with pytest.raises(Exception):
+        with pytest.raises(CompareError, match="--tolerance"):
             parse_tolerances([bad])
 
 

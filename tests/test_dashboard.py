@@ -3,6 +3,7 @@ metric names, the trials, our user attributes and the artifacts."""
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -175,6 +176,12 @@ def test_dashboard_shows_trials_and_user_attrs(finished_study):
             assert {"eval_final_reward", "reward_per_hour", "stability_variance", "samples_per_second",
                     "num_generations"} <= set(attrs)
             assert t["artifacts"], "metrics file and reward curve should be attached"
+        # the answer on all three surfaces of a real run: the console, the study's note, the page
+        lead = json.loads((finished_study.out / "summary.json").read_text())["verdict"]["headline"]
+        assert "nothing can be excluded from being within 0.05 of the best" in lead  # one seed per configuration
+        page = html.unescape((finished_study.out / "report.html").read_text())
+        assert f"Answer: {lead}" in finished_study.run.stdout and lead in page
+        assert f"**{lead}**" in detail["note"]["body"]
         with urllib.request.urlopen(f"{base}/dashboard", timeout=REQUEST_S) as r:
             assert r.status == 200
     finally:
@@ -212,6 +219,12 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
     printed = capsys.readouterr().out
     words = data.verdict.words
     assert printed.startswith(f"Answer: {words}\n") and f"Report: {out / 'report.html'}" in printed
+    # the answer leads on every surface: the recommendation, its probability and how, and the eps-best set
+    lead = data.verdict.headline
+    assert lead.startswith("Use num_generations=2, generation_batch_size=32, temperature=1. Probability that it is "
+                           "within 0.05 of the best held-out reward: ") and "a posterior probability over the seeds" in lead
+    assert "Every other configuration is excluded from being within 0.05 of the best (family-wise 5%)" in lead
+    assert lead in printed and lead in html.unescape((out / "report.html").read_text())
     # the best value shown is the winning arm's mean over its 3 seeds, never one seed's
     best = data.best["eval_final_reward"]
     assert best.stat.n == 3 and f"{best.arm.name}, {fmt(best.stat.mean)} (3 seeds" in printed
@@ -228,7 +241,7 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
         (summary,) = [s for s in _wait_for_api(url)["study_summaries"] if s["study_name"] == "custom"]
         detail = _get(f"{url}/api/studies/{summary['study_id']}?after=0")
         note = detail["note"]["body"]
-        assert f"**{data.verdict.headline or words}**" in note and (data.verdict.detail or words) in note
+        assert f"**{lead}**" in note and (data.verdict.detail or words) in note
         assert f"{fmt(best.stat.mean)} (3 seeds" in note
         (artifact,) = detail["artifacts"]
         assert artifact["filename"] == "report.html"
@@ -237,3 +250,12 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
     finally:
         server.shutdown()
         thread.join(timeout=20)
+
+
+def test_the_banner_points_to_the_answer_not_the_landing_pages_best_trial():
+    """Issue 28: the landing page leads with Optuna's one-seed "Best Trial"; the banner says where the answer is."""
+    from grpo_ablate.commands.dashboard import banner
+
+    text = banner(load_study(ROOT / "studies/tiny-cpu.yaml"), "127.0.0.1", 8080)
+    assert "The answer (arms compared over the same seeds) is in the study's Note" in text
+    assert "\"Best Trial\" is one seed's best run" in text

@@ -9,9 +9,9 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.init import InitAnswers, choose_generations
+from grpo_ablate.commands.init import InitAnswers, choose_generations
 from grpo_ablate.plan import baseline_arm, completions_per_trial, default_temperature, study_plan
-from grpo_ablate.planview import plan_json
+from grpo_ablate.commands.plan import plan_json
 from grpo_ablate.search.fidelity import CHECKPOINTS, budget_completions, quantum
 from grpo_ablate.space import BatchShape, default_pair, feasible_space, generated_completions, nearest_generations, optimizer_steps
 
@@ -89,7 +89,7 @@ def test_default_batch_is_trls_default_else_nearest_ties_to_larger():
 
 
 def test_run_one_plan_and_init_share_the_rule():
-    from grpo_ablate.run_one import _pick_params
+    from grpo_ablate.commands.run_one import _pick_params
 
     study = load_study(TINY, ["study.baseline={}", "num_generations=[2, 4, 16]"])
     base = baseline_arm(study)

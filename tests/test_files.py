@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, save_probe

@@ -7,7 +7,7 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.init import InitAnswers, ask_missing, temperatures_around, write_study
+from grpo_ablate.commands.init import InitAnswers, ask_missing, seeds_for_detectable, temperatures_around, write_study
 
 RECIPE = ROOT / "studies/recipes/openr1-style-every-key.yaml"
 
@@ -24,7 +24,9 @@ def test_init_from_recipe_validates_on_each_hardware_shape(tmp_path, gpus, vllm,
     gens = study.generations()
     assert 16 in gens and len(gens) <= 5 and {p.num_generations for p in study.space.feasible} == set(gens)
     assert study.search.temperature == [0.5, 0.7, 0.9]  # around the recipe's 0.7
-    assert study.study.seeds == [0, 1] and study.budget.max_steps == 100
+    assert study.study.seeds == seeds_for_detectable() and len(study.study.seeds) >= 3 and study.budget.max_steps == 100
+    # a study that can decide: held-out reward is the objective, scored on held-out prompts
+    assert study.metric_names == ["eval_final_reward"] and study.file.evaluation is not None
 
 
 def test_init_cli_prints_the_plan_and_never_overwrites_without_force(tmp_path):
@@ -56,7 +58,7 @@ def test_init_without_recipe_from_flags_and_from_questions(tmp_path):
 
 def test_an_invalid_result_writes_nothing(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("model_name_or_path: m\ndataset_name: d\nreward_funcs: [cosine]\n")  # a factory: not a name
+    recipe.write_text("model_name_or_path: m\ndataset_name: d\nreward_funcs: [cosnie]\n")  # no such reward
     with pytest.raises(StudyError):
         write_study(InitAnswers(recipe=recipe, gpus=1), tmp_path / "s.yaml")
     assert not list(tmp_path.glob("*s.yaml*"))
@@ -78,7 +80,7 @@ def test_init_from_a_trl_cli_recipe(tmp_path):
 def test_dataset_rewards_are_chosen_from_its_columns(tmp_path):
     import json
 
-    from grpo_ablate.init import InitAnswers, write_study
+    from grpo_ablate.commands.init import InitAnswers, write_study
 
     plain = tmp_path / "plain.jsonl"  # a plain `answer` column: accuracy, never format (it would always score 0)
     plain.write_text("".join(json.dumps({"question": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5)))

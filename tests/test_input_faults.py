@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import MINIMAL_STUDY, unavailable
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 from grpo_ablate.study.trackers import MAX_RUN_NAME, run_name_of
 
 STUDY = MINIMAL_STUDY

@@ -25,7 +25,7 @@ from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launch import oom_kill_count, oom_kill_files, parse_oom_kills, run_trial
 from grpo_ablate.trainer.launchers import ProcessLauncher, classify
 from grpo_ablate.vocab import Outcome
-from helpers import ROOT
+from helpers import ROOT, unavailable
 
 V2_EVENTS = "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n"
 V1_OOM_CONTROL = "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n"
@@ -123,20 +123,20 @@ def small_cgroup():
     """A child of this process's memory cgroup; yields (folder, set_limit). Removed afterwards."""
     files = [f for f in oom_kill_files(Path("/proc/self/cgroup").read_text()) if f.is_file()]
     if not files:
-        pytest.skip("no readable memory cgroup for this process (/proc/self/cgroup names none under /sys/fs/cgroup)")
+        unavailable("no readable memory cgroup for this process (/proc/self/cgroup names none under /sys/fs/cgroup)")
     counter = files[0]
     child = counter.parent / f"grpo-ablate-test-{uuid.uuid4().hex[:8]}"
     limit_name = "memory.max" if counter.name == "memory.events" else "memory.limit_in_bytes"
     try:
         child.mkdir()
     except OSError as exc:
-        pytest.skip(f"cannot create a child cgroup under {counter.parent}: {exc}")
+        unavailable(f"cannot create a child cgroup under {counter.parent}: {exc}")
 
     def set_limit(limit: int) -> None:
         try:
             (child / limit_name).write_text(str(limit))
         except OSError as exc:
-            pytest.skip(f"cannot set {child / limit_name}: {exc}")
+            unavailable(f"cannot set {child / limit_name}: {exc}")
 
     try:
         yield child, set_limit

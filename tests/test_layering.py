@@ -1,4 +1,5 @@
-"""Dependencies point one way: no import circle among the package's modules.
+"""Dependencies point one way: no import circle among the package's modules, and every package
+imports only from its own floor or the floors below (README, "Where things are").
 
 Read from the source with `ast`, so the test imports nothing. Every import counts, also one
 inside a function (a deferred import hides a circle from Python, not from a reader), except
@@ -14,6 +15,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "grpo_ablate"
+
+# The floors, ground up: a package (or top-level module) imports only from its own floor or below,
+# and packages on one floor import each other in one direction only (no package circle).
+FLOORS: list[set[str]] = [
+    {"vocab", "errors", "storage_url", "schedule", "children", "prompt_file", "cost",
+     "bounds", "safe_read", "journal"},  # words, small pure parts; value ranges, the safe reader, journal lines
+    {"stats"},  # statistics: paired tests, intervals, sequential decisions
+    {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
+    {"files", "trial_record", "gpu_hours"},  # the files the tool reads back; what a trial leaves in its study; what trials spent
+    {"config"},  # the study file
+    {"plan", "estimate"},  # the trial plan and the baseline; what a trial of it costs (measured, else assumed)
+    {"search"},  # arm encoding, samplers, pruning at equal compute
+    {"trainer"},  # one trial: the child side and the launchers
+    {"study"},  # the Optuna study: ledger, lifecycle, runner, warm start
+    {"preflight"},  # probe and advise, before any full trial
+    {"report"},  # reads records, never runs trials
+    {"commands", "__main__"},  # every `grpo-ablate` subcommand
+]
+
+# Upward imports another change is removing (a module edge each). The test fails when one is gone,
+# so the list only shrinks; an entry names who removes it.
+PENDING: set[tuple[str, str]] = set()
 
 
 def _modules() -> dict[str, Path]:
@@ -131,5 +154,48 @@ def test_the_bottom_layer_imports_nothing_of_the_package() -> None:
 
 def test_config_and_plan_do_not_reach_into_preflight() -> None:
     graph = import_graph()
-    for name in ("grpo_ablate.plan", "grpo_ablate.planview", *(m for m in graph if m.startswith("grpo_ablate.config"))):
+    for name in ("grpo_ablate.plan", *(m for m in graph if m.startswith("grpo_ablate.config"))):
         assert not any(d.startswith("grpo_ablate.preflight") for d in graph[name]), (name, graph[name])
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _floor_of() -> dict[str, int]:
+    return {name: i for i, floor in enumerate(FLOORS) for name in floor}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(module, dependency) pairs where the dependency's package sits on a higher floor."""
+    floor = _floor_of()
+    return {(m, d) for m, deps in graph.items() for d in deps
+            if _package(m) and _package(d) and floor[_package(d)] > floor[_package(m)]}
+
+
+def test_every_package_has_a_floor() -> None:
+    packages = {_package(m) for m in import_graph()} - {""}
+    assert packages <= set(_floor_of()), f"place these on a floor in FLOORS: {sorted(packages - set(_floor_of()))}"
+
+
+def test_no_package_imports_from_a_floor_above() -> None:
+    up = upward_imports(import_graph())
+    assert up - PENDING == set(), "imports that run up a floor (move the code, not the import into a function)"
+    assert PENDING - up == set(), "these upward imports are gone: remove them from PENDING"
+
+
+def test_no_import_circle_between_packages() -> None:
+    graph = import_graph()
+    packages: dict[str, set[str]] = {}
+    for m, deps in graph.items():
+        if not _package(m):
+            continue
+        packages.setdefault(_package(m), set()).update(
+            _package(d) for d in deps if _package(d) and _package(d) != _package(m) and (m, d) not in PENDING)
+    assert cycles(packages) == []
+
+
+def test_the_floor_check_finds_an_upward_import() -> None:
+    graph = {"grpo_ablate.vocab": {"grpo_ablate.report.data"}, "grpo_ablate.report.data": {"grpo_ablate.vocab"}}
+    assert upward_imports(graph) == {("grpo_ablate.vocab", "grpo_ablate.report.data")}

@@ -104,7 +104,7 @@ def test_the_password_is_never_shown_or_stored(tmp_path, fresh_pg_db):
     stored = json.dumps(study.user_attrs)
     assert "s3cret" not in stored and "postgres:***@" in study.user_attrs["config"]["study"]["storage"]
 
-    from grpo_ablate.cli import main  # the report, in this process: the page and its exports
+    from grpo_ablate.commands.cli import main  # the report, in this process: the page and its exports
 
     assert main(["report", str(ROOT / "studies/tiny-cpu.yaml"), "--storage", url, "--set", "study.name=pgpw",
                  "--set", f"study.output_dir={tmp_path / 'pgpw'}"]) == 0

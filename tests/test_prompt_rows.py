@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 from grpo_ablate.prompt_file import prompt_file_problem
 
 

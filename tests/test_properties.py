@@ -4,7 +4,7 @@ values and trial-output files go into `validate`, `plan` and the readers.
 The contract under test: a command exits 0, or exits 2 with its problems on stderr (one line, or
 a head line and one line per problem) and never a traceback; a storage password never reaches
 the output; a reader of trial files returns, whatever the bytes. The CLI runs in-process
-(`grpo_ablate.cli.main`), so ~200 examples take seconds; a failure prints the input that broke it.
+(`grpo_ablate.commands.cli.main`), so ~200 examples take seconds; a failure prints the input that broke it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 
 # `make test` runs a fixed 40 examples per property (derandomized: the same inputs every run, so
 # a failure is reproducible and the time is bounded). For a longer hunt with fresh inputs:
@@ -160,6 +160,8 @@ def storage_urls(draw: st.DrawFn) -> tuple[str, bool]:
     path = draw(st.sampled_from(["/optuna", "/", "", "/a/b.db", "/x y"]))
     user = draw(st.sampled_from(["ablate", "", "u@x"]))
     lead = draw(st.sampled_from(["", "", " ", "\t"]))
+    if not sep and not user:
+        user = "ablate"  # else the userinfo's colon becomes the scheme's (`journal:SECRET@h`: a file name)
     if where == "dsn":
         return f"{lead}host={host or 'h'} password={secret} dbname=optuna", True
     userinfo = f"{user}:{secret}@" if where == "userinfo" else (f"{user}@" if user and draw(st.booleans()) else "")
@@ -216,3 +218,61 @@ def test_trial_file_readers_take_any_bytes(metrics, groups, result, torn):
             group_completions(g)
         problem = prompt_file_problem(trial / "groups.jsonl", "prompt")
         assert problem is None or str(trial) in problem
+
+
+# ------------------------------------------------------------------ URL masking by structure (issue 30, item 5)
+
+_query_keys = st.from_regex(r"[a-zA-Z_]{1,10}", fullmatch=True)
+_secret_tails = st.text(alphabet="abcXYZ019/@:#%=+.-_~!$", min_size=2, max_size=8)
+
+
+@st.composite
+def credential_urls(draw: st.DrawFn) -> tuple[str, str]:
+    """(url, secret): a database URL whose SECRET sits where some credential goes, in any shape:
+    a userinfo password (encoded or not), a host-less `user:SECRET`, any query key's value, a DSN."""
+    from urllib.parse import quote
+
+    secret = SECRET + draw(_secret_tails)
+    scheme = draw(st.sampled_from(["postgresql", "postgres", "PostgreSQL", "postgresql+psycopg", "mysql"]))
+    host = draw(st.sampled_from(["127.0.0.1:1", "localhost:1", "", "[::1]:1", "127.0.0.1:99999", "127.0.0.1:x"]))
+    shape = draw(st.sampled_from(["userinfo", "userinfo_raw", "hostless", "query", "dsn"]))
+    if shape == "userinfo":
+        return f"{scheme}://bob:{quote(secret, safe='')}@{host}/db", secret
+    if shape == "userinfo_raw":  # unencoded: the URL may not even parse
+        return f"{scheme}://bob:{secret}@{host}/db", secret
+    if shape == "hostless":  # `postgresql://bob:SECRET`: the secret stands where a port goes
+        return f"{scheme}://bob:{secret.replace('/', '').replace('@', '').replace('#', '')}", \
+            secret.replace("/", "").replace("@", "").replace("#", "")
+    if shape == "query":
+        from grpo_ablate.storage_url import _HARMLESS_KEYS
+
+        key = draw(_query_keys.filter(lambda k: k.lower() not in _HARMLESS_KEYS))
+        clean = secret.replace("&", "").replace("#", "").replace("=", "")
+        return f"{scheme}://bob@{host}/db?sslmode=disable&{key}={quote(clean, safe='')}", quote(clean, safe="")
+    clean = secret.replace(" ", "").replace("=", "")
+    return f"host=127.0.0.1 port=1 password={clean} dbname=optuna", clean
+
+
+@settings(max_examples=_HUNT or 25, deadline=None, derandomize=not _HUNT,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=credential_urls())
+def test_a_credential_never_reaches_any_output(case):
+    """validate, plan, report, run and --warm-start-storage: the secret (in any encoding) nowhere."""
+    from urllib.parse import quote, unquote
+
+    url, secret = case
+    forms = {secret, unquote(secret), quote(unquote(secret), safe="")}
+    with _workdir() as tmp:
+        _write(tmp / "study.yaml", BASE)
+        outputs = [
+            run_cli("validate", "study.yaml", "--set", f"study.storage={json.dumps(url)}"),
+            run_cli("plan", "study.yaml", "--set", f"study.storage={json.dumps(url)}"),
+            run_cli("report", "study.yaml", "--storage", url),
+            run_cli("run", "study.yaml", "--storage", url, "--no-report"),
+            run_cli("run", "study.yaml", "--warm-start", "other", "--warm-start-storage", url, "--no-report"),
+        ]
+        for i, (code, out, err) in enumerate(outputs):
+            assert "Traceback" not in out + err, (url, err)
+            assert code == 2 or (i < 2 and code == 0), (url, code, out, err)  # only validate and plan connect to nothing
+            for form in forms:
+                assert form not in out + err, (url, form, out, err)

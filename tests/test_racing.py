@@ -6,11 +6,12 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import racing_round
-from grpo_ablate.vocab import RACING_ATTR
-from grpo_ablate.search.racing import RaceState, advance, arm_results, decide, paired_worse_p
+from grpo_ablate.trial_record import RACING as RACING_ATTR
+from grpo_ablate.study.racing import RaceState, advance, arm_results, decide
 from grpo_ablate.study.ledger import queue
 from grpo_ablate.study.ledger import ask, suggest_cell
 from grpo_ablate.vocab import Arm
@@ -53,12 +54,6 @@ def test_worse_arm_dropped_tied_arm_kept():
     assert state.decided
 
 
-def test_paired_test_direction():
-    assert paired_worse_p([1.0, 1.1, 0.9], [0.5, 0.6, 0.55], maximize=True) < 0.05
-    assert paired_worse_p([1.0, 1.1, 0.9], [0.5, 0.6, 0.55], maximize=False) > 0.5
-    assert paired_worse_p([1.0], [0.0], maximize=True) == 1.0  # one seed decides nothing
-
-
 def test_race_state_round_trips():
     state = run_race()
     again = RaceState.from_dict(state.as_dict(), list(TABLE))
@@ -79,7 +74,8 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
     """A real Optuna study (no training): results told by hand, rounds queued by advance()."""
     # six seeds: the anytime rule's sequences are infinite below five shared seeds, so nothing drops sooner
     study = load_study(TINY, ["study.sampler=grid", "temperature=1.0", "num_generations=[2, 4, 8]",
-                              "study.seeds=[0, 1, 2, 3, 4, 5]", "study.racing={confidence: 0.95, first_round_seeds: 2}",
+                              "study.seeds=[0, 1, 2, 3, 4, 5]",
+                              "study.racing={design: anytime, confidence: 0.95, first_round_seeds: 2}",
                               f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward}]"])
     ostudy = optuna.create_study(direction="maximize")
     value = {2: TABLE["best"], 4: TABLE["tied"], 8: TABLE["worse"]}
@@ -99,7 +95,7 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
 
     assert drain() == 6
     rounds = [6]
-    while not (state := advance(ostudy, study)).decided:
+    while not advance(ostudy, study).decided:
         rounds.append(drain())
     assert sum(rounds) < 18  # every seed for every arm would be 18
     stored = ostudy.user_attrs[RACING_ATTR]
@@ -115,7 +111,8 @@ def test_an_arm_that_ran_out_of_memory_is_dropped_and_its_zero_never_tested(tmp_
     from grpo_ablate.study import ledger
 
     study = load_study(TINY, ["study.sampler=grid", "temperature=1.0", "num_generations=[2, 4, 8]",
-                              "study.seeds=[0, 1, 2, 3]", "study.racing={confidence: 0.95, first_round_seeds: 2}",
+                              "study.seeds=[0, 1, 2, 3]",
+                              "study.racing={design: anytime, confidence: 0.95, first_round_seeds: 2}",
                               f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward, direction: minimize}]"])
     ostudy = optuna.create_study(direction="minimize")
     loss = {2: TABLE["worse"], 4: TABLE["tied"]}  # G=2 has the lower (better) loss on every seed
@@ -141,3 +138,32 @@ def test_an_arm_that_ran_out_of_memory_is_dropped_and_its_zero_never_tested(tmp_
     assert not state.decided and state.live == [Arm(g, 32, study.fixed_temperature()).key for g in (2, 4)]
     queued = {ledger.cell_of(t) or t.user_attrs.get(ledger.CELL) for t in ostudy.get_trials(states=(optuna.trial.TrialState.WAITING,))}
     assert queued and not any(oom_arm in str(c) for c in queued)  # no seed spent on the arm with no result
+
+
+def test_sequences_are_read_in_the_order_seeds_finished():
+    """A confidence sequence is a path: the anytime race reads the pairs in the order they were complete
+    (each arm's dict keeps its seeds' finishing order, as arm_results builds it), not by seed id."""
+    from grpo_ablate.study.racing import _diffs
+
+    results = {"a": {3: 0.9, 1: 0.5, 2: 0.7}, "ref": {1: 0.4, 3: 0.6, 2: 0.6}}
+    diffs, seeds = _diffs(results, "a", "ref")
+    assert seeds == [1, 3, 2]  # seed 1's pair was complete first (both finished early), then 3, then 2
+    assert diffs == pytest.approx([0.1, 0.3, 0.1])
+
+
+def test_the_group_sequential_race_says_which_design_ran_and_why_it_stopped():
+    from grpo_ablate.study.racing import Rule, describe
+
+    state = RaceState(0, list(TABLE))
+    seeds, used = sorted(TABLE["best"]), 2
+    rule = Rule(min_effect=0.05, design="group_sequential", max_seeds=len(seeds))
+    while True:
+        state = decide(state, {a: {s: TABLE[a][s] for s in seeds[:used]} for a in state.live}, maximize=True,
+                       seeds_left=used < len(seeds), rule=rule)
+        if state.decided:
+            break
+        used += 1
+    assert state.design == "group_sequential" and state.path[-1]["stop"]
+    line = describe(state)
+    assert line.startswith("racing (group-sequential, Haybittle-Peto spending)") and state.path[-1]["stop"] in line
+    assert RaceState.from_dict(state.as_dict(), list(TABLE)).design == "group_sequential"

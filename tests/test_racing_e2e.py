@@ -8,9 +8,10 @@ import optuna
 import pytest
 
 from helpers import run_cli
-from grpo_ablate.vocab import RACING_ATTR
-from grpo_ablate.vocab import COPY_ATTR, WARM_ROLE
+from grpo_ablate.trial_record import RACING as RACING_ATTR
+from grpo_ablate.trial_record import COPY_OF as COPY_ATTR, WARM_ROLE
 from grpo_ablate.storage import open_storage
+from grpo_ablate import trial_record as record
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +34,7 @@ def test_racing_grid_then_warm_started_tpe(tmp_path):
     race = st.user_attrs[RACING_ATTR]
     assert race["round"] >= 1 and race["decided"]
     assert 4 <= len(trials) <= 6  # round 1 is both arms on seeds 0 and 1; round 2 only arms in contention
-    assert all("seed" not in t.params and t.user_attrs["cell"].endswith(f"|seed{t.user_attrs['seed']}") for t in trials)
+    assert all("seed" not in t.params and t.user_attrs[record.CELL].endswith(f"|seed{t.user_attrs['seed']}") for t in trials)
     assert "racing" in res.stdout
 
     res = run_cli("run", "studies/tiny-cpu.yaml", "--no-report", "--set", "budget.max_steps=3", "--set", "temperature=1.0",
@@ -50,7 +51,7 @@ def test_racing_grid_then_warm_started_tpe(tmp_path):
     assert "Note: 1 queued trial(s) did not run" in res.stdout  # the second warm arm: a hint past n_trials, said aloud
     warm = _load(tmp_path, "warm")
     ran = [t for t in warm.get_trials(deepcopy=False) if not t.user_attrs.get(COPY_ATTR)]
-    assert ran[0].user_attrs["role"] == WARM_ROLE and ran[0].state == optuna.trial.TrialState.COMPLETE
+    assert ran[0].user_attrs[record.ROLE] == WARM_ROLE and ran[0].state == optuna.trial.TrialState.COMPLETE
     # the race's results were imported (same model, task and hardware); none of its cells runs again
-    imported = {t.user_attrs["cell"] for t in warm.get_trials(deepcopy=False) if t.user_attrs.get(COPY_ATTR)}
-    assert imported and ran[0].user_attrs["cell"] not in imported
+    imported = {t.user_attrs[record.CELL] for t in warm.get_trials(deepcopy=False) if t.user_attrs.get(COPY_ATTR)}
+    assert imported and ran[0].user_attrs[record.CELL] not in imported

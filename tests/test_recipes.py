@@ -30,8 +30,8 @@ def test_openr1_recipe_plans_unedited_and_prints_the_notes():
                       ("max_steps", "budget decides"), ("num_train_epochs", "budget decides"),
                       ("push_to_hub", "hub"), ("save_strategy", "saving"), ("report_to", "study.trackers"),
                       ("eval_strategy", "evaluation"), ("num_processes", "hardware section")]:
-        note = f"note: {name}:{_line(recipe, key)}: {key}"
-        assert note in out, f"missing {note!r}"
+        note = f"{name}:{_line(recipe, key)}: {key}"  # a "note:", or "differs:" when it changes what trains
+        assert f"note: {note}" in out or f"differs: {note}" in out, f"missing {note!r}"
         assert says in out.split(note, 1)[1].splitlines()[0]
     (ignored,) = [line for line in out.splitlines() if "ignored" in line]
     for key in ("callbacks", "benchmarks", "wandb_entity", "wandb_project", "hub_model_revision", "code_language",
@@ -119,7 +119,9 @@ def test_open_r1_reward_without_its_package_still_plans_and_says_it_was_not_chec
     study = load_study(path)
     assert [r.name for r in study.rewards] == ["accuracy", "open_r1.rewards:code_reward"]
     text = "\n".join(str(w) for w in study.warnings)
-    assert "recipe.yaml:3: reward 'code' is Open R1's (open_r1.rewards:code_reward)" in text
+    assert ("recipe.yaml:3: reward 'code' is Open R1's open_r1.rewards:code_reward(num_parallel=2, provider_type='e2b', "
+            "enforce_same_language=False)") in text
+    assert "the built-in 'accuracy' stands in for Open R1's open_r1.rewards:accuracy_reward" in text
     assert "open_r1 is not installed here, so it cannot be checked on this machine" in text
     assert "needs the open-r1 package" in text
 
@@ -128,13 +130,15 @@ def test_open_r1_reward_resolves_by_name_when_its_package_is_importable(tmp_path
     pkg = tmp_path / "site" / "open_r1"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "rewards.py").write_text("def code_reward(completions, **kwargs):\n    return [0.0 for _ in completions]\n")
+    (pkg / "rewards.py").write_text("def code_reward(completions, **kwargs):\n    return [0.0 for _ in completions]\n"
+                                    "def accuracy_reward(completions, solution, **kwargs):\n    return [0.0 for _ in completions]\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     path = _study(tmp_path, "model_name_or_path: Qwen/Qwen2-0.5B\ndataset_name: some/data\n"
                             "reward_funcs: [accuracy, code]\nreward_weights: [1.0, 2.0]\n")
     study = load_study(path)
-    assert [(r.name, r.weight) for r in study.rewards] == [("accuracy", 1.0), ("open_r1.rewards:code_reward", 2.0)]
-    assert any("resolves through Open R1's registry" in w for w in study.warnings)
+    assert [(r.name, r.weight) for r in study.rewards] == [("open_r1.rewards:accuracy_reward", 1.0),
+                                                           ("open_r1.rewards:code_reward", 2.0)]
+    assert any("reward 'accuracy' is Open R1's own open_r1.rewards:accuracy_reward" in w for w in study.warnings)
 
 
 def test_peft_on_is_refused_with_file_and_line(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grpo_ablate.config import load_study
-from grpo_ablate.planview import plan_json, plan_text, trial_cost
+from grpo_ablate.commands.plan import plan_json, plan_text, trial_cost
 from grpo_ablate.study.setup import open_study
 
 
@@ -60,7 +60,7 @@ def _recipe_study(tmp_path, hardware: str, gens: str = "[7, 14]"):
 
 
 def test_a_gpu_study_gets_gpu_hours_from_stated_assumptions_before_any_trial(tmp_path):
-    from grpo_ablate.cost import ASSUMED, assumed_trial_seconds
+    from grpo_ablate.cost import ASSUMED, assumed_trial_seconds, flops_per_token
 
     study = _recipe_study(tmp_path, "hardware: {gpus: 8, accelerate_config: "
                                     f"{Path('sweeps/accelerate/zero2.yaml').resolve()}, vllm: {{mode: server}}}}")
@@ -68,12 +68,18 @@ def test_a_gpu_study_gets_gpu_hours_from_stated_assumptions_before_any_trial(tmp
     gpu = cost["gpu_time"]
     assert gpu["gpus_per_trial"] == 8 and gpu["trials"] == len(plan_json(study)["plan"]) == 4
     lo, hi = gpu["gpu_hours_per_trial"]
-    seconds = assumed_trial_seconds(int(1.5e9), cost["completions"], 1024, 1, training_gpus=7, generation_gpus=1, vllm=True)
+    n = cost["completions"]
+    flops = flops_per_token(int(1.5e9), checkpointing=True, reference_model=True, old_logprobs=False)  # beta 0.04
+    lengths = (1024 * ASSUMED.completion_share[0], 1024 * ASSUMED.completion_share[1])
+    prompts = (512 * ASSUMED.prompt_share[0], 512 * ASSUMED.prompt_share[1])
+    seconds = assumed_trial_seconds(int(1.5e9), n, lengths, prompts, training_gpus=7, generation_gpus=1, vllm=True,
+                                    flops_per_trained_token=flops)
     assert (lo, hi) == (seconds[0] * 8 / 3600, seconds[1] * 8 / 3600) and 0 < lo < hi
     assert gpu["gpu_hours_study"] == [lo * 4, hi * 4]
     text = plan_text(study)
     assert "GPU time (estimate):" in text and "assumed, not measured: model 1.5 B parameters" in text
-    assert f"{ASSUMED.training_flops_per_s[0] / 1e12:g}-" in text  # the assumptions are printed with the figure
+    assert f"training at {ASSUMED.mfu[0]:.0%}-{ASSUMED.mfu[1]:.0%} of the BF16 peak" in text  # printed with the figure
+    assert "hardware.gpu_type unset" in text
 
 
 def test_parameters_from_a_config_match_a_known_model():

@@ -12,7 +12,7 @@ import pytest
 from matplotlib.figure import Figure as MplFigure
 
 from _report_fixtures import STUDY_NAME, make_study
-from grpo_ablate.preflight.difficulty import zero_spread_beta
+from grpo_ablate.stats.zero_spread import zero_spread_beta
 from grpo_ablate.errors import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.report.data import build_report_data, read_advice

@@ -7,7 +7,7 @@ import pytest
 from grpo_ablate.report.arms import summarize_arms
 from grpo_ablate.report.figure import yerr as _yerr
 from grpo_ablate.report.records import TrialRecord
-from grpo_ablate.report.stats import stat
+from grpo_ablate.stats.seeds import stat
 from grpo_ablate.report.text import fmt, fmt_stat, fmt_stat_short
 from grpo_ablate.vocab import Arm, metric
 

@@ -14,10 +14,10 @@ from grpo_ablate.metrics import read_jsonl
 from grpo_ablate.report import write_outputs
 from grpo_ablate.report.arms import study_baseline
 from grpo_ablate.report.data import build_report_data
-from grpo_ablate.report.groups import zero_spread_probability
+from grpo_ablate.stats.zero_spread import zero_spread
 from grpo_ablate.report.objectives import pareto_front
 from grpo_ablate.report.records import TrialRecord, load_trials, outcome_of
-from grpo_ablate.report.stats import difference, stat, t975
+from grpo_ablate.stats.seeds import difference, stat, t975
 from grpo_ablate.report.summary import summary_dict, trials_frame
 from grpo_ablate.vocab import Arm
 
@@ -71,9 +71,9 @@ def test_welch_difference_of_two_three_seed_arms():
 
 
 def test_zero_spread_probability_matches_the_published_numbers():
-    assert zero_spread_probability(0.1, 2) == pytest.approx(0.82)
-    assert round(zero_spread_probability(0.1, 8), 2) == 0.43
-    assert round(zero_spread_probability(0.1, 16), 2) == 0.19
+    assert zero_spread(2, 0.1) == pytest.approx(0.82)
+    assert round(zero_spread(8, 0.1), 2) == 0.43
+    assert round(zero_spread(16, 0.1), 2) == 0.19
 
 
 def test_pareto_front_respects_directions():
@@ -169,7 +169,8 @@ def test_best_and_deltas_vs_baseline(data):
 
 def test_recommendation_names_the_winner_and_why(data):
     text = data.recommendation
-    assert text.startswith("Use num_generations=4, generation_batch_size=16, temperature=1:")
+    assert text.startswith("Use num_generations=4, generation_batch_size=16, temperature=1. Probability that it is "
+                           "within ")
     assert "150% higher" in text and "5.00 vs 2.00" in text
 
 
@@ -181,7 +182,7 @@ def test_warnings_the_data_supports(data):
     assert "80%" in by["truncated"].message
     # measured success rate p = mean of the groups' reward means = (0.9 + 0.5 + 0.2) / 3
     assert data.success_p == pytest.approx(1.6 / 3) and data.success_p_unit
-    assert "75%" in by["zero_spread"].message and f"{zero_spread_probability(1.6 / 3, 4) * 100:.0f}%" in by["zero_spread"].message
+    assert "75%" in by["zero_spread"].message and f"{zero_spread(4, 1.6 / 3) * 100:.0f}%" in by["zero_spread"].message
     assert "began at num_generations=16 with generation batch 16" in by["oom"].message
     assert "at the edge of memory" in by["oom"].message
     assert by["oom"].trials == (6,)

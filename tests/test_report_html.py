@@ -165,5 +165,6 @@ def test_adaptive_sampler_study_pools_curves_and_bins_temperatures(tmp_path):
     figs = {f.id: f for f in all_figures(data)}
     assert [fid for fid, f in figs.items() if f.uri is None] == ["pareto"]
     assert "pooled by num_generations" in figs["reward-time"].caption
-    assert data.recommendation.startswith("Use ") and "baseline was not run" in data.recommendation
+    # one seed per configuration: something to try, not a tested answer
+    assert data.recommendation.startswith("Try ") and "baseline was not run" in data.recommendation
     assert [w.kind for w in data.warnings] == ["single_seed", "no_baseline"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.html import racing_view, render_html
-from grpo_ablate.vocab import RACING_ATTR, Arm
+from grpo_ablate.trial_record import RACING as RACING_ATTR
+from grpo_ablate.vocab import Arm
 
 
 def _data(race: dict | None):

@@ -16,7 +16,7 @@ from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.findings import consistent
 from grpo_ablate.report.html import render_html, target_cell
 from grpo_ablate.report.records import load_trials
-from grpo_ablate.report.stats import compare_to_baseline, detectable_difference, difference, seeds_needed, stat
+from grpo_ablate.stats.seeds import compare_to_baseline, detectable_difference, difference, seeds_needed, stat
 from grpo_ablate.report.summary import summary_dict
 from grpo_ablate.vocab import METRICS, Arm
 
@@ -96,14 +96,18 @@ def test_difference_intervals_stay_inside_the_range_of_the_quantity():
 def test_inconclusive_study_says_no_clear_winner_with_what_it_could_detect(inconclusive):
     v = inconclusive.verdict
     assert v.kind == "no_clear_winner" and v.metric == "eval_final_reward"
-    assert v.words.startswith("No configuration is clearly better than the baseline")
+    # the answer leads: the configuration most likely within min_effect of the best, how likely, the set
+    assert v.words.startswith("Use num_generations=4, generation_batch_size=32, temperature=1. Probability that it "
+                              "is within 0.05 of the best held-out reward: ")
+    assert v.selection is not None and v.selection.recommended == "num_generations=4" and 0.5 < v.selection.pcs < 0.7
+    assert set(v.selection.eps_best) == set(INCONCLUSIVE)  # three seeds exclude nobody
+    assert "No configuration is clearly better than the baseline" in v.words and "(not detected)" in v.words
     assert v.detectable is not None and v.detectable > 0
     assert "could only detect a difference of about" in v.words and "80% power" in v.words
     assert v.seeds_for is not None and v.seeds_for[1] > 3 and "seeds would be needed" in v.words
     assert v.comparison is not None and v.comparison.kind == "paired" and "paired t test" in v.words
-    # every arm generated the same tokens: nothing is cheaper, so the default stays, and it says why
-    assert v.recommended == BASE and v.reason == "baseline_not_beaten"
-    assert "Keep the baseline" in v.words and "cheaper" in v.words
+    # every arm generated the same tokens: the page says they cost the same
+    assert v.recommended == G4 and v.reason == "most_likely_best" and "They cost the same" in v.words
     assert inconclusive.recommendation == v.words
 
 
@@ -112,16 +116,16 @@ def test_inconclusive_study_may_recommend_the_cheapest_and_says_that_is_why(tmp_
     arms["num_generations=2"] = (G2, runs({0: 0.47, 1: 0.63, 2: 0.41}, tokens_per_completion=3.0))
     storage, _ = make_custom_study(tmp_path, arms, evaluation={})
     v = load_custom(storage).verdict
-    assert v.kind == "no_clear_winner" and v.recommended == G2 and v.reason == "cheapest_not_worse"
-    assert "Use num_generations=2" in v.words and "25% less" in v.words
-    assert "Cost, not a better held-out reward, is the reason" in v.words
+    assert v.kind == "no_clear_winner" and v.selection.cheapest == "num_generations=2"
+    assert "The cheapest of these: G=2, batch 32, T=1 (768 generated tokens per trial" in v.words
 
 
 def test_clear_study_names_the_winner_and_the_paired_comparison(clear):
     v = clear.verdict
     assert v.kind == "winner" and v.recommended == G4 and v.reason == "clearly_better"
-    assert v.words.startswith("Use num_generations=4, generation_batch_size=32, temperature=1:")
+    assert v.words.startswith("Use num_generations=4, generation_batch_size=32, temperature=1.")
     assert "paired t test over 3 shared seeds" in v.words and "95% interval" in v.words
+    assert "Holm-adjusted p = 0.0091" in v.words and v.calls_method.startswith("Holm")
     assert v.comparison.kind == "paired" and v.comparison.p_value < 0.05
     d = clear.deltas["num_generations=4"]["eval_final_reward"]
     assert d.comparison.kind == "paired" and d.diff.clear is True and d.better is True
@@ -244,9 +248,8 @@ def test_warnings_never_contradict_the_answer(tmp_path, inconclusive, clear):
     # the baseline repeats itself at T=1 (the old advice: "use a smaller G") but the answer keeps it
     storage, _ = make_custom_study(tmp_path / "dup", INCONCLUSIVE, evaluation={}, distinct={"baseline": 0.3})
     dup = load_custom(storage)
-    assert dup.verdict.recommended == BASE
     w = next(f for f in dup.warnings if f.kind == "near_duplicates")
-    assert "smaller G" not in w.message and "still recommends this configuration" in w.message
+    assert consistent(w, dup.verdict.recommended)
     # G=2 wins and most of its groups have no spread (the old advice: "raise num_generations")
     arms = {"baseline": CLEAR["baseline"], "num_generations=2": (G2, CLEAR["num_generations=4"][1])}
     storage, _ = make_custom_study(tmp_path / "zero", arms, evaluation={}, zero_spread={"num_generations=2": 0.8,

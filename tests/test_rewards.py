@@ -23,14 +23,14 @@ def call(name: str, completions, ctx: RewardContext = CTX, **kwargs):
 
 def test_format_and_tag_count():
     good = "<think>\n7+5 is 12\n</think>\n<answer>\n12\n</answer>"
-    half = "<think>hmm</think> 12"
-    doubled = "<think>a</think><think>b</think><answer>1</answer>"
-    assert call("format", [good, half, doubled]) == [1.0, 0.0, 0.0]
+    half = "<think>\nhmm\n</think>\n12"
+    doubled = "<think>\na\n</think>\n<think>\nb\n</think>\n<answer>\n1\n</answer>"
+    assert call("format", [good, half, doubled]) == [1.0, 0.0, 1.0]  # Open R1's lazy regex lets the second pair in
     assert call("tag_count", [good, half, doubled]) == [1.0, 0.5, 0.5]
 
 
 def test_conversational_completions_are_read_as_text():
-    msg = [{"role": "assistant", "content": "<think>x</think><answer>4</answer>"}]
+    msg = [{"role": "assistant", "content": "<think>\nx\n</think>\n<answer>\n4\n</answer>"}]
     assert call("format", [msg]) == [1.0]
 
 
@@ -62,12 +62,12 @@ def test_accuracy_with_math_verify():
     pytest.importorskip("math_verify")
     completions = [
         "<think>so</think><answer>\\frac{1}{2}</answer>",
-        "<answer>0.5</answer>",
-        "<answer>3</answer>",
+        "<answer>0.5</answer>",  # no LaTeX: Open R1's extraction finds no answer in it
+        "<answer>$3$</answer>",
         "The answer is $\\boxed{\\frac{1}{2}}$",
     ]
     out = call("accuracy", completions, solution=["$\\frac{1}{2}$"] * 4)
-    assert out == [1.0, 1.0, 0.0, 1.0]
+    assert out == [1.0, 0.0, 0.0, 1.0]
     # an `answer` column works too, plain numbers included
     assert call("accuracy", ["<answer>42</answer>", "<answer>41</answer>"], answer=["42", "42"]) == [1.0, 0.0]
 

@@ -14,7 +14,6 @@ import optuna
 import pytest
 
 from grpo_ablate.metrics import read_rows
-from grpo_ablate.storage import open_storage
 from grpo_ablate.trainer.launch import run_trial
 from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome
 

@@ -107,8 +107,10 @@ def test_replays_are_deterministic_for_a_fixed_seed(tmp_path):
         a = replay(table, strategy, 7, "final_reward", True)
         b = replay(table, strategy, 7, "final_reward", True)
         assert a.points == b.points
-    c = replay(table, Strategy("tpe", sampler="tpe", n_trials=20), 8, "final_reward", True)
-    assert c.points != a.points or True  # another seed may coincide; determinism is what matters
+    tpe = Strategy("tpe", sampler="tpe", n_trials=20)
+    seven = replay(table, tpe, 7, "final_reward", True).points
+    # and the seed is used: one other seed may coincide by chance, not all three
+    assert any(replay(table, tpe, seed, "final_reward", True).points != seven for seed in (8, 9, 10))
 
 
 def test_summary_full_grid_is_one_and_right():

@@ -9,11 +9,11 @@ import optuna
 from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
-from grpo_ablate.search.warm import warm_start
+from grpo_ablate.study.warm import warm_start
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import suggest_cell
 from grpo_ablate.study.setup import describe_study, open_study
-from grpo_ablate.vocab import ARM_ATTR, COPY_ATTR, WARM_ROLE
+from grpo_ablate.trial_record import ARM_KEY as ARM_ATTR, COPY_OF as COPY_ATTR, WARM_ROLE
 from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)

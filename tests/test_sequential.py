@@ -1,4 +1,4 @@
-"""The confidence sequences' coverage under repeated looks, and the one rule's calls (report/sequential.py)."""
+"""The confidence sequences' coverage under repeated looks, and the one rule's calls (stats/sequential.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from grpo_ablate.report.sequential import (BETTER, EQUIVALENT, UNDECIDED, WORSE, betting_cs, classify,
-                                           default_min_effect, t_cs)
+from grpo_ablate.stats.min_effect import default_min_effect
+from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, betting_cs, classify, t_cs
 
 LOOKS = 12  # a look after every seed, as racing and stop-when-settled do
 REPS = 1500
@@ -92,5 +92,8 @@ def test_betting_cs_refuses_out_of_bound_differences_and_needs_a_bound():
         classify([0.1, 0.2], min_effect=0.02, method="betting")
 
 
-def test_default_min_effect_is_a_share_of_the_range():
-    assert default_min_effect(0.0, 1.0) == pytest.approx(0.02)
+def test_default_min_effect_is_per_metric_never_the_reward_scale_elsewhere():
+    assert default_min_effect("eval_final_reward") == pytest.approx(0.05)  # a reward in [0, 1]
+    assert default_min_effect("frac_reward_zero_std") == pytest.approx(0.05)  # 5% of its range [0, 1]
+    assert default_min_effect("tokens_per_second") is None  # no range and no reference: no default
+    assert default_min_effect("tokens_per_second", reference=2000.0) == pytest.approx(100.0)

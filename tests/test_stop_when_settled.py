@@ -13,11 +13,12 @@ from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import baseline_arm, racing_round, study_plan
-from grpo_ablate.search.racing import advance
+from grpo_ablate.study.racing import advance
 from grpo_ablate.study.ledger import queue as queue_cells
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import ask, suggest_cell
-from grpo_ablate.vocab import RACING_ATTR, Outcome
+from grpo_ablate.trial_record import RACING as RACING_ATTR
+from grpo_ablate.vocab import Outcome
 from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -27,7 +28,7 @@ SEEDS = list(range(12))
 
 def _study(tmp_path):
     return load_study(TINY, ["num_generations=[8, 2, 4]", "temperature=[1.0, 0.3]", f"study.seeds={SEEDS}",
-                             "study.racing={confidence: 0.95, first_round_seeds: 2}", "study.min_effect=0.02",
+                             "study.racing={design: anytime, confidence: 0.95, first_round_seeds: 2}", "study.min_effect=0.02",
                              f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward}]"])
 
 
@@ -88,7 +89,7 @@ def test_a_settled_study_stops_early_leaves_no_queued_cells_and_reruns_as_finish
 
 def test_without_stop_when_settled_the_race_spends_every_seed_on_undropped_arms(tmp_path):
     study = load_study(TINY, ["num_generations=[8, 2, 4]", "temperature=[1.0, 0.3]", f"study.seeds={SEEDS}",
-                              "study.racing={confidence: 0.95, first_round_seeds: 2, stop_when_settled: false}",
+                              "study.racing={design: anytime, confidence: 0.95, first_round_seeds: 2, stop_when_settled: false}",
                               f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward}]"])
     ostudy = optuna.create_study(direction="maximize")
     queue_cells(ostudy, study, racing_round(study, 1))
@@ -140,16 +141,16 @@ def test_min_effect_and_the_betting_method_are_validated(tmp_path):
 
 
 def test_the_baseline_keeps_running_while_an_arm_still_needs_it_even_when_worse_than_the_leader():
-    from grpo_ablate.search.racing import RaceState, Rule, decide
+    from grpo_ablate.study.racing import RaceState, Rule, decide
 
     seeds = range(6)
     results = {"base": {s: 0.5 + 0.01 * (s % 2) for s in seeds},
                "lead": {s: 0.8 + 0.01 * (s % 3) for s in seeds},             # clearly better than the baseline
                "noisy": {s: 0.5 + (0.2 if s % 2 else -0.2) for s in seeds}}  # undecided against the baseline
     state = decide(RaceState(5, ["base", "lead", "noisy"]), results, maximize=True, seeds_left=True,
-                   rule=Rule(stop_when_settled=True), baseline="base")
+                   rule=Rule(stop_when_settled=True, design="anytime"), baseline="base")
     assert state.calls["lead"] == "better" and state.calls["noisy"] == "undecided"
     assert "base" in state.live and "base" not in {d.arm for d in state.dropped} and not state.decided
     plain = decide(RaceState(5, ["base", "lead", "noisy"]), results, maximize=True, seeds_left=True,
-                   rule=Rule(stop_when_settled=False), baseline="base")
+                   rule=Rule(stop_when_settled=False, design="anytime"), baseline="base")
     assert "base" in {d.arm for d in plain.dropped}  # without stopping, racing drops it as before

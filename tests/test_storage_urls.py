@@ -1,7 +1,7 @@
 """Storage URLs (issue 23, item 5): every credential masked on every surface, and anything that
 looks like a URL but is not one refused before it can become a journal file named after a password.
 
-The CLI runs in-process (`grpo_ablate.cli.main`) so these stay unit-fast; the storages are real
+The CLI runs in-process (`grpo_ablate.commands.cli.main`) so these stay unit-fast; the storages are real
 (journal files, SQLite databases SQLAlchemy opens).
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate.cli import main
+from grpo_ablate.commands.cli import main
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.storage import canonical_url, is_rdb_url, mask_url, open_storage, url_problem
 from helpers import MINIMAL_STUDY
@@ -44,8 +44,8 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     (f"postgresql://ablate:a@{SECRET}@db/optuna", "@db/optuna"),  # an unencoded @ in it
     (f"postgresql://ablate@db/optuna?password={SECRET}&sslmode=require", "password=***"),
     (f"PostgreSQL://ablate@db/optuna?sslpassword={SECRET}", "sslpassword=***"),
-    (f"postgresql://ablate@db/optuna?passfile=/home/a/.pgpass&PassWord={SECRET}", "passfile=%2Fhome%2Fa%2F.pgpass"),
-    (f"mssql+pyodbc:///?odbc_connect=DRIVER%3DODBC%3BUID%3Du%3BPWD%3D{SECRET}", "PWD%3D***"),
+    (f"postgresql://ablate@db/optuna?passfile=/home/a/.pgpass&PassWord={SECRET}", "passfile=/home/a/.pgpass"),
+    (f"mssql+pyodbc:///?odbc_connect=DRIVER%3DODBC%3BUID%3Du%3BPWD%3D{SECRET}", "odbc_connect=***"),
     (f"mysql://u:{SECRET}@h/x?charset=utf8", "mysql://u:***@h/x?charset=utf8"),
     (f"host=db port=5432 password={SECRET} dbname=optuna", "host=db port=5432 password=*** dbname=optuna"),
     (f"host=db password = '{SECRET} x' dbname=optuna", "dbname=optuna"),
@@ -157,7 +157,7 @@ def test_study_config_attribute_holds_no_credential(tmp_path):
 
 
 def test_dashboard_banner_masks_a_query_password(tmp_path):
-    from grpo_ablate.dashboard import banner
+    from grpo_ablate.commands.dashboard import banner
 
     study = load_study(_study_file(tmp_path), [f"study.storage=sqlite:///{tmp_path}/s.db?password={SECRET}"])
     line = banner(study, "127.0.0.1", 8080)

@@ -21,6 +21,7 @@ import pytest
 
 from helpers import ROOT, cli_env, fill_disk, run_cli, tmpfs
 from grpo_ablate.storage import open_storage
+from grpo_ablate import trial_record as record
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +40,7 @@ def _load(tmp: Path, name: str, storage: str | None = None) -> optuna.Study:
 def _by_outcome(study: optuna.Study) -> dict[str, int]:
     out: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False):
-        key = t.user_attrs.get("outcome", t.state.name.lower())
+        key = t.user_attrs.get(record.OUTCOME, t.state.name.lower())
         out[key] = out.get(key, 0) + 1
     return out
 
@@ -52,15 +53,15 @@ def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
     trials = st.get_trials(deepcopy=False)
     assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     base = trials[0]
-    assert base.user_attrs["role"] == "baseline" and base.user_attrs["num_generations"] == 8
+    assert base.user_attrs[record.ROLE] == "baseline" and base.user_attrs["num_generations"] == 8
     for t in trials:
         u = t.user_attrs
-        assert u["outcome"] == "completed"
+        assert u[record.OUTCOME] == "completed"
         for key in ("reward_per_hour", "stability_variance", "samples_per_second", "tokens_per_second",
                     "reward_per_million_tokens", "peak_memory_mb"):
             assert key in u, key
         assert t.constraints == {"oom": -1.0}  # feasible
-        rows = [json.loads(x) for x in Path(u["trial_dir"], "metrics.jsonl").read_text().splitlines()]
+        rows = [json.loads(x) for x in Path(u[record.TRIAL_DIR], "metrics.jsonl").read_text().splitlines()]
         assert len(rows) == 4
     # artifacts for the dashboard
     arts = [k for t in trials for k in t.system_attrs if k.startswith("artifacts:")]
@@ -75,14 +76,21 @@ def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
     assert len(finished_study.load(copy).get_trials(deepcopy=False)) == 2  # nothing re-run
     assert "(2/2 trials finished)" in again.stdout
 
+    # issue 28: a planned study stopped by the user's own n_trials is not a failure: exit 0, the queued cells named
+    limited = tmp_path / "limited"
+    shutil.copytree(finished_study.out, limited)
+    asked = run_cli("run", *finished_study.args(limited), "--set", "study.seeds=[0, 1]", "--n-trials", "2", "--no-report")
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert "Note: study.n_trials=2 reached; 2 planned trial(s) are still queued" in asked.stdout
+
     # issue 23: a study never ends with cells queued and exit 0 without saying so
     args = ("run", *finished_study.args(copy))
-    finished_study.load(copy).enqueue_trial({}, user_attrs={"role": "advise", "cell": "G4xB32|T0.5-s0"})  # an arm the plan lost
+    finished_study.load(copy).enqueue_trial({}, user_attrs={record.ROLE: "advise", record.CELL: "G4xB32|T0.5-s0"})  # an arm the plan lost
     lost = run_cli(*args)
     assert lost.returncode == 1, lost.stdout + lost.stderr
     assert "1 queued trial(s) that never ran (G4xB32|T0.5-s0)" in lost.stderr and "no longer part" in lost.stderr
     more_seeds = run_cli(*args, "--set", "study.seeds=[0, 1]", "--set", "study.n_trials=2", "--no-report")
-    assert more_seeds.returncode == 1, more_seeds.stdout + more_seeds.stderr
+    assert more_seeds.returncode == 1, more_seeds.stdout + more_seeds.stderr  # the lost arm is still a failure
     assert "queued 2 planned trial(s)" in more_seeds.stdout and "raise study.n_trials to 5" in more_seeds.stderr
     assert "study.n_trials=2 was reached first" in more_seeds.stderr
     assert len(finished_study.load(copy).get_trials(deepcopy=False)) == 5  # nothing ran
@@ -104,10 +112,10 @@ def test_oom_is_a_violated_constraint_not_a_failure(tmp_path):
     st = _load(tmp_path, "oom")
     by_g = {t.user_attrs["num_generations"]: t for t in st.get_trials(deepcopy=False)}
     big = by_g[8]
-    assert big.state == optuna.trial.TrialState.COMPLETE and big.user_attrs["outcome"] == "oom"
+    assert big.state == optuna.trial.TrialState.COMPLETE and big.user_attrs[record.OUTCOME] == "oom"
     assert big.constraints["oom"] > 0  # violated: the sampler learns the boundary
-    assert by_g[2].user_attrs["outcome"] == "completed"
-    assert st.best_trials and all(t.user_attrs["outcome"] == "completed" for t in st.best_trials)
+    assert by_g[2].user_attrs[record.OUTCOME] == "completed"
+    assert st.best_trials and all(t.user_attrs[record.OUTCOME] == "completed" for t in st.best_trials)
 
 
 def test_a_study_whose_every_trial_ran_out_of_memory_exits_1(tmp_path):
@@ -169,7 +177,7 @@ def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
     assert proc.returncode == 130, out + err
     st = _load(tmp_path, name)
     first = st.get_trials(deepcopy=False)[0]
-    assert first.user_attrs.get("outcome") == "interrupted", out + err
+    assert first.user_attrs.get(record.OUTCOME) == "interrupted", out + err
     kept = metrics.read_text().count("\n")
     assert 1 <= kept < 100000  # stopped early, partial metrics kept
 
@@ -199,7 +207,7 @@ def test_a_stop_while_a_trial_starts_is_not_missed(tmp_path):
     assert proc.returncode == 130, out + err
     assert (folder / "STOP").read_text().strip() == "interrupted"
     trials = _load(tmp_path, name).get_trials(deepcopy=False)
-    assert trials[0].user_attrs.get("outcome") == "interrupted", out + err
+    assert trials[0].user_attrs.get(record.OUTCOME) == "interrupted", out + err
     assert trials[1].state == optuna.trial.TrialState.WAITING and trials[1].user_attrs["retry_of"] == 0
 
 
@@ -235,7 +243,7 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path)
         assert res.returncode == 1, res.stdout + res.stderr
         assert "No space left on device" in res.stderr
         st = _load(tmp_path, "full", str(journal))
-        states = [(t.state.name, t.user_attrs.get("outcome")) for t in st.get_trials(deepcopy=False)]
+        states = [(t.state.name, t.user_attrs.get(record.OUTCOME)) for t in st.get_trials(deepcopy=False)]
         assert states == [("FAIL", "interrupted")] * 2 + [("WAITING", None)] * 2, states
 
         (disk / "filler").unlink()
@@ -268,5 +276,5 @@ def test_killed_run_on_journal_storage_is_finished_by_the_next_run(tmp_path):
     res = run_cli(*args, "--set", "budget.max_steps=2")
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, "kill")
-    states = [(t.state.name, t.user_attrs.get("outcome")) for t in st.get_trials(deepcopy=False)]
+    states = [(t.state.name, t.user_attrs.get(record.OUTCOME)) for t in st.get_trials(deepcopy=False)]
     assert states == [("FAIL", "interrupted"), ("COMPLETE", "completed")]

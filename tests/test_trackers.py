@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from helpers import run_cli, unavailable
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.vocab import Arm, Cell
@@ -38,7 +38,7 @@ def test_trainer_report_to_passes_through_and_off_means_off(tmp_path):
 
 def test_a_tracker_that_is_not_installed_is_named(tmp_path):
     if importlib.util.find_spec("swanlab") is not None:
-        pytest.skip("swanlab is installed")
+        unavailable("swanlab is installed, so its not-installed message cannot be shown")
     with pytest.raises(StudyError, match=r"study.trackers.0: swanlab is not installed.*pip install swanlab"):
         _study(tmp_path, "study.trackers=[swanlab]")
 

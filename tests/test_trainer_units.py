@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from grpo_ablate.run_one import _split_sets
+from grpo_ablate.commands.run_one import _split_sets
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launchers import build_command, classify, request_stop
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
@@ -96,7 +96,7 @@ def test_run_one_splits_trial_values_from_overrides():
 
 
 def test_parent_side_imports_no_torch():
-    code = ("import sys, grpo_ablate.trainer.launch, grpo_ablate.trainer.spec, grpo_ablate.metrics, grpo_ablate.run_one; "
+    code = ("import sys, grpo_ablate.trainer.launch, grpo_ablate.trainer.spec, grpo_ablate.metrics, grpo_ablate.commands.run_one; "
             "bad = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -11,15 +11,17 @@ num_processes; else the GPUs per trial; else 1.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from grpo_ablate.errors import StudyError
 from grpo_ablate.config.schema import IntRange, StudyFile
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.space import BatchShape, FeasibleSpace, feasible_space
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import load_probe, probed_space
 
-__all__ = ["accelerate_processes", "world_size", "world_size_reason", "batch_shape", "space_for"]
+__all__ = ["accelerate_processes", "world_size", "world_size_reason", "batch_shape", "trainer_batch_shape", "space_for"]
 
 
 def accelerate_processes(path: str) -> int | None:
@@ -63,25 +65,31 @@ def _world(sf: StudyFile) -> tuple[int, str]:
 
 
 def batch_shape(sf: StudyFile) -> BatchShape:
-    """What TRL's divisibility rules read, from the trainer section (TRL's defaults where unset)."""
-    t = sf.trainer
+    """What TRL's divisibility rules read, from the study's trainer section and world size."""
+    return trainer_batch_shape(sf.trainer, world_size(sf))
+
+
+def trainer_batch_shape(t: Mapping[str, Any], world: int) -> BatchShape:
+    """The batch shape of GRPOConfig keyword arguments: one rule for the study and the trial
+    process (trainer/build.py). A value that is not a positive int is unset: TRL's default."""
+
+    def positive(key: str) -> int | None:
+        v = t.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
     def num(key: str) -> int:
-        v = t.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else int(trl_default(key))
+        return positive(key) or int(trl_default(key))
 
     eval_strategy = t.get("eval_strategy", "no")
     eval_on = bool(t.get("do_eval")) or (eval_strategy not in (None, "no"))
-    spg = t.get("steps_per_generation")
-    nge = t.get("num_generations_eval")
     return BatchShape(
-        world_size=world_size(sf),
+        world_size=world,
         per_device_train_batch_size=num("per_device_train_batch_size"),
         gradient_accumulation_steps=num("gradient_accumulation_steps"),
-        steps_per_generation=spg if isinstance(spg, int) and not isinstance(spg, bool) and spg > 0 else None,
+        steps_per_generation=positive("steps_per_generation"),
         eval_enabled=eval_on and eval_strategy != "no",
         per_device_eval_batch_size=num("per_device_eval_batch_size"),
-        num_generations_eval=nge if isinstance(nge, int) and not isinstance(nge, bool) and nge > 0 else None,
+        num_generations_eval=positive("num_generations_eval"),
         num_iterations=num("num_iterations"),
     )
 
@@ -104,8 +112,6 @@ def _with_probe(sf: StudyFile, space: FeasibleSpace, batches: Any) -> FeasibleSp
     Out of the space, an OOM pair is never proposed, planned or launched, whatever the sampler;
     this holds for TRL's own batch too (the probe then tried each G at that batch).
     """
-    from grpo_ablate.files.owned import Owner
-    from grpo_ablate.files.probe_file import load_probe, probed_space
 
     probe = load_probe(sf.study.output_dir or Path("runs") / sf.study.name, Owner.of(sf))
     return space if probe is None else probed_space(space, probe, largest_only=batches == "probed")

@@ -20,15 +20,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.errors import Problem, did_you_mean, echo
+from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.safe_read import MB, kind_problem, read_text, text_stream
 from grpo_ablate.config.names import UNCHECKED_PACKAGES, check_reward, module_spec
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.schema import DataSection, RewardSpec, StudyFile
-from grpo_ablate.vocab import BUILTIN_TASKS
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_TASKS
 
 __all__ = ["check_inputs", "peek_rows", "PEEK_ROWS", "TRL_REWARD_KEYWORDS"]
 
 PEEK_ROWS = 5  # enough to see the columns and a value of each
+MAX_JSON_BYTES = 512 * MB  # a .json dataset is read whole to see its first rows
+MAX_MODULE_BYTES = 16 * MB  # a reward module's source, parsed (never run) to read its signature
 # What GRPOTrainer passes every reward besides the dataset's columns (trl 1.16, _calculate_rewards).
 TRL_REWARD_KEYWORDS = ("prompts", "completions", "completion_ids", "trainer_state")
 # Built-in rewards that read a dataset column (any one of them).
@@ -48,9 +51,11 @@ def peek_rows(data: DataSection, n: int = PEEK_ROWS) -> list[dict[str, Any]]:
             ds = ds[data.split]
         return [dict(r) for r in ds.select(range(min(n, len(ds))))]
     suffix = path.suffix.lower()
+    if (problem := kind_problem(path)) is not None:  # a FIFO would hang the read below
+        raise ValueError(problem)
     if suffix == ".jsonl":
         rows = []
-        with path.open(encoding="utf-8") as f:
+        with text_stream(path, "dataset", key="data.dataset") as f:
             for line in f:
                 if line.strip():
                     rows.append(json.loads(line))
@@ -58,14 +63,14 @@ def peek_rows(data: DataSection, n: int = PEEK_ROWS) -> list[dict[str, Any]]:
                     break
         return rows
     if suffix == ".json":
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_text(path, "dataset", MAX_JSON_BYTES, key="data.dataset"))
         if isinstance(raw, dict):  # {"data": [...]} as load_dataset's `field` reads it
             raw = next((v for v in raw.values() if isinstance(v, list)), raw)
         if not isinstance(raw, list):
             raise ValueError("holds neither a list of records nor JSON lines")
         return [r for r in raw[:n] if isinstance(r, dict)]
-    if suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as f:
+    if suffix == ".csv":  # a BOM (Excel's UTF-8 CSV) dropped, as `datasets` drops it
+        with text_stream(path, "dataset", key="data.dataset") as f:
             return [dict(r) for _, r in zip(range(n), csv.DictReader(f))]
     if suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -89,6 +94,9 @@ def _columns(sf: StudyFile, problems: list[Problem], warnings: list[str]) -> lis
         return None  # config/places.py reports the missing file
     try:
         rows = peek_rows(data)
+    except StudyError as e:
+        problems.append(e.problems[0])
+        return None
     except (OSError, ValueError, ImportError) as e:
         problems.append(Problem(path="data.dataset", message=f"{echo(data.dataset)} cannot be read: {e}"))
         return None
@@ -96,6 +104,12 @@ def _columns(sf: StudyFile, problems: list[Problem], warnings: list[str]) -> lis
         problems.append(Problem(path="data.dataset", message=f"{echo(data.dataset)} has no rows"))
         return None
     columns = list(dict.fromkeys(k for r in rows for k in r))
+    if sf.model.name_or_path.startswith(BUILTIN_MODEL_PREFIX) and not isinstance(data.chat_template, str) and any(
+            isinstance(r.get(data.prompt_column), list) for r in rows):
+        problems.append(Problem(path="data.chat_template", message=(
+            f"{data.dataset} holds chat messages in {data.prompt_column!r}, and {sf.model.name_or_path} is a "
+            f"character-level model without a chat template, so every trial would fail applying one; give "
+            f"data.chat_template (a Jinja template), or plain-text prompts")))
     if data.prompt_column not in columns:
         problems.append(Problem(path="data.prompt_column", message=(
             f"column {echo(data.prompt_column)} is not in {data.dataset} (its columns: {columns}); set "
@@ -124,8 +138,11 @@ def _reward_signature(name: str, path: str, problems: list[Problem],
     origin = getattr(spec, "origin", None)
     if not origin or not str(origin).endswith(".py"):
         return None  # compiled or namespace: nothing to parse
-    try:
-        tree = ast.parse(Path(origin).read_text(encoding="utf-8"), filename=origin)
+    try:  # a BOM is valid Python (PEP 263): read_text drops it as the interpreter does
+        tree = ast.parse(read_text(origin, "reward module", MAX_MODULE_BYTES, key=path), filename=origin)
+    except StudyError as e:
+        problems.append(e.problems[0])
+        return None
     except (OSError, SyntaxError, ValueError) as e:
         problems.append(Problem(path=path, message=f"{echo(str(origin))} cannot be parsed: {e}"))
         return None
@@ -162,10 +179,10 @@ def _reward_signature(name: str, path: str, problems: list[Problem],
             f"module {echo(dotted or module_name)} ({origin}) has no function {echo(first)}"
             f"{did_you_mean(first, functions)}; its functions: {functions}")))
         return None
-    node = defined[first]
-    if "." in attr or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    found = defined[first]
+    if "." in attr or not isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    return _signature(node.args)
+    return _signature(found.args)
 
 
 def _signature(args: ast.arguments) -> inspect.Signature:
@@ -223,6 +240,8 @@ def check_inputs(sf: StudyFile, warnings: list[str]) -> list[Problem]:
             continue
         if check_reward(name, path):
             continue  # config/names.py already says what is wrong with the name
+        if isinstance(r, RewardSpec) and r.args:
+            continue  # a factory and its arguments: what it returns is checked when the trial builds it
         sig = _reward_signature(name, path, problems, warnings)
         if sig is not None:
             _check_signature(sig, name.partition(":")[2], path, columns, problems)

@@ -3,8 +3,9 @@
     grpo-ablate validate studies/tiny-cpu.yaml --set num_generations=[2,4] --set study.n_trials=4
 
 A recipe (an Open R1 / `trl grpo` script config, as published) fills the trainer section;
-config/recipes.py translates its keys and notes what it did; the study's own keys win. Relative file paths mean: beside
-the study file, else from the current directory.
+config/recipes.py translates its keys and notes what it did; the study's own keys win. A relative
+path in the study file means from the study file's folder; one given with `--set` or `--storage`,
+from the current directory (load_study says why).
 """
 
 from __future__ import annotations
@@ -21,12 +22,21 @@ from grpo_ablate.config.schema import SearchSection, StudyFile, StudySection
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.validate import validate_dict
 from grpo_ablate.config.yaml_io import YamlLimitError, parse_yaml, read_yaml_file
+from grpo_ablate.storage_url import JOURNAL_PREFIX, canonical_url, is_rdb_url, url_problem
 from grpo_ablate.vocab import SEARCHED_KEYS
 
-__all__ = ["load_study", "apply_overrides", "parse_override"]
+__all__ = ["load_study", "apply_overrides", "parse_override", "resolve_paths"]
 
 def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None) -> Study:
-    """Read, merge the recipe, apply `--set` overrides, validate. Raises StudyError."""
+    """Read, apply `--set` overrides, merge the recipe, validate. Raises StudyError.
+
+    One path rule: a relative path written in the study file (storage, output_dir, dataset,
+    trainer_from, accelerate config, reward modules) means from the study file's folder, so every
+    command finds the same files from wherever it is run; a relative path given on the command
+    line (`--set`, `--storage`) means from the current directory, as a shell path does. The
+    overrides apply before the recipe merges, so `--set trainer_from=RECIPE` merges that recipe,
+    and the study's own keys (overrides included) win over the recipe's.
+    """
     p = Path(path)
     raw = read_yaml_file(p, what="study file")
     if not isinstance(raw, dict):
@@ -35,19 +45,29 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
     problems: list[Problem] = []
     notes: list[RecipeNote] = []
     raw = copy.deepcopy(raw)
-    if raw.get("trainer_from"):
-        raw, notes, recipe_problems = merge_recipe(raw, p.parent)
-        problems += recipe_problems
-    if overrides:
+    base = _folder(p)
+    resolve_paths(raw, base)
+    if overrides:  # before the recipe: the study's keys win over it, and its notes see the final hardware
         try:
             raw = apply_overrides(raw, overrides)
         except ValueError as e:
             problems.append(Problem(path="--set", message=str(e)))
-    _resolve_paths(raw, p.parent)
+        resolve_paths(raw, Path.cwd(), rewards=False)  # only what --set gave is still relative
+    if raw.get("trainer_from"):
+        raw, notes, recipe_problems = merge_recipe(raw, base)
+        problems += recipe_problems
+        resolve_paths(raw, base)  # what the recipe added (a dataset file, a reward module), beside the study
     study = validate_dict(raw, source=str(p), problems=problems)
     study.path = p
     study.warnings[:0] = notes
     return study
+
+
+def _folder(study_file: Path) -> Path:
+    try:
+        return study_file.parent.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: validation says what is wrong
+        return study_file.parent.absolute()
 
 
 # ---------------------------------------------------------------- overrides
@@ -103,32 +123,57 @@ def apply_overrides(raw: dict[str, Any], sets: list[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------- recipe and paths
 
 
-def _resolve_path(value: Any, base: Path | None) -> Any:
-    if not isinstance(value, str) or not value or os.path.isabs(value) or base is None:
+def _resolve_path(value: Any, base: Path) -> Any:
+    """`value` joined to `base` when it is a relative path; anything else as it is."""
+    if not isinstance(value, str) or not value or "\0" in value or os.path.isabs(value) or value.startswith("~"):
         return value
-    try:
-        beside = base / value
-        if beside.exists():
-            return str(beside.resolve())
-        return str(Path(value).resolve()) if Path(value).exists() else value
-    except (OSError, ValueError):  # a name too long, a NUL: validation says what is wrong
-        return value
+    return os.path.normpath(base / value)
 
 
-def _resolve_paths(raw: dict[str, Any], base: Path | None) -> None:
+def _resolve_storage(url: Any, base: Path) -> Any:
+    """A journal path or an SQLite file joined to `base`; a server URL, or one that does not parse, as it is."""
+    if not isinstance(url, str) or not url or url_problem(url) is not None:
+        return url
+    if not is_rdb_url(url):
+        prefix = JOURNAL_PREFIX if url.startswith(JOURNAL_PREFIX) else ""
+        return prefix + _resolve_path(url[len(prefix):], base)
+    canonical = canonical_url(url)
+    scheme, sep, rest = canonical.partition(":///")
+    if not sep or scheme.partition("+")[0] != "sqlite" or not rest or rest.startswith((":memory:", "?", "file:")):
+        return url
+    file, q, query = rest.partition("?")
+    return f"{scheme}:///{_resolve_path(file, base)}{q}{query}"
+
+
+def resolve_paths(raw: dict[str, Any], base: Path, *, rewards: bool = True) -> None:
+    """Every relative path of a raw study mapping, from `base` (in place)."""
+    study = raw.get("study")
+    if isinstance(study, dict):
+        if "output_dir" in study:
+            study["output_dir"] = _resolve_path(study["output_dir"], base)
+        if "storage" in study:
+            study["storage"] = _resolve_storage(study["storage"], base)
+    if isinstance(raw.get("trainer_from"), str):
+        raw["trainer_from"] = _resolve_path(raw["trainer_from"], base)
     hw = raw.get("hardware")
     if isinstance(hw, dict) and hw.get("accelerate_config"):
         hw["accelerate_config"] = _resolve_path(hw["accelerate_config"], base)
     data = raw.get("data")
-    if isinstance(data, dict) and isinstance(data.get("dataset"), str) and is_local_dataset(data["dataset"]):
-        data["dataset"] = _resolve_path(data["dataset"], base)
-    rewards = raw.get("rewards")
-    if isinstance(rewards, list) and base is not None:
-        for i, r in enumerate(rewards):
+    if isinstance(data, dict) and isinstance(data.get("dataset"), str):
+        name = data["dataset"]
+        try:  # a hub name (org/name) stays one unless a file or folder of that name is there
+            beside = is_local_dataset(name) or (base / name).exists()
+        except (OSError, ValueError):
+            beside = False
+        if beside:
+            data["dataset"] = _resolve_path(name, base)
+    entries = raw.get("rewards")
+    if rewards and isinstance(entries, list):
+        for i, r in enumerate(entries):
             if isinstance(r, dict) and isinstance(r.get("name"), str):
                 r["name"] = _resolve_reward(r["name"], base)
             elif isinstance(r, str):
-                rewards[i] = _resolve_reward(r, base)
+                entries[i] = _resolve_reward(r, base)
 
 
 def _resolve_reward(name: str, base: Path) -> str:
@@ -143,7 +188,8 @@ def _resolve_reward(name: str, base: Path) -> str:
         return name
     try:
         folder = base.resolve()
-        beside = (folder / f"{top}.py").is_file() or (folder / top / "__init__.py").is_file()
+        beside = os.path.lexists(folder / f"{top}.py") or (folder / top / "__init__.py").is_file()  # a FIFO too:
+        # config/names.py then says what it is
     except OSError:
         return name
     return f"{folder}/{module}:{function}" if beside else name

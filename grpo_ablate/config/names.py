@@ -12,8 +12,10 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from pathlib import Path
 
 from grpo_ablate.errors import Problem, did_you_mean, echo
+from grpo_ablate.safe_read import kind_problem
 from grpo_ablate.config.schema import RewardSpec, StudyFile
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_MODELS, BUILTIN_TASKS, reward_names
 
@@ -65,7 +67,10 @@ def check_reward(name: str, path: str) -> list[Problem]:
             return [Problem(path=path, message=f"expected package.module:function, got {echo(name)}")]
         folder, _, dotted = module.rpartition("/")  # a module beside the study file (config/load.py)
         if folder:
-            return [] if module_findable(dotted, folder) else [Problem(path=path, message=(
+            source = Path(folder) / f"{dotted.split('.')[0]}.py"
+            kind = kind_problem(source)
+            return [] if module_findable(dotted, folder) and kind is None else [Problem(path=path, message=(
+                f"the reward module {echo(str(source))} {kind}" if kind else
                 f"module {echo(dotted)} not found in {echo(folder)}"))]
         if module.split(".")[0] in UNCHECKED_PACKAGES and not module_findable(module):
             return []  # not installed here: config/inputs.py says so as a warning; the trial machine needs it

@@ -15,6 +15,7 @@ from grpo_ablate.errors import Problem, StudyError, echo
 from grpo_ablate.config.hardware import accelerate_processes
 from grpo_ablate.config.schema import StudyFile
 from grpo_ablate.config.yaml_io import read_yaml_file
+from grpo_ablate.safe_read import kind_problem
 from grpo_ablate.storage_url import DATABASE_SCHEMES, JOURNAL_PREFIX, is_rdb_url, url_problem
 
 __all__ = ["check_places", "check_storage", "writable_dir_problem", "DATABASE_SCHEMES", "is_local_dataset"]
@@ -57,6 +58,8 @@ def _journal_problem(path: Path) -> str | None:
     try:
         if path.is_dir():
             return f"the journal file {echo(str(path))} is a folder"
+        if (kind := kind_problem(path)) is not None:
+            return f"the journal file {echo(str(path))} {kind}"
         if path.exists() and not os.access(path, os.W_OK):
             return f"cannot write the journal file {echo(str(path))} (read-only or no permission)"
     except (OSError, ValueError) as e:
@@ -122,4 +125,6 @@ def check_places(sf: StudyFile) -> list[Problem]:
     ds = sf.data.dataset
     if ds and is_local_dataset(ds) and not Path(ds).exists():
         problems.append(Problem(path="data.dataset", message=f"local dataset file not found: {echo(ds)}"))
+    elif ds and Path(ds).exists() and not Path(ds).is_dir() and (kind := kind_problem(ds)) is not None:
+        problems.append(Problem(path="data.dataset", message=f"{echo(ds)} {kind}; give a data file or folder"))
     return problems

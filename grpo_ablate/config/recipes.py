@@ -8,10 +8,17 @@ translated; keys the study owns (run length, output, hub, saving, logging) are o
 keys other tools read (callbacks, benchmarks, W&B entity, code sandboxes) are listed once as
 ignored. Every note and every error names the recipe file and the line of the key. The study's
 own `trainer:` section is not translated: a typo there stays an error.
+
+A study must train the run the recipe describes. Keys the recipe leaves out mean what the TRL it
+was written for said (Open R1: TRL 0.18), not what the installed TRL says, so they are resolved
+against that stack where it is known; Open R1's rewards are Open R1's own functions where open_r1
+imports (its factories called with the recipe's arguments), else built-ins that score as they do;
+and whatever still differs from the recipe's own run is a RecipeDifference, which `plan` lists.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +29,18 @@ from yaml.nodes import MappingNode, ScalarNode
 from grpo_ablate.config.attention import AUTO
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.names import module_findable
-from grpo_ablate.config.trainer_fields import trainer_field_names
+from grpo_ablate.config.trainer_fields import trainer_field_names, trl_default
 from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.vocab import SEARCHED_KEYS, reward_names
 
 __all__ = [
     "RecipeNote",
+    "RecipeDifference",
+    "TargetStack",
+    "OPEN_R1_STACK",
+    "OPEN_R1_SCRIPT_DEFAULTS",
+    "recipe_stack",
+    "stack_default",
     "SCRIPT_KEYS",
     "REMOVED_KEYS",
     "STUDY_OWNED_KEYS",
@@ -44,6 +57,58 @@ class RecipeNote(str):
 
     A str, so it travels in Study.warnings; `plan` and `validate` print it as a note.
     """
+
+
+class RecipeDifference(RecipeNote):
+    """A value a trial uses that differs from what the recipe's own run used: plan lists these together."""
+
+
+@dataclass(frozen=True)
+class TargetStack:
+    """The software a recipe was written for, where it is known: what the keys it leaves out meant there.
+
+    `defaults` holds the GRPOConfig defaults of that TRL which later TRL releases changed; a recipe that
+    leaves one of them out ran with the value here, not with the installed TRL's.
+    """
+
+    name: str
+    trl: str
+    defaults: dict[str, Any]
+    source: str
+
+
+# Open R1 pinned trl[vllm]==0.18.0 (its setup.py); TRL 0.18's GRPOConfig defaults for the keys TRL
+# changed since (shared/guide/facts.md, round 4): beta 0.04 (TRL 1.x: 0.0, no KL term and no reference
+# model), loss_type "bnpo" (1.x: "dapo"), temperature 0.9 (1.x: 1.0).
+OPEN_R1_STACK = TargetStack(
+    name="Open R1", trl="0.18", defaults={"beta": 0.04, "loss_type": "bnpo", "temperature": 0.9},
+    source="Open R1 pins trl[vllm]==0.18.0; these are TRL 0.18's GRPOConfig defaults")
+
+# Keys only Open R1's scripts read (its GRPOScriptArguments and its GRPOConfig subclass): a recipe
+# carrying one of them was written for Open R1.
+_OPEN_R1_ONLY_KEYS = ("callbacks", "benchmarks", "hub_model_revision", "system_prompt", "wandb_entity", "wandb_project",
+                      "wandb_run_group", "wandb_log_unique_prompts", "num_completions_to_print", "dataset_configs",
+                      "code_language", "code_eval_test_batch_size", "code_eval_scoring_mode", "code_provider",
+                      "ioi_provider", "parallel_code_exec_per_proc", "e2b_router_url", "morph_router_url",
+                      "cosine_min_value_wrong", "cosine_max_value_wrong", "cosine_min_value_correct",
+                      "cosine_max_value_correct", "cosine_max_len", "repetition_n_grams", "repetition_max_penalty",
+                      "vllm_device", "num_processes")
+
+# Open R1's reward_funcs when a recipe names none (GRPOScriptArguments.reward_funcs).
+OPEN_R1_DEFAULT_REWARDS = ["accuracy", "format", "tag_count"]
+
+# GRPOScriptArguments defaults (open_r1/configs.py) for the keys its reward factories read.
+OPEN_R1_SCRIPT_DEFAULTS: dict[str, Any] = {
+    "code_language": "python", "code_eval_test_batch_size": 1, "code_eval_scoring_mode": "weighted_sum",
+    "parallel_code_exec_per_proc": 2, "code_provider": "e2b", "ioi_provider": "piston", "enforce_same_language": False,
+    "cosine_min_value_wrong": 0.0, "cosine_max_value_wrong": -0.5, "cosine_min_value_correct": 0.5,
+    "cosine_max_value_correct": 1.0, "cosine_max_len": 1000, "repetition_n_grams": 3, "repetition_max_penalty": -1.0,
+    "max_completion_len": 16384, "soft_punish_cache": 4096,
+}
+
+# Keys whose GRPOConfig default moved between TRL releases: a recipe that leaves them out means
+# whatever its TRL said, so the study writes them down (init) or resolves them (a known stack).
+DRIFTING_KEYS = ("beta", "loss_type", "temperature")
 
 
 # Script keys (Open R1's GRPOScriptArguments, TRL's ScriptArguments and ModelConfig) -> (section, key).
@@ -95,13 +160,16 @@ STUDY_OWNED_KEYS: dict[str, str] = {
     "logging_steps": "logging: metrics are read every step",
     "logging_strategy": "logging: metrics are read every step",
     "logging_first_step": "logging: metrics are read every step",
-    "do_eval": "evaluation: the study decides (the recipe's test split is not loaded)",
-    "eval_strategy": "evaluation: the study decides (the recipe's test split is not loaded)",
-    "eval_steps": "evaluation: the study decides (the recipe's test split is not loaded)",
-    "eval_on_start": "evaluation: the study decides (the recipe's test split is not loaded)",
+    "do_eval": "evaluation: the study's evaluation section decides (on the recipe's dataset_test_split when it names one)",
+    "eval_strategy": "evaluation: the study's evaluation section decides (on the recipe's dataset_test_split when it names one)",
+    "eval_steps": "evaluation: the study's evaluation section decides (on the recipe's dataset_test_split when it names one)",
+    "eval_on_start": "evaluation: the study's evaluation section decides (on the recipe's dataset_test_split when it names one)",
     "num_processes": "processes: the study's hardware section decides (a launcher key, not GRPOConfig's)",
     "seed": "seeds: study.seeds decides (each arm runs once per seed, the same seeds for every arm)",
 }
+
+# Of those, the ones that change what a trial trains (the rest are bookkeeping: output, hub, logs, saving).
+_TRAINING_OWNED_KEYS = ("max_steps", "num_train_epochs", "seed", "num_processes")
 
 # Keys read by other tools (Open R1's callbacks and evaluation, W&B setup, code sandboxes,
 # the arguments of rewards this study does not build). Prefixes end in "_".
@@ -119,19 +187,43 @@ UNSUPPORTED_KEYS: tuple[str, ...] = (
     "reward_model_name_or_path", "datasets", "dataset_mixture",
 )
 
-# Open R1's reward registry (open_r1/rewards.py, get_reward_funcs): name -> function in open_r1.rewards.
-# None: a factory that needs the script's arguments, so it cannot be named as a plain function.
-OPEN_R1_REWARDS: dict[str, str | None] = {
-    "reasoning_steps": "reasoning_steps_reward",
-    "length": "len_reward",
-    "code": "code_reward",
-    "binary_code": "binary_code_reward",
-    "ioi_code": "ioi_code_reward",
-    "cf_code": "cf_code_reward",
-    "code_format": None,
-    "cosine": None,
-    "repetition_penalty": None,
-    "soft_overlong_punishment": None,
+# Open R1's reward registry (open_r1/rewards.py, get_reward_funcs): name -> (function or factory in
+# open_r1.rewards, {its keyword: the script key that fills it}). A factory (get_*) is called with those
+# arguments; a function gets them bound, as Open R1's partials do (trainer/rewards.py tells them apart).
+OPEN_R1_REWARDS: dict[str, tuple[str, dict[str, str]]] = {
+    "accuracy": ("accuracy_reward", {}),
+    "format": ("format_reward", {}),
+    "tag_count": ("tag_count_reward", {}),
+    "reasoning_steps": ("reasoning_steps_reward", {}),
+    "length": ("len_reward", {}),
+    "code": ("code_reward", {"num_parallel": "parallel_code_exec_per_proc", "provider_type": "code_provider",
+                             "enforce_same_language": "enforce_same_language"}),
+    "binary_code": ("binary_code_reward", {"num_parallel": "parallel_code_exec_per_proc",
+                                           "provider_type": "code_provider",
+                                           "enforce_same_language": "enforce_same_language"}),
+    "ioi_code": ("ioi_code_reward", {"test_batch_size": "code_eval_test_batch_size", "provider_type": "ioi_provider"}),
+    "cf_code": ("cf_code_reward", {"test_batch_size": "code_eval_test_batch_size",
+                                   "scoring_mode": "code_eval_scoring_mode"}),
+    "code_format": ("get_code_format_reward", {"language": "code_language"}),
+    "cosine": ("get_cosine_scaled_reward", {"min_value_wrong": "cosine_min_value_wrong",
+                                            "max_value_wrong": "cosine_max_value_wrong",
+                                            "min_value_correct": "cosine_min_value_correct",
+                                            "max_value_correct": "cosine_max_value_correct",
+                                            "max_len": "cosine_max_len"}),
+    "repetition_penalty": ("get_repetition_penalty_reward", {"ngram_size": "repetition_n_grams",
+                                                             "max_penalty": "repetition_max_penalty"}),
+    "soft_overlong_punishment": ("get_soft_overlong_punishment", {"max_completion_len": "max_completion_len",
+                                                                  "soft_punish_cache": "soft_punish_cache"}),
+}
+
+# Built-ins that stand in for Open R1's rewards of the same name when open_r1 is not installed, and
+# how each differs from Open R1's (trainer/rewards.py; tests/test_openr1_rewards.py checks the claims).
+OPEN_R1_STAND_INS: dict[str, str] = {
+    "accuracy": ("the same LaTeX extraction over the whole completion (math-verify); it differs only where the gold "
+                 "answer is not LaTeX: Open R1 scores such an example 1.0 for every completion, the built-in compares "
+                 "the plain answer"),
+    "format": "the same layout rule (Open R1's regex: each tag on its own line, nothing around them)",
+    "tag_count": "the same rule (0.25 for each of the four newline-delimited tags present exactly once)",
 }
 OPEN_R1_MODULE = "open_r1.rewards"
 
@@ -177,45 +269,74 @@ def read_recipe(path: Path) -> _Recipe:
     return _Recipe(path=path, values={str(k): v for k, v in values.items()}, lines=lines)
 
 
-def _reward_name(recipe: _Recipe, name: Any, notes: list[RecipeNote],
-                 problems: list[Problem]) -> str | None:
-    """A recipe's reward name as a study reward name, or None with a problem."""
+def recipe_stack(values: dict[str, Any]) -> TargetStack | None:
+    """The stack a recipe was written for, when its keys say: Open R1's (its reward names or its own keys)."""
+    rewards = values.get("reward_funcs")
+    names = [rewards] if isinstance(rewards, str) else rewards if isinstance(rewards, list) else []
+    if any(isinstance(n, str) and n in OPEN_R1_REWARDS for n in names) or any(k in values for k in _OPEN_R1_ONLY_KEYS):
+        return OPEN_R1_STACK
+    return None
+
+
+def stack_default(values: dict[str, Any], key: str) -> Any:
+    """What a key the recipe leaves out meant on its own stack: that TRL's default, else the installed TRL's."""
+    stack = recipe_stack(values)
+    if stack is not None and key in stack.defaults:
+        return stack.defaults[key]
+    return trl_default(key)
+
+
+def _open_r1_reward(recipe: _Recipe, name: str, notes: list[RecipeNote]) -> dict[str, Any]:
+    """An Open R1 registry name as a study reward: Open R1's own function where open_r1 is importable
+    (factories called with the recipe's arguments), else the built-in that stands in, or Open R1's
+    path for the trial machine to import."""
+    key = "reward_funcs"
+    function, params = OPEN_R1_REWARDS[name]
+    path = f"{OPEN_R1_MODULE}:{function}"
+    args = {p: recipe.values.get(k, OPEN_R1_SCRIPT_DEFAULTS.get(k)) for p, k in params.items()}
+    spec: dict[str, Any] = {"name": path, **({"args": args} if args else {})}
+    called = f"{path}({', '.join(f'{p}={v!r}' for p, v in args.items())})" if args else path
+    if module_findable(OPEN_R1_MODULE):
+        notes.append(RecipeNote(f"{recipe.at(key)}: reward {name!r} is Open R1's own {called}, as its registry builds it"))
+        return spec
+    if name in OPEN_R1_STAND_INS:
+        kind = RecipeDifference if name == "accuracy" else RecipeNote  # format and tag_count score the same
+        notes.append(kind(
+            f"{recipe.at(key)}: reward {name!r}: open_r1 is not installed here, so the built-in {name!r} stands in for "
+            f"Open R1's {path}: {OPEN_R1_STAND_INS[name]}; install open-r1 to use its own"))
+        return {"name": name}
+    notes.append(RecipeNote(
+        f"{recipe.at(key)}: reward {name!r} is Open R1's {called}; open_r1 is not installed here, so it cannot be "
+        f"checked on this machine: the trial machine needs the open-r1 package (and the code sandbox its rewards "
+        f"call), or write rewards: [{{name: 'my_module:function'}}] with a module you provide"))
+    return spec
+
+
+def _reward_name(recipe: _Recipe, name: Any, open_r1: bool, notes: list[RecipeNote],
+                 problems: list[Problem]) -> dict[str, Any] | None:
+    """A recipe's reward name as a study reward ({name, args}), or None with a problem."""
     key = "reward_funcs"
     if not isinstance(name, str) or not name:
         problems.append(recipe.problem(key, f"expected reward names, got {echo(name)}"))
         return None
+    if name in OPEN_R1_REWARDS and (open_r1 or name not in reward_names()):
+        return _open_r1_reward(recipe, name, notes)
     if name in reward_names() or ":" in name:
-        return name
+        return {"name": name}
     if name in TRL_REWARDS:
         target = TRL_REWARDS[name]
         if target is None:
             problems.append(recipe.problem(key, (
-                f"{name!r} is a factory in trl.rewards that needs arguments; write a function that calls it "
-                f"and name it as package.module:function in rewards")))
+                f"{name!r} is a factory in trl.rewards that needs arguments; name it as "
+                f"{{name: 'trl.rewards:{name}', args: {{...}}}} in rewards")))
             return None
         notes.append(RecipeNote(f"{recipe.at(key)}: reward {name!r} resolves to {target}"))
-        return target
-    if name in OPEN_R1_REWARDS:
-        function = OPEN_R1_REWARDS[name]
-        path = f"{OPEN_R1_MODULE}:{function}" if function else None
-        if function is None:
-            problems.append(recipe.problem(key, (
-                f"{name!r} is built by a factory in Open R1's {OPEN_R1_MODULE} from the script's arguments; "
-                f"write a function that calls it and name it in rewards as package.module:function")))
-            return None
-        if not module_findable(OPEN_R1_MODULE):  # planned on a laptop for a cluster: say so, keep planning
-            notes.append(RecipeNote(
-                f"{recipe.at(key)}: reward {name!r} is Open R1's ({path}); open_r1 is not installed here, so it "
-                f"cannot be checked on this machine: the trial machine needs the open-r1 package (and the code "
-                f"sandbox its rewards call), or write rewards: [{{name: 'my_module:function'}}] with a module you provide"))
-            return path
-        notes.append(RecipeNote(f"{recipe.at(key)}: reward {name!r} resolves through Open R1's registry to {path}"))
-        return path
+        return {"name": target}
     if "." in name:  # `trl grpo` takes dotted import paths: my_lib.rewards.custom_reward
         module, _, function = name.rpartition(".")
         target = f"{module}:{function}"
         notes.append(RecipeNote(f"{recipe.at(key)}: reward {name!r} is the import path {target}"))
-        return target
+        return {"name": target}
     known = sorted({*reward_names(), *TRL_REWARDS, *OPEN_R1_REWARDS})
     problems.append(recipe.problem(key, f"unknown reward {echo(name)}{did_you_mean(name, known)}; "
                                         f"known: {known}, or package.module:function"))
@@ -224,8 +345,12 @@ def _reward_name(recipe: _Recipe, name: Any, notes: list[RecipeNote],
 
 def _rewards(recipe: _Recipe, notes: list[RecipeNote], problems: list[Problem]) -> list[dict[str, Any]]:
     names = recipe.values.get("reward_funcs")
+    open_r1 = recipe_stack(recipe.values) is OPEN_R1_STACK
     if names is None:
-        return []
+        if not open_r1:
+            return []
+        names = list(OPEN_R1_DEFAULT_REWARDS)
+        notes.append(RecipeNote(f"{recipe.path.name}: names no reward_funcs; Open R1's default {names} apply"))
     if isinstance(names, str):
         names = [names]
     if not isinstance(names, list):
@@ -240,9 +365,9 @@ def _rewards(recipe: _Recipe, notes: list[RecipeNote], problems: list[Problem]) 
         return []
     out = []
     for n, w in zip(names, weights):
-        resolved = _reward_name(recipe, n, notes, problems)
+        resolved = _reward_name(recipe, n, open_r1, notes, problems)
         if resolved is not None:
-            out.append({"name": resolved, "weight": w})
+            out.append({**resolved, "weight": w})
     return out
 
 
@@ -261,6 +386,101 @@ def _sharding_note(recipe: _Recipe, hardware: Any) -> RecipeNote | None:
                       f"set hardware.accelerate_config{where}")
 
 
+def _anchor_baseline(raw: dict[str, Any], key: str, value: Any, searched: Any) -> str:
+    """The recipe's own value of a searched key becomes the ablation's baseline (the run one would make
+    without the study), when the study names no baseline value and searches that value; words for the note."""
+    study = raw.get("study")
+    if not isinstance(study, dict) or not isinstance(searched, list) or value not in searched:
+        return ""
+    baseline = study.setdefault("baseline", {})
+    if not isinstance(baseline, dict) or key in baseline:
+        return ""
+    baseline[key] = value
+    return f", and {echo(value)} is the baseline's"
+
+
+def _implicit_keys(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any], own: dict[str, Any],
+                   search: dict[str, Any], notes: list[RecipeNote]) -> None:
+    """Keys the recipe leaves out whose default moved between TRL releases: on a known stack, the value
+    that stack used (written into the trainer section, or the baseline when the key is searched);
+    on an unknown one, a note that the installed TRL's default applies and may not be what was meant."""
+    stack = recipe_stack(recipe.values)
+    try:
+        installed = importlib.metadata.version("trl")
+    except importlib.metadata.PackageNotFoundError:
+        installed = "installed"
+    for key in DRIFTING_KEYS:
+        if key in recipe.values or key in own:
+            continue
+        now = trl_default(key)
+        searched = key in SEARCHED_KEYS and key in search
+        baseline = raw["study"].get("baseline") if isinstance(raw.get("study"), dict) else None
+        if stack is None and searched and isinstance(baseline, dict) and key in baseline:
+            continue  # the study names its baseline value: it said what it meant
+        if stack is None and searched:
+            notes.append(RecipeDifference(
+                f"{recipe.path.name}: {key} not set: the baseline is the searched value nearest TRL {installed}'s "
+                f"default {echo(now)}; the TRL this recipe was written for may have meant another (TRL 0.18: "
+                f"{echo(OPEN_R1_STACK.defaults[key])}): set study.baseline.{key} to say which"))
+            continue
+        if stack is None:
+            notes.append(RecipeDifference(
+                f"{recipe.path.name}: {key} not set: TRL {installed}'s default {echo(now)} applies; the TRL this recipe "
+                f"was written for may have meant another (TRL 0.18: {echo(OPEN_R1_STACK.defaults[key])}): set "
+                f"trainer.{key} to say which"))
+            continue
+        then = stack.defaults[key]
+        if then == now:
+            continue
+        if searched:
+            where = ("the baseline's value" if _anchor_baseline(raw, key, then, search[key])
+                     else "the baseline is the searched value nearest to it, unless study.baseline names one")
+            notes.append(RecipeNote(f"{recipe.path.name}: {key} not set: {stack.name} ran it at {echo(then)} "
+                                    f"({stack.source}; TRL {installed}'s is {echo(now)}): {where}"))
+            continue
+        trainer[key] = then
+        notes.append(RecipeNote(f"{recipe.path.name}: {key} not set: {stack.name} ran it at {echo(then)} ({stack.source}; "
+                                f"TRL {installed}'s is {echo(now)}), so the study uses {echo(then)}"))
+
+
+def _full_run(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any], notes: list[RecipeNote]) -> None:
+    """budget.full_run: the recipe's own run length, for the prefix learning-rate schedule and plan's share."""
+    budget = raw.get("budget")
+    if budget is None:
+        budget = raw["budget"] = {"max_steps": 100}  # the schema's default budget, written out to add full_run
+    if not isinstance(budget, dict):
+        return
+    steps = recipe.values.get("max_steps")
+    full: dict[str, Any] = {}
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        full["max_steps"] = steps
+    else:
+        epochs = recipe.values.get("num_train_epochs", trl_default("num_train_epochs"))
+        if isinstance(epochs, (int, float)) and not isinstance(epochs, bool) and epochs > 0:
+            full["num_train_epochs"] = epochs
+    g = recipe.values.get("num_generations", trl_default("num_generations"))
+    if isinstance(g, int) and not isinstance(g, bool):
+        full["num_generations"] = g
+    given = budget.get("full_run")
+    if not full or (given is not None and not isinstance(given, dict)):
+        return  # anything else stays, for the schema to report
+    if given and ("max_steps" in given or "num_train_epochs" in given):
+        full.pop("max_steps", None)
+        full.pop("num_train_epochs", None)  # the study's own length wins over the recipe's
+    budget["full_run"] = {**full, **(given or {})}
+    schedule = budget.get("lr_schedule") or "prefix"
+    kind = trainer.get("lr_scheduler_type", trl_default("lr_scheduler_type"))
+    warmup = trainer.get("warmup_steps") or 0
+    what = f"{kind} learning-rate schedule{f' with warmup {warmup}' if warmup else ''}"
+    if schedule == "prefix":
+        notes.append(RecipeNote(f"{recipe.path.name}: the {what} is computed for the recipe's full run and each trial is "
+                                f"its first steps (budget.lr_schedule: prefix): step k has the full run's rate at step k"))
+    else:
+        notes.append(RecipeDifference(
+            f"{recipe.path.name}: the {what} is compressed into each trial (budget.lr_schedule: compressed): it warms "
+            f"up and anneals within the trial's steps, where the full run at that step is still near its peak"))
+
+
 def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[RecipeNote], list[Problem]]:
     """The study with its recipe merged in: the study's own keys win. Returns (raw, notes, problems)."""
     if not isinstance(raw["trainer_from"], str):
@@ -275,8 +495,8 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
     notes: list[RecipeNote] = []
     problems: list[Problem] = []
     fields = trainer_field_names()
-    own = raw.get("trainer") if isinstance(raw.get("trainer"), dict) else {}
-    search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
+    own = given if isinstance(given := raw.get("trainer"), dict) else {}
+    search = searched if isinstance(searched := raw.get("search"), dict) else {}
     trainer: dict[str, Any] = {}
     ignored: list[str] = []
 
@@ -286,7 +506,18 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             sec = raw[name] = {}
         return sec if isinstance(sec, dict) else {}  # anything else stays, for the schema to report
 
+    reward_list = recipe.values.get("reward_funcs")
+    reward_args = {k for n in (reward_list if isinstance(reward_list, list) else [reward_list])
+                   if isinstance(n, str) and n in OPEN_R1_REWARDS for k in OPEN_R1_REWARDS[n][1].values()}
+    evaluation = raw.get("evaluation")
     for key, value in recipe.values.items():
+        if key in reward_args:
+            continue  # an argument of a reward the recipe names: the reward's note shows it
+        if key == "dataset_test_split" and isinstance(evaluation, dict) and isinstance(value, str) \
+                and not evaluation.get("split") and not evaluation.get("dataset"):
+            evaluation["split"] = value  # the study evaluates: on the recipe's own test split
+            notes.append(RecipeNote(f"{recipe.at(key)}: dataset_test_split {value!r} became evaluation.split"))
+            continue
         if key in SCRIPT_KEYS:
             name, field = SCRIPT_KEYS[key]
             sec = section(name)
@@ -315,7 +546,8 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
         elif key == "max_prompt_length":
             if value is not None:
                 section("data").setdefault("max_prompt_tokens", value)
-            notes.append(RecipeNote(f"{recipe.at(key)}: max_prompt_length {REMOVED_KEYS[key]}"))
+            notes.append(RecipeDifference(f"{recipe.at(key)}: max_prompt_length {REMOVED_KEYS[key]}, where the "
+                                          f"recipe's TRL cut them from the left"))
         elif key == "warmup_ratio":
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 \
                     and not recipe.values.get("warmup_steps"):
@@ -325,7 +557,8 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             notes.append(RecipeNote(f"{recipe.at(key)}: {key} {REMOVED_KEYS[key]}"))
         elif key in STUDY_OWNED_KEYS:
             if key not in own:
-                notes.append(RecipeNote(f"{recipe.at(key)}: {key}: {echo(value)} overridden; {STUDY_OWNED_KEYS[key]}"))
+                kind = RecipeDifference if key in _TRAINING_OWNED_KEYS else RecipeNote
+                notes.append(kind(f"{recipe.at(key)}: {key}: {echo(value)} overridden; {STUDY_OWNED_KEYS[key]}"))
         elif _matches(key, OTHER_TOOL_KEYS):
             ignored.append(f"{key} (line {recipe.lines.get(key, '?')})")
         elif _matches(key, UNSUPPORTED_KEYS):
@@ -339,12 +572,15 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             problems.append(recipe.problem(key, f"not a GRPOConfig field of the installed TRL, nor a known script key"
                                                 f"{did_you_mean(key, sorted(fields))}"))
         elif key in SEARCHED_KEYS and key in search:
-            notes.append(RecipeNote(f"{recipe.at(key)}: {key}: {echo(value)} is searched (search.{key}); "
-                                    f"the recipe's value is not used"))
+            anchored = _anchor_baseline(raw, key, value, search[key])
+            notes.append(RecipeDifference(f"{recipe.at(key)}: {key}: {echo(value)} is searched (search.{key}); "
+                                          f"each arm uses its own value{anchored}"))
         else:
             trainer[key] = value
     if ignored:
         notes.append(RecipeNote(f"{recipe.path.name}: ignored (read by other tools, or left off): {', '.join(ignored)}"))
+    _implicit_keys(recipe, raw, trainer, own, search, notes)
+    _full_run(recipe, raw, trainer, notes)
     sharding = _sharding_note(recipe, raw.get("hardware"))
     if sharding:
         notes.append(sharding)

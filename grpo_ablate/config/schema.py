@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from grpo_ablate.cost import GPU_TYPES
+
+from grpo_ablate.bounds import MAX_SEARCHED_VALUES, BatchSize, Generations
 from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
 
 __all__ = [
@@ -28,6 +31,7 @@ __all__ = [
     "IntRange",
     "SearchSection",
     "BudgetSection",
+    "FullRunSection",
     "CompareSection",
     "EvaluationSection",
     "StudyFile",
@@ -55,16 +59,20 @@ class Objective(_Section):
 
 
 class RacingSection(_Section):
-    """grid/ablation only: drop arms clearly worse than the best, add seeds to the rest (search/racing.py)."""
+    """grid/ablation only: add seeds only where the answer is still open (study/racing.py)."""
 
-    # the confidence sequences' level: an arm is dropped or settled only when its sequence (valid at
-    # every round's look, report/sequential.py) excludes the other side
+    # group_sequential: error spending over the planned seeds (stops when one arm is left within
+    # min_effect of the best, or `confidence` is reached); anytime: confidence sequences valid at
+    # unplanned looks (open-ended use)
+    design: Literal["group_sequential", "anytime"] = "group_sequential"
+    # group_sequential: the target probability that the leader is within study.min_effect of the
+    # best; anytime: the confidence sequences' level
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     first_round_seeds: int = Field(default=2, ge=2)  # every arm runs on this many seeds before any is dropped
-    # stop when settled: an arm whose call (better / worse / equivalent within study.min_effect) is
-    # known takes no more seeds, and the study stops once every arm's is (search/racing.py)
+    # anytime only: an arm whose call (better / worse / equivalent within study.min_effect) is
+    # known takes no more seeds, and the study stops once every arm's is (study/racing.py)
     stop_when_settled: bool = True
-    # the confidence sequence: "t" (Lai's, for roughly normal seed noise: settles at 5+ seeds) or
+    # anytime only: the confidence sequence: "t" (Lai's, for roughly normal seed noise: settles at 5+ seeds) or
     # "betting" (assumption-free for a bounded objective, but it needs many more seeds)
     method: Literal["t", "betting"] = "t"
 
@@ -84,7 +92,17 @@ class StudySection(_Section):
     seeds: list[Seed] = Field(default_factory=lambda: [0])  # training seeds; grid/ablation repeat every arm over them
     baseline: dict[str, float | int] = Field(default_factory=dict)  # ablation baseline, e.g. {num_generations: 8}
     workers: int = Field(default=1, ge=1)  # parallel trial processes on this machine
-    trial_timeout: float | None = Field(default=3600, gt=0, le=MAX_SECONDS)  # seconds before a trial is stopped and failed
+    # seconds before a trial is stopped and failed; auto: from the plan's per-trial estimate with a margin
+    # (measured once a trial finished or a probe ran, else the assumption-based range: study/limits.py); null: never
+    trial_timeout: float | Literal["auto"] | None = Field(default="auto", gt=0, le=MAX_SECONDS)
+    # optimizer steps between a trial's checkpoints, so a killed, pre-empted or requeued trial resumes where it
+    # was; auto: every ~10% of its steps once 5 min of training passed since the last (a short trial saves none);
+    # null: never (trainer/checkpoints.py)
+    checkpoint_steps: int | Literal["auto"] | None = Field(default="auto", ge=1)
+    keep_checkpoints: bool = False  # keep a finished trial's last checkpoint (default: removed when it ends for good)
+    # GPU-hours the whole study may spend (every trial's wall time x its GPUs, over every run): no trial starts
+    # that the per-trial estimate says would cross it (measured once trials finished)
+    budget_gpu_hours: float | None = Field(default=None, gt=0)
     max_consecutive_failures: int = Field(default=5, ge=1)  # the study stops after this many failures in a row
     heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600)  # RDB storages: seconds between a running trial's heartbeats
     grace_period: int | None = Field(default=None, ge=1, le=MAX_SECONDS)  # RDB storages: a trial silent this long is failed and retried (default 3x interval)
@@ -92,9 +110,9 @@ class StudySection(_Section):
     # report_to for every trial, e.g. [tensorboard] or [wandb]; runs are grouped under the study's name
     trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(default_factory=list)
     racing: RacingSection | None = None  # grid/ablation: stop spending seeds on arms that are clearly out
-    # the smallest difference in the first objective worth acting on: arms whose whole confidence
-    # sequence lies inside +-min_effect are equivalent; default 2% of the objective's range (0.02
-    # for a reward in [0, 1]: report/sequential.DEFAULT_MIN_EFFECT_SHARE says why)
+    # the smallest difference in the first objective worth acting on: the answer recommends an arm
+    # within it of the best, and arms whose interval lies inside +-min_effect are equivalent;
+    # default per metric, defined once in stats/min_effect.py (0.05 of a reward in [0, 1])
     min_effect: float | None = Field(default=None, gt=0)
 
     @property
@@ -133,6 +151,9 @@ class DataSection(_Section):
 class RewardSpec(_Section):
     name: str  # a built-in reward or task name (vocab.reward_names()), or package.module:function
     weight: float = 1.0
+    # keyword arguments for package.module:function: a factory (no `completions` parameter, e.g. Open R1's
+    # get_code_format_reward) is called with them and returns the reward; a reward function gets them bound
+    args: dict[str, Any] | None = None
 
 
 class VllmSection(_Section):
@@ -148,6 +169,18 @@ class HardwareSection(_Section):
     launcher: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
     vllm: VllmSection = Field(default_factory=VllmSection)
     memory_limit_mb: int | None = Field(default=None, ge=1)  # CPU: a trial whose processes' RSS passes this is an OOM
+    # the GPU model (cost.GPU_TYPES: H100, H200, H20, A100, L40S): narrows plan's GPU-hour estimate
+    gpu_type: str | None = None
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _known_gpu(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        known = {k.lower(): k for k in GPU_TYPES}
+        if v.lower() not in known:
+            raise ValueError(f"unknown GPU type {v!r}; known: {sorted(GPU_TYPES)} (leave it unset for H100-like rates)")
+        return known[v.lower()]
 
 
 class FloatRange(_Section):
@@ -157,18 +190,37 @@ class FloatRange(_Section):
 
 
 class IntRange(_Section):
-    low: int
-    high: int
+    low: Generations
+    high: Generations
     step: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _few_values(self) -> "IntRange":
+        count = (self.high - self.low) // self.step + 1
+        if count > MAX_SEARCHED_VALUES:  # each is checked against the hardware and offered to the sampler
+            raise ValueError(f"searches {count} values; at most {MAX_SEARCHED_VALUES}: raise step or narrow the range")
+        return self
+
+
+DEFAULT_GENERATIONS: tuple[int | str, ...] = (4, 8, 16)
 
 
 class SearchSection(_Section):
     # integers, or G schedules by label ("4->8@40%", "2->8@zero_std<0.3"; grpo_ablate/schedule.py)
-    num_generations: list[int | str] | IntRange = Field(default_factory=lambda: [4, 8, 16])
+    num_generations: list[Generations | str] | IntRange = Field(default_factory=lambda: list(DEFAULT_GENERATIONS))
     temperature: list[float] | FloatRange | float | None = None  # None: the trainer's temperature (TRL default 1.0)
     # None: TRL's default batch; auto: every batch that fits; probed: each G's largest batch in probe.json
-    generation_batch_size: list[int] | Literal["auto", "probed"] | None = None
-    max_generation_batch_size: int | None = Field(default=None, ge=1)  # upper bound for `auto`
+    generation_batch_size: list[BatchSize] | Literal["auto", "probed"] | None = None
+    max_generation_batch_size: BatchSize | None = None  # upper bound for `auto`
+
+
+class FullRunSection(_Section):
+    """The run a recipe describes (its own length), which a trial is the first part of. `trainer_from` fills it."""
+
+    max_steps: int | None = Field(default=None, ge=1)  # the full run in optimizer steps, when the recipe gives them
+    num_train_epochs: float | None = Field(default=None, gt=0)  # else its epochs over the training prompts
+    num_generations: int | None = Field(default=None, ge=1)  # the G its steps are counted at (the recipe's)
+    prompts: int | None = Field(default=None, ge=1)  # training prompts, when known before the trial loads them
 
 
 class BudgetSection(_Section):
@@ -176,6 +228,11 @@ class BudgetSection(_Section):
     completions: int | None = Field(default=None, ge=1)  # equal generated completions per trial
     tokens: int | None = Field(default=None, ge=1)  # stop once this many tokens were processed
     seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS)  # stop after this much training wall time
+    # the learning-rate schedule of a trial: "prefix" computes it for the full run (full_run) and the trial
+    # stops at its budget, so step k has the recipe's learning rate at step k; "compressed" fits the whole
+    # schedule (warmup, decay to the end) into the trial. Default: prefix when full_run is known, else compressed
+    lr_schedule: Literal["prefix", "compressed"] | None = None
+    full_run: FullRunSection | None = None  # the recipe's own run; set by trainer_from
 
     @model_validator(mode="after")
     def _some_budget(self) -> "BudgetSection":
@@ -238,6 +295,8 @@ def model_at(loc: list[str]) -> type[BaseModel] | None:
         return Objective
     if loc[0] == "rewards":
         return RewardSpec
+    if loc[0] == "budget" and len(loc) > 1 and loc[1] == "full_run":
+        return FullRunSection
     if loc[0] == "search" and len(loc) > 1:
         return FloatRange if loc[1] == "temperature" else IntRange
     return model

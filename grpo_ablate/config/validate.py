@@ -22,6 +22,7 @@ from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import space_for, world_size
 from grpo_ablate.config.inputs import check_inputs
 from grpo_ablate.config.names import check_names
+from grpo_ablate.bounds import REWARD_ROWS_NEEDED, reward_rows
 from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
@@ -29,6 +30,8 @@ from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.vocab import METRICS, SEARCHED_KEYS, Schedule, parse_generations
+from grpo_ablate.files.probe_file import probe_path
+from grpo_ablate.prompt_file import prompt_file_problem
 
 __all__ = ["validate_dict", "objective_metrics", "EVALUATION_OBJECTIVE"]
 
@@ -45,7 +48,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     """Raises StudyError with every problem found, those passed in first."""
     problems = list(problems or [])
     if isinstance(raw.get("trainer"), dict):
-        search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
+        search = searched if isinstance(searched := raw.get("search"), dict) else {}
         problems += check_trainer_keys(raw["trainer"], search)
     try:
         sf = StudyFile.model_validate(raw)
@@ -173,6 +176,15 @@ def _check_schedules(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
             problems.append(Problem(path=path, message=(
                 f"schedule {parsed.label} is not feasible on this hardware: {reasons or 'no generation batch fits every phase'}. "
                 f"Every phase keeps the arm's generation batch, so each phase's G must divide it")))
+        if parsed.kind != "schedule":  # a G policy decides per round in the trainer's own generation loop
+            if sf.hardware.vllm.mode != "none" or sf.trainer.get("use_vllm"):
+                problems.append(Problem(path=path, message=(
+                    f"{parsed.label} generates through transformers only (trainer/scheduled.py), not vLLM; set "
+                    f"hardware.vllm.mode: none, or use a fixed G or a G schedule")))
+            aggregation = sf.trainer.get("multi_objective_aggregation", "sum_then_normalize")
+            if aggregation != "sum_then_normalize":
+                problems.append(Problem(path=path, message=(
+                    f"{parsed.label} needs trainer.multi_objective_aggregation: sum_then_normalize, got {echo(aggregation)}")))
         if parsed.uses_progress and not step_budget:
             problems.append(Problem(path=path, message=(
                 f"schedule {parsed.label} switches by progress, which needs a step budget: set budget.max_steps "
@@ -246,6 +258,19 @@ def _check_budget(sf: StudyFile, warnings: list[str]) -> list[Problem]:
     if (b.tokens or b.seconds) and b.max_steps is None and not steps_set:
         warnings.append("budget: tokens/seconds without max_steps: trials run up to 10000 steps "
                         "(the learning-rate schedule spans that)")
+    cap = b.max_steps or (tmax if steps_set else None)
+    if cap is not None:
+        def _int(key: str) -> int | None:
+            v = sf.trainer.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+        rows = reward_rows(cap, _int("steps_per_generation"), _int("gradient_accumulation_steps"))
+        for o in sf.study.objectives:
+            need = REWARD_ROWS_NEEDED.get(o.metric)
+            if need is not None and rows < need:
+                problems.append(Problem(path="budget.max_steps", message=(
+                    f"{cap} step(s) log {rows} reward row(s), and the objective {o.metric} needs {need} "
+                    f"(bounds.py): every trial would end without it; raise budget.max_steps")))
     return problems
 
 
@@ -293,7 +318,6 @@ def _check_trackers(sf: StudyFile) -> list[Problem]:
 
 def _check_preflight(sf: StudyFile, warnings: list[str]) -> list[Problem]:
     """hardware.memory_limit_mb and search.generation_batch_size: probed (grpo-ablate probe)."""
-    from grpo_ablate.files.probe_file import probe_path
 
     problems: list[Problem] = []
     limit = sf.hardware.memory_limit_mb
@@ -341,7 +365,6 @@ def _check_values(sf: StudyFile) -> list[Problem]:
 
 def _check_prompt_files(sf: StudyFile) -> list[Problem]:
     """Every row of a local prompt file has a prompt: line numbers now, not "None" trained on later."""
-    from grpo_ablate.prompt_file import prompt_file_problem
 
     problems: list[Problem] = []
     column = sf.data.prompt_column

@@ -8,8 +8,6 @@ check costs time in the document's written size, not its expansion.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from grpo_ablate.errors import MAX_ECHO, Problem, StudyError
+from grpo_ablate.safe_read import read_bytes
 
 __all__ = ["MAX_FILE_BYTES", "MAX_VALUES", "read_yaml_file", "parse_yaml", "YamlLimitError"]
 
@@ -94,20 +93,15 @@ def read_yaml_file(p: Path, what: str) -> Any:
     if not p.exists():
         raise fail(f"{what} not found: {p}")
     if p.is_dir():
-        raise fail(f"{what} is a directory, expected a YAML file: {p}")
+        raise fail(f"{what} is a folder, expected a YAML file: {p}")
     try:
-        # O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise fail(f"{what} is not a regular file (a pipe, device or socket?): {p}; give a YAML file")
-            data = f.read(MAX_FILE_BYTES + 1)
+        data = read_bytes(p, what, MAX_FILE_BYTES)
+    except StudyError as e:
+        raise fail(e.problems[0].message) from None
     except OSError as e:
         raise fail(f"cannot read {what}: {e.strerror or e}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise fail(f"{what} is larger than {MAX_FILE_BYTES // 1_000_000} MB; a study or recipe is a few kB")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # YAML allows a byte-order mark
     except UnicodeDecodeError:
         raise fail(f"{what} is not UTF-8 text") from None
     if not text.strip():

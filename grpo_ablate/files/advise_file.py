@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.bounds import BatchSize, Finite, Fraction, Generations, Temperature
 from grpo_ablate.files.owned import STRICT, Owner, read_owned_raw, write_json
 from grpo_ablate.vocab import ADVISE_FILE, Arm
 
@@ -35,19 +36,19 @@ ADVISE_FIX = ("delete it, then rerun `grpo-ablate advise STUDY` (with --enqueue 
 class _Arm:
     __pydantic_config__ = STRICT
 
-    num_generations: int | str  # a schedule by its label
-    generation_batch_size: int
-    temperature: float
+    num_generations: Generations | str  # a schedule by its label
+    generation_batch_size: BatchSize
+    temperature: Temperature
 
 
 @dataclass
 class _Prediction:
     __pydantic_config__ = STRICT
 
-    num_generations: int | str
-    generation_batch_size: int
-    temperature: float
-    zero_spread: float
+    num_generations: Generations | str
+    generation_batch_size: BatchSize
+    temperature: Temperature
+    zero_spread: Fraction
 
 
 @dataclass
@@ -59,8 +60,8 @@ class _AdviceFile:
     owner: Owner
     advised_arms: list[_Arm] = field(default_factory=list)
     predictions: list[_Prediction] | None = None
-    temperatures: list[float] | None = None
-    fits: dict[str, dict[str, float | None]] | None = None
+    temperatures: list[Temperature] | None = None
+    fits: dict[str, dict[str, Finite | None]] | None = None
 
 
 def _path(output_dir: str | os.PathLike[str]) -> Path:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from grpo_ablate.errors import Problem, StudyError, echo
+from grpo_ablate.safe_read import MB, read_text
 
 __all__ = ["Owner", "STRICT", "read_owned", "read_owned_raw", "write_json", "file_error"]
 
@@ -29,6 +30,7 @@ T = TypeVar("T")
 # The config every file's dataclasses carry (`__pydantic_config__`): no "false" as a bool, no 1.5 as an int.
 STRICT = ConfigDict(strict=True)
 OWNER_KEY = "owner"
+MAX_FILE_BYTES = 64 * MB  # probe.json and advise.json are kB; the bound keeps /dev/zero out of memory
 
 
 @dataclass(frozen=True)
@@ -68,11 +70,11 @@ def read_owned(path: Path, schema: type[T], owner: Owner, fix: str) -> T | None:
 def read_owned_raw(path: Path, schema: type[T], owner: Owner, fix: str) -> tuple[T, Any] | None:
     """`read_owned`, with the file's JSON as parsed from the same read (keys the schema leaves out kept)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):  # no file (validation names an output_dir that is a file)
+        text = read_text(path, path.name, MAX_FILE_BYTES)
+    except FileNotFoundError:  # no file (or validation names an output_dir that is a file)
         return None
-    except (OSError, UnicodeDecodeError) as e:
-        raise file_error(path, f"cannot be read ({e.__class__.__name__}: {e})", fix) from None
+    except StudyError as e:  # a FIFO, a device, a folder, too large, not UTF-8
+        raise file_error(path, e.problems[0].message, fix) from None
     try:
         value = TypeAdapter(schema).validate_json(text)
     except ValidationError as e:

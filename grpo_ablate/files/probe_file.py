@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.bounds import BatchSize, Generations, Megabytes, Rate, Seconds, Steps
 from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
 from grpo_ablate.space import FeasibleSpace, Rejection
 from grpo_ablate.vocab import PROBE_FILE
@@ -29,22 +30,21 @@ class ProbePoint:
 
     __pydantic_config__ = STRICT
 
-    num_generations: int
-    generation_batch_size: int
+    num_generations: Generations  # every number here within bounds.py's range: no G=0, no NaN seconds
+    generation_batch_size: BatchSize
     fits: bool
     outcome: str
     reason: str | None = None
-    peak_memory_mb: float | None = None
+    peak_memory_mb: Megabytes | None = None
     memory_kind: str = "rss"  # "cuda" on GPUs, "rss" (the trial's process tree) on CPU
-    engine_memory_mb: float | None = None  # a colocated vLLM engine's pool, apart from the trainer's peak above
-    engine_memory_mb: float | None = None  # a colocated vLLM engine's pool, apart from the trainer's peak above
-    steps: int = 0
-    seconds_per_step: float | None = None
-    generation_seconds_per_step: float | None = None
-    training_seconds_per_step: float | None = None
-    samples_per_second: float | None = None
-    tokens_per_second: float | None = None
-    wall_seconds: float | None = None
+    engine_memory_mb: Megabytes | None = None  # a colocated vLLM engine's pool, apart from the trainer's peak above
+    steps: Steps = 0
+    seconds_per_step: Seconds | None = None
+    generation_seconds_per_step: Seconds | None = None
+    training_seconds_per_step: Seconds | None = None
+    samples_per_second: Rate | None = None
+    tokens_per_second: Rate | None = None
+    wall_seconds: Seconds | None = None
 
     @property
     def label(self) -> str:
@@ -59,11 +59,11 @@ class Probe:
 
     owner: Owner
     points: list[ProbePoint]
-    total_seconds: float = 0.0
-    one_trial_estimate_s: float | None = None
-    memory_limit_mb: float | None = None
-    steps_per_point: int = 2
-    processes: int = 0  # processes the points ran in: 1 when they shared a session and none ran out of memory on CPU
+    total_seconds: Seconds = 0.0
+    one_trial_estimate_s: Seconds | None = None
+    memory_limit_mb: Megabytes | None = None
+    steps_per_point: Steps = 2
+    processes: Steps = 0  # processes the points ran in: 1 when they shared a session and none ran out of memory on CPU
 
     @property
     def study(self) -> str:

@@ -18,8 +18,10 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from grpo_ablate.errors import echo
-from grpo_ablate.files.owned import STRICT, file_error
+from grpo_ablate.bounds import BatchSize, Finite, Generations, Temperature
+from grpo_ablate.errors import StudyError, echo
+from grpo_ablate.files.owned import MAX_FILE_BYTES, STRICT, file_error
+from grpo_ablate.safe_read import read_text
 
 __all__ = ["read_summary", "SUMMARY_FIX"]
 
@@ -30,7 +32,7 @@ SUMMARY_FIX = "write it again with `grpo-ablate report STUDY`, or point compare 
 class _MetricStat:
     __pydantic_config__ = STRICT
 
-    mean: float | None = None
+    mean: Finite | None = None  # NaN would compare as "no regression" against anything
 
 
 @dataclass
@@ -40,9 +42,9 @@ class _ArmRow:
     metrics: dict[str, _MetricStat | None]
     key: str | None = None
     arm: str | None = None
-    num_generations: int | str | None = None
-    generation_batch_size: int | None = None
-    temperature: float | None = None
+    num_generations: Generations | str | None = None
+    generation_batch_size: BatchSize | None = None
+    temperature: Temperature | None = None
 
 
 @dataclass
@@ -91,11 +93,11 @@ def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     a StudyError naming the path, the first problem and the fix otherwise (FileNotFoundError when absent)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
+        text = read_text(path, "summary", MAX_FILE_BYTES)
+    except FileNotFoundError:
         raise FileNotFoundError(2, "not found", str(path)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise file_error(path, f"cannot be read ({e.__class__.__name__}: {e})", SUMMARY_FIX) from None
+    except StudyError as e:  # a FIFO, a device, a folder, too large, not UTF-8
+        raise file_error(path, e.problems[0].message, SUMMARY_FIX) from None
     try:
         TypeAdapter(_Summary).validate_json(text)
     except ValidationError as e:

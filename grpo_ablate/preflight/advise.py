@@ -20,17 +20,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from grpo_ablate.preflight.difficulty import (
-    fit_beta_binomial,
-    is_binary,
-    mean_p_zero_spread,
-    zero_spread_beta,
-    zero_spread_empirical,
-)
+from grpo_ablate.preflight.difficulty import fit_beta_binomial, is_binary, zero_spread_empirical
+from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
+from grpo_ablate import trial_record as record
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION, save_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Outcome, Schedule, parse_generations
+from grpo_ablate.metrics import summarize_file
+from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Schedule
+from grpo_ablate.children import die_with_parent
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.storage import is_rdb_url, open_storage
+from grpo_ablate.study.devices import cpu_slot
+from grpo_ablate.trainer.sample import PROGRESS_PREFIX
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -78,13 +80,13 @@ class Advice:
     # (then the shortlist is empty); "" when G can matter
     answer: str = ""
     completions_file: str | None = None  # the sampled completions with their rewards (ADVISE_COMPLETIONS)
+    left_out_by_probe: int = 0  # feasible (G, batch) pairs probe.json says do not fit, or are not G's largest fit
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def _bad(path: str, message: str) -> Exception:
-    from grpo_ablate.config import Problem, StudyError
 
     return StudyError([Problem(path=path, message=message)])
 
@@ -101,9 +103,6 @@ def _candidate_temperatures(study: "Study") -> list[float]:
 def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path,
            log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run trainer/sample.py in its own process; its samples.json. Its progress lines go to `log`."""
-    from grpo_ablate.children import die_with_parent
-    from grpo_ablate.study.devices import cpu_slot
-    from grpo_ablate.trainer.sample import PROGRESS_PREFIX
 
     folder.mkdir(parents=True, exist_ok=True)
     spec = {"model": study.model.model_dump(), "data": study.data.model_dump(), "rewards": [r.model_dump() for r in study.rewards],
@@ -166,7 +165,7 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
             fit = fit_beta_binomial(successes, k)
             advice.fits[str(t)] = {"a": round(fit.a, 4), "b": round(fit.b, 4), "mean": round(fit.mean, 4)}
             for g in gens:
-                zero[(t, g)] = (zero_spread_beta(g, fit.a, fit.b), mean_p_zero_spread(g, fit.mean))
+                zero[(t, g)] = (zero_spread_beta(g, fit.a, fit.b), zero_spread(g, fit.mean))
         else:
             for g in gens:
                 zero[(t, g)] = (zero_spread_empirical(g, per_prompt), None)
@@ -182,6 +181,7 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
             if mean_tokens > 0:
                 pred.informative_groups_per_million_tokens = round((1 - z) / g / mean_tokens * 1e6, 1)
             if probe is not None and (point is None or not point.fits) and g in best:
+                advice.left_out_by_probe += 1
                 continue  # the probe says this batch does not fit (or is not G's largest fit)
             pred.reason = (f"{z:.0%} of groups of {g} are predicted to have zero spread at temperature {t:g}, "
                            f"so {per_step:.2f} of {b // g} groups per step teach")
@@ -265,26 +265,19 @@ class Measured(NamedTuple):
 def measured_points(trials: "list[FrozenTrial]") -> list[Measured]:
     """The completed trials' (G, temperature, frac_reward_zero_std), as the runner records them.
 
-    The lifecycle sets the arm's knobs as user attrs (`Cell.as_attrs`: num_generations as text,
-    temperature) and `trial_dir`; frac_reward_zero_std is a diagnostic, not a trial attr, so it is
-    computed from the trial's metrics.jsonl, as the report does. A G schedule has no single G: left out.
+    The trial's arm and folder come from its record (trial_record.arm_of, TRIAL_DIR);
+    frac_reward_zero_std is a diagnostic, not a trial attr, so it is computed from the trial's
+    metrics.jsonl, as the report does. A G schedule has no single G: left out.
     """
-    from grpo_ablate.metrics import summarize_file
-    from grpo_ablate.study import ledger
-
     out = []
     for t in trials:
-        a = t.user_attrs
-        if not ledger.is_result(t) or ledger.is_copy(t) or not a.get(ledger.TRIAL_DIR):
+        folder = t.user_attrs.get(record.TRIAL_DIR)
+        arm = record.arm_of(t)
+        if not record.is_result(t) or record.is_copy(t) or not folder or arm is None:
             continue
-        try:
-            g = parse_generations(a["num_generations"])
-            temperature = float(a["temperature"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        z = summarize_file(Path(a[ledger.TRIAL_DIR]) / METRICS_FILE)["frac_reward_zero_std"]
-        if z is not None and not isinstance(g, Schedule):
-            out.append(Measured(int(g), temperature, float(z)))
+        z = summarize_file(Path(folder) / METRICS_FILE)["frac_reward_zero_std"]
+        if z is not None and not isinstance(arm.num_generations, Schedule):
+            out.append(Measured(int(arm.num_generations), arm.temperature, float(z)))
     return out
 
 
@@ -292,8 +285,6 @@ def _measured(study: "Study") -> list[Measured]:
     """The measured points of this study's earlier trials; none before the study exists."""
     import optuna
 
-    from grpo_ablate.config import StudyError
-    from grpo_ablate.storage import is_rdb_url, open_storage
 
     url = study.storage_url
     if not is_rdb_url(url) and not Path(url.removeprefix("journal:")).is_file():
@@ -365,13 +356,41 @@ def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int 
     return advice
 
 
+# Above this concentration (a + b) the fitted prompts are all about equally hard: the numbers carry no more.
+_EQUAL_DIFFICULTY = 1000.0
+
+
+def beta_words(a: float, b: float, mean: float) -> str:
+    """The per-prompt success fit in words a reader can use: a and b to 3 significant figures, and what a
+    huge a + b means (every prompt about as hard as the mean), instead of Beta(a=1692218.67, ...)."""
+    text = f"per-prompt success ~ Beta(a={a:.3g}, b={b:.3g}), mean p {mean:.2f}"
+    if a + b > _EQUAL_DIFFICULTY:
+        text += (f"; a + b = {a + b:.2g}: the prompts are all about equally hard (success near {mean:.2f} for every "
+                 f"prompt), so G changes the zero-spread share only through that one rate")
+    return text
+
+
+def empty_shortlist_reason(advice: Advice) -> str:
+    """Why no configuration is on the shortlist, when none is."""
+    if advice.left_out_by_probe and not advice.predictions:
+        return (f"shortlist: empty: all {advice.left_out_by_probe} feasible (G, batch) pair(s) were left out because "
+                f"the study's probe.json (an earlier `grpo-ablate probe`) says they do not fit or are not that G's "
+                f"largest fitting batch; the study's settings no longer match that probe: rerun `grpo-ablate probe`, "
+                f"or delete probe.json")
+    if not advice.predictions:
+        return "shortlist: empty: the study has no feasible (G, batch) pair at these temperatures (see `grpo-ablate plan`)"
+    return "shortlist: empty"
+
+
 def advise_text(advice: Advice) -> str:
     lines = [f"advise: {advice.num_prompts} prompts x K={advice.k} at temperature(s) {advice.temperatures} "
              f"in {advice.seconds:.1f} s ({'binary' if advice.binary else 'non-binary'} reward)"]
     for t, fit in advice.fits.items():
-        lines.append(f"  T={t}: per-prompt success ~ Beta(a={fit['a']:.2f}, b={fit['b']:.2f}), mean p {fit['mean']:.2f}")
+        lines.append(f"  T={t}: {beta_words(fit['a'], fit['b'], fit['mean'])}")
     if advice.answer:
         lines.append(advice.answer)
+    elif not advice.shortlist:
+        lines.append(empty_shortlist_reason(advice))
     else:
         lines.append(f"shortlist (ranked by {advice.ranked_by}):")
         for i, p in enumerate(advice.shortlist, 1):

@@ -7,7 +7,9 @@ over a prompt set is E[p^G + (1-p)^G] under the distribution of p: with p ~ Beta
 prompt (a beta-binomial). For non-binary rewards, the chance that G draws from a prompt's own
 K rewards all agree is averaged over prompts instead.
 
-    python -c "from grpo_ablate.preflight.difficulty import *; print(zero_spread_beta(8, 27, 122))"
+    python -c "from grpo_ablate.stats.zero_spread import zero_spread_beta; print(zero_spread_beta(8, 27, 122))"
+
+The law itself lives in stats/zero_spread.py (its one owner); this module fits and compares.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["BetaFit", "fit_beta_binomial", "is_binary", "mean_p_zero_spread", "zero_spread_beta", "zero_spread_empirical"]
+__all__ = ["BetaFit", "fit_beta_binomial", "is_binary", "zero_spread_empirical"]
 
 
 @dataclass(frozen=True)
@@ -65,19 +67,6 @@ def fit_beta_binomial(successes: Sequence[int], k: int) -> BetaFit:
         raise ValueError(f"the beta-binomial fit failed for {len(s)} prompts x {k} samples")
     a, b = ab(best.x)
     return BetaFit(float(a), float(b), k, len(s))
-
-
-def zero_spread_beta(g: int, a: float, b: float) -> float:
-    """E[p^G + (1-p)^G] for p ~ Beta(a, b), in closed form."""
-    from scipy.special import betaln
-
-    base = betaln(a, b)
-    return float(math.exp(betaln(a + g, b) - base) + math.exp(betaln(a, b + g) - base))
-
-
-def mean_p_zero_spread(g: int, p: float) -> float:
-    """The single-mean-p curve the report draws: p^G + (1-p)^G."""
-    return p**g + (1 - p) ** g
 
 
 def zero_spread_empirical(g: int, rewards: Sequence[Sequence[float]]) -> float:

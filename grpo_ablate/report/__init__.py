@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
     from grpo_ablate.report.data import ReportData
 
-__all__ = ["write_report", "write_outputs"]
+__all__ = ["write_report", "write_outputs", "study_summary"]
 
 
 def write_outputs(data: "ReportData", html_path: Path) -> dict[str, Path]:
@@ -38,6 +38,14 @@ def write_outputs(data: "ReportData", html_path: Path) -> dict[str, Path]:
     paths["html"] = html_path
     atomic_write(html_path, render_html(data, all_figures(data)))
     return paths
+
+
+def study_summary(study: "Study") -> dict[str, Any]:
+    """summary.json's content, computed from the study's storage without writing the report (compare)."""
+    from grpo_ablate.report.data import collect
+    from grpo_ablate.report.summary import summary_dict
+
+    return summary_dict(collect(study))
 
 
 def write_report(study: "Study", out: str | os.PathLike[str] | None = None) -> dict[str, Path]:

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.evaluation import CensoredStat
-from grpo_ablate.report.stats import Comparison, Difference, MetricStat, compare_to_baseline, stat
+from grpo_ablate.stats.seeds import Comparison, Difference, MetricStat, compare_to_baseline, stat
 from grpo_ablate.report.text import delta_words
 from grpo_ablate.vocab import DIAGNOSTIC_METRICS, Arm, Metric, Outcome, finite, metric
 
@@ -162,7 +162,7 @@ class Delta:
 
 
 def arm_vs_baseline(base: ArmSummary, arm: ArmSummary, name: str) -> Comparison | None:
-    """The arm minus the baseline on one metric: paired on shared seeds when tighter, else Welch."""
+    """The arm minus the baseline on one metric: paired on shared seeds, else Welch (stats.seeds.mean_difference)."""
     m = metric(name)
     return compare_to_baseline(base.by_seed.get(name, {}), arm.by_seed.get(name, {}), low=m.low, high=m.high)
 
@@ -170,7 +170,7 @@ def arm_vs_baseline(base: ArmSummary, arm: ArmSummary, name: str) -> Comparison 
 def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric]) -> dict[str, dict[str, Delta]]:
     """Every arm against the baseline arm, per metric with a direction, in numbers and in words.
 
-    The test is `stats.compare_to_baseline` (paired by seed when that is tighter, else Welch).
+    The test is `stats.seeds.compare_to_baseline` (paired over shared seeds, else Welch; one rule).
     """
     base = next((a for a in arms if a.is_baseline), None)
     if base is None:

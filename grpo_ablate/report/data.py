@@ -29,10 +29,13 @@ from grpo_ablate.report.objectives import pareto_front, study_objectives
 from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, load_trials, masked, read_trial_files,
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Verdict, decide
+from grpo_ablate import trial_record as record
+from grpo_ablate.gpu_hours import budget_of
 from grpo_ablate.storage import mask_url
-from grpo_ablate.study import ledger
-from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, RACING_ATTR, Arm, Metric,
+from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, Arm, Metric,
                                Outcome, finite, metric)
+from grpo_ablate.files.advise_file import load_advice
+from grpo_ablate.files.owned import Owner
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -78,8 +81,9 @@ class ReportData:
     # per arm: the same first held-out prompts at the start and at the end (eval.jsonl `samples`)
     eval_samples: list[dict[str, Any]] = field(default_factory=list)
     evals: pd.DataFrame = field(default_factory=pd.DataFrame)  # every evaluation point, knobs on each row
-    racing: dict[str, Any] | None = None  # the study's racing state (search/racing.py), when it raced
+    racing: dict[str, Any] | None = None  # the study's racing state (study/racing.py), when it raced
     advice: dict[str, Any] | None = None  # advise.json, when `grpo-ablate advise` ran for this study
+    gpu_budget: dict[str, Any] | None = None  # study.budget_gpu_hours: spent and left (gpu_hours.Budget.as_dict)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -120,11 +124,11 @@ def build_report_data(
     eval_rows: dict[int, list[dict[str, Any]]] = {}
     tokens: dict[int, float] = {}
     bad_lines = 0
-    copies = [ft for ft in frozen if ledger.is_copy(ft)]
+    copies = [ft for ft in frozen if record.is_copy(ft)]
     for ft in sorted(frozen, key=lambda t: t.number):
-        if ledger.is_copy(ft) or ledger.is_cancelled(ft):  # a warm start's copy, a settled arm's cancelled cell: never ran here
+        if record.is_copy(ft) or record.is_cancelled(ft):  # a warm start's copy, a settled arm's cancelled cell: never ran here
             continue
-        tdir = ft.user_attrs.get(ledger.TRIAL_DIR)
+        tdir = ft.user_attrs.get(record.TRIAL_DIR)
         files = read_trial_files(Path(tdir) if tdir else None)
         bad_lines += files.bad_lines
         r = record_from_trial(ft, list(all_metrics), diagnostics(files))
@@ -147,11 +151,11 @@ def build_report_data(
     has_eval = study_has_evaluation(study_user_attrs, [r.metrics for r in records])
     metrics = report_metrics(objectives, has_eval)
 
-    baseline = study_baseline(study_user_attrs.get(ledger.BASELINE), records)
+    baseline = study_baseline(study_user_attrs.get(record.BASELINE), records)
     arms = summarize_arms(records, list(metrics), baseline)
     target, target_words, targets = None, "", {}
     if has_eval:
-        evaluation = study_user_attrs.get(ledger.EVALUATION)
+        evaluation = study_user_attrs.get(record.EVALUATION)
         base_done = [r for r in records if r.config == baseline and r.outcome == Outcome.COMPLETED.value]
         target, target_words = study_target(
             evaluation if isinstance(evaluation, Mapping) else None,
@@ -164,13 +168,15 @@ def build_report_data(
     deltas = baseline_deltas(arms, metrics)
     p, unit = success_rate(records, groups, steps)
     by_arm = success_rates_by_arm(records, groups, steps)
-    study_cfg = (study_user_attrs.get(ledger.CONFIG) or fallback_config or {}).get("study") or {}
-    raced = study_user_attrs.get(RACING_ATTR)
+    study_cfg = (study_user_attrs.get(record.CONFIG) or fallback_config or {}).get("study") or {}
+    raced = study_user_attrs.get(record.RACING)
     min_effect = study_cfg.get("min_effect") if isinstance(study_cfg, Mapping) else None
-    # a study that raced looked after every round: its calls rest on the anytime-valid rule its rounds used
+    # a study that ran the anytime race looked after every round with no plan: its calls rest on the
+    # confidence sequences its rounds used; a group-sequential race ends at the fixed-sample look
+    anytime = isinstance(raced, Mapping) and bool(raced.get("path")) and raced.get("design", "anytime") == "anytime"
     verdict = decide(arms, records, objectives, metrics, has_eval, tokens, by_arm, advice,
                      min_effect=float(min_effect) if isinstance(min_effect, (int, float)) else None,
-                     sequential=isinstance(raced, Mapping) and bool(raced.get("path")))
+                     sequential=anytime)
     extra = [Finding("timing_noise", verdict.timing.words)] if verdict.timing and verdict.timing.exceeds else []
     if copies:
         extra.append(imported_note(copies))
@@ -178,8 +184,8 @@ def build_report_data(
                              learned_nothing=verdict.kind == "cannot_rank")
 
     feasible_done = [r for r in records if r.outcome == Outcome.COMPLETED.value and r.values is not None]
-    pareto = pareto_front([(r.number, r.values) for r in feasible_done], [d for _, d in objectives]) \
-        if len(objectives) > 1 else set()  # type: ignore[misc]
+    pareto = pareto_front([(r.number, r.values) for r in feasible_done if r.values is not None],
+                          [d for _, d in objectives]) if len(objectives) > 1 else set()
     importances, note = param_importances(frozen, {r.number for r in feasible_done}, objectives)
 
     return ReportData(
@@ -201,9 +207,9 @@ def build_report_data(
         importances=importances,
         importance_note=note,
         recommendation=verdict.words,
-        config=masked(dict(study_user_attrs.get(ledger.CONFIG) or fallback_config or {})),
-        versions=dict(study_user_attrs.get(ledger.VERSIONS) or {}),
-        hardware=study_user_attrs.get(ledger.HARDWARE),
+        config=masked(dict(study_user_attrs.get(record.CONFIG) or fallback_config or {})),
+        versions=dict(study_user_attrs.get(record.VERSIONS) or {}),
+        hardware=study_user_attrs.get(record.HARDWARE),
         storage_url=mask_url(storage_url) if storage_url else None,
         verdict=verdict,
         has_eval=has_eval,
@@ -213,14 +219,23 @@ def build_report_data(
         eval_samples=eval_samples(arms, records, eval_rows),
         evals=pd.DataFrame([{**trial_columns(r), **{k: v for k, v in row.items() if k not in ("per_prompt", "samples")}}
                             for r in records if r.number in eval_rows for row in eval_rows[r.number]]),
-        racing=study_user_attrs.get(RACING_ATTR) if isinstance(study_user_attrs.get(RACING_ATTR), dict) else None,
+        racing=study_user_attrs.get(record.RACING) if isinstance(study_user_attrs.get(record.RACING), dict) else None,
         advice=dict(advice) if advice is not None else None,
+        gpu_budget=_gpu_budget(study_user_attrs.get(record.CONFIG) or fallback_config or {}, frozen),
     )
 
 
+def _gpu_budget(config: Mapping[str, Any], frozen: Sequence["FrozenTrial"]) -> dict[str, Any] | None:
+    """The GPU-hour budget's spent and left, when the study set one (every attempt's wall time x its GPUs)."""
+    study, hardware = config.get("study") or {}, config.get("hardware") or {}
+    total, gpus = study.get("budget_gpu_hours"), hardware.get("gpus")
+    budget = budget_of(float(total), int(gpus or 0), frozen, None) if isinstance(total, (int, float)) else None
+    return None if budget is None else {**budget.as_dict(), "words": budget.words()}
+
+
 def imported_note(copies: Sequence["FrozenTrial"]) -> Finding:
-    """Why a warm start's imported results are not evidence on this page (search/warm.py)."""
-    sources = sorted({str(ft.user_attrs.get(ledger.COPY_OF, "")).partition("#")[0] for ft in copies})
+    """Why a warm start's imported results are not evidence on this page (study/warm.py)."""
+    sources = sorted({str(ft.user_attrs.get(record.COPY_OF, "")).partition("#")[0] for ft in copies})
     return Finding("imported", (
         f"{len(copies)} result(s) imported by --warm-start from {', '.join(repr(s) for s in sources)} are not counted "
         "here: they guided this study's sampler, but ran in another study, so this page compares only the trials "
@@ -290,7 +305,6 @@ def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
 def collect(study: "Study") -> ReportData:
     """Everything the report needs for a loaded study file."""
     attrs, frozen = load_trials(study.storage_url, study.study.name)
-    from grpo_ablate.files.owned import Owner
 
     return build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
                              study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)))
@@ -298,7 +312,6 @@ def collect(study: "Study") -> ReportData:
 
 def read_advice(output_dir: Path, owner: "Owner") -> dict[str, Any] | None:
     """The study's advise.json when it holds a prediction (advise's, before any trial); else None."""
-    from grpo_ablate.files.advise_file import load_advice
 
     raw = load_advice(output_dir, owner)
     return raw if raw is not None and isinstance(raw.get("predictions"), list) else None

@@ -21,10 +21,10 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.data import ReportData
-from grpo_ablate.report.stats import MetricStat
+from grpo_ablate.stats.seeds import MetricStat
 from grpo_ablate.vocab import Arm
 
-__all__ = ["Figure", "STYLE", "DPI", "HALF", "WIDE", "png", "new_axes", "palette", "arm_colors", "g_colors", "log2_g_axis",
+__all__ = ["Figure", "STYLE", "DPI", "HALF", "WIDE", "png", "new_axes", "palette", "arm_colors", "log2_g_axis",
            "axis_label", "yerr", "done_arms"]
 
 # Half-width figures are drawn 4.8 in wide and shown ~480 px wide: 9 pt text stays ~12 px on
@@ -82,11 +82,6 @@ def arm_colors(data: ReportData) -> dict[Arm, tuple[float, float, float, float]]
     styles, so a colour on this page always means one configuration.
     """
     return dict(zip((a.config for a in data.arms), palette(len(data.arms))))
-
-
-def g_colors(gs: Sequence[int]) -> dict[int, tuple[float, float, float, float]]:
-    gs = sorted(set(gs))
-    return dict(zip(gs, palette(len(gs))))
 
 
 def log2_g_axis(ax: Axes, gs: Sequence[int]) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from grpo_ablate.report.arms import ArmSummary
-from grpo_ablate.report.groups import zero_spread_probability
+from grpo_ablate.stats.zero_spread import zero_spread
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.text import clip
 from grpo_ablate.vocab import Arm, Outcome
@@ -115,7 +115,7 @@ def find_warnings(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], ba
             p = (success_p or {}).get(a.config)
             if p is not None and 0 <= p <= 1:
                 expect = (f" (a binary reward at this configuration's success rate {p:.2f} predicts "
-                          f"{zero_spread_probability(p, a.config.num_generations) * 100:.0f}%)")
+                          f"{zero_spread(a.config.num_generations, p) * 100:.0f}%)")
             if learned_nothing:
                 advice, sug = (" The answer above explains why this study cannot rank G: change the prompts, the "
                                "budget or the model first."), ()

@@ -1,7 +1,7 @@
 """What the prompt groups show: prompts ranked by within-group reward variance, the success rate,
 and the share of groups a binary reward leaves without spread.
 
-    python -c "from grpo_ablate.report.groups import zero_spread_probability as z; print(z(0.1, 8))"
+    python -c "from grpo_ablate.stats.zero_spread import zero_spread; print(zero_spread(8, 0.1))"
 """
 
 from __future__ import annotations
@@ -13,19 +13,13 @@ import pandas as pd
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.vocab import Arm, Outcome
 
-__all__ = ["PROMPT_COLUMNS", "RANKING_RULE", "prompt_variance", "success_rate", "success_rates_by_arm",
-           "zero_spread_probability"]
+__all__ = ["PROMPT_COLUMNS", "RANKING_RULE", "prompt_variance", "success_rate", "success_rates_by_arm"]
 
 PROMPT_COLUMNS = ["prompt", "groups", "trials", "mean_reward_var", "max_reward_var", "mean_reward",
                   "mean_distinct_frac", "example_arm", "example_completions", "example_rewards"]
 # What the page says about the order; prompt_variance sorts by exactly this.
 RANKING_RULE = ("higher mean within-group reward variance first; ties go to the prompt seen in more groups, "
                 "then to the higher maximum variance, then alphabetical order of the prompt text")
-
-
-def zero_spread_probability(p: float, num_generations: int) -> float:
-    """Chance that G samples of a binary reward with success rate p all agree: p^G + (1-p)^G."""
-    return p**num_generations + (1 - p) ** num_generations
 
 
 def prompt_variance(groups: pd.DataFrame) -> pd.DataFrame:

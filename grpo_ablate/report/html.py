@@ -27,8 +27,13 @@ from grpo_ablate.report.summary import EXPORTS
 from grpo_ablate.report.evaluation import TARGET_KEYS, CensoredStat
 from grpo_ablate.report.groups import RANKING_RULE
 from grpo_ablate.report.text import clip, fmt, fmt_interval, fmt_p, fmt_stat, fmt_stat_short
+from grpo_ablate.stats.selection import HOW
 from grpo_ablate.vocab import TARGET_METRICS, Arm, Outcome
 from grpo_ablate.vocab import metric as registry_metric
+from grpo_ablate.report.verdict import arm_call
+from grpo_ablate.stats.calls import calls as holm_calls
+from grpo_ablate.stats.min_effect import default_min_effect
+from grpo_ablate.stats.seeds import compare_to_baseline
 
 __all__ = ["render_html", "view_model", "target_cell", "delta_cell", "held_out_used", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
 
@@ -143,6 +148,24 @@ def _verdict_facts(data: ReportData) -> list[str]:
                        f"{fmt_p(c.p_value)}.")
         else:
             out.append(f"Comparison used: {c.words}.")
+    sel = v.selection
+    if sel is not None and sel.p_within:
+        out.append(f"Probability of being within {sel.min_effect:.3g} of the best, per configuration ({HOW}): "
+                   + "; ".join(f"{v.names.get(a, a)} {p:.2f}" for a, p in sorted(sel.p_within.items(), key=lambda x: -x[1]))
+                   + ".")
+    if sel is not None and sel.excluded:
+        out.append("Excluded from being within min_effect of the best (one-sided t tests, family-wise 5%): "
+                   + "; ".join(f"{v.names.get(a, a)} (behind {v.names.get(b, b)})" for a, b in sel.excluded.items()) + ".")
+    if v.calls_method and v.arms:
+        adjusted = [f"{a.config.label} {a.call}" + (f", adjusted {fmt_p(a.p_adjusted)}" if a.p_adjusted is not None
+                                                    else "") for a in v.arms]
+        out.append(f"Better/worse calls against the baseline: {v.calls_method}. " + "; ".join(adjusted) + ".")
+    race = data.racing
+    if race and race.get("path"):
+        out.append("The study raced: " + ("a group-sequential race (Haybittle-Peto error spending over its planned "
+                                          "looks; its last look is the fixed-sample test)"
+                                          if race.get("design") == "group_sequential" else
+                                          "an anytime race (confidence sequences valid at every look)") + ".")
     if v.detectable is not None:
         out.append(f"Smallest difference this study could detect (80% power, 5% two-sided): about {fmt(v.detectable)}.")
     if v.seeds_for is not None:
@@ -247,11 +270,8 @@ def race_path(race: Mapping[str, Any], data: ReportData, label: Any) -> tuple[li
 
 def eval_path(data: ReportData) -> list[dict[str, Any]]:
     """The verdict at each shared evaluation point: every arm's call against the baseline on the
-    held-out reward measured there, by the answer's own rule (report/verdict.arm_call: the CS when
-    the study raced, the fixed-sample interval when it looked once), with study.min_effect."""
-    from grpo_ablate.report.sequential import default_min_effect
-    from grpo_ablate.report.stats import compare_to_baseline
-    from grpo_ablate.report.verdict import arm_call
+    held-out reward measured there, by the answer's own rule (the CS when the study ran the anytime
+    race, else the Holm-adjusted family of stats.calls), with study.min_effect."""
 
     ev = data.evals
     base = next((a for a in data.arms if a.is_baseline), None)
@@ -260,8 +280,9 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
     ev = ev[(ev["outcome"] == Outcome.COMPLETED.value) & ev["reward"].notna()]
     study = data.config.get("study") or {}
     given = study.get("min_effect")
-    min_effect = float(given) if isinstance(given, (int, float)) else default_min_effect(0.0, 1.0)
-    sequential = bool(data.racing and data.racing.get("path"))
+    min_effect = float(given) if isinstance(given, (int, float)) else default_min_effect("eval_final_reward") or 0.0
+    race = data.racing or {}
+    sequential = bool(race.get("path")) and race.get("design", "anytime") == "anytime"
     rows = []
     for point, at in ev.groupby("point"):
         by = {k: dict(zip(g["seed"], g["reward"])) for k, g in at.groupby("config")}
@@ -269,12 +290,16 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
         if not b or int(point) == 0:  # point 0 is before the first step: every arm is the same model
             continue
         calls = []
+        family = {} if sequential else holm_calls(by, base.config.key, min_effect=min_effect)
         for a in data.arms:
             if a.is_baseline or a.config.key not in by:
                 continue
             arm = by[a.config.key]
-            c = compare_to_baseline(b, arm, low=0.0, high=1.0)
-            call, _ = arm_call(c, b, arm, maximize=True, min_effect=min_effect, sequential=sequential)
+            if sequential:
+                call, _ = arm_call(compare_to_baseline(b, arm, low=0.0, high=1.0), b, arm, maximize=True,
+                                   min_effect=min_effect, sequential=True)
+            else:
+                call = family[a.config.key].call
             calls.append(f"{a.config.label} {call}")
         share = at["completions"].mean() / ev["completions"].max() if "completions" in at and ev["completions"].max() else None
         rows.append({"point": int(point), "share": f"{share:.0%}" if share is not None else "", "calls": "; ".join(calls)})
@@ -321,13 +346,13 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
     best_rows = []
     for metric, direction in data.objectives:
         b = data.best.get(metric)
-        m = data.metrics[metric]
+        info = data.metrics[metric]
         vs = None
         if b is not None and base is not None:
             d = data.deltas.get(b.arm.name, {}).get(metric)
             vs = d.words if d is not None else ("this is the baseline" if b.arm.is_baseline else None)
         best_rows.append({
-            "metric": metric, "label": m.label, "direction": direction,
+            "metric": metric, "label": info.label, "direction": direction,
             "arm": b.arm if b else None, "stat": b.stat if b else None, "vs": vs,
         })
     delta_cols = _delta_columns(data)

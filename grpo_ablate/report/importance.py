@@ -42,7 +42,7 @@ def _importances(trials: Sequence["FrozenTrial"], varying: set[str],
     out: dict[str, dict[str, float]] = {}
     notes: list[str] = []
     for i, (name, direction) in enumerate(objectives):
-        st = optuna.create_study(direction=direction)
+        st = optuna.create_study(direction=optuna.study.StudyDirection[direction.upper()])
         for t in trials:
             if i >= len(t.values):
                 continue

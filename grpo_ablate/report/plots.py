@@ -28,10 +28,10 @@ from grpo_ablate.report.g_alloc import has_g_alloc, plot_g_vs_difficulty
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, arm_colors, axis_label, done_arms, log2_g_axis,
                                        new_axes, palette, png, yerr)
-from grpo_ablate.report.groups import zero_spread_probability
-from grpo_ablate.report.stats import MetricStat, stat
+from grpo_ablate.stats.seeds import MetricStat, stat
+from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.report.text import fmt
-from grpo_ablate.vocab import Arm, Outcome, metric
+from grpo_ablate.vocab import PLANNED_SAMPLERS, Arm, Outcome, metric
 
 __all__ = ["all_figures", "PLOTS", "EVAL_PLOTS", "PER_PROMPT_PLOTS"]
 
@@ -265,18 +265,16 @@ def plot_importances(data: ReportData) -> Figure:
     wide = len(metrics) > 1
     fig, axes = new_axes(width=WIDE if wide else HALF[0],
                      height=max(2.0, 0.4 * max(len(v) for v in data.importances.values()) + 1.1), ncols=len(metrics))
-    for ax, metric in zip(axes, metrics):
-        imp = data.importances[metric]
+    for ax, name in zip(axes, metrics):
+        imp = data.importances[name]
         names = list(imp)[::-1]
         ax.barh(names, [imp[n] for n in names], color="#4c72b0")
         ax.set_xlim(0, 1)
-        ax.set_title(data.metrics[metric].label if metric in data.metrics else metric)
+        ax.set_title(data.metrics[name].label if name in data.metrics else name)
         ax.set_xlabel("importance")
         ax.grid(axis="y", visible=False)
     return Figure(fid, title, caption, png(fig), wide=wide)
 
-
-PLANNED_SAMPLERS = frozenset({"ablation", "grid"})  # studies whose arms are planned, so their effects are measured
 
 
 _NO_RESULT = frozenset(o.value for o in (Outcome.PRUNED, Outcome.OOM, Outcome.FAILED, Outcome.INTERRUPTED))
@@ -293,7 +291,7 @@ def plot_history(data: ReportData) -> Figure:
     fig, axes = new_axes(width=WIDE if k > 1 else HALF[0], height=3.2, ncols=k)
     colors = arm_colors(data)
     drawn = False
-    for i, (ax, (metric, direction)) in enumerate(zip(axes, data.objectives)):
+    for i, (ax, (objective, direction)) in enumerate(zip(axes, data.objectives)):
         done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.values is not None
                 and i < len(r.values)]
         for a in data.arms:
@@ -317,7 +315,7 @@ def plot_history(data: ReportData) -> Figure:
         numbers = [r.number for r in data.records]
         ax.set_xlim(min(numbers) - 0.6, max(numbers) + 0.6)
         ax.set_xlabel("trial")
-        ax.set_ylabel(axis_label(data, metric))
+        ax.set_ylabel(axis_label(data, objective))
         ax.legend(frameon=False, fontsize=7, loc="best")
     if not drawn:
         return Figure(fid, title, caption, note="no completed trial yet")
@@ -340,7 +338,7 @@ def plot_zero_spread(data: ReportData) -> Figure:
     p = data.success_p
     if p is not None and data.success_p_unit:
         grid = np.geomspace(min(gs) / 1.3, max(gs) * 1.3, 200)
-        ax.plot(grid, [zero_spread_probability(p, float(g)) for g in grid], color="black", lw=1.2, ls="--",  # type: ignore[arg-type]
+        ax.plot(grid, [zero_spread(float(g), p) for g in grid], color="black", lw=1.2, ls="--",  # type: ignore[arg-type]
                 label=f"p^G + (1-p)^G, p = {p:.2f}")
     else:
         caption += (" The curve is left out: the rewards are not in [0, 1], so they are not a success rate."
@@ -359,7 +357,6 @@ def plot_zero_spread(data: ReportData) -> Figure:
 
 def _draw_advice(ax: Axes, advice: dict) -> list[int]:
     """advise.json's predicted zero-spread share against G, one dotted line per temperature; its Gs."""
-    from grpo_ablate.preflight.difficulty import zero_spread_beta
 
     temps = [float(t) for t in advice.get("temperatures") or []]
     predicted: dict[float, dict[int, float]] = {}
@@ -371,9 +368,9 @@ def _draw_advice(ax: Axes, advice: dict) -> list[int]:
         fit = (advice.get("fits") or {}).get(str(t))
         if fit and gs:  # binary rewards: the fitted Beta's curve, smooth between the Gs
             grid = np.geomspace(min(gs) / 1.3, max(gs) * 1.3, 120)
-            ys = [zero_spread_beta(float(g), float(fit["a"]), float(fit["b"])) for g in grid]
+            ys = [zero_spread_beta(float(g), float(fit["a"]), float(fit["b"])) for g in grid]  # type: ignore[arg-type]  # G on a smooth grid
         elif predicted.get(t):
-            grid, ys = zip(*sorted(predicted[t].items()))
+            grid, ys = (list(v) for v in zip(*sorted(predicted[t].items())))
         else:
             continue
         ax.plot(grid, ys, color=color, lw=1.2, ls=":", label=f"advise, T={t:g}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from grpo_ablate.report.text import fmt, fmt_interval
+from grpo_ablate.storage import open_artifact_store, open_storage
 
 if TYPE_CHECKING:
     import optuna
@@ -83,7 +84,6 @@ def publish(study: "Study", paths: Mapping[str, Path]) -> None:
     """
     import optuna
 
-    from grpo_ablate.storage import open_artifact_store, open_storage
 
     try:
         ostudy = optuna.load_study(study_name=study.study.name, storage=open_storage(study.storage_url))

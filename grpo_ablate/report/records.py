@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from grpo_ablate.metrics import read_jsonl  # the one torn-line-tolerant reader of trial files
 from grpo_ablate.report.evaluation import read_eval
 from grpo_ablate.search.encoding import arm_fields
+from grpo_ablate import trial_record as record
 from grpo_ablate.storage import mask_url
-from grpo_ablate.study import ledger
-from grpo_ablate.study.ledger import outcome_of
+from grpo_ablate.trial_record import outcome_of
 from grpo_ablate.vocab import DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, finite, generations_text
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.storage import local_file, open_storage
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -90,17 +92,17 @@ def record_from_trial(ft: "FrozenTrial", names: Sequence[str],
     metrics: dict[str, float | None] = {m: finite(ua.get(m)) for m in names}
     for k, v in (diagnostics or {}).items():
         metrics[k] = finite(v)
-    seed = ledger.seed_of(ua)
+    seed = record.seed_of(ua)
     if seed is None:
         seed = ft.params.get("seed")  # planned studies before the seed left the params
-    tdir = ua.get(ledger.TRIAL_DIR)
-    reason = ledger.reason(ft)
+    tdir = ua.get(record.TRIAL_DIR)
+    reason = record.reason(ft)
     return TrialRecord(
         number=ft.number,
         state=ft.state.name,
-        outcome=ledger.outcome(ft).value,
+        outcome=record.outcome(ft).value,
         reason=masked(reason) if reason else None,
-        role=str(ua.get(ledger.ROLE, ua.get("arm", "")) or ""),  # "arm" in studies written before "role"
+        role=str(ua.get(record.ROLE, ua.get("arm", "")) or ""),  # "arm" in studies written before "role"
         config=_arm_of(ua, ft.params),
         seed=int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None,
         params=dict(ft.params),
@@ -116,8 +118,6 @@ def load_trials(storage_url: str, study_name: str) -> tuple[dict[str, Any], list
     """The study's user attrs and trials; a StudyError naming the fix when there is no such study."""
     import optuna
 
-    from grpo_ablate.config import Problem, StudyError
-    from grpo_ablate.storage import local_file, open_storage
 
     # opening creates a missing journal/SQLite file; a report must not conjure an empty study
     local = local_file(storage_url)

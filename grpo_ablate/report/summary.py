@@ -73,6 +73,7 @@ def summary_dict(data: ReportData) -> dict[str, Any]:
         "versions": data.versions,
         "hardware": data.hardware,
         "trials": data.counts,
+        "gpu_budget": data.gpu_budget,  # study.budget_gpu_hours: spent and left; null without one
     })
 
 

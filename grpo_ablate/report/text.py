@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from grpo_ablate.report.stats import Comparison, Difference, MetricStat
+from grpo_ablate.stats.seeds import Comparison, Difference, MetricStat
 from grpo_ablate.vocab import Metric
 
 __all__ = ["fmt", "fmt_p", "fmt_interval", "fmt_stat", "fmt_stat_short", "delta_words", "clip", "MISSING"]

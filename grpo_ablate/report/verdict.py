@@ -8,20 +8,22 @@ The rules, in order:
    metric, else eval_final_reward: every arm is scored on the same prompts at the same decoding.
    Without it, the first objective. A time-based metric whose arms differ by less than the
    study's run-to-run timing noise is replaced by its token-based twin, and the answer says so.
-2. Each arm against the baseline on that metric (`stats.compare_to_baseline`: paired by seed
-   when that is tighter, else Welch), at 95%, read with the study's one rule
-   (report/sequential.py): better / worse / equivalent (the whole interval inside
-   +-study.min_effect) / undecided. A study looked at once (no racing) reads the fixed-sample
-   interval, valid for one look; a study that raced looked after every round, so its calls rest
-   on the anytime-valid confidence sequence of its paired differences, the rule its rounds used.
-3. An arm clearly better than the baseline: the best such arm is the answer ("winner").
-   None clearly better: the answer says so plainly, names the smallest difference this study
-   could have detected (80% power, 5% two-sided, from the observed spread) and about how many
-   seeds would detect the best arm's observed difference; it recommends the cheapest arm
-   (fewest generated tokens per trial, else training seconds; all arms ran the same budget)
-   among those not clearly worse when that is at least CHEAPER_BY cheaper than the baseline,
-   else the baseline, and says cost is the reason.
-4. Fewer than two seeds anywhere: no test is possible; the best mean is only something to try.
+2. The answer a user acts on leads (stats/selection.py): the configuration most likely to be
+   within study.min_effect of the best (default per metric: stats/min_effect.py), that
+   probability and how it was computed (a posterior over the seeds), the configurations that
+   cannot be excluded from being within min_effect of the best (family-wise 5%), and the cheapest
+   of those in generated tokens and training hours. A recommendation is not "the baseline unless
+   beaten": a configuration need not be significantly better to be the one most likely best.
+3. Each arm against the baseline on that metric (stats.seeds.mean_difference's one rule, chosen
+   from the design before any value is seen: paired over shared seeds, else Welch): better /
+   worse when its Holm-adjusted p is below 5% (the family-wise error over all the arms' calls
+   held at 5%), equivalent when both one-sided tests of a difference beyond +-min_effect reject
+   (Holm-adjusted too), undecided otherwise; adjusted p-values and the method are on the page.
+   A study that ran the anytime race looked after every round, so its calls rest on the
+   anytime-valid confidence sequence instead; a group-sequential race ends at a last look at 5%,
+   the fixed-sample rule. Without a clear difference the answer says "not detected", the smallest
+   difference the study could have detected (80% power, 5% two-sided) and the seeds it would take.
+4. Fewer than two seeds anywhere: no probability and no test; the best mean is only something to try.
 0. Before any of that: a study in which nothing learned cannot rank G ("cannot_rank"). That is
    when no arm's gain (held-out gain with evaluation, else the training reward gain) is
    distinguishable from zero, every arm having a gain that is exactly zero or whose 95% interval
@@ -42,18 +44,21 @@ from typing import Any, Mapping, Sequence
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION
 from grpo_ablate.report.arms import ArmSummary, arm_vs_baseline
 from grpo_ablate.report.records import TrialRecord
-from grpo_ablate.report.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify, default_min_effect
-from grpo_ablate.report.stats import (ALPHA, POWER, Comparison, MetricStat, coefficient_of_variation,
-                                      detectable_difference, seeds_needed, stat)
+from grpo_ablate.stats.calls import calls as holm_calls
+from grpo_ablate.stats.min_effect import default_min_effect
+from grpo_ablate.stats.multiplicity import METHOD as HOLM
+from grpo_ablate.stats.seeds import (ALPHA, POWER, Comparison, MetricStat, coefficient_of_variation,
+                                     detectable_difference, seeds_needed, stat)
+from grpo_ablate.stats.selection import HOW, Selection, select
+from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
 from grpo_ablate.vocab import METRICS, Arm, Metric, Outcome, finite, metric
 
-__all__ = ["Verdict", "ArmVerdict", "TimingNoise", "decide", "arm_call", "calls_text", "timing_noise", "verdict_metric", "TIME_TWINS",
-           "CHEAPER_BY", "NO_SPREAD_FRACTION", "arm_costs", "learned_nothing"]
+__all__ = ["Verdict", "ArmVerdict", "TimingNoise", "decide", "arm_call", "calls_text", "timing_noise", "verdict_metric",
+           "TIME_TWINS", "NO_SPREAD_FRACTION", "arm_costs", "arm_hours", "answer_words", "learned_nothing"]
 
 # Time-based metrics and their token-based twins (vocab.Metric.time_based / .twin).
 TIME_TWINS: dict[str, str | None] = {n: m.twin for n, m in METRICS.items() if m.time_based}
-CHEAPER_BY = 0.05  # a cost difference below 5% is no reason to leave the default
 
 
 @dataclass(frozen=True)
@@ -129,12 +134,16 @@ class ArmVerdict:
     better: bool  # clearly better: the one rule's call is "better"
     worse: bool  # clearly worse: its call is "worse"
     cost: float | None
-    call: str = UNDECIDED  # better | worse | equivalent | undecided (report/sequential.py)
+    call: str = UNDECIDED  # better | worse | equivalent | undecided (stats/sequential.py)
     cs: tuple[float, float] | None = None  # the anytime-valid sequence's last interval, when the study raced
+    p_adjusted: float | None = None  # Holm-adjusted p of "no difference from the baseline" (fixed-sample calls)
+    p_equivalence_adjusted: float | None = None  # Holm-adjusted TOST p of "not within min_effect"
+    hours: float | None = None  # training hours per trial (device-hours: GPU-hours on a GPU study)
 
     def as_dict(self) -> dict[str, Any]:
         return {"arm": self.name, "key": self.config.key, "mean": self.mean, "n": self.n, "call": self.call,
-                "cs": list(self.cs) if self.cs else None,
+                "cs": list(self.cs) if self.cs else None, "p_adjusted": self.p_adjusted,
+                "p_equivalence_adjusted": self.p_equivalence_adjusted, "hours": self.hours,
                 "clearly_better": self.better, "clearly_worse": self.worse, "cost": self.cost,
                 **(self.comparison.as_dict() if self.comparison else {"comparison": None})}
 
@@ -159,6 +168,11 @@ class Verdict:
     timing: TimingNoise | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     headline: str | None = None  # the opening of `words` the page sets in bold; None: all of it
+    selection: Selection | None = None  # the recommendation's probability, the eps-best set, its cheapest
+    names: dict[str, str] = field(default_factory=dict)  # arm name -> its configuration in words
+    hours: dict[str, float] = field(default_factory=dict)  # arm name -> training hours per trial
+    min_effect: float | None = None
+    calls_method: str | None = None  # how the better/worse calls were made (named on the page)
 
     @property
     def detail(self) -> str:
@@ -190,7 +204,20 @@ class Verdict:
             "arms": [a.as_dict() for a in self.arms],
             "timing_noise": self.timing.as_dict() if self.timing else None,
             "notes": list(self.notes),
+            "min_effect": self.min_effect,
+            "calls_method": self.calls_method,
+            "selection": self.selection_dict(),
         }
+
+    def selection_dict(self) -> dict[str, Any] | None:
+        """The answer a user acts on, as the console, the note and the page print it (`answer_words`)."""
+        sel = self.selection
+        if sel is None or sel.recommended is None:
+            return None
+        return {**sel.as_dict(), "recommended_words": self.names.get(sel.recommended, sel.recommended),
+                "cheapest_words": self.names.get(sel.cheapest) if sel.cheapest else None,
+                "cheapest_hours": self.hours.get(sel.cheapest) if sel.cheapest else None,
+                "cost_unit": self.cost_unit, "words": answer_words(self)}
 
 
 def _is_eval_metric(name: str) -> bool:
@@ -225,6 +252,16 @@ def arm_costs(records: Sequence[TrialRecord], tokens: Mapping[int, float]) -> tu
     return {a: v for a, v in secs.items() if v is not None}, "training seconds per trial"
 
 
+def arm_hours(records: Sequence[TrialRecord]) -> dict[Arm, float]:
+    """Mean training hours per completed trial of each arm (device-hours: GPU-hours on a one-GPU trial)."""
+    by_arm: dict[Arm, list[float]] = {}
+    for r in records:
+        secs = finite(r.metrics.get("train_seconds"))
+        if r.outcome == Outcome.COMPLETED.value and r.config is not None and secs is not None:
+            by_arm.setdefault(r.config, []).append(secs / 3600)
+    return {a: math.fsum(v) / len(v) for a, v in by_arm.items()}
+
+
 def _worse_text(verdicts: Sequence[ArmVerdict], bmean: float) -> str:
     """The configurations clearly worse than the baseline, each with the numbers that say so."""
     parts = []
@@ -240,7 +277,8 @@ def arm_call(c: Comparison | None, base: Mapping[int, float], arm: Mapping[int, 
              min_effect: float, sequential: bool) -> tuple[str, tuple[float, float] | None]:
     """The one rule's call for an arm against the baseline, and the CS it rests on (sequential only).
 
-    Fixed-sample (one look): the comparison's 95% interval, equivalent when inside +-min_effect.
+    Fixed-sample (one look, one comparison alone: the per-point view): the comparison's 95% interval,
+    equivalent when inside +-min_effect; the answer's own calls are a family (`stats.calls`, Holm).
     Sequential (the study raced): Lai's t confidence sequence over the paired differences in
     seed order, as the race's rounds read it.
     """
@@ -260,13 +298,18 @@ def arm_call(c: Comparison | None, base: Mapping[int, float], arm: Mapping[int, 
 
 
 def calls_text(verdicts: Sequence["ArmVerdict"], min_effect: float, sequential: bool) -> str:
-    """One sentence: every configuration's call against the baseline, in the rule's four words."""
+    """One sentence: every configuration's call against the baseline, in the rule's four words, with the
+    Holm-adjusted p-values (fixed-sample calls) and the method named."""
     if not verdicts:
         return ""
-    how = ("anytime-valid 95% confidence sequences over the paired seeds, valid at every round the study "
-           "looked" if sequential else "95% intervals")
-    return (f" Against the baseline ({how}; equivalent means within ±{fmt(min_effect)}): "
-            + "; ".join(f"{v.config.label} {v.call}" for v in verdicts) + ".")
+    if sequential:
+        how = ("anytime-valid 95% confidence sequences over the paired seeds, valid at every round the study "
+               "looked; each comparison alone")
+        return (f" Against the baseline ({how}; equivalent means within ±{fmt(min_effect)}): "
+                + "; ".join(f"{v.config.label} {v.call}" for v in verdicts) + ".")
+    return (f" Against the baseline (paired t tests over shared seeds, {HOLM}; equivalent: both one-sided tests of "
+            f"a difference beyond ±{fmt(min_effect)} rejected, Holm-adjusted): "
+            + "; ".join(f"{v.config.label} {v.call} (adjusted {fmt_p(v.p_adjusted)})" for v in verdicts) + ".")
 
 
 def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
@@ -275,8 +318,9 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
            min_effect: float | None = None, sequential: bool = False) -> Verdict:
     """The study's answer (see the module docstring).
 
-    `min_effect`: study.min_effect (None: report/sequential's default share of the metric's
-    range); `sequential`: the study looked after every round (it raced), so calls rest on the CS.
+    `min_effect`: study.min_effect (None: stats/min_effect.py's default for the metric);
+    `sequential`: the study ran the anytime race (it looked after every round with no plan), so
+    calls rest on the CS.
 
     `tokens` is each trial's generated tokens, `success` each arm's own success rate
     (report.groups.success_rates_by_arm), `advice` advise.json when advise ran: both only feed
@@ -308,112 +352,164 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
         return Verdict("no_data", name, direction, f"No configuration completed yet (none has a {label}): nothing "
                        f"to recommend. Run (or resume) the study.", timing=timing, notes=tuple(notes))
     costs, cost_unit = arm_costs(records, tokens or {})
+    hours = arm_hours(records)
     base = next((a for a in ran if a.is_baseline), None)
-    verdicts = []
+    maximize = direction == "maximize"
     if min_effect is None:
-        min_effect = default_min_effect(m.low, m.high) if m.low is not None and m.high is not None else \
-            default_min_effect(0.0, 1.0)
+        reference = (base or max(ran, key=lambda a: sign * a.metrics[name].mean)).metrics[name].mean  # type: ignore[operator]
+        min_effect = default_min_effect(m, reference) or 0.0
+    by_seed = {a.name: a.by_seed.get(name, {}) for a in ran}
+    names = {a.name: a.config.label for a in ran}
+    arm_hours_by_name = {a.name: hours[a.config] for a in ran if a.config in hours}
+    selection = select(by_seed, min_effect, maximize=maximize, alpha=ALPHA,
+                       costs={a.name: costs[a.config] for a in ran if a.config in costs})
+    family = holm_calls(by_seed, base.name, min_effect=min_effect, maximize=maximize, level=ALPHA) \
+        if base is not None and not sequential else {}
+    verdicts = []
     for a in ran if base is not None else ():
         if a.is_baseline:
             continue
         c = arm_vs_baseline(base, a, name)  # type: ignore[arg-type]
-        call, cs = arm_call(c, base.by_seed.get(name, {}), a.by_seed.get(name, {}),  # type: ignore[union-attr]
-                            maximize=direction == "maximize", min_effect=min_effect, sequential=sequential)
+        fc = family.get(a.name)
+        if sequential:
+            call, cs = arm_call(c, base.by_seed.get(name, {}), a.by_seed.get(name, {}),  # type: ignore[union-attr]
+                                maximize=maximize, min_effect=min_effect, sequential=True)
+        else:
+            call, cs = (fc.call if fc is not None else UNDECIDED), None
         verdicts.append(ArmVerdict(a.name, a.config, a.metrics[name].mean, a.metrics[name].n, c, call == BETTER,
-                                   call == WORSE, costs.get(a.config), call, cs))
+                                   call == WORSE, costs.get(a.config), call, cs,
+                                   fc.p_adjusted if fc is not None else None,
+                                   fc.p_equivalence_adjusted if fc is not None else None, hours.get(a.config)))
+    method = (("anytime-valid 95% confidence sequences over the paired seeds (the study ran the anytime race); "
+               "each comparison alone") if sequential else HOLM)
+    common = dict(arms=tuple(verdicts), cost_unit=cost_unit, timing=timing, notes=tuple(notes), selection=selection,
+                  names=names, hours=arm_hours_by_name, min_effect=min_effect, calls_method=method)
     calls = calls_text(verdicts, min_effect, sequential)
     stuck = None if any(v.better or v.worse for v in verdicts) else learned_nothing(arms, has_eval, success or {}, advice)
     if stuck is not None:
         head, why = stuck
         return Verdict("cannot_rank", name, direction, f"{head} {why}", None, None, "learned_nothing",
-                       arms=tuple(verdicts), cost_unit=cost_unit, timing=timing, notes=tuple(notes), headline=head)
+                       headline=head, **{**common, "selection": None})  # type: ignore[arg-type]
     best = max(ran, key=lambda a: (sign * a.metrics[name].mean, a.metrics[name].n, a.is_baseline))  # type: ignore[operator]
     tail = _secondary(objectives, arms, best)
+    if selection.pcs is None:  # a single seed somewhere: no spread, so no probability and no test
+        top = next(a for a in ran if a.name == selection.recommended)
+        versus = (f" vs {fmt(base.metrics[name].mean)} for the baseline, {base.config.label}"
+                  if base is not None and top is not base else "")
+        text = (f"Try {top.config.words}: it had the best {label} ({fmt(top.metrics[name].mean)}{versus}), "
+                f"from a single seed per configuration, so no test was possible and nothing can be excluded from "
+                f"being within {min_effect:.3g} of the best; add seeds (study.seeds) before switching for good.")
+        if base is not None and top is base:
+            text = (f"Keep the baseline ({base.config.words}): no other configuration had a better {label} "
+                    f"({fmt(base.metrics[name].mean)}), but with a single seed nothing was tested and nothing can be "
+                    f"excluded from being within {min_effect:.3g} of the best; add seeds (study.seeds) to measure how "
+                    f"sure this is.")
+        if base is None:
+            text += " The baseline was not run, so there is no comparison to the default."
+        tv = next((v for v in verdicts if v.name == top.name), None)
+        return Verdict("untested", name, direction, text + tail, top.config, top.name,
+                       "baseline_not_beaten" if top is base else "best_mean_untested",
+                       tv.comparison if tv is not None else None, **common)  # type: ignore[arg-type]
+    rec = next(a for a in ran if a.name == selection.recommended)
+    head = answer_words(Verdict("", name, direction, "", rec.config, rec.name, names=names, hours=arm_hours_by_name, selection=selection,
+                                min_effect=min_effect, cost_unit=cost_unit))
     if base is None:
-        text = (f"Use {best.config.words}: it had the best {label}, {fmt(best.metrics[name].mean)} "
-                f"({_seeds(best.metrics[name].n)}). The baseline was not run, so there is no comparison to the default.")
-        return Verdict("no_baseline", name, direction, text + tail, best.config, best.name, "best_mean_no_baseline",
-                       timing=timing, notes=tuple(notes), cost_unit=cost_unit)
-
+        text = (f" It had the best {label}, {fmt(rec.metrics[name].mean)} ({_seeds(rec.metrics[name].n)}). The "
+                f"baseline was not run, so there is no comparison to the default.")
+        return Verdict("no_baseline", name, direction, head + text + tail, rec.config, rec.name, "most_likely_best",
+                       headline=head, **common)  # type: ignore[arg-type]
     bmean = base.metrics[name].mean
     assert bmean is not None
     versus = f"the baseline ({base.config.label})"
-
     winners = [v for v in verdicts if v.better]
-    if winners:
-        w = max(winners, key=lambda v: sign * (v.mean or 0.0))
-        c = w.comparison
-        assert c is not None
+    rv = next((v for v in verdicts if v.name == rec.name), None)
+    if rv is not None and rv.better and rv.comparison is not None:
+        c = rv.comparison
         rel = f" ({abs(c.delta / bmean) * 100:.0f}% {'higher' if c.delta > 0 else 'lower'})" if bmean else ""
-        text = (f"Use {w.config.words}: its {label} was {fmt(w.mean)} vs {fmt(bmean)} for {versus}, "
-                f"a difference of {_signed(c.delta)}{rel}, 95% interval {fmt_interval(c.ci95)}, "
-                f"{fmt_p(c.p_value)} ({c.words}): more than the seed-to-seed spread explains.")
-        text += _worse_text(verdicts, bmean) + calls
-        return Verdict("winner", name, direction, text + tail, w.config, w.name, "clearly_better", c, tuple(verdicts),
-                       cost_unit=cost_unit, timing=timing, notes=tuple(notes))
-
+        text = (f" Against {versus}: {label} {fmt(rv.mean)} vs {fmt(bmean)}, a difference of {_signed(c.delta)}{rel}, "
+                f"95% interval {fmt_interval(c.ci95)}, {fmt_p(c.p_value)} ({c.words})"
+                + (f", Holm-adjusted p {_p(rv.p_adjusted)}" if rv.p_adjusted is not None else "")
+                + ": more than the seed-to-seed spread explains.")
+        return Verdict("winner", name, direction, head + text + _worse_text(verdicts, bmean) + calls + tail,
+                       rec.config, rec.name, "clearly_better", c, headline=head, **common)  # type: ignore[arg-type]
     tested = [v for v in verdicts if v.comparison is not None and v.comparison.ci95 is not None]
-    if not tested:
-        top = max(verdicts, key=lambda v: sign * (v.mean or 0.0), default=None)
-        if top is None or sign * ((top.mean or 0.0) - bmean) <= 0:
-            text = (f"Keep the baseline ({base.config.words}): no other configuration had a better {label} "
-                    f"({fmt(bmean)}), but with a single seed nothing was tested; add seeds (study.seeds) to measure "
-                    f"how sure this is.")
-            return Verdict("untested", name, direction, text + tail, base.config, base.name, "baseline_not_beaten",
-                           arms=tuple(verdicts), cost_unit=cost_unit, timing=timing, notes=tuple(notes))
-        text = (f"Try {top.config.words}: it had the best {label} ({fmt(top.mean)} vs {fmt(bmean)} for {versus}), "
-                f"from a single seed per configuration, so no test was possible; add seeds (study.seeds) before "
-                f"switching for good.")
-        return Verdict("untested", name, direction, text + tail, top.config, top.name, "best_mean_untested",
-                       top.comparison, tuple(verdicts), cost_unit=cost_unit, timing=timing, notes=tuple(notes))
-
-    # no arm clearly better: say so, with what the study could have seen
-    top = max(tested, key=lambda v: sign * v.comparison.delta)  # type: ignore[union-attr]
-    tc = top.comparison
-    assert tc is not None
-    paired = [v.comparison for v in tested if v.comparison and v.comparison.kind == "paired" and v.comparison.sd is not None]
-    pool = paired or [v.comparison for v in tested if v.comparison and v.comparison.sd is not None]
-    sd = math.sqrt(math.fsum(c.sd**2 for c in pool) / len(pool)) if pool else None  # type: ignore[operator]
-    n = min(c.n for c in pool) if pool else 0
-    is_paired = bool(paired)
-    mde = detectable_difference(sd, n, is_paired) if sd else None
-    mde_rel = mde / abs(bmean) if mde is not None and bmean else None
-    observed = abs(tc.delta)
-    need = seeds_needed(observed, sd, is_paired) if sd and observed > 0 else None
-    seeds_for = (observed, need) if need is not None else None
-
-    head = f"No configuration is clearly better than {versus} on {label}."
-    detail = (f" The closest, {top.config.label}, scored {fmt(top.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, "
-              f"95% interval {fmt_interval(tc.ci95)}, {fmt_p(tc.p_value)}, {tc.words}).")
-    if mde is not None:
-        rel = f"{mde_rel * 100:.0f}% of the baseline; " if mde_rel is not None else ""
-        detail += (f" With {n} seeds this study could only detect a difference of about {fmt(mde)} "
-                   f"({rel}80% power, 5% two-sided, from the observed {'paired' if is_paired else 'per-arm'} spread)")
-        if need is not None and need > n:
-            more = f"more than {need - 1:,}" if need > 1000 else f"about {need}"
-            detail += f"; {more} seeds would be needed to detect a difference as small as the observed {fmt(observed)}."
+    detail, mde, mde_rel, seeds_for, tc = "", None, None, None, None
+    if tested:
+        # no arm (or not the recommended one) clearly better than the baseline: what the study could have seen
+        closest = max(tested, key=lambda v: sign * v.comparison.delta)  # type: ignore[union-attr]
+        tc = closest.comparison
+        assert tc is not None
+        paired = [v.comparison for v in tested if v.comparison and v.comparison.kind == "paired" and v.comparison.sd is not None]
+        pool = paired or [v.comparison for v in tested if v.comparison and v.comparison.sd is not None]
+        sd = math.sqrt(math.fsum(c.sd**2 for c in pool) / len(pool)) if pool else None  # type: ignore[operator]
+        n = min(c.n for c in pool) if pool else 0
+        is_paired = bool(paired)
+        mde = detectable_difference(sd, n, is_paired) if sd else None
+        mde_rel = mde / abs(bmean) if mde is not None and bmean else None
+        observed = abs(tc.delta)
+        need = seeds_needed(observed, sd, is_paired) if sd and observed > 0 else None
+        seeds_for = (observed, need) if need is not None else None
+        if not winners:
+            detail = (f" No configuration is clearly better than {versus} on {label} (not detected): the closest, "
+                      f"{closest.config.label}, scored {fmt(closest.mean)} vs {fmt(bmean)} ({_signed(tc.delta)}, 95% interval "
+                      f"{fmt_interval(tc.ci95)}, {fmt_p(tc.p_value)}, {tc.words}).")
         else:
-            detail += "."
-    # the recommendation among those not clearly worse: the cheapest, when that is a real saving
-    candidates = [(base.name, base.config, costs.get(base.config))] + \
-        [(v.name, v.config, v.cost) for v in verdicts if not v.worse]
-    priced = [c for c in candidates if c[2] is not None]
-    base_cost = costs.get(base.config)
-    cheapest = min(priced, key=lambda c: c[2]) if priced else None  # type: ignore[arg-type,return-value]
-    if cheapest is not None and base_cost and cheapest[1] != base.config and cheapest[2] <= base_cost * (1 - CHEAPER_BY):
-        saving = 1 - cheapest[2] / base_cost
-        head += (f" Use {cheapest[1].words}: it is not clearly worse than the baseline and is the cheapest such "
-                 f"configuration ({fmt(cheapest[2])} {cost_unit} vs {fmt(base_cost)}, {saving * 100:.0f}% less). "
-                 f"Cost, not a better {label}, is the reason for this choice.")
-        rec, rec_name, reason = cheapest[1], cheapest[0], "cheapest_not_worse"
-    else:
-        why = (f"no configuration that is not clearly worse is at least {CHEAPER_BY * 100:.0f}% cheaper "
-               f"in {cost_unit}" if priced else "no cost was measured to choose on")
-        head += f" Keep the baseline ({base.config.words}): {why}."
-        rec, rec_name, reason = base.config, base.name, "baseline_not_beaten"
-    text = head + detail + _worse_text(verdicts, bmean) + calls
-    return Verdict("no_clear_winner", name, direction, text + tail, rec, rec_name, reason, tc, tuple(verdicts),
-                   mde, mde_rel, seeds_for, cost_unit, timing, tuple(notes), headline=head)
+            w = max(winners, key=lambda v: sign * (v.mean or 0.0))
+            detail = (f" {w.config.label} is clearly better than {versus}, but {rec.config.label} is at least as likely "
+                      f"to be within {fmt(min_effect)} of the best.")
+        if mde is not None and not winners:
+            rel = f"{mde_rel * 100:.0f}% of the baseline; " if mde_rel is not None else ""
+            detail += (f" With {n} seeds this study could only detect a difference of about {fmt(mde)} "
+                       f"({rel}80% power, 5% two-sided, from the observed {'paired' if is_paired else 'per-arm'} spread)")
+            if need is not None and need > n:
+                more = f"more than {need - 1:,}" if need > 1000 else f"about {need}"
+                detail += f"; {more} seeds would be needed to detect a difference as small as the observed {fmt(observed)}."
+            else:
+                detail += "."
+    reason = "baseline_most_likely_best" if rec is base else "most_likely_best"
+    return Verdict("no_clear_winner", name, direction, head + detail + _worse_text(verdicts, bmean) + calls + tail,
+                   rec.config, rec.name, reason, tc, detectable=mde, detectable_relative=mde_rel, seeds_for=seeds_for,
+                   headline=head, **common)  # type: ignore[arg-type]
+
+
+def answer_words(v: "Verdict") -> str:
+    """The answer's lead, the same on the page, the console and the note: the recommended configuration,
+    P(within min_effect of the best) and how it was computed, the eps-best set, and its cheapest."""
+    sel = v.selection
+    if sel is None or sel.recommended is None:
+        return v.headline or v.words
+    label = metric(v.metric).label if v.metric else "the objective"
+    eps = f"{sel.min_effect:.3g}"
+    rec = v.recommended.words if v.recommended is not None else v.names.get(sel.recommended, sel.recommended)
+    out = f"Use {rec}."
+    if sel.pcs is not None:
+        counts = [n for a, n in sel.seeds.items() if a in sel.p_within]
+        lo, hi = min(counts), max(counts)
+        left = ("; left out, with a single seed: " + ", ".join(v.names.get(a, a) for a in sel.unmeasured)
+                if sel.unmeasured else "")
+        out += (f" Probability that it is within {eps} of the best {label}: {sel.pcs:.2f} ({HOW}; "
+                f"{lo if lo == hi else f'{lo} to {hi}'} seeds per configuration{left}).")
+    others = [a for a in sel.eps_best]
+    if len(others) > 1:
+        out += (f" Configurations that cannot be excluded from being within {eps} of the best (family-wise 5%): "
+                + "; ".join(v.names.get(a, a) for a in others) + ".")
+    elif others:
+        out += f" Every other configuration is excluded from being within {eps} of the best (family-wise 5%)."
+    if sel.cheapest is not None and len(others) > 1:
+        hours = v.hours.get(sel.cheapest)
+        cost = (f"{fmt(sel.costs.get(sel.cheapest))} {v.cost_unit or 'cost'}"
+                + (f", {fmt(hours)} device-hours per trial" if hours is not None else ""))
+        if len({sel.costs.get(a) for a in others}) == 1:
+            out += f" They cost the same ({cost})."
+        elif sel.cheapest == sel.recommended:
+            out += f" It is also the cheapest of these ({cost})."
+        else:
+            out += f" The cheapest of these: {v.names.get(sel.cheapest, sel.cheapest)} ({cost})."
+    return out
+
+
+def _p(p: float | None) -> str:
+    return fmt_p(p).removeprefix("p ").strip()
 
 
 def _signed(x: float) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from grpo_ablate.vocab import Arm, generations_text, pair_label, parse_generations, parse_pair_label
+from grpo_ablate.config import FloatRange
 
 if TYPE_CHECKING:
     import optuna
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from grpo_ablate.space import FeasibleSpace
 
 __all__ = ["ORDINAL", "LABEL", "PLAN", "ENCODINGS", "DEFAULT_ENCODING", "G_RANK", "LABEL_PARAM", "G_PARAM",
-           "TEMPERATURE_PARAM", "batch_param", "batch_choice", "suggest_arm", "encode_arm", "arm_fields"]
+           "TEMPERATURE_PARAM", "batch_param", "suggest_arm", "encode_arm", "arm_fields"]
 
 ORDINAL = "ordinal"
 LABEL = "label"
@@ -48,13 +49,7 @@ def batch_param(num_generations: int) -> str:
     return f"generation_batch_size|G={num_generations}"
 
 
-def batch_choice(space: "FeasibleSpace") -> bool:
-    """Whether some G has more than one feasible batch: then a pair, not G alone, names the arm."""
-    gens = [p.num_generations for p in space.feasible]
-    return len(gens) != len(set(gens))
-
-
-def _g_text_choices(space: "FeasibleSpace") -> list[str]:
+def _g_text_choices(space: "FeasibleSpace") -> list[int | str]:
     return [generations_text(x) for x in space.generations]
 
 
@@ -65,11 +60,10 @@ def _batches(space: "FeasibleSpace", g: int) -> list[int]:
 def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) -> dict[str, "optuna.distributions.BaseDistribution"]:
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-    from grpo_ablate.config import FloatRange
 
     out: dict[str, Any] = {}
     gens = list(space.generations)
-    if encoding == LABEL or (encoding == PLAN and batch_choice(space)):
+    if encoding == LABEL or (encoding == PLAN and space.batch_choice):
         out[LABEL_PARAM] = CategoricalDistribution([p.label for p in space.feasible])
     elif encoding == PLAN:
         out[G_PARAM] = CategoricalDistribution(_g_text_choices(space))
@@ -89,9 +83,8 @@ def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) ->
 def suggest_arm(trial: "optuna.Trial", space: "FeasibleSpace", temps: Any, fixed_temperature: float,
                 encoding: str = DEFAULT_ENCODING) -> Arm:
     """Draw one feasible arm through `trial` (the real sampler decides every value)."""
-    from grpo_ablate.config import FloatRange
 
-    if encoding == LABEL or (encoding == PLAN and batch_choice(space)):
+    if encoding == LABEL or (encoding == PLAN and space.batch_choice):
         label = str(trial.suggest_categorical(LABEL_PARAM, [p.label for p in space.feasible]))
         pair = space.by_label(label)
         g, b = pair.num_generations, pair.generation_batch_size
@@ -116,7 +109,6 @@ def suggest_arm(trial: "optuna.Trial", space: "FeasibleSpace", temps: Any, fixed
 def encode_arm(arm: Arm, space: "FeasibleSpace", temps: Any, encoding: str = DEFAULT_ENCODING
                ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(params, distributions) that make `suggest_arm` return this arm; None when it is not feasible here."""
-    from grpo_ablate.config import FloatRange
 
     if space.pair(arm.num_generations, arm.generation_batch_size) is None:
         return None

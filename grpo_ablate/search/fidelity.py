@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any, Mapping
+from grpo_ablate.plan import completions_per_trial
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -25,7 +26,6 @@ CHECKPOINTS = 10  # checkpoints per trial when its compute budget is known
 def budget_completions(study: "Study") -> int | None:
     """Completions one trial generates under the budget (None when the budget is tokens or time only):
     plan.completions_per_trial, the figure `plan` prints and the trainer's max_steps agrees with."""
-    from grpo_ablate.plan import completions_per_trial
 
     return completions_per_trial(study)
 

@@ -1,6 +1,7 @@
 """The Optuna sampler and pruner of a study, built in one place for `run` and the benchmark.
 
-The defaults were chosen from benchmarks/search_efficiency.py (README, "Search efficiency").
+The defaults were chosen from benchmarks/search_efficiency.py (README, "Search efficiency");
+what `auto` resolves to is the config's (config/study.py `resolve_sampler`).
 Pruners count steps in generated completions (search/fidelity.py).
 """
 
@@ -8,22 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from grpo_ablate.vocab import PLANNED_SAMPLERS
+
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["build_sampler", "build_pruner", "tpe_startup_trials", "resolve_sampler", "SMALL_SPACE"]
-
-# On the tabular benchmark (16 configurations, 4 seeds) random search reached the true best as
-# often and as early as TPE: seed noise swamps what TPE can model in so few trials. Up to this
-# many configurations `auto` samples at random; beyond, and with a temperature range, TPE.
-SMALL_SPACE = 16
-
-
-def resolve_sampler(kind: str, n_configurations: int | None) -> str:
-    """The concrete sampler `auto` stands for; None configurations means a continuous space."""
-    if kind != "auto":
-        return kind
-    return "random" if n_configurations is not None and n_configurations <= SMALL_SPACE else "tpe"
+__all__ = ["build_sampler", "build_pruner", "tpe_startup_trials"]
 
 
 def tpe_startup_trials(n_trials: int | None) -> int:
@@ -34,8 +25,6 @@ def tpe_startup_trials(n_trials: int | None) -> int:
 def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n_objectives: int = 1
                   ) -> "optuna.samplers.BaseSampler":
     import optuna
-
-    from grpo_ablate.vocab import PLANNED_SAMPLERS
 
     if kind == "gp":
         return optuna.samplers.GPSampler(seed=seed)

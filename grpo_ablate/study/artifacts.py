@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.vocab import HEADLINE_FILE, METRICS, METRICS_FILE, REWARD_CURVE_FILE, Cell, finite
+from grpo_ablate.metrics import read_rows, summarize_trial
 
 if TYPE_CHECKING:
     import optuna
@@ -45,7 +46,6 @@ def upload_trial_artifacts(store: "optuna.artifacts.FileSystemArtifactStore", tr
     """Attach the headline table, metrics.jsonl and the reward curve to the trial; OSErrors (a full disk) propagate."""
     from optuna.artifacts import upload_artifact
 
-    from grpo_ablate.metrics import summarize_trial
 
     metrics = trial_dir / METRICS_FILE
     if not (metrics.exists() and metrics.stat().st_size):
@@ -68,7 +68,6 @@ def reward_plot(metrics_path: Path, out: Path, title: str) -> bool:
     """Mean reward over training seconds as a PNG; False when there are fewer than two points."""
     from matplotlib.figure import Figure  # no pyplot: its global figure registry grows in a long sweep
 
-    from grpo_ablate.metrics import read_rows
 
     xs, ys = [], []
     for row in read_rows(metrics_path):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.vocab import LOG_FILE, Outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -52,6 +53,21 @@ class Counts:
             self.oom += 1
 
 
+def _doing(trial_dir: Path) -> str | None:
+    """The trial's last "[grpo-ablate] ..." line in its log.txt (the end of it only), or None."""
+    try:
+        with open(trial_dir / LOG_FILE, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 4096))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    said = [line[len(_SAID):].strip() for line in tail.splitlines() if line.startswith(_SAID)]
+    return said[-1][:160] if said else None
+
+
+_SAID = "[grpo-ablate] "
+
+
 class StudyConsole:
     def __init__(self) -> None:
         from rich.console import Console
@@ -77,6 +93,9 @@ class StudyConsole:
             rw = "-" if r.reward is None else f"{r.reward:.3f}"
             role = r.cell.role if r.cell else "starting"
             line += f"\n  trial {r.number} {role} step {r.step}/{r.max_steps or '?'} reward {rw} eta {r.eta()}"
+            doing = _doing(r.trial_dir) if r.step == 0 else None
+            if doing:  # before the first step: what the trial is doing (building or waiting for a model ...)
+                line += f" ({doing})"
         self.say(line)
 
     def summary(self, study: "Study", ostudy: "optuna.Study") -> None:

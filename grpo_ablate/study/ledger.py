@@ -5,8 +5,11 @@
     ledger.outcome(frozen_trial)            # completed | oom | pruned | failed | interrupted | running
 
 Several modules used to spell the attribute names, the params of a cell and the out-of-memory
-rule each in their own way, and the copies gave different answers. This module holds:
-- the names of the trial and study attributes, each spelled once;
+rule each in their own way, and the copies gave different answers. The names of the trial and
+study attributes, and every read of them (`outcome`, `seed_of`, ...: out of memory is a violated
+constraint read through the public `FrozenTrial.constraints`), are the trial-record schema's
+(trial_record.py, below both the study and the report); they are re-exported here, so the
+study has one handle. This module holds every write:
 - queueing a cell in its study's one params encoding (search/encoding.py: PLAN for grid and
   ablation studies, the adaptive samplers' DEFAULT_ENCODING otherwise). The seed is never a
   param: it rides in the CELL attr. The params queued are kept in QUEUED_PARAMS, so a requeue
@@ -14,10 +17,6 @@ rule each in their own way, and the copies gave different answers. This module h
 - a trial's cell (`suggest_cell`): its arm through the encoding, its seed from the queued cell
   or, for an adaptive sampler's proposal, the first study seed the arm has not run or imported
   (`next_seed`: never a seed it ran, which would repeat a trial bit for bit);
-- the outcome of a FrozenTrial (`outcome`): our OUTCOME attr when present, else what the state
-  implies, out of memory being a violated constraint read through the public
-  `FrozenTrial.constraints`; "finished" (counts toward n_trials) and "result" (a completed
-  trial with values: what racing, warm starts and the console compare);
 - telling a trial process's result (`tell`), and `requeue`.
 
 Requeue, the one path for a trial that ended through no fault of its cell: it fails as
@@ -36,7 +35,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.vocab import ARM_ATTR, COPY_ATTR, HEADLINE_METRICS, PROBE_ROLE, RACING_ATTR, SPACE_ATTR, Cell, Outcome
+from grpo_ablate.trial_record import (ARM_KEY, BASELINE, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
+                                      HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, PID,
+                                      PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
+                                      RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, arm_of, cell_of,
+                                      counted_retries, is_cancelled, is_copy, is_finished, is_result, outcome,
+                                      outcome_of, owner, predecessor_dirs, ran_here, reason, seed_of)
+from grpo_ablate.vocab import HEADLINE_METRICS, Cell, Outcome
+from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
 if TYPE_CHECKING:
     import optuna
@@ -49,166 +55,25 @@ if TYPE_CHECKING:
 __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "TRIAL_DIR",
-    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT",
+    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "RESUMED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
-    # reading
-    "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "cell_of",
-    "owner", "counted_retries", "FINISHED",
+    # reading (trial_record's)
+    "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "arm_of", "cell_of",
+    "owner", "counted_retries", "predecessor_dirs", "FINISHED",
     # writing
-    "cell_params", "enqueue", "queue", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
+    "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at",
+    "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
     "record_metrics", "objective_values", "requeue", "StaleTrialRequeue", "cancel_queued", "is_cancelled", "CANCELLED",
 ]
 
-# ---------------------------------------------------------------- attribute names
-
-# trial user attributes
-OUTCOME = "outcome"  # an Outcome's value, written when the trial ends
-REASON = "reason"  # why it did not complete (at most 2000 characters)
-CELL = "cell"  # Cell.key: the arm and the seed; a queued cell and its retries carry it
-ROLE = "role"  # why the trial exists: "baseline", "num_generations=4", "grid", a sampler's name
-SEED = "seed"  # the training seed (Cell.as_attrs writes it with the arm's knobs)
-ARM_KEY = ARM_ATTR  # Arm.key: groups the replicates (seeds) of one configuration
-RETRY_OF = "retry_of"  # the number of the trial this one retries
-RETRY_COUNTED = "retry_counted"  # False when the trial was requeued for a stop the user asked for
-HOST = "host"  # the orchestrator that ran it, and its pid: a dead local orchestrator's trials are requeued
-PID = "pid"
-TRIAL_DIR = "trial_dir"  # the trial's folder (spec.json, metrics.jsonl, ...)
-QUEUED_PARAMS = "queued_params"  # the params the cell was queued with
-ON_LOSS = "on_heartbeat_loss"  # {"outcome", "reason"}: what the trial becomes if its heartbeat goes stale
-COPY_OF = COPY_ATTR  # a warm start's copy of another study's trial ("<study>#<number>"): never ran here
-PRUNED_AT = "pruned_at_completions"
-CANCELLED = "cancelled"  # why a queued cell was removed before it ran (a settled arm's): never a result, never run
-ORCHESTRATOR_RSS = "orchestrator_rss_mb"  # benchmarks/workers.py checks it stays flat
-OOM_CONSTRAINT = "oom"  # the constraint: -1 fits in memory, +1 ran out (a COMPLETE trial the sampler learns from)
-
-# study user attributes
-CONFIG = "config"  # the resolved study file, password masked
-VERSIONS = "versions"
-OBJECTIVES = "objectives"
-BASELINE = "baseline"  # the ablation's baseline arm, Arm.as_dict()
-HARDWARE = "hardware"
-EVALUATION = "evaluation"
-SPACE = SPACE_ATTR
-RACING = RACING_ATTR
-PLAN_READY = "plan_ready"  # the creator queued the plan
-
-FINISHED = frozenset({Outcome.COMPLETED, Outcome.OOM, Outcome.PRUNED, Outcome.FAILED})
 _OUTCOMES = {o.value: o for o in Outcome}
-_REASON_CHARS = 2000
-
-# ---------------------------------------------------------------- reading a trial
-
-
-def outcome_of(state: str, user_attrs: Mapping[str, Any], constraints: Mapping[str, float]) -> Outcome:
-    """The one rule: how a trial in Optuna `state` (a TrialState name) ended.
-
-    A running or queued trial is running. Otherwise our OUTCOME attr decides; without one, a
-    failed trial that carries ON_LOSS was lost with its worker (the heartbeat path); else the
-    state decides, and a COMPLETE trial with a violated constraint ran out of memory.
-    """
-    if state in ("RUNNING", "WAITING"):
-        return Outcome.RUNNING
-    attr = user_attrs.get(OUTCOME)
-    if isinstance(attr, str) and attr in _OUTCOMES:
-        return _OUTCOMES[attr]
-    if state == "PRUNED":
-        return Outcome.PRUNED
-    if state == "FAIL":
-        lost = user_attrs.get(ON_LOSS)
-        if isinstance(lost, Mapping) and lost.get(OUTCOME) in _OUTCOMES:
-            return _OUTCOMES[lost[OUTCOME]]
-        return Outcome.FAILED
-    violated = any(_positive(v) for v in constraints.values())
-    return Outcome.OOM if violated else Outcome.COMPLETED
-
-
-def _positive(v: Any) -> bool:
-    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-
-
-def outcome(ft: "FrozenTrial") -> Outcome:
-    return outcome_of(ft.state.name, ft.user_attrs, ft.constraints)
-
-
-def reason(ft: "FrozenTrial") -> str | None:
-    """Why the trial did not complete, when it says; a lost trial's reason was written when it started."""
-    given = ft.user_attrs.get(REASON)
-    if given not in (None, ""):
-        return str(given)
-    lost = ft.user_attrs.get(ON_LOSS)
-    if ft.state.name == "FAIL" and OUTCOME not in ft.user_attrs and isinstance(lost, Mapping) and lost.get(REASON):
-        return str(lost[REASON])
-    return None
-
-
-def is_cancelled(ft: "FrozenTrial") -> bool:
-    """A queued cell removed before it ran (`cancel_queued`): no result, not finished, never resumed."""
-    return ft.user_attrs.get(CANCELLED) is not None
-
-
-def is_copy(ft: "FrozenTrial") -> bool:
-    """A warm start's copy of another study's trial: it teaches the sampler, it never ran here."""
-    return ft.user_attrs.get(COPY_OF) is not None
-
-
-def ran_here(ft: "FrozenTrial") -> bool:
-    """Neither a warm start's copy nor an out-of-memory pair an earlier version's probe recorded."""
-    return not is_copy(ft) and ft.user_attrs.get(ROLE) != PROBE_ROLE
-
-
-def is_finished(ft: "FrozenTrial") -> bool:
-    """Counts toward the study's n_trials: it ran here and ended for good (a requeued trial did not)."""
-    return ran_here(ft) and outcome(ft) in FINISHED
-
-
-def is_result(ft: "FrozenTrial") -> bool:
-    """A completed trial with objective values: never an out-of-memory trial's placeholder zeros."""
-    return outcome(ft) is Outcome.COMPLETED and bool(ft.values)
-
-
-def seed_of(user_attrs: Mapping[str, Any]) -> int | None:
-    """The seed a queued cell (or a requeued retry) carries, else the SEED attr."""
-    cell = user_attrs.get(CELL)
-    if isinstance(cell, str) and "|seed" in cell:
-        try:
-            return int(cell.rsplit("|seed", 1)[1])
-        except ValueError:
-            pass
-    seed = user_attrs.get(SEED)
-    return int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else None
-
-
-def cell_of(ft: "FrozenTrial") -> Cell | None:
-    """The trial's cell from its attributes (arm knobs, seed, role); None before they were written."""
-    return Cell.from_attrs(ft.user_attrs)
-
-
-def owner(ft: "FrozenTrial") -> tuple[str | None, int | None]:
-    """(host, pid) of the orchestrator that runs or ran the trial."""
-    host, pid = ft.user_attrs.get(HOST), ft.user_attrs.get(PID)
-    return (host if isinstance(host, str) else None, pid if isinstance(pid, int) else None)
-
-
-def counted_retries(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -> int:
-    """How often this trial's cell was already requeued for a fault (a stopped study's requeues are free)."""
-    n, seen = 0, set()
-    parent = trial.user_attrs.get(RETRY_OF)
-    while isinstance(parent, int) and parent in trials and parent not in seen:
-        seen.add(parent)
-        before = trials[parent]
-        if before.user_attrs.get(RETRY_COUNTED, True):
-            n += 1
-        parent = before.user_attrs.get(RETRY_OF)
-    return n
-
 
 # ---------------------------------------------------------------- queueing
 
 
 def cell_params(study: "Study", arm: "Arm") -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(params, distributions) that make `suggest_cell` draw this arm in this study; None: not encodable."""
-    from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm
 
     return encode_arm(arm, study.space, study.temperatures(), PLAN if study.is_planned else DEFAULT_ENCODING)
 
@@ -259,7 +124,6 @@ def suggest_cell(trial: "optuna.Trial", study: "Study") -> Cell:
     proposes). The seed is never searched: a queued cell carries it; an adaptive proposal takes
     `next_seed`.
     """
-    from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, suggest_arm
 
     encoding = PLAN if study.is_planned else DEFAULT_ENCODING
     arm = suggest_arm(trial, study.space, study.temperatures(), study.fixed_temperature(), encoding)
@@ -285,6 +149,52 @@ def next_seed(trials: Sequence["FrozenTrial"], number: int, arm_key: str, seeds:
     return fresh[0] if fresh else max([*seeds, *used]) + 1
 
 
+def add_copies(ostudy: "optuna.Study", study: "Study", source: str,
+               results: Sequence[tuple["FrozenTrial", Cell]]) -> int:
+    """Give the sampler another study's results (a warm start): each becomes a COMPLETE trial of
+    this study with COPY_OF "<source>#<number>", in this study's encoding of its cell. A copy
+    never ran here: it is no result of this study and does not count toward n_trials
+    (trial_record.ran_here), and `queue` never runs its cell. How many were added (a result
+    whose arm this study cannot encode is left out)."""
+    import optuna
+
+    copies = []
+    for t, cell in results:
+        encoded = cell_params(study, cell.arm)
+        if encoded is None or not t.values:
+            continue
+        attrs = {**{k: v for k, v in t.user_attrs.items() if k not in (TRIAL_DIR, HOST, PID)},
+                 **cell.as_attrs(), ARM_KEY: cell.arm.key, CELL: cell.key, COPY_OF: f"{source}#{t.number}"}
+        copies.append(optuna.trial.create_trial(params=encoded[0], distributions=encoded[1], values=list(t.values),
+                                                user_attrs=attrs))
+    ostudy.add_trials(copies)
+    return len(copies)
+
+
+# ---------------------------------------------------------------- the study's own attributes
+
+
+def describe(ostudy: "optuna.Study", attrs: Mapping[str, Any]) -> None:
+    """What a new study is (CONFIG, VERSIONS, OBJECTIVES, BASELINE, HARDWARE, SPACE, EVALUATION),
+    written once by its creator (study/setup.py decides the values); read back by the report."""
+    for name, value in attrs.items():
+        ostudy.set_user_attr(name, value)
+
+
+def mark_plan_ready(ostudy: "optuna.Study") -> None:
+    """The creator queued the plan: other hosts stop waiting for it (`plan_ready`)."""
+    ostudy.set_user_attr(PLAN_READY, True)
+
+
+def plan_ready(ostudy: "optuna.Study") -> bool:
+    return bool(ostudy.user_attrs.get(PLAN_READY))
+
+
+def set_race(ostudy: "optuna.Study", state: Mapping[str, Any]) -> None:
+    """A racing study's state after each round (study/racing.py's RaceState.as_dict())."""
+    ostudy.set_user_attr(RACING, dict(state))
+
+
 # ---------------------------------------------------------------- a running trial
 
 
@@ -303,14 +213,24 @@ def set_trial_dir(trial: "optuna.Trial", path: Any) -> None:
     trial.set_user_attr(TRIAL_DIR, str(path))
 
 
+def record_orchestrator_rss(trial: "optuna.Trial", megabytes: float) -> None:
+    """The orchestrator's resident memory when the trial ended (benchmarks/workers.py checks it stays flat)."""
+    trial.set_user_attr(ORCHESTRATOR_RSS, megabytes)
+
+
+def record_pruned_at(trial: "optuna.Trial", completions: int) -> None:
+    """The checkpoint (in generated completions) at which the pruner stopped the trial."""
+    trial.set_user_attr(PRUNED_AT, completions)
+
+
 def _lost(trials: Mapping[int, "FrozenTrial"], me: "FrozenTrial", why: str, max_retry: int, *, counted: bool
           ) -> tuple[dict[str, str], bool]:
     """({OUTCOME, REASON}, retry?) for a trial that ended through no fault of its cell."""
     retries = counted_retries(trials, me)
     if counted and retries >= max_retry:
         why = f"retried {retries} time(s) (study.max_retry={max_retry}); the last attempt: {why}"
-        return {OUTCOME: Outcome.FAILED.value, REASON: why[:_REASON_CHARS]}, False
-    return {OUTCOME: Outcome.INTERRUPTED.value, REASON: why[:_REASON_CHARS]}, True
+        return {OUTCOME: Outcome.FAILED.value, REASON: why[:REASON_CHARS]}, False
+    return {OUTCOME: Outcome.INTERRUPTED.value, REASON: why[:REASON_CHARS]}, True
 
 
 def objective_values(study: "Study", metrics: Mapping[str, Any]) -> list[float] | None:
@@ -347,7 +267,7 @@ def tell(ostudy: "optuna.Study", trial: "optuna.Trial", study: "Study", result: 
     told = result.outcome
     trial.set_user_attr(OUTCOME, told.value)
     if result.reason:
-        trial.set_user_attr(REASON, str(result.reason)[:_REASON_CHARS])
+        trial.set_user_attr(REASON, str(result.reason)[:REASON_CHARS])
     values = objective_values(study, metrics)
     if told is Outcome.COMPLETED:
         if values is None:
@@ -372,7 +292,7 @@ def fail(ostudy: "optuna.Study", trial: "optuna.Trial", why: str) -> Outcome:
     from optuna.trial import TrialState
 
     trial.set_user_attr(OUTCOME, Outcome.FAILED.value)
-    trial.set_user_attr(REASON, why[:_REASON_CHARS])
+    trial.set_user_attr(REASON, why[:REASON_CHARS])
     ostudy.tell(trial, state=TrialState.FAIL)
     return Outcome.FAILED
 
@@ -446,9 +366,9 @@ def cancel_queued(ostudy: "optuna.Study", arm_keys: Iterable[str], why: str) -> 
         if storage.get_trial(trial_id).state != TrialState.WAITING:
             continue
         try:
-            storage.set_trial_user_attr(trial_id, CANCELLED, why[:_REASON_CHARS])
+            storage.set_trial_user_attr(trial_id, CANCELLED, why[:REASON_CHARS])
             storage.set_trial_user_attr(trial_id, OUTCOME, Outcome.INTERRUPTED.value)
-            storage.set_trial_user_attr(trial_id, REASON, f"cancelled: {why}"[:_REASON_CHARS])
+            storage.set_trial_user_attr(trial_id, REASON, f"cancelled: {why}"[:REASON_CHARS])
             storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
         except UpdateFinishedTrialError:
             continue

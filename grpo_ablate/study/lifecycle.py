@@ -28,10 +28,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
+from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.trial_spec import build_spec
+from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints
 from grpo_ablate.trainer.launch import request_stop
 from grpo_ablate.trainer.launchers import launcher_for
-from grpo_ablate.vocab import EVAL_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
+from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
+from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
+from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
 if TYPE_CHECKING:
     import optuna
@@ -135,6 +139,12 @@ class Ended:
     values: list[float] | None = None
     fault: bool = False  # an infrastructure fault: counts toward max_consecutive_failures
 
+    def __post_init__(self) -> None:
+        # every trial that did not complete says why: where the reason was lost, where to look
+        if not self.reason.strip() and self.outcome != Outcome.COMPLETED.value:
+            self.reason = (f"{self.outcome} with no reason recorded; see its log, "
+                           f"{TRIALS_DIR}/{trial_dir_name(self.number)}/{LOG_FILE}")
+
 
 class TrialLifecycle:
     def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
@@ -148,6 +158,8 @@ class TrialLifecycle:
         self.workers = workers
         self.heartbeat = heartbeat
         self.say = say
+        # seconds before a trial is stopped: study.trial_timeout, resolved by the runner (study/limits.py)
+        self.trial_timeout_s, _ = resolve_timeout(study.study.trial_timeout, None)
 
     # ---- ask -> register
 
@@ -174,14 +186,17 @@ class TrialLifecycle:
                 if env.get("CUDA_VISIBLE_DEVICES") == "":
                     share = claim_cpu_share(self.workers, self.study.world_size)
                     env = {**env, **share.env()}
-                spec = build_spec(self.study, cell, run.trial_dir, env)
+                resumed = self._resume_predecessor(trial, run.trial_dir)
+                spec = build_spec(self.study, cell, run.trial_dir, env, timeout=self.trial_timeout_s)
             except OSError as e:
                 return self._fault(trial, "preparing the trial", e)
             except Exception as e:  # noqa: BLE001 - a trial that cannot be set up fails, the study goes on
                 return self._failed(trial, f"could not prepare the trial: {type(e).__name__}: {e}")
             run.cell, run.max_steps = cell, spec.budget.get("max_steps")
             self.say(f"[trial {trial.number}] start {cell.role}: {cell.arm.label}, seed {cell.seed}"
-                     + (f", {share.threads} thread(s)" if share else "") + f" -> {run.trial_dir}")
+                     + (f", {share.threads} thread(s)" if share else "")
+                     + (f", resuming trial {resumed[0]}'s checkpoint at step {resumed[1]}" if resumed else "")
+                     + f" -> {run.trial_dir}")
             if self.heartbeat:
                 self._start_heartbeat(trial.number, beat)
             try:
@@ -191,13 +206,33 @@ class TrialLifecycle:
                 return self._fault(trial, "running the trial (the orchestrator's own files)", e)
             except Exception as e:  # noqa: BLE001 - run_trial never raises for the trial's own failure: a bug
                 return self._failed(trial, f"the orchestrator failed running the trial: {type(e).__name__}: {e}")
-            trial.set_user_attr(ledger.ORCHESTRATOR_RSS, _rss_mb())  # benchmarks/workers.py checks it stays flat
-            return self._tell(trial, result)
+            ledger.record_orchestrator_rss(trial, _rss_mb())
+            ended = self._tell(trial, result)
+            if ended.outcome != Outcome.INTERRUPTED.value and not self.study.study.keep_checkpoints:
+                remove_checkpoints(run.trial_dir)  # ended for good: no retry will resume them
+            return ended
         finally:
             beat.set()
             if share is not None:
                 share.release()
             self.registry.unregister(trial.number)
+
+    def _resume_predecessor(self, trial: "optuna.Trial", trial_dir: Path) -> tuple[int, int] | None:
+        """A retry (requeued, pre-empted, its heartbeat lost): move the nearest predecessor's last complete
+        checkpoint into this trial's folder, where the trial process resumes it; (its trial number, step)."""
+        if self.study.study.checkpoint_steps is None or trial.user_attrs.get(ledger.RETRY_OF) is None:
+            return None
+        trials = {t.number: t for t in self.ostudy.get_trials(deepcopy=False)}
+        me = trials.get(trial.number)
+        if me is None:
+            return None
+        for folder in ledger.predecessor_dirs(trials, me):
+            moved = carry_over(folder, trial_dir)  # a folder on a host this one cannot see has none: starts over
+            if moved is not None:
+                trial.set_user_attr(ledger.RESUMED_FROM, moved.step)
+                number = next((n for n, t in trials.items() if t.user_attrs.get(ledger.TRIAL_DIR) == folder), -1)
+                return number, moved.step
+        return None
 
     def _progress(self, trial: "optuna.Trial", run: Running) -> Callable[[dict[str, Any]], None]:
         """Report to the pruner at shared checkpoints of generated compute, not at optimizer steps.
@@ -207,8 +242,6 @@ class TrialLifecycle:
         evaluation points, which every arm shares (trainer/evaluation.py places them at equal
         completions); a training objective at the checkpoints of search/fidelity.py.
         """
-        from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
-        from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
         rows: list[dict[str, Any]] = []
         prune = self.study.study.pruner != "none" and len(self.study.directions) == 1
@@ -250,7 +283,7 @@ class TrialLifecycle:
                 reported.add(at)
             if points and trial.should_prune():
                 asked = True
-                trial.set_user_attr(ledger.PRUNED_AT, points[-1][0])
+                ledger.record_pruned_at(trial, points[-1][0])
                 _stop(run.trial_dir, Outcome.PRUNED.value)
 
         return on_progress

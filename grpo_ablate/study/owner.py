@@ -16,6 +16,9 @@ import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.storage import is_rdb_url
+from grpo_ablate.storage_url import storage_identity as identity
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -27,19 +30,21 @@ OWNER_FILE = ".grpo-ablate-owner.json"
 
 def storage_identity(study: "Study") -> str:
     """The storage as compared and shown: a journal inside the folder by its relative path (the
-    folder may move), any other journal by its absolute path, a database URL masked and without
-    its driver (`postgresql+psycopg://` is `postgresql://`)."""
-    from grpo_ablate.storage import is_rdb_url, mask_url
-
+    folder may move), any other journal by its absolute path, a database by storage_url's
+    identity (dialect, resolved host, port, database: no credentials, no driver)."""
     url = study.storage_url
     if is_rdb_url(url):
-        scheme, sep, rest = mask_url(url).partition("://")
-        return f"{scheme.split('+', 1)[0].lower()}{sep}{rest}"
+        return identity(url)
     journal = Path(url.removeprefix("journal:")).absolute()
     try:
         return str(journal.relative_to(study.output_dir.absolute()))
     except ValueError:
         return str(journal)
+
+
+def _same_storage(recorded: str, mine: str) -> bool:
+    """Whether the owner file's storage is this one: the recorded text may be an older masked URL."""
+    return recorded == mine or (is_rdb_url(recorded) and is_rdb_url(mine) and identity(recorded) == identity(mine))
 
 
 def read_owner(output_dir: str | os.PathLike[str]) -> dict[str, str] | None:
@@ -61,9 +66,8 @@ def check_output_dir(study: "Study") -> None:
     if owner is None:
         return
     mine = {"study": study.study.name, "storage": storage_identity(study)}
-    if owner == mine:
+    if owner["study"] == mine["study"] and _same_storage(owner["storage"], mine["storage"]):
         return
-    from grpo_ablate.config import Problem, StudyError
 
     raise StudyError([Problem(path="study.output_dir", message=(
         f"{study.output_dir} belongs to the study {owner['study']!r} (storage {owner['storage']}), not to "
@@ -82,7 +86,6 @@ def check_unowned_folder(study: "Study", study_names: list[str]) -> None:
         return
     if not trials.is_dir() or not any(trials.iterdir()):
         return
-    from grpo_ablate.config import Problem, StudyError
 
     raise StudyError([Problem(path="study.output_dir", message=(
         f"{study.output_dir} already holds trial folders of another study, and {study.study.name!r} is a new study "
@@ -108,7 +111,6 @@ def claim_output_dir(study: "Study") -> None:
     except OSError as e:  # a full disk, a read-only folder: nothing else could be written there either
         if tmp.parent.is_dir():
             tmp.unlink(missing_ok=True)
-        from grpo_ablate.config import Problem, StudyError
 
         raise StudyError([Problem(path="study.output_dir", message=(
             f"cannot write {folder} ({e.strerror or e}): free some space or choose a writable folder"))]) from None

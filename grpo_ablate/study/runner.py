@@ -1,4 +1,4 @@
-"""`grpo-ablate run`: worker threads, the main loop, and the signals that stop it.
+"""Running a study: worker threads, the main loop, and the signals that stop it.
 
     grpo-ablate run studies/tiny-cpu.yaml --workers 2
 
@@ -8,12 +8,11 @@ Several hosts can run the same command on one PostgreSQL storage: the storage ha
 trials, so none runs twice. Ctrl-C or SIGTERM stops the running trials after their current
 step and queues them again; a second Ctrl-C kills them at once.
 
-Exit status: 0 done; 1 the study stopped on failures (or every trial failed or ran out of
-memory, or a grid/ablation's planned cells are still queued when it ends), or a study that exists
-never got its plan queued; 2 the study cannot start here (the storage cannot be opened or the
+`run_study` returns what happened (`StudyRun`): a refusal (the storage cannot be opened or the
 output folder written or belongs to another study, the stored study's directions or feasible
 space differ from the file's, a --warm-start source cannot be read, or the GPUs cannot hold one
-trial); 130 interrupted.
+trial), a study that exists but never got its plan queued, or how the run ended. The command
+(commands/run.py) prints it, writes the report and picks the exit status.
 Trial state (what finished, what a dead orchestrator left running) is read through study/ledger.py.
 """
 
@@ -22,32 +21,40 @@ from __future__ import annotations
 import os
 import select
 import signal
-import sys
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
 
+from grpo_ablate.config import StudyError
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import load_probe
+from grpo_ablate.gpu_hours import Budget, budget_of, measured_estimate
 from grpo_ablate.plan import resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
-from grpo_ablate.study import ledger
+from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
-                                     queue_first_plan, queue_plan, space_changed, wait_for_plan)
-from grpo_ablate.vocab import Outcome
+                                     queue_first_plan, queue_plan, race_rule_changed, space_changed,
+                                     wait_for_plan)
+from grpo_ablate.study.warm import warm_start as warm_start_from
+from grpo_ablate.vocab import Arm, Outcome
 
 if TYPE_CHECKING:
     import optuna
 
     from grpo_ablate.config import Study
 
-__all__ = ["run_study", "StudyRunner"]
+__all__ = ["run_study", "StudyRun", "StudyRunner", "queued_cells", "queued_beyond_budget", "all_oom_message",
+           "all_failed_reasons"]
 
 WAIT = "wait"
 RACE_WAIT = "race-wait"  # a racing round's last trials are still running
+BUDGET_WAIT = "budget-wait"  # the GPU-hour budget cannot take one more trial until a running one has ended
 STATUS_EVERY_S = 30.0
 
 
@@ -99,6 +106,10 @@ class StudyRunner:
         self.failures_stop = False
         self.stop_reason: str | None = None
         self.deadline = time.monotonic() + study.study.timeout if study.study.timeout else None
+        self.planned = limits.planned_estimate(study)  # before the study's own trials: the probe, else assumptions
+        self.timeout_words: str | None = None
+        self.budget: Budget | None = None
+        self.budget_stop = False
 
     # ---- choosing the next trial
 
@@ -127,6 +138,8 @@ class StudyRunner:
                 return None
             fail_stale_trials(self.ostudy)
             self._requeue_dead_local_trials()
+            if not self._within_limits():
+                return BUDGET_WAIT if self.budget is not None and self.budget.running else None
             done, running = self.finished_count()
             others_running = running - len(self.registry.running)
             may_wait = self.heartbeat and others_running > 0 and done < self.n_trials
@@ -141,9 +154,34 @@ class StudyRunner:
                 return WAIT if may_wait else None
             return trial
 
+    def spending(self) -> Budget:
+        """The GPU-hour budget now (study.budget_gpu_hours is set)."""
+        budget = budget_of(self.study.study.budget_gpu_hours, self.study.hardware.gpus,
+                                  self.ostudy.get_trials(deepcopy=False), self.planned)
+        assert budget is not None
+        return budget
+
+    def _within_limits(self) -> bool:
+        """Set the next trial's timeout (auto: from the slowest finished trial once there is one) and check
+        the GPU-hour budget: False, with the reason, when one more trial would cross it. Call with the lock held."""
+        trials = self.ostudy.get_trials(deepcopy=False)
+        estimate = measured_estimate(trials) or self.planned
+        seconds, words = limits.resolve_timeout(self.study.study.trial_timeout, estimate)
+        self.lifecycle.trial_timeout_s = seconds
+        if words != self.timeout_words:
+            self.timeout_words = words
+            self.console.say(f"trial timeout: {words}")
+        self.budget = budget_of(self.study.study.budget_gpu_hours, self.study.hardware.gpus, trials, self.planned)
+        if self.budget is None or self.budget.may_start:
+            return True
+        if not self.budget.running:  # nothing running will free any: the study stops here
+            self.budget_stop = True
+            self.stop_reason = self.stop_reason or self.budget.refusal()
+        return False
+
     def _next_round(self, running: int, close_only: bool = False) -> "optuna.Trial | str | None":
         """Racing: the round's queue is empty. Wait for its last trials, then decide and queue the next round."""
-        from grpo_ablate.search.racing import advance, describe
+        from grpo_ablate.study.racing import advance, describe  # here: its statistics load numpy, which no other run needs
 
         if running > 0:
             return RACE_WAIT
@@ -187,7 +225,7 @@ class StudyRunner:
             if trial == WAIT:
                 self.registry.stop.wait(max(1, self.study.study.heartbeat_interval))
                 continue
-            if trial == RACE_WAIT:
+            if trial in (RACE_WAIT, BUDGET_WAIT):
                 self.registry.stop.wait(1.0)
                 continue
             assert not isinstance(trial, str)
@@ -201,6 +239,8 @@ class StudyRunner:
                 return
             self.console.ended(self.study, ended)
             self._count(ended)
+            if self.study.study.budget_gpu_hours is not None:
+                self.console.say(self.spending().words())
 
     def _count(self, ended: Ended) -> None:
         with self.registry.lock:
@@ -275,18 +315,44 @@ def _kill_children() -> None:
             pass
 
 
-# ------------------------------------------------------------------ the command
+# ------------------------------------------------------------------ running a study
 
 
-def run_study(study: "Study", write_report: bool = True, warm_start: str | None = None,
-              warm_start_storage: str | None = None) -> int:
-    """Create or resume the study, run it to n_trials, summarise, write the report; the exit status.
+@dataclass
+class StudyRun:
+    """What `run_study` did; the command (commands/run.py) prints it and picks the exit status.
 
-    `warm_start`: a finished study (its file, or its name in `warm_start_storage`, default this
-    study's storage) whose best arms are queued first (search/warm.py).
+    `refused`: why the study cannot start here (nothing ran). `unplanned`: the study exists but
+    its plan (or first racing round) was never queued. Otherwise it ran: `interrupted`,
+    `stopped` (storage trouble or failures in a row, and why: the study did not finish),
+    `stop_reason` (why it ended early by design: a timeout, a settled race), and what the study
+    holds at the end: `failed_reasons` (every finished trial failed), `nothing_fit` (every
+    finished trial ran out of memory, and what to do), `queued` (cells still waiting).
     """
-    from grpo_ablate.config import StudyError
 
+    refused: str | None = None
+    unplanned: str | None = None
+    interrupted: bool = False
+    stopped: str | None = None
+    stop_reason: str | None = None
+    failed_reasons: list[str] = field(default_factory=list)
+    nothing_fit: str | None = None
+    queued: list[str] = field(default_factory=list)
+
+    @property
+    def ran(self) -> bool:
+        return self.refused is None and self.unplanned is None
+
+
+def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str], None],
+              warm_start: str | None = None, warm_start_storage: str | None = None) -> StudyRun:
+    """Create or resume the study and run it to n_trials; what happened, for the command to report.
+
+    `say` and `warn` take the lines said while it starts (where the study is, a warm start's
+    message, cells queued since the study was created); the runner's console shows the trials.
+    `warm_start`: a finished study (its file, or its name in `warm_start_storage`, default this
+    study's storage) whose best arms are queued first (study/warm.py).
+    """
     warnings.filterwarnings("ignore", message=".*Heartbeat of storage is supposed to be used.*")
     warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
     import optuna
@@ -305,55 +371,54 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         claim_output_dir(study)
         ostudy, created = open_study(study, for_run=True, storage=storage)
     except StudyError as e:
-        print(f"grpo-ablate: {e}", file=sys.stderr)
-        return 2
+        return StudyRun(refused=str(e))
     except OSError as e:
-        print(f"grpo-ablate: cannot write the study's output folder {study.output_dir}: {e}", file=sys.stderr)
-        return 2
+        return StudyRun(refused=f"cannot write the study's output folder {study.output_dir}: {e}")
     if created:
         describe_study(ostudy, study)
-    elif (changed := space_changed(ostudy, study)) is not None:
-        print(f"grpo-ablate: {changed}", file=sys.stderr)
-        return 2
+    elif (changed := space_changed(ostudy, study) or race_rule_changed(ostudy, study)) is not None:
+        return StudyRun(refused=changed)
     if warm_start and not created:
-        print(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")
+        say(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")
     elif warm_start:
-        from grpo_ablate.search.warm import warm_start as _warm
-
         try:
-            print(_warm(ostudy, study, warm_start, warm_start_storage))
+            say(warm_start_from(ostudy, study, warm_start, warm_start_storage))
         except (ValueError, KeyError, OSError, StudyError) as e:
             discard_new_study(ostudy, storage)  # a rerun with the source fixed creates it afresh, rather than waiting for a plan
-            print(f"grpo-ablate: cannot warm-start from {warm_start}: {e}", file=sys.stderr)
-            return 2
+            return StudyRun(refused=f"cannot warm-start from {warm_start}: {e}")
     cells = study_plan(study)
     if created:
         queue_first_plan(ostudy, study)
     elif cells and not wait_for_plan(ostudy):
         if study.study.racing is not None:
-            print("grpo-ablate: the study exists but its first racing round was never queued", file=sys.stderr)
-        else:
-            print("grpo-ablate: the study exists but its trial plan was never queued (did the first host die while "
-                  "creating it?); remove the study or run with a new study.name", file=sys.stderr)
-        return 1
+            return StudyRun(unplanned="the study exists but its first racing round was never queued")
+        return StudyRun(unplanned="the study exists but its trial plan was never queued (did the first host die "
+                                  "while creating it?); remove the study or run with a new study.name")
     elif cells and study.study.racing is None:  # a resumed race queues its next round itself once the queue runs dry
         added = queue_plan(ostudy, study, cells)
         if added:
-            print(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
+            say(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
             if (note := queued_beyond_budget(ostudy, study)) is not None:
-                print(f"grpo-ablate: {note}", file=sys.stderr)
+                warn(f"grpo-ablate: {note}")
 
     try:
         runner = StudyRunner(study, ostudy, storage, study.study.workers)
-    except (RuntimeError, OSError) as e:  # GPUs that cannot hold one trial; an output folder we cannot write
-        print(f"grpo-ablate: {e}", file=sys.stderr)
-        return 2
+    except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json
+        return StudyRun(refused=str(e))
     done, _ = runner.finished_count()
-    print(f"Study {study.study.name!r}: {'created' if created else 'resumed'} in {url} "
-          f"({done}/{runner.n_trials} trials finished), {runner.workers} worker(s), sampler {study.sampler_kind}, "
-          f"objectives {', '.join(f'{m} ({d})' for m, d in zip(study.metric_names, study.directions))}", flush=True)
+    say(f"Study {study.study.name!r}: {'created' if created else 'resumed'} in {url} "
+        f"({done}/{runner.n_trials} trials finished), {runner.workers} worker(s), sampler {study.sampler_kind}, "
+        f"objectives {', '.join(f'{m} ({d})' for m, d in zip(study.metric_names, study.directions))}")
 
-    previous: dict[int, Any] = {}
+    warning = limits.timeout_warning(
+        study.study.trial_timeout, measured_estimate(ostudy.get_trials(deepcopy=False)) or runner.planned)
+    if warning:
+        warn(f"grpo-ablate: warning: {warning}")
+    if study.study.budget_gpu_hours is not None:
+        say(runner.spending().words() + ("" if study.hardware.gpus else
+            " (a CPU study spends no GPU-hours: set hardware.gpus for the budget to count)"))
+
+    previous: dict[signal.Signals, Any] = {}
     wakeup_fd: int | None = None
     if threading.current_thread() is threading.main_thread():  # tests drive run_study from threads too
         wakeup_fd = signal.set_wakeup_fd(runner.wakeup.w, warn_on_full_buffer=False)
@@ -369,46 +434,12 @@ def run_study(study: "Study", write_report: bool = True, warm_start: str | None 
         runner.wakeup.close()
 
     runner.console.summary(study, ostudy)
-    if write_report:
-        try:
-            from grpo_ablate.report import write_report as _write
-            from grpo_ablate.report.publish import say_answer
-
-            paths = _write(study)
-            say_answer(paths)  # the report's answer, in its words, and its path
-        except Exception as e:  # noqa: BLE001 - the study is safe in storage; `grpo-ablate report` redoes it
-            print(f"grpo-ablate: the report could not be written ({type(e).__name__}: {e}); "
-                  f"retry with: grpo-ablate report {study.path or '<study.yaml>'}", file=sys.stderr)
-    return _exit_status(study, ostudy, runner)
-
-
-def _exit_status(study: "Study", ostudy: "optuna.Study", runner: StudyRunner) -> int:
-    if runner.interrupted:
-        print("Interrupted: run the same command again to finish the study (nothing finished is lost or repeated).")
-        return 130
-    if runner.storage_error or runner.failures_stop:
-        print(f"grpo-ablate: the study stopped: {runner.stop_reason}", file=sys.stderr)
-        return 1
-    failed = all_failed_reasons(ostudy)
-    if failed:
-        print(f"grpo-ablate: every trial of the study failed ({len(failed)}); the reasons:\n  " + "\n  ".join(failed[:5]),
-              file=sys.stderr)
-        return 1
-    nothing_fit = all_oom_message(ostudy, study)
-    if nothing_fit is not None:
-        print(f"grpo-ablate: {nothing_fit}", file=sys.stderr)
-        return 1
-    if runner.stop_reason:
-        print(f"Stopped: {runner.stop_reason}")
-    left = queued_cells(ostudy)
-    if left and study.is_planned and not runner.stop_reason:  # the plan's results are incomplete: not a success
-        print(f"grpo-ablate: the study ended with {len(left)} queued trial(s) that never ran ({_listed(left)}): "
-              f"{_why_queued(study)}", file=sys.stderr)
-        return 1
-    if left:  # an adaptive sampler's queued hints (warm start, advise), or a stop the line above explained
-        print(f"Note: {len(left)} queued trial(s) did not run ({_listed(left)}): "
-              + ("run the same command again to run them" if runner.stop_reason else _why_queued(study)))
-    return 0
+    if study.study.budget_gpu_hours is not None:
+        runner.console.say(runner.spending().words())
+    return StudyRun(interrupted=runner.interrupted,
+                    stopped=runner.stop_reason if runner.storage_error or runner.failures_stop else None,
+                    stop_reason=runner.stop_reason, failed_reasons=all_failed_reasons(ostudy),
+                    nothing_fit=all_oom_message(ostudy, study), queued=queued_cells(ostudy))
 
 
 def queued_cells(ostudy: "optuna.Study") -> list[str]:
@@ -417,18 +448,6 @@ def queued_cells(ostudy: "optuna.Study") -> list[str]:
 
     return [str(t.user_attrs.get(ledger.CELL) or f"trial {t.number}")
             for t in ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if ledger.ran_here(t)]
-
-
-def _listed(cells: list[str], limit: int = 5) -> str:
-    return ", ".join(cells[:limit]) + (f" and {len(cells) - limit} more" if len(cells) > limit else "")
-
-
-def _why_queued(study: "Study") -> str:
-    if study.study.n_trials:
-        return (f"study.n_trials={study.study.n_trials} was reached first; raise it (e.g. --n-trials N) and run "
-                "the same command again to run them")
-    return ("they are no longer part of this study file's plan (an edited file, or an advise.json that is missing "
-            "or unreadable); restore it, or start a new study.name")
 
 
 def queued_beyond_budget(ostudy: "optuna.Study", study: "Study") -> str | None:
@@ -449,8 +468,6 @@ def queued_beyond_budget(ostudy: "optuna.Study", study: "Study") -> str | None:
 
 def all_oom_message(ostudy: "optuna.Study", study: "Study") -> str | None:
     """When no finished trial fit in memory (every one ran out, or ran out or failed): why, and what did fit."""
-    from grpo_ablate.vocab import Arm
-
     finished = [t for t in ostudy.get_trials(deepcopy=False) if ledger.is_finished(t)]
     ooms = [t for t in finished if ledger.outcome(t) is Outcome.OOM]
     if not ooms or any(ledger.outcome(t) in (Outcome.COMPLETED, Outcome.PRUNED) for t in finished):
@@ -465,9 +482,6 @@ def all_oom_message(ostudy: "optuna.Study", study: "Study") -> str | None:
 
 def _largest_fit(study: "Study") -> str:
     """The largest configuration known to fit (the probe's), or what to do when none is known."""
-    from grpo_ablate.files.owned import Owner
-    from grpo_ablate.files.probe_file import load_probe
-
     probe = load_probe(study.output_dir, Owner.of(study))
     best = probe.best() if probe is not None else {}
     if best:

@@ -16,17 +16,24 @@ from grpo_ablate.plan import baseline_arm
 from grpo_ablate.storage import mask_url, open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.files.advise_file import add_advised_arm
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.plan import ADVISE_ROLE, is_plannable, racing_round, study_plan
+from grpo_ablate.search.fidelity import budget_completions, quantum
+from grpo_ablate.search.samplers import build_pruner, build_sampler
+from grpo_ablate.storage import is_rdb_url
+from grpo_ablate.study.warm import load_source
 
 if TYPE_CHECKING:
     import optuna
 
     from grpo_ablate.config import Study
 
-__all__ = ["open_study", "describe_study", "space_changed", "queue_plan", "queue_first_plan", "wait_for_plan", "library_versions",
-           "name_objectives", "PLAN_READY_ATTR", "enqueue_shortlist", "check_warm_source", "discard_new_study",
+__all__ = ["open_study", "describe_study", "space_changed", "race_rule_changed", "queue_plan", "queue_first_plan", "wait_for_plan",
+           "library_versions", "name_objectives", "enqueue_shortlist", "check_warm_source", "discard_new_study",
            "started_study"]
 
-PLAN_READY_ATTR = ledger.PLAN_READY
 PLAN_WAIT_S = 120.0
 
 
@@ -43,7 +50,6 @@ def library_versions() -> dict[str, str]:
 
 def make_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
     """The study's sampler (search/samplers.py holds the settings the benchmark chose)."""
-    from grpo_ablate.search.samplers import build_sampler
 
     return build_sampler(study.sampler_kind, study.study.sampler_seed, n_trials=study.study.n_trials,
                          n_objectives=len(study.directions))
@@ -51,8 +57,6 @@ def make_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
 
 def make_pruner(study: "Study") -> "optuna.pruners.BasePruner":
     """The study's pruner; its steps are generated completions (search/fidelity.py)."""
-    from grpo_ablate.search.fidelity import budget_completions, quantum
-    from grpo_ablate.search.samplers import build_pruner
 
     budget = budget_completions(study)
     largest = max((p.generation_batch_size for p in study.space.feasible), default=1)
@@ -76,7 +80,7 @@ def open_study(
                       "stale_trial_callback": ledger.StaleTrialRequeue(study.study.max_retry)}
         storage = open_storage(study.storage_url, **kwargs)
     try:
-        ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=study.directions,
+        ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=[optuna.study.StudyDirection[d.upper()] for d in study.directions],
                                      sampler=make_sampler(study), pruner=make_pruner(study), load_if_exists=False)
         return ostudy, True
     except optuna.exceptions.DuplicatedStudyError:
@@ -84,7 +88,6 @@ def open_study(
                                    pruner=make_pruner(study))
         stored = [d.name.lower() for d in ostudy.directions]
         if stored != study.directions:
-            from grpo_ablate.config import Problem, StudyError
 
             raise StudyError([Problem(path="study.objectives", message=(
                 f"the stored study {study.study.name!r} has directions {stored}, the file asks for {study.directions}; "
@@ -101,10 +104,7 @@ def check_warm_source(study: "Study", source: str, storage_url: str | None) -> N
     Otherwise the new study would be created first and its plan never queued: the corrected
     rerun would find a study that exists, wait for a plan that never comes, and stop.
     """
-    from grpo_ablate.config import Problem, StudyError
-    from grpo_ablate.search.warm import load_source
 
-    from grpo_ablate.storage import is_rdb_url
 
     url = storage_url or study.storage_url
     named = not (Path(source).suffix in (".yaml", ".yml") and Path(source).exists())
@@ -144,7 +144,6 @@ def started_study(study: "Study") -> str | None:
     """
     import optuna
 
-    from grpo_ablate.storage import is_rdb_url
 
     url = study.storage_url
     if not is_rdb_url(url):
@@ -169,17 +168,20 @@ def masked_config(study: "Study") -> dict[str, Any]:
 
 def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
     name_objectives(ostudy, study)
-    ostudy.set_user_attr(ledger.CONFIG, masked_config(study))
-    ostudy.set_user_attr(ledger.VERSIONS, library_versions())
-    ostudy.set_user_attr(ledger.OBJECTIVES, [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)])
-    ostudy.set_user_attr(ledger.BASELINE, baseline_arm(study).as_dict())
-    ostudy.set_user_attr(ledger.HARDWARE, study.space.shape.describe())
-    ostudy.set_user_attr(ledger.SPACE, sorted(p.label for p in study.space.feasible))
+    attrs: dict[str, Any] = {
+        ledger.CONFIG: masked_config(study),
+        ledger.VERSIONS: library_versions(),
+        ledger.OBJECTIVES: [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)],
+        ledger.BASELINE: baseline_arm(study).as_dict(),
+        ledger.HARDWARE: study.space.shape.describe(),
+        ledger.SPACE: sorted(p.label for p in study.space.feasible),
+    }
     if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction
         evaluation = study.file.evaluation.model_dump()
         if evaluation["max_completion_length"] is None:
             evaluation["max_completion_length"] = study.trainer.get("max_completion_length")
-        ostudy.set_user_attr(ledger.EVALUATION, evaluation)
+        attrs[ledger.EVALUATION] = evaluation
+    ledger.describe(ostudy, attrs)
 
 
 def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
@@ -205,6 +207,27 @@ def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
             "start a new study.name")
 
 
+def race_rule_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
+    """Why a raced study's decision rule (study.min_effect, the racing section) is not the one it
+    began with; None when it is, or when the study is not raced.
+
+    A race drops and settles arms by that rule at every round; changed half-way, earlier rounds
+    were decided by one rule and later ones by another, and the report would state one of them.
+    """
+    stored = ostudy.user_attrs.get(ledger.CONFIG)
+    section = stored.get("study") if isinstance(stored, dict) else None
+    if not isinstance(section, dict) or (section.get("racing") is None and study.study.racing is None):
+        return None
+    now = study.to_dict()["study"]
+    changed = [f"{k} {section.get(k)!r} -> {now.get(k)!r}" for k in ("min_effect", "racing")
+               if section.get(k) != now.get(k)]
+    if not changed:
+        return None
+    return (f"the raced study {study.study.name!r} began with another decision rule ({'; '.join(changed)}); its "
+            "rounds so far were decided by the first one. Keep study.min_effect and study.racing as they were, "
+            "or start a new study.name")
+
+
 def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
     """The dashboard's objective names: the study's metric names, not "Objective 0"."""
     import warnings
@@ -223,7 +246,7 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
     """Another host created the study: wait until it has queued the plan."""
     deadline = time.monotonic() + PLAN_WAIT_S
     while time.monotonic() < deadline:
-        if ostudy.user_attrs.get(PLAN_READY_ATTR):
+        if ledger.plan_ready(ostudy):
             return True
         time.sleep(1.0)
     return False
@@ -238,14 +261,13 @@ def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
     Whoever creates the study calls it (`run`, `advise --enqueue`), so a later `run`
     on any host finds the plan queued rather than waiting for one (wait_for_plan).
     """
-    from grpo_ablate.plan import racing_round, study_plan
 
     cells = study_plan(study)
     if cells and study.study.racing is not None:  # a race queues each later round once the queue runs dry
         queue_plan(ostudy, study, racing_round(study, 1))
     elif cells:
         queue_plan(ostudy, study, cells)
-    ostudy.set_user_attr(PLAN_READY_ATTR, True)
+    ledger.mark_plan_ready(ostudy)
 
 
 def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[Any]) -> int:
@@ -256,9 +278,6 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
     every seed when the ablation lacks it (plan.advised_arms), so `plan` and `run` count it;
     a grid already holds every arm it can run.
     """
-    from grpo_ablate.plan import ADVISE_ROLE, is_plannable, study_plan
-    from grpo_ablate.files.advise_file import add_advised_arm
-    from grpo_ablate.files.owned import Owner
 
     if not shortlist:
         return 0
@@ -269,7 +288,7 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
             add_advised_arm(study.output_dir, top, Owner.of(study))
             have = {t.user_attrs.get(ledger.CELL) for t in ostudy.get_trials(deepcopy=False)}
             new = [c for c in study_plan(study) if c.arm.key == top.key and c.key not in have]
-        if not ostudy.user_attrs.get(PLAN_READY_ATTR):  # advise opened the study first: `run` finds the plan queued
+        if not ledger.plan_ready(ostudy):  # advise opened the study first: `run` finds the plan queued
             queue_first_plan(ostudy, study)  # the new arm in its seed-major place
         elif new and study.study.racing is None:
             queue_plan(ostudy, study, new)  # after the cells already queued

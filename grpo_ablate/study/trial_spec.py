@@ -13,8 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.trainer.spec import TrialSpec
 from grpo_ablate.vocab import TRIAL_KEYS, Cell, generations_text
+from grpo_ablate.study.trackers import tracker_settings
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -25,7 +27,8 @@ __all__ = ["build_spec", "spec_from_sections"]
 def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[str, Any],
           model: Mapping[str, Any] | None, data: Mapping[str, Any] | None, rewards: Sequence[Mapping[str, Any] | str],
           trainer: Mapping[str, Any] | None, budget: Mapping[str, Any] | None, hardware: Mapping[str, Any] | None,
-          evaluation: Mapping[str, Any] | None, timeout_s: float | None, env: Mapping[str, str] | None) -> TrialSpec:
+          evaluation: Mapping[str, Any] | None, timeout_s: float | None, env: Mapping[str, str] | None,
+          checkpoint: Mapping[str, Any] | None = None) -> TrialSpec:
     """The one merge: the trial's knobs (G as its text, a schedule's label included: trainer/scheduled.py)
     go into the trainer; a generation batch given displaces steps_per_generation (TRL refuses both);
     the budget owns max_steps."""
@@ -52,16 +55,22 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         evaluation=dict(evaluation) if evaluation is not None else None,
         timeout_s=timeout_s,
         env=dict(env or {}),
+        checkpoint=dict(checkpoint) if checkpoint is not None else None,
     )
 
 
-def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None) -> TrialSpec:
+def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
+               timeout: float | None = None) -> TrialSpec:
     """A trial of this study: its sections with the cell's knobs, its trackers and its world size.
 
     The generation batch is the cell's only when the study searches batches; otherwise TRL
-    derives it from the trainer section, as it would without this tool.
+    derives it from the trainer section, as it would without this tool. `timeout`: the trial's
+    seconds (the runner resolves study.trial_timeout with what the study measured); by default it
+    is resolved here from the planned estimate (run-one, probe).
     """
-    from grpo_ablate.study.trackers import tracker_settings
+    setting = study.study.trial_timeout
+    if timeout is None and setting is not None:  # the estimate is read only when auto needs it
+        timeout, _ = resolve_timeout(setting, planned_estimate(study) if setting == "auto" else None)
 
     arm = cell.arm
     knobs: dict[str, Any] = {"num_generations": arm.num_generations, "temperature": arm.temperature, "seed": cell.seed}
@@ -74,7 +83,8 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
                  data=study.data.model_dump(), rewards=[r.model_dump() for r in study.rewards],
                  trainer={**study.trainer, **tracked}, budget=study.budget.model_dump(), hardware=hardware,
                  evaluation=study.file.evaluation.model_dump() if study.file.evaluation is not None else None,
-                 timeout_s=study.study.trial_timeout, env={**tracker_env, **(env or {})})
+                 timeout_s=timeout, env={**tracker_env, **(env or {})},
+                 checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints})
 
 
 def spec_from_sections(

@@ -12,6 +12,7 @@ No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
@@ -23,15 +24,19 @@ import torch
 
 from grpo_ablate.config.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
 from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.space import BatchShape, generated_completions, optimizer_steps
+from grpo_ablate.cost import full_run_steps, lr_schedule_of
+from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.prompt_file import prompt_file_problem
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tasks import task_dataset
 from .builtin.tokenizer import dataset_characters
-from .callbacks import MetricsRecorder, StopSwitch
+from . import checkpoints
+from .callbacks import Checkpointer, MetricsRecorder, StopSwitch
 from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
+from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
+from grpo_ablate.config.hardware import trainer_batch_shape
 
 __all__ = [
     "BuiltTrial",
@@ -64,6 +69,7 @@ class BuiltTrial:
     reward_weights: list[float]
     load_seconds: float
     build_seconds: float
+    resume_from: str | None = None  # the checkpoint this run resumes (trainer.train(resume_from_checkpoint=...))
 
 
 def _cuda() -> bool:
@@ -137,7 +143,6 @@ def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: C
 
 def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> str | None:
     """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (config/attention.py)."""
-    from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
 
     if requested != AUTO:
         return requested
@@ -328,18 +333,8 @@ def _drop_long_prompts(dataset, tokenizer, limit: int):
 def derive_max_steps(budget: dict[str, Any], trainer: dict[str, Any], world_size: int) -> int | None:
     """Optimizer steps from the budget: `max_steps`, or completions -> steps, the smaller when both
     (space.optimizer_steps, the arithmetic plan and pruning use too)."""
-    return optimizer_steps(trainer_shape(trainer, world_size),
+    return optimizer_steps(trainer_batch_shape(trainer, world_size),
                            max_steps=budget.get("max_steps"), completions=budget.get("completions"))
-
-
-def trainer_shape(trainer: dict[str, Any], world_size: int) -> BatchShape:
-    """The batch shape of GRPOConfig keyword arguments (TRL's defaults where unset)."""
-    def num(key: str) -> int:
-        return int(trainer.get(key) or trl_default(key))
-
-    return BatchShape(world_size=world_size, per_device_train_batch_size=num("per_device_train_batch_size"),
-                      gradient_accumulation_steps=num("gradient_accumulation_steps"),
-                      num_iterations=num("num_iterations"))
 
 
 def _checkpointing_field() -> str:
@@ -355,17 +350,24 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     """GRPOConfig keyword arguments: the study's, verbatim, plus what a trial must own.
 
     Always: output_dir inside the trial folder, logging_steps=1 (metrics.jsonl is per step).
-    Unless the study set them: report_to none, save_strategy no, no progress bar (the parent
-    shows progress). bf16/fp16 from mixed_precision() (off without CUDA); use_cpu without CUDA. Built-in model: no gradient
+    With checkpoints (spec.checkpoint): save_strategy steps, every checkpoint whole (model and
+    optimizer), older ones removed by the Checkpointer rather than by save_total_limit (which
+    removes the old one before the new one is complete). Unless the study set them: report_to
+    none, save_strategy no, no progress bar (the parent shows progress). bf16/fp16 from
+    mixed_precision() (off without CUDA); use_cpu without CUDA. Built-in model: no gradient
     checkpointing (it only slows a tiny model). vLLM mode from the hardware section; max_steps
     from the budget; reward_weights from the rewards when one is not 1.
     """
     kw = dict(spec.trainer)
-    kw["output_dir"] = os.fspath(Path(spec.trial_dir) / "trainer")
+    kw["output_dir"] = os.fspath(checkpoints.trainer_dir(spec.trial_dir))
     kw["logging_strategy"] = "steps"
     kw["logging_steps"] = 1
     kw.setdefault("report_to", "none")
-    kw.setdefault("save_strategy", "no")
+    if _checkpointing(spec):
+        # which steps save is the Checkpointer's decision (callbacks.py); save_steps is only a placeholder
+        kw.update(save_strategy="steps", save_steps=1, save_total_limit=None, save_only_model=False)
+    else:
+        kw.setdefault("save_strategy", "no")
     kw.setdefault("disable_tqdm", True)
     kw.update(trainer_flags(mixed_precision(spec)))
     if not _cuda():
@@ -391,6 +393,17 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
 # --------------------------------------------------------------------------------------------
 # The whole trial
 # --------------------------------------------------------------------------------------------
+
+
+def _checkpointing(spec: TrialSpec) -> bool:
+    return spec.checkpoint is not None and spec.checkpoint.get("every") is not None
+
+
+def _round_steps(config: Any) -> int:
+    """Optimizer steps per generation round: TRL generates every steps_per_generation x num_iterations micro-steps."""
+    every = int(config.steps_per_generation) * int(config.num_iterations or 1)
+    accumulation = int(config.gradient_accumulation_steps)
+    return math.lcm(every, accumulation) // accumulation
 
 
 def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bool = True) -> BuiltTrial:
@@ -440,7 +453,13 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
     if config.use_vllm and config.vllm_mode == "colocate":
         claim_rendezvous_port()  # TRL's own pick (29500 first) collides when trials run side by side
-    scheduled = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
+    checkpointer = None
+    if spec.checkpoint is not None and _checkpointing(spec) and schedule is None:
+        checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,
+                                    evaluator=evaluator, round_steps=_round_steps(config))
+    elif _checkpointing(spec):  # a schedule's round state (phase, pass rates) is not in a checkpoint
+        log("checkpoints: off for a G schedule (its round state is not saved); a retried trial starts over")
+    scheduled: dict[str, Any] = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
     if schedule is not None and schedule.kind != "schedule":
         # dynamic sampling generates more than it trains on: a completions budget counts what it generated
         # (a max_steps budget too: it stands for max_steps x the completions a fixed-G step generates)
@@ -460,9 +479,10 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[recorder, stopper] + ([evaluator] if evaluator is not None else []),
+        callbacks=[recorder, stopper] + [c for c in (evaluator, checkpointer) if c is not None],
     )
     recorder.attach(trainer)
+    _lr_schedule(trainer, spec.budget, kwargs, world_size, len(dataset), log)
     if evaluator is not None:
         evaluator.attach(trainer)
     if config.disable_tqdm:
@@ -470,6 +490,10 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)
+    resume = checkpoints.latest(spec.trial_dir) if checkpointer is not None else None
+    if checkpointer is not None and resume is not None:
+        checkpointer.resume(resume, files=int(os.environ.get("RANK", "0")) == 0)  # one rank writes the files
+        log(f"resuming from {resume.path.name} (step {resume.step}); its metrics and clock continue")
     build_seconds = time.perf_counter() - started
     return BuiltTrial(
         trainer=trainer,
@@ -482,7 +506,31 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         reward_weights=effective_weights,
         load_seconds=load_seconds,
         build_seconds=build_seconds,
+        resume_from=os.fspath(resume.path) if resume is not None else None,
     )
+
+
+def _lr_schedule(trainer: Any, budget: dict[str, Any], kwargs: dict[str, Any], world_size: int, prompts: int,
+                 log: Callable[[str], None]) -> None:
+    """budget.lr_schedule "prefix": the scheduler is built for the recipe's full run, and the trial stops at
+    its own max_steps, so step k has the learning rate the full run has at step k (warmup included, as a
+    fraction of the full run). "compressed" leaves transformers' schedule over the trial's own steps."""
+    if lr_schedule_of(budget) != "prefix":
+        return
+    full = full_run_steps(budget.get("full_run"), trainer_batch_shape(kwargs, world_size).generated_per_step, prompts)
+    steps = trainer.args.max_steps
+    if not full or not steps or steps <= 0:
+        log("learning-rate schedule: compressed into the trial (the full run's length is not known)")
+        return
+    if full <= steps:
+        return
+    build = trainer.create_scheduler
+
+    def create_scheduler(num_training_steps: int, optimizer: Any = None) -> Any:
+        return build(num_training_steps=max(num_training_steps, full), optimizer=optimizer)
+
+    trainer.create_scheduler = create_scheduler
+    log(f"learning-rate schedule: the first {steps} of the full run's {full} steps (budget.lr_schedule: prefix)")
 
 
 def evaluation_budget(budget: dict[str, Any], config: Any) -> tuple[str, float]:
@@ -491,7 +539,7 @@ def evaluation_budget(budget: dict[str, Any], config: Any) -> tuple[str, float]:
     if budget.get("tokens"):
         return "tokens", float(budget["tokens"])
     if config.max_steps and config.max_steps > 0:
-        shape = trainer_shape({"per_device_train_batch_size": config.per_device_train_batch_size,
+        shape = trainer_batch_shape({"per_device_train_batch_size": config.per_device_train_batch_size,
                                "gradient_accumulation_steps": config.gradient_accumulation_steps,
                                "num_iterations": config.num_iterations}, config.world_size)
         return "completions", float(generated_completions(shape, max_steps=config.max_steps) or 0)

@@ -28,10 +28,11 @@ from transformers import TrainerCallback
 
 from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
 
-from .collective import from_rank0
+from . import checkpoints
+from .collective import all_gather, from_rank0
 from .text import plain_text
 
-__all__ = ["MetricsRecorder", "StopSwitch", "engine_memory_mb", "peak_memory_mb"]
+__all__ = ["Checkpointer", "MetricsRecorder", "StopSwitch", "engine_memory_mb", "peak_memory_mb"]
 
 # TRL's log keys that we rename (slashes make awkward column names in reports).
 _RENAMED = {
@@ -124,8 +125,6 @@ class MetricsRecorder(TrainerCallback):
         self.echo = echo
         self.trainer: Any = None
         self.started: float | None = None
-        self.last_log: float | None = None
-        self.rows_written = 0
         self.seconds_spent = 0.0  # our own cost inside training, for the overhead benchmark
         self.paused_seconds = 0.0  # held-out evaluation time (trainer/evaluation.py): not training time
         self.completions_total = 0  # training completions generated so far (all processes)
@@ -136,6 +135,7 @@ class MetricsRecorder(TrainerCallback):
         self.engine_mb: float | None = None  # a colocated vLLM engine's pool (engine_memory_mb)
         self._engine_resident_mb = 0.0  # of it, what torch counted as allocated when the peak was reset
         self.generation_seconds = 0.0  # rollout time since the last row (generation_seconds)
+        self.resumed_seconds = 0.0  # training seconds of the run this one resumes (its checkpoint's clock)
 
     def attach(self, trainer: Any) -> None:
         """Read the trainer's rounds, and time them: TRL 1.16 logs one `step_time` for generation
@@ -181,7 +181,9 @@ class MetricsRecorder(TrainerCallback):
     @property
     def train_seconds(self) -> float:
         """Training wall time since the first step began, held-out evaluation time excluded."""
-        return 0.0 if self.started is None else time.perf_counter() - self.started - self.paused_seconds
+        if self.started is None:
+            return self.resumed_seconds
+        return self.resumed_seconds + time.perf_counter() - self.started - self.paused_seconds
 
     @property
     def group_size(self) -> int:
@@ -229,7 +231,6 @@ class MetricsRecorder(TrainerCallback):
             row["engine_memory_mb"] = round(self.engine_mb, 2)
         self._metrics_handle.write(json.dumps(row) + "\n")
         self._metrics_handle.flush()
-        self.rows_written += 1
         if generated:
             self._write_groups(state.global_step)
         if self.echo:
@@ -298,9 +299,17 @@ class StopSwitch(TrainerCallback):
         self.stop_reason: str | None = None  # "pruned" | "interrupted" | "budget: ..."
         self.seconds_spent = 0.0
         self.paused_seconds = 0.0  # held-out evaluation time, not counted against the seconds budget
+        self.resumed_seconds = 0.0  # counted by the run this one resumes
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.started = time.perf_counter()
+
+    @property
+    def elapsed(self) -> float:
+        """Training seconds counted against the budget (evaluation left out, a resumed run's included)."""
+        if self.started is None:
+            return self.resumed_seconds
+        return self.resumed_seconds + time.perf_counter() - self.started - self.paused_seconds
 
     def _local_reason(self, state) -> int:
         """0 = go on; 1 = budget reached; 2 = stop requested by the parent."""
@@ -309,7 +318,7 @@ class StopSwitch(TrainerCallback):
         if self.max_tokens is not None and state.num_input_tokens_seen >= self.max_tokens:
             return 1
         if self.max_seconds is not None and self.started is not None:
-            if time.perf_counter() - self.started - self.paused_seconds >= self.max_seconds:
+            if self.elapsed >= self.max_seconds:
                 return 1
         return 0
 
@@ -342,3 +351,101 @@ class StopSwitch(TrainerCallback):
         if self.max_tokens is not None and state.num_input_tokens_seen >= self.max_tokens:
             return f"budget: {state.num_input_tokens_seen} tokens >= tokens budget {self.max_tokens}"
         return f"budget: training time reached the seconds budget {self.max_seconds}"
+
+
+class Checkpointer(TrainerCallback):
+    """Checkpoint at whole generation rounds and when the parent interrupts the trial; resume a checkpoint.
+
+    The trainer writes its folder (save_strategy "steps"); this callback decides when: every
+    `interval` optimizer steps (checkpoints.interval_steps from the trial's max_steps), and at an
+    interrupt (a stop the parent asked for, which queues the trial again), never inside a round
+    nor at the last step (the trial is complete then). With "auto", a checkpoint is also skipped
+    until `min_seconds` of training passed since the last one: a short trial saves none, a long one
+    loses at most ~10% of itself. Rank 0 decides, every rank follows (saving is collective under
+    ZeRO/FSDP). Once the trainer has written a checkpoint this adds the package's part (the per-step
+    files and the clock, checkpoints.save_state) and drops older checkpoints. Register it after
+    the recorder, the stop switch and the evaluator: it reads what they decided for the step.
+    Saving time is kept out of training time, as evaluation is.
+
+    `resume(checkpoint)` puts the clock back before training: the recorder's completions, tokens
+    and seconds, the stop switch's seconds, the evaluation points already scored.
+    """
+
+    def __init__(self, trial_dir: str | Path, *, every: int | str | None, recorder: MetricsRecorder, stopper: "StopSwitch",
+                 evaluator: Any = None, round_steps: int = 1, min_seconds: float | None = None) -> None:
+        self.trial_dir = Path(trial_dir)
+        self.every = every
+        self.recorder = recorder
+        self.stopper = stopper
+        self.evaluator = evaluator
+        self.round_steps = max(1, int(round_steps))
+        self.min_seconds = (checkpoints.AUTO_MIN_SECONDS if every == "auto" else 0.0) if min_seconds is None else min_seconds
+        self.interval: int | None = None
+        self.resumed_step: int | None = None
+        self.saved_at_seconds = 0.0  # training seconds at the last checkpoint (or the resumed one)
+        self._logged_at: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.interval = checkpoints.interval_steps(self.every, int(state.max_steps or 0), self.round_steps)
+        state.save_steps = self.interval or 0
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step, reason = state.global_step, self.stopper.stop_reason
+        candidate = (self.interval is not None and step % self.round_steps == 0 and step < state.max_steps
+                     and (step % self.interval == 0 or reason == "interrupted") and reason in (None, "interrupted"))
+        save = 0
+        if candidate:  # the same on every rank; the clock is rank 0's
+            trained = self.recorder.train_seconds - self.saved_at_seconds
+            save = from_rank0(int(trained >= self.min_seconds) if state.is_world_process_zero else 0)
+        control.should_save = bool(save)
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self._logged_at = time.perf_counter()
+
+    def on_save(self, args, state, control, **kwargs):
+        if self._logged_at is not None:  # the save's own time is not training time
+            pause = time.perf_counter() - self._logged_at
+            self.recorder.paused_seconds += pause
+            self.stopper.paused_seconds += pause
+            self._logged_at = None
+        all_gather(None)  # every rank has written its part (ZeRO/FSDP shards) before the clock marks it complete
+        if not state.is_world_process_zero:
+            return
+        self.saved_at_seconds = self.recorder.train_seconds
+        folder = checkpoints.trainer_dir(self.trial_dir) / f"checkpoint-{state.global_step}"
+        checkpoints.save_state(self.trial_dir, folder, self.clock(state.global_step))
+        checkpoints.prune_older(self.trial_dir, checkpoints.Checkpoint(folder, state.global_step))
+
+    def clock(self, step: int) -> dict[str, Any]:
+        r, e = self.recorder, self.evaluator
+        return {"step": step, "completions": r.completions_total, "tokens": r.tokens_total,
+                "train_seconds": r.train_seconds, "stop_seconds": self.stopper.elapsed,
+                "eval_point": getattr(e, "point", 0), "eval_seconds": getattr(e, "seconds", 0.0),
+                "eval_thresholds_left": len(getattr(e, "thresholds", [])),
+                "groups_rng": _jsonable(r._rng.getstate())}
+
+    def resume(self, checkpoint: checkpoints.Checkpoint, *, files: bool = True) -> None:
+        """Put the clock of `checkpoint` back before training starts, and (`files`: rank 0) its per-step files."""
+        clock = checkpoint.clock
+        if files:
+            checkpoints.restore_files(checkpoint, self.trial_dir)
+        self.recorder.completions_total = int(clock["completions"])
+        self.recorder.tokens_total = float(clock["tokens"])
+        self.recorder.resumed_seconds = self.saved_at_seconds = float(clock["train_seconds"])
+        self.stopper.resumed_seconds = float(clock["stop_seconds"])
+        self.recorder._rng.setstate(_tupled(clock["groups_rng"]))  # which groups a round samples into groups.jsonl
+        if self.evaluator is not None:
+            self.evaluator.point = int(clock["eval_point"])
+            self.evaluator.seconds = float(clock["eval_seconds"])
+            left = int(clock["eval_thresholds_left"])
+            del self.evaluator.thresholds[: max(0, len(self.evaluator.thresholds) - left)]
+        self.resumed_step = checkpoint.step
+
+
+def _jsonable(state: Any) -> Any:
+    return [_jsonable(v) for v in state] if isinstance(state, tuple) else state
+
+
+def _tupled(state: Any) -> Any:
+    return tuple(_tupled(v) for v in state) if isinstance(state, list) else state

@@ -59,7 +59,8 @@ def _weighted(per_func: Sequence[Sequence[float | None]], weights: Sequence[floa
     """TRL's total reward: sum of weight x reward over the functions that scored (None skipped), 0 if none did."""
     out = []
     for i in range(n):
-        parts = [w * f[i] for w, f in zip(weights, per_func) if f[i] is not None and not math.isnan(f[i])]
+        scores = [(w, f[i]) for w, f in zip(weights, per_func)]
+        parts = [w * x for w, x in scores if x is not None and not math.isnan(x)]
         out.append(sum(parts) if parts else 0.0)
     return out
 
@@ -120,7 +121,8 @@ class Evaluator(TrainerCallback):
         return float(self.recorder.completions_total)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self._evaluate(state)
+        if self.point == 0:  # a resumed trial scored its start before (trainer/checkpoints.py)
+            self._evaluate(state)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not self.thresholds:
@@ -185,7 +187,8 @@ class Evaluator(TrainerCallback):
 
     def _score(self, indices: list[int], completion_ids: list[list[list[int]]], state) -> list[tuple]:
         """[(prompt index, rewards of its samples, completions, ids)] for this rank's prompts."""
-        flat_prompts, flat_completions, flat_ids, columns = [], [], [], {c: [] for c in self._columns}
+        flat_prompts, flat_completions, flat_ids = [], [], []
+        columns: dict[str, list[Any]] = {c: [] for c in self._columns}
         for i, per_prompt in zip(indices, completion_ids):
             for ids in per_prompt:
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -234,7 +237,7 @@ class Evaluator(TrainerCallback):
 
     def _call(self, func, prompts, completions, ids, columns, state) -> list[float | None]:
         values = func(prompts=prompts, completions=completions, completion_ids=ids, trainer_state=state, **columns)
-        if inspect.isawaitable(values):
+        if inspect.iscoroutine(values):
             values = asyncio.run(values)
         return list(values)
 

@@ -35,23 +35,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from grpo_ablate.stats.zero_spread import zero_spread_beta
+
 __all__ = ["PromptPosterior", "allocate", "expected_informative", "group_advantages", "zero_spread_groups",
            "advice_prior", "merge_rows", "prompt_key"]
 
 PRIOR_STRENGTH = 2.0  # pseudo-observations of the running-pass-rate prior (weak: a prompt's own groups soon dominate)
 
 
-def _moment(a: float, b: float, g: int) -> float:
-    """E[p^g] for p ~ Beta(a, b)."""
-    out = 1.0
-    for k in range(g):
-        out *= (a + k) / (a + b + k)
-    return out
-
-
 def expected_informative(a: float, b: float, g: int) -> float:
-    """P(a group of g is not all-equal) for a prompt with pass rate ~ Beta(a, b)."""
-    return 1.0 - _moment(a, b, g) - _moment(b, a, g)
+    """P(a group of g is not all-equal) for a prompt with pass rate ~ Beta(a, b): 1 - the zero-spread law."""
+    return 1.0 - zero_spread_beta(g, a, b)
 
 
 def allocate(beliefs: Sequence[tuple[float, float]], total: int, low: int, high: int) -> list[int]:

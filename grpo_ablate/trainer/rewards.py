@@ -8,8 +8,10 @@ instead of a bare traceback from deep inside GRPOTrainer.
 
 The names and their descriptions are the vocabulary's (`grpo_ablate.vocab.BUILTIN_REWARDS`, and
 every `BUILTIN_TASKS` name scores its task); `REWARD_FACTORIES` holds the code for exactly
-those names. The built-ins are Open R1's set, written afresh. `accuracy` needs
-`pip install 'grpo-ablate[math]'`.
+those names. `accuracy`, `format` and `tag_count` are written here and score as Open R1's
+rewards of those names do (tests/test_openr1_rewards.py checks them on Open R1's layouts);
+`accuracy` needs `pip install 'grpo-ablate[math]'`. A recipe that names Open R1's rewards uses
+Open R1's own functions where `open_r1` is importable (config/recipes.py).
 
     python -c "from grpo_ablate.trainer.rewards import describe; print(describe())"
 """
@@ -24,8 +26,9 @@ import re
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from grpo_ablate.bounds import BOUNDS
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
 
@@ -41,7 +44,7 @@ __all__ = [
     "describe",
 ]
 
-RewardFunc = Callable[..., list[Any]]
+RewardFunc = Callable[..., Any]  # a list of rewards, or (an async reward) a coroutine that gives one
 
 
 class RewardFunctionError(RuntimeError):
@@ -64,56 +67,78 @@ class RewardContext:
 # Built-in rewards
 # --------------------------------------------------------------------------------------------
 
-_FORMAT = re.compile(r"^\s*<think>.*?</think>\s*<answer>.*?</answer>\s*$", re.DOTALL)
-_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+# Open R1's layout (open_r1/rewards.py format_reward): each tag on its own line, nothing before
+# <think> or after </answer>. re.match with DOTALL and MULTILINE, as there, so `$` also matches
+# before a trailing newline and `.*?` crosses lines.
+_FORMAT = re.compile(r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$", re.DOTALL | re.MULTILINE)
+# tag_count's four pieces, newlines included, each worth 0.25 when it occurs exactly once (Open R1's rule)
+_TAG_PIECES = ("<think>\n", "\n</think>\n", "\n<answer>\n", "\n</answer>")
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
-def _well_formed(text: str) -> bool:
-    return bool(_FORMAT.match(text)) and all(text.count(tag) == 1 for tag in _TAGS)
-
-
 def format_reward(completions: Sequence[Any], **_: Any) -> list[float]:
-    return [1.0 if _well_formed(plain_text(c)) else 0.0 for c in completions]
+    """1.0 when the completion is laid out as Open R1's format reward requires, else 0.0."""
+    return [1.0 if _FORMAT.match(plain_text(c)) else 0.0 for c in completions]
 
 
 def tag_count_reward(completions: Sequence[Any], **_: Any) -> list[float]:
+    """0.25 for each of Open R1's four tag pieces that occurs exactly once."""
     out = []
     for c in completions:
         text = plain_text(c)
-        out.append(sum(0.25 for tag in _TAGS if text.count(tag) == 1))
+        out.append(sum(0.25 for piece in _TAG_PIECES if text.count(piece) == 1))
     return out
 
 
 def _math_verify():
     try:
-        import math_verify  # noqa: F401
+        from latex2sympy2_extended import NormalizationConfig
         from math_verify import LatexExtractionConfig, parse, verify
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(
             "the 'accuracy' reward needs math-verify. Install it with: pip install 'grpo-ablate[math]'"
         ) from exc
-    return parse, verify, LatexExtractionConfig
+    # How Open R1 reads a completion: LaTeX only (no bare numbers), \\boxed{} first, over the whole text.
+    answer_config = [LatexExtractionConfig(
+        normalization_config=NormalizationConfig(nits=False, malformed_operators=False, basic_latex=True,
+                                                 boxed="all", units=True),
+        boxed_match_priority=0, try_extract_without_anchor=False)]
+    return parse, verify, LatexExtractionConfig, answer_config
 
 
-def accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
-    """1.0 when math-verify finds the completion's answer equal to the gold one; None if gold is unparseable."""
+def accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None = None, **kwargs: Any) -> list[float]:
+    """1.0 when math-verify finds the completion's answer equal to the gold one, else 0.0.
+
+    Where the gold answer is LaTeX (Open R1's datasets), this scores as Open R1's accuracy reward:
+    the gold parsed with LaTeX extraction, the completion's first LaTeX answer (\\boxed{} first)
+    found anywhere in the whole completion, not inside <answer> tags only. Where the gold is not
+    LaTeX at all (no `$`, no backslash: a plain `answer` column such as "42"), Open R1 scores every completion 1.0 to skip the
+    example; here the gold is read as $42$ and the completion's LaTeX answer, else its <answer>
+    tag's text, is compared with it, so such datasets still teach something. A gold answer that
+    cannot be parsed either way scores 1.0 for every completion, as Open R1's does (the group has
+    no spread, so it trains nothing).
+    """
     gold_column = solution if solution is not None else kwargs.get("answer")
     if gold_column is None:
         raise ValueError("needs a `solution` or `answer` column in the dataset to check answers against")
-    parse, verify, LatexExtractionConfig = _math_verify()
-    out: list[float | None] = []
+    parse, verify, LatexExtractionConfig, answer_config = _math_verify()
+    latex_gold = [LatexExtractionConfig()]
+    out: list[float] = []
     for completion, gold in zip(completions, gold_column, strict=True):
         gold_text = str(gold)
-        gold_parsed = parse(gold_text if "$" in gold_text or "\\" in gold_text else f"${gold_text}$")
-        if not gold_parsed:
-            out.append(None)
-            continue
         text = plain_text(completion)
-        tagged = _ANSWER.search(text)
-        answer_text = tagged.group(1) if tagged else text
         try:
-            predicted = parse(answer_text)
+            gold_parsed = parse(gold_text, extraction_mode="first_match", extraction_config=latex_gold)
+            plain_gold = not gold_parsed and "$" not in gold_text and "\\" not in gold_text  # not LaTeX at all
+            if plain_gold:
+                gold_parsed = parse(f"${gold_text.strip()}$", extraction_mode="first_match", extraction_config=latex_gold)
+            if not gold_parsed:
+                out.append(1.0)
+                continue
+            predicted = parse(text, extraction_config=answer_config, extraction_mode="first_match")
+            if not predicted and plain_gold:
+                tagged = _ANSWER.search(text)
+                predicted = parse(tagged.group(1) if tagged else text)
             out.append(1.0 if predicted and verify(gold_parsed, predicted) else 0.0)
         except Exception:  # math-verify raises on pathological strings: a wrong answer, not a crash
             out.append(0.0)
@@ -190,6 +215,28 @@ def _import_function(spec: str) -> RewardFunc:
     return target
 
 
+def _with_args(func: Any, args: dict[str, Any] | None, spec: str) -> RewardFunc:
+    """The reward `rewards[].args` make of `func`: a factory called with them, or a reward with them bound.
+
+    A factory is told apart by its signature: a reward takes `completions`, a factory does not.
+    Open R1 builds its parametrised rewards both ways (get_code_format_reward(language=...);
+    partial(cf_code_reward, test_batch_size=...)), and a recipe names them by the registry's key.
+    """
+    if not args:
+        return func
+    params: Mapping[str, inspect.Parameter]
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "completions" in params:
+        return functools.update_wrapper(functools.partial(func, **args), func)
+    made = func(**args)
+    if not callable(made):
+        raise ValueError(f"reward {spec!r}: called with {args} it returned {type(made).__name__}, not a reward function")
+    return made
+
+
 def _reward_name(spec: str) -> str:
     """The name TRL logs under `rewards/<name>/mean`: the built-in name or the function's name."""
     return spec.partition(":")[2].split(".")[-1] if ":" in spec else spec
@@ -198,7 +245,7 @@ def _reward_name(spec: str) -> str:
 def _is_async(func: Any) -> bool:
     """Whether calling `func` gives a coroutine (functions, partials, instances with an async __call__)."""
     target = func.func if isinstance(func, functools.partial) else func
-    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))  # noqa: B004 - the method itself
 
 
 def _validated(values: Any, n: int, name: str) -> list[float | None]:
@@ -222,9 +269,12 @@ def _validated(values: Any, n: int, name: str) -> list[float | None]:
         if isinstance(v, (bool, str, bytes)) or not hasattr(v, "__float__"):
             raise RewardFunctionError(name, f"returned {type(v).__name__} at position {i}; expected float or None")
         f = float(v)
-        if math.isinf(f):  # it would turn the group's advantages into NaN
-            raise RewardFunctionError(name, f"returned {f} at position {i}; a reward must be a finite float (or None for no score)")
-        out.append(None if math.isnan(f) else f)  # TRL reads NaN as None: no score from this reward
+        if math.isnan(f):
+            out.append(None)  # TRL reads NaN as None: no score from this reward
+            continue
+        if (problem := BOUNDS["reward"].problem(f)) is not None:  # inf, or so large the group's mean overflows
+            raise RewardFunctionError(name, f"returned {f} at position {i}; a reward {problem} (None for no score)")
+        out.append(f)
     return out
 
 
@@ -290,7 +340,7 @@ def _checked(func: RewardFunc, name: str, abstentions: _Abstentions | None = Non
 
         async def async_reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
             try:
-                values = await func(prompts=prompts, completions=completions, *args, **kwargs)
+                values = await func(*args, prompts=prompts, completions=completions, **kwargs)
             except Exception as exc:
                 _reraise(exc, name)
             return checked(values, completions)
@@ -300,7 +350,7 @@ def _checked(func: RewardFunc, name: str, abstentions: _Abstentions | None = Non
 
         def reward(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> list[Any]:
             try:
-                values = func(prompts=prompts, completions=completions, *args, **kwargs)
+                values = func(*args, prompts=prompts, completions=completions, **kwargs)
             except Exception as exc:
                 _reraise(exc, name)
             return checked(values, completions)
@@ -312,8 +362,9 @@ def _checked(func: RewardFunc, name: str, abstentions: _Abstentions | None = Non
     return wrapper
 
 
-def build_reward(spec: str, ctx: RewardContext, abstentions: _Abstentions | None = None) -> tuple[str, RewardFunc]:
-    """(logged name, checked reward function) for one `rewards[].name`."""
+def build_reward(spec: str, ctx: RewardContext, abstentions: _Abstentions | None = None,
+                 args: dict[str, Any] | None = None) -> tuple[str, RewardFunc]:
+    """(logged name, checked reward function) for one `rewards[].name` (and its `args`, for an imported one)."""
     if spec in REWARD_FACTORIES:
         func = REWARD_FACTORIES[spec](ctx)
         name = ctx.task if spec == "task" and ctx.task else spec
@@ -321,8 +372,9 @@ def build_reward(spec: str, ctx: RewardContext, abstentions: _Abstentions | None
         func = _task_reward(RewardContext(task=spec, max_completion_length=ctx.max_completion_length))
         name = spec
     elif ":" in spec:
-        func = _import_function(spec)
-        name = _reward_name(spec)
+        func = _with_args(_import_function(spec), args, spec)
+        named = getattr(func, "__name__", None) if args else None
+        name = named if isinstance(named, str) and named.isidentifier() else _reward_name(spec)
     else:
         known = sorted([*REWARD_FACTORIES, *TASKS])
         raise ValueError(f"unknown reward {spec!r}; use one of {known} or 'package.module:function'")
@@ -340,7 +392,7 @@ def build_rewards(
     funcs, names, weights = [], [], []
     abstentions = _Abstentions([])
     for entry in entries:
-        name, func = build_reward(str(entry["name"]), ctx, abstentions)
+        name, func = build_reward(str(entry["name"]), ctx, abstentions, entry.get("args"))
         abstentions.names.append(name)
         if name in names:
             raise ValueError(f"reward {name!r} is listed twice; TRL logs rewards by name, so names must be unique")

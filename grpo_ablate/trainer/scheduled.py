@@ -291,6 +291,7 @@ class ScheduledGRPOTrainer(GRPOTrainer):
     def _total_rewards(self) -> torch.Tensor:
         """Each completion's weighted reward, NaN where every reward function returned None (as TRL)."""
         rpf = self._last_rewards
+        assert rpf is not None, "_calculate_rewards runs first"
         rewards = (rpf * self.reward_weights.to(rpf.device).unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rpf).all(dim=1)] = torch.nan
         return rewards
@@ -342,7 +343,7 @@ class ScheduledGRPOTrainer(GRPOTrainer):
 
     def _refill_prompts(self, count: int) -> list[int]:
         """The next `count` prompt indexes of the refill stream (the same on every process)."""
-        out = []
+        out: list[int] = []
         while len(out) < count:
             if not self._refill_order:
                 self._refill_order = torch.randperm(len(self.train_dataset), generator=self._refill_gen).tolist()

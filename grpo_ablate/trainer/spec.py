@@ -67,6 +67,8 @@ class TrialSpec:
     evaluation: dict[str, Any] | None = None  # the study's resolved `evaluation:` section; None: no held-out scoring
     timeout_s: float | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # {"every": steps or "auto", "keep": bool}: checkpoint and resume (trainer/checkpoints.py); None: never
+    checkpoint: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.trial_dir = os.fspath(self.trial_dir)

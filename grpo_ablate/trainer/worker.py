@@ -43,6 +43,7 @@ from typing import Any
 
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, LOG_FILE, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
+from .checkpoints import remove_checkpoints
 from .memory_cap import start_memory_watch
 from .spec import TrialSpec
 
@@ -252,8 +253,10 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if rank == 0:
             _write_json(Path(spec.trial_dir) / RESOLVED_CONFIG_FILE, payload["resolved_config"])
         started = time.perf_counter()
+        if built.resume_from:
+            payload["resumed_from"] = built.resume_from
         try:
-            built.trainer.train()
+            built.trainer.train(resume_from_checkpoint=built.resume_from)
         finally:
             timings["train_seconds"] = time.perf_counter() - started
             if built.evaluator is not None:  # held-out scoring is timed apart, never as training
@@ -269,6 +272,8 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         else:
             outcome = Outcome.COMPLETED
             payload["reason"] = reason  # a budget stop, or None
+        if outcome in (Outcome.COMPLETED, Outcome.PRUNED) and rank == 0 and not (spec.checkpoint or {}).get("keep"):
+            remove_checkpoints(spec.trial_dir)  # ended for good: nothing will resume them
     except BaseException as exc:  # noqa: BLE001 - the whole point is to record any failure
         if isinstance(exc, KeyboardInterrupt):
             outcome, reason_text = Outcome.INTERRUPTED, "KeyboardInterrupt"

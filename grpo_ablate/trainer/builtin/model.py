@@ -153,9 +153,9 @@ def _warm_start(model: Any, tokenizer: Any, task: Task) -> dict[str, float]:
             ids = torch.full((len(rows), width), tokenizer.pad_token_id)
             lab = torch.full((len(rows), width), -100)
             mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for i, (r, l) in enumerate(zip(rows, labels)):
+            for i, (r, lb) in enumerate(zip(rows, labels)):
                 ids[i, : len(r)] = torch.tensor(r)
-                lab[i, : len(l)] = torch.tensor(l)
+                lab[i, : len(lb)] = torch.tensor(lb)
                 mask[i, : len(r)] = 1
             loss = model(input_ids=ids, attention_mask=mask, labels=lab).loss
             loss.backward()
@@ -208,8 +208,9 @@ def _cache_key(settings: dict[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock, so parallel trials build a model once (POSIX; no-op elsewhere)."""
+def _file_lock(path: Path, waiting: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """An exclusive advisory lock, so parallel trials build a model once (POSIX; no-op elsewhere).
+    `waiting` is called once when another process holds it, before this one blocks."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         try:
@@ -217,7 +218,11 @@ def _file_lock(path: Path) -> Iterator[None]:
         except ImportError:  # pragma: no cover - Windows: atomic rename still prevents torn reads
             yield
             return
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiting()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -257,7 +262,8 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
     target = cache_root() / "models" / f"{label}-{_cache_key(settings)}"
     if (target / "config.json").exists():
         return target
-    with _file_lock(target.with_suffix(".lock")):
+    waiting = lambda: log(f"waiting for the built-in model {label}: another run is building it (once; cached)")  # noqa: E731
+    with _file_lock(target.with_suffix(".lock"), waiting):
         if (target / "config.json").exists():  # another trial built it while we waited
             return target
         started = time.perf_counter()

@@ -14,19 +14,36 @@ Exit status: 0 completed, 1 failed/oom, 2 a study that does not validate, 130 in
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-from grpo_ablate.trainer.spec import TrialResult
-from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Outcome
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-if TYPE_CHECKING:
-    from grpo_ablate.trainer.spec import TrialSpec
-    from grpo_ablate.vocab import Cell
+from grpo_ablate.commands.common import check_sets
+from grpo_ablate.config import StudyError, load_study
+from grpo_ablate.config.load import parse_override
+from grpo_ablate.plan import baseline_arm
+from grpo_ablate.report.text import fmt
+from grpo_ablate.study.devices import cpu_slot
+from grpo_ablate.study.owner import claim_output_dir
+from grpo_ablate.study.trial_spec import build_spec
+from grpo_ablate.trainer.launch import run_trial
+from grpo_ablate.trainer.spec import TrialResult, TrialSpec
+from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome, parse_generations
 
-__all__ = ["run_one", "print_result"]
+__all__ = ["run", "run_one", "print_result"]
+
+
+def run(args: argparse.Namespace) -> int:
+    """`grpo-ablate run-one`."""
+    check_sets(args)
+    return run_one(args.study, list(args.sets), trial_dir=args.trial_dir)
 
 
 def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
@@ -35,8 +52,6 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
     In a study, `--set num_generations=[2, 4]` changes the search; for one trial a single value
     is meant, so a scalar is pinned in the search as a one-value list (it must still be feasible).
     """
-    from grpo_ablate.config.load import parse_override
-
     overrides: list[str] = []
     chosen: dict[str, Any] = {}
     for item in sets:
@@ -44,10 +59,11 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
         value = parse_override(item)[1]  # ValueError (one line) for a malformed value
         if key in TRIAL_KEYS and not isinstance(value, (list, dict)):
             chosen[key] = value
+            shown = json.dumps(value)  # a flow value YAML reads back as written (`dynamic:2[3]` is a string)
             if key in ("num_generations", "generation_batch_size"):
-                overrides.append(f"search.{key}=[{value}]")
+                overrides.append(f"search.{key}=[{shown}]")
             elif key == "temperature":
-                overrides.append(f"search.temperature={value}")
+                overrides.append(f"search.temperature={shown}")
             continue
         overrides.append(item)
     if chosen.keys() & {"num_generations", "generation_batch_size", "temperature"}:
@@ -55,11 +71,8 @@ def _split_sets(sets: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
     return overrides, chosen
 
 
-def _pick_params(study: Any, chosen: dict[str, Any]) -> "Cell":
+def _pick_params(study: Any, chosen: dict[str, Any]) -> Cell:
     """This trial's cell from the validated study and the values given on the command line."""
-    from grpo_ablate.plan import baseline_arm
-    from grpo_ablate.vocab import Cell, parse_generations
-
     arm = baseline_arm(study, chosen)  # the study's one default-arm rule for every value not given
     g = chosen.get("num_generations")
     if g is not None and arm.num_generations != parse_generations(g):
@@ -70,11 +83,6 @@ def _pick_params(study: Any, chosen: dict[str, Any]) -> "Cell":
 
 def print_result(result: TrialResult, console: Any = None) -> None:
     """The headline metrics as a table, with the outcome and the reason when not completed."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from grpo_ablate.report.text import fmt
-
     if console is None and not sys.stdout.isatty():  # piped: one short line per metric, no wrapped table
         m = result.metrics or {}
         print(f"trial {result.outcome.value}" + (f": {result.reason}" if result.reason else ""))
@@ -106,12 +114,6 @@ def print_result(result: TrialResult, console: Any = None) -> None:
 
 def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> int:
     """Run one trial of a study file without Optuna (holding a host CPU slot); print progress and the metrics table."""
-    from rich.console import Console
-
-    from grpo_ablate.config import StudyError, load_study
-    from grpo_ablate.study.devices import cpu_slot
-    from grpo_ablate.study.trial_spec import build_spec
-
     console = Console(stderr=True)
     try:
         overrides, chosen = _split_sets(sets)
@@ -122,8 +124,6 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
         return 2
     folder = Path(trial_dir) if trial_dir else study.output_dir / "run-one" / time.strftime("%Y%m%d-%H%M%S")
     if folder.absolute().is_relative_to(study.output_dir.absolute()):
-        from grpo_ablate.study.owner import claim_output_dir
-
         try:
             claim_output_dir(study)
         except StudyError as exc:
@@ -133,13 +133,8 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
         return _run(study, params, folder, build_spec(study, params, folder.resolve(), threads or None), console)
 
 
-def _run(study: Any, params: "Cell", folder: Path, spec: TrialSpec, console: Any) -> int:
+def _run(study: Any, params: Cell, folder: Path, spec: TrialSpec, console: Any) -> int:
     """The trial with a progress bar, then the table; the exit status."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from grpo_ablate.trainer.launch import run_trial
-
     steps = spec.budget.get("max_steps")
     threads = spec.env.get("OMP_NUM_THREADS")
     console.print(
@@ -175,6 +170,3 @@ def _run(study: Any, params: "Cell", folder: Path, spec: TrialSpec, console: Any
         return 0
     return 130 if result.outcome is Outcome.INTERRUPTED else 1
 
-
-if __name__ == "__main__":  # pragma: no cover - the CLI is the entry point
-    raise SystemExit(run_one(sys.argv[1], sys.argv[2:]))

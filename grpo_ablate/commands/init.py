@@ -3,14 +3,18 @@
     grpo-ablate init --from recipes/config_demo.yaml --gpus 8 --vllm server --out study.yaml
     grpo-ablate init --task addition --out tiny.yaml          # no recipe: flags, or questions on a TTY
 
-The baseline is the recipe's own num_generations (or the nearest G this hardware accepts); the
-search covers the G values feasible on that hardware around it, a temperature list around the
-recipe's, two seeds, and one budget per trial. The file is checked before it is written, and an
-existing file is only replaced with --force.
+The study is written to reach a decision: held-out reward (eval_final_reward) as the objective on
+held-out prompts, and seeds enough to detect a tenth of the reward's range. The baseline is the
+recipe's own num_generations (or the nearest G this hardware accepts) and temperature (as the
+recipe's own TRL meant it); the search covers the G values feasible on that hardware around it, a
+temperature list around the recipe's, and one budget per trial. The file is checked before it is
+written, and an existing file is only replaced with --force.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import os
 import re
@@ -20,17 +24,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from grpo_ablate.commands.common import EXIT_OK, check_out
+from grpo_ablate.commands.plan import plan_text
+from grpo_ablate.config import load_study
+from grpo_ablate.config.inputs import peek_rows
+from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe, recipe_stack,
+                                        stack_default)
+from grpo_ablate.config.schema import DataSection
 from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.config.recipes import read_recipe
 from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
+from grpo_ablate.stats.seeds import seeds_needed
 from grpo_ablate.space import BatchShape, feasible_space, nearest_generations
 from grpo_ablate.vocab import BUILTIN_TASKS
 
-__all__ = ["InitAnswers", "study_text", "write_study", "choose_generations", "temperatures_around"]
+__all__ = ["run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations", "temperatures_around",
+           "seeds_for_detectable"]
 
 CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
 MAX_ARMS = 5  # G values in the search: the baseline and its nearest feasible neighbours
-SEEDS = (0, 1)
+# The study decides on held-out reward. Seeds are sized so that a difference of DETECTABLE_SHARE of the
+# reward's range would be found (80% power, 5% two-sided) when arms vary between seeds as on the built-in
+# tasks: a held-out reward sd of at least SEED_SD_SHARE of its range per arm (0.05-0.08 over 40 seeds,
+# stats/min_effect.py), uncorrelated between arms (shared/guide/facts.md, round 4).
+DETECTABLE_SHARE = 0.10
+SEED_SD_SHARE = 0.05
+EVAL_PROMPTS = 128
 
 
 @dataclass
@@ -47,8 +66,9 @@ class InitAnswers:
     recipe_values: dict[str, Any] = field(default_factory=dict)
 
     def value(self, key: str) -> Any:
+        """The recipe's value, else what the key meant on the recipe's own stack (Open R1: TRL 0.18's default)."""
         v = self.recipe_values.get(key)
-        return trl_default(key) if v is None else v
+        return stack_default(self.recipe_values, key) if v is None else v
 
     @property
     def world_size(self) -> int:
@@ -86,6 +106,48 @@ def temperatures_around(t: float) -> list[float]:
     return sorted(v for v in values if v > 0)
 
 
+def seeds_for_detectable(share: float = DETECTABLE_SHARE, sd_share: float = SEED_SD_SHARE) -> list[int]:
+    """Seeds 0..n-1, n the fewest that detect a difference of `share` of the reward's range (paired by seed,
+    arms uncorrelated: the difference's sd is sqrt(2) x an arm's)."""
+    n = seeds_needed(share, sd_share * math.sqrt(2)) or 2
+    return list(range(max(2, n)))
+
+
+def _reward_range(a: InitAnswers) -> float:
+    """The held-out reward's range: the recipe's weights summed, each reward taken as scoring in [0, 1]."""
+    weights = a.recipe_values.get("reward_weights")
+    if isinstance(weights, list) and weights and all(isinstance(w, (int, float)) for w in weights):
+        return float(sum(abs(w) for w in weights))
+    names = a.recipe_values.get("reward_funcs")
+    if names is None and recipe_stack(a.recipe_values) is OPEN_R1_STACK:
+        names = OPEN_R1_DEFAULT_REWARDS
+    return float(len(names)) if isinstance(names, list) and names else 1.0
+
+
+def _evaluation_lines(a: InitAnswers) -> list[str]:
+    split = a.recipe_values.get("dataset_test_split")
+    lines = ["evaluation:   # held-out prompts every arm is scored on: the objective (eval_final_reward) reads them",
+             f"  num_prompts: {EVAL_PROMPTS}"]
+    if isinstance(split, str) and split:
+        lines.append(f"  split: {_q(split)}   # the recipe's own test split (dataset_test_split)")
+    else:
+        lines.append("  # split: test   # the dataset's own test split, where it has one; else held out of the training prompts")
+    return lines
+
+
+def _implicit_lines(a: InitAnswers) -> list[str]:
+    """For a recipe whose TRL is not known: the keys it leaves out whose default moved between TRL releases,
+    written out as the installed TRL fills them, so the study says what it trains (temperature is searched)."""
+    if recipe_stack(a.recipe_values) is not None:
+        return []  # a known stack: the recipe merge resolves them to that TRL's values, with a note
+    keys = [k for k in DRIFTING_KEYS if k != "temperature" and k not in a.recipe_values]
+    if not keys:
+        return []
+    lines = ["trainer:   # keys the recipe leaves out whose TRL default changed between releases, written as the",
+             "           # installed TRL fills them: set what the TRL your recipe was written for meant (0.18: beta 0.04, bnpo)"]
+    return lines + [f"  {k}: {_q(trl_default(k))}" for k in keys]
+
+
 def _name(a: InitAnswers) -> str:
     if a.name:
         return a.name
@@ -96,8 +158,6 @@ def _name(a: InitAnswers) -> str:
 
 def _q(v: Any) -> str:
     """A YAML scalar (JSON strings are valid YAML)."""
-    import json
-
     return json.dumps(v)
 
 
@@ -112,9 +172,6 @@ def dataset_lines(dataset: str | None, out: Path) -> list[str]:
     <think>/<answer> layout it scores (a plain `answer` column would score 0 on it every time). A
     dataset whose columns cannot be read here (a hub id) gets accuracy and a comment to check.
     """
-    from grpo_ablate.config.inputs import peek_rows
-    from grpo_ablate.config.schema import DataSection
-
     rows: list[dict[str, Any]] = []
     path = Path(str(dataset))
     if not path.is_absolute() and not path.exists():
@@ -153,6 +210,9 @@ def study_text(a: InitAnswers, out: Path) -> str:
     base, gens = choose_generations(a)
     temp = float(a.value("temperature") or trl_default("temperature"))
     temps = temperatures_around(temp)
+    seeds = seeds_for_detectable()
+    span = _reward_range(a)
+    detectable = DETECTABLE_SHARE * span
     lines = [
         f"# Written by `grpo-ablate init`{f' from {a.recipe.name}' if a.recipe else ''}. Check it, then:",
         f"#   grpo-ablate plan {out.name}",
@@ -162,15 +222,21 @@ def study_text(a: InitAnswers, out: Path) -> str:
         "  sampler: ablation      # the baseline, then one factor at a time, every arm on the same seeds",
         "  baseline:",
         f"    num_generations: {base}   # {'the recipe' + chr(39) + 's own G' if a.recipe and base == a.value('num_generations') else 'the nearest G this hardware accepts'}",
-        f"    temperature: {round(temp, 2)}",
-        f"  seeds: {list(SEEDS)}        # each arm runs once per seed: more seeds, tighter comparisons",
+        f"    temperature: {round(temp, 2)}   # the recipe's{' (as its own TRL meant it)' if a.recipe and 'temperature' not in a.recipe_values else ''}" if a.recipe else f"    temperature: {round(temp, 2)}",
+        f"  seeds: {seeds}   # each arm runs once per seed, the same seeds for every arm: with {len(seeds)}, a held-out",
+        f"  #   reward difference of about {detectable:.2g} ({DETECTABLE_SHARE:.0%} of its range {span:g}) is detectable",
+        f"  #   (80% power, 5% two-sided) if arms vary between seeds as on the built-in tasks (sd {SEED_SD_SHARE:.0%} of the range)",
         "  objectives:",
-        "    - metric: reward_per_hour   # see docs/your-own-run.md for which objective to pick",
+        "    - metric: eval_final_reward   # held-out reward at the end of each trial (docs/your-own-run.md)",
+        (f"  min_effect: {REWARD_MIN_EFFECT * span:g}   # the smallest held-out reward difference worth acting on: "
+         f"{REWARD_MIN_EFFECT:g} per unit of reward range ({span:g} here)" if span != 1 else
+         f"  # min_effect: the smallest difference worth acting on; default {REWARD_MIN_EFFECT:g} of a reward in [0, 1]"),
     ]
     if a.recipe:
         rel = os.path.relpath(a.recipe.resolve(), out.resolve().parent)
         rel = str(a.recipe.resolve()) if rel.startswith("..") else rel
         lines += [f"trainer_from: {_q(rel)}   # used as published; `plan` notes each key it translates"]
+        lines += _implicit_lines(a)
     else:
         lines += ["model:", f"  name_or_path: {_q(a.model or 'builtin:tiny')}", "data:"]
         if a.task:
@@ -189,7 +255,9 @@ def study_text(a: InitAnswers, out: Path) -> str:
                    f"{a.world_size}"]
         elif a.vllm == "colocate":
             hw += ["  vllm: {mode: colocate}   # vLLM shares the training GPUs"]
+        hw += ["  # gpu_type: H100   # H100, H200, H20, A100 or L40S: narrows plan's GPU-hour estimate"]
         lines += hw
+    lines += _evaluation_lines(a)
     steps = 20 if a.task else 100
     lines += [
         "search:",
@@ -204,8 +272,6 @@ def study_text(a: InitAnswers, out: Path) -> str:
 
 def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
     """Validate the study text, then write it (never over an existing file without force). Raises StudyError."""
-    from grpo_ablate.config import load_study
-
     if out.exists() and not force:
         raise StudyError([Problem(path="--out", message=f"{out} exists; pass --force to replace it")])
     if a.recipe is not None:
@@ -255,3 +321,14 @@ def ask_missing(a: InitAnswers, ask: Callable[[str], str] = input, interactive: 
         if a.gpus > 1 and a.vllm == "none":
             a.vllm = (ask("vLLM: none, colocate or server [none]: ").strip() or "none")
     return a
+
+
+def run(args: argparse.Namespace) -> int:
+    """`grpo-ablate init`: write the study file, then print its plan."""
+    check_out(args.out, "--out")
+    answers = InitAnswers(recipe=Path(args.recipe) if args.recipe else None, model=args.model, dataset=args.dataset,
+                          task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name)
+    out = write_study(ask_missing(answers), Path(args.out), force=args.force)
+    print(f"wrote {out}\n")
+    print(plan_text(load_study(out)))
+    return EXIT_OK

@@ -39,10 +39,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
+from grpo_ablate.config import StudyError, load_study
+from grpo_ablate.files.summary_file import read_summary
+from grpo_ablate.report import study_summary
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
 from grpo_ablate.vocab import METRICS, Arm
 
-__all__ = ["compare_main", "compare_summaries", "compare_verdicts", "load_summary", "parse_tolerances", "Row",
+__all__ = ["run", "compare_main", "compare_summaries", "compare_verdicts", "load_summary", "parse_tolerances", "Row",
            "CompareError", "DEFAULT_TOLERANCE"]
 
 DEFAULT_TOLERANCE = 0.10
@@ -97,9 +100,6 @@ def parse_tolerances(items: Sequence[str]) -> dict[str, float]:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    from grpo_ablate.errors import StudyError
-    from grpo_ablate.files.summary_file import read_summary
-
     try:
         return read_summary(path)
     except FileNotFoundError:
@@ -114,8 +114,6 @@ def load_summary(spec: str) -> Source:
     if p.is_dir():
         return Source(str(p), _read_json(p / "summary.json"), {})
     if p.suffix.lower() in (".yaml", ".yml"):
-        from grpo_ablate.config import StudyError, load_study
-
         try:
             study = load_study(p)
         except StudyError as e:
@@ -124,11 +122,8 @@ def load_summary(spec: str) -> Source:
         summary_path = study.output_dir / "summary.json"
         if summary_path.exists():
             return Source(str(p), _read_json(summary_path), tolerances)
-        from grpo_ablate.report.data import collect
-        from grpo_ablate.report.summary import summary_dict
-
         try:
-            return Source(str(p), summary_dict(collect(study)), tolerances)
+            return Source(str(p), study_summary(study), tolerances)
         except StudyError as e:
             why = "; ".join(pr.message for pr in e.problems)
             raise CompareError(f"{p}: no summary.json in {study.output_dir}, and {why}") from None
@@ -241,6 +236,9 @@ def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], tolerances: Ma
             if key not in a_arms and _mean(arm_b, metric) is not None:
                 rows.append(Row(str(arm_b.get("arm") or key), key, metric, direction, None, _mean(arm_b, metric),
                                 None, None, tol, "new", None, _seeds(arm_b, metric)))
+    if not any(r.status != "new" for r in rows):  # a gate that checked nothing must not pass
+        raise CompareError(f"nothing was checked: A has no completed value of {sorted(tolerances)} on a configuration "
+                           f"B shares ({sorted(set(a_arms) & set(b_arms))}); are these two runs of the same study?")
     return rows
 
 
@@ -304,6 +302,11 @@ def _arm_label(best: Mapping[str, Any]) -> str:
     params = best.get("params")
     arm = Arm.from_mapping(params) if isinstance(params, Mapping) else None
     return arm.label if arm is not None else str(params)
+
+
+def run(args: Any) -> int:
+    """`grpo-ablate compare` from its parsed arguments."""
+    return compare_main(args.a, args.b, args.tolerance, as_json=args.json)
 
 
 def compare_main(a: str, b: str, tolerances: list[str], as_json: bool = False,

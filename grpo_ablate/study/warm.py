@@ -25,9 +25,12 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.storage import mask_url
+from grpo_ablate.config import load_study
+from grpo_ablate.plan import study_plan
+from grpo_ablate.storage import mask_url, open_storage
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import WARM_ROLE, Arm, Cell
+from grpo_ablate.trial_record import WARM_ROLE
+from grpo_ablate.vocab import Arm, Cell
 
 if TYPE_CHECKING:
     import optuna
@@ -43,11 +46,9 @@ def load_source(source: str, storage_url: str | None, default_storage: str) -> "
     """The finished study: from its study file, else by name in `storage_url` (default: ours)."""
     import optuna
 
-    from grpo_ablate.storage import open_storage
 
     path = Path(source)
     if path.suffix in (".yaml", ".yml") and path.exists():
-        from grpo_ablate.config import load_study
 
         other = load_study(path)
         return optuna.load_study(study_name=other.study.name, storage=open_storage(other.storage_url))
@@ -68,7 +69,7 @@ def best_arms(other: "optuna.Study", limit: int = TOP_ARMS) -> list[tuple[Arm, f
     maximize = other.directions[0].name.lower() == "maximize"
     by_arm: dict[Arm, list[float]] = {}
     for t in _finished(other):
-        arm = Arm.from_mapping(t.user_attrs)
+        arm = ledger.arm_of(t)
         if arm is not None:
             by_arm.setdefault(arm, []).append(float(t.values[0]))
     means = {a: statistics.fmean(v) for a, v in by_arm.items()}
@@ -79,7 +80,7 @@ def best_arms(other: "optuna.Study", limit: int = TOP_ARMS) -> list[tuple[Arm, f
 def mismatch(other: "optuna.Study", study: "Study") -> list[str]:
     """Why the finished study's results would mislead this study's sampler (empty: they would not)."""
     attrs = other.user_attrs
-    config: dict[str, Any] = attrs.get("config") or {}
+    config: dict[str, Any] = attrs.get(ledger.CONFIG) or {}
     mine = study.to_dict()
     out = []
     theirs_model = (config.get("model") or {}).get("name_or_path")
@@ -91,9 +92,9 @@ def mismatch(other: "optuna.Study", study: "Study") -> list[str]:
             out.append(f"data.{key} {a!r} != {b!r}")
     if (config.get("rewards") or []) != (mine.get("rewards") or []):
         out.append("the rewards differ")
-    if attrs.get("hardware") != study.space.shape.describe():
-        out.append(f"hardware: {attrs.get('hardware')!r} != {study.space.shape.describe()!r}")
-    theirs_obj = [o.get("metric") for o in attrs.get("objectives") or []]
+    if attrs.get(ledger.HARDWARE) != study.space.shape.describe():
+        out.append(f"hardware: {attrs.get(ledger.HARDWARE)!r} != {study.space.shape.describe()!r}")
+    theirs_obj = [o.get("metric") for o in attrs.get(ledger.OBJECTIVES) or []]
     if theirs_obj != list(study.metric_names):
         out.append(f"objectives {theirs_obj} != {list(study.metric_names)}")
     return out
@@ -102,10 +103,6 @@ def mismatch(other: "optuna.Study", study: "Study") -> list[str]:
 def warm_start(ostudy: "optuna.Study", study: "Study", source: str, storage_url: str | None = None,
                limit: int = TOP_ARMS) -> str:
     """Queue the finished study's best arms first; give its results to the sampler when they match. A message."""
-    import optuna
-
-    from grpo_ablate.plan import study_plan
-
     other = load_source(source, storage_url, study.storage_url)
     best = best_arms(other, limit)
     if not best:
@@ -114,19 +111,15 @@ def warm_start(ostudy: "optuna.Study", study: "Study", source: str, storage_url:
     why = [] if planned else mismatch(other, study)
     results = _finished(other)
     imported = [] if planned or why else _importable(results, study)
-    copies = []
-    for t, cell in imported:
-        enc = ledger.cell_params(study, cell.arm)
-        assert enc is not None  # _importable kept encodable arms only
-        attrs = {**{k: v for k, v in t.user_attrs.items() if k not in (ledger.TRIAL_DIR, ledger.HOST, ledger.PID)},
-                 **cell.as_attrs(), ledger.ARM_KEY: cell.arm.key, ledger.CELL: cell.key,
-                 ledger.COPY_OF: f"{other.study_name}#{t.number}"}
-        copies.append(optuna.trial.create_trial(params=enc[0], distributions=enc[1], values=list(t.values), user_attrs=attrs))
-    ostudy.add_trials(copies)  # first, so the queue below and every later proposal see the imported cells
+    # first, so the queue below and every later proposal see the imported cells
+    copied = ledger.add_copies(ostudy, study, other.study_name, imported)
 
-    queued, skipped, covered = [], [], []
+    queued: list[str] = []
+    skipped: list[str] = []
+    covered: list[str] = []
     plan = {c.arm.key: c for c in study_plan(study) if c.seed == study.study.seeds[0]} if planned else {}
     for arm, mean in best:
+        cell: Cell | None
         if planned:
             cell = plan.get(arm.key)
         elif ledger.cell_params(study, arm) is None:
@@ -148,8 +141,8 @@ def warm_start(ostudy: "optuna.Study", study: "Study", source: str, storage_url:
         text += f"; not feasible or not planned here: {', '.join(skipped)}"
     if covered:
         text += f"; not rerun, every seed already imported: {', '.join(covered)}"
-    if copies:
-        text += f"; gave the sampler its {len(copies)} finished trial(s)"
+    if copied:
+        text += f"; gave the sampler its {copied} finished trial(s)"
     elif planned:
         text += "; a planned study's sampler learns nothing, so its results were not copied"
     elif why:

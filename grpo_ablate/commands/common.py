@@ -1,0 +1,60 @@
+"""What every subcommand shares: the exit codes, the study argument, loading it, and the checks
+made on the command line before any work.
+
+Exit codes: 0 success, 1 the job ran and failed (or compare found a regression), 2 bad input
+(an invalid study, a malformed `--set`, a missing file or unusable path: one line on stderr),
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from grpo_ablate.config import Problem, Study, StudyError, apply_overrides, load_study
+from grpo_ablate.config.places import writable_dir_problem
+
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "add_study", "load", "set_value",
+           "check_sets", "check_out", "err"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def add_study(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", help="the study file (YAML)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a study key (dotted path, e.g. study.n_trials=4; bare GRPOConfig keys go to trainer, "
+                        "num_generations/temperature/generation_batch_size to search); repeatable")
+
+
+def load(args: argparse.Namespace, extra: Sequence[str] = ()) -> Study:
+    return load_study(args.study, list(args.sets) + list(extra))
+
+
+def set_value(key: str, value: str) -> str:
+    """An override from a command-line option, quoted so YAML keeps it a string (URLs hold `#`, `: `)."""
+    return f"{key}={json.dumps(value)}"
+
+
+def check_sets(args: argparse.Namespace) -> None:
+    """Every `--set` parses, before any command acts on one (run-one splits them itself)."""
+    try:
+        apply_overrides({}, list(args.sets))
+    except ValueError as e:
+        raise StudyError([Problem(path="--set", message=str(e))], args.study) from None
+
+
+def check_out(out: "str | os.PathLike[str]", flag: str) -> None:
+    """Refuse an output file whose folder cannot be written, before any work (one line, exit 2)."""
+    path = Path(out)
+    problem = writable_dir_problem(path.parent) if not path.is_dir() else f"{path} is a folder; name a file"
+    if problem:
+        raise StudyError([Problem(path=flag, message=f"cannot write {path}: {problem}")])
+
+
+def err(msg: str) -> None:
+    print(f"grpo-ablate: {msg}", file=sys.stderr)

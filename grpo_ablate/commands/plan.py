@@ -1,0 +1,370 @@
+"""What `grpo-ablate plan` prints: the hardware arithmetic, feasible pairs, rejections, the plan,
+what each trial generates and costs (estimate.estimate_trial), the notes on a translated recipe and what
+differs from the recipe's own run; with --commands, a dry run of every arm's command lines and
+GRPOConfig arguments.
+
+    grpo-ablate plan studies/tiny-cpu.yaml --json
+    grpo-ablate plan studies/openr1-1.5b-numina-8gpu.yaml --commands
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from grpo_ablate.config import FloatRange
+from grpo_ablate.config.hardware import world_size_reason
+from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
+from grpo_ablate.config.names import module_findable
+from grpo_ablate.config.recipes import RecipeDifference, RecipeNote
+from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.cost import fmt_range, lr_schedule_of
+from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
+from grpo_ablate.study import limits
+from grpo_ablate.vocab import Schedule
+from grpo_ablate.commands.common import EXIT_OK, load
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.probe_file import load_probe, probe_table
+from grpo_ablate.children import die_with_parent
+from grpo_ablate.plan import baseline_arm
+from grpo_ablate.study.trial_spec import build_spec
+from grpo_ablate.trainer.launchers.process import build_command
+from grpo_ablate.trainer.vllm_server import DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys
+from grpo_ablate.vocab import Cell
+
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study
+
+__all__ = ["run", "plan_json", "plan_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
+
+
+def run(args: argparse.Namespace) -> int:
+    """`grpo-ablate plan` (with --commands: the dry run of every arm's launch)."""
+    study = load(args)
+    if getattr(args, "commands", False):
+        print(json.dumps(launch_plan(study)) if args.json else commands_text(study))
+    else:
+        print(json.dumps(plan_json(study)) if args.json else plan_text(study))
+    return EXIT_OK
+
+STEPS_PER_GENERATION = (
+    "steps/gen: micro-steps (one per-device batch each) trained on the completions of one generation round; "
+    "a round spans steps/gen / gradient_accumulation_steps optimizer steps, and prompts/round = gen_batch / G."
+)
+
+
+class TrialCost(dict[str, Any]):
+    """What one trial generates (an upper bound) and what it costs (estimate.estimate_trial), as plan prints it."""
+
+
+def trial_cost(study: "Study") -> TrialCost:
+    """Generated completions and tokens per trial (upper bound), the measured wall time with its source,
+    and GPU-hours per trial and for the study (measured, else a range from stated assumptions)."""
+    n = completions_per_trial(study)
+    length = study.trainer.get("max_completion_length")
+    length = length if isinstance(length, int) and not isinstance(length, bool) else int(trl_default("max_completion_length"))
+    est = estimate_trial(study)
+    cost = TrialCost(completions=n, max_completion_length=length, max_tokens=n * length if n else None,
+                     seconds=est.seconds[1] if est.measured and est.seconds else None,
+                     seconds_source=est.source if est.measured else None, estimate=est.as_dict())
+    if est.pace:
+        cost["seconds_per_completion"], cost["overhead_seconds"] = est.pace
+    trials = resolved_trial_count(study)
+    gpu = est.gpu_hours
+    cost["gpu_time"] = None
+    if gpu is not None:
+        study_h = est.study_gpu_hours(trials)
+        source = (f"{est.gpus} GPU(s) x the wall time above ({est.source})" if est.measured else est.source)
+        cost["gpu_time"] = {"gpus_per_trial": est.gpus, "trials": trials, "gpu_hours_per_trial": list(gpu),
+                            "gpu_hours_study": list(study_h) if study_h else None, "source": source}
+    cost["gpu_time_note"] = None if gpu is not None else (
+        "no GPU-hours: the study runs on CPU (hardware.gpus unset)" if not est.gpus else f"no GPU-hours yet: {est.source}")
+    return cost
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under 1 s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _temperature_text(study: "Study") -> tuple[str, int | None]:
+    t = study.temperatures()
+    if t is None:
+        return f"fixed at {study.fixed_temperature():g}", 1
+    if isinstance(t, FloatRange):
+        return f"searched in [{t.low:g}, {t.high:g}]{' (log scale)' if t.log else ''}", None
+    return f"searched over {[float(x) for x in t]}", len(t)
+
+
+def plan_json(study: "Study") -> dict[str, Any]:
+    space = study.space
+    text, n_temps = _temperature_text(study)
+    cells = study_plan(study)
+    out = space.as_dict()
+    out.update(
+        {
+            "study": study.study.name,
+            "sampler": study.sampler_kind,
+            "temperature": text,
+            "search_space_size": (len(space.feasible) * n_temps) if n_temps else None,
+            "seeds": list(study.study.seeds),
+            "plan": [
+                {"role": c.role, **c.arm.as_dict(), "seed": c.seed}
+                for c in cells
+            ],
+            "n_trials": resolved_trial_count(study),
+            "world_size_reason": world_size_reason(study.file),
+            "steps_per_generation_meaning": STEPS_PER_GENERATION,
+            "trial_cost": dict(trial_cost(study)),
+            "notes": [str(w) for w in study.warnings if isinstance(w, RecipeNote) and not isinstance(w, RecipeDifference)],
+            "differences": [*(str(w) for w in study.warnings if isinstance(w, RecipeDifference)),
+                            *_stack_differences(study)],
+            "lr_schedule": lr_schedule_of(study.budget.model_dump()),
+            "g_policies": _policy_words(space),
+            "limits": limits_json(study),
+        }
+    )
+    probe = load_probe(study.output_dir, Owner.of(study))
+    if probe is not None:
+        out["probe"] = probe.to_dict()
+    return out
+
+
+def _stack_differences(study: "Study") -> list[str]:
+    """What the trials will do differently from the run as written, whatever the recipe: the learning-rate
+    schedule when it is compressed, and a kernel the trainer asks for that is not installed here."""
+    out: list[str] = []
+    if lr_schedule_of(study.budget.model_dump()) == "compressed" and study.file.trainer_from:
+        out.append("budget.lr_schedule: compressed: the learning-rate schedule is fitted into each trial's steps "
+                   "(warmup and decay included), not the recipe's full run")
+    if study.trainer.get("use_liger_kernel") and not module_findable("liger_kernel"):
+        out.append("use_liger_kernel: true, but liger-kernel is not installed here and the gpu extra does not install it: "
+                   "transformers stops the trial with an ImportError when training starts; `pip install liger-kernel` on "
+                   "the trial machine, or set trainer.use_liger_kernel: false (a different memory profile, the same "
+                   "objective; TRL 1.16 applies only liger's layer kernels anyway, not its fused cross-entropy)")
+    return out
+
+
+def _policy_words(space: Any) -> dict[str, str]:
+    """label -> what it does per generation round, for every schedule, dynamic or per-prompt G offered."""
+    return {g.label: g.describe() for g in space.generations if isinstance(g, Schedule)}
+
+
+def plan_text(study: "Study") -> str:
+    space = study.space
+    lines = [f"Study {study.study.name!r} ({study.sampler_kind} sampler)", ""]
+    notes = [w for w in study.warnings if isinstance(w, RecipeNote) and not isinstance(w, RecipeDifference)]
+    if notes:
+        lines.append(f"Recipe {study.file.trainer_from} (notes on its keys):")
+        lines += [f"  note: {n}" for n in notes]
+        lines.append("")
+    differences = [*(w for w in study.warnings if isinstance(w, RecipeDifference)), *_stack_differences(study)]
+    if differences:
+        lines.append("Differs from the recipe's own run (what its stack would have used):" if study.file.trainer_from
+                     else "Differs from what TRL alone would run:")
+        lines += [f"  differs: {d}" for d in differences]
+        lines.append("")
+    lines += ["Processes: " + world_size_reason(study.file) + ".", "Hardware: " + space.shape.describe()]
+    cpu = cpu_run_changes(study.file)
+    lines += ["On this machine: " + CPU_CHANGES_LEAD + "; ".join(cpu) + "."] if cpu else []
+    lines.append("")
+    lines.append(f"Feasible pairs ({len(space.feasible)}):")
+    lines.append(f"  {'num_generations':>15} {'gen_batch':>9} {'steps/gen':>9} {'prompts/round':>13}")
+    for p in space.feasible:
+        lines.append(f"  {p.num_generations:>15} {p.generation_batch_size:>9} {p.steps_per_generation:>9} {p.prompts_per_generation:>13}")
+    lines.append("  " + STEPS_PER_GENERATION)
+    policies = _policy_words(space)
+    if policies:
+        lines += ["", "G per round (values of num_generations that are not one fixed G):"]
+        lines += [f"  {label}: {words}" for label, words in policies.items()]
+    if space.rejected:
+        lines += ["", f"Rejected ({len(space.rejected)}):"]
+        for r in space.rejected:
+            b = "-" if r.generation_batch_size is None else str(r.generation_batch_size)
+            lines.append(f"  G={r.num_generations:<4} batch={b:<6} {r.reason}")
+    text, n_temps = _temperature_text(study)
+    lines += ["", f"Temperature: {text}."]
+    if n_temps:
+        lines.append(f"Search space: {len(space.feasible)} pair(s) x {n_temps} temperature(s) = {len(space.feasible) * n_temps} configurations.")
+    else:
+        lines.append(f"Search space: {len(space.feasible)} pair(s) x a continuous temperature range.")
+    cells = study_plan(study)
+    if cells:
+        lines += ["", f"Trial plan ({len(cells)} trials, seeds {list(study.study.seeds)}):"]
+        for i, c in enumerate(cells):
+            lines.append(f"  {i:>3}. {c.role:<28} {c.arm.label}, seed {c.seed}")
+    else:
+        lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.sampler_kind} sampler, seeds {list(study.study.seeds)}.")
+    lines += ["", *_cost_lines(study), *_limit_lines(study)]
+    probe = load_probe(study.output_dir, Owner.of(study))
+    if probe is not None:
+        lines += ["", f"Probe ({study.output_dir / 'probe.json'}):", *("  " + line for line in probe_table(probe).splitlines())]
+    for w in study.warnings:
+        if not isinstance(w, RecipeNote):
+            lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def _cost_lines(study: "Study") -> list[str]:
+    cost = trial_cost(study)
+    n = cost["completions"]
+    if not n:
+        return ["Per trial: generated tokens unknown (the budget is tokens or seconds only)."]
+    out = [f"Per trial: {n:,} completions x max_completion_length {cost['max_completion_length']} = "
+           f"at most {cost['max_tokens']:,} generated tokens."]
+    if cost["seconds"] is not None:
+        trials = resolved_trial_count(study)
+        per = cost.get("seconds_per_completion")
+        rate = ""
+        if per:
+            rate = f" ({per:.3g} s per completion"
+            rate += f" + {cost['overhead_seconds']:.0f} s start-up and evaluation)" if cost.get("overhead_seconds") else ")"
+        out.append(f"Wall time: about {_duration(cost['seconds'])} per trial, {_duration(cost['seconds'] * trials)} "
+                   f"for {trials} trials{rate}; from {cost['seconds_source']}.")
+    else:
+        out.append("Wall time: no measurement yet (no finished trial in this study's storage, no probe.json).")
+    gpu = cost.get("gpu_time")
+    if gpu:
+        lo, hi = gpu["gpu_hours_per_trial"]
+        slo, shi = gpu["gpu_hours_study"]
+        out.append(f"GPU time (estimate): {fmt_range(lo, hi)} per trial, {fmt_range(slo, shi)} for {gpu['trials']} trials "
+                   f"at {gpu['gpus_per_trial']} GPU(s) each; {gpu['source']}.")
+    elif cost.get("gpu_time_note"):
+        out.append(f"GPU time: {cost['gpu_time_note']}.")
+    est = cost["estimate"]
+    if est["full_run_share"]:
+        full = est["full_run_gpu_hours"]
+        line = (f"Share of the recipe's full run: one trial is {_share(est['full_run_share'])} of its "
+                f"{est['full_run_steps']:,} optimizer steps")
+        out.append(line + (f" (the full run: {fmt_range(*full)} at these rates)." if full else "."))
+    elif study.budget.full_run:
+        out.append("Share of the recipe's full run: unknown here (its length is in epochs, and the dataset's size is not "
+                   "in this machine's datasets cache); set budget.full_run.prompts or budget.full_run.max_steps.")
+    return out
+
+
+def _share(x: float) -> str:
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
+# ------------------------------------------------------------------ plan --commands (a dry run)
+
+
+def launch_plan(study: "Study") -> list[dict[str, Any]]:
+    """Per arm (its first seed), what `run` would start, without starting it: the vLLM server's command line
+    (server mode), the training launch command line, and the GRPOConfig keyword arguments the trial passes,
+    computed by the trial's own code in one child process (the parent never imports torch)."""
+    import os
+    import subprocess
+    import sys
+
+
+    cells = study_plan(study)
+    if not cells:
+
+        cells = [Cell(baseline_arm(study), study.study.seeds[0], "baseline")]
+    seen: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    for cell in cells:
+        if cell.arm.key in seen:
+            continue
+        seen.add(cell.arm.key)
+        trial_dir = study.output_dir / "trials" / "<n>"
+        spec = build_spec(study, cell, trial_dir)
+        row: dict[str, Any] = {"role": cell.role, "arm": cell.arm.label, "seed": cell.seed}
+        vllm = study.hardware.vllm
+        if vllm.mode == "server":
+            row["vllm_server"] = server_command(study.model.name_or_path, vllm.port, tensor_parallel_size=vllm.server_gpus,
+                                                dtype=study.model.dtype, revision=study.model.revision,
+                                                trust_remote_code=study.model.trust_remote_code,
+                                                **server_engine_args(spec.trainer))
+            spec.trainer.update(server_trainer_keys(vllm.port, DEFAULT_GROUP_PORT))
+        row["launch"] = build_command(spec, trial_dir / "spec.json")
+        row["spec"] = json.loads(spec.to_json())
+        rows.append(row)
+    payload = [{"spec": r.pop("spec"), "world_size": study.world_size, "gpu": bool(study.hardware.gpus)} for r in rows]
+    out = subprocess.run([sys.executable, "-m", "grpo_ablate.trainer.dry_run"], input=json.dumps(payload),
+                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                         preexec_fn=die_with_parent())
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+        raise RuntimeError(f"could not compute the trials' GRPOConfig arguments: {tail}")
+    for row, kwargs in zip(rows, json.loads(out.stdout.strip().splitlines()[-1])):
+        row["grpo_config"] = kwargs
+    return rows
+
+
+def commands_text(study: "Study") -> str:
+    """`plan --commands`: every arm's command lines and GRPOConfig arguments, as `run` would use them."""
+    import shlex
+
+    rows = launch_plan(study)
+    lines = [f"Launch plan of {study.study.name!r}: {len(rows)} arm(s), each as its first trial would start "
+             f"(nothing is run; ports and trial folders are chosen at run time)"]
+    schedule = lr_schedule_of(study.budget.model_dump())
+    full = estimate_trial(study).full_run_steps
+    lines.append(f"Learning-rate schedule: {schedule}" + (
+        f" (built for the full run's {full:,} optimizer steps; each trial runs the first of them)"
+        if schedule == "prefix" and full else " (the full run's length is counted when the trial has loaded its prompts)"
+        if schedule == "prefix" else " (fitted into each trial's own steps)"))
+    lines.append("")
+    for row in rows:
+        lines.append(f"{row['role']}: {row['arm']}, seed {row['seed']}")
+        if "vllm_server" in row:
+            lines.append(f"  vLLM server: {shlex.join(row['vllm_server'])}")
+        lines.append(f"  training:    {shlex.join(row['launch'])}")
+        lines.append("  GRPOConfig:")
+        lines += [f"    {k}: {v!r}" for k, v in sorted(row["grpo_config"].items())]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def limits_json(study: "Study") -> dict[str, Any]:
+    """The trial timeout (and its warning), the checkpoint interval and the GPU-hour budget, as plan shows them."""
+    estimate = limits.planned_estimate(study)  # estimate_trial's: measured (storage, probe), else assumed
+    seconds, words = limits.resolve_timeout(study.study.trial_timeout, estimate)
+    out: dict[str, Any] = {"trial_timeout_s": seconds, "trial_timeout": words,
+                           "timeout_warning": limits.timeout_warning(study.study.trial_timeout, estimate),
+                           "checkpoint_steps": study.study.checkpoint_steps, "keep_checkpoints": study.study.keep_checkpoints,
+                           "budget_gpu_hours": study.study.budget_gpu_hours, "trials_in_budget": None}
+    gpus = int(study.hardware.gpus or 0)
+    if study.study.budget_gpu_hours is not None and estimate is not None and gpus:
+        lo, hi = (s * gpus / 3600.0 for s in estimate.seconds)
+        out["trials_in_budget"] = [int(study.study.budget_gpu_hours // hi), int(study.study.budget_gpu_hours // lo)]
+    return out
+
+
+def _limit_lines(study: "Study") -> list[str]:
+    info = limits_json(study)
+    every = info["checkpoint_steps"]
+    lines = [f"Trial timeout: {info['trial_timeout']}.",
+             "Checkpoints: " + ("none (study.checkpoint_steps: null): a killed trial starts over" if every is None else
+                                ("every ~10% of a trial once 5 min trained since the last" if every == "auto"
+                                 else f"every {every} optimizer steps")
+                                + "; a retried or pre-empted trial resumes its last one"
+                                + ("" if every is None or info["keep_checkpoints"] else ", removed when it ends") + ".")]
+    budget = info["budget_gpu_hours"]
+    if budget is not None:
+        n = resolved_trial_count(study)
+        fit = info["trials_in_budget"]
+        if not study.hardware.gpus:
+            lines.append(f"GPU-hour budget: {budget:g}; a CPU study spends none (hardware.gpus is unset).")
+        elif fit is None:
+            lines.append(f"GPU-hour budget: {budget:g}; nothing estimates a trial yet, so trials run one at a time until "
+                         "one has finished, then none starts that would cross it.")
+        else:
+            lo, hi = min(fit[0], n), min(fit[1], n)
+            many = (f"all {n} trials fit" if lo == n else
+                    f"{lo}{'' if lo == hi else ' to ' + ('all ' if hi == n else '') + str(hi)} of the {n} trials fit")
+            lines.append(f"GPU-hour budget: {budget:g}; {many} in it by the estimate"
+                         + ("" if fit[0] >= n else "; the study stops before the trial that would cross it") + ".")
+    if info["timeout_warning"]:
+        lines.append(f"warning: {info['timeout_warning']}")
+    return lines

@@ -1,0 +1,97 @@
+"""`grpo-ablate run STUDY [--workers 2] [--n-trials N] [--storage URL] [--warm-start OTHER]`: run
+(or resume) the study (study/runner.py `run_study`), then write the report and say how it ended.
+
+Exit status: 0 done (also when the user's own n_trials left planned cells queued: a note names them);
+1 the study stopped on failures (or every trial failed or ran out of memory, or a grid/ablation's
+cells are still queued for another reason when it ends), or a study that exists
+never got its plan queued; 2 the study cannot start here (`StudyRun.refused`); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from grpo_ablate.commands.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
+from grpo_ablate.config import Study
+from grpo_ablate.plan import study_plan
+from grpo_ablate.report import write_report
+from grpo_ablate.report.publish import say_answer
+from grpo_ablate.study.runner import StudyRun, run_study
+
+__all__ = ["run", "exit_status"]
+
+
+def run(args: argparse.Namespace) -> int:
+    extra = []
+    if args.n_trials is not None:
+        extra.append(f"study.n_trials={args.n_trials}")
+    if args.workers is not None:
+        extra.append(f"study.workers={args.workers}")
+    if args.storage:
+        extra.append(set_value("study.storage", args.storage))
+    study = load(args, extra)
+    result = run_study(study, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True),
+                       warm_start=args.warm_start, warm_start_storage=args.warm_start_storage)
+    if result.refused is not None:
+        err(result.refused)
+        return EXIT_USAGE
+    if result.unplanned is not None:
+        err(result.unplanned)
+        return EXIT_FAILED
+    if not args.no_report:
+        _report(study)
+    return exit_status(study, result)
+
+
+def _report(study: Study) -> None:
+    try:
+        say_answer(write_report(study))  # the report's answer, in its words, and its path
+    except Exception as e:  # noqa: BLE001 - the study is safe in storage; `grpo-ablate report` redoes it
+        err(f"the report could not be written ({type(e).__name__}: {e}); "
+            f"retry with: grpo-ablate report {study.path or '<study.yaml>'}")
+
+
+def exit_status(study: Study, result: StudyRun) -> int:
+    """What the run's end means for the user: said on the console, and the exit status."""
+    if result.interrupted:
+        print("Interrupted: run the same command again to finish the study (nothing finished is lost or repeated).")
+        return EXIT_INTERRUPTED
+    if result.stopped is not None:
+        err(f"the study stopped: {result.stopped}")
+        return EXIT_FAILED
+    if result.failed_reasons:
+        failed = result.failed_reasons
+        err(f"every trial of the study failed ({len(failed)}); the reasons:\n  " + "\n  ".join(failed[:5]))
+        return EXIT_FAILED
+    if result.nothing_fit is not None:
+        err(result.nothing_fit)
+        return EXIT_FAILED
+    if result.stop_reason:
+        print(f"Stopped: {result.stop_reason}")
+    left = result.queued
+    planned = {c.key for c in study_plan(study)} if study.is_planned else set()
+    if left and study.is_planned and not result.stop_reason and study.study.n_trials and set(left) <= planned:
+        # only the user's own limit (--n-trials / study.n_trials) left them: what was asked for ran; not a failure
+        print(f"Note: study.n_trials={study.study.n_trials} reached; {len(left)} planned trial(s) are still queued "
+              f"({_listed(left)}): raise it (e.g. --n-trials N) and run the same command again to run them")
+        return EXIT_OK
+    if left and study.is_planned and not result.stop_reason:  # the plan's results are incomplete: not a success
+        err(f"the study ended with {len(left)} queued trial(s) that never ran ({_listed(left)}): {_why_queued(study)}")
+        return EXIT_FAILED
+    if left:  # an adaptive sampler's queued hints (warm start, advise), or a stop the line above explained
+        print(f"Note: {len(left)} queued trial(s) did not run ({_listed(left)}): "
+              + ("run the same command again to run them" if result.stop_reason else _why_queued(study)))
+    return EXIT_OK
+
+
+def _listed(cells: list[str], limit: int = 5) -> str:
+    return ", ".join(cells[:limit]) + (f" and {len(cells) - limit} more" if len(cells) > limit else "")
+
+
+def _why_queued(study: Study) -> str:
+    if study.study.n_trials:
+        return (f"study.n_trials={study.study.n_trials} was reached first; raise it (e.g. --n-trials N) and run "
+                "the same command again to run them")
+    return ("they are no longer part of this study file's plan (an edited file, or an advise.json that is missing "
+            "or unreadable); restore it, or start a new study.name")

@@ -1,0 +1,204 @@
+"""The trial-record schema: what a trial leaves in its study, named and read in one place.
+
+    from grpo_ablate import trial_record as record
+    record.outcome(frozen_trial)          # completed | oom | pruned | failed | interrupted | running
+    frozen_trial.user_attrs.get(record.TRIAL_DIR)
+
+A finished trial leaves two things: user attributes on its Optuna trial (and the study's own
+attributes), named here, and files in its folder (TRIAL_DIR), named in vocab.py (METRICS_FILE,
+GROUPS_FILE, ...) and read tolerantly by metrics.read_jsonl. Both the study, which writes the
+attributes (study/ledger.py, the only writer), and the report, which reads them, import this
+module: it sits below both, so neither reaches into the other.
+
+Reading is pure: a FrozenTrial (or its state, attributes and constraints) in, a fact out; no
+storage is opened and optuna is not imported.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Mapping
+
+from grpo_ablate.vocab import Arm, Cell, Outcome
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+__all__ = [
+    # trial attributes
+    "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "TRIAL_DIR",
+    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "CANCELLED", "RESUMED_FROM",
+    # study attributes
+    "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
+    # roles
+    "PROBE_ROLE", "WARM_ROLE",
+    # reading
+    "outcome_of", "outcome", "reason", "is_cancelled", "is_copy", "ran_here", "is_finished", "is_result", "seed_of",
+    "arm_of", "cell_of", "owner", "counted_retries", "predecessor_dirs", "FINISHED", "REASON_CHARS",
+]
+
+# ---------------------------------------------------------------- attribute names
+
+# trial user attributes
+OUTCOME = "outcome"  # an Outcome's value, written when the trial ends
+REASON = "reason"  # why it did not complete (at most 2000 characters)
+CELL = "cell"  # Cell.key: the arm and the seed; a queued cell and its retries carry it
+ROLE = "role"  # why the trial exists: "baseline", "num_generations=4", "grid", a sampler's name
+SEED = "seed"  # the training seed (Cell.as_attrs writes it with the arm's knobs)
+ARM_KEY = "arm_key"  # Arm.key: groups the replicates (seeds) of one configuration
+RETRY_OF = "retry_of"  # the number of the trial this one retries
+RETRY_COUNTED = "retry_counted"  # False when the trial was requeued for a stop the user asked for
+HOST = "host"  # the orchestrator that ran it, and its pid: a dead local orchestrator's trials are requeued
+PID = "pid"
+TRIAL_DIR = "trial_dir"  # the trial's folder (spec.json, metrics.jsonl, ...)
+QUEUED_PARAMS = "queued_params"  # the params the cell was queued with
+ON_LOSS = "on_heartbeat_loss"  # {"outcome", "reason"}: what the trial becomes if its heartbeat goes stale
+COPY_OF = "warm_start_copy_of"  # a warm start's copy of another study's trial ("<study>#<number>"): never ran here
+PRUNED_AT = "pruned_at_completions"
+CANCELLED = "cancelled"  # why a queued cell was removed before it ran (a settled arm's): never a result, never run
+ORCHESTRATOR_RSS = "orchestrator_rss_mb"  # benchmarks/workers.py checks it stays flat
+RESUMED_FROM = "resumed_from_step"  # a retry that resumed its predecessor's checkpoint: the step it resumed at
+OOM_CONSTRAINT = "oom"  # the constraint: -1 fits in memory, +1 ran out (a COMPLETE trial the sampler learns from)
+
+# study user attributes
+CONFIG = "config"  # the resolved study file, password masked
+VERSIONS = "versions"
+OBJECTIVES = "objectives"
+BASELINE = "baseline"  # the ablation's baseline arm, Arm.as_dict()
+HARDWARE = "hardware"
+EVALUATION = "evaluation"
+SPACE = "space"  # the feasible (G, batch) labels the study was created with
+RACING = "racing"  # {"round", "live", "leader", "decided", "dropped": [...]} (study/racing.py)
+PLAN_READY = "plan_ready"  # the creator queued the plan
+
+# roles
+PROBE_ROLE = "probe"  # an out-of-memory pair recorded by earlier versions' probe: ran no trial
+WARM_ROLE = "warm-start"  # a queued warm-start trial
+
+FINISHED = frozenset({Outcome.COMPLETED, Outcome.OOM, Outcome.PRUNED, Outcome.FAILED})
+_OUTCOMES = {o.value: o for o in Outcome}
+REASON_CHARS = 2000  # a reason is cut to this many characters when written
+
+# ---------------------------------------------------------------- reading a trial
+
+
+def outcome_of(state: str, user_attrs: Mapping[str, Any], constraints: Mapping[str, float]) -> Outcome:
+    """The one rule: how a trial in Optuna `state` (a TrialState name) ended.
+
+    A running or queued trial is running. Otherwise our OUTCOME attr decides; without one, a
+    failed trial that carries ON_LOSS was lost with its worker (the heartbeat path); else the
+    state decides, and a COMPLETE trial with a violated constraint ran out of memory.
+    """
+    if state in ("RUNNING", "WAITING"):
+        return Outcome.RUNNING
+    attr = user_attrs.get(OUTCOME)
+    if isinstance(attr, str) and attr in _OUTCOMES:
+        return _OUTCOMES[attr]
+    if state == "PRUNED":
+        return Outcome.PRUNED
+    if state == "FAIL":
+        lost = user_attrs.get(ON_LOSS)
+        if isinstance(lost, Mapping) and lost.get(OUTCOME) in _OUTCOMES:
+            return _OUTCOMES[lost[OUTCOME]]
+        return Outcome.FAILED
+    violated = any(_positive(v) for v in constraints.values())
+    return Outcome.OOM if violated else Outcome.COMPLETED
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def outcome(ft: "FrozenTrial") -> Outcome:
+    return outcome_of(ft.state.name, ft.user_attrs, ft.constraints)
+
+
+def reason(ft: "FrozenTrial") -> str | None:
+    """Why the trial did not complete, when it says; a lost trial's reason was written when it started."""
+    given = ft.user_attrs.get(REASON)
+    if given not in (None, ""):
+        return str(given)
+    lost = ft.user_attrs.get(ON_LOSS)
+    if ft.state.name == "FAIL" and OUTCOME not in ft.user_attrs and isinstance(lost, Mapping) and lost.get(REASON):
+        return str(lost[REASON])
+    return None
+
+
+def is_cancelled(ft: "FrozenTrial") -> bool:
+    """A queued cell removed before it ran (`cancel_queued`): no result, not finished, never resumed."""
+    return ft.user_attrs.get(CANCELLED) is not None
+
+
+def is_copy(ft: "FrozenTrial") -> bool:
+    """A warm start's copy of another study's trial: it teaches the sampler, it never ran here."""
+    return ft.user_attrs.get(COPY_OF) is not None
+
+
+def ran_here(ft: "FrozenTrial") -> bool:
+    """Neither a warm start's copy nor an out-of-memory pair an earlier version's probe recorded."""
+    return not is_copy(ft) and ft.user_attrs.get(ROLE) != PROBE_ROLE
+
+
+def is_finished(ft: "FrozenTrial") -> bool:
+    """Counts toward the study's n_trials: it ran here and ended for good (a requeued trial did not)."""
+    return ran_here(ft) and outcome(ft) in FINISHED
+
+
+def is_result(ft: "FrozenTrial") -> bool:
+    """A completed trial with objective values: never an out-of-memory trial's placeholder zeros."""
+    return outcome(ft) is Outcome.COMPLETED and bool(ft.values)
+
+
+def seed_of(user_attrs: Mapping[str, Any]) -> int | None:
+    """The seed a queued cell (or a requeued retry) carries, else the SEED attr."""
+    cell = user_attrs.get(CELL)
+    if isinstance(cell, str) and "|seed" in cell:
+        try:
+            return int(cell.rsplit("|seed", 1)[1])
+        except ValueError:
+            pass
+    seed = user_attrs.get(SEED)
+    return int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def arm_of(ft: "FrozenTrial") -> Arm | None:
+    """The trial's arm from its attributes (Cell.as_attrs wrote its knobs); None before they were written."""
+    return Arm.from_mapping(ft.user_attrs)
+
+
+def cell_of(ft: "FrozenTrial") -> Cell | None:
+    """The trial's cell from its attributes (arm knobs, seed, role); None before they were written."""
+    return Cell.from_attrs(ft.user_attrs)
+
+
+def owner(ft: "FrozenTrial") -> tuple[str | None, int | None]:
+    """(host, pid) of the orchestrator that runs or ran the trial."""
+    host, pid = ft.user_attrs.get(HOST), ft.user_attrs.get(PID)
+    return (host if isinstance(host, str) else None, pid if isinstance(pid, int) else None)
+
+
+def counted_retries(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -> int:
+    """How often this trial's cell was already requeued for a fault (a stopped study's requeues are free)."""
+    n, seen = 0, set()
+    parent = trial.user_attrs.get(RETRY_OF)
+    while isinstance(parent, int) and parent in trials and parent not in seen:
+        seen.add(parent)
+        before = trials[parent]
+        if before.user_attrs.get(RETRY_COUNTED, True):
+            n += 1
+        parent = before.user_attrs.get(RETRY_OF)
+    return n
+
+
+def predecessor_dirs(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -> list[str]:
+    """The folders of the attempts this trial retries, nearest first (along RETRY_OF): where its checkpoint may be."""
+    out, seen = [], set()
+    parent = trial.user_attrs.get(RETRY_OF)
+    while isinstance(parent, int) and parent in trials and parent not in seen:
+        seen.add(parent)
+        before = trials[parent]
+        folder = before.user_attrs.get(TRIAL_DIR)
+        if isinstance(folder, str) and folder:
+            out.append(folder)
+        parent = before.user_attrs.get(RETRY_OF)
+    return out

@@ -1,0 +1,49 @@
+"""Before a trial's first step the console says what it is doing (issue 28: `make demo` showed
+`step 0/50 reward - eta ?` for minutes while the built-in model was built or waited for)."""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+
+from grpo_ablate.study.console import StudyConsole, Counts
+from grpo_ablate.study.lifecycle import Running
+from grpo_ablate.trainer.builtin import model
+
+
+def test_a_trial_waiting_for_the_built_in_model_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_ABLATE_CACHE", str(tmp_path / "cache"))
+    label, settings, _ = model._settings("builtin:tiny", "addition")
+    target = model.cache_root() / "models" / f"{label}-{model._cache_key(settings)}"
+    lock = target.with_suffix(".lock")
+    lock.parent.mkdir(parents=True)
+    said: list[str] = []
+    waiting = threading.Event()
+
+    def log(message: str) -> None:
+        said.append(message)
+        waiting.set()
+
+    with open(lock, "a+") as held:  # another run is building it
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        found: list = []
+        worker = threading.Thread(target=lambda: found.append(model.builtin_model_path("builtin:tiny", "addition", log=log)))
+        worker.start()
+        assert waiting.wait(30)
+        target.mkdir()
+        (target / "config.json").write_text("{}")  # ... and finishes
+        fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+    worker.join(30)
+    assert found == [target]
+    assert said == [f"waiting for the built-in model {label}: another run is building it (once; cached)"]
+
+
+def test_the_status_line_shows_what_a_trial_does_before_its_first_step(tmp_path, capsys):
+    trial = tmp_path / "trial"
+    trial.mkdir()
+    (trial / "log.txt").write_text("noise\n[grpo-ablate] building built-in model tiny-addition in /c (once; cached)\n")
+    console = StudyConsole()
+    console.status(Counts(), [Running(0, trial, max_steps=50)])
+    assert "step 0/50 reward - eta ? (building built-in model tiny-addition in /c (once; cached))" in capsys.readouterr().out
+    console.status(Counts(), [Running(0, trial, max_steps=50, step=3, train_seconds=3.0, reward=0.5)])
+    assert "building" not in capsys.readouterr().out  # once it trains, the step says enough
