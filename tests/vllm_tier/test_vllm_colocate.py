@@ -24,7 +24,7 @@ HELD_OUT = 48
 
 def _study(tmp_path: Path) -> Path:
     return write_study(tmp_path, f"""
-        study: {{name: colocate, sampler: tpe, n_trials: 1, seeds: [0], output_dir: {tmp_path / 'out'}}}
+        study: {{name: colocate, sampler: tpe, n_trials: 1, seeds: [0], output_dir: {tmp_path / 'out'}, keep_checkpoints: true}}
         model: {{name_or_path: builtin:tiny-vllm}}
         data: {{task: addition, num_prompts: 200}}
         trainer:
