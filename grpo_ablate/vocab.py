@@ -364,6 +364,8 @@ BUILTIN_MODEL_PREFIX = "builtin:"
 BUILTIN_MODELS: dict[str, str] = {
     "builtin:tiny": "2-layer, 64-wide Qwen2; warm-started on the data section's built-in task when there is one.",
     "builtin:tiny-untrained": "the same model, randomly initialised (no warm start): shows GRPO cannot start from zero reward.",
+    "builtin:tiny-vllm": ("builtin:tiny with 2 attention heads of 32 instead of 4 of 16, warm-started alike: vLLM's CPU "
+                          "attention needs head size >= 32 (the vLLM test tier runs it)."),
 }
 
 BUILTIN_TASKS: dict[str, str] = {

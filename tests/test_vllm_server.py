@@ -320,3 +320,20 @@ def test_server_dies_with_a_sigkilled_orchestrator(tmp_path, standin):
         for pid in (seen.get("pid"), seen.get("child")):
             if pid and _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_on_a_cpu_the_server_shares_the_machine_and_two_at_once_get_their_own_ports(tmp_path, standin):
+    """hardware.gpus 0: no GPU split, no hardware.gpus=2 demand; two servers at once never share a port,
+    even one that no server binds before the trial uses it (TRL's weight-sync port, vllm_group_port)."""
+    command, state = standin
+    hw = {"gpus": 0, "vllm": {"mode": "server", "port": 18300}}
+    with vllm_server(hw, "/models/m", {"KEEP": "yes"}, tmp_path / "a.log", command=command(delay=0.2),
+                     poll_interval=0.2) as first:
+        seen = json.loads(state.read_text())
+        assert seen["cuda"] == "" and first["env"]["CUDA_VISIBLE_DEVICES"] == "" and first["env"]["KEEP"] == "yes"
+        assert first["train_gpus"] == [] and first["server_gpus"] == []
+        ports = {first["trainer"]["vllm_server_port"], first["trainer"]["vllm_group_port"]}
+        with vllm_server(hw, "/models/m", {}, tmp_path / "b.log", command=command(delay=0.2), poll_interval=0.2) as second:
+            again = {second["trainer"]["vllm_server_port"], second["trainer"]["vllm_group_port"]}
+            assert not ports & again, (ports, again)
+

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
 from grpo_ablate.config.hardware import world_size_reason
+from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes import RecipeDifference, RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
@@ -170,7 +171,10 @@ def plan_text(study: "Study") -> str:
                      else "Differs from what TRL alone would run:")
         lines += [f"  differs: {d}" for d in differences]
         lines.append("")
-    lines += ["Processes: " + world_size_reason(study.file) + ".", "Hardware: " + space.shape.describe(), ""]
+    lines += ["Processes: " + world_size_reason(study.file) + ".", "Hardware: " + space.shape.describe()]
+    cpu = cpu_run_changes(study.file)
+    lines += ["On this machine: " + CPU_CHANGES_LEAD + "; ".join(cpu) + "."] if cpu else []
+    lines.append("")
     lines.append(f"Feasible pairs ({len(space.feasible)}):")
     lines.append(f"  {'num_generations':>15} {'gen_batch':>9} {'steps/gen':>9} {'prompts/round':>13}")
     for p in space.feasible:

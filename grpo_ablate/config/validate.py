@@ -24,6 +24,7 @@ from grpo_ablate.config.inputs import check_inputs
 from grpo_ablate.config.names import check_names
 from grpo_ablate.bounds import REWARD_ROWS_NEEDED, reward_rows
 from grpo_ablate.config.places import check_places, is_local_dataset
+from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
@@ -60,6 +61,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_study(sf, space)
     problems += _check_budget(sf, warnings)
     problems += _check_gpus(sf)
+    _note_cpu_precision(sf, warnings)
     problems += _check_trackers(sf)
     problems += _check_preflight(sf, warnings)
     problems += _check_evaluation(sf)
@@ -276,16 +278,24 @@ def _check_gpus(sf: StudyFile) -> list[Problem]:
     problems: list[Problem] = []
     hw = sf.hardware
     server = hw.vllm.server_gpus if hw.vllm.mode == "server" else 0
-    if hw.gpus is not None:
+    if hw.gpus:  # 0: a CPU study, whose processes (and vLLM server) share the CPU
         world = world_size(sf)
         if world + server > hw.gpus and (world > 1 or server):
             problems.append(Problem(path="hardware.gpus", message=(
                 f"{world} training process(es){f' + {server} vLLM server GPU(s)' if server else ''} do not fit in "
                 f"{hw.gpus} GPU(s) per trial; raise hardware.gpus or lower num_processes (accelerate config) "
                 f"to {max(1, hw.gpus - server)}")))
-    if hw.vllm.mode == "server" and not hw.gpus:
-        problems.append(Problem(path="hardware.gpus", message="vLLM server mode needs hardware.gpus (GPUs per trial, server included)"))
+    if hw.vllm.mode == "server" and hw.gpus is None:
+        problems.append(Problem(path="hardware.gpus", message="vLLM server mode needs hardware.gpus (GPUs per trial, server "
+                                                              "included; 0 on a CPU, where the server shares it)"))
     return problems
+
+
+def _note_cpu_precision(sf: StudyFile, warnings: list[str]) -> None:
+    """Where trials run on the CPU: what they change of the study's precision and DeepSpeed settings."""
+    changes = cpu_run_changes(sf)
+    if changes:
+        warnings.append(CPU_CHANGES_LEAD + "; ".join(changes))
 
 
 # Tracker name -> the module its report_to integration imports.

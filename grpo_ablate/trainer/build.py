@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, Callable
 
 import torch
 
+from grpo_ablate.config.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import full_run_steps, lr_schedule_of
 from grpo_ablate.space import generated_completions, optimizer_steps
@@ -72,6 +74,31 @@ class BuiltTrial:
 
 def _cuda() -> bool:
     return torch.cuda.is_available()
+
+
+def mixed_precision(spec: TrialSpec) -> str:
+    """The trial's mixed precision (config/precision.py): the GRPOConfig flags and accelerate's
+    ACCELERATE_MIXED_PRECISION (which DeepSpeed's bf16/fp16 follow) are both set from it."""
+    return trial_precision(spec.trainer, os.environ.get(MIXED_PRECISION_ENV), cuda=_cuda())
+
+
+def claim_rendezvous_port(env: dict[str, str] | Any = os.environ) -> int | None:
+    """A free MASTER_PORT of its own for a one-process trial, before colocated vLLM starts torch.distributed.
+
+    TRL fills MASTER_PORT only when it is unset (or "auto"/"0"), trying 29500 first
+    (trl/trainer/utils.py ensure_master_addr_port): two trials starting together both find 29500
+    free and the second to bind it dies with EADDRINUSE. A port the kernel hands out (bind to 0)
+    differs per process. Under torchrun/accelerate (WORLD_SIZE set) the launcher already gave the
+    trial a free port; a port the user set is kept. Returns the port set, else None.
+    """
+    if env.get("WORLD_SIZE", "1") != "1" or env.get("MASTER_PORT", "").strip().lower() not in ("", "0", "auto"):
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env["MASTER_ADDR"] = env.get("MASTER_ADDR") or "127.0.0.1"
+    env["MASTER_PORT"] = str(port)
+    return port
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,8 +353,9 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     With checkpoints (spec.checkpoint): save_strategy steps, every checkpoint whole (model and
     optimizer), older ones removed by the Checkpointer rather than by save_total_limit (which
     removes the old one before the new one is complete). Unless the study set them: report_to
-    none, save_strategy no, no progress bar (the parent shows progress). Without CUDA:
-    bf16/fp16 off, use_cpu. Built-in model: no gradient checkpointing (it only slows a tiny model). vLLM mode from the hardware section; max_steps
+    none, save_strategy no, no progress bar (the parent shows progress). bf16/fp16 from
+    mixed_precision() (off without CUDA); use_cpu without CUDA. Built-in model: no gradient
+    checkpointing (it only slows a tiny model). vLLM mode from the hardware section; max_steps
     from the budget; reward_weights from the rewards when one is not 1.
     """
     kw = dict(spec.trainer)
@@ -341,9 +369,8 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     else:
         kw.setdefault("save_strategy", "no")
     kw.setdefault("disable_tqdm", True)
+    kw.update(trainer_flags(mixed_precision(spec)))
     if not _cuda():
-        kw["bf16"] = False
-        kw["fp16"] = False
         kw["use_cpu"] = True
     if is_builtin_model(str(spec.model["name_or_path"])):
         # Checkpointing only slows a tiny model; transformers >= 5.x names it activation_checkpointing
@@ -396,6 +423,8 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     from .scheduled import ScheduledGRPOTrainer, split_schedule
 
     kwargs, schedule = split_schedule(build_config_kwargs(spec, world_size=world_size, reward_weights=weights))
+    # accelerate's DeepSpeed plugin reads the precision from here, after the flags were decided from it
+    os.environ[MIXED_PRECISION_ENV] = mixed_precision(spec)
     config = GRPOConfig(**kwargs)
     prompts_per_round = config.generation_batch_size // (schedule.smallest if schedule else config.num_generations)
     if len(dataset) < prompts_per_round:
@@ -422,6 +451,8 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     evaluator = None
     if held_out is not None:
         evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
+    if config.use_vllm and config.vllm_mode == "colocate":
+        claim_rendezvous_port()  # TRL's own pick (29500 first) collides when trials run side by side
     checkpointer = None
     if spec.checkpoint is not None and _checkpointing(spec) and schedule is None:
         checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,

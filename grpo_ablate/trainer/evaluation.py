@@ -152,8 +152,12 @@ class Evaluator(TrainerCallback):
         rank, world = rank_and_world()
         if self.point == 0 and rank == 0 and world > 1:
             dist_backend = getattr(self.trainer, "_dist", None)
+            params = list(self.trainer.model.parameters())
+            # ZeRO-3 keeps a tensor whole on every rank (ds_persist) below stage3_param_persistence_threshold
+            split = sum(1 for p in params if getattr(p, "ds_persist", True) is False)
             print(f"[grpo-ablate] evaluation on {world} ranks (ZeRO stage {getattr(dist_backend, 'zero_stage', 0)}, "
-                  f"FSDP {getattr(dist_backend, 'fsdp_version', None)})", flush=True)
+                  f"FSDP {getattr(dist_backend, 'fsdp_version', None)}; {split} of {len(params)} parameter tensors "
+                  "partitioned across ranks)", flush=True)
         indices, completion_ids = self._generate(state, rank, world)
         scored = self._score(indices, completion_ids, state) if indices else []
         parts = all_gather(scored)

@@ -22,7 +22,12 @@ Lifecycle, one per trial (weights change every step, so a server is never shared
 
 Ports: several trials may run on one host (one per GPU block), so the HTTP port and TRL's
 NCCL weight-sync port (`vllm_group_port`) are offset by the block's first GPU index and moved
-up past any port already taken. Everything but `vllm_server` itself is pure and unit-tested
+up past any port already taken, or already handed to another trial of this process whose server
+has not bound it yet (trials that start together would otherwise pick the same free port).
+
+On a CPU (hardware.gpus 0, no GPU in the trial's block) the server and the training process
+share the machine: nothing is split, tensor parallelism is 1 (vLLM's CPU build serves it). TRL's
+weight sync to the server needs NCCL on CUDA, so server-mode training itself needs GPUs. Everything but `vllm_server` itself is pure and unit-tested
 (tests/test_vllm_server.py); the lifecycle is tested with a stand-in HTTP server.
 
 Only the standard library is imported: the orchestrator imports neither torch nor TRL.
@@ -36,6 +41,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -58,6 +64,8 @@ __all__ = [
 DEFAULT_GROUP_PORT = 51216  # TRL's default vllm_group_port
 HEALTH_PATH = "/health"
 HOST = "127.0.0.1"  # the server and the trial's training processes share a host
+_HANDED_OUT: set[int] = set()  # ports of this process's servers, from their pick until they stop
+_HANDING = threading.Lock()
 
 
 class VllmServerError(RuntimeError):
@@ -244,15 +252,37 @@ def vllm_server(hardware: Mapping[str, Any], model: str, env: Mapping[str, str],
 
     vllm = _vllm(hardware)
     server_n = int(vllm.get("server_gpus", 1) or 1)
-    train_gpus, serve_gpus = split_gpus(block_gpus(base_env, hardware), server_n)
+    block = block_gpus(base_env, hardware)
+    # no GPU in the block: a CPU trial, the server beside the training process (one engine, no split)
+    train_gpus, serve_gpus = split_gpus(block, server_n) if block else ([], [])
     processes = hardware.get("num_processes")
-    if isinstance(processes, int) and processes > len(train_gpus):
+    if block and isinstance(processes, int) and processes > len(train_gpus):
         raise ValueError(f"{processes} training processes but only {len(train_gpus)} training GPU(s) "
                          f"({','.join(train_gpus)}) once vLLM takes {','.join(serve_gpus)}; lower hardware.num_processes "
                          f"(or the accelerate config's num_processes) or raise hardware.gpus")
-    port, group_port = server_ports(int(vllm.get("port", 8000) or 8000), train_gpus + serve_gpus)
+    with _HANDING:
+        port, group_port = server_ports(int(vllm.get("port", 8000) or 8000), block,
+                                        is_free=lambda p: p not in _HANDED_OUT and _port_free(p))
+        _HANDED_OUT.update((port, group_port))
+    try:
+        yield from _serve(model, port, group_port, base_env, train_gpus, serve_gpus, log_path,
+                          tensor_parallel_size=server_n if block else 1, dtype=dtype, revision=revision,
+                          trust_remote_code=trust_remote_code, gpu_memory_utilization=gpu_memory_utilization,
+                          max_model_len=max_model_len, command=command, startup_timeout=startup_timeout,
+                          stop_timeout=stop_timeout, poll_interval=poll_interval, preexec_fn=preexec_fn)
+    finally:
+        with _HANDING:
+            _HANDED_OUT.difference_update((port, group_port))
+
+
+def _serve(model: str, port: int, group_port: int, base_env: dict[str, str], train_gpus: list[str],
+           serve_gpus: list[str], log_path: str | os.PathLike[str], *, tensor_parallel_size: int, dtype: str | None,
+           revision: str | None, trust_remote_code: bool, gpu_memory_utilization: float | None,
+           max_model_len: int | None, command: Sequence[str] | None, startup_timeout: float, stop_timeout: float,
+           poll_interval: float, preexec_fn: Callable[[], None] | None) -> Iterator[dict[str, Any]]:
+    """Start the server on its ports, wait until healthy, yield what vllm_server yields, always stop it."""
     if command is None:
-        cmd = server_command(model, port, tensor_parallel_size=server_n, dtype=dtype, revision=revision,
+        cmd = server_command(model, port, tensor_parallel_size=tensor_parallel_size, dtype=dtype, revision=revision,
                              trust_remote_code=trust_remote_code, gpu_memory_utilization=gpu_memory_utilization,
                              max_model_len=max_model_len)
     else:
