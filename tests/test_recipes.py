@@ -63,7 +63,8 @@ def test_openr1_recipe_keys_land_in_the_study_sections():
     assert t["gradient_accumulation_steps"] == 16 and t["log_completions"] is True
     assert study.world_size == 7 and study.budget.max_steps == 50
     # besides the recipe's notes, only what validate could not check here: the hub dataset's columns
-    others = [w for w in study.warnings if not isinstance(w, RecipeNote)]
+    # (and, on a machine without a GPU, what a CPU run changes in the recipe's ZeRO/bf16 settings)
+    others = [w for w in study.warnings if not isinstance(w, RecipeNote) and not str(w).startswith("no GPU here")]
     assert len(others) == 1 and "AI-MO/NuminaMath-TIR' is a hub dataset" in others[0] and "cannot be checked here" in others[0]
 
 
