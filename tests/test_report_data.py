@@ -316,3 +316,12 @@ def test_generated_tokens_count_completion_tokens_only():
     assert rows[0]["num_generations"] == 8 and rows[0]["trial"] == 0
     fallback = steps_rows(r, [{"step": 1, "num_tokens": 500}])
     assert fallback[0]["generated_tokens"] == 500
+
+
+def test_the_page_says_which_learning_rate_schedule_the_trials_ran():
+    from grpo_ablate.report.data import _lr_schedule
+
+    assert _lr_schedule({"budget": {"max_steps": 100, "full_run": {"max_steps": 300}}}) == "prefix"  # a recipe's default
+    assert _lr_schedule({"budget": {"max_steps": 100}}) == "compressed"
+    assert _lr_schedule({"budget": {"lr_schedule": "compressed", "full_run": {"max_steps": 300}}}) == "compressed"
+    assert _lr_schedule({}) is None

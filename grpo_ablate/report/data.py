@@ -30,6 +30,7 @@ from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, l
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Verdict, decide
 from grpo_ablate import trial_record as record
+from grpo_ablate.cost import lr_schedule_of
 from grpo_ablate.gpu_hours import budget_of
 from grpo_ablate.storage import mask_url
 from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, Arm, Metric,
@@ -84,6 +85,7 @@ class ReportData:
     racing: dict[str, Any] | None = None  # the study's racing state (study/racing.py), when it raced
     advice: dict[str, Any] | None = None  # advise.json, when `grpo-ablate advise` ran for this study
     gpu_budget: dict[str, Any] | None = None  # study.budget_gpu_hours: spent and left (gpu_hours.Budget.as_dict)
+    lr_schedule: str | None = None  # "prefix" (of the recipe's full run) or "compressed" (into each trial)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -222,7 +224,14 @@ def build_report_data(
         racing=study_user_attrs.get(record.RACING) if isinstance(study_user_attrs.get(record.RACING), dict) else None,
         advice=dict(advice) if advice is not None else None,
         gpu_budget=_gpu_budget(study_user_attrs.get(record.CONFIG) or fallback_config or {}, frozen),
+        lr_schedule=_lr_schedule(study_user_attrs.get(record.CONFIG) or fallback_config or {}),
     )
+
+
+def _lr_schedule(config: Mapping[str, Any]) -> str | None:
+    """Which learning-rate schedule the trials ran: the page says it, as plan does (issue 28)."""
+    budget = config.get("budget")
+    return lr_schedule_of(budget) if isinstance(budget, dict) else None
 
 
 def _gpu_budget(config: Mapping[str, Any], frozen: Sequence["FrozenTrial"]) -> dict[str, Any] | None:
