@@ -133,6 +133,27 @@ def test_config_kwargs_and_step_budget(tmp_path):
     assert not math.isnan(config.learning_rate)
 
 
+def test_retry_checkpoints_save_every_step_for_the_checkpointer_but_never_for_a_g_schedule(tmp_path):
+    """The Checkpointer picks the steps that save (save_steps=1 is its placeholder, and it removes the
+    older ones); a G schedule's trial has no Checkpointer (its round state is not in a checkpoint), so
+    it keeps the study's own save settings instead of saving a whole checkpoint at every step."""
+    pytest.importorskip("trl")
+    import dataclasses
+
+    from grpo_ablate.trainer.build import build_config_kwargs
+
+    def kwargs(g, **trainer):
+        s = spec_from_sections(tmp_path / str(g), data={"task": "addition"}, trainer={"num_generations": g, **trainer},
+                               budget={"max_steps": 20})
+        return build_config_kwargs(dataclasses.replace(s, checkpoint={"every": "auto", "keep": False}), world_size=1,
+                                   reward_weights=[1.0])
+
+    assert kwargs(4)["save_strategy"] == "steps" and kwargs(4)["save_steps"] == 1
+    assert kwargs("4->8@50%")["save_strategy"] == "no"
+    kept = kwargs("4->8@50%", save_strategy="steps", save_steps=10)
+    assert (kept["save_strategy"], kept["save_steps"]) == ("steps", 10)
+
+
 CHAT_TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
 
 

@@ -27,6 +27,7 @@ from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import full_run_steps, lr_schedule_of
 from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.prompt_file import prompt_file_problem
+from grpo_ablate.schedule import Schedule, parse_generations
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tasks import task_dataset
@@ -35,6 +36,7 @@ from . import checkpoints
 from .callbacks import Checkpointer, MetricsRecorder, StopSwitch
 from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
+from .vllm_cpu import keep_weights_loadable
 from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
 from grpo_ablate.config.hardware import trainer_batch_shape
 
@@ -395,8 +397,16 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
 # --------------------------------------------------------------------------------------------
 
 
-def _checkpointing(spec: TrialSpec) -> bool:
+def _checkpoints_asked(spec: TrialSpec) -> bool:
     return spec.checkpoint is not None and spec.checkpoint.get("every") is not None
+
+
+def _checkpointing(spec: TrialSpec) -> bool:
+    """Whether the trial saves checkpoints for a retry: asked for, and not a G schedule, whose round
+    state (phase, pass rates) a checkpoint does not hold. A schedule's trainer keeps the study's own
+    save settings (else save_steps=1 with nobody to remove the old ones: a checkpoint every step)."""
+    g = spec.trainer.get("num_generations")
+    return _checkpoints_asked(spec) and not (g is not None and isinstance(parse_generations(g), Schedule))
 
 
 def _round_steps(config: Any) -> int:
@@ -453,11 +463,12 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
     if config.use_vllm and config.vllm_mode == "colocate":
         claim_rendezvous_port()  # TRL's own pick (29500 first) collides when trials run side by side
+        keep_weights_loadable(log)  # vLLM's CPU build packs weights away from TRL's weight sync
     checkpointer = None
-    if spec.checkpoint is not None and _checkpointing(spec) and schedule is None:
+    if spec.checkpoint is not None and _checkpointing(spec):
         checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,
                                     evaluator=evaluator, round_steps=_round_steps(config))
-    elif _checkpointing(spec):  # a schedule's round state (phase, pass rates) is not in a checkpoint
+    elif _checkpoints_asked(spec):  # a schedule's round state (phase, pass rates) is not in a checkpoint
         log("checkpoints: off for a G schedule (its round state is not saved); a retried trial starts over")
     scheduled: dict[str, Any] = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
     if schedule is not None and schedule.kind != "schedule":
