@@ -109,26 +109,30 @@ def _generate_hf(model: Any, tokenizer: Any, prompts: list[Any], k: int, tempera
     with torch.no_grad():
         out = model.generate(**enc, **kwargs)
     ids = out[:, enc["input_ids"].shape[1]:].tolist()
+    return _decoded(tokenizer, ids, pad=tokenizer.pad_token_id)
+
+
+def _decoded(tokenizer: Any, rows: list[list[int]], pad: int | None = None) -> tuple[list[str], list[list[int]]]:
+    """Completion ids cut after the end token (else `pad` filler dropped) and decoded as TRL decodes
+    them for the rewards (batch_decode, special tokens skipped); both samplers end here, so equal ids
+    score equally."""
     eos = tokenizer.eos_token_id
-    cut = [row[: row.index(eos) + 1] if eos in row else [t for t in row if t != tokenizer.pad_token_id] for row in ids]
+    cut = [row[: row.index(eos) + 1] if eos in row else [t for t in row if t != pad] for row in rows]
     return tokenizer.batch_decode(cut, skip_special_tokens=True), cut
 
 
 def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, temperature: float, trainer: dict[str, Any],
                    seed: int) -> tuple[list[str], list[list[int]]]:
     """vLLM on token ids tokenized as training does (no special tokens added: a text prompt would get
-    the tokenizer's BOS again from vLLM, a double BOS for tokenizers that add one)."""
+    the tokenizer's BOS again from vLLM, a double BOS for tokenizers that add one). The completions
+    are decoded from their ids by the tokenizer, as TRL decodes them, not taken from vLLM's own
+    incremental detokenizer, whose text can differ for the same ids."""
     from vllm import SamplingParams
 
     params = SamplingParams(**vllm_sampling_kwargs(trainer, temperature, k, seed))
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in prompt_texts(tokenizer, prompts)]
     outputs = llm.generate([{"prompt_token_ids": p} for p in ids], sampling_params=params, use_tqdm=False)
-    completions, out_ids = [], []
-    for request in outputs:
-        for c in request.outputs:
-            completions.append(c.text)
-            out_ids.append(list(c.token_ids))
-    return completions, out_ids
+    return _decoded(tokenizer, [list(c.token_ids) for request in outputs for c in request.outputs])
 
 
 def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
@@ -152,6 +156,9 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     if use_vllm:
         from vllm import LLM
 
+        from .vllm_cpu import keep_weights_loadable
+
+        keep_weights_loadable()  # the same kernels as a trial's colocated engine on a CPU
         engine: dict[str, Any] = {"gpu_memory_utilization": float(trainer.get("vllm_gpu_memory_utilization") or 0.9)}
         if trainer.get("vllm_max_model_length"):  # the study's own cap, as its trials' engine gets
             engine["max_model_len"] = int(trainer["vllm_max_model_length"])

@@ -1,19 +1,16 @@
-"""A real colocate-vLLM trial on the CPU: held-out evaluation through the trainer's vLLM engine and a G
-schedule; its greedy answers equal transformers' on the same weights, before training (the model on
-disk) and after it (the final checkpoint), so the engine saw the trainer's updated weights.
+"""Two real colocate-vLLM trials at once on the CPU (`run --workers 2`), each with held-out
+evaluation through its trainer's vLLM engine; one arm runs a G schedule. Each trial's greedy answers
+equal transformers' on the same weights, before training (the model on disk) and after it (the
+trial's final checkpoint), so each engine saw its own trainer's updated weights.
 
-Known to fail on vLLM 0.31's CPU build, in TRL's weight sync, before the first generation: after
-loading, vLLM's CPU linear layers hand their weights to oneDNN (vllm/model_executor/layers/utils.py,
-dispatch_cpu_unquantized_gemm(remove_weight=True)) and replace `layer.weight` with an empty
-Parameter that has no `weight_loader`, so TRL's `sync_weights` -> `model.load_weights` raises
-AttributeError. The mark is strict: when a vLLM release keeps the weights loadable, this test
-passes, the run reports it, and the mark comes off."""
+Two trials at once is what `--workers 2` on one GPU does: each one-process colocate trial claims a
+rendezvous port of its own (TRL alone tries 29500 first, and the second trial died with EADDRINUSE).
+On vLLM's CPU build the weight sync needs the trial to turn the build's weight prepacking off
+(grpo_ablate/trainer/vllm_cpu.py); without it the first sync raised AttributeError."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from helpers import run_cli, write_study
 from tier import jsonl
@@ -24,7 +21,15 @@ HELD_OUT = 48
 
 def _study(tmp_path: Path) -> Path:
     return write_study(tmp_path, f"""
-        study: {{name: colocate, sampler: tpe, n_trials: 1, seeds: [0], output_dir: {tmp_path / 'out'}, keep_checkpoints: true}}
+        study:
+          name: colocate
+          sampler: grid
+          seeds: [0]
+          workers: 2
+          output_dir: {tmp_path / 'out'}
+          checkpoint_steps: null     # no retry checkpoints: the trainer's save_steps below is what saves
+          keep_checkpoints: true     # the final weights stay on disk, for transformers to load
+          baseline: {{num_generations: 4}}
         model: {{name_or_path: builtin:tiny-vllm}}
         data: {{task: addition, num_prompts: 200}}
         trainer:
@@ -35,11 +40,11 @@ def _study(tmp_path: Path) -> Path:
           lr_scheduler_type: constant
           warmup_steps: 0
           vllm_max_model_length: 64
-          save_strategy: steps       # the final weights on disk, for transformers to load
+          save_strategy: steps
           save_steps: {STEPS}
           save_only_model: true
         hardware: {{num_processes: 1, vllm: {{mode: colocate}}}}
-        search: {{num_generations: ["4->8@50%"]}}
+        search: {{num_generations: [4, "4->8@50%"]}}
         budget: {{max_steps: {STEPS}}}
         evaluation: {{num_prompts: {HELD_OUT}, temperature: 0, points: 1, show_prompts: {HELD_OUT}}}
         """)
@@ -64,18 +69,12 @@ def _greedy(folder: Path, prompts: list[str], max_new_tokens: int) -> list[str]:
     return texts
 
 
-@pytest.mark.xfail(strict=True, reason="vLLM 0.31 CPU build: oneDNN prepacking drops layer.weight, so TRL's "
-                   "colocate sync_weights fails ('Parameter' object has no attribute 'weight_loader')")
-def test_colocate_trial_evaluates_through_vllm_as_transformers_does(tmp_path, needs_vllm, tiny_vllm_model):
-    trial = tmp_path / "trial"
-    r = run_cli("run-one", str(_study(tmp_path)), "--trial-dir", str(trial), timeout=900)
+def _check_trial(trial: Path, model: Path, g_first: int, g_last: int) -> None:
     log = (trial / "log.txt").read_text() if (trial / "log.txt").exists() else ""
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + log[-4000:]
-    assert "vLLM" in log or "vllm" in log
-
+    assert "weight prepacking off" in log, log[-3000:]
     steps = jsonl(trial / "metrics.jsonl")
     g = [row.get("num_generations") for row in steps]
-    assert len(steps) == STEPS and g[0] == 4 and g[-1] == 8, g  # the schedule switched G
+    assert len(steps) == STEPS and g[0] == g_first and g[-1] == g_last, g
 
     evals = jsonl(trial / "eval.jsonl")
     assert len(evals) == 3 and [e["num_prompts"] for e in evals] == [HELD_OUT] * 3
@@ -85,9 +84,31 @@ def test_colocate_trial_evaluates_through_vllm_as_transformers_does(tmp_path, ne
     assert len(prompts) == HELD_OUT and prompts == [s["prompt"] for s in last["samples"]]
     answers = lambda row: [s["completions"][0]["text"] for s in row["samples"]]  # noqa: E731
 
-    before = _greedy(Path(tiny_vllm_model), prompts, first["max_completion_length"])
-    after = _greedy(trial / "trainer" / f"checkpoint-{STEPS}", prompts, last["max_completion_length"])
+    (final,) = sorted((trial / "trainer").glob("checkpoint-*"))
+    before = _greedy(model, prompts, first["max_completion_length"])
+    after = _greedy(final, prompts, last["max_completion_length"])
     # the training changed greedy answers, so an engine still holding the first weights would show
     assert before != after, "training changed no greedy answer: the weight check below would prove nothing"
     assert answers(first) == before  # vLLM's evaluation = transformers' on the model it started from
     assert answers(last) == after  # ... and on the trainer's final weights: the colocate sync is real
+
+
+def test_two_colocate_trials_at_once_evaluate_through_vllm_as_transformers_does(tmp_path, needs_vllm, tiny_vllm_model):
+    import optuna
+
+    from grpo_ablate.storage import open_storage
+    from grpo_ablate.trial_record import TRIAL_DIR, arm_of
+
+    r = run_cli("run", str(_study(tmp_path)), "--no-report", timeout=1200)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
+    study = optuna.load_study(study_name="colocate", storage=open_storage(str(tmp_path / "out" / "study.journal")))
+    trials = study.get_trials(deepcopy=False)
+    assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), r.stdout[-3000:]
+    (a, b) = sorted(trials, key=lambda t: t.datetime_start)
+    assert b.datetime_start < a.datetime_complete, "the two trials did not run at the same time"
+
+    by_g = {str(arm_of(t).num_generations): Path(t.user_attrs[TRIAL_DIR]) for t in trials}  # type: ignore[union-attr]
+    fixed = by_g.pop("4")
+    (scheduled,) = by_g.values()
+    _check_trial(fixed, Path(tiny_vllm_model), 4, 4)
+    _check_trial(scheduled, Path(tiny_vllm_model), 4, 8)
