@@ -49,10 +49,10 @@ class _Engine:
     def generate(self, prompts, sampling_params=None, use_tqdm=True):
         # vLLM 0.31 schedules nothing until the engine is fully awake: a sleeping engine hangs.
         assert all(self.awake.values()), f"generate on an engine not fully awake: {self.awake}"
-        self.calls.append(("generate", [p["prompt_token_ids"] for p in prompts], sampling_params.kwargs))
-        n = sampling_params.kwargs["n"]
-        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[5, 6, self.eos, 7]) for _ in range(n)])
-                for _ in prompts]
+        per_prompt = [p.kwargs for p in sampling_params] if isinstance(sampling_params, list) else [sampling_params.kwargs] * len(prompts)
+        self.calls.append(("generate", [p["prompt_token_ids"] for p in prompts], per_prompt))
+        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[5, 6, self.eos, 7]) for _ in range(kw["n"])])
+                for kw in per_prompt]
 
 
 class _Generation:
@@ -130,7 +130,9 @@ def test_sleep_mode_wakes_syncs_generates_and_sleeps_in_trls_order(tmp_path, tok
     assert calls[-1] == ("sleep", 2) and gen._llm_weights_sleeping is True
     _, prompt_ids, params = calls[3]
     assert prompt_ids == [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ["12+3=", "4+40=", "7+7="]]
-    assert params["seed"] == EVAL_SEED and params["n"] == 2 and params["max_tokens"] == 6
+    assert all(p["n"] == 2 and p["max_tokens"] == 6 for p in params)
+    # a seed per held-out prompt from its index, 2 (= n) apart: no two prompts share a draw
+    assert [p["seed"] for p in params] == [EVAL_SEED * 10**6 + 2 * i for i in range(3)]
     row = (tmp_path / "eval.jsonl").read_text().splitlines()
     assert len(row) == 1 and '"num_prompts": 3' in row[0]
     # a second point at the same step goes through the same order again (TRL left it asleep)

@@ -27,9 +27,10 @@ class _LLM:
         self.calls = []
 
     def generate(self, prompts, sampling_params=None, use_tqdm=True):
-        self.calls.append((prompts, sampling_params.kwargs))
-        n = sampling_params.kwargs["n"]
-        return [SimpleNamespace(outputs=[SimpleNamespace(text="7", token_ids=(3, 4)) for _ in range(n)]) for _ in prompts]
+        per_prompt = [p.kwargs for p in sampling_params] if isinstance(sampling_params, list) else [sampling_params.kwargs] * len(prompts)
+        self.calls.append((prompts, per_prompt))
+        return [SimpleNamespace(outputs=[SimpleNamespace(text="7", token_ids=(3, 4)) for _ in range(kw["n"])])
+                for kw in per_prompt]
 
 
 @pytest.fixture
@@ -69,5 +70,20 @@ def test_vllm_sampler_passes_token_ids_without_added_special_tokens(tokenizer, f
     assert [p["prompt_token_ids"] for p in prompts] == [tokenizer(t, add_special_tokens=False)["input_ids"]
                                                          for t in ["12+3=", "4+40="]]
     assert all(set(p) == {"prompt_token_ids"} for p in prompts)  # no text: vLLM would add special tokens again
-    assert params["max_tokens"] == 6 and params["seed"] == 5 and params["n"] == 2
-    assert completions == ["7"] * 4 and ids == [[3, 4]] * 4
+    assert all(p["max_tokens"] == 6 and p["n"] == 2 for p in params)
+    # a seed per prompt, k apart: vLLM seeds a request's samples seed..seed+k-1, so none is shared
+    assert [p["seed"] for p in params] == [5 * 10**6, 5 * 10**6 + 2]
+    # the text is the tokenizer's decoding of the ids (as TRL decodes them), not vLLM's own text ("7")
+    assert completions == [tokenizer.decode([3, 4], skip_special_tokens=True)] * 4 and ids == [[3, 4]] * 4
+    assert completions[0] != "7"
+
+
+def test_prompt_seeds_never_share_a_sample_seed_within_or_across_calls():
+    from grpo_ablate.trainer.sample import prompt_seeds
+
+    k = 8
+    calls = [prompt_seeds(c, 64, k) for c in (0, 1, 64, 10_007)]  # consecutive and batch-offset call seeds
+    samples = [s + i for seeds in calls for s in seeds for i in range(k)]
+    assert len(samples) == len(set(samples)) == 4 * 64 * k
+    with pytest.raises(ValueError, match=r"10\*\*6"):
+        prompt_seeds(0, 200_000, 8)

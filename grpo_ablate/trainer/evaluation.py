@@ -40,6 +40,7 @@ from transformers import TrainerCallback
 from grpo_ablate.vocab import EVAL_FILE
 
 from .collective import all_gather, from_rank0, rank_and_world
+from .sample import prompt_seeds
 from .text import plain_text
 
 __all__ = ["EVAL_SEED", "Evaluator", "MAX_SAMPLE_CHARS", "evaluation_thresholds", "server_completions", "shard"]
@@ -349,7 +350,11 @@ class Evaluator(TrainerCallback):
         cache -> generate -> sleep again (level 2, as TRL leaves it)."""
         from vllm import SamplingParams
 
-        params = SamplingParams(**self._sampling())
+        # a seed per held-out prompt (from its index, so a rank's share draws what one process would):
+        # one seed for all gave every prompt the same random draws (see sample.prompt_seeds)
+        sampling = self._sampling()
+        seeds = prompt_seeds(int(sampling["seed"]), max(indices, default=-1) + 1, int(sampling["n"]))
+        params = [SamplingParams(**{**sampling, "seed": seeds[i]}) for i in indices]
         prompts = [{"prompt_token_ids": ids} for ids in self._prompt_ids(indices)]
         sleep = bool(getattr(vllm, "enable_sleep_mode", False))
         if sleep:
@@ -375,6 +380,9 @@ def shard(n: int, parts: int, part: int) -> range:
 def server_completions(client: Any, prompt_ids: list[list[int]], sampling: dict[str, Any],
                        cut: Callable[[Sequence[int]], list[int]] = list) -> list[list[list[int]]]:
     """Completion ids per prompt from TRL's VLLMClient; the seed travels in the request's generation kwargs.
+
+    TRL's client sends one seed for the whole request, so here every prompt shares the seed's
+    draws (the colocate branch seeds each prompt); at temperature 0, the default, that changes nothing.
 
     vLLM seeds a request's sampling from the request's own `seed`: without it two arms' evaluation
     draws would differ by chance, not by their weights (colocate passes the seed in SamplingParams).

@@ -2,19 +2,16 @@
 the same model at the same decoding: the two draw from one distribution, so each one's share of
 zero-spread prompts lies inside the other's 95% interval.
 
-It does not hold on vLLM 0.31's CPU build, and is marked a strict expected failure: measured here,
-24 of 64 prompts had no reward spread under vLLM (Wilson 95% [0.27, 0.50]) against 12 of 64 under
-transformers ([0.11, 0.30]), at about the same accuracy (0.16 vs 0.19): vLLM's 8 samples of a prompt
-vary less. Not the precision: the study names dtype float32 (left to "auto", vLLM downcasts the model
-to bf16, as TRL's colocate engine does) and the shares were the same both ways. Unexplained yet (the
-request seed with n=8 is a suspect); see the tier's notes."""
+This found a bug: the vLLM sampler gave every prompt of a call the same request seed, and vLLM
+seeds a request's samples seed..seed+k-1, so all prompts shared their random draws and similar
+prompts made the same choices (24 of 64 prompts without spread, against 12 of 64 from transformers,
+while the two engines' next-token probabilities agreed to three decimals). Each prompt now has a
+seed of its own (trainer/sample.py `prompt_seeds`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import pytest
 
 from helpers import run_cli, write_study
 
@@ -46,8 +43,6 @@ def _zero_spread(samples: dict) -> tuple[int, int]:
     return sum(1 for r in per_prompt if max(r) == min(r)), len(per_prompt)
 
 
-@pytest.mark.xfail(strict=True, reason="vLLM 0.31 CPU sampler: 24/64 zero-spread prompts vs transformers' 12/64 "
-                   "on the same model, prompts and decoding (unexplained; not the dtype)")
 def test_vllm_and_transformers_samplers_agree_on_zero_spread(tmp_path, needs_vllm):
     from scipy.stats import binomtest
 
