@@ -8,7 +8,9 @@ never pass by skipping what it was meant to run.
 
 from __future__ import annotations
 
+import fcntl
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -89,11 +91,23 @@ def finished_study(tmp_path_factory) -> FinishedStudy:
     trials start once per session instead of once per test. Readers must not write to it: a test
     that reruns it works on a copy.
     """
-    out = tmp_path_factory.mktemp("finished") / "shared"
     study_args = ("studies/tiny-cpu.yaml", "--set", "study.name=shared", "--set", "budget.max_steps=4",
                   "--set", "study.seeds=[0]", "--set", "study.workers=1", "--set", "temperature=1.0",
                   "--set", 'num_generations=[8, "2->8@50%"]', "--set", "study.baseline={num_generations: 8}")
-    res = run_cli("run", *study_args, "--set", f"study.output_dir={out}")
+    # One run for the whole test run: under xdist the workers share their parent temp folder, and the
+    # first to get there runs the study while the other waits on the lock, then reads its result.
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if _WORKER else root
+    out, ran = root / "finished" / "shared", root / "finished" / "run.json"
+    with open(root / "finished.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not ran.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            res = run_cli("run", *study_args, "--set", f"study.output_dir={out}")
+            ran.write_text(json.dumps({"args": res.args, "returncode": res.returncode, "stdout": res.stdout,
+                                       "stderr": res.stderr}))
+    saved = json.loads(ran.read_text())
+    res = subprocess.CompletedProcess(saved["args"], saved["returncode"], saved["stdout"], saved["stderr"])
     return FinishedStudy(name="shared", out=out, study_args=study_args, run=res)
 
 

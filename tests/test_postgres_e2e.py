@@ -95,7 +95,8 @@ def test_the_password_is_never_shown_or_stored(tmp_path, fresh_pg_db):
     userinfo password and a secret in the query string alike (issue 23, item 5)."""
     url = fresh_pg_db.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")  # trust auth: accepted
     url += "?sslpassword=q-s3cret"  # libpq takes it (it unlocks an SSL key; none is used here)
-    res = subprocess.run(_args(tmp_path, "pgpw", url, 2, "--set", "num_generations=[2]", "--set", "study.baseline={}"),
+    res = subprocess.run(_args(tmp_path, "pgpw", url, 2, "--set", "num_generations=[2]", "--set", "study.baseline={}",
+                               "--set", "study.seeds=[0]"),
                          cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "s3cret" not in res.stdout + res.stderr and "postgres:***@" in res.stdout

@@ -180,6 +180,8 @@ def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
     assert first.user_attrs.get(record.OUTCOME) == "interrupted", out + err
     kept = metrics.read_text().count("\n")
     assert 1 <= kept < 100000  # stopped early, partial metrics kept
+    if sig != signal.SIGINT:
+        return  # the rerun below does not depend on the signal that stopped the first run: once is enough
 
     res = run_cli("run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", "budget.max_steps=3", *plan)
     assert res.returncode == 0, res.stdout + res.stderr
