@@ -14,12 +14,25 @@ from grpo_ablate.config.schema import HardwareSection
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launchers import LAUNCHERS, Launcher, LocalLauncher, trial_environment
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
+from helpers import ROOT
 
 
 def test_hardware_launcher_names_exactly_the_registry():
     choices = typing.get_args(HardwareSection.model_fields["launcher"].annotation)
     assert set(choices) == {"auto", *LAUNCHERS}, "add a new launcher's name to config/schema.py's hardware.launcher"
     assert all(issubclass(kind, Launcher) for kind in LAUNCHERS.values())
+
+
+def test_an_unknown_launcher_in_the_environment_is_refused_when_the_study_loads(monkeypatch, capsys):
+    """validate (and plan, run) say it before anything starts, not the first trial's launch."""
+    from grpo_ablate.commands.cli import main
+
+    monkeypatch.setenv("GRPO_ABLATE_LAUNCHER", "slurm")
+    assert main(["validate", str(ROOT / "studies/tiny-cpu.yaml")]) == 2
+    err = capsys.readouterr()
+    assert "GRPO_ABLATE_LAUNCHER='slurm' names no launcher: use one of ['auto', 'process', 'warm']" in err.out + err.err
+    monkeypatch.setenv("GRPO_ABLATE_LAUNCHER", "Process")  # the launchers read it case-blind, so validate does too
+    assert main(["validate", str(ROOT / "studies/tiny-cpu.yaml")]) == 0
 
 
 def test_the_old_command_values_of_hardware_launcher_say_where_they_moved():

@@ -9,6 +9,8 @@ verbatim, checked against the installed TRL in trainer_fields.py.
 
 from __future__ import annotations
 
+import os
+import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -162,6 +164,9 @@ class VllmSection(_Section):
     port: int = Field(default=8000, ge=1, le=65535)
 
 
+LAUNCHER_ENV = "GRPO_ABLATE_LAUNCHER"  # a launcher's name: overrides hardware.launcher for every trial
+
+
 class HardwareSection(_Section):
     num_processes: int | None = Field(default=None, ge=1)  # training processes per trial (the world size); wins over all below
     gpus: int | None = Field(default=None, ge=0)  # GPUs per trial; with vLLM server mode, gpus - server_gpus train
@@ -193,6 +198,16 @@ class HardwareSection(_Section):
             raise ValueError(f"hardware.launcher now names where trials run (auto, process, warm); "
                              f"the command moved to its own key: write `command: {value}`")
         return value
+
+
+def launcher_env_problem(env: Any = os.environ) -> str | None:
+    """What is wrong with GRPO_ABLATE_LAUNCHER, checked where the study loads (validate, plan, run)
+    rather than at the first trial's launch; None when it is unset or names a launcher."""
+    value = str(env.get(LAUNCHER_ENV, "")).strip().lower()
+    choices = typing.get_args(HardwareSection.model_fields["launcher"].annotation)
+    if not value or value in choices:
+        return None
+    return f"{LAUNCHER_ENV}={value!r} names no launcher: use one of {list(choices)} or unset it"
 
 
 class FloatRange(_Section):

@@ -22,6 +22,7 @@ import threading
 import weakref
 from typing import Any
 
+from grpo_ablate.config.schema import LAUNCHER_ENV  # a launcher's name: overrides hardware.launcher for every trial
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 
 from .base import Launcher
@@ -34,7 +35,6 @@ LAUNCHERS: dict[str, type[Launcher]] = {
     "process": ProcessLauncher,  # a fresh process tree per trial (python, torchrun or accelerate: hardware.command)
     "warm": WarmSession,  # consecutive single-process trials in one long-lived process
 }
-LAUNCHER_ENV = "GRPO_ABLATE_LAUNCHER"  # a launcher's name: overrides hardware.launcher for every trial
 
 
 def launcher_name(spec: TrialSpec, *, probe: bool = False) -> str:
