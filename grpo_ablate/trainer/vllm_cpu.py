@@ -37,5 +37,6 @@ def keep_weights_loadable(log: Callable[[str], None] = print) -> bool:
         return False
     ops._supports_onednn = False
     layer_utils.check_cpu_sgl_kernel = lambda n, k, dtype: False
-    log("vLLM on CPU: weight prepacking off, so TRL's weight sync reaches the colocated engine (as on a GPU)")
+    log("vLLM on CPU: weight prepacking off; each linear layer computes with its own weight, as on a GPU, "
+        "so TRL's weight sync reaches the engine")
     return True
