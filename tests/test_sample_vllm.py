@@ -79,7 +79,7 @@ def test_vllm_sampler_passes_token_ids_without_added_special_tokens(tokenizer, f
 
 
 def test_prompt_seeds_never_share_a_sample_seed_within_or_across_calls():
-    from grpo_ablate.trainer.sample import prompt_seeds
+    from grpo_ablate.trainer.request_seeds import prompt_seeds
 
     k = 8
     calls = [prompt_seeds(c, 64, k) for c in (0, 1, 64, 10_007)]  # consecutive and batch-offset call seeds

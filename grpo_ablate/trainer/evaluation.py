@@ -40,7 +40,7 @@ from transformers import TrainerCallback
 from grpo_ablate.vocab import EVAL_FILE
 
 from .collective import all_gather, from_rank0, rank_and_world
-from .sample import prompt_seeds
+from .request_seeds import prompt_seeds
 from .text import plain_text
 
 __all__ = ["EVAL_SEED", "Evaluator", "MAX_SAMPLE_CHARS", "evaluation_thresholds", "server_completions", "shard"]
@@ -351,7 +351,7 @@ class Evaluator(TrainerCallback):
         from vllm import SamplingParams
 
         # a seed per held-out prompt (from its index, so a rank's share draws what one process would):
-        # one seed for all gave every prompt the same random draws (see sample.prompt_seeds)
+        # one seed for all gave every prompt the same random draws (request_seeds.py)
         sampling = self._sampling()
         seeds = prompt_seeds(int(sampling["seed"]), max(indices, default=-1) + 1, int(sampling["n"]))
         params = [SamplingParams(**{**sampling, "seed": seeds[i]}) for i in indices]

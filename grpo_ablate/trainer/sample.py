@@ -21,6 +21,8 @@ from typing import Any
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
+from .request_seeds import prompt_seeds
+
 __all__ = ["PROGRESS_PREFIX", "decoding", "hf_sampling_kwargs", "main", "prompt_texts", "sample_rewards", "vllm_sampling_kwargs"]
 
 _BATCH_PROMPTS = 64  # prompts per generate call (x K sequences)
@@ -121,15 +123,6 @@ def _decoded(tokenizer: Any, rows: list[list[int]], pad: int | None = None) -> t
     return tokenizer.batch_decode(cut, skip_special_tokens=True), cut
 
 
-def prompt_seeds(call_seed: int, prompts: int, k: int) -> list[int]:
-    """A vLLM request seed per prompt of one call, k apart, so no two prompts' samples share a seed
-    (vLLM seeds a request's samples seed, seed+1, ..., seed+k-1); calls' seeds differ by at least 1,
-    so a call's block of 10**6 seeds never meets another's."""
-    if prompts * k > 10**6:
-        raise ValueError(f"{prompts} prompts x {k} samples in one call: more than the 10**6 seeds a call has")
-    return [call_seed * 10**6 + j * k for j in range(prompts)]
-
-
 def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, temperature: float, trainer: dict[str, Any],
                    seed: int) -> tuple[list[str], list[list[int]]]:
     """vLLM on token ids tokenized as training does (no special tokens added: a text prompt would get
@@ -137,12 +130,8 @@ def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, tempera
     are decoded from their ids by the tokenizer, as TRL decodes them, not taken from vLLM's own
     incremental detokenizer, whose text can differ for the same ids.
 
-    Each prompt gets its own seed (`prompt_seeds`): vLLM seeds a request's k samples seed, seed+1,
-    ..., so one seed for the whole batch gave every prompt the same random draws, and prompts with
-    similar distributions then made the same choices: 24 of 64 prompts without reward spread
-    against 12 of 64 from transformers' one stream on the same model (whose next-token
-    probabilities vLLM matched to three decimals), because the 64 prompts were not 64 independent
-    draws.
+    Each prompt gets its own seed (request_seeds.py): one seed for the call gave all prompts the
+    same draws.
     """
     from vllm import SamplingParams
 

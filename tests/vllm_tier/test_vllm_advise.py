@@ -6,7 +6,7 @@ This found a bug: the vLLM sampler gave every prompt of a call the same request 
 seeds a request's samples seed..seed+k-1, so all prompts shared their random draws and similar
 prompts made the same choices (24 of 64 prompts without spread, against 12 of 64 from transformers,
 while the two engines' next-token probabilities agreed to three decimals). Each prompt now has a
-seed of its own (trainer/sample.py `prompt_seeds`)."""
+seed of its own (trainer/request_seeds.py)."""
 
 from __future__ import annotations
 
