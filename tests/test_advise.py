@@ -165,7 +165,7 @@ def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs
           sampler: ablation
           baseline: {{num_generations: 8, temperature: 0.7}}
           seeds: [0]
-          workers: 2
+          workers: 1   # one warm session for the 4 trials (a second costs a process start)
           trial_timeout: 300
         model:
           name_or_path: builtin:tiny

@@ -38,7 +38,7 @@ def test_a_study_that_cannot_learn_says_it_cannot_rank_g(tmp_path):
           sampler: ablation
           baseline: {{num_generations: 4}}
           seeds: [0, 1]
-          workers: 2
+          workers: 1
         model: {{name_or_path: builtin:tiny}}
         data: {{task: addition, num_prompts: 64}}
         rewards: [{{name: 'never:seven_times'}}]
