@@ -4,7 +4,8 @@
     pytest -m gpu tests/test_gpu_smoke.py                      # the same checks, as a test
     python benchmarks/gpu_smoke.py --cpu --checks attention,trial   # the plumbing, on a CPU (make test)
     .venv-vllm/bin/python benchmarks/gpu_smoke.py --cpu --checks attention,trial,server,workers,probe,advise
-                                   # every check a CPU can run, on vLLM's CPU build (make test-vllm; 275 s here)
+                                   # every check a CPU can run, on vLLM's CPU build (275 s here; make test-vllm
+                                   # runs attention,trial,server,probe and the rest through its own tests)
 
 Each check prints one line, {"check", "pass", "seconds", ...figures}, and the run ends with a
 "summary" line; all lines also go to OUT/gpu_smoke.jsonl. vLLM starts five times (the colocate
