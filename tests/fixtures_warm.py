@@ -17,17 +17,36 @@ Trials that cannot share a session (several processes, vLLM) get a process of th
 
 from __future__ import annotations
 
-from typing import Iterator
+import os
+from typing import Any, Iterator
 
 import pytest
 
 from grpo_ablate.trainer.launchers import WarmSession
+from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 
 __all__ = ["warm_session"]
+
+# pytest names the running test in the environment (and so in every trial's): a value that changes
+# with each test, which the session rightly counts as a different start-up, so each test got a fresh
+# process (measured: every warm trial of a test was "trial 1 of this process").
+_PYTEST_VARIABLE = "PYTEST_CURRENT_TEST"
+
+
+class _SuiteSession(WarmSession):
+    """The session, with pytest's per-test variable kept out of the trials' environment while one runs."""
+
+    def run(self, spec: TrialSpec, **kwargs: Any) -> TrialResult:
+        current = os.environ.pop(_PYTEST_VARIABLE, None)
+        try:
+            return super().run(spec, **kwargs)
+        finally:
+            if current is not None:  # pytest removes it after the test, and expects to find it
+                os.environ[_PYTEST_VARIABLE] = current
 
 
 @pytest.fixture(scope="session")
 def warm_session() -> Iterator[WarmSession]:
     """The test run's warm session; closed (its child ended) when the run ends."""
-    with WarmSession() as session:
+    with _SuiteSession() as session:
         yield session
