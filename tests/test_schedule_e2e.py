@@ -2,7 +2,7 @@
 
     HF_HUB_OFFLINE=1 python -m pytest -q tests/test_schedule_e2e.py
 
-Every trial is a real worker process (run_trial), as a study runs it; a few steps each.
+Every trial is real and runs as a study runs it (one process: the warm session; two: torchrun); a few steps each.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import optuna
 import pytest
 
 from grpo_ablate.metrics import read_rows
-from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome
 
 from helpers import tiny_spec
@@ -22,10 +21,11 @@ from helpers import tiny_spec
 pytestmark = pytest.mark.slow
 
 
-def _run(tmp: Path, name: str, g: int | str, steps: int, **hardware) -> tuple[list[dict], list[dict]]:
+def _run(session, tmp: Path, name: str, g: int | str, steps: int, **hardware) -> tuple[list[dict], list[dict]]:
+    """One trial through the suite's warm session (a multi-process trial gets a process tree of its own there)."""
     trainer = {"num_generations": g, "seed": 0, **hardware.pop("trainer", {})}
     spec = tiny_spec(tmp / name, steps=steps, hardware={"num_processes": 1, **hardware}, **trainer)
-    result = run_trial(spec)
+    result = session.run(spec)
     assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
     rows = read_rows(tmp / name / METRICS_FILE)
     events_file = tmp / name / EVENTS_FILE
@@ -33,10 +33,10 @@ def _run(tmp: Path, name: str, g: int | str, steps: int, **hardware) -> tuple[li
     return rows, events
 
 
-def test_schedule_of_one_g_is_the_fixed_g_run(tmp_path):
+def test_schedule_of_one_g_is_the_fixed_g_run(tmp_path, warm_session):
     """The equivalence: same seed, phases of the same G -> identical rewards per step (and one continuous file)."""
-    fixed, none = _run(tmp_path, "fixed", 4, 6)
-    sched, events = _run(tmp_path, "sched", "4->4@50%", 6)
+    fixed, none = _run(warm_session, tmp_path, "fixed", 4, 6)
+    sched, events = _run(warm_session, tmp_path, "sched", "4->4@50%", 6)
     assert none == []
     assert [r["reward"] for r in sched] == [r["reward"] for r in fixed]
     assert [r["loss"] for r in sched] == [r["loss"] for r in fixed]
@@ -91,16 +91,16 @@ def _check_signal_switch(rows: list[dict], events: list[dict], threshold: float,
     assert all(r["num_generations"] == 8 for r in rows if r["step"] >= start)
 
 
-def test_signal_switch_fires_when_its_condition_holds_and_not_before(tmp_path):
+def test_signal_switch_fires_when_its_condition_holds_and_not_before(tmp_path, warm_session):
     # G=2 on this task starts with ~0.6-0.9 of its pairs agreeing; 0.6 over 2 steps is met within a few steps.
-    rows, events = _run(tmp_path, "signal", "2->8@zero_std<0.6[2]", 8)
+    rows, events = _run(warm_session, tmp_path, "signal", "2->8@zero_std<0.6[2]", 8)
     _check_signal_switch(rows, events, 0.6, 2)
 
 
-def test_two_processes_switch_at_the_same_step(tmp_path):
+def test_two_processes_switch_at_the_same_step(tmp_path, warm_session):
     """torchrun, world size 2: the decision is rank 0's, broadcast; both ranks train the same G every step."""
     name = "ddp"
-    rows, events = _run(tmp_path, name, "2->8@zero_std<0.6[2]", 8, command="auto", num_processes=2,
+    rows, events = _run(warm_session, tmp_path, name, "2->8@zero_std<0.6[2]", 8, command="auto", num_processes=2,
                         trainer={"per_device_train_batch_size": 16})
     _check_signal_switch(rows, events, 0.6, 2)
     log = (tmp_path / name / "log.txt").read_text()
