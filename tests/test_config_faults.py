@@ -49,9 +49,13 @@ def _limit_memory() -> None:  # a regression fails fast instead of swapping the 
 
 def test_nine_level_alias_bomb_is_refused_quickly_in_little_memory(tmp_path):
     path = write(tmp_path, STUDY + alias_bomb(9) + "trainer: {learning_rate: *a9}\n")
-    # the child reports its own CPU seconds and peak memory: the work done, whatever else loads the machine
+    # the child reports its own CPU seconds and peak memory: the work done, whatever else loads the machine.
+    # The peak is /proc's VmHWM (this program's, since exec), not ru_maxrss: Linux carries ru_maxrss over
+    # exec from the fork, so a child of a large pytest worker reported the worker's size (564 MB, failing)
     code = ("import resource, sys; from grpo_ablate.commands.cli import main; rc = main(['validate', sys.argv[1]]); "
-            "u = resource.getrusage(resource.RUSAGE_SELF); print(u.ru_utime + u.ru_stime, u.ru_maxrss); sys.exit(rc)")
+            "u = resource.getrusage(resource.RUSAGE_SELF); "
+            "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]; "
+            "print(u.ru_utime + u.ru_stime, hwm); sys.exit(rc)")
     res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT,
                          timeout=300, preexec_fn=_limit_memory)
     line = refused(res, "aliases expand to more than")

@@ -213,12 +213,13 @@ def test_a_sigkilled_running_trial_is_interrupted_not_oom(tmp_path):
     spec = spec_from_sections(tmp_path / "t", data={"task": "addition", "num_prompts": 2000}, trainer=dict(TINY_CPU_TRAINER),
                               budget={"max_steps": 100_000}, timeout_s=600)
     killed: list[int] = []
+    earlier = {c.pid for c in psutil.Process().children(recursive=True)}  # e.g. the suite's warm session: not this trial
 
     def kill_on_first_step(row: dict) -> None:
         if killed:
             return
         for child in psutil.Process().children(recursive=True):
-            if "grpo_ablate.trainer.worker" in " ".join(child.cmdline()):
+            if child.pid not in earlier and "grpo_ablate.trainer.worker" in " ".join(child.cmdline()):
                 child.send_signal(signal.SIGKILL)
                 killed.append(child.pid)
 
