@@ -109,19 +109,24 @@ def test_family_wise_error_with_five_equal_arms_is_at_most_five_percent():
     assert naive / reps > 0.09  # without the adjustment the same calls err far more often
 
 
+def _race(values: dict, rule: Rule, seeds: int = 12) -> tuple[RaceState, int]:
+    """Race the arms of `values` (baseline a0) one seed at a time from 2 seeds until the rule decides:
+    the final state and the seeds it used."""
+    state, used = RaceState(0, list(values)), 2
+    while True:
+        seen = {a: {s: values[a][s] for s in range(used)} for a in state.live + ["a0"]}
+        state = decide(state, seen, maximize=True, seeds_left=used < seeds, rule=rule, baseline="a0")
+        if state.decided:
+            return state, used
+        used += 1
+
+
 def test_the_group_sequential_race_holds_the_family_wise_error_with_five_equal_arms():
     rng = np.random.default_rng(6)
     reps, wrong = 200, 0
     for _ in range(reps):
         values = _arms(rng, [0.5] * 5, 0.06, 12)
-        state, used = RaceState(0, list(values)), 2
-        rule = Rule(min_effect=0.05, design="group_sequential", max_seeds=12)
-        while True:
-            seen = {a: {s: values[a][s] for s in range(used)} for a in state.live + ["a0"]}
-            state = decide(state, seen, maximize=True, seeds_left=used < 12, rule=rule, baseline="a0")
-            if state.decided:
-                break
-            used += 1
+        state, _ = _race(values, Rule(min_effect=0.05, design="group_sequential", max_seeds=12))
         wrong += any(c in ("better", "worse") for c in state.calls.values())
     assert wrong / reps <= 0.05 + _tol(0.05, reps)
 
@@ -158,14 +163,7 @@ def test_a_group_sequential_race_that_never_stops_early_gives_the_fixed_sample_a
     checked = 0
     for _ in range(40):
         values = _arms(rng, [0.5, 0.52, 0.49, 0.53], 0.06, 12)
-        rule = Rule(min_effect=0.05, confidence=0.999999, design="group_sequential", max_seeds=12)
-        state, used = RaceState(0, list(values)), 2
-        while True:
-            seen = {a: {s: values[a][s] for s in range(used)} for a in state.live + ["a0"]}
-            state = decide(state, seen, maximize=True, seeds_left=used < 12, rule=rule, baseline="a0")
-            if state.decided:
-                break
-            used += 1
+        state, used = _race(values, Rule(min_effect=0.05, confidence=0.999999, design="group_sequential", max_seeds=12))
         if state.dropped or used < 12:
             continue  # it stopped or dropped early: not the case under test
         checked += 1
