@@ -27,7 +27,7 @@ VLLM_REQ     := tests/vllm_tier/requirements.txt
 VLLM_STANDIN := tests/vllm_tier/vllm-standin
 VLLM_STAMP   := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml $(VLLM_REQ) $(VLLM_STANDIN)/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test lint test-fast test-vllm install-vllm bench clean nightly nightly-baseline
+.PHONY: install demo test durations lint test-fast test-vllm install-vllm bench clean nightly nightly-baseline
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,8 +50,14 @@ demo: install
 # The linter and the type checker first ([tool.ruff] and [tool.mypy] in pyproject.toml; seconds),
 # then two pytest workers (one per core), a test file each at a time: trials spend much of their
 # time starting up and waiting, so one process left a core idle (88% of one core over the suite).
+# Files are handed out longest first, by tests/durations.json (xdist's own reorder, by number of
+# tests, is off); `make durations` records it again.
+PYTEST_CORE = -m "not gpu and not vllm" -n 2 --dist loadfile --no-loadscope-reorder tests
 test: install lint
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not vllm" -n 2 --dist loadfile tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_CORE)
+
+durations: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_CORE) --write-durations tests/durations.json
 
 lint: install
 	$(BIN)/ruff check grpo_ablate tests

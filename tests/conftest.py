@@ -111,13 +111,47 @@ def finished_study(tmp_path_factory) -> FinishedStudy:
     return FinishedStudy(name="shared", out=out, study_args=study_args, run=res)
 
 
+# Seconds each test file took in a recorded `make test` run (`make durations` rewrites it): the
+# order files are handed out in. A file not recorded yet counts its slow tests at ~10 s each.
+DURATIONS = Path(__file__).with_name("durations.json")
+_SLOW_TEST_SECONDS = 10.0
+
+
+def pytest_addoption(parser):
+    parser.addoption("--write-durations", metavar="PATH", default=None,
+                     help="write each test file's seconds (setup, call and teardown summed) to PATH as JSON")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Files with the most slow tests first: `make test`'s two workers take a file at a time, so a
-    long file collected last would leave one worker alone at the end. Order within a file is kept."""
-    slow: dict[str, int] = {}
+    """The longest files first, by the recorded durations: `make test`'s two workers take a file at a
+    time (`--dist loadfile --no-loadscope-reorder`), so a long file handed out last would leave one
+    worker alone at the end (longest-first keeps the two within about the last file's length).
+    Order within a file is kept."""
+    try:
+        recorded = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    estimate: dict[str, float] = {}
     first: dict[str, int] = {}
     for i, item in enumerate(items):
-        path = str(item.path)
-        first.setdefault(path, i)
-        slow[path] = slow.get(path, 0) + (1 if item.get_closest_marker("slow") else 0)
-    items.sort(key=lambda item: (-slow[str(item.path)], first[str(item.path)]))
+        name = item.path.name
+        first.setdefault(name, i)
+        if name not in recorded:
+            estimate[name] = estimate.get(name, 0.0) + (_SLOW_TEST_SECONDS if item.get_closest_marker("slow") else 0.1)
+    seconds = {**estimate, **{k: float(v) for k, v in recorded.items()}}
+    items.sort(key=lambda item: (-seconds.get(item.path.name, 0.0), first[item.path.name]))
+
+
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Sums each file's seconds (under xdist the controller gets every worker's reports)."""
+    name = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    _file_seconds[name] = _file_seconds.get(name, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = session.config.getoption("--write-durations")
+    if path and not hasattr(session.config, "workerinput") and _file_seconds:
+        Path(path).write_text(json.dumps({k: round(v, 1) for k, v in sorted(_file_seconds.items())}, indent=0) + "\n")
