@@ -7,7 +7,8 @@ parent died of. Every `subprocess` start in the package passes `preexec_fn=die_w
 
 The signal follows the *thread* that started the child, not the process: start a child from a
 thread that lives at least as long as the child should (the study's worker threads wait on
-their trial; a warm session is used only by the thread that started it). Elsewhere than Linux
+their trial), or through `popen_for_process`, whose one starting thread lives as long as the
+process (a warm session outlives the worker thread that first used it). Elsewhere than Linux
 it does nothing; trial workers also watch their orchestrator's pid (trainer/worker.py).
 
 The other direction: what a trial starts (a reward that forks, even a grandchild whose parent
@@ -22,11 +23,14 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
+import threading
 import time
-from typing import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
 
-__all__ = ["adopt_orphans", "descendants", "die_with_parent", "end_descendants"]
+__all__ = ["adopt_orphans", "descendants", "die_with_parent", "end_descendants", "popen_for_process"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -48,6 +52,25 @@ def die_with_parent() -> Callable[[], None]:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return preexec
+
+
+_starter: ThreadPoolExecutor | None = None
+_starter_lock = threading.Lock()
+
+
+def popen_for_process(args: list[str], **kwargs: Any) -> "subprocess.Popen[bytes]":
+    """`subprocess.Popen(args, preexec_fn=die_with_parent(), **kwargs)`, started from a thread that
+    lives as long as this process: the child dies with the process, not with the calling thread."""
+    global _starter
+    with _starter_lock:
+        if _starter is None:
+            _starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="child-starter")
+    preexec = die_with_parent()
+
+    def start() -> "subprocess.Popen[bytes]":
+        return subprocess.Popen(args, preexec_fn=preexec, **kwargs)
+
+    return _starter.submit(start).result()
 
 
 # --------------------------------------------------------------------------------------------

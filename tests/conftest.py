@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 # The plain helpers are defined once, in helpers.py; tests import them from there.
-from helpers import FinishedStudy, free_port, run_cli, unavailable
+from helpers import TESTS, FinishedStudy, cli_inprocess, free_port, unavailable
+from grpo_ablate.trainer.launchers import LauncherPool, lend_launchers
 
 pytest_plugins = ["fixtures_warm"]  # the session-scoped `warm_session` (one warm trial process)
 
@@ -82,8 +83,9 @@ def fresh_pg_db(postgres_url):
 
 
 @pytest.fixture(scope="session")
-def finished_study(tmp_path_factory) -> FinishedStudy:
-    """The demo (studies/tiny-cpu.yaml) run once, with its report, through the real CLI.
+def finished_study(tmp_path_factory, warm_session) -> FinishedStudy:
+    """The demo (studies/tiny-cpu.yaml) run once, with its report, through the CLI in this process
+    (its trials in the suite's warm session: fixtures_warm.study_here).
 
     Two arms, seed 0, 4 optimizer steps, one worker, temperature 1.0: the baseline at a fixed
     G=8 and a G schedule 2->8 at half the budget. Shared by the tests that only read a finished
@@ -103,8 +105,10 @@ def finished_study(tmp_path_factory) -> FinishedStudy:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not ran.exists():
             out.parent.mkdir(parents=True, exist_ok=True)
-            res = run_cli("run", *study_args, "--set", f"study.output_dir={out}")
-            ran.write_text(json.dumps({"args": res.args, "returncode": res.returncode, "stdout": res.stdout,
+            args = ["run", *study_args, "--set", f"study.output_dir={out}"]
+            with lend_launchers(LauncherPool(launchers={"warm": warm_session})):  # as fixtures_warm.study_here
+                res = cli_inprocess(*args, PYTHONPATH=str(TESTS))
+            ran.write_text(json.dumps({"args": args, "returncode": res.returncode, "stdout": res.stdout,
                                        "stderr": res.stderr}))
     saved = json.loads(ran.read_text())
     res = subprocess.CompletedProcess(saved["args"], saved["returncode"], saved["stdout"], saved["stderr"])

@@ -6,6 +6,10 @@
     def test_something(warm_session, tmp_path):
         result = warm_session.run(spec)      # a TrialResult, as run_trial's would be
 
+    def test_a_study(study_here, tmp_path):
+        res = study_here("run", "studies/tiny-cpu.yaml", ...)   # `grpo-ablate run` in this process,
+                                                                 # its trials in the same session
+
 Each trial process pays ~7-12 s of start-up on the 2-core machine; trials run through
 `warm_session` pay it once per test run. The session is the real WarmSession
 (grpo_ablate/trainer/launchers/warm.py), so each trial still starts from what a fresh
@@ -18,14 +22,15 @@ Trials that cannot share a session (several processes, vLLM) get a process of th
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
-from grpo_ablate.trainer.launchers import WarmSession
+from helpers import TESTS, CliResult, cli_inprocess
+from grpo_ablate.trainer.launchers import LauncherPool, WarmSession, lend_launchers
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 
-__all__ = ["warm_session"]
+__all__ = ["study_here", "warm_session"]
 
 # pytest names the running test in the environment (and so in every trial's): a value that changes
 # with each test, which the session rightly counts as a different start-up, so each test got a fresh
@@ -50,3 +55,21 @@ def warm_session() -> Iterator[WarmSession]:
     """The test run's warm session; closed (its child ended) when the run ends."""
     with _SuiteSession() as session:
         yield session
+
+
+@pytest.fixture
+def study_here(warm_session: WarmSession) -> Callable[..., CliResult]:
+    """`grpo-ablate ARGS` in this process (helpers.cli_inprocess) with its trials in `warm_session`.
+
+    For a command whose trials must run but whose own process is not the point: it saves the
+    command's start-up and the study's own warm session (two interpreter starts, ~10 s of CPU on
+    the 2-core machine). The study's worker thread borrows the session (lend_launchers), so
+    its trials are what `grpo-ablate run` would start, minus the start-up. tests/ is on
+    PYTHONPATH, as for tiny_spec's trials (`helpers_rewards:<name>`), so both keep one session.
+    """
+
+    def run(*args: str, **env: str) -> CliResult:
+        with lend_launchers(LauncherPool(launchers={"warm": warm_session})):
+            return cli_inprocess(*args, **{"PYTHONPATH": str(TESTS), **env})
+
+    return run

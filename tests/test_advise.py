@@ -21,7 +21,7 @@ from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.search.encoding import encode_arm
 from grpo_ablate.vocab import METRICS_FILE, Arm
 from grpo_ablate import trial_record as record
-from helpers import run_cli, write_study
+from helpers import write_study
 
 
 
@@ -155,7 +155,7 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
 
 
 @pytest.mark.slow
-def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs(tmp_path, capsys):
+def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs(study_here, tmp_path, capsys):
     import optuna
 
     path = write_study(tmp_path, f"""\
@@ -194,7 +194,7 @@ def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs
     added = json.loads((tmp_path / "run" / "advise.json").read_text())["advised_arms"]
     assert added == [{"num_generations": 2, "generation_batch_size": 16, "temperature": 1.0}]
     assert n_trials() == 4
-    run = run_cli("run", str(path), "--no-report", timeout=600)
+    run = study_here("run", str(path), "--no-report")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     ostudy = optuna.load_study(study_name="advise-ablation", storage=optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))

@@ -12,7 +12,6 @@ import textwrap
 import optuna
 import pytest
 
-from helpers import ROOT, run_cli
 from grpo_ablate.storage import open_storage
 from grpo_ablate.trainer.builtin.tokenizer import VOCAB_CHARS, build_tokenizer, dataset_characters
 
@@ -31,7 +30,7 @@ def test_the_tokenizer_knows_every_character_of_the_dataset():
 
 
 @pytest.mark.slow
-def test_own_dataset_and_reward_run_end_to_end_on_cpu(tmp_path):
+def test_own_dataset_and_reward_run_end_to_end_on_cpu(study_here, tmp_path):
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS * 40))
     (tmp_path / "rewards.py").write_text(textwrap.dedent('''\
         def exact(prompts, completions, completion_ids=None, *, answer, **kwargs):
@@ -48,7 +47,7 @@ def test_own_dataset_and_reward_run_end_to_end_on_cpu(tmp_path):
         search: {{num_generations: [2], temperature: 1.0}}
         budget: {{max_steps: 2}}
         """))
-    res = run_cli("run", str(study), "--no-report", cwd=ROOT, timeout=900)
+    res = study_here("run", str(study), "--no-report")
     assert res.returncode == 0, res.stdout + res.stderr
     (trial,) = optuna.load_study(study_name="smoke", storage=open_storage(str(tmp_path / "run" / "study.journal"))).trials
     assert trial.user_attrs["outcome"] == "completed", trial.user_attrs.get("reason")

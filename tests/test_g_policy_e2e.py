@@ -9,6 +9,7 @@ dynamic run on the plain task drops groups and counts them against the completio
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,9 @@ def test_dynamic_sampling_drops_and_counts_every_completion(warm_session, tmp_pa
 
 def test_two_processes_reduce_to_fixed_g(tmp_path):
     """The same equivalences under torchrun with 2 processes (gloo): the allocation is decided on
-    rank 0 and broadcast, dynamic sampling's refill decision is taken over both processes."""
+    rank 0 and broadcast, dynamic sampling's refill decision is taken over both processes. The
+    fixed run also shows what any torchrun trial must: both processes counted in world_size and
+    in the generation batch (16 per device x 2), and a process tree of its own, its start-up timed."""
     from grpo_ablate.trainer.launchers import run_trial
 
     def run(name, g):
@@ -67,10 +70,15 @@ def test_two_processes_reduce_to_fixed_g(tmp_path):
                          per_device_train_batch_size=16, hardware={"num_processes": 2, "command": "auto"})
         result = run_trial(spec)
         assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
-        return read_rows(tmp_path / name / METRICS_FILE)
+        return result, read_rows(tmp_path / name / METRICS_FILE)
 
-    fixed = run("fixed", 4)
-    _same(fixed, run("adaptive", "adaptive:4[4-4]"))
-    dynamic = run("dynamic", "dynamic:4")
+    result, fixed = run("fixed", 4)
+    assert result.world_size == 2 and result.timings["startup_seconds"] > 0  # a session's start-up is not timed
+    resolved = json.loads((tmp_path / "fixed" / "resolved_config.json").read_text())
+    assert resolved["world_size"] == 2 and resolved["generation_batch_size"] == 32
+    assert "torch.distributed.run" in (tmp_path / "fixed" / "log.txt").read_text()
+    assert [r["completions"] for r in fixed] == [32, 32, 32]
+    _same(fixed, run("adaptive", "adaptive:4[4-4]")[1])
+    _, dynamic = run("dynamic", "dynamic:4")
     _same(fixed, dynamic)
     assert all(r["completions"] == 32 and r["completions_dropped"] == 0 for r in dynamic)

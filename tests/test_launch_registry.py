@@ -63,3 +63,46 @@ def test_a_launcher_elsewhere_gets_no_same_host_assumption(tmp_path):
     assert elsewhere.oom_evidence(elsewhere.oom_marker()) is None  # this host's cgroup says nothing about that node
     local = LocalLauncher.environment(elsewhere, spec)  # what ProcessLauncher and WarmSession send
     assert local[PARENT_PID_ENV] == str(os.getpid()) and local["PYTHONPATH"]
+
+
+def test_lent_launchers_serve_one_thread_at_a_time_and_come_back_when_it_is_done(tmp_path):
+    """lend_launchers: a study's worker thread (launcher_for) holds the lent pool until it is released;
+    a thread asking meanwhile gets a pool of its own; the next thread after the release gets the lent one."""
+    import threading
+
+    from grpo_ablate.trainer.launchers import (LauncherPool, WarmSession, launcher_for, lend_launchers,
+                                               release_thread_launchers)
+
+    spec = spec_from_sections(tmp_path / "t", model={"name_or_path": "builtin:tiny"}, data={"task": "addition"},
+                              trainer={}, budget={"max_steps": 1}, hardware={"num_processes": 1},
+                              env={"CUDA_VISIBLE_DEVICES": ""})
+    lent = WarmSession()  # never started: no trial runs here
+    got: dict[str, object] = {}
+    asked, hold = threading.Event(), threading.Event()
+
+    def worker(name: str, holds: bool = False) -> None:
+        got[name] = launcher_for(spec)
+        if holds:
+            asked.set()
+            hold.wait(30)
+        release_thread_launchers()
+
+    def thread(name: str, holds: bool = False) -> threading.Thread:
+        t = threading.Thread(target=worker, args=(name, holds))
+        t.start()
+        return t
+
+    with lend_launchers(LauncherPool(launchers={"warm": lent})):
+        first = thread("first", holds=True)
+        assert asked.wait(30)
+        thread("meanwhile").join(30)
+        hold.set()
+        first.join(30)
+        thread("after").join(30)
+        with pytest.raises(RuntimeError, match="already lent"):
+            with lend_launchers(LauncherPool()):
+                pass
+    thread("unlent").join(30)
+    assert got["first"] is lent and got["after"] is lent
+    assert isinstance(got["meanwhile"], WarmSession) and got["meanwhile"] is not lent
+    assert isinstance(got["unlent"], WarmSession) and got["unlent"] is not lent

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 
 import pytest
-from helpers import ROOT, cli_inprocess, run_cli, write_study
+from helpers import ROOT, cli_inprocess, write_study
 from optuna.distributions import IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
@@ -118,10 +118,10 @@ budget: {{max_steps: 3}}
 
 
 @pytest.mark.slow
-def test_a_study_stops_before_the_trial_that_would_cross_its_gpu_hour_budget(tmp_path):
+def test_a_study_stops_before_the_trial_that_would_cross_its_gpu_hour_budget(study_here, tmp_path):
     out = tmp_path / "run"
     study = write_study(tmp_path, BUDGET_STUDY.format(out=out))
-    run = run_cli("run", str(study), CUDA_VISIBLE_DEVICES="")
+    run = study_here("run", str(study), CUDA_VISIBLE_DEVICES="")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "GPU-hour budget" in run.stdout and "spent" in run.stdout and "left" in run.stdout
     assert "[trial 0] completed" in run.stdout and "[trial 1]" not in run.stdout  # the first measured, the second refused

@@ -90,14 +90,14 @@ def test_killed_worker_trial_is_retried_with_same_params(tmp_path, fresh_pg_db):
     assert retried[0].user_attrs[ledger.RETRY_OF] == dead.number
 
 
-def test_the_password_is_never_shown_or_stored(tmp_path, fresh_pg_db):
+def test_the_password_is_never_shown_or_stored(study_here, tmp_path, fresh_pg_db):
     """stdout, the study's `config` attribute and `dashboard` show the URL with *** (issue 9, B3), the
-    userinfo password and a secret in the query string alike (issue 23, item 5)."""
+    userinfo password and a secret in the query string alike (issue 23, item 5). The run is in this
+    process (study_here): what it prints is what the command prints."""
     url = fresh_pg_db.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")  # trust auth: accepted
     url += "?sslpassword=q-s3cret"  # libpq takes it (it unlocks an SSL key; none is used here)
-    res = subprocess.run(_args(tmp_path, "pgpw", url, 2, "--set", "num_generations=[2]", "--set", "study.baseline={}",
-                               "--set", "study.seeds=[0]"),
-                         cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
+    res = study_here(*_args(tmp_path, "pgpw", url, 2, "--set", "num_generations=[2]", "--set", "study.baseline={}",
+                            "--set", "study.seeds=[0]")[3:])  # less `python -m grpo_ablate`
     assert res.returncode == 0, res.stdout + res.stderr
     assert "s3cret" not in res.stdout + res.stderr and "postgres:***@" in res.stdout
     assert "sslpassword=***" in res.stdout

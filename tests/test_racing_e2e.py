@@ -7,7 +7,6 @@ from pathlib import Path
 import optuna
 import pytest
 
-from helpers import run_cli
 from grpo_ablate.trial_record import RACING as RACING_ATTR
 from grpo_ablate.trial_record import COPY_OF as COPY_ATTR, WARM_ROLE
 from grpo_ablate.storage import open_storage
@@ -25,8 +24,8 @@ def _load(tmp: Path, name: str) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=open_storage(str(tmp / name / "study.journal")))
 
 
-def test_racing_grid_then_warm_started_tpe(tmp_path):
-    res = run_cli("run", "studies/tiny-cpu.yaml", *RACE, "--no-report",
+def test_racing_grid_then_warm_started_tpe(study_here, tmp_path):
+    res = study_here("run", "studies/tiny-cpu.yaml", *RACE, "--no-report",
                   "--set", "study.name=race", "--set", f"study.output_dir={tmp_path / 'race'}")
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, "race")
@@ -37,7 +36,7 @@ def test_racing_grid_then_warm_started_tpe(tmp_path):
     assert all("seed" not in t.params and t.user_attrs[record.CELL].endswith(f"|seed{t.user_attrs['seed']}") for t in trials)
     assert "racing" in res.stdout
 
-    res = run_cli("run", "studies/tiny-cpu.yaml", "--no-report", "--set", "budget.max_steps=3", "--set", "temperature=1.0",
+    res = study_here("run", "studies/tiny-cpu.yaml", "--no-report", "--set", "budget.max_steps=3", "--set", "temperature=1.0",
                   # seed 3 is new: the race (three seeds, too few for its anytime rule to drop an arm) ran both
                   # arms on 0-2, so the best arm's warm-start trial needs a seed it has not run
                   "--set", "study.sampler=tpe", "--set", "num_generations=[2, 4]", "--set", "study.seeds=[0, 1, 2, 3]",

@@ -28,7 +28,7 @@ def seven_times(prompts, completions, completion_ids=None, *, answer, **kwargs):
 '''
 
 
-def test_a_study_that_cannot_learn_says_it_cannot_rank_g(tmp_path):
+def test_a_study_that_cannot_learn_says_it_cannot_rank_g(study_here, tmp_path):
     (tmp_path / "never.py").write_text(SEVEN_TIMES)
     study = tmp_path / "study.yaml"
     study.write_text(textwrap.dedent(f"""\
@@ -55,7 +55,7 @@ def test_a_study_that_cannot_learn_says_it_cannot_rank_g(tmp_path):
     sampled = [json.loads(x) for x in (tmp_path / "run" / "advise" / "completions.jsonl").read_text().splitlines()]
     assert len(sampled) == 16 and all(c["reward"] == 0.0 for r in sampled for c in r["completions"])
 
-    res = run_cli("run", str(study), cwd=ROOT, timeout=900)
+    res = study_here("run", str(study))
     assert res.returncode == 0, res.stdout + res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     verdict = summary["verdict"]

@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, TESTS, cli_env, run_cli, tiny_spec, write_study
+from helpers import ROOT, TESTS, cli_env, cli_inprocess, tiny_spec, write_study
 
 from grpo_ablate.trainer import checkpoints
-from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, METRICS_FILE, RESULT_FILE
 
 WALL_CLOCK = {"train_seconds", "step_time", "generation_seconds", "peak_memory_mb", "eval_seconds"}
@@ -143,7 +142,7 @@ def test_a_trial_killed_mid_run_resumes_and_matches_an_uninterrupted_run(warm_se
     before = _rows(killed.path / METRICS_FILE)
     assert len(before) >= 6 and checkpoints.latest(killed.path).step == 4
 
-    resumed = run_trial(spec("killed"))  # the same cell again, in a process of its own: it resumes
+    resumed = warm_session.run(spec("killed"))  # the same cell again, where a study's retry runs: it resumes
     assert resumed.outcome.value == "completed", resumed.reason
     record = json.loads((killed.path / RESULT_FILE).read_text())
     assert record["resumed_from"].endswith("checkpoint-4")
@@ -225,4 +224,4 @@ def test_a_study_trial_killed_mid_run_is_requeued_and_its_retry_resumes(tmp_path
     assert seconds == sorted(seconds) and retry.user_attrs["train_seconds"] >= seconds[-1] - 1e-6  # the clock continued
     assert not list(checkpoints.trainer_dir(first).glob("checkpoint-*"))  # moved to the retry, then removed
     assert not list(checkpoints.trainer_dir(out / "trials" / "00001").glob("checkpoint-*"))
-    assert run_cli("report", str(study)).returncode == 0
+    assert cli_inprocess("report", str(study)).returncode == 0

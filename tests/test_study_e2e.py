@@ -19,7 +19,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from helpers import ROOT, cli_env, fill_disk, run_cli, tmpfs
+from helpers import ROOT, cli_env, cli_inprocess, fill_disk, run_cli, tmpfs
 from grpo_ablate.storage import open_storage
 from grpo_ablate import trial_record as record
 
@@ -46,7 +46,8 @@ def _by_outcome(study: optuna.Study) -> dict[str, int]:
 
 
 def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
-    """The shared finished demo study: every record a trial leaves, then a rerun (on a copy) that runs nothing."""
+    """The shared finished demo study: every record a trial leaves, then reruns (on copies) that run
+    no trial (in this process: cli_inprocess)."""
     first = finished_study.run
     assert first.returncode == 0, first.stdout + first.stderr
     st = finished_study.load()
@@ -71,7 +72,7 @@ def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
 
     copy = tmp_path / "copy"
     shutil.copytree(finished_study.out, copy)
-    again = run_cli("run", *finished_study.args(copy))
+    again = cli_inprocess("run", *finished_study.args(copy))
     assert again.returncode == 0, again.stderr
     assert len(finished_study.load(copy).get_trials(deepcopy=False)) == 2  # nothing re-run
     assert "(2/2 trials finished)" in again.stdout
@@ -79,17 +80,17 @@ def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
     # issue 28: a planned study stopped by the user's own n_trials is not a failure: exit 0, the queued cells named
     limited = tmp_path / "limited"
     shutil.copytree(finished_study.out, limited)
-    asked = run_cli("run", *finished_study.args(limited), "--set", "study.seeds=[0, 1]", "--n-trials", "2", "--no-report")
+    asked = cli_inprocess("run", *finished_study.args(limited), "--set", "study.seeds=[0, 1]", "--n-trials", "2", "--no-report")
     assert asked.returncode == 0, asked.stdout + asked.stderr
     assert "Note: study.n_trials=2 reached; 2 planned trial(s) are still queued" in asked.stdout
 
     # issue 23: a study never ends with cells queued and exit 0 without saying so
     args = ("run", *finished_study.args(copy))
     finished_study.load(copy).enqueue_trial({}, user_attrs={record.ROLE: "advise", record.CELL: "G4xB32|T0.5-s0"})  # an arm the plan lost
-    lost = run_cli(*args)
+    lost = cli_inprocess(*args)
     assert lost.returncode == 1, lost.stdout + lost.stderr
     assert "1 queued trial(s) that never ran (G4xB32|T0.5-s0)" in lost.stderr and "no longer part" in lost.stderr
-    more_seeds = run_cli(*args, "--set", "study.seeds=[0, 1]", "--set", "study.n_trials=2", "--no-report")
+    more_seeds = cli_inprocess(*args, "--set", "study.seeds=[0, 1]", "--set", "study.n_trials=2", "--no-report")
     assert more_seeds.returncode == 1, more_seeds.stdout + more_seeds.stderr  # the lost arm is still a failure
     assert "queued 2 planned trial(s)" in more_seeds.stdout and "raise study.n_trials to 5" in more_seeds.stderr
     assert "study.n_trials=2 was reached first" in more_seeds.stderr
@@ -97,17 +98,17 @@ def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
 
     # issue 23: another study in the same folder is refused, and nothing of the first is touched
     trial_dirs = sorted(p.name for p in (copy / "trials").iterdir())
-    other = run_cli("run", "studies/tiny-cpu.yaml", *QUICK, "--set", "study.name=abl2",
+    other = cli_inprocess("run", "studies/tiny-cpu.yaml", *QUICK, "--set", "study.name=abl2",
                     "--set", f"study.output_dir={copy}", "--no-report")
     assert other.returncode == 2 and f"belongs to the study '{finished_study.name}'" in other.stderr, other.stdout + other.stderr
     assert sorted(p.name for p in (copy / "trials").iterdir()) == trial_dirs
 
 
-def test_oom_is_a_violated_constraint_not_a_failure(tmp_path):
+def test_oom_is_a_violated_constraint_not_a_failure(study_here, tmp_path):
     args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "oom"), "--no-report",
             "--set", "num_generations=[2, 8]", "--set", "study.baseline={num_generations: 2}",
             "--set", "rewards=[{name: task}, {name: 'helpers_rewards:oom_for_large_groups', weight: 0.0}]"]
-    res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
+    res = study_here(*args)
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, "oom")
     by_g = {t.user_attrs["num_generations"]: t for t in st.get_trials(deepcopy=False)}
@@ -118,12 +119,12 @@ def test_oom_is_a_violated_constraint_not_a_failure(tmp_path):
     assert st.best_trials and all(t.user_attrs[record.OUTCOME] == "completed" for t in st.best_trials)
 
 
-def test_a_study_whose_every_trial_ran_out_of_memory_exits_1(tmp_path):
+def test_a_study_whose_every_trial_ran_out_of_memory_exits_1(study_here, tmp_path):
     """issue 23, item 8: all-OOM is not a success; the message says what ran out and what to do."""
     args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "alloom"), "--no-report",
             "--set", "num_generations=[8]", "--set", "study.baseline={num_generations: 8}",
             "--set", "rewards=[{name: task}, {name: 'helpers_rewards:oom_for_large_groups', weight: 0.0}]"]
-    res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
+    res = study_here(*args)
     assert res.returncode == 1, res.stdout + res.stderr
     assert "no trial fit in memory: 1 of 1 finished trial(s) ran out of memory (at G=8" in res.stderr, res.stderr
     assert "grpo-ablate probe" in res.stderr and "Traceback" not in res.stderr
@@ -159,9 +160,9 @@ def _has_rows(path: Path) -> bool:
 ENDLESS = "budget.max_steps=100000"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
-    name = f"int{int(sig)}"
+def test_interrupt_records_trial_and_rerun_finishes(study_here, tmp_path):
+    """Ctrl-C mid-trial (SIGTERM, as a batch system sends, takes the same handler: the next test sends it)."""
+    sig, name = signal.SIGINT, "int"
     plan = ["--set", "study.seeds=[0]", *_study(tmp_path, name), "--no-report", "--set", "num_generations=[2, 4]",
             "--set", "study.baseline={num_generations: 2}"]
     proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", ENDLESS,
@@ -180,10 +181,8 @@ def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
     assert first.user_attrs.get(record.OUTCOME) == "interrupted", out + err
     kept = metrics.read_text().count("\n")
     assert 1 <= kept < 100000  # stopped early, partial metrics kept
-    if sig != signal.SIGINT:
-        return  # the rerun below does not depend on the signal that stopped the first run: once is enough
 
-    res = run_cli("run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", "budget.max_steps=3", *plan)
+    res = study_here("run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", "budget.max_steps=3", *plan)
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, name)
     complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
@@ -192,7 +191,8 @@ def test_interrupt_records_trial_and_rerun_finishes(tmp_path, sig):
 
 
 def test_a_stop_while_a_trial_starts_is_not_missed(tmp_path):
-    """Ctrl-C as soon as the trial is registered (its folder exists), long before its first step."""
+    """SIGTERM (a batch system's stop; Ctrl-C takes the same handler) as soon as the trial is registered
+    (its folder exists), long before its first step."""
     name = "early"
     proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", ENDLESS,
                              "--set", "study.seeds=[0]", *_study(tmp_path, name), "--no-report",
@@ -204,7 +204,7 @@ def test_a_stop_while_a_trial_starts_is_not_missed(tmp_path):
     except AssertionError:
         proc.kill()
         raise
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=180)  # a missed stop would train 100000 steps
     assert proc.returncode == 130, out + err
     assert (folder / "STOP").read_text().strip() == "interrupted"
@@ -213,18 +213,18 @@ def test_a_stop_while_a_trial_starts_is_not_missed(tmp_path):
     assert trials[1].state == optuna.trial.TrialState.WAITING and trials[1].user_attrs["retry_of"] == 0
 
 
-def test_a_study_whose_every_trial_failed_exits_1_with_the_reasons(tmp_path):
+def test_a_study_whose_every_trial_failed_exits_1_with_the_reasons(study_here, tmp_path):
     args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "allfail"), "--no-report",
             "--set", "sampler=random", "--set", "study.n_trials=1",
             "--set", "rewards=['helpers_rewards:always_raises']"]
     res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
     assert res.returncode == 1, res.stdout + res.stderr
     assert "every trial of the study failed" in res.stderr and "always_raises" in res.stderr
-    again = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))  # nothing left to run: still a failed study
+    again = study_here(*args)  # nothing left to run: still a failed study
     assert again.returncode == 1 and "every trial of the study failed" in again.stderr
 
 
-def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path):
+def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(study_here, tmp_path):
     """A real tmpfs, filled up: the orchestrator cannot write the trials' files (issue 9, B2)."""
     disk = tmp_path / "disk"
     with tmpfs(disk, "16m"):
@@ -249,14 +249,14 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(tmp_path)
         assert states == [("FAIL", "interrupted")] * 2 + [("WAITING", None)] * 2, states
 
         (disk / "filler").unlink()
-        res = run_cli(*args)
+        res = study_here(*args)
         assert res.returncode == 0, res.stdout + res.stderr
         st = _load(tmp_path, "full", str(journal))
         complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
         assert sorted(t.user_attrs["num_generations"] for t in complete) == [2, 4]
 
 
-def test_killed_run_on_journal_storage_is_finished_by_the_next_run(tmp_path):
+def test_killed_run_on_journal_storage_is_finished_by_the_next_run(study_here, tmp_path):
     """kill -9 of the whole run (no heartbeat storage): the next run requeues the dead trial and finishes."""
     import psutil
 
@@ -275,7 +275,7 @@ def test_killed_run_on_journal_storage_is_finished_by_the_next_run(tmp_path):
         except psutil.Error:
             pass
     proc.wait(timeout=30)
-    res = run_cli(*args, "--set", "budget.max_steps=2")
+    res = study_here(*args, "--set", "budget.max_steps=2")
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, "kill")
     states = [(t.state.name, t.user_attrs.get(record.OUTCOME)) for t in st.get_trials(deepcopy=False)]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli, unavailable
+from helpers import unavailable
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.vocab import Arm, Cell
@@ -44,15 +44,15 @@ def test_a_tracker_that_is_not_installed_is_named(tmp_path):
 
 
 @pytest.mark.slow
-def test_tensorboard_run_of_a_real_trial(tmp_path):
+def test_tensorboard_run_of_a_real_trial(study_here, tmp_path):
     """One real 3-step trial with TensorBoard on: its events file holds the trial's rewards under its run name."""
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "out"
-    res = run_cli("run-one", "studies/tiny-cpu.yaml", "--set", f"study.output_dir={out}", "--set",
-                  "study.trackers=[tensorboard]", "--set", "budget.max_steps=3", "--set", "num_generations=4",
-                  "--set", "study.seeds=[0]", "--trial-dir", str(tmp_path / "trial"))
+    res = study_here("run-one", "studies/tiny-cpu.yaml", "--set", f"study.output_dir={out}", "--set",
+                     "study.trackers=[tensorboard]", "--set", "budget.max_steps=3", "--set", "num_generations=4",
+                     "--set", "study.seeds=[0]", "--trial-dir", str(tmp_path / "trial"))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     (run_dir,) = (out / "tensorboard").iterdir()
     assert run_dir.name.startswith("G4-B32-T") and run_dir.name.endswith("-s0")

@@ -1,6 +1,6 @@
 """Real GRPO trials of the trainer core, run as the study runs them: a one-process CPU trial in the
 warm session (tests/fixtures_warm.py), the rest (failures, timeouts, stops, torchrun) through
-run_trial -> a worker process of their own.
+run_trial -> a worker process of their own (a torchrun trial: tests/test_g_policy_e2e.py).
 
 No mocks: the tiny built-in model (warm-started once, cached under ~/.cache/grpo-ablate or
 $GRPO_ABLATE_CACHE) trains with TRL's GRPOTrainer on the CPU. About 2 minutes on 2 cores,
@@ -19,7 +19,7 @@ from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.vocab import Outcome
-from helpers import TESTS, run_cli, tiny_spec
+from helpers import TESTS, tiny_spec
 
 pytestmark = pytest.mark.slow
 
@@ -61,18 +61,6 @@ def test_builtin_task_learns_and_group_size_shows(tmp_path, warm_session):
     # Two groups of a weak policy agree far more often than eight: the zero-spread share differs.
     assert results[2].metrics["frac_reward_zero_std"] > results[8].metrics["frac_reward_zero_std"] + 0.15
     assert results[2].metrics["stability_variance"] != results[8].metrics["stability_variance"]
-
-
-def test_two_process_torchrun_trial_sees_world_size_two(tmp_path):
-    spec = tiny_spec(tmp_path / "ddp", steps=3, per_device_train_batch_size=16, hardware={"num_processes": 2, "command": "auto"})
-    result = run_trial(spec)
-    assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
-    assert result.world_size == 2
-    assert result.timings["startup_seconds"] > 0  # a process of its own: its start-up is timed (a session's is not)
-    resolved = json.loads((tmp_path / "ddp" / "resolved_config.json").read_text())
-    assert resolved["world_size"] == 2 and resolved["generation_batch_size"] == 32  # 16 per device x 2
-    assert "torch.distributed.run" in (tmp_path / "ddp" / "log.txt").read_text()
-    assert [r["completions"] for r in read_rows(tmp_path / "ddp" / "metrics.jsonl")] == [32, 32, 32]
 
 
 def test_reward_that_raises_fails_with_its_name(tmp_path):
@@ -136,10 +124,10 @@ def test_seconds_budget_stops_training_as_completed(tmp_path, warm_session):
     assert 1 <= result.metrics["steps"] < 2000
 
 
-def test_run_one_cli_prints_the_table_and_writes_the_trial_files(tmp_path):
+def test_run_one_cli_prints_the_table_and_writes_the_trial_files(study_here, tmp_path):
     folder = tmp_path / "one"
-    res = run_cli("run-one", "studies/tiny-cpu.yaml", "--set", "num_generations=4", "--set", "temperature=0.9",
-                  "--set", "budget.max_steps=4", "--trial-dir", str(folder))
+    res = study_here("run-one", "studies/tiny-cpu.yaml", "--set", "num_generations=4", "--set", "temperature=0.9",
+                     "--set", "budget.max_steps=4", "--trial-dir", str(folder))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "reward_per_hour" in res.stdout and "stability_variance" in res.stdout and "completed" in res.stdout
     for name in ("spec.json", "metrics.jsonl", "groups.jsonl", "log.txt", "result.json", "resolved_config.json"):

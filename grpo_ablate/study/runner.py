@@ -37,6 +37,7 @@ from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
+from grpo_ablate.trainer.launchers import release_thread_launchers
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
                                      queue_first_plan, queue_plan, race_rule_changed, space_changed,
@@ -265,6 +266,7 @@ class StudyRunner:
             try:
                 self._worker(i)
             finally:
+                release_thread_launchers()  # this worker's warm session ends with it
                 done[i].set()
                 self.wakeup.notify()
 

@@ -12,7 +12,8 @@ from .base import Launcher, trial_environment
 from .local import LocalLauncher
 from .outcome import classify, oom_kill_count, oom_kill_evidence, oom_kill_files, parse_oom_kills
 from .process import ProcessLauncher, build_command, command_name, kill_tree
-from .registry import LAUNCHER_ENV, LAUNCHERS, LauncherPool, launcher_for, launcher_name, run_trial
+from .registry import (LAUNCHER_ENV, LAUNCHERS, LauncherPool, launcher_for, launcher_name, lend_launchers,
+                       release_thread_launchers, run_trial)
 from .warm import WarmSession, shares_a_session
 from .watch import MetricsTail, finish, prepare, request_stop, requested_stop
 
@@ -32,11 +33,13 @@ __all__ = [
     "kill_tree",
     "launcher_for",
     "launcher_name",
+    "lend_launchers",
     "oom_kill_count",
     "oom_kill_evidence",
     "oom_kill_files",
     "parse_oom_kills",
     "prepare",
+    "release_thread_launchers",
     "request_stop",
     "requested_stop",
     "run_trial",

@@ -3,7 +3,8 @@
 `hardware.launcher` names a launcher of `LAUNCHERS` (or `auto`); GRPO_ABLATE_LAUNCHER in the
 environment overrides it for every trial (`process` to opt out of warm sessions, `warm` to opt
 in). `launcher_name(spec)` is the choice; a study's worker threads (`launcher_for`), the probe
-and `run-one` (`LauncherPool`) all take it from there. A new place to run trials is one
+and `run-one` (`LauncherPool`) all take it from there. A process that runs studies one after
+another can lend them one pool (`lend_launchers`), so they share one warm session. A new place to run trials is one
 `Launcher` subclass and one line here:
 
     LAUNCHERS = {"process": ProcessLauncher, "warm": WarmSession, "slurm": SlurmLauncher}
@@ -20,7 +21,8 @@ import atexit
 import os
 import threading
 import weakref
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from grpo_ablate.config.schema import LAUNCHER_ENV  # a launcher's name: overrides hardware.launcher for every trial
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
@@ -29,7 +31,7 @@ from .base import Launcher
 from .process import ProcessLauncher
 from .warm import WarmSession, shares_a_session
 
-__all__ = ["LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "launcher_for", "launcher_name", "run_trial"]
+__all__ = ["LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "launcher_for", "launcher_name", "lend_launchers", "release_thread_launchers", "run_trial"]
 
 LAUNCHERS: dict[str, type[Launcher]] = {
     "process": ProcessLauncher,  # a fresh process tree per trial (python, torchrun or accelerate: hardware.command)
@@ -63,13 +65,13 @@ class LauncherPool:
         with LauncherPool() as pool:
             result = pool.for_spec(spec).run(spec)
 
-    `probe=True` takes each launcher's `for_probe` instance. Use a pool from one thread only:
-    a warm session's parent-death signal follows the thread that started it.
+    `probe=True` takes each launcher's `for_probe` instance. Use a pool from one thread at a time:
+    a warm session runs one trial at a time.
     """
 
-    def __init__(self, *, probe: bool = False) -> None:
+    def __init__(self, *, probe: bool = False, launchers: dict[str, Launcher] | None = None) -> None:
         self.probe = probe
-        self._launchers: dict[str, Launcher] = {}
+        self._launchers: dict[str, Launcher] = dict(launchers or {})  # by registry name; made on first use otherwise
 
     def for_spec(self, spec: TrialSpec) -> Launcher:
         name = launcher_name(spec, probe=self.probe)
@@ -95,19 +97,84 @@ class LauncherPool:
 
 _local = threading.local()
 _pools: "weakref.WeakSet[LauncherPool]" = weakref.WeakSet()
+_loan_lock = threading.Lock()
+_loan: list[Any] = [None, None]  # [the lent pool, the thread holding it]
+
+
+@contextmanager
+def lend_launchers(pool: LauncherPool) -> Iterator[LauncherPool]:
+    """While this lasts, trials run in this process (a study's worker thread, run_trial: run-one) use `pool`'s launchers.
+
+    For a process that runs studies one after another (a driver script, a notebook, the test
+    suite): their trials share `pool`'s warm session, started once, instead of each study
+    starting its own. One thread holds the pool at a time (a study's worker thread until it
+    ends, run_trial for its trial); another running at the same time gets launchers of its own,
+    as without a loan. The pool stays the lender's to close.
+    """
+    with _loan_lock:
+        if _loan[0] is not None:
+            raise RuntimeError("launchers are already lent in this process")
+        _loan[:] = [pool, None]
+    try:
+        yield pool
+    finally:
+        with _loan_lock:
+            _loan[:] = [None, None]
+
+
+def _borrow() -> LauncherPool | None:
+    """The lent pool for this thread, if there is one and no other live thread holds it."""
+    with _loan_lock:
+        pool, holder = _loan
+        me = threading.current_thread()
+        if pool is None or (holder is not None and holder is not me and holder.is_alive()):
+            return None
+        _loan[1] = me
+        return pool
 
 
 def launcher_for(spec: TrialSpec) -> Launcher:
-    """The launcher a study's worker thread runs `spec` with; each thread keeps its own pool, all closed at exit."""
+    """The launcher a study's worker thread runs `spec` with: a lent pool's (lend_launchers), or the
+    thread's own pool, kept for the thread's next trials and closed at exit."""
     pool = getattr(_local, "pool", None)
     if pool is None:
-        pool = _local.pool = LauncherPool()
-        _pools.add(pool)
+        pool = _borrow()
+        if pool is None:
+            pool = LauncherPool()
+            _pools.add(pool)
+        _local.pool = pool
     return pool.for_spec(spec)
 
 
+def _give_back(pool: LauncherPool) -> bool:
+    """True if `pool` is the lent one (now free again for the next thread); False for a pool of one's own."""
+    with _loan_lock:
+        if _loan[0] is pool:
+            _loan[1] = None
+            return True
+    return False
+
+
+def release_thread_launchers() -> None:
+    """A study's worker thread is done: close its own pool's launchers (its warm session ends), or
+    give a lent pool back for the next study's thread."""
+    pool = getattr(_local, "pool", None)
+    _local.pool = None
+    if pool is not None and not _give_back(pool):
+        pool.close()
+        _pools.discard(pool)
+
+
 def run_trial(spec: TrialSpec, **options: Any) -> TrialResult:
-    """Run one trial to its end with the launcher chosen for it, and classify it (`options`: Launcher.run's)."""
+    """Run one trial to its end with the launcher chosen for it, and classify it (`options`: Launcher.run's).
+
+    With launchers lent to this process (lend_launchers) and free, the trial runs in theirs."""
+    lent = _borrow()
+    if lent is not None:
+        try:
+            return lent.for_spec(spec).run(spec, **options)
+        finally:
+            _give_back(lent)
     with LauncherPool() as pool:
         return pool.for_spec(spec).run(spec, **options)
 

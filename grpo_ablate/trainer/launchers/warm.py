@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from grpo_ablate.children import die_with_parent
+from grpo_ablate.children import popen_for_process
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, SESSION_FLAG
 from grpo_ablate.vocab import LOG_FILE, Outcome
@@ -94,10 +94,12 @@ class WarmSession(LocalLauncher):
     # ---- the session's process
 
     def _spawn(self, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+        # started for the process, not the calling thread: a session lent to a study's worker thread
+        # (registry.lend_launchers) outlives that thread
         with log_path.open("ab") as log:  # what the child prints before its first trial
-            proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate.trainer.worker", SESSION_FLAG], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True, cwd=os.getcwd(),
-                                    preexec_fn=die_with_parent())
+            proc = popen_for_process([sys.executable, "-m", "grpo_ablate.trainer.worker", SESSION_FLAG],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
+                                     start_new_session=True, cwd=os.getcwd())
         self.processes_started += 1
         self._buffer = b""
         self._trials_in_process = 0
