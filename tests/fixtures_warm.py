@@ -57,19 +57,28 @@ def warm_session() -> Iterator[WarmSession]:
         yield session
 
 
+@pytest.fixture(scope="session")
+def second_warm_session() -> Iterator[WarmSession]:
+    """A second session for a study's second worker thread (study_here); started when one first asks."""
+    with _SuiteSession() as session:
+        yield session
+
+
 @pytest.fixture
-def study_here(warm_session: WarmSession) -> Callable[..., CliResult]:
-    """`grpo-ablate ARGS` in this process (helpers.cli_inprocess) with its trials in `warm_session`.
+def study_here(warm_session: WarmSession, second_warm_session: WarmSession) -> Callable[..., CliResult]:
+    """`grpo-ablate ARGS` in this process (helpers.cli_inprocess) with its trials in the suite's sessions.
 
     For a command whose trials must run but whose own process is not the point: it saves the
-    command's start-up and the study's own warm session (two interpreter starts, ~10 s of CPU on
-    the 2-core machine). The study's worker thread borrows the session (lend_launchers), so
-    its trials are what `grpo-ablate run` would start, minus the start-up. tests/ is on
-    PYTHONPATH, as for tiny_spec's trials (`helpers_rewards:<name>`), so both keep one session.
+    command's start-up and the study's own warm sessions (an interpreter start each, ~5-10 s of
+    CPU on the 2-core machine). The study's worker threads borrow the sessions (lend_launchers,
+    one per thread; a study of two workers uses both), so its trials are what `grpo-ablate run`
+    would start, minus the start-up. tests/ is on PYTHONPATH and the trial environment matches
+    tiny_spec's, so both kinds of test keep one session.
     """
 
     def run(*args: str, **env: str) -> CliResult:
-        with lend_launchers(LauncherPool(launchers={"warm": warm_session})):
+        with lend_launchers(LauncherPool(launchers={"warm": warm_session}),
+                            LauncherPool(launchers={"warm": second_warm_session})):
             return cli_inprocess(*args, **{"PYTHONPATH": str(TESTS), **env})
 
     return run

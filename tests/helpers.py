@@ -162,7 +162,8 @@ def tiny_spec(folder: Path, *, steps: int = 3, num_prompts: int = 2000, rewards=
               **trainer: Any):
     """A trial of the tiny built-in model on the addition task with the recommended CPU settings
     (TINY_CPU_TRAINER), changed by keyword; tests/ is on the trial's import path for
-    `helpers_rewards:<name>`."""
+    `helpers_rewards:<name>`. Its environment is a study's CPU trial's (no GPU, a thread count),
+    so these trials and the studies run in this process (fixtures_warm.study_here) share a warm session."""
     from grpo_ablate.study.trial_spec import spec_from_sections
     from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 
@@ -175,7 +176,7 @@ def tiny_spec(folder: Path, *, steps: int = 3, num_prompts: int = 2000, rewards=
         budget=budget or {"max_steps": steps},
         hardware=hardware or {"num_processes": 1},
         timeout_s=timeout_s,
-        env={"PYTHONPATH": str(TESTS)},
+        env={"PYTHONPATH": str(TESTS), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
     )
     if evaluation is not None:
         spec.evaluation = dict(evaluation)

@@ -4,8 +4,8 @@
   (skipped without CUDA; CI never runs it). It has not run on a GPU in the session that wrote it;
 - fast, on CPU: the registry, the JSON line format, the skip rule, and every study the smoke
   writes validates through the real `validate`;
-- slow, on CPU: attention and the trial with an evaluation section and a schedule, end to end
-  through the real CLI. The other checks that run without a GPU (server, probe, advise on vLLM's
+- slow, on CPU: attention and the trial with an evaluation section and a schedule, the trial
+  end to end through the real CLI. The other checks that run without a GPU (server, probe, advise on vLLM's
   CPU build) run in the vLLM tier (tests/vllm_tier/test_gpu_smoke_on_vllm_cpu.py).
 """
 
@@ -84,12 +84,13 @@ def test_gpu_only_checks_are_skipped_lines_on_a_cpu(tmp_path):
 
 
 @pytest.mark.slow
-def test_smoke_plumbing_on_cpu(tmp_path):
-    r = subprocess.run([sys.executable, str(SCRIPT), "--cpu", "--checks", "attention,trial", "--budget", "840",
-                        "--out", str(tmp_path)],
-                       capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=900)
-    rows = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
+def test_smoke_plumbing_on_cpu(tmp_path, capsys):
+    """The script's main in this process (the pytest worker has torch imported already); the
+    trial check's study through the real CLI, as on a GPU."""
+    code = gpu_smoke.main(["--cpu", "--checks", "attention,trial", "--budget", "840", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    rows = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    assert code == 0, out[-4000:] + err[-3000:]
     by = {x["check"]: x for x in rows}
     assert by["attention"]["attn_implementation"] == "sdpa"
     trial = by["trial"]

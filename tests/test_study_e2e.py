@@ -1,4 +1,6 @@
-"""`grpo-ablate run` end to end: real GRPO trials on the tiny offline model, driven through the CLI.
+"""`grpo-ablate run` end to end: real GRPO trials on the tiny offline model, driven through the CLI
+(a process of its own where a signal or a kill is under test; else in this process, cli_inprocess,
+its trials in the suite's warm session where they complete: fixtures_warm.study_here).
 
 Covers: ablation plan run and resumed with nothing repeated; OOM stored as a violated
 constraint on a COMPLETE trial; consecutive failures stop the study, and a study whose every
@@ -19,7 +21,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from helpers import ROOT, cli_env, cli_inprocess, fill_disk, run_cli, tmpfs
+from helpers import ROOT, cli_env, cli_inprocess, fill_disk, tmpfs
 from grpo_ablate.storage import open_storage
 from grpo_ablate import trial_record as record
 
@@ -135,7 +137,7 @@ def test_consecutive_failures_stop_the_study(tmp_path):
     args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "fail"), "--no-report",
             "--set", "sampler=random", "--set", "study.n_trials=6", "--set", "study.max_consecutive_failures=2",
             "--set", "rewards=['helpers_rewards:always_raises']"]
-    res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
+    res = cli_inprocess(*args, PYTHONPATH=str(ROOT / "tests"))  # its own warm session: failures end it
     assert res.returncode == 1
     assert "2 trials failed in a row" in res.stderr and "always_raises" in res.stderr
     st = _load(tmp_path, "fail")
@@ -217,7 +219,7 @@ def test_a_study_whose_every_trial_failed_exits_1_with_the_reasons(study_here, t
     args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", *QUICK, *_study(tmp_path, "allfail"), "--no-report",
             "--set", "sampler=random", "--set", "study.n_trials=1",
             "--set", "rewards=['helpers_rewards:always_raises']"]
-    res = run_cli(*args, PYTHONPATH=str(ROOT / "tests"))
+    res = cli_inprocess(*args, PYTHONPATH=str(ROOT / "tests"))  # its own warm session: a failure ends it
     assert res.returncode == 1, res.stdout + res.stderr
     assert "every trial of the study failed" in res.stderr and "always_raises" in res.stderr
     again = study_here(*args)  # nothing left to run: still a failed study
@@ -241,7 +243,7 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(study_her
         claim_output_dir(load_study("studies/tiny-cpu.yaml", ["study.name=full", f"study.output_dir={disk / 'full'}",
                                                               f"study.storage={journal}"]))
         fill_disk(disk)
-        res = run_cli(*args)
+        res = cli_inprocess(*args)
         assert res.returncode == 1, res.stdout + res.stderr
         assert "No space left on device" in res.stderr
         st = _load(tmp_path, "full", str(journal))

@@ -98,39 +98,52 @@ class LauncherPool:
 _local = threading.local()
 _pools: "weakref.WeakSet[LauncherPool]" = weakref.WeakSet()
 _loan_lock = threading.Lock()
-_loan: list[Any] = [None, None]  # [the lent pool, the thread holding it]
+_loans: dict[int, Any] = {}  # id(pool) -> [the lent pool, the thread holding it or None]
 
 
 @contextmanager
-def lend_launchers(pool: LauncherPool) -> Iterator[LauncherPool]:
-    """While this lasts, trials run in this process (a study's worker thread, run_trial: run-one) use `pool`'s launchers.
+def lend_launchers(*pools: LauncherPool) -> Iterator[None]:
+    """While this lasts, trials run in this process (a study's worker thread, run_trial: run-one) use the lent pools' launchers.
 
     For a process that runs studies one after another (a driver script, a notebook, the test
-    suite): their trials share `pool`'s warm session, started once, instead of each study
-    starting its own. One thread holds the pool at a time (a study's worker thread until it
-    ends, run_trial for its trial); another running at the same time gets launchers of its own,
-    as without a loan. The pool stays the lender's to close.
+    suite): their trials share the pools' warm sessions, started once, instead of each study
+    starting its own. A thread holds one pool at a time (a study's worker thread until it ends,
+    run_trial for its trial), so lend as many as a study has workers; a thread that finds none
+    free gets launchers of its own, as without a loan. The pools stay the lender's to close.
     """
     with _loan_lock:
-        if _loan[0] is not None:
+        if _loans:
             raise RuntimeError("launchers are already lent in this process")
-        _loan[:] = [pool, None]
+        _loans.update({id(pool): [pool, None] for pool in pools})
     try:
-        yield pool
+        yield
     finally:
         with _loan_lock:
-            _loan[:] = [None, None]
+            _loans.clear()
 
 
 def _borrow() -> LauncherPool | None:
-    """The lent pool for this thread, if there is one and no other live thread holds it."""
+    """A lent pool for this thread: the one it holds, else a free one (its holder gone or done), else None."""
+    me = threading.current_thread()
     with _loan_lock:
-        pool, holder = _loan
-        me = threading.current_thread()
-        if pool is None or (holder is not None and holder is not me and holder.is_alive()):
-            return None
-        _loan[1] = me
-        return pool
+        for loan in _loans.values():
+            if loan[1] is me:
+                return loan[0]
+        for loan in _loans.values():
+            if loan[1] is None or not loan[1].is_alive():
+                loan[1] = me
+                return loan[0]
+    return None
+
+
+def _give_back(pool: LauncherPool) -> bool:
+    """True if `pool` is a lent one (now free again for the next thread); False for a pool of one's own."""
+    with _loan_lock:
+        loan = _loans.get(id(pool))
+        if loan is not None and loan[0] is pool:
+            loan[1] = None
+            return True
+    return False
 
 
 def launcher_for(spec: TrialSpec) -> Launcher:
@@ -144,15 +157,6 @@ def launcher_for(spec: TrialSpec) -> Launcher:
             _pools.add(pool)
         _local.pool = pool
     return pool.for_spec(spec)
-
-
-def _give_back(pool: LauncherPool) -> bool:
-    """True if `pool` is the lent one (now free again for the next thread); False for a pool of one's own."""
-    with _loan_lock:
-        if _loan[0] is pool:
-            _loan[1] = None
-            return True
-    return False
 
 
 def release_thread_launchers() -> None:
