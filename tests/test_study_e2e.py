@@ -166,7 +166,7 @@ def test_interrupt_records_trial_and_rerun_finishes(study_here, tmp_path):
     """Ctrl-C mid-trial (SIGTERM, as a batch system sends, takes the same handler: the next test sends it)."""
     sig, name = signal.SIGINT, "int"
     plan = ["--set", "study.seeds=[0]", *_study(tmp_path, name), "--no-report", "--set", "num_generations=[2, 4]",
-            "--set", "study.baseline={num_generations: 2}"]
+            "--set", "study.baseline={num_generations: 2}", "--set", "study.workers=1"]  # one endless trial at a time
     proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", ENDLESS,
                              *plan], cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / name / "trials" / "00000" / "metrics.jsonl"
@@ -198,7 +198,7 @@ def test_a_stop_while_a_trial_starts_is_not_missed(tmp_path):
     name = "early"
     proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", ENDLESS,
                              "--set", "study.seeds=[0]", *_study(tmp_path, name), "--no-report",
-                             "--set", "num_generations=[2]", "--set", "study.baseline={}"],
+                             "--set", "num_generations=[2]", "--set", "study.baseline={}", "--set", "study.workers=1"],
                             cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     folder = tmp_path / name / "trials" / "00000"
     try:
