@@ -51,13 +51,17 @@ demo: install
 # then two pytest workers (one per core), a test file each at a time: trials spend much of their
 # time starting up and waiting, so one process left a core idle (88% of one core over the suite).
 # Files are handed out longest first, by tests/durations.json (xdist's own reorder, by number of
-# tests, is off); `make durations` records it again.
+# tests, is off); `make durations` records it again. Bytecode caches are written even where the
+# environment sets PYTHONDONTWRITEBYTECODE (this machine's does): without them each of the suite's
+# ~150 Python processes compiled the package again (~0.5 s of CPU each) and each pytest worker
+# rewrote every test module.
 PYTEST_CORE = -m "not gpu and not vllm" -n 2 --dist loadfile --no-loadscope-reorder tests
+TEST_ENV = HF_HUB_OFFLINE=1 PYTHONDONTWRITEBYTECODE=
 test: install lint
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_CORE)
+	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_CORE)
 
 durations: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_CORE) --write-durations tests/durations.json
+	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_CORE) --write-durations tests/durations.json
 
 lint: install
 	$(BIN)/ruff check grpo_ablate tests

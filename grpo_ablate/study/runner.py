@@ -37,12 +37,12 @@ from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
-from grpo_ablate.trainer.launchers import release_thread_launchers
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
                                      queue_first_plan, queue_plan, race_rule_changed, space_changed,
                                      wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
+from grpo_ablate.trainer.launchers import release_thread_launchers
 from grpo_ablate.vocab import Arm, Outcome
 
 if TYPE_CHECKING:

@@ -3,9 +3,9 @@
 `hardware.launcher` names a launcher of `LAUNCHERS` (or `auto`); GRPO_ABLATE_LAUNCHER in the
 environment overrides it for every trial (`process` to opt out of warm sessions, `warm` to opt
 in). `launcher_name(spec)` is the choice; a study's worker threads (`launcher_for`), the probe
-and `run-one` (`LauncherPool`) all take it from there. A process that runs studies one after
-another can lend them one pool (`lend_launchers`), so they share one warm session. A new place to run trials is one
-`Launcher` subclass and one line here:
+and `run-one` (`LauncherPool`) all take it from there; a process that runs studies one after
+another can lend them pools (`lend_launchers`), so they share warm sessions. A new place to run
+trials is one `Launcher` subclass and one line here:
 
     LAUNCHERS = {"process": ProcessLauncher, "warm": WarmSession, "slurm": SlurmLauncher}
 
@@ -22,6 +22,7 @@ import os
 import threading
 import weakref
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from grpo_ablate.config.schema import LAUNCHER_ENV  # a launcher's name: overrides hardware.launcher for every trial
@@ -31,7 +32,8 @@ from .base import Launcher
 from .process import ProcessLauncher
 from .warm import WarmSession, shares_a_session
 
-__all__ = ["LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "launcher_for", "launcher_name", "lend_launchers", "release_thread_launchers", "run_trial"]
+__all__ = ["LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "launcher_for", "launcher_name", "lend_launchers",
+           "release_thread_launchers", "run_trial"]
 
 LAUNCHERS: dict[str, type[Launcher]] = {
     "process": ProcessLauncher,  # a fresh process tree per trial (python, torchrun or accelerate: hardware.command)
@@ -98,7 +100,15 @@ class LauncherPool:
 _local = threading.local()
 _pools: "weakref.WeakSet[LauncherPool]" = weakref.WeakSet()
 _loan_lock = threading.Lock()
-_loans: dict[int, Any] = {}  # id(pool) -> [the lent pool, the thread holding it or None]
+_loans: dict[int, "_Loan"] = {}  # by id(pool)
+
+
+@dataclass
+class _Loan:
+    """A pool lent to this process's trials, and the thread holding it now (None: free)."""
+
+    pool: LauncherPool
+    holder: threading.Thread | None = None
 
 
 @contextmanager
@@ -114,7 +124,7 @@ def lend_launchers(*pools: LauncherPool) -> Iterator[None]:
     with _loan_lock:
         if _loans:
             raise RuntimeError("launchers are already lent in this process")
-        _loans.update({id(pool): [pool, None] for pool in pools})
+        _loans.update({id(pool): _Loan(pool) for pool in pools})
     try:
         yield
     finally:
@@ -127,12 +137,12 @@ def _borrow() -> LauncherPool | None:
     me = threading.current_thread()
     with _loan_lock:
         for loan in _loans.values():
-            if loan[1] is me:
-                return loan[0]
+            if loan.holder is me:
+                return loan.pool
         for loan in _loans.values():
-            if loan[1] is None or not loan[1].is_alive():
-                loan[1] = me
-                return loan[0]
+            if loan.holder is None or not loan.holder.is_alive():
+                loan.holder = me
+                return loan.pool
     return None
 
 
@@ -140,8 +150,8 @@ def _give_back(pool: LauncherPool) -> bool:
     """True if `pool` is a lent one (now free again for the next thread); False for a pool of one's own."""
     with _loan_lock:
         loan = _loans.get(id(pool))
-        if loan is not None and loan[0] is pool:
-            loan[1] = None
+        if loan is not None and loan.pool is pool:
+            loan.holder = None
             return True
     return False
 
