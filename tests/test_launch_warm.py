@@ -113,8 +113,8 @@ def test_trials_in_a_session_reward_exactly_as_fresh_processes_and_a_failure_rep
     (tmp_path / "stateful_rewards.py").write_text(textwrap.dedent(_STATEFUL_REWARDS))
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{ROOT}")  # the study's reward file, importable by every trial
     measured = [{"name": "task"}, {"name": "stateful_rewards:novelty"}]
-    reference = ProcessLauncher().run(_spec(tmp_path / "fresh", measured))
-    assert reference.outcome is Outcome.COMPLETED, reference.log_tail
+    # the reference is the last trial below, the first of a session process started for it (a
+    # session's first trial against a process of its own: tests/test_launch_fresh.py)
     with WarmSession() as session:
         polluter = session.run(_spec(tmp_path / "polluter", [{"name": "stateful_rewards:pollute"}],
                                      env={**CPU, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}))
@@ -130,7 +130,6 @@ def test_trials_in_a_session_reward_exactly_as_fresh_processes_and_a_failure_rep
         assert session.processes_started == 3  # the failure ended the session; the next trial got a fresh one
     assert _session_pid(tmp_path / "polluter") == _session_pid(tmp_path / "after-polluter")
     assert _session_pid(tmp_path / "after-failure") != _session_pid(tmp_path / "failed")
-    expected = _rewards(tmp_path / "fresh")
-    assert len(expected) == 2
-    assert _rewards(tmp_path / "after-polluter") == expected  # bit-identical to a process of its own
-    assert _rewards(tmp_path / "after-failure") == expected
+    expected = _rewards(tmp_path / "after-failure")  # trial 1 of a fresh process
+    assert len(expected) == 2 and json.loads((tmp_path / "after-failure" / RESULT_FILE).read_text())["session_trial"] == 1
+    assert _rewards(tmp_path / "after-polluter") == expected  # trial 2, after a polluter: bit-identical

@@ -14,7 +14,7 @@ import sys
 import optuna
 import pytest
 
-from helpers import cli_env, run_cli
+from helpers import cli_env, cli_inprocess, run_cli
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study.owner import OWNER_FILE, claim_output_dir, read_owner
@@ -36,7 +36,7 @@ def test_a_second_study_is_refused_by_every_command_that_writes_the_folder(tmp_p
     assert read_owner(out) == {"study": "s1", "storage": "study.journal"}
     before = sorted(p.name for p in out.iterdir())
     for command in (["run", "--no-report"], ["probe"], ["advise"], ["report"], ["run-one"]):
-        res = run_cli(command[0], *_args(out, "s2"), *command[1:], timeout=300)
+        res = cli_inprocess(command[0], *_args(out, "s2"), *command[1:])
         line = _one_line(res)
         assert str(out) in line and "'s1'" in line and "'s2'" in line and "study.output_dir" in line, (command, line)
     assert sorted(p.name for p in out.iterdir()) == before  # no journal, no trial folder, no report

@@ -166,11 +166,11 @@ def test_a_probe_written_after_the_study_began_is_refused_not_misread(tmp_path):
 @pytest.mark.slow
 def test_a_point_that_fails_otherwise_is_recorded_and_the_probe_goes_on(tmp_path):
     """issue 23: a reward that raises at one point is that point's outcome; what was measured is kept."""
-    from helpers import run_cli
+    from helpers import cli_inprocess
 
     path = _study_file(tmp_path, batches="[16, 32]", gens="[2]")
     path.write_text(path.read_text() + "rewards:\n  - name: helpers_rewards:raises_for_large_batches\n")
-    res = run_cli("probe", str(path), "--steps", "1", "--keep", timeout=600, PYTHONPATH=str(ROOT / "tests"))
+    res = cli_inprocess("probe", str(path), "--steps", "1", "--keep", PYTHONPATH=str(ROOT / "tests"))
     assert res.returncode == 1, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
     assert "probe point G=2 batch=32 failed" in res.stderr and "raises_for_large_batches" in res.stderr, res.stderr

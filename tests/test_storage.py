@@ -10,7 +10,7 @@ import time
 import optuna
 import pytest
 
-from helpers import fill_disk, free_port, run_cli, tmpfs
+from helpers import cli_inprocess, fill_disk, free_port, run_cli, tmpfs
 from grpo_ablate.storage import is_rdb_url, normalize_url, open_storage
 
 
@@ -125,8 +125,8 @@ def test_a_torn_journal_on_a_full_disk_is_left_alone_with_instructions(tmp_path)
 def test_run_with_an_unreachable_database_is_one_line_and_exit_2(tmp_path):
     port = free_port()  # nothing listens there
     url = f"postgresql://grpo:s3cret@127.0.0.1:{port}/nowhere"
-    res = run_cli("run", "studies/tiny-cpu.yaml", "--storage", url, "--set", "study.name=unreachable",
-                  "--set", f"study.output_dir={tmp_path / 'out'}", "--no-report", timeout=300)
+    res = cli_inprocess("run", "studies/tiny-cpu.yaml", "--storage", url, "--set", "study.name=unreachable",
+                        "--set", f"study.output_dir={tmp_path / 'out'}", "--no-report")
     assert res.returncode == 2, res.stdout + res.stderr
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot open the storage" in lines[0], res.stderr
@@ -150,8 +150,8 @@ def test_a_file_that_is_not_a_journal_is_refused_and_left_untouched(tmp_path):
     notes = tmp_path / "notes.txt"
     notes.write_bytes(b"my notes\nline two, no newline at the end")  # a "torn last line" to the old repair
     before = notes.read_bytes()
-    res = run_cli("run", "studies/tiny-cpu.yaml", "--storage", str(notes), "--set", "study.name=foreign",
-                  "--set", f"study.output_dir={tmp_path / 'out'}", "--no-report", timeout=300)
+    res = cli_inprocess("run", "studies/tiny-cpu.yaml", "--storage", str(notes), "--set", "study.name=foreign",
+                        "--set", f"study.output_dir={tmp_path / 'out'}", "--no-report")
     assert res.returncode == 2, res.stdout + res.stderr
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "not an Optuna journal" in lines[0] and str(notes) in lines[0], res.stderr

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import cli_inprocess, run_cli
+from helpers import cli_inprocess
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.storage import open_storage
 from grpo_ablate.storage_url import mask_url, storage_identity
@@ -92,12 +92,12 @@ def test_a_postgres_study_resumes_with_its_password_moved_out_of_the_url(tmp_pat
     moved = f"postgresql://postgres@localhost:{port}/{host_port_db.rsplit('/', 1)[1]}"
     args = ("report", "studies/tiny-cpu.yaml", "--set", "study.name=pg", "--set", f"study.output_dir={out}",
             "--storage", moved)
-    res = run_cli(*args, timeout=300, PGPASSWORD="s3cr@t")
+    res = cli_inprocess(*args, PGPASSWORD="s3cr@t")
     assert res.returncode == 0, res.stderr
     pgpass = tmp_path / "pgpass"
     pgpass.write_text(f"localhost:{port}:*:postgres:s3cr@t\n")
     pgpass.chmod(0o600)
-    res = run_cli(*args, timeout=300, PGPASSFILE=str(pgpass))
+    res = cli_inprocess(*args, PGPASSFILE=str(pgpass))
     assert res.returncode == 0, res.stderr
     other = load_study("studies/tiny-cpu.yaml", ["study.name=pg", f"study.output_dir={out}",
                                                  f"study.storage=postgresql://postgres@localhost:{port}/elsewhere"])
