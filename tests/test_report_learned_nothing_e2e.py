@@ -16,7 +16,7 @@ import textwrap
 import optuna
 import pytest
 
-from helpers import ROOT, run_cli
+from helpers import cli_inprocess
 from grpo_ablate.storage import open_storage
 
 pytestmark = pytest.mark.slow
@@ -48,7 +48,7 @@ def test_a_study_that_cannot_learn_says_it_cannot_rank_g(study_here, tmp_path):
         evaluation: {{num_prompts: 16, points: 1}}
         """))
     # run from elsewhere: the reward module resolves from the study file's folder
-    advise = run_cli("advise", str(study), "--k", "4", "--prompts", "16", cwd=ROOT, timeout=600)
+    advise = cli_inprocess("advise", str(study), "--k", "4", "--prompts", "16")  # its sampler: a process of its own
     assert advise.returncode == 0, advise.stdout + advise.stderr
     assert "G will not help here" in advise.stdout and "shortlist" not in advise.stdout
     assert "16 of 16 prompts were never solved" in advise.stdout

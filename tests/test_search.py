@@ -42,7 +42,7 @@ def hand_table(noise: float = 0.02, seeds: int = 4) -> GridTable:
     return GridTable(rows, {"hand": True}, {})
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(world=st.integers(1, 4), per_device=st.sampled_from([1, 2, 3, 4, 6, 8, 16]),
        gens=st.sets(st.sampled_from([2, 3, 4, 5, 6, 8, 12, 16, 32]), min_size=1, max_size=6),
        sampler=st.sampled_from(["tpe", "random"]), seed=st.integers(0, 1000))
@@ -53,7 +53,7 @@ def test_ordinal_proposals_are_always_feasible(world, per_device, gens, sampler,
         return
     study = optuna.create_study(sampler=build_sampler(sampler, seed, n_trials=200))
     rng = random.Random(seed)
-    for _ in range(160):  # 25 shapes x 160 = 4000 proposals by the real samplers
+    for _ in range(160):  # 15 shapes x 160 = 2400 proposals by the real samplers
         trial = study.ask()
         arm = suggest_arm(trial, space, FloatRange(low=0.5, high=1.2), 1.0, ORDINAL)
         assert check_pair(shape, arm.num_generations, arm.generation_batch_size) is None, arm
