@@ -693,9 +693,9 @@ def serve_session() -> int:
         if not line.strip():
             continue
         request = json.loads(line)
-        baseline.restore(request["env"])
         spec = TrialSpec.load(request["spec"])
-        _log_to(spec.path / LOG_FILE)
+        _log_to(spec.path / LOG_FILE)  # first: what the restore says goes to the trial's log
+        baseline.restore(request["env"])
         trials += 1
         if watch is None:
             watch = start_memory_watch(spec.trial_dir, spec.hardware)
@@ -718,6 +718,7 @@ def serve_session() -> int:
                   "the next trial gets a fresh process", flush=True)
         reply.write(json.dumps({"exit": code, "outcome": outcome.value, "clean": not why, "why": why,
                                 "forgotten": forgotten}) + "\n")
+        _log_to(Path(os.devnull))  # between trials no trial's file stays open (its folder may go, its disk unmount)
         if outcome is Outcome.INTERRUPTED or why:
             break
     return 0
