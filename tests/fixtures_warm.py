@@ -14,53 +14,36 @@ Each trial process pays ~7-12 s of start-up on the 2-core machine; trials run th
 `warm_session` pay it once per test run. The session is the real WarmSession
 (grpo_ablate/trainer/launchers/warm.py), so each trial still starts from what a fresh
 process has, and a trial that fails, runs out of memory, times out or is stopped gets a fresh
-process for the next one. A test that changes the environment (monkeypatch.setenv of anything
-but the thread counts) also gets a fresh process: the session notices and replaces itself.
+process for the next one (forked from the session's template: trainer/launchers/template.py). A
+test that changes the environment (monkeypatch.setenv of anything but the thread counts) also gets
+a fresh process: the session notices and replaces itself. pytest's PYTEST_CURRENT_TEST, which
+names the running test, is not part of a session's start (warm.py `_startup_key`).
 Trials that cannot share a session (several processes, vLLM) get a process of their own.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 from helpers import TESTS, CliResult, cli_inprocess
 from grpo_ablate.trainer.launchers import LauncherPool, WarmSession, lend_launchers
-from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 
 __all__ = ["study_here", "warm_session"]
-
-# pytest names the running test in the environment (and so in every trial's): a value that changes
-# with each test, which the session rightly counts as a different start-up, so each test got a fresh
-# process (measured: every warm trial of a test was "trial 1 of this process").
-_PYTEST_VARIABLE = "PYTEST_CURRENT_TEST"
-
-
-class _SuiteSession(WarmSession):
-    """The session, with pytest's per-test variable kept out of the trials' environment while one runs."""
-
-    def run(self, spec: TrialSpec, **kwargs: Any) -> TrialResult:
-        current = os.environ.pop(_PYTEST_VARIABLE, None)
-        try:
-            return super().run(spec, **kwargs)
-        finally:
-            if current is not None:  # pytest removes it after the test, and expects to find it
-                os.environ[_PYTEST_VARIABLE] = current
 
 
 @pytest.fixture(scope="session")
 def warm_session() -> Iterator[WarmSession]:
     """The test run's warm session; closed (its child ended) when the run ends."""
-    with _SuiteSession() as session:
+    with WarmSession() as session:
         yield session
 
 
 @pytest.fixture(scope="session")
 def second_warm_session() -> Iterator[WarmSession]:
     """A second session for a study's second worker thread (study_here); started when one first asks."""
-    with _SuiteSession() as session:
+    with WarmSession() as session:
         yield session
 
 

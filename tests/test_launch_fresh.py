@@ -24,7 +24,7 @@ from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.launchers import ProcessLauncher
 from grpo_ablate.trainer.launchers.warm import SESSION_ATTEMPT_LOG
-from grpo_ablate.trainer.worker import SessionBaseline
+from grpo_ablate.trainer.session import SessionBaseline
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE, Outcome
 from helpers import ROOT, TESTS
 

@@ -209,6 +209,7 @@ def test_a_trial_killed_by_the_kernel_oom_killer_is_oom(small_cgroup, tmp_path):
 def test_a_sigkilled_running_trial_is_interrupted_not_oom(tmp_path):
     """Killed by hand (or by anything but the OOM killer) while it trains: retried, not OOM."""
     from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
+    from grpo_ablate.trainer.session import FORKED_SESSION_NAME
 
     spec = spec_from_sections(tmp_path / "t", data={"task": "addition", "num_prompts": 2000}, trainer=dict(TINY_CPU_TRAINER),
                               budget={"max_steps": 100_000}, timeout_s=600)
@@ -219,7 +220,8 @@ def test_a_sigkilled_running_trial_is_interrupted_not_oom(tmp_path):
         if killed:
             return
         for child in psutil.Process().children(recursive=True):
-            if child.pid not in earlier and "grpo_ablate.trainer.worker" in " ".join(child.cmdline()):
+            if child.pid not in earlier and (child.name() == FORKED_SESSION_NAME
+                                             or "grpo_ablate.trainer.worker" in " ".join(child.cmdline())):
                 child.send_signal(signal.SIGKILL)
                 killed.append(child.pid)
 

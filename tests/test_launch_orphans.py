@@ -219,19 +219,22 @@ budget: {{max_steps: 5}}
 """
 
 
-def _child_named(parent: subprocess.Popen, words: str) -> psutil.Process:
+def _children_named(parent: subprocess.Popen, words: str, count: int = 1) -> list[psutil.Process]:
     deadline = time.monotonic() + STARTUP_DEADLINE_S
     while time.monotonic() < deadline:
+        found = []
         for child in psutil.Process(parent.pid).children(recursive=True):
             try:
                 if words in " ".join(child.cmdline()):
-                    return child
+                    found.append(child)
             except (psutil.NoSuchProcess, psutil.ZombieProcess):
                 continue
+        if len(found) >= count:
+            return found
         if parent.poll() is not None:
             pytest.fail(f"the parent exited with {parent.returncode} before starting its child")
         time.sleep(0.2)
-    pytest.fail(f"no child running {words!r} within {STARTUP_DEADLINE_S:.0f} s")
+    pytest.fail(f"not {count} child(ren) running {words!r} within {STARTUP_DEADLINE_S:.0f} s")
 
 
 @pytest.mark.parametrize("kind", ["helper", "warm-session", "advise-sampler"])
@@ -240,7 +243,8 @@ def test_every_kind_of_child_dies_with_a_sigkilled_parent(tmp_path, kind):
     if kind == "helper":
         args, words = ["-c", _HELPER_PARENT], "sleep 600"
     elif kind == "warm-session":
-        args, words = ["-c", _WARM_PARENT, str(tmp_path / "t")], "grpo_ablate.trainer.worker --session"
+        # the session template and the session it forked (below the template, so twice the kill's path)
+        args, words = ["-c", _WARM_PARENT, str(tmp_path / "t")], "grpo_ablate.trainer.session"
     else:
         study = tmp_path / "study.yaml"
         study.write_text(_ADVISE_STUDY.format(out=tmp_path / "run"))
@@ -248,7 +252,7 @@ def test_every_kind_of_child_dies_with_a_sigkilled_parent(tmp_path, kind):
     parent = subprocess.Popen([sys.executable, *args], env=_env(), stdout=subprocess.DEVNULL)
     child: list[psutil.Process] = []
     try:
-        child = [_child_named(parent, words)]
+        child = _children_named(parent, words, count=2 if kind == "warm-session" else 1)
         _assert_die_with(parent, child, kind)
     finally:
         if parent.poll() is None:

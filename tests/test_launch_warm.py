@@ -36,6 +36,7 @@ def test_only_the_thread_counts_may_change_inside_a_session():
     base = {"PATH": "/bin", **CPU}
     assert _startup_key(base) == _startup_key({**base, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"})
     assert _startup_key(base) == _startup_key({**base, "GRPO_ABLATE_LAUNCHED_AT": "123.0"})
+    assert _startup_key(base) == _startup_key({**base, "PYTEST_CURRENT_TEST": "tests/x.py::y (call)"})  # changes every test phase
     assert _startup_key(base) != _startup_key({k: v for k, v in base.items() if k != "OMP_NUM_THREADS"})  # unset: the default
     assert _startup_key(base) != _startup_key({**base, "OMP_NUM_THREADS": "2"})  # OMP and MKL disagree: not applicable
     assert _startup_key(base) != _startup_key({**base, "CUDA_VISIBLE_DEVICES": "0"})

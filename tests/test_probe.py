@@ -121,7 +121,9 @@ def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pai
 
     # The cap sits between a small batch's peak (measured here) and a 4096-completion batch's, with
     # room both ways: a 1024 batch's peak was within 10 MiB of the small one's, 4096's ~250 MiB above.
-    free = load_study(_study_file(tmp_path, batches="[16, 4096]"))
+    # Calibrated under a cap too (one nothing reaches): a capped trial's session is started on its
+    # own, never forked, and RSS is read the same way in both.
+    free = load_study(_study_file(tmp_path, cap=1_000_000, batches="[16, 4096]"))
     small = measure_point(free, 2, 16, tmp_path / "calibrate", steps=1)
     assert small.fits and small.peak_memory_mb
     # issue 20: the generation/training split is measured (the recorder times each round's rollout)

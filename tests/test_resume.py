@@ -178,9 +178,11 @@ def _trial_process(root_pid: int) -> int | None:
     """The pid of the trial process (a warm session or a worker) under the orchestrator, if started."""
     import psutil
 
+    from grpo_ablate.trainer.session import FORKED_SESSION_NAME
+
     for child in psutil.Process(root_pid).children(recursive=True):
         try:
-            if "grpo_ablate.trainer.worker" in " ".join(child.cmdline()):
+            if child.name() == FORKED_SESSION_NAME or "grpo_ablate.trainer.worker" in " ".join(child.cmdline()):
                 return child.pid
         except psutil.Error:
             continue

@@ -2,7 +2,8 @@
 
 - `ProcessLauncher` ("process"): a process tree per trial (python, torchrun or accelerate);
 - `WarmSession` ("warm"): consecutive single-process trials in one long-lived child, each
-  starting as a fresh process would (trainer/worker.py SessionBaseline);
+  starting as a fresh process would (trainer/session.py SessionBaseline), each session forked
+  from a template that did the imports once (template.py);
 - `LAUNCHERS` (registry.py) names them for `hardware.launcher`; `launcher_name(spec)` chooses,
   `launcher_for` (a study's worker thread), `LauncherPool` (the probe) and `run_trial`
   (run-one, tests) run what it chose. `Launcher.run` is a trial's whole life.

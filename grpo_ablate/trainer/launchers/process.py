@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Callable, Protocol
 
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.trainer.spec import TrialSpec
@@ -74,7 +74,15 @@ def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[st
     raise ValueError(f"hardware.command must be auto, python, torchrun or accelerate, got {launcher!r}")
 
 
-def kill_tree(proc: subprocess.Popen, grace: float = TERM_GRACE_SECONDS) -> None:
+class _Child(Protocol):
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def kill_tree(proc: _Child, grace: float = TERM_GRACE_SECONDS) -> None:
     """SIGTERM the process group `proc` leads, then SIGKILL whatever of the group is left after `grace` seconds.
 
     The group outlives its leader when a trial's process forked and exited first (a reward's

@@ -3,9 +3,9 @@
 A trial in its own process pays the process start, the imports of torch, transformers and TRL
 (about 7-12 s on a 2-core CPU) every time; on the tiny demo that is more than its training. A
 session pays it once. The parent (this class, no torch) sends each trial's spec path and
-environment as one line on the child's stdin; the child (`python -m grpo_ablate.trainer.worker
---session`) resets what a fresh process would start with (environment, threads, RNG states,
-determinism flags, accelerate's state, the study's own modules: trainer/worker.py), runs the
+environment as one line on the child's stdin; the child (`python -m grpo_ablate.trainer.session`,
+trainer/session.py) resets what a fresh process would start with (environment, threads, RNG states,
+determinism flags, accelerate's state, the study's own modules: SessionBaseline), runs the
 trial with the worker's own `run_spec`, writes the trial's files as a trial process would, and
 answers one line. Everything else (STOP, timeout, progress, classification) is Launcher.run's,
 so an outcome means the same as with a process per trial.
@@ -32,18 +32,17 @@ import json
 import os
 import select
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from grpo_ablate.children import popen_for_process
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, SESSION_FLAG
+from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV
 from grpo_ablate.vocab import LOG_FILE, Outcome
 
 from .base import TERM_GRACE_SECONDS
 from .local import LocalLauncher
 from .process import ProcessLauncher, command_name, kill_tree
+from .template import SessionProcess, start_session
 
 __all__ = ["CLEAN_OUTCOMES", "SESSION_ATTEMPT_LOG", "WarmSession", "shares_a_session"]
 
@@ -63,9 +62,13 @@ def _startup_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
 
     The thread counts are applied per trial when OMP and MKL agree (torch.set_num_threads sets
     both); whether they are set at all stays fixed (unset means the libraries' own default).
+    Every trial gets its whole environment at run time; what is left out of the key is only
+    what no library reads at import: the launch time, and pytest's name of the running test,
+    which pytest changes at every test phase of a process that runs studies in its tests (only
+    the libraries' own testing helpers read it).
     """
     threads = [env.get(k) for k in _THREAD_KEYS]
-    runtime = {LAUNCHED_AT_ENV}
+    runtime = {LAUNCHED_AT_ENV, "PYTEST_CURRENT_TEST"}
     if threads[1] is None or threads[0] == threads[1]:
         runtime |= set(_THREAD_KEYS)
     fixed = {k: v for k, v in env.items() if k not in runtime}
@@ -84,7 +87,7 @@ class WarmSession(LocalLauncher):
     def __init__(self, keep_after: Iterable[Outcome] = CLEAN_OUTCOMES) -> None:
         self.keep_after = frozenset(keep_after)
         self.processes_started = 0
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: SessionProcess | None = None
         self._key: tuple[tuple[str, str], ...] | None = None
         self._buffer = b""
         self._reply: dict[str, Any] | None = None
@@ -93,13 +96,11 @@ class WarmSession(LocalLauncher):
 
     # ---- the session's process
 
-    def _spawn(self, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-        # started for the process, not the calling thread: a session lent to a study's worker thread
-        # (registry.lend_launchers) outlives that thread
-        with log_path.open("ab") as log:  # what the child prints before its first trial
-            proc = popen_for_process([sys.executable, "-m", "grpo_ablate.trainer.worker", SESSION_FLAG],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
-                                     start_new_session=True, cwd=os.getcwd())
+    def _spawn(self, key: tuple[tuple[str, str], ...], env: dict[str, str], log_path: Path, *, fork: bool) -> SessionProcess:
+        proc, why = start_session(key, env, log_path, fork=fork)
+        if why:
+            with log_path.open("a") as log:
+                log.write(f"[grpo-ablate] warm session started on its own ({why})\n")
         self.processes_started += 1
         self._buffer = b""
         self._trials_in_process = 0
@@ -158,11 +159,14 @@ class WarmSession(LocalLauncher):
 
     def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:
         spec_path = spec.save()
-        key = _startup_key(env)
+        # A CPU memory cap compares the trial's RSS with a number: a forked session counts the
+        # template's pages only once it touches them, so its RSS is not a fresh process's
+        capped = bool(spec.hardware.get("memory_limit_mb"))
+        key = (*_startup_key(env), ("(memory cap)", str(capped)))
         if self._proc is not None and (self._proc.poll() is not None or key != self._key):
             self.close()  # gone, or started under another environment
         if self._proc is None:
-            self._proc, self._key = self._spawn(env, log_path), key
+            self._proc, self._key = self._spawn(key, env, log_path, fork=not capped), key
         self._reply, self._returncode = None, None
         self._trials_in_process += 1
         with log_path.open("a") as log:

@@ -1,0 +1,129 @@
+"""Warm sessions forked from a template: a real template process, its sessions, their ends.
+
+    pytest tests/test_launch_template.py
+
+Whether a forked session trains exactly as a fresh process does is the warm-session tests'
+question (test_launch_warm.py, test_launch_fresh.py): every session there is forked. Here: the
+template's own contract (one template per startup key, sessions below it, exit statuses as
+Popen gives them, a template that is gone replaced, the opt-out, the cache's bound).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from grpo_ablate.trainer.launchers import template as template_module
+from grpo_ablate.trainer.launchers.template import TEMPLATE_ENV, ForkedSession, close_templates, start_session
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork server: Linux only")
+
+ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+KEY = ("test_launch_template", "key")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _templates_of_this_module():
+    yield
+    close_templates()
+
+
+def _answer_for(proc, request: dict, seconds: float = 120.0) -> dict:
+    """Send a session one request line and read its answer line."""
+    proc.stdin.write((json.dumps(request) + "\n").encode())
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    assert line, "the session ended without an answer"
+    return json.loads(line)
+
+
+def test_sessions_fork_from_one_template_per_key_and_report_their_ends(tmp_path):
+    first, why = start_session(KEY, ENV, tmp_path / "first.log")
+    second, why_second = start_session(KEY, ENV, tmp_path / "second.log")
+    assert why is None and why_second is None
+    assert isinstance(first, ForkedSession) and isinstance(second, ForkedSession)
+    template = psutil.Process(first.pid).parent()
+    assert template.pid == psutil.Process(second.pid).parent().pid != os.getpid()  # one template, not this process
+    assert "--template" in template.cmdline()
+    assert os.getpgid(first.pid) == first.pid  # a process group of its own: kill_tree signals the whole tree
+    assert first.poll() is None and second.poll() is None
+
+    first.stdin.close()  # EOF: a session with nothing to do exits 0
+    assert first.wait(timeout=60) == 0 and first.returncode == 0
+    with pytest.raises(subprocess.TimeoutExpired):
+        second.wait(timeout=0.5)  # it waits for a request
+    os.kill(second.pid, signal.SIGKILL)
+    assert second.wait(timeout=60) == -signal.SIGKILL  # Popen's convention for a signal
+
+
+def test_a_session_takes_its_working_folder_and_log_and_the_template_does_not_run_it(tmp_path, monkeypatch):
+    """A bad spec path fails the session's first trial in the session: its log says so, not the template's."""
+    log = tmp_path / "session.log"
+    monkeypatch.chdir(tmp_path)  # the template was started elsewhere
+    proc, _ = start_session(KEY, ENV, log)
+    deadline = time.monotonic() + 30  # the child changes folder just after the fork that gave its pid
+    while psutil.Process(proc.pid).cwd() != str(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert psutil.Process(proc.pid).cwd() == str(tmp_path)
+    proc.stdin.write(b'{"spec": "/nonexistent/spec.json", "env": {}}\n')
+    proc.stdin.close()
+    assert proc.wait(timeout=60) != 0
+    assert "nonexistent" in log.read_text()
+
+
+def test_a_template_that_is_gone_is_replaced(tmp_path):
+    proc, _ = start_session(KEY, ENV, tmp_path / "a.log")
+    template = psutil.Process(proc.pid).parent()
+    template.kill()
+    assert proc.wait(timeout=60) == -signal.SIGKILL  # it dies with its template, and says so
+    deadline = time.monotonic() + 30
+    while template_module._templates[KEY].gone is False and time.monotonic() < deadline:
+        time.sleep(0.1)
+    again, why = start_session(KEY, ENV, tmp_path / "b.log")
+    assert why is None and psutil.Process(again.pid).parent().pid != template.pid
+    again.stdin.close()
+    assert again.wait(timeout=60) == 0
+
+
+def test_the_opt_out_starts_a_session_on_its_own(tmp_path):
+    log = tmp_path / "own.log"
+    proc, why = start_session(("own",), {**ENV, TEMPLATE_ENV: "0"}, log)
+    try:
+        assert why == f"{TEMPLATE_ENV}=0" and isinstance(proc, subprocess.Popen)
+        assert psutil.Process(proc.pid).parent().pid == os.getpid()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+
+
+class _Stand:
+    """A template's cache-facing side only (busy, gone, close): the bound is the cache's own logic."""
+
+    def __init__(self, env: dict) -> None:
+        self.busy, self.gone, self.closed = False, False, False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_process_keeps_at_most_two_templates_and_never_one_with_live_sessions(monkeypatch):
+    monkeypatch.setattr(template_module, "_templates", type(template_module._templates)())
+    monkeypatch.setattr(template_module, "SessionTemplate", _Stand)
+    a = template_module._template_for("a", {})
+    a.busy = True
+    b = template_module._template_for("b", {})
+    c = template_module._template_for("c", {})
+    assert not a.closed and b.closed and not c.closed  # the oldest idle one went; the busy one stays
+    assert list(template_module._templates) == ["a", "c"]
+    a.busy = False
+    template_module._template_for("d", {})
+    assert a.closed and list(template_module._templates) == ["c", "d"]
+    c.gone = True
+    assert template_module._template_for("c", {}) is not c and c.closed  # a dead template is replaced
