@@ -127,3 +127,15 @@ def test_the_process_keeps_at_most_two_templates_and_never_one_with_live_session
     assert a.closed and list(template_module._templates) == ["c", "d"]
     c.gone = True
     assert template_module._template_for("c", {}) is not c and c.closed  # a dead template is replaced
+
+
+def test_a_session_that_could_see_a_gpu_is_never_forked(tmp_path):
+    """CUDA started by an import in the template would not survive the fork: such sessions start on their own."""
+    gpus = tmp_path / "gpus"
+    gpus.mkdir()
+    assert not template_module._gpus_visible({}, driver=str(gpus))  # a driver folder, no GPU in it
+    (gpus / "0000:00:04.0").mkdir()
+    assert template_module._gpus_visible({}, driver=str(gpus))
+    assert template_module._gpus_visible({"CUDA_VISIBLE_DEVICES": "0"}, driver=str(gpus))
+    assert not template_module._gpus_visible({"CUDA_VISIBLE_DEVICES": ""}, driver=str(gpus))  # a CPU trial
+    assert not template_module._gpus_visible({}, driver=str(tmp_path / "no-driver"))

@@ -13,7 +13,9 @@ from the template kept for `key` (a session's startup key: its environment less 
 applies per trial) or, where no template answers, started on its own as before. The process
 it returns behaves as a `subprocess.Popen` does for a warm session (pid, stdin, stdout, poll,
 wait, returncode): the template, its parent, reports its exit status. A process keeps at most
-`KEEP_TEMPLATES` templates; one whose sessions have all ended is the first to go.
+`KEEP_TEMPLATES` templates; one whose sessions have all ended is the first to go. Sessions that
+could see a GPU, and those of trials under a CPU memory cap, are started on their own (see
+`start_session`).
 
     GRPO_ABLATE_SESSION_TEMPLATE=0 grpo-ablate run study.yaml   # every session started on its own
 """
@@ -221,16 +223,31 @@ def close_templates() -> None:
         template.close()
 
 
+def _gpus_visible(env: dict[str, str], driver: str = "/proc/driver/nvidia/gpus") -> bool:
+    """Whether the session could see an NVIDIA GPU: a driver is loaded and CUDA_VISIBLE_DEVICES hides none of them.
+
+    torch.cuda.is_available() (which libraries call at import) initialises the CUDA driver in
+    the calling process, and a child forked after that cannot use CUDA: such sessions are
+    started on their own. A CPU trial (CUDA_VISIBLE_DEVICES="") forks on any machine.
+    """
+    if env.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return os.path.isdir(driver) and bool(os.listdir(driver))
+
+
 def start_session(key: Hashable, env: dict[str, str], log_path: Path, *, fork: bool = True) -> tuple[SessionProcess, str | None]:
     """A warm session's process for a startup key; and, when it had to be started on its own, why.
 
     Forked from the key's template where fork and Unix-socket descriptor passing exist (Linux),
-    `fork` is true and GRPO_ABLATE_SESSION_TEMPLATE is not "0"; otherwise, or when the template
-    fails to answer, `python -m grpo_ablate.trainer.session` as a process of its own.
+    `fork` is true, no GPU is visible to it and GRPO_ABLATE_SESSION_TEMPLATE is not "0";
+    otherwise, or when the template fails to answer, `python -m grpo_ablate.trainer.session` as
+    a process of its own.
     """
     why = None
     if not fork:
         why = "its trial has a CPU memory cap, which reads RSS as a fresh process counts it"
+    elif _gpus_visible(env):
+        why = "a GPU is visible: an import may start CUDA in the template, and CUDA does not survive a fork"
     elif env.get(TEMPLATE_ENV, os.environ.get(TEMPLATE_ENV)) == "0":
         why = f"{TEMPLATE_ENV}=0"
     elif not (sys.platform.startswith("linux") and hasattr(socket, "send_fds")):
