@@ -19,21 +19,19 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from warm_session import eval_rows, first_difference, reward_columns  # noqa: E402
+from warm_session import cell_difference, timed_run  # noqa: E402
 
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.plan import study_plan  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.trainer.launchers import WarmSession  # noqa: E402
 from grpo_ablate.trainer.launchers.template import TEMPLATE_ENV, close_templates  # noqa: E402
-from grpo_ablate.vocab import Outcome  # noqa: E402
 
 
 def main() -> int:
@@ -60,18 +58,13 @@ def main() -> int:
             for mode, env in modes.items():
                 spec = build_spec(study, cell, root / mode / f"{i:05d}", env)
                 spec.budget = {**spec.budget, "max_steps": args.max_steps}
-                started = time.perf_counter()
                 with WarmSession() as session:  # a new session, as after an unclean end
-                    result = session.run(spec)
-                seconds[mode] = time.perf_counter() - started
-                totals[mode] += seconds[mode]
-                if result.outcome is not Outcome.COMPLETED:
-                    print(f"{mode} trial {spec.trial_dir} ended {result.outcome.value}: {result.reason}\n{result.log_tail}")
+                    took = timed_run(session, spec, mode)
+                if took is None:
                     return 1
-            forked, own = root / "forked" / f"{i:05d}", root / "own" / f"{i:05d}"
-            diff = first_difference(reward_columns(own), reward_columns(forked))
-            if diff is None and eval_rows(own) != eval_rows(forked):
-                diff = "held-out evaluation rows differ"
+                seconds[mode] = took
+                totals[mode] += took
+            diff = cell_difference(root / "own" / f"{i:05d}", root / "forked" / f"{i:05d}")
             identical += diff is None
             label = f"{cell.arm.label}, seed {cell.seed}"
             print(f"{label:<34} {seconds['forked']:>8.1f} {seconds['own']:>7.1f}  {'bit-identical' if diff is None else 'DIFFER: ' + diff}",

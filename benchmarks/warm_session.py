@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.plan import study_plan  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
-from grpo_ablate.trainer.launchers import ProcessLauncher, WarmSession  # noqa: E402
+from grpo_ablate.trainer.launchers import Launcher, ProcessLauncher, WarmSession  # noqa: E402
+from grpo_ablate.trainer.spec import TrialSpec  # noqa: E402
 from grpo_ablate.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
 
 
@@ -60,6 +61,25 @@ def first_difference(a: list[dict[str, object]], b: list[dict[str, object]]) -> 
     return None
 
 
+def cell_difference(a: Path, b: Path) -> str | None:
+    """The first difference between two runs of one cell (reward columns, then held-out rows); None if bit-identical."""
+    diff = first_difference(reward_columns(a), reward_columns(b))
+    if diff is None and eval_rows(a) != eval_rows(b):
+        diff = "held-out evaluation rows differ"
+    return diff
+
+
+def timed_run(launcher: Launcher, spec: TrialSpec, mode: str) -> float | None:
+    """Wall seconds of one trial through `launcher`; None (and the reason printed) unless it completed."""
+    started = time.perf_counter()
+    result = launcher.run(spec)
+    seconds = time.perf_counter() - started
+    if result.outcome is not Outcome.COMPLETED:
+        print(f"{mode} trial {spec.trial_dir} ended {result.outcome.value}: {result.reason}\n{result.log_tail}")
+        return None
+    return seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="warm session vs a process per trial on the demo's trials")
     parser.add_argument("--study", default=str(ROOT / "studies" / "tiny-cpu.yaml"))
@@ -83,17 +103,12 @@ def main() -> int:
                 spec = build_spec(study, cell, root / mode / f"{i:05d}", env)
                 if args.max_steps is not None:
                     spec.budget = {**spec.budget, "max_steps": args.max_steps}
-                started = time.perf_counter()
-                result = launcher.run(spec)
-                seconds[mode] = time.perf_counter() - started
-                totals[mode] += seconds[mode]
-                if result.outcome is not Outcome.COMPLETED:
-                    print(f"{mode} trial {spec.trial_dir} ended {result.outcome.value}: {result.reason}\n{result.log_tail}")
+                took = timed_run(launcher, spec, mode)
+                if took is None:
                     return 1
-            fresh, warm = root / "process" / f"{i:05d}", root / "warm" / f"{i:05d}"
-            diff = first_difference(reward_columns(fresh), reward_columns(warm))
-            if diff is None and eval_rows(fresh) != eval_rows(warm):
-                diff = "held-out evaluation rows differ"
+                seconds[mode] = took
+                totals[mode] += took
+            diff = cell_difference(root / "process" / f"{i:05d}", root / "warm" / f"{i:05d}")
             identical += diff is None
             label = f"{cell.arm.label}, seed {cell.seed}"
             print(f"{label:<34} {seconds['process']:>9.1f} {seconds['warm']:>7.1f}  {'bit-identical' if diff is None else 'DIFFER: ' + diff}",
