@@ -22,16 +22,39 @@ import pytest
 
 # The plain helpers are defined once, in helpers.py; tests import them from there.
 from helpers import TESTS, FinishedStudy, cli_inprocess, free_port, unavailable
+from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.trainer.launchers import LauncherPool, lend_launchers
 
 pytest_plugins = ["fixtures_warm"]  # the session-scoped `warm_session` (one warm trial process)
 
 # `make test` runs two pytest workers (pytest-xdist). Each gets its own cache folder, so its CPU
 # slots are its own: a test that counts the threads a trial gets never sees the other worker's
-# trials, and the built-in model and GRPOConfig caches are built once per worker.
+# trials. Each worker holds one slot there for every other worker, for the whole run, so a
+# worker's trial takes cores / workers threads, as the trials of two `grpo-ablate run`s on one
+# host do. Without it each worker's trials took every core, and two trials' OpenMP threads (two
+# each on two cores) spun against each other (README, "Test markers": the figures).
+# The built-in models are shared (each worker's folder links to one): a fresh machine builds
+# each once, not once per worker (the build's file lock makes the other worker wait; building
+# both at once took ~300 s each, against ~35 s alone).
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if _WORKER:
-    os.environ["GRPO_ABLATE_CACHE"] = os.path.join(os.path.expanduser("~"), ".cache", f"grpo-ablate-tests-{_WORKER}")
+    _cache_base = os.path.join(os.path.expanduser("~"), ".cache")
+    os.environ["GRPO_ABLATE_CACHE"] = os.path.join(_cache_base, f"grpo-ablate-tests-{_WORKER}")
+    _shared_models = Path(_cache_base, "grpo-ablate-tests", "models")
+    _shared_models.mkdir(parents=True, exist_ok=True)
+    _models = Path(os.environ["GRPO_ABLATE_CACHE"], "models")
+    if not _models.is_symlink():
+        _models.parent.mkdir(parents=True, exist_ok=True)
+        if _models.exists():  # a worker's own models from before this layout: keep what it built
+            for built in _models.iterdir():
+                if not (_shared_models / built.name).exists():
+                    os.replace(built, _shared_models / built.name)
+            shutil.rmtree(_models)
+        try:
+            _models.symlink_to(_shared_models, target_is_directory=True)
+        except FileExistsError:
+            pass
+    _OTHER_WORKERS = [claim_cpu_share(1) for _ in range(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) - 1)]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
