@@ -25,6 +25,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
+from grpo_ablate.config.yaml_io import read_yaml_file
+from grpo_ablate.errors import StudyError
+
 __all__ = ["CPU_CHANGES_LEAD", "MIXED_PRECISION_ENV", "accelerate_settings", "cpu_changes", "cpu_run_changes",
            "no_gpu_here", "trainer_flags", "trial_precision"]
 
@@ -59,9 +62,6 @@ def accelerate_settings(path: str | os.PathLike[str] | None) -> dict[str, Any]:
     """An accelerate config file as a dict ({} when unset or unreadable: validate reports those)."""
     if not path:
         return {}
-    from grpo_ablate.config.yaml_io import read_yaml_file
-    from grpo_ablate.errors import StudyError
-
     try:
         loaded = read_yaml_file(Path(path), what="accelerate config")
     except StudyError:
