@@ -1,7 +1,8 @@
 """Two real colocate-vLLM trials at once on the CPU (`run --workers 2`), each with held-out
 evaluation through its trainer's vLLM engine; one arm runs a G schedule. Each trial's greedy answers
 equal transformers' on the same weights, before training (the model on disk) and after it (the
-trial's final checkpoint), so each engine saw its own trainer's updated weights.
+trial's final checkpoint), except at near ties (NEAR_TIE: the engine runs bfloat16), while
+training changed answers by far more than that: so each engine saw its own trainer's updated weights.
 
 Two trials at once is what `--workers 2` on one GPU does: each one-process colocate trial claims a
 rendezvous port of its own (TRL alone tries 29500 first, and the second trial died with EADDRINUSE).
@@ -11,6 +12,7 @@ On vLLM's CPU build the weight sync needs the trial to turn the build's weight p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from helpers import run_cli, write_study
 from tier import jsonl
@@ -50,9 +52,18 @@ def _study(tmp_path: Path) -> Path:
         """)
 
 
-def _greedy(folder: Path, prompts: list[str], max_new_tokens: int) -> list[str]:
+# vLLM's CPU build runs a float32 checkpoint in bfloat16 (its dtype "auto" takes the platform's first
+# supported dtype, and TRL passes no dtype to the colocated engine), while transformers here runs
+# float32. Where transformers' two best next tokens are closer than bfloat16 can tell apart (the
+# logits are ~7: bfloat16's step there is 0.03), the two can take different greedy tokens without
+# any difference in weights. Seen: 3 of 48 answers, their top-2 gaps 0.008-0.016.
+NEAR_TIE = 0.05
+
+
+def _greedy(folder: Path, prompts: list[str], max_new_tokens: int) -> tuple[list[str], Any]:
     """transformers' greedy answers as the evaluator's transformers branch makes them (left padding, no
-    special tokens added, cut after the end token, decoded without special tokens)."""
+    special tokens added, cut after the end token, decoded without special tokens), with the
+    tokenizer and each step's logits."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -61,12 +72,32 @@ def _greedy(folder: Path, prompts: list[str], max_new_tokens: int) -> list[str]:
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id,
-                             eos_token_id=tok.eos_token_id)
+                             eos_token_id=tok.eos_token_id, output_scores=True, return_dict_in_generate=True)
     texts = []
-    for row in out[:, enc["input_ids"].shape[1]:].tolist():
+    for row in out.sequences[:, enc["input_ids"].shape[1]:].tolist():
         cut = row[: row.index(tok.eos_token_id) + 1] if tok.eos_token_id in row else row
         texts.append(tok.decode(cut, skip_special_tokens=True))
-    return texts
+    return texts, (tok, out.scores)
+
+
+def _mismatches_off_ties(engine: list[str], greedy: tuple[list[str], Any]) -> list[str]:
+    """The engine's answers that differ from transformers' other than at a near tie: at the first
+    character where they part (the tokenizer is one character a token), transformers' logit for
+    its own token must exceed the engine's token's by NEAR_TIE or more for the difference to count."""
+    texts, (tok, scores) = greedy
+
+    def token(text: str, at: int) -> int:  # the text's token at a character; past its end, the end token
+        return tok.convert_tokens_to_ids(text[at]) if at < len(text) else tok.eos_token_id
+
+    off = []
+    for i, (ours, theirs) in enumerate(zip(engine, texts)):
+        if ours == theirs:
+            continue
+        at = next((j for j, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        gap = float(scores[at][i, token(theirs, at)] - scores[at][i, token(ours, at)]) if at < len(scores) else float("inf")
+        if gap >= NEAR_TIE:
+            off.append(f"{i}: engine {ours!r}, transformers {theirs!r} (logit gap {gap:.3f} at character {at})")
+    return off
 
 
 def _check_trial(trial: Path, model: Path, g_first: int, g_last: int) -> None:
@@ -87,10 +118,13 @@ def _check_trial(trial: Path, model: Path, g_first: int, g_last: int) -> None:
     (final,) = sorted((trial / "trainer").glob("checkpoint-*"))
     before = _greedy(model, prompts, first["max_completion_length"])
     after = _greedy(final, prompts, last["max_completion_length"])
-    # the training changed greedy answers, so an engine still holding the first weights would show
-    assert before != after, "training changed no greedy answer: the weight check below would prove nothing"
-    assert answers(first) == before  # vLLM's evaluation = transformers' on the model it started from
-    assert answers(last) == after  # ... and on the trainer's final weights: the colocate sync is real
+    # training changed some answer by more than a near tie, so an engine still holding the first
+    # weights would fail the last check
+    assert _mismatches_off_ties(before[0], after), "training changed no greedy answer clearly: the check proves nothing"
+    # vLLM's evaluation = transformers' on the model it started from, and on the trainer's final
+    # weights (the colocate sync is real), but for near ties (NEAR_TIE)
+    assert not _mismatches_off_ties(answers(first), before)
+    assert not _mismatches_off_ties(answers(last), after)
 
 
 def test_two_colocate_trials_at_once_evaluate_through_vllm_as_transformers_does(tmp_path, needs_vllm, tiny_vllm_model):
