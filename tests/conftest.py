@@ -66,6 +66,25 @@ def _pg_bin(name: str) -> str | None:
     return found[-1] if found else shutil.which(name)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """os.environ back, after each test, to what it was before the test and its fixtures' setup.
+
+    monkeypatch undoes what a test sets; code a test or a fixture runs in this process sets
+    variables of its own and never takes them back (a trial run in-process by worker.run_spec sets
+    ACCELERATE_MIXED_PRECISION, torch's inductor TORCHINDUCTOR_CACHE_DIR). A trial's environment
+    is this process's, so one leaked variable gave every later trial a new startup environment,
+    and with it a warm-session template of its own (about 5-10 s of imports each): 4 of the 11
+    templates the two workers started in one run. Restored here (module and session fixtures set
+    up inside a test's protocol included; none of them means to set the environment), a test sees
+    the environment it would see alone."""
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
+
+
 @pytest.fixture(scope="session")
 def postgres_url():
     """A throwaway PostgreSQL server on 127.0.0.1; yields a URL with a fresh database."""

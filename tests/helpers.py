@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 TINY_CPU = ROOT / "studies" / "tiny-cpu.yaml"
 
-__all__ = ["ROOT", "TESTS", "TINY_CPU", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "fill_disk", "free_port", "run_cli",
+__all__ = ["ROOT", "TESTS", "TINY_CPU", "TRIAL_ENV", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "fill_disk", "free_port", "run_cli",
            "tiny_spec", "tmpfs", "unavailable", "write_study"]
 
 
@@ -158,6 +158,11 @@ def write_study(folder: Path, text: str, name: str = "study.yaml") -> Path:
     return path
 
 
+# A study's CPU trial's environment (no GPU, a thread count), with tests/ on the import path for
+# `helpers_rewards:<name>`: trials given it share the suite's warm session and its template.
+TRIAL_ENV = {"PYTHONPATH": str(TESTS), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def tiny_spec(folder: Path, *, steps: int = 3, num_prompts: int = 2000, rewards=(), hardware: dict | None = None,
               budget: dict | None = None, timeout_s: float | None = None, evaluation: dict | None = None,
               **trainer: Any):
@@ -177,7 +182,7 @@ def tiny_spec(folder: Path, *, steps: int = 3, num_prompts: int = 2000, rewards=
         budget=budget or {"max_steps": steps},
         hardware=hardware or {"num_processes": 1},
         timeout_s=timeout_s,
-        env={"PYTHONPATH": str(TESTS), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+        env=dict(TRIAL_ENV),
     )
     if evaluation is not None:
         spec.evaluation = dict(evaluation)

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from grpo_ablate.trainer.launchers import template as template_module
-from grpo_ablate.trainer.launchers.template import TEMPLATE_ENV, ForkedSession, close_templates, start_session
+from grpo_ablate.trainer.launchers.template import TEMPLATE_ENV, ForkedSession, start_session
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork server: Linux only")
 
@@ -31,8 +31,14 @@ KEY = ("test_launch_template", "key")
 
 @pytest.fixture(scope="module", autouse=True)
 def _templates_of_this_module():
+    """End the templates this module started; one the suite's warm session started before stays for
+    the tests after this module (another would cost them an interpreter's imports)."""
+    before = set(template_module._templates)
     yield
-    close_templates()
+    with template_module._templates_lock:
+        ours = [template_module._templates.pop(key) for key in list(template_module._templates) if key not in before]
+    for template in ours:
+        template.close()
 
 
 def _answer_for(proc, request: dict, seconds: float = 120.0) -> dict:

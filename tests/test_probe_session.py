@@ -66,7 +66,8 @@ def test_points_share_one_process_and_an_in_process_oom_does_not_end_it(tmp_path
 
 
 @pytest.mark.slow
-def test_a_point_past_its_timeout_is_killed_and_the_next_gets_a_fresh_process(tmp_path):
+def test_a_point_past_its_timeout_is_killed_and_the_next_gets_a_fresh_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))  # the test above's startup environment: its template serves
     study = _study(tmp_path)
     slow = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "slow")
     slow.timeout_s = 1.0  # the imports alone take about 4 s here, the whole point more: it cannot finish in time

@@ -19,7 +19,7 @@ from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.vocab import Outcome
-from helpers import TESTS, tiny_spec
+from helpers import TRIAL_ENV, tiny_spec
 
 pytestmark = pytest.mark.slow
 
@@ -157,7 +157,7 @@ def test_user_dataset_local_model_path_chat_template_and_reward_registry(tmp_pat
         trainer={"num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 12,
                  "learning_rate": 1e-4, "seed": 0},
         budget={"completions": 16},  # 16 completions / 8 per step = 2 optimizer steps
-        env={"PYTHONPATH": str(TESTS)},
+        env=dict(TRIAL_ENV),  # tiny_spec's: the same warm session as the other trials here
     )
     result = warm_session.run(spec)
     assert result.outcome is Outcome.COMPLETED, f"{result.reason}\n{result.log_tail}"
