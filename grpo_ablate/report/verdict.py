@@ -57,6 +57,7 @@ from grpo_ablate.vocab import Arm, Metric, Outcome, finite, metric
 __all__ = ["Verdict", "ArmVerdict", "decide", "arm_call", "calls_text", "verdict_metric", "NO_SPREAD_FRACTION",
            "arm_costs", "arm_hours", "answer_words", "learned_nothing"]
 
+
 @dataclass(frozen=True)
 class ArmVerdict:
     """One arm against the baseline on the verdict's metric."""
