@@ -111,6 +111,10 @@ _SHARDED_SCRIPT = textwrap.dedent('''
     built.trainer.train()
     import os; open(os.path.join(os.environ["RESULT_DIR"], f"rank{dist.get_rank()}.json"), "w").write(
         json.dumps({"rank": dist.get_rank(), "forwards": calls[0]}))
+    from grpo_ablate.trainer.collective import leave_process_group
+    from grpo_ablate.trainer.worker import exit_ranked
+    leave_process_group()   # a rank ends as the worker's do: gloo's threads can abort a normal exit
+    exit_ranked(0)
 ''')
 
 

@@ -271,6 +271,17 @@ def test_worker_calls_oom_only_for_memory_errors():
     assert classify_exception(ValueError("peak memory 3 GB is fine"))[0] is Outcome.FAILED
 
 
+def test_a_rank_exits_with_its_code_after_the_exit_handlers_and_its_buffered_output(tmp_path):
+    """exit_ranked skips only the interpreter's teardown: handlers (memory.json's writer) and buffered prints survive."""
+    marker = tmp_path / "handler-ran"
+    code = ("import atexit, pathlib, sys; from grpo_ablate.trainer.worker import exit_ranked; "
+            f"atexit.register(pathlib.Path({str(marker)!r}).write_text, 'yes'); "
+            "sys.stdout.write('buffered, no newline'); exit_ranked(3)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3 and proc.stdout == "buffered, no newline", proc.stderr
+    assert marker.read_text() == "yes"
+
+
 def test_advise_samples_with_trls_own_sampling_defaults():
     """A missing top_k is TRL's 0 (no cut), not generate()'s 50: advise samples what training samples."""
     import dataclasses

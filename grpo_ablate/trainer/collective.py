@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["all_gather", "from_rank0", "max_over_processes", "rank_and_world", "sum_over_processes"]
+__all__ = ["all_gather", "from_rank0", "leave_process_group", "max_over_processes", "rank_and_world", "sum_over_processes"]
 
 
 def _grouped() -> bool:
@@ -69,3 +69,19 @@ def max_over_processes(value: int) -> int:
 def sum_over_processes(value: int) -> int:
     """The sum of every rank's integer, on every rank (one all-reduce)."""
     return _all_reduce(value, dist.ReduceOp.SUM) if _grouped() else value
+
+
+def leave_process_group() -> None:
+    """Destroy the process groups, once every rank has ended training together.
+
+    PyTorch asks every trainer process to do this at its end (NCCL warns otherwise, and a rank
+    may otherwise leave before the others' last operations are through). Call it only after an
+    ending all ranks reached in step (training completed, or a stop that rank 0 decided and
+    broadcast): after an exception another rank may still be inside a collective, and destroying
+    the group under it can hang. It does not stop gloo's worker threads while a model still
+    holds the group: worker.exit_ranked skips the teardown they can abort. With one process it
+    does nothing: such a trial may run in a warm session, whose later trials keep whatever group
+    the libraries made.
+    """
+    if _grouped():
+        dist.destroy_process_group()

@@ -19,6 +19,7 @@ Exit status: 0 for completed/pruned/interrupted, 1 for failed, 3 for oom. Launch
 launcher, the worker ends its whole process group when the orchestrator (GRPO_ABLATE_PARENT_PID)
 is gone: under torchrun its direct parent is torchrun, not the orchestrator. Whatever the trial
 started (a reward's grandchildren included: the worker adopts orphans) is ended when it is over.
+A rank of a multi-process trial then leaves without the interpreter's teardown (`exit_ranked`).
 
 The trial's single-process twin, many trials in one process, is the warm session
 (trainer/session.py): it calls this module's `run_spec` and `record_result` for each trial.
@@ -26,6 +27,7 @@ The trial's single-process twin, many trials in one process, is the warm session
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -34,7 +36,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from grpo_ablate.children import adopt_orphans, end_descendants
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
@@ -50,6 +52,7 @@ __all__ = [
     "classify_exception",
     "forced_environment",
     "end_left_processes",
+    "exit_ranked",
     "main",
     "oom_evidence",
     "rank_result_file",
@@ -223,6 +226,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         from trl import GRPOConfig, GRPOTrainer  # noqa: F401 - lazy modules: pay the import here, timed
 
         from .build import build_trial
+        from .collective import leave_process_group
 
         transformers.logging.set_verbosity_warning()
         transformers.utils.logging.disable_progress_bar()  # log.txt gets one line per step instead
@@ -267,6 +271,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
             payload["reason"] = reason  # a budget stop, or None
         if outcome in (Outcome.COMPLETED, Outcome.PRUNED) and rank == 0 and not (spec.checkpoint or {}).get("keep"):
             remove_checkpoints(spec.trial_dir)  # ended for good: nothing will resume them
+        leave_process_group()  # every rank ended training in step; see its docstring for why
     except BaseException as exc:  # noqa: BLE001 - the whole point is to record any failure
         if isinstance(exc, KeyboardInterrupt):
             outcome, reason_text = Outcome.INTERRUPTED, "KeyboardInterrupt"
@@ -303,7 +308,27 @@ def main(argv: list[str] | None = None) -> int:
     launched = os.environ.get(LAUNCHED_AT_ENV)
     outcome, payload = run_spec(spec, launched_at=float(launched) if launched else None)
     end_left_processes(payload)
-    return record_result(spec, outcome, payload)
+    code = record_result(spec, outcome, payload)
+    if payload["world_size"] > 1:
+        exit_ranked(code)
+    return code
+
+
+def exit_ranked(code: int) -> NoReturn:
+    """End one rank of a multi-process trial with `code`: exit handlers run, the interpreter's teardown does not.
+
+    When a rank's main thread finishes, one of gloo's worker threads may still be releasing the
+    last collective's work, whose tensors Python already let go; releasing them takes the GIL,
+    and a finalizing interpreter ends any thread that asks for it, which aborts the process
+    (SIGABRT, "terminate called without an active exception": torch 2.13 on CPU, 5 of 76 2-rank
+    runs of the tiny trial here). destroy_process_group leaves those threads running. The result
+    is written by then, but torchrun reports the run failed and SIGTERMs the other ranks. So a rank runs the exit handlers (memory.json, trackers' final syncs),
+    flushes its streams and leaves with os._exit, as multiprocessing's own children do.
+    """
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 def end_left_processes(payload: dict[str, Any]) -> list[str]:
