@@ -57,7 +57,9 @@ _STOP_SCRIPT = textwrap.dedent('''
     out["stop_file"] = stop.on_step_end(None, state, TrainerControl()).should_training_stop
     out["stop_reason"] = stop.stop_reason
     import os; open(os.path.join(os.environ["RESULT_DIR"], f"rank{rank}.json"), "w").write(json.dumps(out))
+    from grpo_ablate.trainer.worker import exit_ranked
     dist.destroy_process_group()
+    exit_ranked(0)          # as the worker's ranks end: gloo's threads can abort a normal exit
 ''')
 
 
