@@ -130,9 +130,8 @@ def test_other_tasks_start_after_the_first(tmp_path):
     assert r.returncode == 0 and time.monotonic() - started >= 1.5
 
 
-def test_sigterm_is_handed_to_grpo_ablate(tmp_path):
-    """SLURM's early SIGTERM reaches grpo-ablate, and the task waits for it to record its trials."""
-    proc = subprocess.Popen(["bash", str(SCRIPT), "s.yaml"], env=_env(tmp_path, STANDIN_SLEEP="60"),
+def _hand_off_sigterm(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess:
+    proc = subprocess.Popen(["bash", str(SCRIPT), "s.yaml"], env=_env(tmp_path, STANDIN_SLEEP="60", **extra),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not (tmp_path / "called.json").exists() and time.monotonic() < deadline:
@@ -141,8 +140,24 @@ def test_sigterm_is_handed_to_grpo_ablate(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
     assert (tmp_path / "called.json.term").read_text() == "TERM"
-    assert proc.returncode == 130, out + err
-    assert "queued again" in out
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_sigterm_is_handed_to_grpo_ablate(tmp_path):
+    """SLURM's early SIGTERM reaches grpo-ablate, and the task waits for it to record its trials."""
+    r = _hand_off_sigterm(tmp_path)
+    assert r.returncode == 130, r.stdout + r.stderr
+    assert "queued again" in r.stdout
+
+
+def test_the_task_exits_with_grpo_ablates_code_when_it_is_gone_before_the_trap_returns(tmp_path):
+    """The interrupted wait's 143 is never the task's code. bash reads BASH_ENV before the script, so
+    its `kill -TERM` here takes a second to return: grpo-ablate has exited by then, every time."""
+    slow = tmp_path / "slow_kill.bash"
+    slow.write_text('kill() { builtin kill "$@"; local rc=$?; if [[ "$1" == -TERM ]]; then sleep 1; fi; return "$rc"; }\n')
+    r = _hand_off_sigterm(tmp_path, BASH_ENV=str(slow))
+    assert r.returncode == 130, r.stdout + r.stderr
+    assert "task 0 done, exit 130" in r.stdout
 
 
 # ------------------------------------------------------------------ the real thing
