@@ -74,14 +74,13 @@ def sum_over_processes(value: int) -> int:
 def leave_process_group() -> None:
     """Destroy the process groups, once every rank has ended training together.
 
-    PyTorch asks every trainer process to do this at its end (NCCL warns otherwise, and a rank
-    may otherwise leave before the others' last operations are through). Call it only after an
-    ending all ranks reached in step (training completed, or a stop that rank 0 decided and
-    broadcast): after an exception another rank may still be inside a collective, and destroying
-    the group under it can hang. It does not stop gloo's worker threads while a model still
-    holds the group: worker.exit_ranked skips the teardown they can abort. With one process it
-    does nothing: such a trial may run in a warm session, whose later trials keep whatever group
-    the libraries made.
+    PyTorch asks every trainer process to do this at its end: NCCL warns otherwise, as pending
+    operations may not have finished and an early exit can hold up another rank. Call it only
+    after an ending all ranks reached in step (training completed, or a stop that rank 0 decided
+    and broadcast): after an exception another rank may still be inside a collective, and
+    destroying the group under it can hang. gloo's worker threads outlive it (seen on CPU here);
+    worker.exit_ranked skips the teardown they can abort. With one process it does nothing: such
+    a trial may run in a warm session, whose later trials keep whatever group the libraries made.
     """
     if _grouped():
         dist.destroy_process_group()

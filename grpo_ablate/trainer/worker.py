@@ -322,8 +322,9 @@ def exit_ranked(code: int) -> NoReturn:
     and a finalizing interpreter ends any thread that asks for it, which aborts the process
     (SIGABRT, "terminate called without an active exception": torch 2.13 on CPU, 5 of 76 2-rank
     runs of the tiny trial here). destroy_process_group leaves those threads running. The result
-    is written by then, but torchrun reports the run failed and SIGTERMs the other ranks. So a rank runs the exit handlers (memory.json, trackers' final syncs),
-    flushes its streams and leaves with os._exit, as multiprocessing's own children do.
+    is written by then, but torchrun reports the run failed and SIGTERMs the other ranks. So a
+    rank runs the exit handlers (memory.json, trackers' final syncs), flushes its streams and
+    leaves with os._exit, as multiprocessing's own children do.
     """
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
