@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 __all__ = ["Bound", "BOUNDS", "Generations", "BatchSize", "Seconds", "Megabytes", "Rate", "Fraction", "Finite",
-           "Steps", "Temperature", "MAX_SEARCHED_VALUES", "REWARD_ROWS_NEEDED", "reward_rows"]
+           "Steps", "Temperature", "MAX_SEARCHED_VALUES", "REWARD_ROWS_NEEDED"]
 
 
 @dataclass(frozen=True)
@@ -84,15 +84,7 @@ Temperature = Annotated[float, BOUNDS["temperature"].field()]
 
 # Reward rows (steps that generated) a metric needs, from metrics.py's formulas: a gain compares
 # two windows, the stability variance a moving average over three rows. With fewer, the metric is
-# None and every trial of a study optimising it fails.
+# None and every trial of a study optimising it fails. How many a budget logs: space.Rounds.generating_steps.
 REWARD_ROWS_NEEDED = {"reward_gain": 2, "reward_per_hour": 2, "reward_per_million_tokens": 2,
                       "stability_variance": 3}
 
-
-def reward_rows(max_steps: int, steps_per_generation: int | None, gradient_accumulation_steps: int | None) -> int:
-    """The reward rows `max_steps` optimizer steps log: one per generation round, a round every
-    steps_per_generation / gradient_accumulation_steps steps (TRL's default: every step)."""
-    ga = max(1, gradient_accumulation_steps or 1)
-    spg = max(1, steps_per_generation or ga)
-    every = max(1, spg // ga)
-    return math.ceil(max_steps / every)

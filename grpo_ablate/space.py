@@ -14,6 +14,13 @@ The rules, for W training processes, per-device batch b and accumulation a:
 - with evaluation on, per_device_eval_batch_size * W must be divisible by
   num_generations_eval (or num_generations when that is unset).
 
+The round rule (`Rounds`, from `BatchShape.rounds`) is owned here too, and only here: TRL
+generates a new batch every steps_per_generation x num_iterations micro-steps (its
+`_prepare_inputs`), so the optimizer steps that generate (the reward rows a trial logs), the step a
+generation round starts at and the round-aligned checkpoint period all follow from it. validate,
+init, plan, the trial plan (study/trial_spec.py) and the trainer (checkpoints, G schedules) ask
+here; `tests/test_space.py` checks the rule against a real GRPOTrainer's generation calls.
+
 A G schedule (`grpo_ablate.schedule`, e.g. `4→8@40%`) keeps its arm's generation batch in every
 phase, so it is feasible with a batch when every phase's G is; a rejection names the phase.
 """
@@ -28,6 +35,7 @@ from grpo_ablate.vocab import Dynamic, PerPrompt, Schedule, pair_label, parse_ge
 
 __all__ = [
     "BatchShape",
+    "Rounds",
     "FeasiblePair",
     "Rejection",
     "FeasibleSpace",
@@ -73,6 +81,19 @@ class BatchShape:
         completions, and each generated completion is trained on num_iterations times."""
         return self.unit * self.gradient_accumulation_steps / self.num_iterations
 
+    def rounds(self, generation_batch_size: int | None = None) -> "Rounds":
+        """TRL's generation cadence at this shape and generation batch (None: TRL's default batch).
+
+        As GRPOConfig derives it: a generation batch given sets steps_per_generation =
+        batch / (per-device batch x processes); else steps_per_generation, else the accumulation.
+        """
+        if generation_batch_size is not None:
+            spg = max(1, int(generation_batch_size) // self.unit)
+        else:
+            spg = self.steps_per_generation or self.gradient_accumulation_steps
+        return Rounds(steps_per_generation=spg, gradient_accumulation_steps=self.gradient_accumulation_steps,
+                      num_iterations=self.num_iterations)
+
     def describe(self) -> str:
         """The hardware arithmetic in words, for `plan`."""
         spg = self.steps_per_generation or self.gradient_accumulation_steps
@@ -94,6 +115,56 @@ class BatchShape:
                 f"{self.per_device_eval_batch_size * self.world_size} must be divisible by {target}."
             )
         return text
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """When TRL generates: every `micro_steps_per_round` = steps_per_generation x num_iterations
+    micro-steps (TRL's `_step % generate_every == 0`), counted from the first micro-step, with
+    `gradient_accumulation_steps` micro-steps per optimizer step.
+
+    The one owner of that rule: reward rows, a round's first step, the checkpoint period.
+    """
+
+    steps_per_generation: int
+    gradient_accumulation_steps: int = 1
+    num_iterations: int = 1
+
+    @property
+    def micro_steps_per_round(self) -> int:
+        return max(1, self.steps_per_generation) * max(1, self.num_iterations)
+
+    @property
+    def accumulation(self) -> int:
+        return max(1, self.gradient_accumulation_steps)
+
+    def round_start_step(self, k: int) -> int:
+        """Optimizer steps completed when round k (0-based) generates: it trains from the next one."""
+        return k * self.micro_steps_per_round // self.accumulation
+
+    @property
+    def period_steps(self) -> int:
+        """Optimizer steps after which rounds and steps line up again (a round starts exactly at a
+        step's first micro-step): a checkpoint taken there resumes with no round half-trained."""
+        every = self.micro_steps_per_round
+        return math.lcm(every, self.accumulation) // self.accumulation
+
+    def generating_steps(self, max_steps: int) -> int:
+        """Optimizer steps among the first `max_steps` in which TRL generates: the reward rows a
+        trial logs (TRL logs reward at a step only when it generated since the last log)."""
+        if max_steps <= 0:
+            return 0
+        every, a = self.micro_steps_per_round, self.accumulation
+        if every < a:  # a round starts inside every optimizer step
+            return int(max_steps)
+        return math.ceil(max_steps * a / every)  # every >= a: each round in a step of its own
+
+    def describe(self) -> str:
+        every = self.micro_steps_per_round
+        text = f"a generation round every {every} micro-step(s) (steps_per_generation {self.steps_per_generation}"
+        if self.num_iterations > 1:
+            text += f" x num_iterations {self.num_iterations}"
+        return text + f"), {self.accumulation} micro-step(s) per optimizer step"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import MINIMAL_STUDY, cli_inprocess, watchdog
-from grpo_ablate.bounds import BOUNDS, MAX_SEARCHED_VALUES, REWARD_ROWS_NEEDED, reward_rows
+from grpo_ablate.bounds import BOUNDS, MAX_SEARCHED_VALUES, REWARD_ROWS_NEEDED
 from grpo_ablate.config import StudyError, load_study
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
@@ -125,10 +125,13 @@ def test_a_config_json_giving_an_impossible_size_is_unknown(tmp_path, config):
 
 @SETTINGS
 @given(max_steps=st.integers(1, 6), spg=st.sampled_from([None, 1, 2, 4, 8]), ga=st.sampled_from([None, 1, 2, 4]),
+       iters=st.sampled_from([None, 1, 2, 3]),
        metric=st.sampled_from(["reward_per_hour", "reward_gain", "stability_variance", "samples_per_second"]))
-def test_a_budget_too_short_for_the_objective_is_refused_by_validate(tmp_path_factory, max_steps, spg, ga, metric):
+def test_a_budget_too_short_for_the_objective_is_refused_by_validate(tmp_path_factory, max_steps, spg, ga, iters, metric):
+    """num_iterations counts: TRL generates every steps_per_generation x num_iterations micro-steps."""
     folder = tmp_path_factory.mktemp("budget")
-    trainer = {k: v for k, v in (("steps_per_generation", spg), ("gradient_accumulation_steps", ga)) if v}
+    trainer = {k: v for k, v in (("steps_per_generation", spg), ("gradient_accumulation_steps", ga),
+                                 ("num_iterations", iters)) if v}
     extra = (f"trainer: {json.dumps(trainer)}\n" if trainer else "")
     path = _study(folder, extra)
     sets = [f"budget.max_steps={max_steps}", f"study.objectives=[{{metric: {metric}}}]"]
@@ -138,7 +141,10 @@ def test_a_budget_too_short_for_the_objective_is_refused_by_validate(tmp_path_fa
     except StudyError as e:
         refused = str(e)
     need = REWARD_ROWS_NEEDED.get(metric, 0)
-    if reward_rows(max_steps, spg, ga) < need:
+    # the rows by hand: a round at micro-steps 0, every, 2 every, ...; an optimizer step is ga micro-steps
+    every, a = (spg or ga or 1) * (iters or 1), ga or 1
+    rows = len({m // a for m in range(0, max_steps * a, every)})
+    if rows < need:
         assert "budget.max_steps" in refused and metric in refused, refused
     else:
         assert "budget.max_steps" not in refused, refused

@@ -11,7 +11,7 @@ import pytest
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.plan import study_plan
 from grpo_ablate.study.ledger import cell_params
-from grpo_ablate.space import BatchShape, check_pair, feasible_space
+from grpo_ablate.space import BatchShape, Rounds, check_pair, feasible_space
 from grpo_ablate.vocab import Arm, Cell, Schedule, parse_generations, parse_pair_label
 from helpers import ROOT
 
@@ -112,7 +112,7 @@ def test_sampler_with_one_g_is_trls_repeat_sampler():
     from grpo_ablate.trainer.scheduled import ScheduledRepeatSampler, ScheduleState
 
     data = list(range(50))
-    state = ScheduleState(parse_generations("4->4@50%"), max_steps=10, micro_steps_per_round=2, accumulation=1)
+    state = ScheduleState(parse_generations("4->4@50%"), max_steps=10, rounds=Rounds(2, 1))
     ours = list(ScheduledRepeatSampler(data, state, generation_batch_size=16, repeat_count=2, seed=7))
     theirs = list(RepeatSampler(data, mini_repeat_count=4, batch_size=4, repeat_count=2, seed=7))
     assert ours == theirs
@@ -122,7 +122,7 @@ def test_sampler_with_one_g_is_trls_repeat_sampler():
 def test_progress_switch_lands_on_the_round_that_starts_after_the_boundary():
     from grpo_ablate.trainer.scheduled import ScheduledRepeatSampler, ScheduleState
 
-    state = ScheduleState(parse_generations("2->8@40%"), max_steps=10, micro_steps_per_round=1, accumulation=1)
+    state = ScheduleState(parse_generations("2->8@40%"), max_steps=10, rounds=Rounds(1, 1))
     stream = list(ScheduledRepeatSampler(list(range(200)), state, generation_batch_size=8, repeat_count=1, seed=0))
     firsts = [(first, phase) for phase, first, _ in state.queue]
     assert firsts[:6] == [(1, 0), (2, 0), (3, 0), (4, 0), (5, 1), (6, 1)]  # 40% of 10 = steps 1-4 at G=2
@@ -134,7 +134,7 @@ def test_a_round_spanning_several_steps_switches_at_the_first_round_after_the_bo
     """steps_per_generation 4, accumulation 2: a round trains two optimizer steps, so 50% of 10 lands on step 7."""
     from grpo_ablate.trainer.scheduled import ScheduleState
 
-    state = ScheduleState(parse_generations("2->8@50%"), max_steps=10, micro_steps_per_round=4, accumulation=2)
+    state = ScheduleState(parse_generations("2->8@50%"), max_steps=10, rounds=Rounds(4, 2))
     drawn = [state.draw() for _ in range(5)]
     assert drawn == [2, 2, 2, 8, 8]
     assert [first for _, first, _ in state.queue] == [1, 3, 5, 7, 9]

@@ -135,3 +135,42 @@ def test_practice_cases_agree_with_trl(grpo_config_cls, tmp_path, monkeypatch, w
     theirs = _trl_accepts(grpo_config_cls, tmp_path, monkeypatch, world, per_device, accum, G, None, False, 8)
     assert (theirs is None) == ok
     assert (check_pair(BatchShape(world, per_device, accum), G) is None) == ok
+
+
+# ------------------------------------------------------------------ the round rule against TRL's own cadence
+
+
+@pytest.mark.parametrize("ga,spg,iters", [(2, 2, 2), (3, 2, 1), (1, 1, 3)])
+def test_the_round_rule_is_trls_generation_cadence(tmp_path, ga, spg, iters):
+    """space.Rounds says at which optimizer steps TRL generates; a real GRPOTrainer on the tiny model
+    says it too (each `_generate_and_score_completions` call, at the steps completed then)."""
+    pytest.importorskip("trl")
+    from helpers import tiny_spec
+    from grpo_ablate.trainer.build import build_trial
+
+    steps = 4
+    spec = tiny_spec(tmp_path, steps=steps, num_prompts=64, per_device_train_batch_size=2, num_generations=2,
+                     gradient_accumulation_steps=ga, steps_per_generation=spg, num_iterations=iters)
+    trainer = build_trial(spec, log=lambda _: None, echo=False).trainer
+    seen: list[int] = []
+    generate = trainer._generate_and_score_completions
+
+    def counted(*args, **kwargs):
+        seen.append(trainer.state.global_step)
+        return generate(*args, **kwargs)
+
+    trainer._generate_and_score_completions = counted
+    trainer.train()
+    rounds = BatchShape(1, 4, ga, spg, num_iterations=iters).rounds()
+    expected = [rounds.round_start_step(k) for k in range(len(seen) + 1) if rounds.round_start_step(k) < steps]
+    assert seen == expected
+    assert len(set(seen)) == rounds.generating_steps(steps)
+    assert all(s % rounds.period_steps == 0 or rounds.round_start_step(0) == 0 for s in seen)
+
+
+def test_a_generation_batch_given_sets_the_rounds_as_trl_does():
+    shape = BatchShape(world_size=2, per_device_train_batch_size=4, gradient_accumulation_steps=2, num_iterations=2)
+    assert shape.rounds().micro_steps_per_round == 4 and shape.rounds(32).steps_per_generation == 4
+    assert shape.rounds(32).micro_steps_per_round == 8 and shape.rounds(32).period_steps == 4
+    assert shape.rounds(32).generating_steps(10) == 3  # rounds at micro-steps 0, 8, 16 of 20
+    assert BatchShape(1, 4, 4, 1).rounds().generating_steps(7) == 7  # a round inside every step

@@ -35,7 +35,8 @@ from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.stats.seeds import seeds_needed
-from grpo_ablate.space import BatchShape, feasible_space, nearest_generations
+from grpo_ablate.config.hardware import trainer_batch_shape
+from grpo_ablate.space import feasible_space, nearest_generations
 from grpo_ablate.vocab import BUILTIN_TASKS
 
 __all__ = ["run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations", "temperatures_around",
@@ -83,10 +84,9 @@ def _int(v: Any, default: int) -> int:
 
 def choose_generations(a: InitAnswers) -> tuple[int, list[int]]:
     """(baseline G, searched G values): the recipe's G when feasible, else the nearest, and up to MAX_ARMS around it."""
-    shape = BatchShape(world_size=a.world_size,
-                       per_device_train_batch_size=_int(a.value("per_device_train_batch_size"), trl_default("per_device_train_batch_size")),
-                       gradient_accumulation_steps=_int(a.value("gradient_accumulation_steps"), trl_default("gradient_accumulation_steps")),
-                       steps_per_generation=a.recipe_values.get("steps_per_generation"))
+    shape = trainer_batch_shape({**{k: a.value(k) for k in ("per_device_train_batch_size", "gradient_accumulation_steps",
+                                                            "num_iterations")},
+                                 "steps_per_generation": a.recipe_values.get("steps_per_generation")}, a.world_size)
     g0 = _int(a.value("num_generations"), trl_default("num_generations"))
     gbs = a.recipe_values.get("generation_batch_size")
     space = feasible_space(shape, sorted({*CANDIDATE_GENERATIONS, g0}), [gbs] if isinstance(gbs, int) else None)

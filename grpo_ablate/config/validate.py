@@ -19,10 +19,10 @@ from pydantic import ValidationError
 
 from grpo_ablate.config.attention import attn_problems
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
-from grpo_ablate.config.hardware import space_for, world_size
+from grpo_ablate.config.hardware import batch_shape, space_for, world_size
 from grpo_ablate.config.inputs import check_inputs
 from grpo_ablate.config.names import check_names
-from grpo_ablate.bounds import REWARD_ROWS_NEEDED, reward_rows
+from grpo_ablate.bounds import REWARD_ROWS_NEEDED
 from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
@@ -260,11 +260,9 @@ def _check_budget(sf: StudyFile, warnings: list[str]) -> list[Problem]:
                         "(the learning-rate schedule spans that)")
     cap = b.max_steps or (tmax if steps_set else None)
     if cap is not None:
-        def _int(key: str) -> int | None:
-            v = sf.trainer.get(key)
-            return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
-
-        rows = reward_rows(cap, _int("steps_per_generation"), _int("gradient_accumulation_steps"))
+        gbs = sf.trainer.get("generation_batch_size")
+        gbs = gbs if isinstance(gbs, int) and not isinstance(gbs, bool) and gbs > 0 else None
+        rows = batch_shape(sf).rounds(gbs).generating_steps(cap)  # num_iterations counted (space.Rounds)
         for o in sf.study.objectives:
             need = REWARD_ROWS_NEEDED.get(o.metric)
             if need is not None and rows < need:

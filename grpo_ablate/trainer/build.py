@@ -12,7 +12,6 @@ No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 import time
@@ -25,7 +24,7 @@ import torch
 from grpo_ablate.config.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import full_run_steps, lr_schedule_of
-from grpo_ablate.space import generated_completions, optimizer_steps
+from grpo_ablate.space import Rounds, generated_completions, optimizer_steps
 from grpo_ablate.prompt_file import prompt_file_problem
 from grpo_ablate.schedule import Schedule, parse_generations
 
@@ -409,11 +408,9 @@ def _checkpointing(spec: TrialSpec) -> bool:
     return _checkpoints_asked(spec) and not (g is not None and isinstance(parse_generations(g), Schedule))
 
 
-def _round_steps(config: Any) -> int:
-    """Optimizer steps per generation round: TRL generates every steps_per_generation x num_iterations micro-steps."""
-    every = int(config.steps_per_generation) * int(config.num_iterations or 1)
-    accumulation = int(config.gradient_accumulation_steps)
-    return math.lcm(every, accumulation) // accumulation
+def _rounds(config: Any) -> Rounds:
+    """TRL's generation cadence of this config (space.Rounds owns the rule)."""
+    return Rounds(int(config.steps_per_generation), int(config.gradient_accumulation_steps), int(config.num_iterations or 1))
 
 
 def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bool = True) -> BuiltTrial:
@@ -467,7 +464,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     checkpointer = None
     if spec.checkpoint is not None and _checkpointing(spec):
         checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,
-                                    evaluator=evaluator, round_steps=_round_steps(config))
+                                    evaluator=evaluator, round_steps=_rounds(config).period_steps)
     elif _checkpoints_asked(spec):  # a schedule's round state (phase, pass rates) is not in a checkpoint
         log("checkpoints: off for a G schedule (its round state is not saved); a retried trial starts over")
     scheduled: dict[str, Any] = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}

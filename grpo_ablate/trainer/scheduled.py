@@ -52,6 +52,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, parse_generations
+from grpo_ablate.space import Rounds
 from grpo_ablate.vocab import EVENTS_FILE
 
 from .collective import from_rank0, max_over_processes, sum_over_processes
@@ -76,17 +77,16 @@ def split_schedule(kwargs: dict[str, Any]) -> tuple[dict[str, Any], Schedule | N
 class ScheduleState:
     """What the sampler, the trainer and the signal callback share: the schedule and its progress.
 
-    `micro_steps_per_round` (steps_per_generation x num_iterations) and `accumulation` turn a
-    round's index into the optimizer step it starts at; `max_steps` places progress switches.
+    `rounds` (space.Rounds, TRL's generation cadence) turns a round's index into the optimizer
+    step it starts at; `max_steps` places progress switches.
     """
 
-    def __init__(self, schedule: Schedule, *, max_steps: int, micro_steps_per_round: int, accumulation: int) -> None:
+    def __init__(self, schedule: Schedule, *, max_steps: int, rounds: Rounds) -> None:
         if schedule.uses_progress and max_steps <= 0:
             raise ValueError(f"schedule {schedule.label} switches by progress and needs max_steps (a step or completions budget)")
         self.schedule = schedule
         self.max_steps = max_steps
-        self.micro_steps_per_round = micro_steps_per_round
-        self.accumulation = accumulation
+        self.rounds = rounds
         self.rounds_drawn = 0
         self.phase_drawn = 0  # the phase of the last round the sampler drew
         self.fired: dict[int, tuple[int, str]] = {}  # signal switch index -> (decided after step, reason)
@@ -95,7 +95,7 @@ class ScheduleState:
 
     def round_start_step(self, k: int) -> int:
         """Optimizer steps completed when round k (0-based) starts training."""
-        return k * self.micro_steps_per_round // self.accumulation
+        return self.rounds.round_start_step(k)
 
     def next_round(self) -> tuple[int, str]:
         """(phase, reason it was entered) of the next round to draw; changes nothing."""
@@ -214,9 +214,8 @@ class ScheduledGRPOTrainer(GRPOTrainer):
                  prior: tuple[float, float] | None = None, completions_budget: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         a = self.args
-        self.schedule_state = ScheduleState(schedule, max_steps=int(a.max_steps or 0),
-                                            micro_steps_per_round=a.steps_per_generation * self.num_iterations,
-                                            accumulation=a.gradient_accumulation_steps)
+        self.schedule_state = ScheduleState(schedule, max_steps=int(a.max_steps or 0), rounds=Rounds(
+            a.steps_per_generation, a.gradient_accumulation_steps, self.num_iterations))
         self.events_path = Path(events_dir) / EVENTS_FILE
         self.g_policy = policy_for(schedule, prior)
         self.round_stats: dict[str, Any] | None = None  # the last generated round, for metrics.jsonl
