@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from grpo_ablate.stats.seeds import compare_to_baseline  # noqa: E402
 from grpo_ablate.report.text import fmt_interval, fmt_p  # noqa: E402
+from grpo_ablate.trainer.spec import TrialSpec  # noqa: E402
 from grpo_ablate.vocab import generations_text, metric, parse_generations  # noqa: E402
 
 FIXED = [2, 4, 8, 16]  # 8 is the baseline (TRL's default)
@@ -104,7 +105,7 @@ def trials(folder: Path) -> list[dict]:
         if res.get("outcome") != "completed":
             continue
         spec = json.loads(spec_file.read_text())
-        g = parse_generations(spec["trainer"]["num_generations"])
+        g = TrialSpec.from_json(spec_file.read_text()).num_generations  # the plan's G: a value, never a label
         rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip()]
         out.append({"g": g, "label": str(g), "seed": int(spec["trainer"]["seed"]), "m": res["metrics"], "rows": rows})
     return out

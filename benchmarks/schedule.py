@@ -80,7 +80,7 @@ def main() -> int:
             label = str(g)
             folder = root / f"G{getattr(g, 'slug', g)}-s{seed}"
             spec = spec_from_sections(folder, data={"task": "addition"},
-                                      trainer={**TINY_CPU_TRAINER, "num_generations": arm, "seed": seed}, budget=budget)
+                                      trainer={**TINY_CPU_TRAINER, "num_generations": g, "seed": seed}, budget=budget)
             result = run_trial(spec)
             if result.outcome.value != "completed":
                 print(f"{label:>22} {seed:>4} {result.outcome.value}: {result.reason}")

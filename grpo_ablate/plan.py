@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import default_pair, generated_completions
-from grpo_ablate.vocab import Arm, Cell, parse_generations
+from grpo_ablate.vocab import Arm, Cell
 from grpo_ablate.files.advise_file import advised_arms as saved
 from grpo_ablate.files.owned import Owner
 
@@ -60,9 +60,9 @@ def baseline_arm(study: "Study", chosen: Mapping[str, Any] | None = None) -> Arm
       [1.0, 0.3] and [0.3, 1.0] both give 1.0: the order the user wrote is not a rule.
     A baseline is what one would run without the study, which is why TRL's defaults anchor it.
     """
-    given = {**dict(study.study.baseline or {}), **{k: v for k, v in (chosen or {}).items() if v is not None}}
+    given = study.baseline_values(chosen)  # G read by the loader
     g = given.get("num_generations")
-    target = parse_generations(g) if g is not None else int(trl_default("num_generations"))
+    target = g if g is not None else int(trl_default("num_generations"))
     b = given.get("generation_batch_size")
     pair = default_pair(study.space, target, int(b) if b is not None else None)
     if "temperature" in given:

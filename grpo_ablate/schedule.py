@@ -24,6 +24,12 @@ A `Schedule` is an `int` whose value is its final G, so code that only needs a n
 (a plot's axis, the zero-spread formula) places it where the run ends; its identity (==, hash,
 str, the arm's key) is the whole schedule, and it sorts after the fixed G of its first phase.
 Stdlib only: the vocabulary, the config and the trainer core all import it.
+
+Two ways in, two ways out. Text (`parse_generations`, the label syntax above) is read only by the
+study-file loader (config/); `generations_text` writes a label for display and keys. Between
+processes (the trial plan, trainer/spec.py) a G travels as data: `generations_data` /
+`generations_from_data`, an int or `{"kind", "label", ...numbers}` whose label is only for
+the reader of spec.json (a hand edit that makes it disagree with the numbers is refused).
 """
 
 from __future__ import annotations
@@ -32,8 +38,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Switch", "Schedule", "Dynamic", "PerPrompt", "parse_generations", "generations_text", "DEFAULT_WINDOW",
-           "ZERO_STD", "DEFAULT_EXTRA_ROUNDS"]
+__all__ = ["Switch", "Schedule", "Dynamic", "PerPrompt", "parse_generations", "generations_text", "generations_data",
+           "generations_from_data", "DEFAULT_WINDOW", "ZERO_STD", "DEFAULT_EXTRA_ROUNDS"]
 
 DEFAULT_WINDOW = 5  # logged steps a signal condition averages over when the label gives none
 ZERO_STD = "zero_std"  # the signal: TRL's frac_reward_zero_std (share of groups with no reward spread)
@@ -331,3 +337,54 @@ def parse_generations(value: object) -> int:
 def generations_text(value: int) -> int | str:
     """The codec's other half: a plain int as is, a schedule as its label (JSON, Optuna, CSV)."""
     return value.label if isinstance(value, Schedule) else int(value)
+
+
+def generations_data(value: int) -> int | dict[str, Any]:
+    """A G as JSON data, never as text to parse: a plain int, or the schedule's numbers by kind.
+
+    `{"kind": "schedule", "label": "4→8@40%", "phases": [4, 8], "switches": [{"kind": "progress", "value": 40.0,
+    "window": 5}]}`, `{"kind": "dynamic", "label": "dynamic:8", "g": 8, "extra_rounds": 2}`,
+    `{"kind": "adaptive", "label": "adaptive:8[2-16]", "g": 8, "low": 2, "high": 16}`.
+    """
+    if isinstance(value, Dynamic):
+        return {"kind": value.kind, "label": value.label, "g": value.phases[0], "extra_rounds": value.extra_rounds}
+    if isinstance(value, PerPrompt):
+        return {"kind": value.kind, "label": value.label, "g": value.phases[0], "low": value.low, "high": value.high}
+    if isinstance(value, Schedule):
+        return {"kind": value.kind, "label": value.label, "phases": list(value.phases),
+                "switches": [{"kind": sw.kind, "value": sw.value, "window": sw.window} for sw in value.switches]}
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"num_generations must be an int or a schedule object, got {value!r}")
+    return int(value)
+
+
+def generations_from_data(data: object) -> int:
+    """`generations_data`'s inverse; a ValueError names what is wrong (a spec.json edited by hand)."""
+    if isinstance(data, bool):
+        raise ValueError(f"num_generations: not a number of generations: {data!r}")
+    if isinstance(data, int):
+        return data
+    if not isinstance(data, dict):
+        raise ValueError(f"num_generations: expected an int or a schedule object ({{\"kind\": ...}}), got {data!r}")
+    kind = data.get("kind")
+    try:
+        value: Schedule
+        if kind == "dynamic":
+            value = Dynamic(int(data["g"]), int(data["extra_rounds"]))
+        elif kind == "adaptive":
+            value = PerPrompt(int(data["g"]), int(data["low"]), int(data["high"]))
+        elif kind == "schedule":
+            value = Schedule(tuple(int(g) for g in data["phases"]),
+                             tuple(Switch(str(sw["kind"]), float(sw["value"]), int(sw.get("window", DEFAULT_WINDOW)))
+                                   for sw in data["switches"]))
+        else:
+            raise ValueError(f"unknown kind {kind!r} (schedule, dynamic or adaptive)")
+        if any(sw.kind not in ("progress", "signal") for sw in value.switches):
+            raise ValueError("a switch's kind is progress or signal")
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"num_generations {kind}: missing or bad field {e}") from None
+    label = data.get("label")
+    if label is not None and label != value.label:
+        raise ValueError(f"num_generations: the label {label!r} says another schedule than its numbers ({value.label}); "
+                         "edit the numbers (the label is only for reading)")
+    return value

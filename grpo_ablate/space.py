@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from grpo_ablate.vocab import Dynamic, PerPrompt, Schedule, pair_label, parse_generations
+from grpo_ablate.vocab import Dynamic, PerPrompt, Schedule, pair_label
 
 __all__ = [
     "BatchShape",
@@ -389,24 +389,22 @@ def auto_batches(shape: BatchShape, generations: Iterable[int], limit: int | Non
 
 def feasible_space(
     shape: BatchShape,
-    generations: Sequence[int | str],
+    generations: Sequence[int],
     batches: Sequence[int] | str | None = None,
     max_generation_batch_size: int | None = None,
+    unreadable: Sequence[Rejection] = (),
 ) -> FeasibleSpace:
     """Split every candidate pair into feasible and rejected-with-reason.
 
     `batches`: None keeps TRL's default batch; "auto" searches every batch that fits;
-    a list searches exactly those. `generations` may hold schedules (or their labels): a label
-    that does not parse is rejected with the parser's reason.
+    a list searches exactly those. `generations` are values (ints and schedule objects); the
+    labels the study-file loader could not read come as `unreadable` rejections (config/hardware.py).
     """
-    parsed: list[int] = []
-    unparsed: list[Rejection] = []
     for g in generations:
-        try:
-            parsed.append(parse_generations(g))
-        except ValueError as e:
-            unparsed.append(Rejection(str(g), None, str(e)))
-    gens = sorted(set(parsed))
+        if isinstance(g, bool) or not isinstance(g, int):
+            raise TypeError(f"num_generations must be an int or a schedule object, got {g!r}")
+    unparsed = list(unreadable)
+    gens = sorted(set(generations))
     searched = batches is not None
     if batches == "auto":
         cands: list[int | None] = list(auto_batches(shape, [g for g in gens if g >= 2], max_generation_batch_size))

@@ -170,9 +170,12 @@ def tiny_spec(folder: Path, *, steps: int = 3, num_prompts: int = 2000, rewards=
     (TINY_CPU_TRAINER), changed by keyword; tests/ is on the trial's import path for
     `helpers_rewards:<name>`. Its environment is a study's CPU trial's (no GPU, a thread count),
     so these trials and the studies run in this process (fixtures_warm.study_here) share a warm session."""
+    from grpo_ablate.schedule import parse_generations
     from grpo_ablate.study.trial_spec import spec_from_sections
     from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 
+    if isinstance(trainer.get("num_generations"), str):  # a label, read here as the study-file loader reads it
+        trainer["num_generations"] = parse_generations(trainer["num_generations"])
     spec = spec_from_sections(
         folder,
         model={"name_or_path": "builtin:tiny"},

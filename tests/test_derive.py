@@ -22,8 +22,8 @@ TINY = str(ROOT / "studies/tiny-cpu.yaml")
 # ---------------------------------------------------------------- one completions figure
 
 @pytest.mark.parametrize("budget", ["budget.max_steps=50", "budget={completions: 1600}"])
-def test_num_iterations_two_gives_one_completions_figure_everywhere(budget):
-    from grpo_ablate.trainer.build import derive_max_steps
+def test_num_iterations_two_gives_one_completions_figure_everywhere(budget, tmp_path):
+    from grpo_ablate.study.trial_spec import build_spec
 
     study = load_study(TINY, ["trainer.num_iterations=2", budget])
     # 32 completions per micro-step, each trained on twice: an optimizer step generates 16 new ones
@@ -33,8 +33,9 @@ def test_num_iterations_two_gives_one_completions_figure_everywhere(budget):
     assert plan_json(study)["trial_cost"]["completions"] == expected
     assert budget_completions(study) == expected  # pruning's checkpoints divide this figure
     assert quantum(32, budget_completions(study)) * CHECKPOINTS >= expected
-    steps = derive_max_steps(study.budget.model_dump(), study.trainer, study.world_size)
-    assert steps is not None and steps * study.space.shape.generated_per_step == expected
+    spec = build_spec(study, study_plan(study)[0], tmp_path)  # the trial plan's own figures
+    assert spec.max_steps is not None and spec.max_steps * spec.generated_per_step == expected == spec.completions
+    assert spec.eval_budget.total == expected and spec.rounds.num_iterations == 2
 
 
 def test_a_completions_budget_alone_gives_checkpoints():

@@ -6,9 +6,12 @@ Fast: no training. The real runs are in tests/test_schedule_e2e.py.
 from __future__ import annotations
 
 
+import json
+
 import pytest
 
 from grpo_ablate.config import StudyError, load_study
+from grpo_ablate.config.hardware import read_generations
 from grpo_ablate.plan import study_plan
 from grpo_ablate.study.ledger import cell_params
 from grpo_ablate.space import BatchShape, Rounds, check_pair, feasible_space
@@ -60,7 +63,8 @@ def test_every_phase_is_checked_with_the_arms_batch():
     assert check_pair(shape, parse_generations("2->8@40%")) is None
     reason = check_pair(shape, parse_generations("2->3@40%"))
     assert reason is not None and reason.startswith("phase 2 of 2→3@40% (G=3)") and "not divisible by num_generations 3" in reason
-    space = feasible_space(shape, [2, "2->8@40%", "2->3@40%", "2->8@nope"])
+    gens, unreadable = read_generations([2, "2->8@40%", "2->3@40%", "2->8@nope"])  # the loader reads the labels
+    space = feasible_space(shape, gens, unreadable=unreadable)
     assert [str(p.num_generations) for p in space.feasible] == ["2", "2→8@40%"]
     rejected = {str(r.num_generations): r.reason for r in space.rejected}
     assert "phase 2" in rejected["2→3@40%"] and "unknown condition" in rejected["2->8@nope"]
@@ -92,17 +96,22 @@ def test_ablation_plan_has_the_schedule_as_one_arm_with_its_label():
     assert cells[0].arm.num_generations == 8  # the baseline stays a fixed G
 
 
-def test_build_spec_hands_the_label_to_the_trainer(tmp_path):
+def test_build_spec_hands_the_schedule_object_to_the_trainer(tmp_path):
+    """G travels as a value: the plan holds the schedule object, spec.json its numbers, never a label to parse."""
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.scheduled import split_schedule
+    from grpo_ablate.trainer.build import build_config_kwargs
+    from grpo_ablate.trainer.spec import TrialSpec
 
     study = load_study(TINY, ['num_generations=[2, 8, "2->8@40%"]', "study.seeds=[0]"])
     cell = study_plan(study)[2]
     spec = build_spec(study, cell, tmp_path)
-    assert spec.trainer["num_generations"] == "2→8@40%" and spec.params["num_generations"] == "2→8@40%"
-    kwargs, schedule = split_schedule(spec.trainer)
-    assert kwargs["num_generations"] == 2 and schedule is not None and schedule.label == "2→8@40%"
-    assert split_schedule({"num_generations": 8}) == ({"num_generations": 8}, None)
+    assert isinstance(spec.num_generations, Schedule) and spec.num_generations == cell.arm.num_generations
+    assert "num_generations" not in spec.trainer and spec.params["num_generations"] == "2→8@40%"  # the record's text
+    again = TrialSpec.load(spec.save())
+    assert again == spec and again.num_generations.phases == (2, 8)
+    saved = json.loads((tmp_path / "spec.json").read_text())["num_generations"]
+    assert saved["phases"] == [2, 8] and saved["switches"][0]["kind"] == "progress"
+    assert build_config_kwargs(spec, world_size=1, reward_weights=[1.0])["num_generations"] == 2  # the first phase
 
 
 def test_sampler_with_one_g_is_trls_repeat_sampler():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import signal
@@ -13,7 +14,8 @@ import pytest
 from grpo_ablate.commands.run_one import _split_sets
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.launchers import build_command, classify, request_stop
-from grpo_ablate.trainer.spec import TrialResult, TrialSpec
+from grpo_ablate.space import Rounds
+from grpo_ablate.trainer.spec import EvalBudget, StartFrom, TrialResult, TrialSpec
 from grpo_ablate.vocab import Outcome
 
 
@@ -24,7 +26,8 @@ def spec(tmp_path, **kw) -> TrialSpec:
 def test_spec_round_trips_and_fills_defaults(tmp_path):
     s = spec(tmp_path, params={"temperature": 0.7, "seed": 3}, rewards=["format", {"name": "task", "weight": 2}])
     assert s.model["name_or_path"] == "builtin:tiny" and s.hardware["vllm"]["mode"] == "none"
-    assert s.trainer == {"num_generations": 4, "temperature": 0.7, "seed": 3}  # params merged into the trainer
+    assert s.trainer == {"temperature": 0.7, "seed": 3}  # params merged into the trainer; G is the plan's own
+    assert s.num_generations == 4 and s.max_steps == 3 and s.rounds == Rounds(1, 1, 1)
     assert s.rewards == [{"weight": 1.0, "name": "format"}, {"weight": 2, "name": "task"}]
     path = s.save()
     assert path.name == "spec.json"
@@ -103,15 +106,18 @@ def test_parent_side_imports_no_torch():
 
 def test_config_kwargs_and_step_budget(tmp_path):
     pytest.importorskip("trl")
-    from grpo_ablate.trainer.build import build_config_kwargs, derive_max_steps
+    from grpo_ablate.trainer.build import build_config_kwargs
 
-    assert derive_max_steps({"max_steps": 10}, {}, 1) == 10
+    def steps(budget, trainer=None, world=1):
+        return spec_from_sections(tmp_path / "s", trainer=trainer, budget=budget, hardware={"num_processes": world}).max_steps
+
+    assert steps({"max_steps": 10}) == 10
     # 1000 completions, 16 per device x 2 processes x 2 accumulation = 64 per step -> ceil(15.6) = 16
     trainer = {"per_device_train_batch_size": 16, "gradient_accumulation_steps": 2}
-    assert derive_max_steps({"completions": 1000}, trainer, 2) == 16
-    assert derive_max_steps({"completions": 1000}, {**trainer, "num_iterations": 2}, 2) == 32
-    assert derive_max_steps({"completions": 1000, "max_steps": 5}, trainer, 2) == 5
-    assert derive_max_steps({"tokens": 10}, trainer, 1) is None
+    assert steps({"completions": 1000}, trainer, 2) == 16
+    assert steps({"completions": 1000}, {**trainer, "num_iterations": 2}, 2) == 32
+    assert steps({"completions": 1000, "max_steps": 5}, trainer, 2) == 5
+    assert steps({"tokens": 10}, trainer, 1) is None
 
     s = spec_from_sections(tmp_path / "t", data={"task": "addition"},
                            trainer={"num_generations": 4, "logging_steps": 50, "save_strategy": "steps", "gradient_checkpointing": True},
@@ -148,9 +154,13 @@ def test_retry_checkpoints_save_every_step_for_the_checkpointer_but_never_for_a_
         return build_config_kwargs(dataclasses.replace(s, checkpoint={"every": "auto", "keep": False}), world_size=1,
                                    reward_weights=[1.0])
 
+    from grpo_ablate.schedule import Schedule, Switch
+
+    g_schedule = Schedule((4, 8), (Switch("progress", 50.0),))
+
     assert kwargs(4)["save_strategy"] == "steps" and kwargs(4)["save_steps"] == 1
-    assert kwargs("4->8@50%")["save_strategy"] == "no"
-    kept = kwargs("4->8@50%", save_strategy="steps", save_steps=10)
+    assert kwargs(g_schedule)["save_strategy"] == "no"
+    kept = kwargs(g_schedule, save_strategy="steps", save_steps=10)
     assert (kept["save_strategy"], kept["save_steps"]) == ("steps", 10)
 
 
@@ -247,11 +257,31 @@ def test_a_trial_stopped_before_it_starts_never_launches(tmp_path):
 def test_spec_defaults_are_the_study_schemas(tmp_path):
     from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
 
-    s = TrialSpec(trial_dir=str(tmp_path), data={"task": "addition"}, hardware={"vllm": {"mode": "colocate"}})
+    s = spec_from_sections(tmp_path, data={"task": "addition"}, hardware={"vllm": {"mode": "colocate"}})
     assert s.model == ModelSection().model_dump() and s.data == DataSection(task="addition").model_dump()
     assert s.hardware == {**HardwareSection().model_dump(), "vllm": {**HardwareSection().vllm.model_dump(), "mode": "colocate"}}
     assert s.budget == {name: None for name in BudgetSection.model_fields}  # the schema refuses it empty; the spec does not
     assert s.hardware["num_processes"] is None and s.num_processes == 1  # not set means one process
+    assert s.max_steps is None and s.eval_budget == EvalBudget("completions", 0.0)
+
+
+def test_the_plan_codec_round_trips_every_kind_of_g_and_the_branch_point(tmp_path):
+    from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, Switch
+
+    kinds = [8, Schedule((2, 4, 8), (Switch("progress", 30.0), Switch("signal", 0.3, 3))), Dynamic(8, 3), PerPrompt(8, 2, 16)]
+    for g in kinds:
+        s = spec_from_sections(tmp_path / "t", data={"task": "addition"}, params={"num_generations": g},
+                               budget={"completions": 640}, start_from=StartFrom("/x/trainer/checkpoint-4", 4))
+        again = TrialSpec.from_json(s.to_json())
+        assert again == s and type(again.num_generations) is type(g) and again.num_generations == g
+        assert again.start_from == StartFrom("/x/trainer/checkpoint-4", 4) and again.max_steps == 80
+    raw = json.loads(s.to_json())
+    assert raw["num_generations"] == {"kind": "adaptive", "label": "adaptive:8[2-16]", "g": 8, "low": 2, "high": 16}
+    raw["num_generations"]["high"] = 12  # a hand edit of the numbers that leaves the label behind
+    with pytest.raises(ValueError, match="label"):
+        TrialSpec.from_json(json.dumps(raw))
+    with pytest.raises(TypeError, match="schedule object"):
+        spec_from_sections(tmp_path / "t", data={"task": "addition"}, trainer={"num_generations": "4->8@50%"})
 
 
 def test_worker_calls_oom_only_for_memory_errors():
@@ -298,3 +328,52 @@ def test_advise_samples_with_trls_own_sampling_defaults():
     assert kwargs["temperature"] == 0.7 and kwargs["num_return_sequences"] == 4 and kwargs["max_new_tokens"] == 6
     custom = hf_sampling_kwargs({"top_k": 20, "min_p": 0.1, "generation_kwargs": {"top_p": 0.9}}, 1.0, 2)
     assert (custom["top_k"], custom["min_p"], custom["top_p"]) == (20, 0.1, 0.9)
+
+
+def test_grpo_config_exists_before_the_model_loads(tmp_path, monkeypatch):
+    """ZeRO-3 loads partitioned only while a TrainingArguments with its config exists: GRPOConfig first."""
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+
+    from helpers import tiny_spec
+    from grpo_ablate.trainer import build
+
+    order: list[str] = []
+    post_init, load = GRPOConfig.__post_init__, build.load_model_and_tokenizer
+
+    def config_made(self):
+        order.append("config")
+        post_init(self)
+
+    def model_loaded(*args, **kwargs):
+        order.append("model")
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(GRPOConfig, "__post_init__", config_made)
+    monkeypatch.setattr(build, "load_model_and_tokenizer", model_loaded)
+    built = build.build_trial(tiny_spec(tmp_path, steps=1, num_prompts=64), log=lambda _: None, echo=False)
+    assert order == ["config", "model"] and built.trainer.args is built.config
+
+
+def test_a_trial_starts_from_its_branch_point(tmp_path):
+    """start_from: model, optimizer and scheduler state from another trial's checkpoint; training goes on
+    from the step after it (the branch of issue 39's shared prefix)."""
+    pytest.importorskip("trl")
+    from helpers import tiny_spec
+    from grpo_ablate.trainer.build import build_trial
+
+    prefix = build_trial(tiny_spec(tmp_path / "prefix", steps=2, num_prompts=200, per_device_train_batch_size=8,
+                                   save_strategy="steps", save_steps=2), log=lambda _: None, echo=False)
+    prefix.trainer.train()
+    folder = tmp_path / "prefix" / "trainer" / "checkpoint-2"
+    spec = tiny_spec(tmp_path / "branch", steps=3, num_prompts=200, per_device_train_batch_size=8)
+    spec = dataclasses.replace(spec, start_from=StartFrom(str(folder), 2))
+    branch = build_trial(TrialSpec.from_json(spec.to_json()), log=lambda _: None, echo=False)
+    assert branch.resume_from == str(folder)
+    branch.trainer.train(resume_from_checkpoint=branch.resume_from)
+    assert branch.trainer.state.global_step == 3
+    steps = [json.loads(x)["step"] for x in (tmp_path / "branch" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [3]  # only the step after the branch point was trained
+    wrong = dataclasses.replace(spec, start_from=StartFrom(str(folder), 1))
+    with pytest.raises(ValueError, match="holds step 2"):
+        build_trial(wrong, log=lambda _: None, echo=False)

@@ -35,7 +35,7 @@ from grpo_ablate.study.owner import claim_output_dir
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.launchers import run_trial
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome, parse_generations
+from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome
 
 __all__ = ["run", "run_one", "print_result"]
 
@@ -75,7 +75,7 @@ def _pick_params(study: Any, chosen: dict[str, Any]) -> Cell:
     """This trial's cell from the validated study and the values given on the command line."""
     arm = baseline_arm(study, chosen)  # the study's one default-arm rule for every value not given
     g = chosen.get("num_generations")
-    if g is not None and arm.num_generations != parse_generations(g):
+    if g is not None and arm.num_generations != study.baseline_values(chosen)["num_generations"]:
         raise ValueError(f"num_generations={g} is not feasible for this study; feasible: {list(study.space.generations)}")
     seed = int(chosen.get("seed", study.study.seeds[0] if study.study.seeds else 0))
     return Cell(arm, seed, "run-one")
@@ -135,7 +135,7 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
 
 def _run(study: Any, params: Cell, folder: Path, spec: TrialSpec, console: Any) -> int:
     """The trial with a progress bar, then the table; the exit status."""
-    steps = spec.budget.get("max_steps")
+    steps = spec.max_steps  # the plan's optimizer steps (a completions budget resolved too)
     threads = spec.env.get("OMP_NUM_THREADS")
     console.print(
         f"run-one: {params.arm.words} seed={params.seed}" + (f", {threads} thread(s)" if threads else "") + f" -> {folder}",

@@ -11,17 +11,19 @@ num_processes; else the GPUs per trial; else 1.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from grpo_ablate.errors import StudyError
 from grpo_ablate.config.schema import IntRange, StudyFile
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.space import BatchShape, FeasibleSpace, feasible_space
+from grpo_ablate.schedule import parse_generations
+from grpo_ablate.space import BatchShape, FeasibleSpace, Rejection, feasible_space
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probed_space
 
-__all__ = ["accelerate_processes", "world_size", "world_size_reason", "batch_shape", "trainer_batch_shape", "space_for"]
+__all__ = ["accelerate_processes", "world_size", "world_size_reason", "batch_shape", "trainer_batch_shape", "space_for",
+           "read_generations"]
 
 
 def accelerate_processes(path: str) -> int | None:
@@ -94,15 +96,29 @@ def trainer_batch_shape(t: Mapping[str, Any], world: int) -> BatchShape:
     )
 
 
+def read_generations(values: Iterable[Any]) -> tuple[list[int], list[Rejection]]:
+    """The study file's values of num_generations as values (ints, schedule objects), and a rejection
+    with the parser's reason for each label that does not read. G is read from text only in config/."""
+    out: list[int] = []
+    unreadable: list[Rejection] = []
+    for value in values:
+        try:
+            out.append(parse_generations(value))
+        except ValueError as e:
+            unreadable.append(Rejection(str(value), None, str(e)))
+    return out, unreadable
+
+
 def space_for(sf: StudyFile) -> FeasibleSpace:
     """The feasible (num_generations, generation_batch_size) pairs of the study's search."""
     search = sf.search
     g = search.num_generations
-    gens = list(range(g.low, g.high + 1, g.step)) if isinstance(g, IntRange) else list(g)
+    gens, unreadable = read_generations(range(g.low, g.high + 1, g.step) if isinstance(g, IntRange) else g)
     batches: Any = search.generation_batch_size
     if batches is None and "generation_batch_size" in sf.trainer:
         batches = [sf.trainer["generation_batch_size"]]
-    space = feasible_space(batch_shape(sf), gens, "auto" if batches == "probed" else batches, search.max_generation_batch_size)
+    space = feasible_space(batch_shape(sf), gens, "auto" if batches == "probed" else batches, search.max_generation_batch_size,
+                           unreadable)
     return _with_probe(sf, space, batches)
 
 

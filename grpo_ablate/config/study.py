@@ -9,7 +9,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from grpo_ablate.config.hardware import world_size
 from grpo_ablate.config.schema import (
@@ -27,7 +27,8 @@ from grpo_ablate.config.schema import (
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.storage_url import canonical_url, mask_url
-from grpo_ablate.vocab import METRICS, parse_generations
+from grpo_ablate.schedule import parse_generations
+from grpo_ablate.vocab import METRICS
 
 __all__ = ["Study", "resolve_sampler", "SMALL_SPACE"]
 
@@ -131,6 +132,14 @@ class Study:
         t = self.temperatures()
         n_temps = 1 if t is None else (len(t) if isinstance(t, list) else None)
         return resolve_sampler(self.study.sampler, None if n_temps is None else len(self.space.feasible) * n_temps)
+
+    def baseline_values(self, chosen: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """study.baseline with `chosen` (run-one's values, None left out) over it; num_generations read
+        from its label here, by the loader, as a value (an int or a schedule object)."""
+        given = {**dict(self.study.baseline or {}), **{k: v for k, v in (chosen or {}).items() if v is not None}}
+        if given.get("num_generations") is not None:
+            given["num_generations"] = parse_generations(given["num_generations"])
+        return given
 
     def generations(self) -> list[int]:
         """The searched values of num_generations: ints and G schedules (vocab.parse_generations)."""

@@ -119,10 +119,7 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
                               f"the training set has {known} prompt(s); a generation round at this batch needs {needed}"))
     temperature = study.fixed_temperature() if study.temperatures() is None else _first_temperature(study)
     cell = Cell(Arm(num_generations, generation_batch_size, temperature), study.study.seeds[0], "probe")
-    spec = build_spec(study, cell, trial_dir, env)
-    spec.trainer["generation_batch_size"] = generation_batch_size
-    spec.trainer.pop("steps_per_generation", None)
-    spec.budget = {**spec.budget, "max_steps": steps, "completions": None, "tokens": None, "seconds": None}
+    spec = build_spec(study, cell, trial_dir, env, probe_steps=steps)  # the cell's batch, exactly `steps` steps
     started = time.perf_counter()
     result = pool.for_spec(spec).run(spec) if pool is not None else run_trial(spec)
     wall = time.perf_counter() - started

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from grpo_ablate.vocab import Arm, generations_text, pair_label, parse_generations, parse_pair_label
+from grpo_ablate.vocab import Arm, generations_text, pair_label, parse_pair_label
 from grpo_ablate.config import FloatRange
 
 if TYPE_CHECKING:
@@ -49,10 +49,6 @@ def batch_param(num_generations: int) -> str:
     return f"generation_batch_size|G={num_generations}"
 
 
-def _g_text_choices(space: "FeasibleSpace") -> list[int | str]:
-    return [generations_text(x) for x in space.generations]
-
-
 def _batches(space: "FeasibleSpace", g: int) -> list[int]:
     return sorted(p.generation_batch_size for p in space.feasible if p.num_generations == g)
 
@@ -66,7 +62,7 @@ def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) ->
     if encoding == LABEL or (encoding == PLAN and space.batch_choice):
         out[LABEL_PARAM] = CategoricalDistribution([p.label for p in space.feasible])
     elif encoding == PLAN:
-        out[G_PARAM] = CategoricalDistribution(_g_text_choices(space))
+        out[G_PARAM] = CategoricalDistribution([generations_text(x) for x in space.generations])
     else:
         if len(gens) > 1:
             out[G_RANK] = IntDistribution(0, len(gens) - 1)
@@ -89,7 +85,10 @@ def suggest_arm(trial: "optuna.Trial", space: "FeasibleSpace", temps: Any, fixed
         pair = space.by_label(label)
         g, b = pair.num_generations, pair.generation_batch_size
     elif encoding == PLAN:
-        found = space.pair(parse_generations(trial.suggest_categorical(G_PARAM, _g_text_choices(space))))
+        by_text = {generations_text(x): x for x in space.generations}  # the choice's own G, looked up, not parsed
+        choice = trial.suggest_categorical(G_PARAM, list(by_text))
+        assert isinstance(choice, (int, str))
+        found = space.pair(by_text[choice])
         assert found is not None  # every choice is a feasible G
         g, b = found.num_generations, found.generation_batch_size
     else:

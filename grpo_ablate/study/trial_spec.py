@@ -1,22 +1,33 @@
-"""A trial process's whole input (trainer/spec.py's TrialSpec), built in one place.
+"""A trial's plan (trainer/spec.py's TrialSpec), resolved in one place by the parent.
 
     from grpo_ablate.study.trial_spec import build_spec
     spec = build_spec(study, Cell(Arm(4, 32, 0.9), 0, "probe"), Path("runs/x/probe/00000"))
 
 `build_spec` takes a validated Study and a cell (`run`, `run-one`, `probe`, the benchmarks);
 `spec_from_sections` takes plain section dicts (tests, scripts, benchmarks without a study file).
-Both merge the trial's knobs into the trainer section the same way (`_spec`). No Optuna here.
+Both go through `_spec`, which resolves, once, what the child then only executes: the arm's G as
+a value (an int or a schedule object, never text), the sections with every schema default filled,
+and the batch arithmetic (space.py's rule: optimizer steps, generation rounds, completions, what
+the evaluation points divide). No Optuna here.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from pydantic import BaseModel
+
+from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
+from grpo_ablate.config.hardware import trainer_batch_shape
+from grpo_ablate.schedule import Schedule, generations_text
+from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
-from grpo_ablate.trainer.spec import TrialSpec
-from grpo_ablate.vocab import TRIAL_KEYS, Cell, generations_text
 from grpo_ablate.study.trackers import tracker_settings
+from grpo_ablate.trainer.spec import EvalBudget, StartFrom, TrialSpec
+from grpo_ablate.vocab import TRIAL_KEYS, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -24,49 +35,111 @@ if TYPE_CHECKING:
 __all__ = ["build_spec", "spec_from_sections"]
 
 
+@functools.cache
+def _defaults(section: type[BaseModel]) -> dict[str, Any]:
+    """A study section's field defaults as plain data, nested sections included.
+
+    Read from the fields rather than an instance: BudgetSection refuses an empty budget.
+    """
+    out: dict[str, Any] = {}
+    for name, info in section.model_fields.items():
+        value = info.get_default(call_default_factory=True)
+        out[name] = value.model_dump() if isinstance(value, BaseModel) else value
+    return out
+
+
+def _merged(section: type[BaseModel], given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`given` over the section's defaults (one level of nested sections merged too): the child
+    reads every key the trainer core looks up without knowing the schema."""
+    out = copy.deepcopy(_defaults(section))
+    for key, value in (given or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def _generations(value: Any) -> int | None:
+    if value is None or isinstance(value, Schedule):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    raise TypeError(f"num_generations must be an int or a schedule object, got {value!r}; a label is read by the "
+                    "study-file loader (config), not here")
+
+
+def _eval_budget(budget: Mapping[str, Any], completions: int | None, max_steps: int | None) -> EvalBudget:
+    """Tokens when the budget is in tokens, else the completions of max_steps, else seconds."""
+    if budget.get("tokens"):
+        return EvalBudget("tokens", float(budget["tokens"]))
+    if max_steps:
+        return EvalBudget("completions", float(completions or 0))
+    if budget.get("seconds"):
+        return EvalBudget("seconds", float(budget["seconds"]))
+    return EvalBudget("completions", 0.0)  # epochs only: no interior points, start and end still scored
+
+
 def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[str, Any],
           model: Mapping[str, Any] | None, data: Mapping[str, Any] | None, rewards: Sequence[Mapping[str, Any] | str],
           trainer: Mapping[str, Any] | None, budget: Mapping[str, Any] | None, hardware: Mapping[str, Any] | None,
           evaluation: Mapping[str, Any] | None, timeout_s: float | None, env: Mapping[str, str] | None,
-          checkpoint: Mapping[str, Any] | None = None) -> TrialSpec:
-    """The one merge: the trial's knobs (G as its text, a schedule's label included: trainer/scheduled.py)
-    go into the trainer; a generation batch given displaces steps_per_generation (TRL refuses both);
-    the budget owns max_steps."""
+          checkpoint: Mapping[str, Any] | None = None, start_from: StartFrom | None = None) -> TrialSpec:
+    """The one resolution: the trial's knobs go into the trainer keywords, except G, which is the
+    plan's own typed field; a generation batch given displaces steps_per_generation (TRL refuses
+    both); the budget owns max_steps; then the batch arithmetic, from space.py's rule."""
     merged = dict(trainer or {})
+    g = _generations(knobs.get("num_generations", merged.get("num_generations")))
+    merged.pop("num_generations", None)
     for key in TRIAL_KEYS:
         value = knobs.get(key)
-        if value is not None:
-            merged[key] = generations_text(value) if key == "num_generations" else value
+        if value is not None and key != "num_generations":
+            merged[key] = value
     if knobs.get("generation_batch_size") is not None:
         merged.pop("steps_per_generation", None)
     steps = merged.pop("max_steps", None)
-    spent = dict(budget or {})
-    if spent.get("max_steps") is None and isinstance(steps, int):
+    spent = _merged(BudgetSection, budget)
+    if spent.get("max_steps") is None and isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
         spent["max_steps"] = steps
+    hw = _merged(HardwareSection, hardware)
+    shape = trainer_batch_shape(merged, int(hw.get("num_processes") or 1))
+    gbs = merged.get("generation_batch_size")
+    max_steps = optimizer_steps(shape, max_steps=spent.get("max_steps"), completions=spent.get("completions"))
+    completions = generated_completions(shape, max_steps=max_steps) if max_steps else None
     return TrialSpec(
         trial_dir=str(trial_dir),
-        model=dict(model or {}),
-        data=dict(data or {}),
+        model=_merged(ModelSection, model),
+        data=_merged(DataSection, data),
         rewards=[{"name": r} if isinstance(r, str) else dict(r) for r in rewards],
         trainer=merged,
         budget=spent,
-        hardware=dict(hardware or {}),
-        params=dict(params),
+        hardware=hw,
+        params={k: generations_text(v) if k == "num_generations" and isinstance(v, int) else v for k, v in params.items()},
         evaluation=dict(evaluation) if evaluation is not None else None,
         timeout_s=timeout_s,
         env=dict(env or {}),
         checkpoint=dict(checkpoint) if checkpoint is not None else None,
+        num_generations=g,
+        max_steps=max_steps,
+        rounds=shape.rounds(gbs if isinstance(gbs, int) and not isinstance(gbs, bool) and gbs > 0 else None),
+        generated_per_step=shape.generated_per_step,
+        completions=completions,
+        eval_budget=_eval_budget(spent, completions, max_steps),
+        start_from=start_from,
     )
 
 
 def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
-               timeout: float | None = None) -> TrialSpec:
+               timeout: float | None = None, *, probe_steps: int | None = None,
+               start_from: StartFrom | None = None) -> TrialSpec:
     """A trial of this study: its sections with the cell's knobs, its trackers and its world size.
 
     The generation batch is the cell's only when the study searches batches; otherwise TRL
     derives it from the trainer section, as it would without this tool. `timeout`: the trial's
     seconds (the runner resolves study.trial_timeout with what the study measured); by default it
-    is resolved here from the planned estimate (run-one, probe).
+    is resolved here from the planned estimate (run-one, probe). `probe_steps`: a probe point
+    (preflight/probe.py): the cell's generation batch whatever the study searches, and a budget of
+    exactly that many steps. `start_from`: a branch point (trainer/spec.py's StartFrom).
     """
     setting = study.study.trial_timeout
     if timeout is None and setting is not None:  # the estimate is read only when auto needs it
@@ -74,17 +147,21 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
 
     arm = cell.arm
     knobs: dict[str, Any] = {"num_generations": arm.num_generations, "temperature": arm.temperature, "seed": cell.seed}
-    if study.space.batch_searched:
+    if study.space.batch_searched or probe_steps is not None:
         knobs["generation_batch_size"] = arm.generation_batch_size
+    budget = study.budget.model_dump()
+    if probe_steps is not None:
+        budget = {**budget, "max_steps": probe_steps, "completions": None, "tokens": None, "seconds": None}
     tracked, tracker_env = tracker_settings(study, cell)
     hardware = study.hardware.model_dump()
     hardware["num_processes"] = study.world_size
     return _spec(trial_dir, knobs=knobs, params=cell.as_attrs(), model=study.model.model_dump(),
                  data=study.data.model_dump(), rewards=[r.model_dump() for r in study.rewards],
-                 trainer={**study.trainer, **tracked}, budget=study.budget.model_dump(), hardware=hardware,
+                 trainer={**study.trainer, **tracked}, budget=budget, hardware=hardware,
                  evaluation=study.file.evaluation.model_dump() if study.file.evaluation is not None else None,
                  timeout_s=timeout, env={**tracker_env, **(env or {})},
-                 checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints})
+                 checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints},
+                 start_from=start_from)
 
 
 def spec_from_sections(
@@ -100,11 +177,14 @@ def spec_from_sections(
     evaluation: dict[str, Any] | None = None,
     timeout_s: float | None = None,
     env: dict[str, str] | None = None,
+    checkpoint: dict[str, Any] | None = None,
+    start_from: StartFrom | None = None,
 ) -> TrialSpec:
     """A TrialSpec from plain section dicts; the trial's `params` (TRIAL_KEYS) are merged into the trainer.
 
-    For callers without a validated Study. Missing section keys take the schema defaults
-    (trainer/spec.py).
+    For callers without a validated Study. Missing section keys take the study schema's defaults.
+    num_generations (in `params` or `trainer`) is an int or a schedule object, never its label.
     """
     return _spec(trial_dir, knobs=params or {}, params=params or {}, model=model, data=data, rewards=rewards,
-                 trainer=trainer, budget=budget, hardware=hardware, evaluation=evaluation, timeout_s=timeout_s, env=env)
+                 trainer=trainer, budget=budget, hardware=hardware, evaluation=evaluation, timeout_s=timeout_s,
+                 env=env, checkpoint=checkpoint, start_from=start_from)

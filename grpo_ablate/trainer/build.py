@@ -24,9 +24,9 @@ import torch
 from grpo_ablate.config.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import full_run_steps, lr_schedule_of
-from grpo_ablate.space import Rounds, generated_completions, optimizer_steps
+from grpo_ablate.space import Rounds
 from grpo_ablate.prompt_file import prompt_file_problem
-from grpo_ablate.schedule import Schedule, parse_generations
+from grpo_ablate.schedule import Schedule
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tasks import task_dataset
@@ -37,14 +37,11 @@ from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
 from .vllm_cpu import keep_weights_loadable
 from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
-from grpo_ablate.config.hardware import trainer_batch_shape
 
 __all__ = [
     "BuiltTrial",
     "build_config_kwargs",
     "build_trial",
-    "derive_max_steps",
-    "evaluation_budget",
     "load_model_and_tokenizer",
     "format_prompts",
     "load_prompt_sets",
@@ -331,13 +328,6 @@ def _drop_long_prompts(dataset, tokenizer, limit: int):
 # --------------------------------------------------------------------------------------------
 
 
-def derive_max_steps(budget: dict[str, Any], trainer: dict[str, Any], world_size: int) -> int | None:
-    """Optimizer steps from the budget: `max_steps`, or completions -> steps, the smaller when both
-    (space.optimizer_steps, the arithmetic plan and pruning use too)."""
-    return optimizer_steps(trainer_batch_shape(trainer, world_size),
-                           max_steps=budget.get("max_steps"), completions=budget.get("completions"))
-
-
 def _checkpointing_field() -> str:
     import dataclasses
 
@@ -350,16 +340,23 @@ def _checkpointing_field() -> str:
 def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: list[float]) -> dict[str, Any]:
     """GRPOConfig keyword arguments: the study's, verbatim, plus what a trial must own.
 
+    `world_size` no longer changes them (the plan resolved the batch arithmetic for its world size;
+    build_trial checks TRL agrees); kept for the dry run's call.
+
     Always: output_dir inside the trial folder, logging_steps=1 (metrics.jsonl is per step).
     With checkpoints (spec.checkpoint): save_strategy steps, every checkpoint whole (model and
     optimizer), older ones removed by the Checkpointer rather than by save_total_limit (which
     removes the old one before the new one is complete). Unless the study set them: report_to
     none, save_strategy no, no progress bar (the parent shows progress). bf16/fp16 from
     mixed_precision() (off without CUDA); use_cpu without CUDA. Built-in model: no gradient
-    checkpointing (it only slows a tiny model). vLLM mode from the hardware section; max_steps
-    from the budget; reward_weights from the rewards when one is not 1.
+    checkpointing (it only slows a tiny model). vLLM mode from the hardware section; the plan's G
+    (a schedule's first phase: trainer/scheduled.py changes it per round) and max_steps;
+    reward_weights from the rewards when one is not 1.
     """
     kw = dict(spec.trainer)
+    g = spec.num_generations
+    if g is not None:
+        kw["num_generations"] = g.phases[0] if isinstance(g, Schedule) else int(g)
     kw["output_dir"] = os.fspath(checkpoints.trainer_dir(spec.trial_dir))
     kw["logging_strategy"] = "steps"
     kw["logging_steps"] = 1
@@ -383,9 +380,8 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     if vllm_mode in ("colocate", "server"):
         kw.setdefault("use_vllm", True)
         kw.setdefault("vllm_mode", vllm_mode)
-    steps = derive_max_steps(spec.budget, kw, world_size)
-    if steps is not None:
-        kw["max_steps"] = steps
+    if spec.max_steps is not None:
+        kw["max_steps"] = spec.max_steps
     if "reward_weights" not in kw and any(w != 1.0 for w in reward_weights):
         kw["reward_weights"] = list(reward_weights)
     return kw
@@ -404,35 +400,74 @@ def _checkpointing(spec: TrialSpec) -> bool:
     """Whether the trial saves checkpoints for a retry: asked for, and not a G schedule, whose round
     state (phase, pass rates) a checkpoint does not hold. A schedule's trainer keeps the study's own
     save settings (else save_steps=1 with nobody to remove the old ones: a checkpoint every step)."""
-    g = spec.trainer.get("num_generations")
-    return _checkpoints_asked(spec) and not (g is not None and isinstance(parse_generations(g), Schedule))
+    return _checkpoints_asked(spec) and not isinstance(spec.num_generations, Schedule)
 
 
-def _rounds(config: Any) -> Rounds:
-    """TRL's generation cadence of this config (space.Rounds owns the rule)."""
-    return Rounds(int(config.steps_per_generation), int(config.gradient_accumulation_steps), int(config.num_iterations or 1))
+def _check_rounds(spec: TrialSpec, config: Any) -> None:
+    """The plan's generation cadence is the one TRL derived: else the plan was made for another
+    launch shape (a world size other than hardware.num_processes) and its arithmetic is wrong."""
+    built = Rounds(int(config.steps_per_generation), int(config.gradient_accumulation_steps), int(config.num_iterations or 1))
+    if built != spec.rounds:
+        raise ValueError(f"the trial plan's rounds {spec.rounds} differ from TRL's {built} at {config.world_size} "
+                         f"process(es) (hardware.num_processes {spec.num_processes}); launch it with the plan's world size")
+
+
+def _start_from(spec: TrialSpec, checkpointer: Any, log: Callable[[str], None]) -> str | None:
+    """The branch point's folder, checked: a trainer checkpoint holding the plan's step.
+
+    Its package state (metrics, clock) continues too when it has one and the trial checkpoints."""
+    start = spec.start_from
+    assert start is not None
+    folder = Path(start.checkpoint)
+    state = folder / "trainer_state.json"
+    if not state.is_file():
+        raise ValueError(f"start_from.checkpoint {folder}: not a trainer checkpoint (no trainer_state.json)")
+    held = json.loads(state.read_text()).get("global_step")
+    if held != start.step:
+        raise ValueError(f"start_from: {folder} holds step {held}, the plan says {start.step}")
+    found = checkpoints.Checkpoint(folder, start.step)
+    if checkpointer is not None and (folder / checkpoints.STATE_DIR / checkpoints.CLOCK_FILE).is_file():
+        checkpointer.resume(found, files=int(os.environ.get("RANK", "0")) == 0)
+    log(f"starting from the branch point {folder} (step {start.step})")
+    return os.fspath(folder)
 
 
 def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bool = True) -> BuiltTrial:
-    """Load (timed as load_seconds) then build config and trainer (timed as build_seconds)."""
+    """Build the config, load the model and prompts, build the trainer.
+
+    GRPOConfig comes first, before from_pretrained: a TrainingArguments with a ZeRO-3 DeepSpeed
+    config (accelerate's plugin, `zero3_init_flag: true`) is what makes transformers load the
+    model partitioned (zero.Init), each rank holding its shard rather than the whole model in
+    host memory; created after the load, it is too late. A fresh GRPOConfig per trial, from the
+    raw keyword arguments (facts.md). Timing: rewards, model and prompts are load_seconds; the
+    config and the trainer build_seconds.
+    """
     from trl import GRPOConfig, GRPOTrainer
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     started = time.perf_counter()
-    model, tokenizer, path = load_model_and_tokenizer(spec.model, spec.data, log)
-    # The same prompt set for every trial of a study: the trial's seed varies sampling, not data.
-    dataset, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
     ctx = RewardContext(task=spec.data.get("task"), max_completion_length=spec.trainer.get("max_completion_length") or trl_default("max_completion_length"))
     funcs, names, weights = build_rewards(spec.rewards, ctx)
     load_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
-    from .scheduled import ScheduledGRPOTrainer, split_schedule
+    from .scheduled import ScheduledGRPOTrainer
 
-    kwargs, schedule = split_schedule(build_config_kwargs(spec, world_size=world_size, reward_weights=weights))
+    kwargs = build_config_kwargs(spec, world_size=world_size, reward_weights=weights)
+    schedule = spec.num_generations if isinstance(spec.num_generations, Schedule) else None
     # accelerate's DeepSpeed plugin reads the precision from here, after the flags were decided from it
     os.environ[MIXED_PRECISION_ENV] = mixed_precision(spec)
-    config = GRPOConfig(**kwargs)
+    config = GRPOConfig(**kwargs)  # alive through the load below: transformers' ZeRO-3 check reads it
+    _check_rounds(spec, config)
+    build_seconds = time.perf_counter() - started
+
+    started = time.perf_counter()
+    model, tokenizer, path = load_model_and_tokenizer(spec.model, spec.data, log)
+    # The same prompt set for every trial of a study: the trial's seed varies sampling, not data.
+    dataset, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
+    load_seconds += time.perf_counter() - started
+
+    started = time.perf_counter()
     prompts_per_round = config.generation_batch_size // (schedule.smallest if schedule else config.num_generations)
     if len(dataset) < prompts_per_round:
         raise ValueError(
@@ -464,15 +499,15 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     checkpointer = None
     if spec.checkpoint is not None and _checkpointing(spec):
         checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,
-                                    evaluator=evaluator, round_steps=_rounds(config).period_steps)
+                                    evaluator=evaluator, round_steps=spec.rounds.period_steps)
     elif _checkpoints_asked(spec):  # a schedule's round state (phase, pass rates) is not in a checkpoint
         log("checkpoints: off for a G schedule (its round state is not saved); a retried trial starts over")
-    scheduled: dict[str, Any] = {"schedule": schedule, "events_dir": spec.trial_dir} if schedule else {}
+    scheduled: dict[str, Any] = {"schedule": schedule, "rounds": spec.rounds, "events_dir": spec.trial_dir} if schedule else {}
     if schedule is not None and schedule.kind != "schedule":
         # dynamic sampling generates more than it trains on: a completions budget counts what it generated
         # (a max_steps budget too: it stands for max_steps x the completions a fixed-G step generates)
-        if config.max_steps and config.max_steps > 0:
-            scheduled["completions_budget"] = int(evaluation_budget({}, config)[1])
+        if spec.completions:
+            scheduled["completions_budget"] = int(spec.completions)
         if schedule.kind == "adaptive":
             from .g_policy import advice_prior
 
@@ -490,7 +525,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         callbacks=[recorder, stopper] + [c for c in (evaluator, checkpointer) if c is not None],
     )
     recorder.attach(trainer)
-    _lr_schedule(trainer, spec.budget, kwargs, world_size, len(dataset), log)
+    _lr_schedule(trainer, spec.budget, spec.generated_per_step, len(dataset), log)
     if evaluator is not None:
         evaluator.attach(trainer)
     if config.disable_tqdm:
@@ -502,7 +537,10 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     if checkpointer is not None and resume is not None:
         checkpointer.resume(resume, files=int(os.environ.get("RANK", "0")) == 0)  # one rank writes the files
         log(f"resuming from {resume.path.name} (step {resume.step}); its metrics and clock continue")
-    build_seconds = time.perf_counter() - started
+    resume_from = os.fspath(resume.path) if resume is not None else None
+    if resume_from is None and spec.start_from is not None:
+        resume_from = _start_from(spec, checkpointer, log)
+    build_seconds += time.perf_counter() - started
     return BuiltTrial(
         trainer=trainer,
         config=config,
@@ -514,18 +552,18 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         reward_weights=effective_weights,
         load_seconds=load_seconds,
         build_seconds=build_seconds,
-        resume_from=os.fspath(resume.path) if resume is not None else None,
+        resume_from=resume_from,
     )
 
 
-def _lr_schedule(trainer: Any, budget: dict[str, Any], kwargs: dict[str, Any], world_size: int, prompts: int,
+def _lr_schedule(trainer: Any, budget: dict[str, Any], generated_per_step: float, prompts: int,
                  log: Callable[[str], None]) -> None:
     """budget.lr_schedule "prefix": the scheduler is built for the recipe's full run, and the trial stops at
     its own max_steps, so step k has the learning rate the full run has at step k (warmup included, as a
     fraction of the full run). "compressed" leaves transformers' schedule over the trial's own steps."""
     if lr_schedule_of(budget) != "prefix":
         return
-    full = full_run_steps(budget.get("full_run"), trainer_batch_shape(kwargs, world_size).generated_per_step, prompts)
+    full = full_run_steps(budget.get("full_run"), generated_per_step, prompts)
     steps = trainer.args.max_steps
     if not full or not steps or steps <= 0:
         log("learning-rate schedule: compressed into the trial (the full run's length is not known)")
@@ -541,27 +579,12 @@ def _lr_schedule(trainer: Any, budget: dict[str, Any], kwargs: dict[str, Any], w
     log(f"learning-rate schedule: the first {steps} of the full run's {full} steps (budget.lr_schedule: prefix)")
 
 
-def evaluation_budget(budget: dict[str, Any], config: Any) -> tuple[str, float]:
-    """(unit, total) the evaluation points divide: tokens when the budget is in tokens, else
-    completions (max_steps x completions per optimizer step / num_iterations), else seconds."""
-    if budget.get("tokens"):
-        return "tokens", float(budget["tokens"])
-    if config.max_steps and config.max_steps > 0:
-        shape = trainer_batch_shape({"per_device_train_batch_size": config.per_device_train_batch_size,
-                               "gradient_accumulation_steps": config.gradient_accumulation_steps,
-                               "num_iterations": config.num_iterations}, config.world_size)
-        return "completions", float(generated_completions(shape, max_steps=config.max_steps) or 0)
-    if budget.get("seconds"):
-        return "seconds", float(budget["seconds"])
-    return "completions", 0.0  # epochs only: no interior points, start and end still scored
-
-
 def _evaluator(spec: TrialSpec, config: Any, prompts: Any, tokenizer: Any, funcs: list, weights: list[float],
                recorder: MetricsRecorder, stopper: StopSwitch):
     from .evaluation import Evaluator
 
     settings = dict(spec.evaluation or {})
     settings["max_completion_length"] = settings.get("max_completion_length") or config.max_completion_length
-    unit, total = evaluation_budget(spec.budget, config)
     return Evaluator(spec.trial_dir, prompts=prompts, tokenizer=tokenizer, reward_funcs=funcs, reward_weights=weights,
-                     settings=settings, unit=unit, total=total, recorder=recorder, stopper=stopper)
+                     settings=settings, unit=spec.eval_budget.unit, total=spec.eval_budget.total, recorder=recorder,
+                     stopper=stopper)

@@ -51,7 +51,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, parse_generations
+from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule
 from grpo_ablate.space import Rounds
 from grpo_ablate.vocab import EVENTS_FILE
 
@@ -59,19 +59,8 @@ from .collective import from_rank0, max_over_processes, sum_over_processes
 from .g_policy import (PromptPosterior, allocate, group_advantages, merge_rows, prompt_key,
                        zero_spread_groups)
 
-__all__ = ["ScheduleState", "ScheduledRepeatSampler", "ScheduledGRPOTrainer", "SignalSwitch", "split_schedule",
+__all__ = ["ScheduleState", "ScheduledRepeatSampler", "ScheduledGRPOTrainer", "SignalSwitch",
            "RoundPolicy", "DynamicPolicy", "PerPromptPolicy", "CompletionsBudget", "policy_for"]
-
-
-def split_schedule(kwargs: dict[str, Any]) -> tuple[dict[str, Any], Schedule | None]:
-    """GRPOConfig keywords with a schedule's first G in place of the schedule, and the schedule."""
-    value = kwargs.get("num_generations")
-    if value is None:
-        return kwargs, None
-    parsed = parse_generations(value)
-    if not isinstance(parsed, Schedule):
-        return {**kwargs, "num_generations": parsed}, None  # "8" from a label-typed value becomes 8
-    return {**kwargs, "num_generations": parsed.phases[0]}, parsed
 
 
 class ScheduleState:
@@ -210,12 +199,12 @@ class ScheduledGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with num_generations taken, round by round, from a `ScheduleState`, and each
     round's completions per prompt decided by a `RoundPolicy`."""
 
-    def __init__(self, *args: Any, schedule: Schedule, events_dir: str | Path,
+    def __init__(self, *args: Any, schedule: Schedule, rounds: Rounds, events_dir: str | Path,
                  prior: tuple[float, float] | None = None, completions_budget: int | None = None, **kwargs: Any) -> None:
+        """`schedule` and `rounds` (TRL's generation cadence) come from the trial plan (trainer/spec.py)."""
         super().__init__(*args, **kwargs)
         a = self.args
-        self.schedule_state = ScheduleState(schedule, max_steps=int(a.max_steps or 0), rounds=Rounds(
-            a.steps_per_generation, a.gradient_accumulation_steps, self.num_iterations))
+        self.schedule_state = ScheduleState(schedule, max_steps=int(a.max_steps or 0), rounds=rounds)
         self.events_path = Path(events_dir) / EVENTS_FILE
         self.g_policy = policy_for(schedule, prior)
         self.round_stats: dict[str, Any] | None = None  # the last generated round, for metrics.jsonl

@@ -1,59 +1,81 @@
-"""What one trial is, as data: the spec the parent writes, and the result it reads back.
+"""The trial plan: what one trial is, resolved once by the parent, and the result it reads back.
 
 No torch here: the orchestrator imports it. `<trial_dir>/spec.json` is the trial process's
 whole input, so a trial can be re-run by hand:
 
     python -m grpo_ablate.trainer.worker runs/x/trials/00003/spec.json
+
+The parent (study/trial_spec.py: `build_spec` from a Study, `spec_from_sections` from plain
+sections) resolves everything a trial needs, once, into a `TrialSpec`; the child (trainer/worker,
+build, scheduled, evaluation) executes it: it never re-derives the batch arithmetic, never parses
+G from text and never reads the study-file schema. The fields of spec.json:
+
+- `trial_dir`; `model`, `data`, `rewards`, `hardware`, `evaluation`, `env`, `timeout_s`,
+  `checkpoint` ({"every", "keep"} or null): the study's sections, every key filled;
+- `trainer`: GRPOConfig keyword arguments verbatim (temperature, seed and a searched
+  generation_batch_size included), never num_generations and never max_steps;
+- `num_generations`: the arm's G, an int or a schedule object (schedule.generations_data:
+  `{"kind": "schedule", "label": "4→8@40%", "phases": [4, 8], "switches": [...]}`); null: TRL's default;
+- `max_steps`: the optimizer steps (budget.max_steps and/or completions; null: tokens/seconds only);
+- `rounds`: TRL's generation cadence (space.Rounds: steps_per_generation, gradient_accumulation_steps,
+  num_iterations): reward rows, round-aligned checkpoints and a schedule's round steps follow from it;
+- `generated_per_step`, `completions`: completions generated per optimizer step and in all;
+- `eval_budget`: {"unit", "total"}, what the held-out evaluation points divide;
+- `budget`: the rest of the study's budget (tokens, seconds: the stop switch; lr_schedule, full_run);
+- `params`: the searched values, for the record (display text; the child never reads G from it);
+- `start_from`: a branch point, {"checkpoint": folder, "step": n} or null (see `StartFrom`).
+
+One codec: `to_json` / `from_json` (round-trip tested, G schedules included).
 """
 
 from __future__ import annotations
 
-import copy
-import functools
 import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
+from grpo_ablate.schedule import generations_data, generations_from_data
+from grpo_ablate.space import Rounds
 from grpo_ablate.vocab import SPEC_FILE, Outcome
 
-__all__ = ["TrialResult", "TrialSpec"]
+__all__ = ["EvalBudget", "StartFrom", "TrialResult", "TrialSpec"]
 
 
-@functools.cache
-def _defaults(section: type[BaseModel]) -> dict[str, Any]:
-    """A study section's field defaults as plain data, nested sections included.
+@dataclass(frozen=True)
+class StartFrom:
+    """A branch point: the trial starts from this checkpoint instead of from the model's weights.
 
-    Read from the fields rather than an instance: BudgetSection refuses an empty budget.
+    `checkpoint`: a trainer checkpoint folder (`<trial_dir>/trainer/checkpoint-<step>` of another
+    trial: weights, optimizer, scheduler, RNG states, trainer_state.json); `step`: the optimizer
+    step it holds (checked against the folder). The child resumes model, optimizer and scheduler
+    state from it (trainer/checkpoints.py's resume path, `trainer.train(resume_from_checkpoint=...)`)
+    and trains from step + 1 to `max_steps`; when the folder is a complete checkpoint of this
+    package (it has its clock) and the trial checkpoints, its metrics and clock continue too. The
+    trial's own newer checkpoint, when it has one (a retry), wins. Arms that branch from one
+    shared prefix (issue 39) set it; None (the default): the trial starts from the model.
     """
-    out: dict[str, Any] = {}
-    for name, info in section.model_fields.items():
-        value = info.get_default(call_default_factory=True)
-        out[name] = value.model_dump() if isinstance(value, BaseModel) else value
-    return out
+
+    checkpoint: str
+    step: int
 
 
-def _merged(defaults: dict[str, Any], given: dict[str, Any] | None) -> dict[str, Any]:
-    out = copy.deepcopy(defaults)
-    for key, value in (given or {}).items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = {**out[key], **value}
-        else:
-            out[key] = value
-    return out
+@dataclass(frozen=True)
+class EvalBudget:
+    """What the held-out evaluation points divide: `unit` tokens, completions or seconds, `total` of them."""
+
+    unit: str = "completions"
+    total: float = 0.0
 
 
 @dataclass
 class TrialSpec:
-    """Everything one trial process needs, already validated and merged with the trial's params.
+    """Everything one trial process needs, resolved by the parent (module docstring: the fields).
 
     `trainer` holds GRPOConfig keyword arguments verbatim (never a built config: TRL fills
     generation_batch_size and steps_per_generation in __post_init__, so a rebuilt config raises).
-    `params` repeats the searched values for the record; they are already inside `trainer`.
+    Build it with study/trial_spec.py (which fills every section's defaults), not by hand.
     """
 
     trial_dir: str
@@ -69,17 +91,20 @@ class TrialSpec:
     env: dict[str, str] = field(default_factory=dict)
     # {"every": steps or "auto", "keep": bool}: checkpoint and resume (trainer/checkpoints.py); None: never
     checkpoint: dict[str, Any] | None = None
+    num_generations: int | None = None  # an int or a schedule.Schedule (never text); None: TRL's default
+    max_steps: int | None = None
+    rounds: Rounds = field(default_factory=lambda: Rounds(1))
+    generated_per_step: float = 0.0
+    completions: int | None = None
+    eval_budget: EvalBudget = field(default_factory=EvalBudget)
+    start_from: StartFrom | None = None
 
     def __post_init__(self) -> None:
         self.trial_dir = os.fspath(self.trial_dir)
-        # A spec built from partial sections (tests, run-one) still reads every key the trainer
-        # core looks up: missing keys take the study schema's defaults.
-        self.model = _merged(_defaults(ModelSection), self.model)
-        self.data = _merged(_defaults(DataSection), self.data)
-        self.budget = _merged(_defaults(BudgetSection), self.budget)
-        self.hardware = _merged(_defaults(HardwareSection), self.hardware)
         self.rewards = [{"weight": 1.0, **r} for r in (self.rewards or [])]
         self.env = {str(k): str(v) for k, v in (self.env or {}).items()}
+        if "num_generations" in self.trainer:
+            raise ValueError("the trial plan's num_generations is its own field, not a trainer keyword")
 
     @property
     def path(self) -> Path:
@@ -91,7 +116,12 @@ class TrialSpec:
         return int(self.hardware.get("num_processes") or 1)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True, default=str)
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["num_generations"] = None if self.num_generations is None else generations_data(self.num_generations)
+        out["rounds"] = asdict(self.rounds)
+        out["eval_budget"] = asdict(self.eval_budget)
+        out["start_from"] = None if self.start_from is None else asdict(self.start_from)
+        return json.dumps(out, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
     @classmethod
     def from_json(cls, text: str) -> "TrialSpec":
@@ -100,6 +130,17 @@ class TrialSpec:
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"spec.json has unknown keys {unknown}; known keys are {sorted(known)}")
+        try:
+            if raw.get("num_generations") is not None:
+                raw["num_generations"] = generations_from_data(raw["num_generations"])
+            if "rounds" in raw:
+                raw["rounds"] = Rounds(**raw["rounds"])
+            if "eval_budget" in raw:
+                raw["eval_budget"] = EvalBudget(**raw["eval_budget"])
+            if raw.get("start_from") is not None:
+                raw["start_from"] = StartFrom(**raw["start_from"])
+        except TypeError as e:
+            raise ValueError(f"spec.json: {e}") from None
         return cls(**raw)
 
     def save(self) -> Path:
