@@ -126,3 +126,15 @@ def test_no_trl_default_typed_as_a_literal_in_the_package():
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / "grpo_ablate").rglob("*.py")
             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert hits == []
+
+
+def test_a_probe_point_is_the_cells_batch_for_exactly_its_steps(tmp_path):
+    """The probe's trial comes from the one plan builder: its batch and steps, the rounds that follow from them."""
+    from grpo_ablate.study.trial_spec import build_spec
+    from grpo_ablate.vocab import Arm, Cell
+
+    study = load_study(TINY, ["budget={completions: 1600}"])
+    spec = build_spec(study, Cell(Arm(2, 64, 1.0), 0, "probe"), tmp_path, probe_steps=3)
+    assert spec.trainer["generation_batch_size"] == 64 and "steps_per_generation" not in spec.trainer
+    assert spec.max_steps == 3 and spec.budget["completions"] is None and spec.completions == 96
+    assert spec.rounds.steps_per_generation == 2 and spec.rounds.generating_steps(3) == 2  # 64 / 32 per micro-step
