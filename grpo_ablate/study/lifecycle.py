@@ -225,8 +225,14 @@ class TrialLifecycle:
         me = trials.get(trial.number)
         if me is None:
             return None
+        mine = (self.study.output_dir / TRIALS_DIR).resolve()
         for folder in ledger.predecessor_dirs(trials, me):
-            moved = carry_over(folder, trial_dir)  # a folder on a host this one cannot see has none: starts over
+            source = Path(folder)
+            if not _inside(source, mine) and (mine / source.name).is_dir():
+                source = mine / source.name  # the journal names another copy of this run folder: use this study's own
+            # moved only within this study's own folders, copied from anywhere else (never emptied there);
+            # a folder on a host this one cannot see has none: the retry starts over
+            moved = carry_over(source, trial_dir, move=_inside(source, mine))
             if moved is not None:
                 ledger.record_resumed_from(trial, moved.step)
                 number = next((n for n, t in trials.items() if t.user_attrs.get(ledger.TRIAL_DIR) == folder), -1)
@@ -326,6 +332,13 @@ class TrialLifecycle:
 
     def _failed(self, trial: "optuna.Trial", reason: str) -> Ended:
         return Ended(trial.number, ledger.fail(self.ostudy, trial, reason).value, reason)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder)
+    except OSError:
+        return False
 
 
 def _disk_fault(result: "TrialResult") -> bool:

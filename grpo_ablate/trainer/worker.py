@@ -226,6 +226,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         from trl import GRPOConfig, GRPOTrainer  # noqa: F401 - lazy modules: pay the import here, timed
 
         from .build import build_trial
+        from .checkpointer import restore_failed
         from .collective import leave_process_group
 
         transformers.logging.set_verbosity_warning()
@@ -253,7 +254,18 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if built.resume_from:
             payload["resumed_from"] = built.resume_from
         try:
-            built.trainer.train(resume_from_checkpoint=built.resume_from)
+            try:
+                built.trainer.train(resume_from_checkpoint=built.resume_from)
+            except Exception as exc:  # noqa: BLE001 - a checkpoint that fails to load: start over, never fail
+                failed = restore_failed(built.trainer) if built.resume_from else None
+                if failed is None:
+                    raise
+                print(f"[grpo-ablate] checkpoint not resumed: loading {Path(str(built.resume_from)).name} failed "
+                      f"({type(exc).__name__}: {str(exc)[:300]}); the trial starts over from step 0", flush=True)
+                failed.forget(log=None)
+                payload.pop("resumed_from", None)
+                built = build_trial(spec, log=lambda m: print(f"[grpo-ablate] {m}", flush=True))
+                built.trainer.train()
         finally:
             timings["train_seconds"] = time.perf_counter() - started
             if built.evaluator is not None:  # held-out scoring is timed apart, never as training
