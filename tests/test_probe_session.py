@@ -78,7 +78,7 @@ def test_a_point_past_its_timeout_is_killed_and_the_next_gets_a_fresh_process(tm
         timed_out = pool.for_spec(slow).run(slow)
         ok = pool.for_spec(normal).run(normal)
         assert pool.processes_started == 2
-    assert timed_out.outcome is Outcome.FAILED and "timeout" in (timed_out.reason or "")
+    assert timed_out.outcome is Outcome.INTERRUPTED and "timeout" in (timed_out.reason or "")
     assert ok.outcome is Outcome.COMPLETED and _result(tmp_path / "normal")["steps"] == 1
 
 
