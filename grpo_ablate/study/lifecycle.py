@@ -10,13 +10,13 @@ trial in the study goes through study/ledger.py, which maps outcomes to Optuna s
 - pruned -> PRUNED; failed -> FAIL with the reason;
 - interrupted (the study was stopped, the trial was lost, or an infrastructure fault such as a
   full disk) -> FAIL, and the cell is queued again by the ledger's requeue, the same one an RDB
-  storage calls for a trial whose heartbeat went stale. Faults are retried `study.max_retry`
+  storage calls for a trial whose heartbeat went stale. The trial process itself classifies a
+  storage fault by type and errno (errors.machine_fault) and reports it as interrupted. Faults are retried `study.max_retry`
   times per cell (counted along the `retry_of` chain); after that the trial is failed with the reason.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 import threading
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "trial_dir_of"]
 
 HOST = os.environ.get("GRPO_ABLATE_HOST") or socket.gethostname()  # override where containers share a name
-# errnos that say the machine, not the cell, is at fault when they reach a trial's own files
-_INFRA_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 
 
 def trial_dir_of(study: "Study", number: int) -> Path:
@@ -316,8 +314,6 @@ class TrialLifecycle:
             outcome = ledger.requeue(self.ostudy, self.storage, trial.number, reason or "interrupted",
                                      max_retry=self.study.study.max_retry, counted=counted)
             return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, reason, fault=counted)
-        if result.outcome is Outcome.FAILED and _disk_fault(result):
-            return self._fault(trial, "running the trial (its files)", None, reason)
         told = ledger.tell(self.ostudy, trial, self.study, result)
         values = ledger.objective_values(self.study, result.metrics or {}) if told is not Outcome.FAILED else None
         return Ended(trial.number, told.value, reason, values)
@@ -339,12 +335,6 @@ def _inside(path: Path, folder: Path) -> bool:
         return path.resolve().is_relative_to(folder)
     except OSError:
         return False
-
-
-def _disk_fault(result: "TrialResult") -> bool:
-    """A trial process that died of a full or broken disk: the machine's fault, not the cell's."""
-    text = f"{result.exception_message or ''} {result.reason or ''}"
-    return any(f"[Errno {code}]" in text for code in _INFRA_ERRNOS)
 
 
 def _rss_mb() -> float:

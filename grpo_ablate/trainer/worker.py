@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from grpo_ablate.children import adopt_orphans, end_descendants
+from grpo_ablate.errors import machine_fault, write_probe
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
 from .checkpoints import remove_checkpoints
@@ -177,15 +178,23 @@ def _oom_in_chain(exc: BaseException) -> tuple[str, BaseException] | None:
     return None
 
 
-def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
-    """(outcome, reason) for an exception: a reward's own error first, then OOM by type (oom_evidence)."""
+def classify_exception(exc: BaseException, folder: str | os.PathLike[str] | None = None) -> tuple[Outcome, str]:
+    """(outcome, reason) for an exception: a reward's own error first, then a storage fault by type and errno
+    (errors.machine_fault; else, for an error that lost its errno, a write probe in `folder`): interrupted, to be
+    queued again; then OOM by type (oom_evidence)."""
     from .rewards import RewardFunctionError
 
     chain = _chain(exc)
     for item in chain:
         if isinstance(item, RewardFunctionError):
             return Outcome.FAILED, str(item)
+    fault = machine_fault(exc)
     found = _oom_in_chain(exc)
+    if fault is None and found is None and folder is not None:
+        probed = write_probe(folder)
+        fault = None if probed is None else machine_fault(probed)
+    if fault is not None:
+        return Outcome.INTERRUPTED, f"infrastructure fault: {fault} (behind {type(exc).__name__}: {str(exc)[:300]})"
     if found is not None:
         return Outcome.OOM, f"{found[0]}: {str(found[1])[:500]}"
     return Outcome.FAILED, f"{type(exc).__name__}: {str(exc)[:1000]}"
@@ -288,7 +297,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if isinstance(exc, KeyboardInterrupt):
             outcome, reason_text = Outcome.INTERRUPTED, "KeyboardInterrupt"
         else:
-            outcome, reason_text = classify_exception(exc)
+            outcome, reason_text = classify_exception(exc, spec.trial_dir)
         payload["reason"] = reason_text
         payload["exception_type"] = type(exc).__name__
         payload["exception_types"] = [_qualified(item) for item in _chain(exc)]
