@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-__all__ = ["adopt_orphans", "descendants", "die_with_parent", "end_descendants", "popen_for_process"]
+__all__ = ["adopt_orphans", "descendants", "die_with_parent", "end_descendants", "popen_for_process", "process_start_time"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -91,6 +91,31 @@ def adopt_orphans() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def process_start_time(pid: int) -> str | None:
+    """When process `pid` started (clock ticks after boot, /proc/<pid>/stat field 22); None when it is gone or a zombie.
+
+    With the pid it names one process for the machine's uptime: a pid the kernel gave to another
+    process since has another start time. Elsewhere than Linux: "?" for a live pid (no better identity).
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode(errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?"
+    fields = stat[stat.rindex(")") + 2:].split()
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
 
 
 def _parents() -> dict[int, int]:

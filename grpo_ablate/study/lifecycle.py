@@ -18,7 +18,6 @@ trial in the study goes through study/ledger.py, which maps outcomes to Optuna s
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.study.limits import resolve_timeout
+from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints
 from grpo_ablate.trainer.launchers import launcher_for, request_stop
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "trial_dir_of"]
 
-HOST = os.environ.get("GRPO_ABLATE_HOST") or socket.gethostname()  # override where containers share a name
 
 
 def trial_dir_of(study: "Study", number: int) -> Path:
@@ -157,6 +156,7 @@ class TrialLifecycle:
         self.say = say
         # seconds before a trial is stopped: study.trial_timeout, resolved by the runner (study/limits.py)
         self.trial_timeout_s, _ = resolve_timeout(study.study.trial_timeout, None)
+        self.run_identity = new_run()  # recorded with every trial this run starts (study/owner.py)
 
     # ---- ask -> register
 
@@ -175,7 +175,8 @@ class TrialLifecycle:
         share = None
         beat = threading.Event()
         try:
-            ledger.started(trial, HOST, os.getpid(), heartbeat=self.heartbeat, max_retry=self.study.study.max_retry)
+            ledger.started(trial, HOST, os.getpid(), heartbeat=self.heartbeat, max_retry=self.study.study.max_retry,
+                           run=self.run_identity.record())
             try:
                 cell = ledger.suggest_cell(trial, self.study)
                 ledger.set_trial_dir(trial, run.trial_dir)
