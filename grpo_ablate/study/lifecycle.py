@@ -17,7 +17,9 @@ trial in the study goes through study/ledger.py, which maps outcomes to Optuna s
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -30,9 +32,10 @@ from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints
-from grpo_ablate.trainer.launchers import launcher_for, request_stop
-from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
+from grpo_ablate.errors import machine_fault
+from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
+from grpo_ablate.trainer.launchers import finish, launcher_for, request_stop
+from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, RESULT_FILE, SPEC_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
 from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
 from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
@@ -42,7 +45,14 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
     from grpo_ablate.trainer.spec import TrialResult
 
-__all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "trial_dir_of"]
+__all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "StorageUnavailable", "trial_dir_of"]
+
+# a trial that ended with one of these left a result worth recording; a retry records it instead of training again
+_RECORDABLE = (Outcome.COMPLETED.value, Outcome.PRUNED.value, Outcome.OOM.value)
+
+
+class StorageUnavailable(Exception):
+    """The study's storage failed while recording a finished trial: one paragraph says what is kept and what to do."""
 
 
 
@@ -184,8 +194,9 @@ class TrialLifecycle:
                 if env.get("CUDA_VISIBLE_DEVICES") == "":
                     share = claim_cpu_share(self.workers, self.study.world_size)
                     env = {**env, **share.env()}
-                resumed = self._resume_predecessor(trial, run.trial_dir)
                 spec = build_spec(self.study, cell, run.trial_dir, env, timeout=self.trial_timeout_s)
+                finished = self._finished_predecessor(trial, spec)
+                resumed = None if finished is not None else self._resume_predecessor(trial, run.trial_dir)
             except OSError as e:
                 return self._fault(trial, "preparing the trial", e)
             except Exception as e:  # noqa: BLE001 - a trial that cannot be set up fails, the study goes on
@@ -198,22 +209,72 @@ class TrialLifecycle:
             if self.heartbeat:
                 self._start_heartbeat(trial.number, beat)
             try:
-                result = launcher_for(spec).run(spec, on_progress=self._progress(trial, run))
-                upload_trial_artifacts(self.artifacts, trial, run.trial_dir)
+                if finished is not None:
+                    result = _adopt(spec, finished)
+                    self.say(f"[trial {trial.number}] recorded from {finished}: that attempt finished it, and the storage "
+                             "never heard (not trained again)")
+                else:
+                    result = launcher_for(spec).run(spec, on_progress=self._progress(trial, run))
             except OSError as e:
                 return self._fault(trial, "running the trial (the orchestrator's own files)", e)
             except Exception as e:  # noqa: BLE001 - run_trial never raises for the trial's own failure: a bug
                 return self._failed(trial, f"the orchestrator failed running the trial: {type(e).__name__}: {e}")
-            ledger.record_orchestrator_rss(trial, _rss_mb())
-            ended = self._tell(trial, result)
+            try:  # from here on the result is on disk, and stays there until the storage has recorded it
+                upload_trial_artifacts(self.artifacts, trial, run.trial_dir)
+                ledger.record_orchestrator_rss(trial, _rss_mb())
+                ended = self._tell(trial, result)
+            except Exception as e:
+                fault = machine_fault(e)
+                if fault is None:
+                    raise
+                raise StorageUnavailable(
+                    f"trial {trial.number} {result.outcome.value}, but the study's storage could not record it ({fault}). "
+                    f"Its result.json and last checkpoint are kept in {run.trial_dir}; once the storage is back, run the "
+                    "same `grpo-ablate run` again: it records this trial from its files instead of training it again."
+                ) from None
             if ended.outcome != Outcome.INTERRUPTED.value and not self.study.study.keep_checkpoints:
-                remove_checkpoints(run.trial_dir)  # ended for good: no retry will resume them
+                remove_checkpoints(run.trial_dir)  # ended for good and recorded: no retry will resume them
+                if finished is not None and _inside(finished, (self.study.output_dir / TRIALS_DIR).resolve()):
+                    remove_checkpoints(finished)
             return ended
         finally:
             beat.set()
             if share is not None:
                 share.release()
             self.registry.unregister(trial.number)
+
+    def _predecessor_folders(self, trial: "optuna.Trial") -> list[Path]:
+        """The folders of the attempts this retry follows, nearest first; this study's own copy of one where the
+        journal names another copy of the run folder."""
+        if trial.user_attrs.get(ledger.RETRY_OF) is None:
+            return []
+        trials = {t.number: t for t in self.ostudy.get_trials(deepcopy=False)}
+        me = trials.get(trial.number)
+        if me is None:
+            return []
+        mine = (self.study.output_dir / TRIALS_DIR).resolve()
+        out = []
+        for folder in ledger.predecessor_dirs(trials, me):
+            source = Path(folder)
+            if not _inside(source, mine) and (mine / source.name).is_dir():
+                source = mine / source.name
+            out.append(source)
+        return out
+
+    def _finished_predecessor(self, trial: "optuna.Trial", spec: Any) -> Path | None:
+        """An earlier attempt that finished this very trial (same spec fingerprint) but whose end the storage never
+        recorded (it was down): its folder, whose result a retry records instead of training again."""
+        fingerprint = spec_fingerprint(json.loads(spec.to_json()))
+        for folder in self._predecessor_folders(trial):
+            try:
+                result = json.loads((folder / RESULT_FILE).read_text())
+                before = json.loads((folder / SPEC_FILE).read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(result, dict) and result.get("outcome") in _RECORDABLE and isinstance(before, dict) \
+                    and spec_fingerprint(before) == fingerprint:
+                return folder
+        return None
 
     def _resume_predecessor(self, trial: "optuna.Trial", trial_dir: Path) -> tuple[int, int] | None:
         """A retry (requeued, pre-empted, its heartbeat lost): move the nearest predecessor's last complete
@@ -329,6 +390,18 @@ class TrialLifecycle:
 
     def _failed(self, trial: "optuna.Trial", reason: str) -> Ended:
         return Ended(trial.number, ledger.fail(self.ostudy, trial, reason).value, reason)
+
+
+def _adopt(spec: Any, source: Path) -> "TrialResult":
+    """A finished attempt's files copied into this trial's folder (never moved: the source stays whole until the
+    storage recorded this one), and its result read as the launcher reads a trial that just ended."""
+    target = spec.path
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in source.iterdir():
+        if entry.is_file() and entry.name != SPEC_FILE:
+            shutil.copy2(entry, target / entry.name)
+    spec.save()
+    return finish(spec, 0, timed_out=False, stop_reason=None, log_path=target / LOG_FILE)
 
 
 def _inside(path: Path, folder: Path) -> bool:

@@ -36,7 +36,7 @@ from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study import ledger, limits
-from grpo_ablate.study.lifecycle import Ended, Registry, TrialLifecycle
+from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir, dead_owner
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
                                      queue_first_plan, queue_plan, race_rule_changed, space_changed,
@@ -235,7 +235,8 @@ class StudyRunner:
                 ended = self.lifecycle.run(trial, env)
             except Exception as e:  # noqa: BLE001 - the storage refused the record: stop, say why
                 self.registry.unregister(trial.number)
-                self.stop_reason = f"could not record trial {trial.number}: {type(e).__name__}: {e}"
+                self.stop_reason = (str(e) if isinstance(e, StorageUnavailable)  # one paragraph: what is kept, what to do
+                                    else f"could not record trial {trial.number}: {type(e).__name__}: {e}")
                 self.storage_error = True
                 self.registry.stop.set()
                 return

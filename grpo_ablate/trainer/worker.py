@@ -42,7 +42,6 @@ from grpo_ablate.children import adopt_orphans, end_descendants
 from grpo_ablate.errors import machine_fault, write_probe
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
-from .checkpoints import remove_checkpoints
 from .memory_cap import start_memory_watch
 from .spec import TrialSpec
 
@@ -290,8 +289,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         else:
             outcome = Outcome.COMPLETED
             payload["reason"] = reason  # a budget stop, or None
-        if outcome in (Outcome.COMPLETED, Outcome.PRUNED) and rank == 0 and not (spec.checkpoint or {}).get("keep"):
-            remove_checkpoints(spec.trial_dir)  # ended for good: nothing will resume them
+        # the last checkpoint stays until the study's storage recorded this end (study/lifecycle.py removes it then)
         leave_process_group()  # every rank ended training in step; see its docstring for why
     except BaseException as exc:  # noqa: BLE001 - the whole point is to record any failure
         if isinstance(exc, KeyboardInterrupt):
