@@ -24,7 +24,7 @@ from torch.utils.data import Sampler
 from transformers import TrainerCallback
 
 from . import checkpoints
-from .collective import all_gather, from_rank0
+from .collective import all_gather, from_rank0, rank_and_world
 
 if TYPE_CHECKING:
     from .callbacks import MetricsRecorder, StopSwitch
@@ -150,15 +150,17 @@ class Checkpointer(TrainerCallback):
         Any problem restoring the clock starts over as well: a resume never fails a trial.
         """
         rank = int(os.environ.get("RANK", "0")) if rank is None else rank
+        grouped = rank_and_world()[1] > 1  # else (no process group yet) every rank verifies for itself
         found: checkpoints.Checkpoint | None = None
-        if rank == 0:
+        if rank == 0 or not grouped:
             found, rejected = checkpoints.resumable(self.trial_dir, self.fingerprint)
+        if rank == 0:
             for why in rejected:
                 log(f"checkpoint not resumed: {why}")
             if found is None and rejected:
                 log("no checkpoint passed its checks: the trial starts over from step 0")
             checkpoints.discard(self.trial_dir, keep=found)
-        step = from_rank0(found.step if found is not None else -1)
+        step = from_rank0(found.step if found is not None else -1) if grouped else (found.step if found else -1)
         if step < 0:
             return None
         found = found or checkpoints.Checkpoint(checkpoints.checkpoints_dir(self.trial_dir) / f"checkpoint-{step}", step)
