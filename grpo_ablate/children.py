@@ -11,6 +11,12 @@ their trial), or through `popen_for_process`, whose one starting thread lives as
 process (a warm session outlives the worker thread that first used it). Elsewhere than Linux
 it does nothing; trial workers also watch their orchestrator's pid (trainer/worker.py).
 
+A `kill -9` of the orchestrator kills its direct children through that signal, but what they
+started in sessions of their own, or left to PID 1 (a reward's `setsid` child, a daemon's double
+fork), outlives them. So every process a run starts carries a mark in its environment
+(TREE_ENV, `tree_token`), and a supervisor tied to the run by a pipe SIGKILLs every marked
+process when the run is gone, however it ended.
+
 The other direction: what a trial starts (a reward that forks, even a grandchild whose parent
 already exited) ends with the trial. The trial's process adopts its orphans (`adopt_orphans`)
 and, when the trial is over, ends every process below it (`end_descendants`).
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -30,7 +37,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-__all__ = ["adopt_orphans", "descendants", "die_with_parent", "end_descendants", "popen_for_process"]
+__all__ = ["TREE_ENV", "adopt_orphans", "descendants", "die_with_parent", "end_descendants", "marked", "popen_for_process",
+           "process_start_time", "tree_token"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -91,6 +99,31 @@ def adopt_orphans() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def process_start_time(pid: int) -> str | None:
+    """When process `pid` started (clock ticks after boot, /proc/<pid>/stat field 22); None when it is gone or a zombie.
+
+    With the pid it names one process for the machine's uptime: a pid the kernel gave to another
+    process since has another start time. Elsewhere than Linux: "?" for a live pid (no better identity).
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode(errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?"
+    fields = stat[stat.rindex(")") + 2:].split()
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
 
 
 def _parents() -> dict[int, int]:
@@ -173,3 +206,102 @@ def end_descendants(grace: float = 5.0) -> list[str]:
             time.sleep(0.05)
     _reap()
     return names
+
+
+# --------------------------------------------------------------------------------------------
+# Every process a run started dies with the run, kill -9 included: the tree supervisor
+# --------------------------------------------------------------------------------------------
+
+TREE_ENV = "GRPO_ABLATE_TREE"  # marks every process a run started (inherited: setsid and double forks keep it)
+_tree_lock = threading.Lock()
+_tree_token = ""  # one per process: a warm session's startup key holds it, so it never changes
+_tree: tuple[int, "subprocess.Popen[bytes]"] | None = None  # (the pipe's write end, the supervisor)
+
+
+def tree_token() -> str:
+    """The mark to put in the environment of every process this one starts: TREE_ENV=<token>.
+
+    Starts, once per process (again if it died), the tree supervisor: a small stdlib process in
+    a session of its own that holds the read end of a pipe whose only write end this process
+    keeps (close-on-exec, so no child holds it). When this process ends, however it ends, the
+    kernel closes the write end; the supervisor reads EOF and SIGKILLs every process whose
+    environment carries the mark, until none is left. A child that moves to a session of its
+    own, or whose parent exits first (a daemon's double fork), keeps its environment, and with
+    it the mark; only one that replaces its whole environment escapes (and PR_SET_PDEATHSIG
+    still covers the direct children).
+    """
+    global _tree, _tree_token
+    with _tree_lock:
+        if not _tree_token:
+            _tree_token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        if _tree is not None and _tree[1].poll() is None:
+            return _tree_token
+        if _tree is not None:
+            os.close(_tree[0])
+        read, write = os.pipe()  # both close-on-exec; the child gets `read` as its stdin only
+        try:
+            supervisor = subprocess.Popen([sys.executable, "-I", os.path.abspath(__file__), _SUPERVISE, _tree_token],
+                                          stdin=read, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True, close_fds=True)
+        except BaseException:
+            os.close(write)
+            raise
+        finally:
+            os.close(read)
+        _tree = (write, supervisor)
+        return _tree_token
+
+
+def marked(token: str) -> list[int]:
+    """The live processes whose environment carries TREE_ENV=<token>."""
+    mark = f"{TREE_ENV}={token}".encode()
+    found: list[int] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                entries = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in entries:
+            found.append(int(name))
+    return found
+
+
+_SUPERVISE = "--supervise"
+SUPERVISOR_DEADLINE_S = 60.0  # how long the supervisor keeps ending marked processes (new forks included)
+
+
+def _supervise(token: str) -> None:
+    """The supervisor's life: wait for EOF on stdin (its run ended), then end every marked process."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # only the pipe ends it: a Ctrl-C meant for the run is not for it
+    while True:
+        try:
+            if not os.read(0, 4096):
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    deadline = time.monotonic() + SUPERVISOR_DEADLINE_S
+    me = os.getpid()
+    while time.monotonic() < deadline:
+        left = [pid for pid in marked(token) if pid != me]
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.1)
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == _SUPERVISE:
+    _supervise(sys.argv[2])

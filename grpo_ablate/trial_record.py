@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     # trial attributes
-    "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "TRIAL_DIR",
+    "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "OWNER_RUN", "TRIAL_DIR",
     "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "CANCELLED", "RESUMED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
@@ -34,7 +34,7 @@ __all__ = [
     "PROBE_ROLE", "WARM_ROLE",
     # reading
     "outcome_of", "outcome", "reason", "is_cancelled", "is_copy", "ran_here", "is_finished", "is_result", "seed_of",
-    "arm_of", "cell_of", "owner", "counted_retries", "predecessor_dirs", "FINISHED", "REASON_CHARS",
+    "arm_of", "cell_of", "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED", "REASON_CHARS",
 ]
 
 # ---------------------------------------------------------------- attribute names
@@ -50,6 +50,7 @@ RETRY_OF = "retry_of"  # the number of the trial this one retries
 RETRY_COUNTED = "retry_counted"  # False when the trial was requeued for a stop the user asked for
 HOST = "host"  # the orchestrator that ran it, and its pid: a dead local orchestrator's trials are requeued
 PID = "pid"
+OWNER_RUN = "owner_run"  # the rest of its identity: {"pid_started": the pid's start time, "run_id": random per run}
 TRIAL_DIR = "trial_dir"  # the trial's folder (spec.json, metrics.jsonl, ...)
 QUEUED_PARAMS = "queued_params"  # the params the cell was queued with
 ON_LOSS = "on_heartbeat_loss"  # {"outcome", "reason"}: what the trial becomes if its heartbeat goes stale
@@ -175,6 +176,12 @@ def owner(ft: "FrozenTrial") -> tuple[str | None, int | None]:
     """(host, pid) of the orchestrator that runs or ran the trial."""
     host, pid = ft.user_attrs.get(HOST), ft.user_attrs.get(PID)
     return (host if isinstance(host, str) else None, pid if isinstance(pid, int) else None)
+
+
+def owner_run(ft: "FrozenTrial") -> dict[str, str]:
+    """The orchestrator's identity beyond (host, pid): its pid's start time and its run id (empty when not recorded)."""
+    raw = ft.user_attrs.get(OWNER_RUN)
+    return {k: v for k, v in raw.items() if isinstance(v, str)} if isinstance(raw, dict) else {}
 
 
 def counted_retries(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -> int:

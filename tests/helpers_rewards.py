@@ -70,3 +70,37 @@ def position_tiebreak(prompts, completions, **kwargs):
     """A tiny reward that differs for every completion of a group (its position in the batch): added
     to the task's 0/1 reward, no group ever has zero spread (the dynamic-sampling equivalence)."""
     return [i / 1000.0 for i in range(len(completions))]
+
+
+# ------------------------------------------------------------------ a reward that leaves processes behind
+
+_spawned = False
+
+
+def spawn_orphans(prompts, completions, **kwargs):
+    """At its first call, starts three processes that try to outlive the trial: a Popen child in a session of
+    its own, a daemon's double fork (its middle process exits), and a forked copy of this process that calls
+    setsid. Their pids are appended to the file named by ORPHAN_PIDS_FILE (tests/test_launch_orphans.py)."""
+    import os
+    import subprocess
+    import sys
+
+    global _spawned
+    if not _spawned:
+        _spawned = True
+        pids = []
+        pids.append(subprocess.Popen(["sleep", "600"], start_new_session=True).pid)
+        double = subprocess.run(["sh", "-c", "setsid sleep 601 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True)
+        pids.append(int(double.stdout.split()[0]))
+        child = os.fork()
+        if child == 0:  # the forked copy: its own session, then it just lives on
+            os.setsid()
+            import time
+
+            time.sleep(600)
+            os._exit(0)
+        pids.append(child)
+        with open(os.environ["ORPHAN_PIDS_FILE"], "a") as f:
+            f.write(" ".join(map(str, pids)) + "\n")
+        sys.stdout.flush()
+    return [0.0] * len(completions)

@@ -1,5 +1,10 @@
 """Rewards that leave state behind, as a study's own reward file might: the warm session's attackers.
 
+`disturb` changes the process state no list of restores covers (issue 43's 14 kinds: priority,
+an environment variable set at the C level, CPU affinity, a resource limit, a pending alarm,
+`sys.meta_path`, the garbage collector, decimal and NumPy state, the time zone, a codec, a patched
+library, a thread started with `_thread`); `probe` sees all of it.
+
 Loaded by name by the trials of tests/test_launch_fresh.py (`session_rewards:<name>`; tests/ is
 on PYTHONPATH). `probe` turns what a trial can observe of its process into its reward values,
 so a session that let an earlier trial's state through gives different rewards than a fresh
@@ -57,7 +62,104 @@ def state() -> dict:
         "hub_offline": bool(huggingface_hub.constants.HF_HUB_OFFLINE),
         "rng": (random.random(), float(numpy.random.random()), float(torch.rand(1, device="cpu"))),
         "module_calls": CALLS,
+        **process_state(),
     }
+
+
+_C_LEVEL = b"GRPO_ABLATE_C_LEVEL"
+_LEFT_THREAD = b"left-thread"
+
+
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    return libc
+
+
+def process_state() -> dict:
+    """The process state only a fresh process resets (what `disturb` changes)."""
+    import codecs
+    import decimal
+    import resource
+    import textwrap
+
+    import numpy
+
+    try:
+        codecs.lookup("grpo-ablate-rot")
+        codec = True
+    except LookupError:
+        codec = False
+    tasks = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm", "rb") as f:
+                tasks.append(f.read().strip())
+        except OSError:
+            continue
+    return {
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "c_env": (_libc().getenv(_C_LEVEL) or b"").decode(),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "nofile": resource.getrlimit(resource.RLIMIT_NOFILE),
+        "alarm": signal.getitimer(signal.ITIMER_REAL)[0] > 0,
+        "meta_path": [type(f).__name__ for f in sys.meta_path],
+        "gc": __import__("gc").isenabled(),
+        "decimal": decimal.getcontext().prec,
+        "numpy_err": numpy.geterr(),
+        "tz": list(time.tzname),
+        "codec": codec,
+        "patched": getattr(textwrap.dedent, "__name__", "?"),
+        "left_threads": tasks.count(_LEFT_THREAD),
+    }
+
+
+class _Finder:
+    def find_spec(self, *args, **kwargs):
+        return None
+
+
+def _left_thread() -> None:
+    import ctypes
+
+    ctypes.CDLL(None).prctl(15, _LEFT_THREAD, 0, 0, 0)  # PR_SET_NAME: /proc/self/task/<tid>/comm
+    time.sleep(600)
+
+
+def disturb(prompts, completions, **kwargs):
+    """Change, once, every kind of process state the issue names; print what a probe then sees."""
+    import _thread
+    import codecs
+    import decimal
+    import gc
+    import resource
+    import textwrap
+
+    import numpy
+
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        os.nice(1)
+        _libc().setenv(_C_LEVEL, b"set-below-python", 1)  # os.environ never hears of it
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, cpus[:1] if len(cpus) > 1 else cpus)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 1000) - 1, hard))
+        signal.signal(signal.SIGALRM, lambda *_: None)
+        signal.alarm(3000)
+        sys.meta_path.append(_Finder())
+        gc.disable()
+        decimal.getcontext().prec = 5
+        numpy.seterr(under="print")
+        os.environ["TZ"] = "Asia/Kathmandu"
+        time.tzset()
+        codecs.register(lambda name: codecs.lookup("rot13") if name.replace("-", "_") == "grpo_ablate_rot" else None)
+        textwrap.dedent = lambda text: text  # a monkeypatch layer on an installed library
+        _thread.start_new_thread(_left_thread, ())
+        time.sleep(0.2)  # the thread names itself
+        print("DISTURBED " + json.dumps(process_state(), sort_keys=True, default=str), flush=True)
+    return [0.0] * len(completions)
 
 
 def _umask() -> int:

@@ -1,18 +1,21 @@
-"""A warm session behaves as a fresh process: what a trial changes is restored, or detected and the session replaced.
+"""A warm session's trial starts as a fresh process does, whatever the trial before it changed: each is a fresh fork.
 
-    pytest tests/test_launch_fresh.py              # SessionBaseline.restore on every switch, in this process
+    pytest tests/test_launch_fresh.py              # the process state a reward can change, and a probe sees
     pytest -m slow tests/test_launch_fresh.py      # real trials whose rewards leave state (tests/session_rewards.py)
 
-The slow tests compare held-out rewards bit for bit with a process of its own
-(GRPO_ABLATE_LAUNCHER=process's launcher): `session_rewards:probe` turns the process state a
-reward can see into its reward values. And a trial's whole process tree ends with it, in both
-launchers: a reward's grandchildren (one in a session of its own) are gone after the trial.
+The slow test compares rewards bit for bit with a process of its own (ProcessLauncher):
+`session_rewards:probe` turns the process state a reward can see into its reward values, after
+`session_rewards:disturb` changed every kind of state issue 43 found crossing trials. And a
+trial's whole process tree ends with it, in both launchers: a reward's grandchildren (one in a
+session of its own) are gone after the trial.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,62 +26,29 @@ import session_rewards
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.launchers import ProcessLauncher
-from grpo_ablate.trainer.launchers.warm import SESSION_ATTEMPT_LOG
-from grpo_ablate.trainer.session import SessionBaseline
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE, Outcome
 from helpers import ROOT, TESTS
 
 CPU = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-# held-out state as rewards, plus what no session can restore (a counter on `sys`, threads, processes...)
+# the process state as rewards, plus what lingers (a counter on `sys`, threads, processes, descriptors...)
 MEASURED = [{"name": "task"}, {"name": "session_rewards:probe"}, {"name": "session_rewards:sys_counter"},
             {"name": "session_rewards:leave_unrestorable"}]
+DISTURB = [{"name": "task"}, {"name": "session_rewards:disturb"}, {"name": "session_rewards:attack_restorable"},
+           {"name": "session_rewards:sys_counter"}, {"name": "session_rewards:leave_unrestorable"}]
 
 
-def test_restore_puts_back_every_switch_a_trial_can_flip():
-    session_rewards.state()  # the libraries' lazy set-up (transformers' logger), done before a session's baseline too
-    baseline = SessionBaseline()
-    before = session_rewards.state()
-    before.pop("rng")
-    try:
-        session_rewards.flip_restorable(grad_and_device=True)
-        flipped = session_rewards.state()
-        changed = {k for k in before if flipped[k] != before[k]}
-        # every class the session restores is changed by the attack (else this test could not fail)
-        assert changed >= {"warning_filters", "warning_once_cache", "root_logger", "transformers_logger",
-                           "user_logger", "sigusr1", "stdout", "grad", "default_device", "anomaly", "tf32", "sdpa",
-                           "dynamo_frames", "start_method", "umask", "recursion_limit"}, changed
-    finally:
-        baseline.restore(dict(os.environ))
-    after = session_rewards.state()
-    after.pop("rng")
-    assert after == before
-
-
-def test_what_a_restore_cannot_undo_is_named():
-    baseline = SessionBaseline()
-    import builtins
-    import sys
-    import threading
-
-    fd = os.open(os.devnull, os.O_RDONLY)
-    release = threading.Event()
-    thread = threading.Thread(target=release.wait, name="left-running", daemon=True)
-    thread.start()
-    sys.grpo_ablate_calls = 1
-    builtins.grpo_ablate_left = True
-    try:
-        found = "\n".join(baseline.unrestorable())
-    finally:
-        os.close(fd)
-        release.set()
-        thread.join()
-        del sys.grpo_ablate_calls, builtins.grpo_ablate_left
-    assert "left-running" in found and "grpo_ablate_calls" in found and "grpo_ablate_left" in found
-    assert f"{fd} -> /dev/null" in found
-    assert baseline.unrestorable() == []
-
-
-# --------------------------------------------------------------------------------------------- real trials
+def test_disturb_changes_every_kind_of_state_the_probe_sees():
+    """In a throwaway process: each kind `disturb` changes is seen changed by the probe (else the slow test proves nothing)."""
+    script = ("import json, session_rewards as s; before = s.process_state(); s.disturb([], []); "
+              "print(json.dumps([before, s.process_state()], default=str))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": f"{TESTS}:{ROOT}"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after = json.loads(done.stdout.splitlines()[-1])
+    unchanged = sorted(k for k in before if before[k] == after[k])
+    if len(os.sched_getaffinity(0)) == 1:
+        unchanged.remove("affinity")  # one CPU: nothing to narrow
+    assert unchanged == [], unchanged
 
 
 def _spec(folder: Path, rewards: list, env: dict | None = None):
@@ -126,8 +96,9 @@ def reward_env(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_session_trial_rewards_as_a_fresh_process_whatever_the_trial_before_it_left(warm_session, tmp_path, reward_env):
-    """Four session trials and one process: the fewest that show each class (a session start costs ~20 s here)."""
+def test_a_session_trial_rewards_as_a_fresh_process_whatever_the_trial_before_it_changed(warm_session, tmp_path, reward_env):
+    """A process of its own, then a session trial that changes every kind of process state and leaves threads,
+    descriptors and processes behind, then a session trial that must see exactly what the fresh process saw."""
     fresh = tmp_path / "fresh"
     reference = ProcessLauncher().run(_spec(fresh, MEASURED))
     assert reference.outcome is Outcome.COMPLETED, reference.log_tail
@@ -135,28 +106,15 @@ def test_a_session_trial_rewards_as_a_fresh_process_whatever_the_trial_before_it
     assert "process(es) running, ended now" in (fresh / LOG_FILE).read_text()  # a process of its own ends its tree too
     started = warm_session.processes_started
 
-    # a module that a registry refuses to take twice: the session's failure is settled by a fresh process
-    first = warm_session.run(_spec(tmp_path / "registry-1", [{"name": "task"}, {"name": "registry_rewards:registered"}]))
-    assert first.outcome is Outcome.COMPLETED, first.log_tail
-    attacked = warm_session.run(_spec(tmp_path / "registry-2", [{"name": "task"}, {"name": "registry_rewards:registered"},
-                                                               {"name": "session_rewards:attack_restorable"}]))
-    assert attacked.outcome is Outcome.COMPLETED, attacked.log_tail
-    assert "already registered as pytree node" in (tmp_path / "registry-2" / SESSION_ATTEMPT_LOG).read_text()
-
-    # what a session restores (the attack above flipped it all): the next trial sees a fresh process's state
-    after = warm_session.run(_spec(tmp_path / "after-restorable", MEASURED))
+    disturbed = warm_session.run(_spec(tmp_path / "disturbed", DISTURB))
+    assert disturbed.outcome is Outcome.COMPLETED, disturbed.log_tail
+    assert "DISTURBED " in (tmp_path / "disturbed" / LOG_FILE).read_text()
+    after = warm_session.run(_spec(tmp_path / "after", MEASURED))
     assert after.outcome is Outcome.COMPLETED, after.log_tail
-    assert json.loads((tmp_path / "after-restorable" / RESULT_FILE).read_text())["session_trial"] == 2
-    _assert_as_fresh(tmp_path / "after-restorable", fresh)
-    # what no restore undoes (the measured rewards leave it): named in the log, processes ended, the session replaced
-    log = (tmp_path / "after-restorable" / LOG_FILE).read_text()
-    for words in ("names added or replaced on `sys`: ['grpo_ablate_calls']", "left-by-a-reward",
-                  "atexit handler(s) registered", "`builtins`: ['grpo_ablate_left']", "-> /dev/null",
-                  "process(es) left running"):
-        assert words in log, words
-    # the issue's attack (a counter kept on `sys`): trial 1 got [1.2, 1.3, 1.3] against a fresh process's [0.7, 0.8, 0.8]
+    _assert_as_fresh(tmp_path / "after", fresh)  # priority, C-level env, gc, threads...: none crossed
     again = warm_session.run(_spec(tmp_path / "again", MEASURED))
     assert again.outcome is Outcome.COMPLETED, again.log_tail
-    _assert_as_fresh(tmp_path / "again", fresh)
-    assert warm_session.processes_started - started == 3
-    assert _gone(_grandchildren(reward_env, runs=3)) == []  # the process's and both session trials'
+    _assert_as_fresh(tmp_path / "again", fresh)  # and the measured trial's own leftovers did not reach this one
+    pids = {json.loads((tmp_path / name / RESULT_FILE).read_text())["session_pid"] for name in ("disturbed", "after", "again")}
+    assert len(pids) == 3 and warm_session.processes_started - started == 3  # a fresh fork per trial
+    assert _gone(_grandchildren(reward_env, runs=4)) == []  # the process's and the three session trials'

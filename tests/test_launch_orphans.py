@@ -259,3 +259,73 @@ def test_every_kind_of_child_dies_with_a_sigkilled_parent(tmp_path, kind):
             parent.kill()
             parent.wait()
         _kill_all(child)
+
+
+# ---------------------------------------------------------------- what a reward starts dies with the run
+
+_TREE_ORCHESTRATOR = """
+import sys
+from grpo_ablate.trainer.launchers import ProcessLauncher, WarmSession
+from grpo_ablate.trainer.spec import TrialSpec
+launcher = {"process": ProcessLauncher, "warm": WarmSession}[sys.argv[2]]()
+launcher.run(TrialSpec.load(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["process", "warm"])
+def test_what_a_reward_started_dies_with_a_sigkilled_orchestrator(tmp_path, launcher):
+    """kill -9 of the orchestrator while a reward's children run: a Popen child in its own session, a daemon's
+    double fork and a setsid fork of the trial process. Within DEATH_DEADLINE_S none is left (issue 43)."""
+    from helpers import TESTS
+
+    spec = spec_from_sections(tmp_path / "t", data={"task": "addition", "num_prompts": 2000}, trainer=dict(TINY_CPU_TRAINER),
+                              rewards=[{"name": "task"}, {"name": "helpers_rewards:spawn_orphans"}],
+                              budget={"max_steps": 100_000}, timeout_s=900, env={"CUDA_VISIBLE_DEVICES": ""})
+    pids_file = tmp_path / "pids"
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]), "ORPHAN_PIDS_FILE": str(pids_file)}
+    orchestrator = subprocess.Popen([sys.executable, "-c", _TREE_ORCHESTRATOR, str(spec.save()), launcher], env=env)
+    spawned: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + STARTUP_DEADLINE_S
+        while not (pids_file.exists() and len(pids_file.read_text().split()) >= 3):
+            assert orchestrator.poll() is None, f"the orchestrator ended ({orchestrator.returncode}) before the reward ran"
+            assert time.monotonic() < deadline, f"the reward started nothing within {STARTUP_DEADLINE_S:.0f} s"
+            time.sleep(0.5)
+        spawned = [psutil.Process(int(pid)) for pid in pids_file.read_text().split()]
+        assert len(_alive(spawned)) == 3
+        _assert_die_with(orchestrator, spawned, f"what a reward started ({launcher} launcher)")
+    finally:
+        if orchestrator.poll() is None:
+            orchestrator.kill()
+            orchestrator.wait()
+        _kill_all(spawned)
+
+
+_MARKED_PARENT = """
+import os, subprocess, sys, time
+from grpo_ablate.children import TREE_ENV, tree_token
+env = {**os.environ, TREE_ENV: tree_token()}
+setsid = subprocess.Popen(["sleep", "600"], start_new_session=True, env=env)
+double = subprocess.run(["sh", "-c", "setsid sleep 601 >/dev/null 2>&1 & echo $!"], env=env, capture_output=True, text=True)
+print(setsid.pid, double.stdout.split()[0], flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_tree_supervisor_ends_every_marked_process_when_its_run_is_killed(tmp_path):
+    """No trial needed: a parent marks a setsid child and a double-forked one (left to PID 1) and is SIGKILLed."""
+    parent = subprocess.Popen([sys.executable, "-c", _MARKED_PARENT], env=_env(), stdout=subprocess.PIPE, text=True)
+    children: list[psutil.Process] = []
+    try:
+        line = parent.stdout.readline()
+        children = [psutil.Process(int(pid)) for pid in line.split()]
+        assert len(_alive(children)) == 2, line
+        supervisors = [p for p in psutil.Process(parent.pid).children() if "--supervise" in p.cmdline()]
+        assert len(supervisors) == 1 and psutil.Process(children[1].pid).ppid() != parent.pid  # one orphaned already
+        _assert_die_with(parent, children + supervisors, "a marked setsid child and a double fork, and the supervisor")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        _kill_all(children)

@@ -1,11 +1,11 @@
-"""The warm session: trials in one process that start as a fresh process would, and isolation after a bad end.
+"""The warm session: each trial in a fresh fork of a pre-imported template, so it starts as a fresh process would.
 
-    pytest tests/test_launch_warm.py              # which trials share a session, and under what environment
-    pytest -m slow tests/test_launch_warm.py      # real trials: bit-identical rewards, a session replaced after a failure
+    pytest tests/test_launch_warm.py              # which trials run in a session, and under what environment
+    pytest -m slow tests/test_launch_warm.py      # real trials: bit-identical rewards after a polluter and a failure
 
 The slow test's reward module (written into the test's folder) keeps state at module level and
-leaves the environment polluted, as a study's own reward file might: a session that did not
-reset between trials would change the next trial's rewards or fail it.
+leaves the environment polluted, as a study's own reward file might: a session that
+let state cross trials would change the next trial's rewards or fail it.
 """
 
 from __future__ import annotations
@@ -110,27 +110,23 @@ def _session_pid(folder: Path) -> int:
 
 
 @pytest.mark.slow
-def test_trials_in_a_session_reward_exactly_as_fresh_processes_and_a_failure_replaces_it(tmp_path, monkeypatch):
+def test_each_trial_runs_in_a_fresh_fork_and_rewards_exactly_as_the_one_before_it_did(tmp_path, monkeypatch):
     (tmp_path / "stateful_rewards.py").write_text(textwrap.dedent(_STATEFUL_REWARDS))
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{ROOT}")  # the study's reward file, importable by every trial
     measured = [{"name": "task"}, {"name": "stateful_rewards:novelty"}]
-    # the reference is the last trial below, the first of a session process started for it (a
-    # session's first trial against a process of its own: tests/test_launch_fresh.py)
     with WarmSession() as session:
         polluter = session.run(_spec(tmp_path / "polluter", [{"name": "stateful_rewards:pollute"}],
                                      env={**CPU, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}))
         assert polluter.outcome is Outcome.COMPLETED, polluter.log_tail
         after_polluter = session.run(_spec(tmp_path / "after-polluter", measured))
         assert after_polluter.outcome is Outcome.COMPLETED, after_polluter.log_tail
-        assert session.processes_started == 1  # a clean end keeps the session
         failed = session.run(_spec(tmp_path / "failed", [{"name": "stateful_rewards:broken"}]))
         assert failed.outcome is Outcome.FAILED and "broken on purpose" in (failed.reason or "")
-        assert session.processes_started == 2  # failed as trial 3 of a session: a fresh process confirmed it
         after_failure = session.run(_spec(tmp_path / "after-failure", measured))
         assert after_failure.outcome is Outcome.COMPLETED, after_failure.log_tail
-        assert session.processes_started == 3  # the failure ended the session; the next trial got a fresh one
-    assert _session_pid(tmp_path / "polluter") == _session_pid(tmp_path / "after-polluter")
-    assert _session_pid(tmp_path / "after-failure") != _session_pid(tmp_path / "failed")
-    expected = _rewards(tmp_path / "after-failure")  # trial 1 of a fresh process
-    assert len(expected) == 2 and json.loads((tmp_path / "after-failure" / RESULT_FILE).read_text())["session_trial"] == 1
-    assert _rewards(tmp_path / "after-polluter") == expected  # trial 2, after a polluter: bit-identical
+        assert session.processes_started == 4  # a fresh fork for every trial, thrown away after it
+    names = ("polluter", "after-polluter", "failed", "after-failure")
+    assert len({_session_pid(tmp_path / name) for name in names}) == 4
+    expected = _rewards(tmp_path / "after-failure")
+    assert len(expected) == 2
+    assert _rewards(tmp_path / "after-polluter") == expected  # after a polluter, as after a failure: bit-identical

@@ -93,11 +93,12 @@ def test_beta_with_builtin_model_uses_a_reference(tmp_path, warm_session):
     assert len(rows) == 3 and all("kl" in r for r in rows)
 
 
-def test_timeout_fails_with_reason(tmp_path):
+def test_timeout_interrupts_with_reason(tmp_path):
+    """A timeout is the machine's slowness, not the cell's fault: interrupted, so a study queues it again (issue 41.4)."""
     result = run_trial(tiny_spec(tmp_path / "slow", steps=1000, timeout_s=4))
-    assert result.outcome is Outcome.FAILED
+    assert result.outcome is Outcome.INTERRUPTED
     assert "timeout" in result.reason and "4" in result.reason
-    assert json.loads((tmp_path / "slow" / "result.json").read_text())["outcome"] == "failed"
+    assert json.loads((tmp_path / "slow" / "result.json").read_text())["outcome"] == "interrupted"
 
 
 def test_stop_request_prunes_and_keeps_partial_metrics(tmp_path):

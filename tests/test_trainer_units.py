@@ -58,7 +58,7 @@ def _classify_with(s, rc=0, worker=None, ranks=(), timed_out=False, stop=None, l
 def test_outcome_classification(tmp_path):
     s = spec(tmp_path, timeout_s=30)
     assert _classify_with(s, worker={"outcome": "completed", "world_size": 1}) == (Outcome.COMPLETED, None)
-    assert _classify_with(s, rc=-9, timed_out=True)[0] is Outcome.FAILED
+    assert _classify_with(s, rc=-9, timed_out=True)[0] is Outcome.INTERRUPTED  # queued again, resumed
     assert "timeout" in _classify_with(s, rc=-9, timed_out=True)[1]
     # a SIGKILL alone is not evidence of running out of memory (tests/test_launch_oom.py has the rest)
     assert _classify_with(s, rc=-signal.SIGKILL)[0] is Outcome.INTERRUPTED

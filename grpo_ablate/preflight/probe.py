@@ -104,7 +104,7 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
     """Run one real trial of `steps` optimizer steps at (G, batch) and measure it.
 
     With the launcher chosen for it (trainer/launchers/registry.py), from `pool` when given
-    (the probe's pool: a warm session there keeps its process after an in-process OOM point).
+    (the probe's pool: each point in a fresh fork of the warm session's template).
     `env`: the trial's extra environment (the threads of the host CPU slot the probe holds).
     """
     from grpo_ablate.study.trial_spec import build_spec

@@ -36,11 +36,11 @@ import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.trial_record import (ARM_KEY, BASELINE, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
-                                      HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, PID,
+                                      HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, OWNER_RUN, PID,
                                       PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
                                       RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, arm_of, cell_of,
                                       counted_retries, is_cancelled, is_copy, is_finished, is_result, outcome,
-                                      outcome_of, owner, predecessor_dirs, ran_here, reason, seed_of)
+                                      outcome_of, owner, owner_run, predecessor_dirs, ran_here, reason, seed_of)
 from grpo_ablate.vocab import HEADLINE_METRICS, Cell, Outcome
 from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
@@ -54,13 +54,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     # trial attributes
-    "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "TRIAL_DIR",
+    "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "OWNER_RUN", "TRIAL_DIR",
     "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "RESUMED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # reading (trial_record's)
     "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "arm_of", "cell_of",
-    "owner", "counted_retries", "predecessor_dirs", "FINISHED",
+    "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED",
     # writing
     "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at", "record_resumed_from",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
@@ -198,10 +198,14 @@ def set_race(ostudy: "optuna.Study", state: Mapping[str, Any]) -> None:
 # ---------------------------------------------------------------- a running trial
 
 
-def started(trial: "optuna.Trial", host: str, pid: int, *, heartbeat: bool, max_retry: int) -> None:
-    """Who runs the trial; with heartbeats, also the outcome it gets should its heartbeat go stale."""
+def started(trial: "optuna.Trial", host: str, pid: int, *, heartbeat: bool, max_retry: int,
+            run: Mapping[str, str] | None = None) -> None:
+    """Who runs the trial (host, pid and `run`: the pid's start time and the run's id, study/owner.py); with
+    heartbeats, also the outcome it gets should its heartbeat go stale."""
     trial.set_user_attr(HOST, host)
     trial.set_user_attr(PID, pid)
+    if run is not None:
+        trial.set_user_attr(OWNER_RUN, dict(run))
     if heartbeat:
         trials = {t.number: t for t in trial.study.get_trials(deepcopy=False)}
         lost, _ = _lost(trials, trials[trial.number], f"its heartbeat went stale: the orchestrator (pid {pid} on "

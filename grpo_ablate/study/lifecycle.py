@@ -10,15 +10,16 @@ trial in the study goes through study/ledger.py, which maps outcomes to Optuna s
 - pruned -> PRUNED; failed -> FAIL with the reason;
 - interrupted (the study was stopped, the trial was lost, or an infrastructure fault such as a
   full disk) -> FAIL, and the cell is queued again by the ledger's requeue, the same one an RDB
-  storage calls for a trial whose heartbeat went stale. Faults are retried `study.max_retry`
+  storage calls for a trial whose heartbeat went stale. The trial process itself classifies a
+  storage fault by type and errno (errors.machine_fault) and reports it as interrupted. Faults are retried `study.max_retry`
   times per cell (counted along the `retry_of` chain); after that the trial is failed with the reason.
 """
 
 from __future__ import annotations
 
-import errno
+import json
 import os
-import socket
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -29,10 +30,12 @@ from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.study.limits import resolve_timeout
+from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints
-from grpo_ablate.trainer.launchers import launcher_for, request_stop
-from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
+from grpo_ablate.errors import machine_fault
+from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
+from grpo_ablate.trainer.launchers import finish, launcher_for, request_stop
+from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, RESULT_FILE, SPEC_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
 from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
 from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
@@ -42,11 +45,15 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
     from grpo_ablate.trainer.spec import TrialResult
 
-__all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "trial_dir_of"]
+__all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "StorageUnavailable", "trial_dir_of"]
 
-HOST = os.environ.get("GRPO_ABLATE_HOST") or socket.gethostname()  # override where containers share a name
-# errnos that say the machine, not the cell, is at fault when they reach a trial's own files
-_INFRA_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+# a trial that ended with one of these left a result worth recording; a retry records it instead of training again
+_RECORDABLE = (Outcome.COMPLETED.value, Outcome.PRUNED.value, Outcome.OOM.value)
+
+
+class StorageUnavailable(Exception):
+    """The study's storage failed while recording a finished trial: one paragraph says what is kept and what to do."""
+
 
 
 def trial_dir_of(study: "Study", number: int) -> Path:
@@ -159,6 +166,7 @@ class TrialLifecycle:
         self.say = say
         # seconds before a trial is stopped: study.trial_timeout, resolved by the runner (study/limits.py)
         self.trial_timeout_s, _ = resolve_timeout(study.study.trial_timeout, None)
+        self.run_identity = new_run()  # recorded with every trial this run starts (study/owner.py)
 
     # ---- ask -> register
 
@@ -177,7 +185,8 @@ class TrialLifecycle:
         share = None
         beat = threading.Event()
         try:
-            ledger.started(trial, HOST, os.getpid(), heartbeat=self.heartbeat, max_retry=self.study.study.max_retry)
+            ledger.started(trial, HOST, os.getpid(), heartbeat=self.heartbeat, max_retry=self.study.study.max_retry,
+                           run=self.run_identity.record())
             try:
                 cell = ledger.suggest_cell(trial, self.study)
                 ledger.set_trial_dir(trial, run.trial_dir)
@@ -185,8 +194,9 @@ class TrialLifecycle:
                 if env.get("CUDA_VISIBLE_DEVICES") == "":
                     share = claim_cpu_share(self.workers, self.study.world_size)
                     env = {**env, **share.env()}
-                resumed = self._resume_predecessor(trial, run.trial_dir)
                 spec = build_spec(self.study, cell, run.trial_dir, env, timeout=self.trial_timeout_s)
+                finished = self._finished_predecessor(trial, spec)
+                resumed = None if finished is not None else self._resume_predecessor(trial, run.trial_dir)
             except OSError as e:
                 return self._fault(trial, "preparing the trial", e)
             except Exception as e:  # noqa: BLE001 - a trial that cannot be set up fails, the study goes on
@@ -199,22 +209,72 @@ class TrialLifecycle:
             if self.heartbeat:
                 self._start_heartbeat(trial.number, beat)
             try:
-                result = launcher_for(spec).run(spec, on_progress=self._progress(trial, run))
-                upload_trial_artifacts(self.artifacts, trial, run.trial_dir)
+                if finished is not None:
+                    result = _adopt(spec, finished)
+                    self.say(f"[trial {trial.number}] recorded from {finished}: that attempt finished it, and the storage "
+                             "never heard (not trained again)")
+                else:
+                    result = launcher_for(spec).run(spec, on_progress=self._progress(trial, run))
             except OSError as e:
                 return self._fault(trial, "running the trial (the orchestrator's own files)", e)
             except Exception as e:  # noqa: BLE001 - run_trial never raises for the trial's own failure: a bug
                 return self._failed(trial, f"the orchestrator failed running the trial: {type(e).__name__}: {e}")
-            ledger.record_orchestrator_rss(trial, _rss_mb())
-            ended = self._tell(trial, result)
+            try:  # from here on the result is on disk, and stays there until the storage has recorded it
+                upload_trial_artifacts(self.artifacts, trial, run.trial_dir)
+                ledger.record_orchestrator_rss(trial, _rss_mb())
+                ended = self._tell(trial, result)
+            except Exception as e:
+                fault = machine_fault(e)
+                if fault is None:
+                    raise
+                raise StorageUnavailable(
+                    f"trial {trial.number} {result.outcome.value}, but the study's storage could not record it ({fault}). "
+                    f"Its result.json and last checkpoint are kept in {run.trial_dir}; once the storage is back, run the "
+                    "same `grpo-ablate run` again: it records this trial from its files instead of training it again."
+                ) from None
             if ended.outcome != Outcome.INTERRUPTED.value and not self.study.study.keep_checkpoints:
-                remove_checkpoints(run.trial_dir)  # ended for good: no retry will resume them
+                remove_checkpoints(run.trial_dir)  # ended for good and recorded: no retry will resume them
+                if finished is not None and _inside(finished, (self.study.output_dir / TRIALS_DIR).resolve()):
+                    remove_checkpoints(finished)
             return ended
         finally:
             beat.set()
             if share is not None:
                 share.release()
             self.registry.unregister(trial.number)
+
+    def _predecessor_folders(self, trial: "optuna.Trial") -> list[Path]:
+        """The folders of the attempts this retry follows, nearest first; this study's own copy of one where the
+        journal names another copy of the run folder."""
+        if trial.user_attrs.get(ledger.RETRY_OF) is None:
+            return []
+        trials = {t.number: t for t in self.ostudy.get_trials(deepcopy=False)}
+        me = trials.get(trial.number)
+        if me is None:
+            return []
+        mine = (self.study.output_dir / TRIALS_DIR).resolve()
+        out = []
+        for folder in ledger.predecessor_dirs(trials, me):
+            source = Path(folder)
+            if not _inside(source, mine) and (mine / source.name).is_dir():
+                source = mine / source.name
+            out.append(source)
+        return out
+
+    def _finished_predecessor(self, trial: "optuna.Trial", spec: Any) -> Path | None:
+        """An earlier attempt that finished this very trial (same spec fingerprint) but whose end the storage never
+        recorded (it was down): its folder, whose result a retry records instead of training again."""
+        fingerprint = spec_fingerprint(json.loads(spec.to_json()))
+        for folder in self._predecessor_folders(trial):
+            try:
+                result = json.loads((folder / RESULT_FILE).read_text())
+                before = json.loads((folder / SPEC_FILE).read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(result, dict) and result.get("outcome") in _RECORDABLE and isinstance(before, dict) \
+                    and spec_fingerprint(before) == fingerprint:
+                return folder
+        return None
 
     def _resume_predecessor(self, trial: "optuna.Trial", trial_dir: Path) -> tuple[int, int] | None:
         """A retry (requeued, pre-empted, its heartbeat lost): move the nearest predecessor's last complete
@@ -225,8 +285,14 @@ class TrialLifecycle:
         me = trials.get(trial.number)
         if me is None:
             return None
+        mine = (self.study.output_dir / TRIALS_DIR).resolve()
         for folder in ledger.predecessor_dirs(trials, me):
-            moved = carry_over(folder, trial_dir)  # a folder on a host this one cannot see has none: starts over
+            source = Path(folder)
+            if not _inside(source, mine) and (mine / source.name).is_dir():
+                source = mine / source.name  # the journal names another copy of this run folder: use this study's own
+            # moved only within this study's own folders, copied from anywhere else (never emptied there);
+            # a folder on a host this one cannot see has none: the retry starts over
+            moved = carry_over(source, trial_dir, move=_inside(source, mine))
             if moved is not None:
                 ledger.record_resumed_from(trial, moved.step)
                 number = next((n for n, t in trials.items() if t.user_attrs.get(ledger.TRIAL_DIR) == folder), -1)
@@ -310,8 +376,6 @@ class TrialLifecycle:
             outcome = ledger.requeue(self.ostudy, self.storage, trial.number, reason or "interrupted",
                                      max_retry=self.study.study.max_retry, counted=counted)
             return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, reason, fault=counted)
-        if result.outcome is Outcome.FAILED and _disk_fault(result):
-            return self._fault(trial, "running the trial (its files)", None, reason)
         told = ledger.tell(self.ostudy, trial, self.study, result)
         values = ledger.objective_values(self.study, result.metrics or {}) if told is not Outcome.FAILED else None
         return Ended(trial.number, told.value, reason, values)
@@ -328,10 +392,23 @@ class TrialLifecycle:
         return Ended(trial.number, ledger.fail(self.ostudy, trial, reason).value, reason)
 
 
-def _disk_fault(result: "TrialResult") -> bool:
-    """A trial process that died of a full or broken disk: the machine's fault, not the cell's."""
-    text = f"{result.exception_message or ''} {result.reason or ''}"
-    return any(f"[Errno {code}]" in text for code in _INFRA_ERRNOS)
+def _adopt(spec: Any, source: Path) -> "TrialResult":
+    """A finished attempt's files copied into this trial's folder (never moved: the source stays whole until the
+    storage recorded this one), and its result read as the launcher reads a trial that just ended."""
+    target = spec.path
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in source.iterdir():
+        if entry.is_file() and entry.name != SPEC_FILE:
+            shutil.copy2(entry, target / entry.name)
+    spec.save()
+    return finish(spec, 0, timed_out=False, stop_reason=None, log_path=target / LOG_FILE)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder)
+    except OSError:
+        return False
 
 
 def _rss_mb() -> float:

@@ -1,4 +1,4 @@
-"""Whose output folder this is: one study (its name and storage) per `output_dir`.
+"""Who owns what: one study per `output_dir`, and one run (host, pid, start time, run id) per running trial.
 
 Trial folders are numbered by the study's trial numbers (`trials/00000`), and report.html,
 summary.json, probe.json and advise.json have fixed names: a second study writing into the same
@@ -8,14 +8,27 @@ second one's steps. So the first command that writes into a folder records its o
 exactly one wins), and every command that writes there refuses another owner (exit 2).
 
     python -c "from grpo_ablate.study.owner import read_owner; print(read_owner('runs/tiny-cpu'))"
+
+A running trial records the run that runs it (`RunIdentity`): the host, the orchestrator's pid,
+that pid's start time (/proc/<pid>/stat) and a random id drawn when the run starts. A pid alone
+is not an identity: after a kill -9 the kernel gives the pid to another process sooner or later,
+and a trial owned by "a live pid" would never be run again. A trial of this host is owned by a
+live run only when all of it matches (`dead_owner`): the same pid with the same start time, and,
+where that pid is this very process, this run's id (a second `run` in one process, as the
+in-process CLI does, is another run).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import socket
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
+
+from grpo_ablate.children import process_start_time
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.storage import is_rdb_url
 from grpo_ablate.storage_url import storage_identity as identity
@@ -23,7 +36,52 @@ from grpo_ablate.storage_url import storage_identity as identity
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["OWNER_FILE", "claim_output_dir", "check_output_dir", "check_unowned_folder", "read_owner", "storage_identity"]
+__all__ = ["OWNER_FILE", "HOST", "RunIdentity", "new_run", "dead_owner", "claim_output_dir", "check_output_dir",
+           "check_unowned_folder", "read_owner", "storage_identity"]
+
+HOST = os.environ.get("GRPO_ABLATE_HOST") or socket.gethostname()  # override where containers share a name
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """One run of the orchestrator: host, pid, the pid's start time, and a random id."""
+
+    host: str
+    pid: int
+    pid_started: str
+    run_id: str
+
+    def record(self) -> dict[str, str]:
+        """What a trial's OWNER_RUN attribute holds (host and pid are attributes of their own)."""
+        return {"pid_started": self.pid_started, "run_id": self.run_id}
+
+
+def new_run() -> RunIdentity:
+    """This process's identity for a run starting now (a fresh run id every call)."""
+    pid = os.getpid()
+    return RunIdentity(HOST, pid, process_start_time(pid) or "?", secrets.token_hex(8))
+
+
+def dead_owner(host: str | None, pid: int | None, run: Mapping[str, str], current: RunIdentity) -> str | None:
+    """Why the run that owns a trial is dead, judged from `current` (this run); None when it is or may be alive.
+
+    Only a trial of this host can be judged (another host's run is alive for all this one knows).
+    Dead: its pid is gone, or is now another process (another start time), or is this process but
+    another run of it (another run id). A record without a start time (written before it was kept)
+    is judged by the pid alone.
+    """
+    if host != current.host or pid is None:
+        return None
+    started = process_start_time(pid)
+    if started is None:
+        return f"its orchestrator (pid {pid} on {host}) is gone"
+    recorded = run.get("pid_started")
+    if recorded is not None and recorded != started:
+        return (f"its orchestrator (pid {pid} on {host}, started at tick {recorded}) is gone: the pid is now "
+                f"another process's (started at tick {started})")
+    if pid == current.pid and run.get("run_id") not in (None, current.run_id):
+        return f"its orchestrator was an earlier run in this process (run {run.get('run_id')}), which has ended"
+    return None
 
 OWNER_FILE = ".grpo-ablate-owner.json"
 

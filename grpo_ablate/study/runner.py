@@ -36,8 +36,8 @@ from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.study.devices import worker_envs
 from grpo_ablate.study import ledger, limits
-from grpo_ablate.study.lifecycle import HOST, Ended, Registry, TrialLifecycle
-from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
+from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
+from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir, dead_owner
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
                                      queue_first_plan, queue_plan, race_rule_changed, space_changed,
                                      wait_for_plan)
@@ -204,9 +204,10 @@ class StudyRunner:
 
         for t in self.ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             host, pid = ledger.owner(t)
-            if host != HOST or t.number in self.registry.running or pid is None or _pid_alive(pid):
+            dead = dead_owner(host, pid, ledger.owner_run(t), self.lifecycle.run_identity)  # host+pid+start+run id
+            if t.number in self.registry.running or dead is None:
                 continue
-            ledger.requeue(self.ostudy, self.storage, t.number, f"its orchestrator (pid {pid} on {HOST}) died",
+            ledger.requeue(self.ostudy, self.storage, t.number, dead,
                            max_retry=self.study.study.max_retry, counted=True)
 
     # ---- the workers
@@ -234,7 +235,8 @@ class StudyRunner:
                 ended = self.lifecycle.run(trial, env)
             except Exception as e:  # noqa: BLE001 - the storage refused the record: stop, say why
                 self.registry.unregister(trial.number)
-                self.stop_reason = f"could not record trial {trial.number}: {type(e).__name__}: {e}"
+                self.stop_reason = (str(e) if isinstance(e, StorageUnavailable)  # one paragraph: what is kept, what to do
+                                    else f"could not record trial {trial.number}: {type(e).__name__}: {e}")
                 self.storage_error = True
                 self.registry.stop.set()
                 return
@@ -295,16 +297,6 @@ class StudyRunner:
         else:
             self.console.say("interrupt: killing running trials")
             _kill_children()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _kill_children() -> None:

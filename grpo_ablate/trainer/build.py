@@ -499,7 +499,8 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     checkpointer = None
     if spec.checkpoint is not None and _checkpointing(spec):
         checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,
-                                    evaluator=evaluator, round_steps=spec.rounds.period_steps)
+                                    evaluator=evaluator, round_steps=spec.rounds.period_steps,
+                                    fingerprint=checkpoints.spec_fingerprint(json.loads(spec.to_json())))
     elif _checkpoints_asked(spec):  # a schedule's round state (phase, pass rates) is not in a checkpoint
         log("checkpoints: off for a G schedule (its round state is not saved); a retried trial starts over")
     scheduled: dict[str, Any] = {"schedule": schedule, "rounds": spec.rounds, "events_dir": spec.trial_dir} if schedule else {}
@@ -533,9 +534,8 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)
-    resume = checkpoints.latest(spec.trial_dir) if checkpointer is not None else None
-    if checkpointer is not None and resume is not None:
-        checkpointer.resume(resume, files=int(os.environ.get("RANK", "0")) == 0)  # one rank writes the files
+    resume = checkpointer.choose(log) if checkpointer is not None else None  # verified, else start over (said why)
+    if resume is not None:
         log(f"resuming from {resume.path.name} (step {resume.step}); its metrics and clock continue")
     resume_from = os.fspath(resume.path) if resume is not None else None
     if resume_from is None and spec.start_from is not None:

@@ -28,8 +28,8 @@ from transformers import TrainerCallback
 
 from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
 
-from . import checkpoints
-from .collective import all_gather, from_rank0
+from .checkpointer import Checkpointer  # moved to its own module; kept importable from here
+from .collective import from_rank0
 from .text import plain_text
 
 __all__ = ["Checkpointer", "MetricsRecorder", "StopSwitch", "engine_memory_mb", "peak_memory_mb"]
@@ -351,101 +351,3 @@ class StopSwitch(TrainerCallback):
         if self.max_tokens is not None and state.num_input_tokens_seen >= self.max_tokens:
             return f"budget: {state.num_input_tokens_seen} tokens >= tokens budget {self.max_tokens}"
         return f"budget: training time reached the seconds budget {self.max_seconds}"
-
-
-class Checkpointer(TrainerCallback):
-    """Checkpoint at whole generation rounds and when the parent interrupts the trial; resume a checkpoint.
-
-    The trainer writes its folder (save_strategy "steps"); this callback decides when: every
-    `interval` optimizer steps (checkpoints.interval_steps from the trial's max_steps), and at an
-    interrupt (a stop the parent asked for, which queues the trial again), never inside a round
-    nor at the last step (the trial is complete then). With "auto", a checkpoint is also skipped
-    until `min_seconds` of training passed since the last one: a short trial saves none, a long one
-    loses at most ~10% of itself. Rank 0 decides, every rank follows (saving is collective under
-    ZeRO/FSDP). Once the trainer has written a checkpoint this adds the package's part (the per-step
-    files and the clock, checkpoints.save_state) and drops older checkpoints. Register it after
-    the recorder, the stop switch and the evaluator: it reads what they decided for the step.
-    Saving time is kept out of training time, as evaluation is.
-
-    `resume(checkpoint)` puts the clock back before training: the recorder's completions, tokens
-    and seconds, the stop switch's seconds, the evaluation points already scored.
-    """
-
-    def __init__(self, trial_dir: str | Path, *, every: int | str | None, recorder: MetricsRecorder, stopper: "StopSwitch",
-                 evaluator: Any = None, round_steps: int = 1, min_seconds: float | None = None) -> None:
-        self.trial_dir = Path(trial_dir)
-        self.every = every
-        self.recorder = recorder
-        self.stopper = stopper
-        self.evaluator = evaluator
-        self.round_steps = max(1, int(round_steps))
-        self.min_seconds = (checkpoints.AUTO_MIN_SECONDS if every == "auto" else 0.0) if min_seconds is None else min_seconds
-        self.interval: int | None = None
-        self.resumed_step: int | None = None
-        self.saved_at_seconds = 0.0  # training seconds at the last checkpoint (or the resumed one)
-        self._logged_at: float | None = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.interval = checkpoints.interval_steps(self.every, int(state.max_steps or 0), self.round_steps)
-        state.save_steps = self.interval or 0
-
-    def on_step_end(self, args, state, control, **kwargs):
-        step, reason = state.global_step, self.stopper.stop_reason
-        candidate = (self.interval is not None and step % self.round_steps == 0 and step < state.max_steps
-                     and (step % self.interval == 0 or reason == "interrupted") and reason in (None, "interrupted"))
-        save = 0
-        if candidate:  # the same on every rank; the clock is rank 0's
-            trained = self.recorder.train_seconds - self.saved_at_seconds
-            save = from_rank0(int(trained >= self.min_seconds) if state.is_world_process_zero else 0)
-        control.should_save = bool(save)
-        return control
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        self._logged_at = time.perf_counter()
-
-    def on_save(self, args, state, control, **kwargs):
-        if self._logged_at is not None:  # the save's own time is not training time
-            pause = time.perf_counter() - self._logged_at
-            self.recorder.paused_seconds += pause
-            self.stopper.paused_seconds += pause
-            self._logged_at = None
-        all_gather(None)  # every rank has written its part (ZeRO/FSDP shards) before the clock marks it complete
-        if not state.is_world_process_zero:
-            return
-        self.saved_at_seconds = self.recorder.train_seconds
-        folder = checkpoints.trainer_dir(self.trial_dir) / f"checkpoint-{state.global_step}"
-        checkpoints.save_state(self.trial_dir, folder, self.clock(state.global_step))
-        checkpoints.prune_older(self.trial_dir, checkpoints.Checkpoint(folder, state.global_step))
-
-    def clock(self, step: int) -> dict[str, Any]:
-        r, e = self.recorder, self.evaluator
-        return {"step": step, "completions": r.completions_total, "tokens": r.tokens_total,
-                "train_seconds": r.train_seconds, "stop_seconds": self.stopper.elapsed,
-                "eval_point": getattr(e, "point", 0), "eval_seconds": getattr(e, "seconds", 0.0),
-                "eval_thresholds_left": len(getattr(e, "thresholds", [])),
-                "groups_rng": _jsonable(r._rng.getstate())}
-
-    def resume(self, checkpoint: checkpoints.Checkpoint, *, files: bool = True) -> None:
-        """Put the clock of `checkpoint` back before training starts, and (`files`: rank 0) its per-step files."""
-        clock = checkpoint.clock
-        if files:
-            checkpoints.restore_files(checkpoint, self.trial_dir)
-        self.recorder.completions_total = int(clock["completions"])
-        self.recorder.tokens_total = float(clock["tokens"])
-        self.recorder.resumed_seconds = self.saved_at_seconds = float(clock["train_seconds"])
-        self.stopper.resumed_seconds = float(clock["stop_seconds"])
-        self.recorder._rng.setstate(_tupled(clock["groups_rng"]))  # which groups a round samples into groups.jsonl
-        if self.evaluator is not None:
-            self.evaluator.point = int(clock["eval_point"])
-            self.evaluator.seconds = float(clock["eval_seconds"])
-            left = int(clock["eval_thresholds_left"])
-            del self.evaluator.thresholds[: max(0, len(self.evaluator.thresholds) - left)]
-        self.resumed_step = checkpoint.step
-
-
-def _jsonable(state: Any) -> Any:
-    return [_jsonable(v) for v in state] if isinstance(state, tuple) else state
-
-
-def _tupled(state: Any) -> Any:
-    return tuple(_tupled(v) for v in state) if isinstance(state, list) else state

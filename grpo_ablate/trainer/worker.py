@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from grpo_ablate.children import adopt_orphans, end_descendants
+from grpo_ablate.errors import machine_fault, write_probe
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
-from .checkpoints import remove_checkpoints
 from .memory_cap import start_memory_watch
 from .spec import TrialSpec
 
@@ -177,15 +177,23 @@ def _oom_in_chain(exc: BaseException) -> tuple[str, BaseException] | None:
     return None
 
 
-def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
-    """(outcome, reason) for an exception: a reward's own error first, then OOM by type (oom_evidence)."""
+def classify_exception(exc: BaseException, folder: str | os.PathLike[str] | None = None) -> tuple[Outcome, str]:
+    """(outcome, reason) for an exception: a reward's own error first, then a storage fault by type and errno
+    (errors.machine_fault; else, for an error that lost its errno, a write probe in `folder`): interrupted, to be
+    queued again; then OOM by type (oom_evidence)."""
     from .rewards import RewardFunctionError
 
     chain = _chain(exc)
     for item in chain:
         if isinstance(item, RewardFunctionError):
             return Outcome.FAILED, str(item)
+    fault = machine_fault(exc)
     found = _oom_in_chain(exc)
+    if fault is None and found is None and folder is not None:
+        probed = write_probe(folder)
+        fault = None if probed is None else machine_fault(probed)
+    if fault is not None:
+        return Outcome.INTERRUPTED, f"infrastructure fault: {fault} (behind {type(exc).__name__}: {str(exc)[:300]})"
     if found is not None:
         return Outcome.OOM, f"{found[0]}: {str(found[1])[:500]}"
     return Outcome.FAILED, f"{type(exc).__name__}: {str(exc)[:1000]}"
@@ -226,6 +234,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         from trl import GRPOConfig, GRPOTrainer  # noqa: F401 - lazy modules: pay the import here, timed
 
         from .build import build_trial
+        from .checkpointer import restore_failed
         from .collective import leave_process_group
 
         transformers.logging.set_verbosity_warning()
@@ -253,7 +262,18 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if built.resume_from:
             payload["resumed_from"] = built.resume_from
         try:
-            built.trainer.train(resume_from_checkpoint=built.resume_from)
+            try:
+                built.trainer.train(resume_from_checkpoint=built.resume_from)
+            except Exception as exc:  # noqa: BLE001 - a checkpoint that fails to load: start over, never fail
+                failed = restore_failed(built.trainer) if built.resume_from else None
+                if failed is None:
+                    raise
+                print(f"[grpo-ablate] checkpoint not resumed: loading {Path(str(built.resume_from)).name} failed "
+                      f"({type(exc).__name__}: {str(exc)[:300]}); the trial starts over from step 0", flush=True)
+                failed.forget(log=None)
+                payload.pop("resumed_from", None)
+                built = build_trial(spec, log=lambda m: print(f"[grpo-ablate] {m}", flush=True))
+                built.trainer.train()
         finally:
             timings["train_seconds"] = time.perf_counter() - started
             if built.evaluator is not None:  # held-out scoring is timed apart, never as training
@@ -269,14 +289,13 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         else:
             outcome = Outcome.COMPLETED
             payload["reason"] = reason  # a budget stop, or None
-        if outcome in (Outcome.COMPLETED, Outcome.PRUNED) and rank == 0 and not (spec.checkpoint or {}).get("keep"):
-            remove_checkpoints(spec.trial_dir)  # ended for good: nothing will resume them
+        # the last checkpoint stays until the study's storage recorded this end (study/lifecycle.py removes it then)
         leave_process_group()  # every rank ended training in step; see its docstring for why
     except BaseException as exc:  # noqa: BLE001 - the whole point is to record any failure
         if isinstance(exc, KeyboardInterrupt):
             outcome, reason_text = Outcome.INTERRUPTED, "KeyboardInterrupt"
         else:
-            outcome, reason_text = classify_exception(exc)
+            outcome, reason_text = classify_exception(exc, spec.trial_dir)
         payload["reason"] = reason_text
         payload["exception_type"] = type(exc).__name__
         payload["exception_types"] = [_qualified(item) for item in _chain(exc)]

@@ -115,7 +115,7 @@ def _check_trial(trial: Path, model: Path, g_first: int, g_last: int) -> None:
     assert len(prompts) == HELD_OUT and prompts == [s["prompt"] for s in last["samples"]]
     answers = lambda row: [s["completions"][0]["text"] for s in row["samples"]]  # noqa: E731
 
-    (final,) = sorted((trial / "trainer").glob("checkpoint-*"))
+    (final,) = sorted((trial / "checkpoints").glob("checkpoint-*"))
     before = _greedy(model, prompts, first["max_completion_length"])
     after = _greedy(final, prompts, last["max_completion_length"])
     # training changed some answer by more than a near tie, so an engine still holding the first

@@ -1,9 +1,8 @@
 """Where a trial runs: the launcher seam (start, poll, stop, collect), its launchers, and the one choice among them.
 
 - `ProcessLauncher` ("process"): a process tree per trial (python, torchrun or accelerate);
-- `WarmSession` ("warm"): consecutive single-process trials in one long-lived child, each
-  starting as a fresh process would (trainer/session.py SessionBaseline), each session forked
-  from a template that did the imports once (template.py);
+- `WarmSession` ("warm"): each single-process trial in a fresh fork of a template that did the
+  imports once (template.py, trainer/session.py), thrown away after the trial;
 - `LAUNCHERS` (registry.py) names them for `hardware.launcher`; `launcher_name(spec)` chooses,
   `launcher_for` (a study's worker thread), `LauncherPool` (the probe) and `run_trial`
   (run-one, tests) run what it chose. `Launcher.run` is a trial's whole life.

@@ -86,7 +86,7 @@ class Launcher(ABC):
 
     @classmethod
     def for_probe(cls) -> "Launcher":
-        """The instance `grpo-ablate probe` runs its points with (a warm session keeps its process after an in-process OOM)."""
+        """The instance `grpo-ablate probe` runs its points with."""
         return cls()
 
     def environment(self, spec: TrialSpec) -> dict[str, str]:

@@ -2,7 +2,9 @@
 
 - the trial's process is this process's descendant: it watches this pid (GRPO_ABLATE_PARENT_PID)
   and ends itself when the orchestrator is gone, and dies with the starting thread
-  (children.die_with_parent);
+  (children.die_with_parent); it and everything it starts (a reward's setsid or double-forked
+  children included) carry this process's tree mark (children.TREE_ENV), and this process's
+  tree supervisor SIGKILLs them all once this process is gone, kill -9 included;
 - it imports this checkout of the package (PYTHONPATH) and starts in this working folder;
 - it shares this process's memory cgroup, so a rise of the cgroup's `oom_kill` count while it
   ran is evidence that the kernel's OOM killer ended it (outcome.py).
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from grpo_ablate.children import TREE_ENV, tree_token
 from grpo_ablate.trainer.spec import TrialSpec
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
 
@@ -36,6 +39,7 @@ class LocalLauncher(Launcher):
         # The worker imports this package by module name, installed or not.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.fspath(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
         env[PARENT_PID_ENV] = str(os.getpid())  # the worker ends its trial when this pid is gone
+        env[TREE_ENV] = tree_token()  # and the tree supervisor ends all it started, however it left
         return env
 
     def oom_marker(self) -> int | None:

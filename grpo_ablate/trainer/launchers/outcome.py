@@ -106,8 +106,8 @@ def classify(
     """(outcome, reason) of a trial. `worker` is its result.json, `rank_failures` the failing
     ranks' own records; `oom_kill` the kernel's evidence (oom_kill_evidence). The log is read
     only for the reason's last line and torchrun's SIGKILL summary, never for OOM."""
-    if timed_out:
-        return Outcome.FAILED, f"timeout: the trial ran past timeout_s={spec.timeout_s:g} s and was killed"
+    if timed_out:  # the machine was slower than the estimate, not the cell at fault: queued again, resuming its checkpoint
+        return Outcome.INTERRUPTED, f"timeout: the trial ran past timeout_s={spec.timeout_s:g} s and was killed"
     for failure in rank_failures:  # a non-zero rank's own record of what went wrong comes first
         return Outcome(failure.get("outcome", "failed")), f"rank {failure.get('rank')}: {failure.get('reason')}"
     if worker is not None:

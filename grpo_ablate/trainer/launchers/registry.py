@@ -37,7 +37,7 @@ __all__ = ["LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "launcher_for", "launche
 
 LAUNCHERS: dict[str, type[Launcher]] = {
     "process": ProcessLauncher,  # a fresh process tree per trial (python, torchrun or accelerate: hardware.command)
-    "warm": WarmSession,  # consecutive single-process trials in one long-lived process
+    "warm": WarmSession,  # each single-process trial in a fresh fork of a pre-imported template
 }
 
 

@@ -1,9 +1,7 @@
 """Warm sessions forked from a template that has done their imports: a fresh session at fork cost.
 
-A session's start is its imports (torch, transformers, TRL: about 8 s of CPU on 2 cores), and a
-study replaces its session after every trial that did not end cleanly (failed, out of memory,
-timed out, stopped by force, or left something behind), reruns a failed trial in a fresh one,
-and the probe replaces its session after a point killed by the memory cap. A template
+A session's start is its imports (torch, transformers, TRL: about 8 s of CPU on 2 cores), and
+every warm trial gets a session of its own, thrown away after it (trainer/session.py). A template
 (`python -m grpo_ablate.trainer.session --template`, started under the first session's
 environment) imports once and forks every later session with that environment; the child
 (trainer/session.py) then is what a session started on its own is after its imports.

@@ -1,29 +1,20 @@
-"""A warm session: consecutive single-process trials in one long-lived child process.
+"""A warm session: each single-process trial in a fresh fork of a template that has done the imports.
 
-A trial in its own process pays the process start, the imports of torch, transformers and TRL
+A trial in its own process pays the process start and the imports of torch, transformers and TRL
 (about 7-12 s on a 2-core CPU) every time; on the tiny demo that is more than its training. A
-session pays it once. The parent (this class, no torch) sends each trial's spec path and
-environment as one line on the child's stdin; the child (`python -m grpo_ablate.trainer.session`,
-trainer/session.py) resets what a fresh process would start with (environment, threads, RNG states,
-determinism flags, accelerate's state, the study's own modules: SessionBaseline), runs the
-trial with the worker's own `run_spec`, writes the trial's files as a trial process would, and
-answers one line. Everything else (STOP, timeout, progress, classification) is Launcher.run's,
-so an outcome means the same as with a process per trial.
-
-Isolation where it matters: the session is ended, and the next trial gets a fresh one, after
-any trial that did not end cleanly (failed, out of memory, timed out, stopped by force,
-interrupted) or left what the child cannot restore (threads, processes, open descriptors,
-atexit handlers, names on `sys`/`builtins`: the child's answer says which, and so does the
-trial's log); `keep_after` widens that (the probe keeps its session after an in-process CUDA
-OOM, which the caching allocator recovers from: `for_probe`). A trial that failed after earlier
-trials in the same process runs again in a fresh one, which decides: its modules were imported
-in this process before (forgotten and imported again), and a registry that refuses a repeat
-fails only then. A trial whose
-environment differs from the session's in anything the child cannot apply at run time (all but
-the CPU share's thread counts) also gets a fresh session. Only single-process trials without
-vLLM share a session (`shares_a_session`); others get a process of their own.
+session template (launchers/template.py) pays them once and forks a session per trial; the fork
+runs that one trial and is thrown away (trainer/session.py). So no state crosses from one trial
+to the next by construction, whatever a trial changes in its process, and a trial starts at the
+cost of a fork. The parent (this class, no torch) sends the trial's spec path and environment
+as one line on the session's stdin; the session runs it with the worker's own `run_spec`, writes
+the trial's files as a trial process would, and answers one line. Everything else (STOP, timeout,
+progress, classification) is Launcher.run's, so an outcome means the same as with a process per
+trial. Where no template can serve (a GPU is visible, a CPU memory cap, the opt-out), the
+session is a process of its own, started for the trial. Only single-process trials without vLLM
+run in a session (`shares_a_session`); others get a process tree of their own (ProcessLauncher).
 
     GRPO_ABLATE_LAUNCHER=process grpo-ablate run studies/tiny-cpu.yaml    # opt out (or `warm` to opt in)
+    python benchmarks/session_template.py                                 # what a trial's fork costs
 """
 
 from __future__ import annotations
@@ -33,22 +24,19 @@ import os
 import select
 import subprocess
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV
-from grpo_ablate.vocab import LOG_FILE, Outcome
 
 from .base import TERM_GRACE_SECONDS
 from .local import LocalLauncher
 from .process import ProcessLauncher, command_name, kill_tree
 from .template import SessionProcess, start_session
 
-__all__ = ["CLEAN_OUTCOMES", "SESSION_ATTEMPT_LOG", "WarmSession", "shares_a_session"]
+__all__ = ["WarmSession", "shares_a_session"]
 
-_THREAD_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the child applies these per trial (torch.set_num_threads)
-CLEAN_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.PRUNED})
-SESSION_ATTEMPT_LOG = "log.session.txt"  # a trial that failed in a session and ran again: the session's attempt
+_THREAD_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the session applies these per trial (torch.set_num_threads)
 
 
 def shares_a_session(spec: TrialSpec) -> bool:
@@ -78,21 +66,18 @@ def _startup_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 class WarmSession(LocalLauncher):
-    """Run trials one after another in one child process; replace it after any unclean end.
+    """Run each trial in a fresh session forked from the template for its environment.
 
         with WarmSession() as session:
             result = session.run(spec)     # a TrialResult, classified as a process per trial's would be
     """
 
-    def __init__(self, keep_after: Iterable[Outcome] = CLEAN_OUTCOMES) -> None:
-        self.keep_after = frozenset(keep_after)
+    def __init__(self) -> None:
         self.processes_started = 0
         self._proc: SessionProcess | None = None
-        self._key: tuple[tuple[str, str], ...] | None = None
         self._buffer = b""
         self._reply: dict[str, Any] | None = None
         self._returncode: int | None = None
-        self._trials_in_process = 0
 
     # ---- the session's process
 
@@ -103,12 +88,11 @@ class WarmSession(LocalLauncher):
                 log.write(f"[grpo-ablate] warm session started on its own ({why})\n")
         self.processes_started += 1
         self._buffer = b""
-        self._trials_in_process = 0
         return proc
 
     def close(self) -> None:
-        """End the child: EOF on its stdin, then a kill if it lingers."""
-        proc, self._proc, self._key = self._proc, None, None
+        """End the session: EOF on its stdin (it has answered and is leaving), then a kill if it lingers."""
+        proc, self._proc = self._proc, None
         if proc is None:
             return
         try:
@@ -116,7 +100,8 @@ class WarmSession(LocalLauncher):
                 proc.stdin.close()
             proc.wait(timeout=TERM_GRACE_SECONDS)
         except (OSError, subprocess.TimeoutExpired):
-            kill_tree(proc)
+            pass
+        kill_tree(proc)  # whatever of its process group outlived it
 
     @property
     def pid(self) -> int | None:
@@ -125,37 +110,12 @@ class WarmSession(LocalLauncher):
 
     # ---- the Launcher interface
 
-    @classmethod
-    def for_probe(cls) -> "WarmSession":
-        """The probe's session keeps its process after an in-process out-of-memory point too.
-
-        A probe point is a trial of one or two steps, and out-of-memory points are what a probe
-        looks for: CUDA's error, caught by run_spec, is recovered from by emptying the caching
-        allocator (what accelerate's find_executable_batch_size relies on). A point killed by the
-        CPU cap, timed out, failed or interrupted still gets a fresh process for the next one.
-        """
-        return cls(keep_after=CLEAN_OUTCOMES | {Outcome.OOM})
-
     def run(self, spec: TrialSpec, **kwargs: Any) -> TrialResult:
-        """Run one trial in the session; a trial that cannot share one (shares_a_session) gets its own process."""
+        """Run one trial in a fresh session; a trial that cannot share one (shares_a_session) gets its own process."""
         if not shares_a_session(spec):
             self.processes_started += 1
             return ProcessLauncher().run(spec, **kwargs)
-        result = super().run(spec, **kwargs)
-        reply, trial_number = self._reply or {}, self._trials_in_process
-        if result.outcome is Outcome.FAILED and reply.get("outcome") == Outcome.FAILED.value and trial_number > 1:
-            # Its own failure, after earlier trials in this process: a module of the trial that a
-            # registry refuses to take twice (its first import was in an earlier trial) fails
-            # only here. A fresh process decides; the session's attempt stays beside it.
-            log_path = spec.path / LOG_FILE
-            kept, first_reason = spec.path / SESSION_ATTEMPT_LOG, result.reason
-            os.replace(log_path, kept)
-            self.close()
-            result = super().run(spec, **kwargs)
-            with log_path.open("a") as log:
-                log.write(f"[grpo-ablate] this trial failed as trial {trial_number} of a warm session ({kept.name}: "
-                          f"{first_reason}); it ran again in a fresh process, as above\n")
-        return result
+        return super().run(spec, **kwargs)
 
     def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:
         spec_path = spec.save()
@@ -163,20 +123,17 @@ class WarmSession(LocalLauncher):
         # template's pages only once it touches them, so its RSS is not a fresh process's
         capped = bool(spec.hardware.get("memory_limit_mb"))
         key = (*_startup_key(env), ("(memory cap)", str(capped)))
-        if self._proc is not None and (self._proc.poll() is not None or key != self._key):
-            self.close()  # gone, or started under another environment
-        if self._proc is None:
-            self._proc, self._key = self._spawn(key, env, log_path, fork=not capped), key
+        self.close()  # a session serves one trial
+        self._proc = self._spawn(key, env, log_path, fork=not capped)
         self._reply, self._returncode = None, None
-        self._trials_in_process += 1
         with log_path.open("a") as log:
-            log.write(f"[grpo-ablate] warm session pid {self._proc.pid}: trial {self._trials_in_process} of this process\n")
+            log.write(f"[grpo-ablate] warm session pid {self._proc.pid}: a fresh session for this trial\n")
         assert self._proc.stdin is not None
         request = {"spec": os.fspath(spec_path), "env": env}
         try:
             self._proc.stdin.write((json.dumps(request) + "\n").encode())
             self._proc.stdin.flush()
-        except BrokenPipeError:  # it died between trials: wait() reads EOF
+        except BrokenPipeError:  # it died before its trial: wait() reads EOF
             pass
 
     def poll(self) -> int | None:
@@ -213,7 +170,7 @@ class WarmSession(LocalLauncher):
             self._end_process()
 
     def _end_process(self) -> None:
-        proc, self._proc, self._key = self._proc, None, None
+        proc, self._proc = self._proc, None
         if proc is None:
             return
         kill_tree(proc, grace=TERM_GRACE_SECONDS)
@@ -221,7 +178,5 @@ class WarmSession(LocalLauncher):
 
     def collect(self, spec: TrialSpec, returncode: int | None, **kwargs: Any) -> TrialResult:
         result = super().collect(spec, returncode, **kwargs)
-        reply = self._reply or {}
-        if result.outcome not in self.keep_after or not reply.get("clean"):
-            self.close()  # whatever the trial left behind goes with the process
+        self.close()  # the session is thrown away with whatever the trial left in it
         return result
