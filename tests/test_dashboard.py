@@ -217,17 +217,24 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
     publish_to(ostudy, store, paths)  # a second report: still one note version on top, one artifact
     say_answer(paths)
     printed = capsys.readouterr().out
-    words = data.verdict.words
-    assert printed.startswith(f"Answer: {words}\n") and f"Report: {out / 'report.html'}" in printed
-    # the answer leads on every surface: the recommendation, its probability and how, and the eps-best set
-    lead = data.verdict.headline
-    assert lead.startswith("Use num_generations=2, generation_batch_size=32, temperature=1. Probability that it is "
-                           "within 0.05 of the best held-out reward: ") and "a posterior probability over the seeds" in lead
-    assert "Every other configuration is excluded from being within 0.05 of the best (family-wise 5%)" in lead
-    assert lead in printed and lead in html.unescape((out / "report.html").read_text())
+    v = data.verdict
+    # the three lines lead, then the details, each said once
+    lead = "\n".join(f"  {line}" for line in v.lines)
+    assert printed.startswith(f"Answer:\n{lead}\nDetails:\n") and f"Report: {out / 'report.html'}" in printed
+    for d in v.details:
+        assert printed.count(d) == 1
+    assert v.lines[0].startswith("Use num_generations=2, generation_batch_size=32, temperature=1: probability ")
+    assert v.lines[0].endswith("of the best held-out reward (3 seeds per configuration); it is clearly better than "
+                               "the baseline.")
+    assert v.lines[1] == ("No other configuration is as good: each is excluded from being within 0.05 of the best "
+                          "(family-wise 5%).")
+    assert v.lines[2].startswith("Worse (held-out reward): G=8, batch 32, T=1 (")
+    assert any("a posterior probability over the seeds" in d for d in v.details)
+    page = html.unescape((out / "report.html").read_text())
+    assert all(line in page for line in v.lines)
     # the best value shown is the winning arm's mean over its 3 seeds, never one seed's
     best = data.best["eval_final_reward"]
-    assert best.stat.n == 3 and f"{best.arm.name}, {fmt(best.stat.mean)} (3 seeds" in printed
+    assert best.stat.n == 3 and f"{best.arm.config.label}: held-out reward {fmt(best.stat.mean)} over 3 seeds" in printed
 
     class Quiet(WSGIRequestHandler):
         def log_message(self, *args):  # noqa: D401 - keep the test output clean
@@ -241,8 +248,9 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
         (summary,) = [s for s in _wait_for_api(url)["study_summaries"] if s["study_name"] == "custom"]
         detail = _get(f"{url}/api/studies/{summary['study_id']}?after=0")
         note = detail["note"]["body"]
-        assert f"**{lead}**" in note and (data.verdict.detail or words) in note
-        assert f"{fmt(best.stat.mean)} (3 seeds" in note
+        assert all(f"**{line}**" in note for line in v.lines) and all(d in note for d in v.details)
+        assert note.index(f"**{v.lines[2]}**") < note.index(v.details[0])
+        assert f"{fmt(best.stat.mean)} over 3 seeds" in note
         (artifact,) = detail["artifacts"]
         assert artifact["filename"] == "report.html"
         with urllib.request.urlopen(f"{url}/artifacts/{summary['study_id']}/{artifact['artifact_id']}", timeout=10) as r:

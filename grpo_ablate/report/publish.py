@@ -15,8 +15,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from grpo_ablate.report.text import fmt, fmt_interval
+from grpo_ablate.report.text import fmt
+from grpo_ablate.report.wording import bounded_interval
 from grpo_ablate.storage import open_artifact_store, open_storage
+from grpo_ablate.vocab import metric
 
 if TYPE_CHECKING:
     import optuna
@@ -29,42 +31,59 @@ REPORT_ARTIFACT = "report.html"  # the study artifact's file name in optuna-dash
 
 
 def _best_lines(summary: Mapping[str, Any]) -> list[str]:
-    """Per objective, the best arm by its mean over seeds, with the interval and the seed count."""
+    """Per objective other than the answer's metric (whose mean is in the details), the best arm by its
+    mean over seeds, with the interval (cut to the metric's range) and the seed count."""
     out = []
+    judged = (summary.get("verdict") or {}).get("metric")
     for name, b in (summary.get("best") or {}).items():
-        if not b or b.get("mean") is None:
+        if not b or b.get("mean") is None or name == judged:
             continue
         direction = next((o.get("direction") for o in summary.get("objectives") or () if o.get("metric") == name), "")
         n = int(b.get("n") or 0)
-        spread = f", 95% interval {fmt_interval(tuple(b['ci95']), signed=False)}" if b.get("ci95") else ""
+        m = metric(name)
+        spread = (f", 95% interval {bounded_interval(tuple(b['ci95']), m.low, m.high)}" if b.get("ci95") else "")
         out.append(f"Best mean over seeds on {name} ({direction}): {b.get('arm')}, {fmt(b['mean'])} "
                    f"({n} seed{'s' if n != 1 else ''}{spread}).")
     return out
 
 
-def answer_lines(summary: Mapping[str, Any], html_path: str | Path | None = None) -> list[str]:
-    """The answer in the report's words, the best arm's mean per objective, and where the page is."""
+def _answer(summary: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(the answer's lines, its details) from summary.json; an older summary's one paragraph is one line."""
     verdict = summary.get("verdict") or {}
-    lines = [f"Answer: {verdict.get('words') or summary.get('recommendation') or 'no answer yet'}"]
-    lines += _best_lines(summary)
+    lines = [str(x) for x in verdict.get("lines") or ()]
+    if not lines:
+        lines = [verdict.get("words") or summary.get("recommendation") or "No answer yet."]
+    return lines, [str(x) for x in verdict.get("details") or ()]
+
+
+def answer_lines(summary: Mapping[str, Any], html_path: str | Path | None = None) -> list[str]:
+    """What the console prints: the answer's three lines first, then the details once, the other
+    objectives' best arm means, and where the page is."""
+    lines, detail = _answer(summary)
+    out = ["Answer:"] + [f"  {x}" for x in lines]
+    if detail:
+        out += ["Details:"] + [f"  - {x}" for x in detail]
+    out += _best_lines(summary)
     if html_path is not None:
-        lines.append(f"Report: {html_path}")
-    return lines
+        out.append(f"Report: {html_path}")
+    return out
 
 
 def note_markdown(summary: Mapping[str, Any], html_path: str | Path | None = None) -> str:
-    """The study's note: the answer's headline in bold, its detail, the best arm means, the page."""
-    verdict = summary.get("verdict") or {}
-    words = verdict.get("words") or summary.get("recommendation") or "No answer yet."
-    head = verdict.get("headline") or words
-    detail = words[len(head):].strip() if words.startswith(head) else ""
-    parts = [f"## Answer (from the report, {summary.get('generated_at', '')})", "", f"**{head}**"]
+    """The study's note (the dashboard's first screen): the three lines in bold, then the details,
+    the other objectives' best arm means, and what the dashboard's own "Best Trial" is."""
+    lines, detail = _answer(summary)
+    parts = [f"## Answer (from the report, {summary.get('generated_at', '')})", ""]
+    for line in lines:
+        parts += [f"**{line}**", ""]
     if detail:
-        parts += ["", detail]
+        parts += ["### Details", ""] + [f"- {x}" for x in detail] + [""]
     best = _best_lines(summary)
     if best:
-        parts += [""] + [f"- {line}" for line in best]
-    parts += ["", "Optuna's \"Best Trial\" is one seed; the figures above are arm means over seeds."]
+        parts += [f"- {line}" for line in best] + [""]
+    parts += ["Optuna's \"Best Trial\" is one seed's best run and its hyperparameter importance is Optuna's fit "
+              "over single trials, blind to seeds: neither is the answer, which compares arm means over the same "
+              "seeds."]
     if html_path is not None:
         parts += ["", f"The full report is attached below as {REPORT_ARTIFACT} (written to {html_path})."]
     return "\n".join(parts)
