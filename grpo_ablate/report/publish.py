@@ -2,11 +2,12 @@
 optuna-dashboard, and report.html as a study artifact there.
 
     grpo-ablate report studies/tiny-cpu.yaml     # writes the page, then the note and the artifact
-    grpo-ablate dashboard studies/tiny-cpu.yaml  # the study's page shows the note and report.html
+    grpo-ablate dashboard studies/tiny-cpu.yaml  # opens on the study's note; report.html is attached
 
 Everything here reads summary.json's dict (report.summary.summary_dict), so the console, the note
-and the page cannot drift apart: they are the same words. A best value is always an arm's mean
-over its seeds (summary.json's "best"), never one lucky seed's.
+and the page cannot drift apart: the same three lines lead (report/wording.py), the details follow
+once. The note also ranks the arms by their means over seeds (`arms_table`): optuna-dashboard's
+own "Best Trial" is one seed's run, and the note says so.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from grpo_ablate.report.text import fmt
+from grpo_ablate.report.text import fmt, fmt_p
 from grpo_ablate.report.wording import bounded_interval
 from grpo_ablate.storage import open_artifact_store, open_storage
-from grpo_ablate.vocab import metric
+from grpo_ablate.vocab import Arm, metric
 
 if TYPE_CHECKING:
     import optuna
 
     from grpo_ablate.config import Study
 
-__all__ = ["answer_lines", "note_markdown", "publish", "publish_to", "say_answer", "REPORT_ARTIFACT"]
+__all__ = ["answer_lines", "arms_table", "note_markdown", "publish", "publish_to", "say_answer", "REPORT_ARTIFACT"]
 
 REPORT_ARTIFACT = "report.html"  # the study artifact's file name in optuna-dashboard
 
@@ -69,6 +70,50 @@ def answer_lines(summary: Mapping[str, Any], html_path: str | Path | None = None
     return out
 
 
+def arms_table(summary: Mapping[str, Any]) -> list[str]:
+    """The arms as the answer ranks them, a Markdown table: each arm's mean over its seeds on the
+    answer's metric, its 95% interval (cut to the metric's range; past [0, 1] on a reward that
+    declares no range, marked and said why), the seeds, the probability of being within
+    min_effect of the best, and its call against the baseline. Best first."""
+    verdict = summary.get("verdict") or {}
+    name = verdict.get("metric")
+    if not name:
+        return []
+    sel = verdict.get("selection") or {}
+    p_within = sel.get("p_within") or {}
+    calls = {a.get("arm"): a for a in verdict.get("arms") or ()}
+    m = metric(name)
+    arms = [a for a in summary.get("arms") or () if ((a.get("metrics") or {}).get(name) or {}).get("mean") is not None]
+    means = tuple(float(a["metrics"][name]["mean"]) for a in arms)
+    rows, marked = [], False
+    for a in arms:
+        st = a["metrics"][name]
+        call = calls.get(a["arm"])
+        against = ("(the baseline)" if a.get("is_baseline") else
+                   (call.get("call", "") + (f" (adjusted {fmt_p(call['p_adjusted'])})"
+                                            if call.get("p_adjusted") is not None else "")) if call else "–")
+        p = p_within.get(a["arm"])
+        ci = st.get("ci95")
+        interval = "–"
+        if ci:
+            interval = bounded_interval(tuple(ci), m.low, m.high)
+            if bounded_interval(tuple(ci), m.low, m.high, means) != interval:  # past [0, 1], not cut: say so once
+                interval, marked = interval + " *", True
+        arm = Arm.from_mapping(a)
+        rows.append((st["mean"], f"| {arm.label if arm else a['arm']} | {fmt(st['mean'])} | {interval} | "
+                     f"{st.get('n', '')} | {'–' if p is None else f'{p:.2f}'} | {against} |"))
+    if not rows:
+        return []
+    rows.sort(key=lambda r: -r[0] if verdict.get("direction") != "minimize" else r[0])
+    eps = sel.get("min_effect")
+    return ([f"### Arms: {m.label}, mean over seeds (what the answer ranks)", "",
+             f"| configuration | mean | 95% interval | seeds | P(within {eps:.3g} of the best) | against the baseline |"
+             if eps is not None else "| configuration | mean | 95% interval | seeds | P(within min_effect of the best) "
+             "| against the baseline |",
+             "|---|---|---|---|---|---|", *(r for _, r in rows), ""]
+            + (["\\* not cut to [0, 1]: the reward functions declare no range.", ""] if marked else []))
+
+
 def note_markdown(summary: Mapping[str, Any], html_path: str | Path | None = None) -> str:
     """The study's note (the dashboard's first screen): the three lines in bold, then the details,
     the other objectives' best arm means, and what the dashboard's own "Best Trial" is."""
@@ -76,6 +121,7 @@ def note_markdown(summary: Mapping[str, Any], html_path: str | Path | None = Non
     parts = [f"## Answer (from the report, {summary.get('generated_at', '')})", ""]
     for line in lines:
         parts += [f"**{line}**", ""]
+    parts += arms_table(summary)
     if detail:
         parts += ["### Details", ""] + [f"- {x}" for x in detail] + [""]
     best = _best_lines(summary)
