@@ -33,6 +33,7 @@ from grpo_ablate.config import StudyError
 from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
+from grpo_ablate.report.snapshot import writes_into_study
 from grpo_ablate.storage import mask_url
 from grpo_ablate.study.owner import check_output_dir
 
@@ -143,6 +144,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_out(args.out or study.output_dir / "report.html", "--out")
     paths = write_report(study, out=args.out)
     say_answer(paths)  # the answer run prints, in the report's words, and the report's path
+    if not writes_into_study(paths["html"], study.output_dir):
+        print(f"Note: {study.output_dir} was only read (the report went elsewhere), so the study's note in the "
+              f"dashboard is unchanged; `grpo-ablate report {args.study}` without --out updates it.")
     return EXIT_OK
 
 
