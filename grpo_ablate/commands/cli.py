@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=FRACTION",
                    help="allowed relative worsening, e.g. reward_per_hour=0.1; repeatable")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--allow-different", action="store_true",
+                   help="compare two studies that differ in name, objectives or search space (refused otherwise)")
     p.set_defaults(func=compare.run)
 
     p = sub.add_parser("dashboard", help="optuna-dashboard on the study's storage and artifacts")

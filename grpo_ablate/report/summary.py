@@ -62,6 +62,8 @@ def summary_dict(data: ReportData) -> dict[str, Any]:
                   "hardware": data.hardware},
         "generated_at": data.generated_at,
         "objectives": [{"metric": m, "direction": d} for m, d in data.objectives],
+        # the study file's search section: `compare` refuses two studies whose spaces differ
+        "space": (data.config or {}).get("search"),
         "metrics": {m: {"direction": d.direction, "description": d.description} for m, d in data.metrics.items()},
         "recommendation": data.recommendation,
         # the answer's words and the statistics behind them (comparison, p-value, interval, detectable
