@@ -177,13 +177,15 @@ def test_dashboard_shows_trials_and_user_attrs(finished_study):
                     "num_generations"} <= set(attrs)
             assert t["artifacts"], "metrics file and reward curve should be attached"
         # the answer on all three surfaces of a real run: the console, the study's note, the page
-        lead = json.loads((finished_study.out / "summary.json").read_text())["verdict"]["headline"]
-        assert "nothing can be excluded from being within 0.05 of the best" in lead  # one seed per configuration
+        lines = json.loads((finished_study.out / "summary.json").read_text())["verdict"]["lines"]
+        assert len(lines) == 3 and "nothing can be excluded from being within 0.05 of the best" in lines[1]  # one seed
         page = html.unescape((finished_study.out / "report.html").read_text())
-        assert f"Answer: {lead}" in finished_study.run.stdout and lead in page
-        assert f"**{lead}**" in detail["note"]["body"]
+        assert "Answer:\n" + "".join(f"  {line}\n" for line in lines) in finished_study.run.stdout
+        assert all(line in page and f"**{line}**" in detail["note"]["body"] for line in lines)
         with urllib.request.urlopen(f"{base}/dashboard", timeout=REQUEST_S) as r:
             assert r.status == 200
+        with urllib.request.urlopen(f"{base}/", timeout=REQUEST_S) as r:  # the address opens on the answer
+            assert r.geturl() == f"{base}/dashboard/studies/{summary['study_id']}/note"
     finally:
         _stop(proc)
 
