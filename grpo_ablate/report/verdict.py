@@ -49,7 +49,7 @@ from grpo_ablate.files.advise_file import NO_SPREAD_FRACTION
 from grpo_ablate.report.arms import ArmSummary, arm_vs_baseline
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.timing_noise import TIME_TWINS, TimingNoise, timing_noise
-from grpo_ablate.report.wording import answer_lines, details
+from grpo_ablate.report.wording import answer_lines, details, notes
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
 from grpo_ablate.stats.multiplicity import METHOD as HOLM
@@ -159,6 +159,7 @@ class Verdict:
     # the words (report/wording.py): three lines first, then the details, each said once
     lines: tuple[str, ...] = ()
     details: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # the details that say why the answer rests on another metric than the objective
 
     @property
     def probability(self) -> float | None:
@@ -192,11 +193,6 @@ class Verdict:
     @property
     def detail(self) -> str:
         return " ".join(self.details)
-
-    @property
-    def notes(self) -> tuple[str, ...]:
-        """The details that say why the answer rests on another metric than the study's objective."""
-        return tuple(d for d in self.details if d.startswith("The study optimised") or d.startswith("The study's objective"))
 
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison
@@ -317,7 +313,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
     """The study's answer: `judge`'s record with its words (report/wording.py) filled in."""
     v = judge(arms, records, objectives, metrics, has_eval, tokens, success, advice, min_effect=min_effect,
               sequential=sequential)
-    return dataclasses.replace(v, lines=answer_lines(v), details=details(v))
+    return dataclasses.replace(v, lines=answer_lines(v), details=details(v), notes=notes(v))
 
 
 def _choose_metric(objectives: Sequence[tuple[str, str]], records: Sequence[TrialRecord], arms: Sequence[ArmSummary],

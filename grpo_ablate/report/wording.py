@@ -27,7 +27,7 @@ from grpo_ablate.vocab import metric
 if TYPE_CHECKING:  # the record's module fills its words in with these functions
     from grpo_ablate.report.verdict import Stuck, Verdict
 
-__all__ = ["answer_lines", "details", "bounded_interval", "LINES"]
+__all__ = ["answer_lines", "details", "notes", "bounded_interval", "LINES"]
 
 LINES = 3  # the answer's lead: what to use, what is as good, what is worse
 
@@ -198,12 +198,12 @@ def _stuck_details(s: "Stuck") -> list[str]:
 def details(v: "Verdict") -> tuple[str, ...]:
     """The numbers behind the three lines, each said once."""
     if v.kind in ("no_objective", "no_data") or v.metric is None:
-        return tuple(_notes(v))
+        return notes(v)
     if v.kind == "cannot_rank" and v.stuck is not None:
-        return tuple(_stuck_details(v.stuck) + _notes(v))
+        return tuple(_stuck_details(v.stuck)) + notes(v)
     out = [f"Judged on {_label(v)}" + (" (held-out prompts, the same decoding for every configuration)"
                                         if v.metric.startswith("eval_") else "") + "."]
-    out += _notes(v)
+    out += notes(v)
     out += _mean(v)
     out += _against_baseline(v)
     out += _probability(v)
@@ -213,7 +213,8 @@ def details(v: "Verdict") -> tuple[str, ...]:
     return tuple(out)
 
 
-def _notes(v: "Verdict") -> list[str]:
+def notes(v: "Verdict") -> tuple[str, ...]:
+    """Why the answer rests on another metric than the study's objective (timing noise; held-out evaluation)."""
     out = []
     if v.replaced and v.metric and v.timing is not None:
         out.append(f"The study optimised {metric(v.replaced).label}, a time-based metric, but timing noise "
@@ -223,7 +224,7 @@ def _notes(v: "Verdict") -> list[str]:
         out.append(f"The study's objective is {metric(v.objective).label} (training reward, scored on each "
                    f"configuration's own samples); the answer rests on {metric(v.metric).label}, scored on the same "
                    f"held-out prompts at the same decoding for every configuration.")
-    return out
+    return tuple(out)
 
 
 def _mean(v: "Verdict") -> list[str]:
