@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any, Callable, Iterable
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from grpo_ablate.commands.common import load, set_value
 from grpo_ablate.config import Study
@@ -34,8 +35,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
-
     from optuna_dashboard import wsgi  # 1.4 s to import: only this command pays it
 
     url = study.storage_url
@@ -104,7 +103,7 @@ def banner(study: "Study", host: str, port: int, landing: str = "/dashboard") ->
 def _name_objectives(storage: object, study: "Study") -> int | None:
     """A study created before objectives were named gets its metric names now; its id in the storage
     (None when it is not there yet: the dashboard lists what is)."""
-    import optuna
+    import optuna  # with optuna_dashboard above: only this command pays for them
 
     try:
         ostudy = optuna.load_study(study_name=study.study.name, storage=storage)  # type: ignore[arg-type]

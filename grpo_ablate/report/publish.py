@@ -147,8 +147,7 @@ def publish(study: "Study", paths: Mapping[str, Path]) -> None:
 
     A study that is not in its storage (a report of a study copied elsewhere) is left alone.
     """
-    import optuna
-
+    import optuna  # Optuna loads when a report publishes, not when `run` imports this module to print the answer
 
     try:
         ostudy = optuna.load_study(study_name=study.study.name, storage=open_storage(study.storage_url))
@@ -162,7 +161,7 @@ def publish_to(ostudy: "optuna.Study", store: Any, paths: Mapping[str, Path]) ->
     overwrites the stored file under the same id (Optuna has no public way to drop an artifact's
     record, so re-uploading would pile up copies)."""
     from optuna.artifacts import get_all_artifact_meta, upload_artifact
-    from optuna_dashboard import save_note
+    from optuna_dashboard import save_note  # about a second to import: only a report that publishes pays it
 
     summary = json.loads(Path(paths["summary_json"]).read_text())
     save_note(ostudy, note_markdown(summary, paths.get("html")))

@@ -13,10 +13,15 @@ disk, `beta > 0` works: TRL reloads the reference model from the policy's path.
 
     python -m grpo_ablate.trainer.builtin.model addition   # build (or find) the cached model, print accuracy
     python -m grpo_ablate.trainer.builtin.model addition --model builtin:tiny-vllm   # the vLLM tier's
+
+torch and transformers are imported inside the functions that build or score a model: finding a
+cached one (every trial after the first) needs neither. fcntl is imported where the lock is taken
+because it does not exist on Windows, where the atomic rename alone keeps readers safe.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -317,8 +322,6 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(description="Build (or find) the cached built-in model for a task.")
     parser.add_argument("task", nargs="?", default="addition", choices=sorted(TASKS))
     parser.add_argument("--model", default="builtin:tiny", choices=sorted(n for n, warm in WARM_STARTED.items() if warm))
