@@ -12,11 +12,21 @@ seeds needed). Two answers agree when they are of the same kind and recommend th
 configuration (vocab.Arm.key).
 
 Exit codes: 0 the answers agree, 1 they differ, 2 a run failed or wrote no verdict.
+
+    python benchmarks/verdict.py --runs 1 --readme    # also write the README's quoted answer and timings
+
+`--readme` keeps the README's first screen true: from the last run it writes docs/demo-answer.json
+(the answer's three lines, its kind, the recommended, as-good and worse arms, each arm's held-out
+reward per seed, the wall time of each run, the built-in model's build time) and the README's
+quote between the `demo-answer` markers, rendered from that file. tests/test_docs.py fails when
+the README differs from the file, or when the code, given the recorded per-seed rewards, now
+answers differently in kind (another kind, recommendation, as-good set or worse set): rerun this.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -33,6 +43,73 @@ sys.path.insert(0, str(ROOT))
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p  # noqa: E402
 
 QUICK_STEPS = 10
+README = ROOT / "README.md"
+RECORD = ROOT / "docs" / "demo-answer.json"
+START, END = "<!-- demo-answer:start -->", "<!-- demo-answer:end -->"
+
+
+def trials_by_arm(folder: Path, metric: str) -> dict[str, dict[str, Any]]:
+    """Each arm's configuration and, per seed, its held-out reward at the start and the end (trials.csv)."""
+    arms: dict[str, dict[str, Any]] = {}
+    with open(folder / "trials.csv", encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("outcome") != "completed" or not row.get(metric):
+                continue
+            arm = arms.setdefault(row["role"], {"arm": {"num_generations": int(row["num_generations"]),
+                                                        "generation_batch_size": int(row["generation_batch_size"]),
+                                                        "temperature": float(row["temperature"])}, "seeds": {}})
+            start = float(row["eval_start_reward"]) if row.get("eval_start_reward") else None
+            arm["seeds"][row["seed"]] = {"start": start, "end": float(row[metric])}
+    return arms
+
+
+def build_seconds() -> float | None:
+    """How long the built-in model took to build when it was first used (its cached build record)."""
+    from grpo_ablate.trainer.builtin.model import cache_root
+
+    found = sorted((cache_root() / "models").glob("tiny-addition-*/grpo_ablate_builtin.json"))
+    return json.loads(found[-1].read_text()).get("build_seconds") if found else None
+
+
+def demo_record(v: dict[str, Any], folder: Path, seconds: list[float], study: str, load: float) -> dict[str, Any]:
+    """docs/demo-answer.json: what the README quotes and what tests/test_docs.py checks the code against."""
+    return {
+        "generated_by": "python benchmarks/verdict.py --readme",
+        "study": os.path.relpath(study, ROOT),
+        "measured": {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(),
+                     "load_average_1min": round(load, 1), "run_seconds": [round(x) for x in seconds],
+                     "model_build_seconds": build_seconds()},
+        "answer": {"kind": v["kind"], "recommended": (v.get("recommended") or {}).get("arm"),
+                   "as_good": v.get("as_good") or [], "worse": v.get("worse") or [], "lines": v.get("lines") or [],
+                   "metric": v.get("metric")},
+        "arms": trials_by_arm(folder, v.get("metric") or "eval_final_reward"),
+    }
+
+
+def readme_block(record: dict[str, Any]) -> str:
+    """The README's quote, rendered from docs/demo-answer.json alone (the test renders it the same way)."""
+    m = record["measured"]
+    runs = m["run_seconds"]
+    took = (f"{runs[0]} s" if len(runs) == 1 else f"{min(runs)}-{max(runs)} s") + " of wall time"
+    build = (f"; the first run also builds the built-in model, which took {m['model_build_seconds']:.0f} s and "
+             "says how far it is while it does" if m.get("model_build_seconds") else "")
+    quote = "\n".join(f"> **{line}**" + ("  " if i < len(record["answer"]["lines"]) - 1 else "")
+                       for i, line in enumerate(record["answer"]["lines"]))
+    return (f"{START}\n<!-- written by `{record['generated_by']}` from a real run of {record['study']} "
+            f"(docs/demo-answer.json); do not edit by hand -->\n{quote}\n\n"
+            f"Measured on this project's {m['cpus']}-core CPU machine (no GPU), {m['date']}, load average "
+            f"{m['load_average_1min']} when the run started: one demo run took {took} with the built-in model "
+            f"already cached{build}.\n{END}")
+
+
+def write_readme(record: dict[str, Any], readme: Path = README, path: Path = RECORD) -> None:
+    """Write docs/demo-answer.json and replace the README's block between the markers with its rendering."""
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    text = readme.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        raise SystemExit(f"{readme} has no {START} ... {END} block to replace")
+    head, rest = text.split(START, 1)
+    readme.write_text(head + readme_block(record) + rest.split(END, 1)[1], encoding="utf-8")
 
 
 def run_once(study: str, folder: Path, sets: list[str]) -> tuple[dict[str, Any] | None, float, str]:
@@ -83,11 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--keep", action="store_true", help="keep the run folders (printed)")
     parser.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    parser.add_argument("--readme", action="store_true",
+                        help="write docs/demo-answer.json and the README's quote from the last run")
     args = parser.parse_args(argv)
     sets = ([f"budget.max_steps={QUICK_STEPS}"] if args.quick else []) + args.sets
 
     verdicts: list[dict[str, Any]] = []
     folders = []
+    load = os.getloadavg()[0]  # other work on the machine when the runs start (the timings depend on it)
     try:
         for i in range(args.runs):
             folder = Path(tempfile.mkdtemp(prefix=f"grpo-verdict-{i}-"))
@@ -100,9 +180,13 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             v = {**v, "seconds": seconds, "folder": str(folder)}
             verdicts.append(v)
+            if args.readme and i == args.runs - 1:
+                write_readme(demo_record(v, folder, [x["seconds"] for x in verdicts], args.study, load))
+                print(f"wrote {RECORD.relative_to(ROOT)} and the README's quote")
             if not args.json:
+                lines = "\n  ".join(v.get("lines") or [v["words"]])
                 print(f"run {i + 1} ({seconds:.0f} s): {v['kind']}, recommends "
-                      f"{(v.get('recommended') or {}).get('key')}\n  {v['words']}\n  behind it: {behind(v)}")
+                      f"{(v.get('recommended') or {}).get('key')}\n  {lines}\n  behind it: {behind(v)}")
     finally:
         if not args.keep:
             for f in folders:

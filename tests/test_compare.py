@@ -203,3 +203,36 @@ def test_the_two_answers_are_shown_and_matched(summary, tmp_path):
     payload = json.loads(out)
     assert code == 0 and payload["verdicts"]["agree"] is False  # news, not a regression
     assert payload["verdicts"]["b"]["kind"] == "no_clear_winner"
+
+
+@pytest.mark.parametrize("change", ["name", "objective", "direction", "space"])
+def test_two_different_studies_are_refused_unless_told(summary, tmp_path, change):
+    """Issue 43: `compare` of two unrelated studies said "the answers agree ... no regression" and exited 0."""
+    from grpo_ablate.commands.cli import main
+
+    other = copy.deepcopy(summary)
+    if change == "name":
+        other["study"] = "another-study"
+    elif change == "objective":
+        other["objectives"] = [{"metric": "final_reward", "direction": "maximize"}] + other["objectives"][1:]
+    elif change == "direction":
+        other["objectives"][0]["direction"] = "minimize"
+    else:
+        other["space"] = {**summary["space"], "temperature": [0.7, 1.0]}
+    a, b = _write(tmp_path, "a.json", summary), _write(tmp_path, "b.json", other)
+    code, out, err = _run(a, b)
+    assert code == 2 and out == "" and "are not the same study" in err and "--allow-different" in err
+    assert {"name": "study name", "objective": "objectives", "direction": "objectives", "space": "search space"}[change] in err
+    out_buf, err_buf = io.StringIO(), io.StringIO()
+    code = compare_main(a, b, ["reward_per_hour=0.1"], out=out_buf, err=err_buf, allow_different=True)
+    assert code == 0 and "note: A and B are different studies" in out_buf.getvalue()
+    assert main(["compare", a, b, "--tolerance", "reward_per_hour=0.1", "--allow-different"]) == 0
+    assert main(["compare", a, b]) == 2
+
+
+def test_the_same_study_compares_and_an_older_summary_without_a_space_is_said(summary, tmp_path):
+    assert summary["space"] == {"num_generations": [4, 8, 16], "temperature": [0.3, 1.0]}
+    old = copy.deepcopy(summary)
+    del old["space"]  # written before summaries recorded the space (sweeps/baselines/nightly-summary.json)
+    code, out, _ = _run(_write(tmp_path, "old.json", old), _write(tmp_path, "new.json", summary))
+    assert code == 0 and "note: A's summary does not record its search space" in out

@@ -177,13 +177,15 @@ def test_dashboard_shows_trials_and_user_attrs(finished_study):
                     "num_generations"} <= set(attrs)
             assert t["artifacts"], "metrics file and reward curve should be attached"
         # the answer on all three surfaces of a real run: the console, the study's note, the page
-        lead = json.loads((finished_study.out / "summary.json").read_text())["verdict"]["headline"]
-        assert "nothing can be excluded from being within 0.05 of the best" in lead  # one seed per configuration
+        lines = json.loads((finished_study.out / "summary.json").read_text())["verdict"]["lines"]
+        assert len(lines) == 3 and "nothing can be excluded from being within 0.05 of the best" in lines[1]  # one seed
         page = html.unescape((finished_study.out / "report.html").read_text())
-        assert f"Answer: {lead}" in finished_study.run.stdout and lead in page
-        assert f"**{lead}**" in detail["note"]["body"]
+        assert "Answer:\n" + "".join(f"  {line}\n" for line in lines) in finished_study.run.stdout
+        assert all(line in page and f"**{line}**" in detail["note"]["body"] for line in lines)
         with urllib.request.urlopen(f"{base}/dashboard", timeout=REQUEST_S) as r:
             assert r.status == 200
+        with urllib.request.urlopen(f"{base}/", timeout=REQUEST_S) as r:  # the address opens on the answer
+            assert r.geturl() == f"{base}/dashboard/studies/{summary['study_id']}/note"
     finally:
         _stop(proc)
 
@@ -217,32 +219,54 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
     publish_to(ostudy, store, paths)  # a second report: still one note version on top, one artifact
     say_answer(paths)
     printed = capsys.readouterr().out
-    words = data.verdict.words
-    assert printed.startswith(f"Answer: {words}\n") and f"Report: {out / 'report.html'}" in printed
-    # the answer leads on every surface: the recommendation, its probability and how, and the eps-best set
-    lead = data.verdict.headline
-    assert lead.startswith("Use num_generations=2, generation_batch_size=32, temperature=1. Probability that it is "
-                           "within 0.05 of the best held-out reward: ") and "a posterior probability over the seeds" in lead
-    assert "Every other configuration is excluded from being within 0.05 of the best (family-wise 5%)" in lead
-    assert lead in printed and lead in html.unescape((out / "report.html").read_text())
+    v = data.verdict
+    # the three lines lead, then the details, each said once
+    lead = "\n".join(f"  {line}" for line in v.lines)
+    assert printed.startswith(f"Answer:\n{lead}\nDetails:\n") and f"Report: {out / 'report.html'}" in printed
+    for d in v.details:
+        assert printed.count(d) == 1
+    assert v.lines[0].startswith("Use num_generations=2, generation_batch_size=32, temperature=1: probability ")
+    assert v.lines[0].endswith("of the best held-out reward (3 seeds per configuration); it is clearly better than "
+                               "the baseline.")
+    assert v.lines[1] == ("No other configuration is as good: each is excluded from being within 0.05 of the best "
+                          "(family-wise 5%).")
+    assert v.lines[2].startswith("Worse (held-out reward): G=8, batch 32, T=1 (")
+    assert any("a posterior probability over the seeds" in d for d in v.details)
+    page = html.unescape((out / "report.html").read_text())
+    assert all(line in page for line in v.lines)
     # the best value shown is the winning arm's mean over its 3 seeds, never one seed's
     best = data.best["eval_final_reward"]
-    assert best.stat.n == 3 and f"{best.arm.name}, {fmt(best.stat.mean)} (3 seeds" in printed
+    assert best.stat.n == 3 and f"{best.arm.config.label}: held-out reward {fmt(best.stat.mean)} over 3 seeds" in printed
 
     class Quiet(WSGIRequestHandler):
         def log_message(self, *args):  # noqa: D401 - keep the test output clean
             pass
 
-    server = make_server("127.0.0.1", free_port(), wsgi(storage, artifact_store=store), handler_class=Quiet)
+    from grpo_ablate.commands.dashboard import answer_first, landing_path
+
+    study_id = storage.get_study_id_from_name("custom")
+    landing = landing_path(study_id, reported=True)
+    assert landing == f"/dashboard/studies/{study_id}/note"
+    server = make_server("127.0.0.1", free_port(), answer_first(wsgi(storage, artifact_store=store), landing),
+                         handler_class=Quiet)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_port}"
         (summary,) = [s for s in _wait_for_api(url)["study_summaries"] if s["study_name"] == "custom"]
         detail = _get(f"{url}/api/studies/{summary['study_id']}?after=0")
+        with urllib.request.urlopen(f"{url}/", timeout=REQUEST_S) as r:  # the address opens on the answer
+            assert r.geturl() == f"{url}{landing}" and b"<html" in r.read().lower()
         note = detail["note"]["body"]
-        assert f"**{lead}**" in note and (data.verdict.detail or words) in note
-        assert f"{fmt(best.stat.mean)} (3 seeds" in note
+        # the arms as the answer ranks them: means over seeds, best first, with the probability and the call
+        table = note[note.index("### Arms: held-out reward, mean over seeds"):note.index("### Details")]
+        rows = [r for r in table.splitlines() if r.startswith("| G=")]
+        assert len(rows) == 2 and rows[0].startswith("| G=2, batch 32, T=1 |") and "| better (adjusted p" in rows[0]
+        assert rows[1].startswith("| G=8, batch 32, T=1 |") and rows[1].endswith("| (the baseline) |")
+        assert "| P(within 0.05 of the best) |" in table
+        assert all(f"**{line}**" in note for line in v.lines) and all(d in note for d in v.details)
+        assert note.index(f"**{v.lines[2]}**") < note.index(v.details[0])
+        assert f"{fmt(best.stat.mean)} over 3 seeds" in note
         (artifact,) = detail["artifacts"]
         assert artifact["filename"] == "report.html"
         with urllib.request.urlopen(f"{url}/artifacts/{summary['study_id']}/{artifact['artifact_id']}", timeout=10) as r:
@@ -256,6 +280,57 @@ def test_the_banner_points_to_the_answer_not_the_landing_pages_best_trial():
     """Issue 28: the landing page leads with Optuna's one-seed "Best Trial"; the banner says where the answer is."""
     from grpo_ablate.commands.dashboard import banner
 
-    text = banner(load_study(ROOT / "studies/tiny-cpu.yaml"), "127.0.0.1", 8080)
-    assert "The answer (arms compared over the same seeds) is in the study's Note" in text
+    text = banner(load_study(ROOT / "studies/tiny-cpu.yaml"), "127.0.0.1", 8080, "/dashboard/studies/3/note")
+    assert "It opens on http://127.0.0.1:8080/dashboard/studies/3/note: the answer" in text
     assert "\"Best Trial\" is one seed's best run" in text
+
+
+@pytest.mark.slow
+def test_the_dashboards_first_screen_in_chromium_is_the_answer(tmp_path):
+    """Issue 45: what a person sees on opening the dashboard's address, in a real browser, at a laptop's
+    size: the study's Note with the answer's three lines, not the study list or one seed's "Best Trial"."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+    from optuna_dashboard import wsgi
+
+    from _report_fixtures import SeedRun, load_custom, make_custom_study
+    from helpers import unavailable
+    from grpo_ablate.commands.dashboard import answer_first, landing_path
+    from grpo_ablate.report import write_outputs
+    from grpo_ablate.report.publish import publish_to
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import dashboard_screenshot  # the README's picture is taken the same way
+
+    if not Path(dashboard_screenshot.CHROMIUM).exists():
+        unavailable("Debian's chromium is not installed")
+    arms = {"baseline": (Arm(8, 32, 1.0), {s: SeedRun(eval_curve=(0.2, 0.3 + 0.1 * s)) for s in (0, 1, 2)}),
+            "num_generations=2": (Arm(2, 32, 1.0), {s: SeedRun(eval_curve=(0.2, 0.36 + 0.1 * s)) for s in (0, 1, 2)})}
+    storage_path, out = make_custom_study(tmp_path, arms, evaluation={"num_prompts": 4})
+    data = load_custom(storage_path)
+    storage = JournalStorage(JournalFileBackend(storage_path))
+    store = open_artifact_store(out)
+    publish_to(optuna.load_study(study_name="custom", storage=storage), store, write_outputs(data, out / "report.html"))
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args):  # noqa: D401 - keep the test output clean
+            pass
+
+    landing = landing_path(storage.get_study_id_from_name("custom"), reported=True)
+    server = make_server("127.0.0.1", free_port(), answer_first(wsgi(storage, artifact_store=store), landing),
+                         handler_class=Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        _wait_for_api(url)
+        seen = dashboard_screenshot.first_screen(f"{url}/", list(data.verdict.lines), tmp_path / "first.png")
+        assert seen["url"] == f"{url}{landing}" and seen["shown"] == [True, True, True]
+        assert (tmp_path / "first.png").stat().st_size > 10_000
+    finally:
+        server.shutdown()
+        thread.join(timeout=20)

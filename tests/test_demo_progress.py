@@ -47,3 +47,23 @@ def test_the_status_line_shows_what_a_trial_does_before_its_first_step(tmp_path,
     assert "step 0/50 reward - eta ? (building built-in model tiny-addition in /c (once; cached))" in capsys.readouterr().out
     console.status(Counts(), [Running(0, trial, max_steps=50, step=3, train_seconds=3.0, reward=0.5)])
     assert "building" not in capsys.readouterr().out  # once it trains, the step says enough
+
+
+def test_the_warm_start_says_how_far_it_is_and_how_long_is_left():
+    """Issue 45: a first run built the model silently for over a minute; now it reports by step, with an estimate."""
+    from dataclasses import replace
+
+    from grpo_ablate.trainer.builtin.tasks import get_task
+    from grpo_ablate.trainer.builtin.tokenizer import MAX_LENGTH, build_tokenizer
+
+    task = get_task("addition")
+    task = replace(task, warm_start=replace(task.warm_start, steps=20, batch_size=4))
+    tokenizer = build_tokenizer(MAX_LENGTH)
+    seen: list[tuple[int, int, float]] = []
+    model._warm_start(model.build_tiny_model(tokenizer), tokenizer, task, lambda *a: seen.append(a))
+    every = 20 // model.PROGRESS_REPORTS
+    assert [s for s, _, _ in seen] == list(range(every, 20, every)) and all(n == 20 for _, n, _ in seen)
+    assert all(b[2] >= a[2] >= 0 for a, b in zip(seen, seen[1:]))  # seconds so far, never going back
+    assert model.progress_words("tiny-addition", 40, 400, 10.0) == (
+        "building built-in model tiny-addition: warm-start step 40/400, about 90 s left (once; cached)")
+    assert "estimating" in model.progress_words("tiny-addition", 0, 400, 0.0)

@@ -48,6 +48,7 @@ CHECKS = """(sections) => {
     promptText: text('prompts'),
     samplesText: text('samples'),
     answer: (document.querySelector('#answer .rec') || {innerText: ''}).innerText,
+    lines: Array.from(document.querySelectorAll('#answer .rec')).map(e => e.innerText),
     facts: document.querySelectorAll('#answer ul.facts li').length,
     skipped: document.querySelectorAll('ul.skipped li').length,
   };
@@ -162,6 +163,9 @@ def test_held_out_study_shows_its_answer_and_completions(eval_page):
     assert eval_page["errors"] == []
     assert [s["id"] for s in r["sections"] if not (s["present"] and s["height"] > 0)] == []
     # the answer leads with the configuration, its probability of being within min_effect of the best, and the eps-best set
-    assert r["answer"].startswith("Use num_generations=4") and "Probability that it is within 0.05 of the best" in r["answer"]
+    # the answer leads in three lines: what to use and how sure, what is as good, what is worse
+    assert r["answer"].startswith("Use num_generations=4") and "probability 0.6" in r["answer"]
+    assert "that it is within 0.05 of the best held-out reward" in r["answer"] and len(r["lines"]) == 3
+    assert r["lines"][1].startswith("As good") and r["lines"][2].startswith("Nothing is shown worse")
     assert XSS in r["samplesText"] and "reward 0" in r["samplesText"]
     assert r["overflow"] <= 0

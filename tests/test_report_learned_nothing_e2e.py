@@ -63,7 +63,7 @@ def test_a_study_that_cannot_learn_says_it_cannot_rank_g(study_here, tmp_path):
     assert "Keep the baseline" not in verdict["words"]
     assert "advise found 16 of 16 prompts never solved" in verdict["words"]
     # the console prints the report's words and its path; no seed is named "best"
-    assert f"Answer: {verdict['words']}" in res.stdout
+    assert "Answer:\n" + "".join(f"  {line}\n" for line in verdict["lines"]) in res.stdout
     assert f"Report: {tmp_path / 'run' / 'report.html'}" in res.stdout and "Best trials" not in res.stdout
     assert "This study cannot rank G" in (tmp_path / "run" / "report.html").read_text()
     # the dashboard's note is the same answer, and the page is attached to the study
@@ -71,5 +71,5 @@ def test_a_study_that_cannot_learn_says_it_cannot_rank_g(study_here, tmp_path):
     from optuna_dashboard._note import get_note_from_system_attrs  # the dashboard's own reader of its notes
 
     note = get_note_from_system_attrs(ostudy._storage.get_study_system_attrs(ostudy._study_id), None)
-    assert verdict["headline"] in note["body"]
+    assert all(f"**{line}**" in note["body"] for line in verdict["lines"])
     assert [m.filename for m in optuna.artifacts.get_all_artifact_meta(ostudy)] == ["report.html"]

@@ -97,8 +97,11 @@ def test_inconclusive_study_says_no_clear_winner_with_what_it_could_detect(incon
     v = inconclusive.verdict
     assert v.kind == "no_clear_winner" and v.metric == "eval_final_reward"
     # the answer leads: the configuration most likely within min_effect of the best, how likely, the set
-    assert v.words.startswith("Use num_generations=4, generation_batch_size=32, temperature=1. Probability that it "
-                              "is within 0.05 of the best held-out reward: ")
+    assert len(v.lines) == 3
+    assert v.lines[0].startswith("Use num_generations=4, generation_batch_size=32, temperature=1: probability 0.")
+    assert v.lines[0].endswith("that it is within 0.05 of the best held-out reward (3 seeds per configuration).")
+    assert v.lines[1].startswith("As good (not excluded from being within 0.05 of the best, family-wise 5%): ")
+    assert v.lines[2].startswith("Nothing is shown worse")
     assert v.selection is not None and v.selection.recommended == "num_generations=4" and 0.5 < v.selection.pcs < 0.7
     assert set(v.selection.eps_best) == set(INCONCLUSIVE)  # three seeds exclude nobody
     assert "No configuration is clearly better than the baseline" in v.words and "(not detected)" in v.words
@@ -117,13 +120,14 @@ def test_inconclusive_study_may_recommend_the_cheapest_and_says_that_is_why(tmp_
     storage, _ = make_custom_study(tmp_path, arms, evaluation={})
     v = load_custom(storage).verdict
     assert v.kind == "no_clear_winner" and v.selection.cheapest == "num_generations=2"
-    assert "The cheapest of these: G=2, batch 32, T=1 (768 generated tokens per trial" in v.words
+    assert "The cheapest of these: G=2, batch 32, T=1 (768 generated tokens per trial" in v.lines[1]
 
 
 def test_clear_study_names_the_winner_and_the_paired_comparison(clear):
     v = clear.verdict
     assert v.kind == "winner" and v.recommended == G4 and v.reason == "clearly_better"
-    assert v.words.startswith("Use num_generations=4, generation_batch_size=32, temperature=1.")
+    assert v.lines[0].startswith("Use num_generations=4, generation_batch_size=32, temperature=1: probability")
+    assert v.lines[0].endswith("; it is clearly better than the baseline.")
     assert "paired t test over 3 shared seeds" in v.words and "95% interval" in v.words
     assert "Holm-adjusted p = 0.0091" in v.words and v.calls_method.startswith("Holm")
     assert v.comparison.kind == "paired" and v.comparison.p_value < 0.05

@@ -70,7 +70,7 @@ def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
     arts = [k for t in trials for k in t.system_attrs if k.startswith("artifacts:")]
     assert len(arts) >= 2
     # the report's answer, in its words, with its path; no per-trial "best" naming one seed
-    assert "\nAnswer: " in first.stdout and "Report: " in first.stdout and "Best trials" not in first.stdout
+    assert "\nAnswer:\n  " in first.stdout and "Report: " in first.stdout and "Best trials" not in first.stdout
 
     copy = tmp_path / "copy"
     shutil.copytree(finished_study.out, copy)

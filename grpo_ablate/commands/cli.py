@@ -33,6 +33,7 @@ from grpo_ablate.config import StudyError
 from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
+from grpo_ablate.report.snapshot import writes_into_study
 from grpo_ablate.storage import mask_url
 from grpo_ablate.study.owner import check_output_dir
 
@@ -84,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=FRACTION",
                    help="allowed relative worsening, e.g. reward_per_hour=0.1; repeatable")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--allow-different", action="store_true",
+                   help="compare two studies that differ in name, objectives or search space (refused otherwise)")
     p.set_defaults(func=compare.run)
 
     p = sub.add_parser("dashboard", help="optuna-dashboard on the study's storage and artifacts")
@@ -143,6 +146,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_out(args.out or study.output_dir / "report.html", "--out")
     paths = write_report(study, out=args.out)
     say_answer(paths)  # the answer run prints, in the report's words, and the report's path
+    if not writes_into_study(paths["html"], study.output_dir):
+        print(f"Note: {study.output_dir} was only read (the report went elsewhere), so the study's note in the "
+              f"dashboard is unchanged; `grpo-ablate report {args.study}` without --out updates it.")
     return EXIT_OK
 
 

@@ -22,6 +22,12 @@ regression; better beyond it is "better"; a change within it either way is "with
 tolerance" (noise, not news). Each row shows the seeds behind both means. Arms only in B are
 listed as new.
 
+Two different studies are refused (exit 2) unless `--allow-different` says so: A and B must
+have the same study name, the same objectives (metric and direction, in order) and the same
+search space (summary.json's "space"; a summary written before it was recorded is compared on
+name and objectives alone, and the output says so). Comparing two unrelated studies used to
+say "the answers agree ... no regression" on whatever configurations they happened to share.
+
 The two answers (summary.json's "verdict": kind, recommended configuration, the comparison and
 p-value behind it) are printed side by side with whether they agree; a changed answer is news,
 not a regression, so it does not change the exit code.
@@ -45,7 +51,7 @@ from grpo_ablate.report import study_summary
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
 from grpo_ablate.vocab import METRICS, Arm
 
-__all__ = ["run", "compare_main", "compare_summaries", "compare_verdicts", "load_summary", "parse_tolerances", "Row",
+__all__ = ["run", "compare_main", "compare_summaries", "compare_verdicts", "study_differences", "load_summary", "parse_tolerances", "Row",
            "CompareError", "DEFAULT_TOLERANCE"]
 
 DEFAULT_TOLERANCE = 0.10
@@ -242,6 +248,32 @@ def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], tolerances: Ma
     return rows
 
 
+def _objectives(s: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+    return [(o.get("metric"), o.get("direction")) for o in s.get("objectives") or [] if isinstance(o, Mapping)]
+
+
+def _space(s: Mapping[str, Any]) -> str | None:
+    space = s.get("space")
+    return None if space is None else json.dumps(space, sort_keys=True)
+
+
+def study_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(how A and B differ as studies: name, objectives, search space; notes on what could not be checked)."""
+    out, notes = [], []
+    if a.get("study") != b.get("study"):
+        out.append(f"study name {a.get('study')!r} vs {b.get('study')!r}")
+    if _objectives(a) != _objectives(b):
+        shown = [", ".join(f"{m} ({d})" for m, d in _objectives(s)) or "none" for s in (a, b)]
+        out.append(f"objectives [{shown[0]}] vs [{shown[1]}]")
+    sa, sb = _space(a), _space(b)
+    if sa is not None and sb is not None and sa != sb:
+        out.append(f"search space {sa} vs {sb}")
+    elif sa is None or sb is None:
+        notes.append(f"{'A' if sa is None else 'B'}'s summary does not record its search space (written before it "
+                     "was): compared on name and objectives only")
+    return out, notes
+
+
 def compare_verdicts(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any] | None:
     """Both summaries' answers and whether they agree (same kind, same recommended arm); None if either lacks one."""
     va, vb = a.get("verdict"), b.get("verdict")
@@ -306,17 +338,23 @@ def _arm_label(best: Mapping[str, Any]) -> str:
 
 def run(args: Any) -> int:
     """`grpo-ablate compare` from its parsed arguments."""
-    return compare_main(args.a, args.b, args.tolerance, as_json=args.json)
+    return compare_main(args.a, args.b, args.tolerance, as_json=args.json, allow_different=args.allow_different)
 
 
 def compare_main(a: str, b: str, tolerances: list[str], as_json: bool = False,
-                 out: TextIO | None = None, err: TextIO | None = None) -> int:
+                 out: TextIO | None = None, err: TextIO | None = None, *, allow_different: bool = False) -> int:
     """The `grpo-ablate compare` command; returns its exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
         cli = parse_tolerances(tolerances)
         sa, sb = load_summary(a), load_summary(b)
+        different, notes = study_differences(sa.summary, sb.summary)
+        if different and not allow_different:
+            raise CompareError(f"{sa.label} and {sb.label} are not the same study: " + "; ".join(different)
+                               + ". Compare runs of one study, or pass --allow-different to compare them anyway.")
+        notes = [f"A and B are different studies ({'; '.join(different)}), compared as asked (--allow-different)"
+                 ] * bool(different) + notes
         tol = tracked_tolerances(sa, sb, cli)
         rows = compare_summaries(sa.summary, sb.summary, tol)
     except CompareError as e:
@@ -330,6 +368,8 @@ def compare_main(a: str, b: str, tolerances: list[str], as_json: bool = False,
             "b": sb.label,
             "tolerances": tol,
             "regressions": len(regressions),
+            "different_studies": different,
+            "notes": notes,
             "verdicts": compare_verdicts(sa.summary, sb.summary),
             "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(r).items()}
                      for r in rows],
@@ -337,6 +377,8 @@ def compare_main(a: str, b: str, tolerances: list[str], as_json: bool = False,
         print(json.dumps(payload, indent=2), file=out)
     else:
         print_table(rows, sa, sb, out)
+        for note in notes:
+            print(f"note: {note}", file=out)
         checked = sum(1 for r in rows if r.status != "new")
         if regressions:
             print(f"compare: {len(regressions)} regression(s) beyond tolerance in {checked} check(s)", file=out)

@@ -6,7 +6,10 @@ The dashboard names each objective by its metric (reward_per_hour, not "Objectiv
 every trial with its params and user attributes (reward_per_hour, stability_variance,
 samples_per_second, outcome, ...), and shows each trial's artifacts: its headline metrics
 (headline_metrics.csv), the per-step metrics table (metrics.jsonl), and its reward curve titled
-with the trial's G, batch, temperature and seed. It binds to 127.0.0.1 unless told otherwise:
+with the trial's G, batch, temperature and seed. Its address opens on the study's Note, where
+`grpo-ablate report` wrote the answer (three lines, the arms by their means over seeds, the
+details), not on optuna-dashboard's study list or a study page led by one seed's "Best Trial".
+It binds to 127.0.0.1 unless told otherwise:
 the dashboard can edit studies, so exposing it is the user's explicit choice.
 """
 
@@ -14,13 +17,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any, Callable, Iterable
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from grpo_ablate.commands.common import load, set_value
 from grpo_ablate.config import Study
 from grpo_ablate.storage import mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.setup import name_objectives
 
-__all__ = ["run", "serve", "banner"]
+__all__ = ["run", "serve", "banner", "answer_first", "landing_path"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
-    from optuna_dashboard import run_server  # 1.4 s to import: only this command pays it
+    from optuna_dashboard import wsgi  # 1.4 s to import: only this command pays it
 
     url = study.storage_url
     shown = mask_url(url)
@@ -38,37 +43,72 @@ def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
         print(f"grpo-ablate: no study storage at {shown} yet; run `grpo-ablate run` first", file=sys.stderr)
         return 2
     storage = open_storage(url)  # StudyError (exit 2, one line) when it cannot be opened
-    _name_objectives(storage, study)
-    artifacts = open_artifact_store(study.output_dir)
-    print(banner(study, host, port), flush=True)
+    study_id = _name_objectives(storage, study)
+    landing = landing_path(study_id, (study.output_dir / "summary.json").exists())
+    app = answer_first(wsgi(storage, artifact_store=open_artifact_store(study.output_dir)), landing)
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
+            pass  # one line per request would bury the banner
+
     try:
-        run_server(storage, host=host, port=port, artifact_store=artifacts)
-    except KeyboardInterrupt:
-        pass
+        server = make_server(host, port, app, handler_class=Quiet)
     except OSError as e:
         print(f"grpo-ablate: cannot serve on {host}:{port}: {e}", file=sys.stderr)
         return 1
+    print(banner(study, host, port, landing), flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
-def banner(study: "Study", host: str, port: int) -> str:
-    """What `dashboard` prints first: where the study lives (masked), and where the answer is. optuna-dashboard's
-    landing page leads with its "Best Trial" (one seed's luckiest run) and an importance chart fitted by Optuna,
-    which can contradict the effects measured over seeds; the answer is the study's note, so say so."""
+def landing_path(study_id: int | None, reported: bool) -> str:
+    """Where `/` leads: the study's Note (the answer, once a report wrote it), else the study's page;
+    the dashboard's study list when the study is not in the storage yet."""
+    if study_id is None:
+        return "/dashboard"
+    return f"/dashboard/studies/{study_id}/note" if reported else f"/dashboard/studies/{study_id}"
+
+
+def answer_first(app: Callable[..., Iterable[bytes]], landing: str) -> Callable[..., Iterable[bytes]]:
+    """optuna-dashboard's app with `/` redirected to `landing`: its own landing page is the study list,
+    and a study's first page leads with one seed's "Best Trial" and a seed-blind importance chart.
+    Every other path is the dashboard's own."""
+
+    def app_answer_first(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") in ("GET", "HEAD") and environ.get("PATH_INFO", "/") in ("", "/"):
+            start_response("302 Found", [("Location", landing), ("Content-Length", "0")])
+            return [b""]
+        return app(environ, start_response)
+
+    return app_answer_first
+
+
+def banner(study: "Study", host: str, port: int, landing: str = "/dashboard") -> str:
+    """What `dashboard` prints first: where the study lives (masked), and where the answer is. The
+    address opens on the study's Note, the report's answer; the study's own page leads with
+    optuna-dashboard's "Best Trial" (one seed's luckiest run) and an importance chart fitted by
+    Optuna over single trials, which can contradict the effects measured over seeds."""
     return (f"optuna-dashboard for study {study.study.name!r} ({mask_url(study.storage_url)}) on http://{host}:{port}"
             "  (Ctrl-C to stop)\n"
-            "The answer (arms compared over the same seeds) is in the study's Note and in "
-            "`grpo-ablate report`; the page's \"Best Trial\" is one seed's best run and its importance chart is "
-            "Optuna's fit, not the measured effects.")
+            f"It opens on http://{host}:{port}{landing}: the answer (arms compared over the same seeds) is the "
+            "study's Note, also printed by `grpo-ablate report`. The page's \"Best Trial\" is one seed's best run and "
+            "its importance chart is Optuna's fit over single trials, not the measured effects.")
 
 
-def _name_objectives(storage: object, study: "Study") -> None:
-    """A study created before objectives were named gets its metric names now."""
-    import optuna
+def _name_objectives(storage: object, study: "Study") -> int | None:
+    """A study created before objectives were named gets its metric names now; its id in the storage
+    (None when it is not there yet: the dashboard lists what is)."""
+    import optuna  # with optuna_dashboard above: only this command pays for them
 
     try:
         ostudy = optuna.load_study(study_name=study.study.name, storage=storage)  # type: ignore[arg-type]
     except KeyError:
-        return  # not in this storage (yet): the dashboard lists what is there
+        return None
     if ostudy.metric_names is None and len(ostudy.directions) == len(study.metric_names):
         name_objectives(ostudy, study)
+    return storage.get_study_id_from_name(study.study.name)  # type: ignore[attr-defined,no-any-return]

@@ -51,16 +51,23 @@ def study_summary(study: "Study") -> dict[str, Any]:
 def write_report(study: "Study", out: str | os.PathLike[str] | None = None) -> dict[str, Path]:
     """Read the study's storage and trial folders; write report.html and exports.
 
-    `out` is the HTML file (default <output_dir>/report.html); the exports go beside it. The
-    answer then becomes the study's note in optuna-dashboard, with the page attached
-    (report.publish), so the dashboard says what the page says.
+    `out` is the HTML file (default <output_dir>/report.html); the exports go beside it. A report
+    in the study's folder then becomes the study's note in optuna-dashboard, with the page
+    attached (report.publish), so the dashboard says what the page says. A report written
+    elsewhere only reads the study (report.snapshot): a read-only study can be reported, and its
+    note is left as it was.
     Returns the written paths by role: html, trials_csv, steps_csv, steps_parquet (when
     written), prompts_csv, summary_json.
     """
     from grpo_ablate.report.data import collect
     from grpo_ablate.report.publish import publish
+    from grpo_ablate.report.snapshot import storage_snapshot, writes_into_study
 
     html_path = Path(out) if out is not None else study.output_dir / "report.html"
-    paths = write_outputs(collect(study), html_path)
-    publish(study, paths)
-    return paths
+    if writes_into_study(html_path, study.output_dir):
+        paths = write_outputs(collect(study), html_path)
+        publish(study, paths)
+        return paths
+    with storage_snapshot(study.storage_url) as url:
+        data = collect(study, read_from=url)
+    return write_outputs(data, html_path)

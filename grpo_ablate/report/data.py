@@ -311,9 +311,10 @@ def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def collect(study: "Study") -> ReportData:
-    """Everything the report needs for a loaded study file."""
-    attrs, frozen = load_trials(study.storage_url, study.study.name)
+def collect(study: "Study", read_from: str | None = None) -> ReportData:
+    """Everything the report needs for a loaded study file; `read_from`: the storage URL to read the
+    trials from instead of the study's own (a private copy: report.snapshot), still shown as the study's."""
+    attrs, frozen = load_trials(read_from or study.storage_url, study.study.name)
 
     return build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
                              study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)))

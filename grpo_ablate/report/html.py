@@ -26,8 +26,7 @@ from grpo_ablate.report.plots import all_figures
 from grpo_ablate.report.summary import EXPORTS
 from grpo_ablate.report.evaluation import TARGET_KEYS, CensoredStat
 from grpo_ablate.report.groups import RANKING_RULE
-from grpo_ablate.report.text import clip, fmt, fmt_interval, fmt_p, fmt_stat, fmt_stat_short
-from grpo_ablate.stats.selection import HOW
+from grpo_ablate.report.text import clip, fmt, fmt_stat, fmt_stat_short
 from grpo_ablate.vocab import TARGET_METRICS, Arm, Outcome
 from grpo_ablate.vocab import metric as registry_metric
 from grpo_ablate.report.verdict import arm_call
@@ -134,47 +133,21 @@ def target_cell(t: CensoredStat | None) -> str:
 
 
 def _verdict_facts(data: ReportData) -> list[str]:
-    """The statistics behind the answer, one short line each."""
+    """The statistics behind the answer, one short line each: the answer's details (report/wording.py,
+    said once) and what only the page adds (the race's design, the held-out prompts used)."""
     v = data.verdict
     if v is None or v.metric is None:
         return []
-    out = [f"Judged on {data.metrics[v.metric].label if v.metric in data.metrics else v.metric}"
-           + (" (held-out prompts, the same decoding for every configuration)" if v.metric.startswith("eval_") else "")
-           + "."]
-    c = v.comparison
-    if c is not None:
-        if c.ci95 is not None:
-            out.append(f"Comparison used: {c.words}; difference {fmt(c.delta)}, 95% interval {fmt_interval(c.ci95)}, "
-                       f"{fmt_p(c.p_value)}.")
-        else:
-            out.append(f"Comparison used: {c.words}.")
-    sel = v.selection
-    if sel is not None and sel.p_within:
-        out.append(f"Probability of being within {sel.min_effect:.3g} of the best, per configuration ({HOW}): "
-                   + "; ".join(f"{v.names.get(a, a)} {p:.2f}" for a, p in sorted(sel.p_within.items(), key=lambda x: -x[1]))
-                   + ".")
-    if sel is not None and sel.excluded:
-        out.append("Excluded from being within min_effect of the best (one-sided t tests, family-wise 5%): "
-                   + "; ".join(f"{v.names.get(a, a)} (behind {v.names.get(b, b)})" for a, b in sel.excluded.items()) + ".")
-    if v.calls_method and v.arms:
-        adjusted = [f"{a.config.label} {a.call}" + (f", adjusted {fmt_p(a.p_adjusted)}" if a.p_adjusted is not None
-                                                    else "") for a in v.arms]
-        out.append(f"Better/worse calls against the baseline: {v.calls_method}. " + "; ".join(adjusted) + ".")
+    out = list(v.details)
     race = data.racing
     if race and race.get("path"):
         out.append("The study raced: " + ("a group-sequential race (Haybittle-Peto error spending over its planned "
                                           "looks; its last look is the fixed-sample test)"
                                           if race.get("design") == "group_sequential" else
                                           "an anytime race (confidence sequences valid at every look)") + ".")
-    if v.detectable is not None:
-        out.append(f"Smallest difference this study could detect (80% power, 5% two-sided): about {fmt(v.detectable)}.")
-    if v.seeds_for is not None:
-        d, n = v.seeds_for
-        out.append(f"Seeds needed to detect a difference of {fmt(d)}: about {n:,}" + (" or more" if n > 1000 else "") + ".")
     used = held_out_used(data)
     if used:
         out.append(used)
-    out += list(v.notes)
     return out
 
 

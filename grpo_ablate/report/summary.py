@@ -1,5 +1,7 @@
 """The report's files for machines: summary.json (what `grpo-ablate compare` and CI read),
-trials.csv, steps.csv (+ steps.parquet) and prompts.csv, written beside report.html.
+trials.csv, steps.csv (+ steps.parquet) and prompts.csv, written beside report.html. A CSV text
+cell that a spreadsheet would run as a formula (it starts with = + - @, a tab or a carriage
+return) is written with a leading apostrophe (`csv_text`).
 
     python -c "from grpo_ablate import load_study; from grpo_ablate.report.data import collect; \
 from grpo_ablate.report.summary import summary_dict; print(summary_dict(collect(load_study('studies/tiny-cpu.yaml')))['best'])"
@@ -18,7 +20,8 @@ import pandas as pd
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.records import masked, trial_columns
 
-__all__ = ["summary_dict", "trials_frame", "prompts_frame", "write_exports", "atomic_write", "EXPORTS"]
+__all__ = ["summary_dict", "trials_frame", "prompts_frame", "write_exports", "atomic_write", "csv_text",
+           "spreadsheet_safe", "EXPORTS", "FORMULA_STARTS"]
 
 # Files written beside the page, with what each is for (the page links them).
 EXPORTS = {
@@ -59,6 +62,8 @@ def summary_dict(data: ReportData) -> dict[str, Any]:
                   "hardware": data.hardware},
         "generated_at": data.generated_at,
         "objectives": [{"metric": m, "direction": d} for m, d in data.objectives],
+        # the study file's search section: `compare` refuses two studies whose spaces differ
+        "space": (data.config or {}).get("search"),
         "metrics": {m: {"direction": d.direction, "description": d.description} for m, d in data.metrics.items()},
         "recommendation": data.recommendation,
         # the answer's words and the statistics behind them (comparison, p-value, interval, detectable
@@ -109,6 +114,32 @@ def prompts_frame(data: ReportData) -> pd.DataFrame:
     return prompts
 
 
+# A cell a spreadsheet would read as a formula (or, after a tab or a carriage return, as one): OWASP's
+# CSV-injection list. Prompts, completions, failure reasons and user-named columns are model or user text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A text cell that a spreadsheet would run as a formula gets a leading apostrophe (shown as text,
+    the value otherwise unchanged); numbers and everything else pass through as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """The frame as CSV with every text cell and column name spreadsheet-safe: the one way the
+    report writes a CSV, so no export can carry a live formula."""
+    safe = frame.rename(columns=lambda c: spreadsheet_safe(str(c)))
+    for i in range(len(safe.columns)):
+        s = safe.iloc[:, i]
+        if pd.api.types.is_object_dtype(s) or pd.api.types.is_string_dtype(s):
+            safe.isetitem(i, s.map(spreadsheet_safe))
+    # CRLF, RFC 4180's line end: the writer quotes a field holding any line-end character, so a bare
+    # carriage return inside a prompt cannot split its row (with "\n" alone it went out unquoted)
+    return safe.to_csv(index=False, lineterminator="\r\n")
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Write then rename, so a reader (a browser, CI) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,15 +161,15 @@ def write_exports(data: ReportData, folder: Path) -> dict[str, Path]:
         "prompts_csv": folder / "prompts.csv",
         "summary_json": folder / "summary.json",
     }
-    atomic_write(paths["trials_csv"], trials_frame(data).to_csv(index=False))
-    atomic_write(paths["steps_csv"], data.steps.to_csv(index=False))
+    atomic_write(paths["trials_csv"], csv_text(trials_frame(data)))
+    atomic_write(paths["steps_csv"], csv_text(data.steps))
     if not data.steps.empty:
         try:  # parquet keeps dtypes; columns of mixed types (rare) leave only the CSV
             data.steps.to_parquet(folder / "steps.parquet", index=False)
             paths["steps_parquet"] = folder / "steps.parquet"
         except Exception:  # noqa: BLE001 - the CSV already holds every number
             pass
-    atomic_write(paths["prompts_csv"], prompts_frame(data).to_csv(index=False))
+    atomic_write(paths["prompts_csv"], csv_text(prompts_frame(data)))
     atomic_write(paths["summary_json"],
                  json.dumps(_finite(summary_dict(data)), indent=2, allow_nan=False, default=_json_default) + "\n")
     return paths

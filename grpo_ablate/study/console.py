@@ -70,7 +70,7 @@ _SAID = "[grpo-ablate] "
 
 class StudyConsole:
     def __init__(self) -> None:
-        from rich.console import Console
+        from rich.console import Console  # only a run that prints pays rich's import, not every importer of study/
 
         self.console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
         self._lock = threading.Lock()

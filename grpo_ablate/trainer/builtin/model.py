@@ -13,10 +13,15 @@ disk, `beta > 0` works: TRL reloads the reference model from the policy's path.
 
     python -m grpo_ablate.trainer.builtin.model addition   # build (or find) the cached model, print accuracy
     python -m grpo_ablate.trainer.builtin.model addition --model builtin:tiny-vllm   # the vLLM tier's
+
+torch and transformers are imported inside the functions that build or score a model: finding a
+cached one (every trial after the first) needs neither. fcntl is imported where the lock is taken
+because it does not exist on Windows, where the atomic rename alone keeps readers safe.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -41,6 +46,8 @@ __all__ = [
     "build_tiny_model",
     "builtin_model_path",
     "cache_root",
+    "progress_words",
+    "PROGRESS_REPORTS",
     "is_builtin_model",
     "task_accuracy",
 ]
@@ -118,8 +125,24 @@ def build_tiny_model(tokenizer: Any, settings: TinyModelSettings = TinyModelSett
     return model.to(torch.float32)
 
 
-def _warm_start(model: Any, tokenizer: Any, task: Task) -> dict[str, float]:
-    """Supervised steps on the task's (prompt, answer) pairs, loss on the answer only."""
+PROGRESS_REPORTS = 10  # the warm start says where it is this many times (by step, so a test sees every one)
+
+
+def progress_words(label: str, step: int, steps: int, elapsed: float) -> str:
+    """'building built-in model tiny-addition: warm-start step 40/400, about 90 s left (once; cached)'.
+
+    The estimate is the elapsed time per step so far times the steps left; the run's status line
+    shows this line (study.console reads a trial's last "[grpo-ablate]" line before its first step).
+    """
+    left = elapsed / step * (steps - step) if step else None
+    eta = f"about {left:.0f} s left" if left is not None else "estimating the time left"
+    return f"building built-in model {label}: warm-start step {step}/{steps}, {eta} (once; cached)"
+
+
+def _warm_start(model: Any, tokenizer: Any, task: Task,
+                progress: Callable[[int, int, float], None] = lambda step, steps, elapsed: None) -> dict[str, float]:
+    """Supervised steps on the task's (prompt, answer) pairs, loss on the answer only; `progress`
+    (step, steps, seconds so far) is called PROGRESS_REPORTS times along the way."""
     import torch
 
     ws = task.warm_start
@@ -138,8 +161,10 @@ def _warm_start(model: Any, tokenizer: Any, task: Task) -> dict[str, float]:
 
     model.train()
     loss_value = float("nan")
+    every = max(1, ws.steps // PROGRESS_REPORTS)
+    started = time.perf_counter()
     with _seeded(ws.seed):
-        for _ in range(ws.steps):
+        for step in range(1, ws.steps + 1):
             rows, labels = [], []
             for _ in range(ws.batch_size):
                 prompt, answer = task.make_problem(rng)
@@ -164,6 +189,8 @@ def _warm_start(model: Any, tokenizer: Any, task: Task) -> dict[str, float]:
             optimizer.zero_grad(set_to_none=True)
             schedule.step()
             loss_value = float(loss.item())
+            if step % every == 0 and step < ws.steps:
+                progress(step, ws.steps, time.perf_counter() - started)
     model.eval()
     return {"final_loss": loss_value}
 
@@ -267,13 +294,17 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
         if (target / "config.json").exists():  # another trial built it while we waited
             return target
         started = time.perf_counter()
-        log(f"building built-in model {label} in {target} (once; cached)")
+        what = (f"a {task.warm_start.steps}-step warm start on {task.name}, then its accuracy"
+                if task is not None else "a seeded random model")
+        log(f"building built-in model {label} (once; cached): {what}, into {target}")
         shape = TinyModelSettings(**settings["model"])
         tokenizer = build_tokenizer(shape.max_position_embeddings, dataset_chars)
         model = build_tiny_model(tokenizer, shape)
         info: dict[str, Any] = {"settings": settings}
         if task is not None:
-            info.update(_warm_start(model, tokenizer, task))
+            info.update(_warm_start(model, tokenizer, task,
+                                    lambda step, steps, elapsed: log(progress_words(label, step, steps, elapsed))))
+            log(f"building built-in model {label}: measuring its accuracy on the task (once; cached)")
             info["greedy_accuracy"] = task_accuracy(model, tokenizer, task.name)
             info["sampled_accuracy_t1"] = task_accuracy(model, tokenizer, task.name, temperature=1.0)
         info["build_seconds"] = round(time.perf_counter() - started, 2)
@@ -291,8 +322,6 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(description="Build (or find) the cached built-in model for a task.")
     parser.add_argument("task", nargs="?", default="addition", choices=sorted(TASKS))
     parser.add_argument("--model", default="builtin:tiny", choices=sorted(n for n, warm in WARM_STARTED.items() if warm))
