@@ -201,7 +201,7 @@ class TrialLifecycle:
                 return self._fault(trial, "preparing the trial", e)
             except Exception as e:  # noqa: BLE001 - a trial that cannot be set up fails, the study goes on
                 return self._failed(trial, f"could not prepare the trial: {type(e).__name__}: {e}")
-            run.cell, run.max_steps = cell, spec.budget.get("max_steps")
+            run.cell, run.max_steps = cell, spec.max_steps
             self.say(f"[trial {trial.number}] start {cell.role}: {cell.arm.label}, seed {cell.seed}"
                      + (f", {share.threads} thread(s)" if share else "")
                      + (f", resuming trial {resumed[0]}'s checkpoint at step {resumed[1]}" if resumed else "")
