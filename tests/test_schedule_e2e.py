@@ -14,7 +14,7 @@ import optuna
 import pytest
 
 from grpo_ablate.metrics import read_rows
-from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome
+from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome, generations_text
 from grpo_ablate import trial_record as record
 
 from helpers import tiny_spec
@@ -117,7 +117,7 @@ def test_ablation_with_a_schedule_arm_runs_and_reports_it(finished_study):
     st = finished_study.load()
     trials = st.get_trials(deepcopy=False)
     assert [t.params["num_generations"] for t in trials] == [8, "2→8@50%"]
-    assert record.arm_of(trials[1]).num_generations == "2→8@50%" and record.role_of(trials[1]) == "num_generations=2→8@50%"
+    assert generations_text(record.arm_of(trials[1]).num_generations) == "2→8@50%" and record.role_of(trials[1]) == "num_generations=2→8@50%"
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     rows = read_rows(Path(record.trial_dir(trials[1])) / METRICS_FILE)
     assert [r["num_generations"] for r in rows] == [2, 2, 8, 8]
