@@ -199,6 +199,9 @@ def check_attention(ctx: Context) -> tuple[bool, dict[str, Any]]:
 
 
 def check_trial(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    from grpo_ablate import trial_record as record
+    from grpo_ablate.vocab import Outcome
+
     study = study_dict("smoke-trial", ctx.out, ctx.model, cpu=ctx.cpu, vllm=ctx.vllm, num_generations=[SCHEDULE],
                        evaluation=True)
     path = write_study(ctx.out, study)
@@ -207,20 +210,20 @@ def check_trial(ctx: Context) -> tuple[bool, dict[str, Any]]:
     trials = trials_of(path)
     if not trials:
         return False, {"exit_code": proc.returncode, "error": (proc.stderr or proc.stdout)[-1500:]}
-    attrs = trials[-1].user_attrs
-    trial_dir = Path(attrs["trial_dir"])
+    last = trials[-1]
+    trial_dir = Path(record.trial_dir(last) or "")
     rows = _jsonl(trial_dir / "metrics.jsonl")
     evals = _jsonl(trial_dir / "eval.jsonl")
     g = [r.get("num_generations") for r in rows]
     engine = [r["engine_memory_mb"] for r in rows if r.get("engine_memory_mb") is not None]
     figures = {
-        "outcome": attrs.get("outcome"), "reason": attrs.get("reason"), "steps": len(rows), "num_generations": g,
+        "outcome": record.outcome(last).value, "reason": record.reason(last), "steps": len(rows), "num_generations": g,
         "eval_points": len(evals), "eval_prompts": [e.get("num_prompts") for e in evals],
         "eval_rewards": [e.get("reward") for e in evals], "eval_seconds": [e.get("eval_seconds") for e in evals],
-        "samples_per_second": attrs.get("samples_per_second"), "peak_memory_mb": max((r.get("peak_memory_mb") or 0) for r in rows) if rows else None,
+        "samples_per_second": record.recorded_metrics(last)["samples_per_second"], "peak_memory_mb": max((r.get("peak_memory_mb") or 0) for r in rows) if rows else None,
         "engine_memory_mb": max(engine) if engine else None, "vllm": ctx.vllm, "trial_dir": str(trial_dir),
     }
-    ok = (attrs.get("outcome") == "completed" and len(evals) >= 3 and all(e.get("num_prompts") == 32 for e in evals)
+    ok = (record.outcome(last) is Outcome.COMPLETED and len(evals) >= 3 and all(e.get("num_prompts") == 32 for e in evals)
           and g[:1] == [4] and g[-1:] == [8] and (ctx.cpu or bool(engine)))  # the engine's pool: GPU-only
     return ok, figures
 
@@ -303,6 +306,8 @@ def check_cuda_oom(ctx: Context) -> tuple[bool, dict[str, Any]]:
 
 
 def check_workers(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    from grpo_ablate import trial_record as record
+
     study = study_dict("smoke-workers", ctx.out, ctx.model, cpu=ctx.cpu, vllm=ctx.vllm, num_generations=[4, 8],
                        steps=4, memory=0.15, workers=2)
     path = write_study(ctx.out, study)
@@ -314,11 +319,11 @@ def check_workers(ctx: Context) -> tuple[bool, dict[str, Any]]:
     spans = [(t.datetime_start.timestamp(), t.datetime_complete.timestamp()) for t in trials
              if t.datetime_start is not None and t.datetime_complete is not None]
     overlap = len(spans) == 2 and max(s for s, _ in spans) < min(e for _, e in spans)
-    outcomes = [t.user_attrs.get("outcome") for t in trials]
+    outcomes = [record.outcome(t).value for t in trials]
     return outcomes == ["completed", "completed"] and overlap, {
         "outcomes": outcomes, "ran_at_once": overlap, "exit_code": proc.returncode, "vllm": ctx.vllm,
-        "reasons": [t.user_attrs.get("reason") for t in trials],
-        "peak_memory_mb": [t.user_attrs.get("peak_memory_mb") for t in trials]}
+        "reasons": [record.reason(t) for t in trials],
+        "peak_memory_mb": [record.recorded_metrics(t)["peak_memory_mb"] for t in trials]}
 
 
 def check_probe(ctx: Context) -> tuple[bool, dict[str, Any]]:

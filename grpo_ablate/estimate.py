@@ -32,6 +32,8 @@ from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.space import generated_completions
 from grpo_ablate.storage import read_existing
 from grpo_ablate.storage_url import mask_url
+from grpo_ablate import trial_record as record
+from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -47,8 +49,6 @@ def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
     Read-only: a journal file or SQLite file that exists; a server storage is not contacted.
     """
     url = study.storage_url
-    import optuna
-
     try:
         storage = read_existing(url)  # read only: nothing created or repaired
         if storage is None:
@@ -58,11 +58,14 @@ def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
         names: set[str] = set()
         for s in storage.get_all_studies():
             for t in storage.get_all_trials(storage.get_study_id_from_name(s.study_name), deepcopy=False):
-                sps = t.user_attrs.get("samples_per_second")
-                if t.state == optuna.trial.TrialState.COMPLETE and isinstance(sps, (int, float)) and sps > 0:
+                # a copy a warm start imported ran elsewhere (its duration is no trial's); an OOM's pace is partial
+                if not record.ran_here(t) or record.outcome(t) is not Outcome.COMPLETED:
+                    continue
+                recorded = record.recorded_metrics(t, ("samples_per_second", "train_seconds"))
+                sps, train = recorded["samples_per_second"], recorded["train_seconds"]
+                if isinstance(sps, (int, float)) and sps > 0:
                     rates.append(1.0 / float(sps))
                     names.add(s.study_name)
-                    train = t.user_attrs.get("train_seconds")
                     if t.duration is not None and isinstance(train, (int, float)):
                         overheads.append(max(0.0, t.duration.total_seconds() - float(train)))
     except Exception:  # a storage the estimate cannot read says nothing about the cost: no measurement

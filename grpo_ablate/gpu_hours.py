@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from grpo_ablate.cost import fmt_hours
-from grpo_ablate.trial_record import RESUMED_FROM, outcome, ran_here
+from grpo_ablate.trial_record import outcome, ran_here, resumed_from
 from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def _completed_fresh(trials: Iterable["FrozenTrial"]) -> list[float]:
     """Wall seconds of the trials that ran whole here and completed (a resumed one ran only its remainder)."""
     return [t.duration.total_seconds() for t in trials
             if ran_here(t) and outcome(t) is Outcome.COMPLETED and t.duration is not None
-            and t.user_attrs.get(RESUMED_FROM) is None]
+            and resumed_from(t) is None]
 
 
 def measured_estimate(trials: Iterable["FrozenTrial"]) -> TrialTime | None:

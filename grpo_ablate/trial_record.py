@@ -2,7 +2,8 @@
 
     from grpo_ablate import trial_record as record
     record.outcome(frozen_trial)          # completed | oom | pruned | failed | interrupted | running
-    frozen_trial.user_attrs.get(record.TRIAL_DIR)
+    record.trial_dir(frozen_trial)        # a typed fact, never the raw attribute
+    record.study_attrs(optuna_study)      # StudyAttrs: what the study's creator wrote
 
 A finished trial leaves two things: user attributes on its Optuna trial (and the study's own
 attributes), named here, and files in its folder (TRIAL_DIR), named in vocab.py (METRICS_FILE,
@@ -10,19 +11,22 @@ GROUPS_FILE, ...) and read tolerantly by metrics.read_jsonl. Both the study, whi
 attributes (study/ledger.py, the only writer), and the report, which reads them, import this
 module: it sits below both, so neither reaches into the other.
 
-Reading is pure: a FrozenTrial (or its state, attributes and constraints) in, a fact out; no
-storage is opened and optuna is not imported.
+Reading is pure: a FrozenTrial (or its state, attributes and constraints) in, a typed fact out; no
+storage is opened and optuna is not imported. This module and the ledger are the only ones that
+touch `user_attrs` or spell an attribute name; tests/test_record_boundary.py fails on any other
+(tests included), so a renamed attribute is renamed here and nowhere else.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.vocab import Arm, Cell, Outcome
+from grpo_ablate.vocab import HEADLINE_METRICS, Arm, Cell, Outcome
 
 if TYPE_CHECKING:
-    from optuna.trial import FrozenTrial
+    from optuna.trial import FrozenTrial, Trial
 
 __all__ = [
     # trial attributes
@@ -35,6 +39,10 @@ __all__ = [
     # reading
     "outcome_of", "outcome", "reason", "is_cancelled", "is_copy", "ran_here", "is_finished", "is_result", "seed_of",
     "arm_of", "cell_of", "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED", "REASON_CHARS",
+    "trial_dir", "role_of", "cell_key", "copy_source", "retry_of", "resumed_from", "recorded_metrics", "queued_params",
+    "orchestrator_rss_mb", "stored_attrs",
+    # the study's own attributes, typed
+    "StudyAttrs", "study_attrs",
 ]
 
 # ---------------------------------------------------------------- attribute names
@@ -150,8 +158,9 @@ def is_result(ft: "FrozenTrial") -> bool:
     return outcome(ft) is Outcome.COMPLETED and bool(ft.values)
 
 
-def seed_of(user_attrs: Mapping[str, Any]) -> int | None:
-    """The seed a queued cell (or a requeued retry) carries, else the SEED attr."""
+def seed_of(trial: "FrozenTrial | Trial | Mapping[str, Any]") -> int | None:
+    """The seed a queued cell (or a requeued retry) carries, else the SEED attr (of a trial, or of its attrs)."""
+    user_attrs: Mapping[str, Any] = trial if isinstance(trial, Mapping) else trial.user_attrs
     cell = user_attrs.get(CELL)
     if isinstance(cell, str) and "|seed" in cell:
         try:
@@ -162,14 +171,76 @@ def seed_of(user_attrs: Mapping[str, Any]) -> int | None:
     return int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
-def arm_of(ft: "FrozenTrial") -> Arm | None:
-    """The trial's arm from its attributes (Cell.as_attrs wrote its knobs); None before they were written."""
-    return Arm.from_mapping(ft.user_attrs)
+def arm_of(ft: "FrozenTrial | Trial", params: Mapping[str, Any] | None = None) -> Arm | None:
+    """The trial's arm from its attributes (Cell.as_attrs wrote its knobs); None before they were written.
+
+    `params`: knobs to fall back on (the report passes the arm fields of the trial's params, for a
+    trial that failed before writing its attributes); an attribute wins over a param."""
+    return Arm.from_mapping({**(params or {}), **ft.user_attrs})
 
 
-def cell_of(ft: "FrozenTrial") -> Cell | None:
+def cell_of(ft: "FrozenTrial | Trial") -> Cell | None:
     """The trial's cell from its attributes (arm knobs, seed, role); None before they were written."""
     return Cell.from_attrs(ft.user_attrs)
+
+
+def trial_dir(ft: "FrozenTrial | Trial") -> str | None:
+    """The trial's folder (spec.json, metrics.jsonl, ...); None before it was given one."""
+    folder = ft.user_attrs.get(TRIAL_DIR)
+    return folder if isinstance(folder, str) and folder else None
+
+
+def role_of(ft: "FrozenTrial") -> str:
+    """Why the trial ran ("baseline", "num_generations=4", a sampler's name); "" when unknown.
+    Studies written before ROLE existed kept it as "arm"."""
+    return str(ft.user_attrs.get(ROLE, ft.user_attrs.get("arm", "")) or "")
+
+
+def cell_key(ft: "FrozenTrial | Trial") -> str | None:
+    """Cell.key of the trial (its arm and seed), which a queued cell and its retries carry; None without one."""
+    key = ft.user_attrs.get(CELL)
+    return key if isinstance(key, str) and key else None
+
+
+def copy_source(ft: "FrozenTrial") -> str | None:
+    """The "<study>#<number>" a warm start's copy came from; None for a trial that ran here."""
+    source = ft.user_attrs.get(COPY_OF)
+    return None if source is None else str(source)
+
+
+def retry_of(ft: "FrozenTrial | Trial") -> int | None:
+    """The number of the trial this one retries; None for a first attempt."""
+    parent = ft.user_attrs.get(RETRY_OF)
+    return parent if isinstance(parent, int) and not isinstance(parent, bool) else None
+
+
+def resumed_from(ft: "FrozenTrial") -> int | None:
+    """The optimizer step a retry resumed its predecessor's checkpoint at; None when it started fresh."""
+    step = ft.user_attrs.get(RESUMED_FROM)
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def recorded_metrics(ft: "FrozenTrial", names: Sequence[str] = HEADLINE_METRICS) -> dict[str, Any]:
+    """The metrics the ledger recorded on the trial (ledger.record_metrics), by name: a missing one is None."""
+    return {name: ft.user_attrs.get(name) for name in names}
+
+
+def queued_params(ft: "FrozenTrial") -> dict[str, Any] | None:
+    """The params the trial's cell was queued with (ledger.enqueue); None for a trial no one queued."""
+    params = ft.user_attrs.get(QUEUED_PARAMS)
+    return dict(params) if isinstance(params, Mapping) else None
+
+
+def orchestrator_rss_mb(ft: "FrozenTrial") -> float | None:
+    """The orchestrator's resident memory (MB) when the trial ended; None when not recorded."""
+    rss = ft.user_attrs.get(ORCHESTRATOR_RSS)
+    return float(rss) if isinstance(rss, (int, float)) and not isinstance(rss, bool) else None
+
+
+def stored_attrs(source: Any) -> dict[str, Any]:
+    """Everything stored on a trial or study, unread: for audits that no value (a password) is stored
+    anywhere, never for a fact (use the typed readers above, so a rename is made here)."""
+    return dict(getattr(source, "user_attrs", None) or {})
 
 
 def owner(ft: "FrozenTrial") -> tuple[str | None, int | None]:
@@ -209,3 +280,52 @@ def predecessor_dirs(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") 
             out.append(folder)
         parent = before.user_attrs.get(RETRY_OF)
     return out
+
+
+# ---------------------------------------------------------------- the study's own attributes
+
+
+@dataclass(frozen=True)
+class StudyAttrs:
+    """What a study's creator wrote on it (study/setup.py through ledger.describe), and the racing state.
+
+    Read tolerantly: a study written by an earlier version, or by hand, lacks some; each is then
+    empty (None, {} or ()) rather than an error.
+    """
+
+    config: dict[str, Any] | None = None  # the resolved study file, password masked
+    versions: dict[str, Any] = field(default_factory=dict)  # library versions
+    objectives: tuple[tuple[str, str | None], ...] = ()  # (metric, direction or None: the metric's own)
+    baseline: dict[str, Any] | None = None  # the ablation's baseline arm, Arm.as_dict()
+    hardware: str | None = None  # the hardware arithmetic in words (BatchShape.describe)
+    evaluation: dict[str, Any] | None = None  # the evaluation section
+    space: tuple[str, ...] | None = None  # the feasible pairs' labels the study was created with
+    racing: dict[str, Any] | None = None  # study/racing.py's RaceState.as_dict()
+    plan_ready: bool = False  # the creator queued the plan
+
+    def as_attrs(self) -> dict[str, Any]:
+        """The attributes its creator writes (ledger.describe): the set ones of config .. space."""
+        out: dict[str, Any] = {CONFIG: self.config, VERSIONS: dict(self.versions), HARDWARE: self.hardware,
+                               OBJECTIVES: [{"metric": m, "direction": d} for m, d in self.objectives],
+                               BASELINE: self.baseline, EVALUATION: self.evaluation,
+                               SPACE: list(self.space) if self.space is not None else None}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def study_attrs(source: Any) -> StudyAttrs:
+    """A study's attributes, typed: `source` is an optuna Study, a FrozenStudy or a StudySummary."""
+    attrs: Mapping[str, Any] = getattr(source, "user_attrs", None) or {}
+
+    def mapping(name: str) -> dict[str, Any] | None:
+        value = attrs.get(name)
+        return dict(value) if isinstance(value, Mapping) else None
+
+    objectives = tuple((str(o["metric"]), str(o["direction"]) if o.get("direction") else None)
+                       for o in attrs.get(OBJECTIVES) or [] if isinstance(o, Mapping) and o.get("metric"))
+    space = attrs.get(SPACE)
+    hardware = attrs.get(HARDWARE)
+    return StudyAttrs(config=mapping(CONFIG), versions=mapping(VERSIONS) or {}, objectives=objectives,
+                      baseline=mapping(BASELINE), hardware=str(hardware) if hardware is not None else None,
+                      evaluation=mapping(EVALUATION),
+                      space=tuple(str(x) for x in space) if isinstance(space, list) else None,
+                      racing=mapping(RACING), plan_ready=bool(attrs.get(PLAN_READY)))

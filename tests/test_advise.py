@@ -148,10 +148,10 @@ def test_advise_is_deterministic_and_enqueue_puts_the_shortlist_first(tmp_path, 
     study = load_study(path)
     shortlist = [Arm(s["num_generations"], s["generation_batch_size"], s["temperature"]) for s in first["shortlist"]]
     # queued in the params ledger.suggest_cell draws (G as its ordinal rank), so the sampler runs these very arms
-    assert [t.system_attrs["fixed_params"] for t in waiting] == [encode_arm(a, study.space, study.temperatures())[0]
+    assert [record.queued_params(t) for t in waiting] == [encode_arm(a, study.space, study.temperatures())[0]
                                                                 for a in shortlist]
-    assert [t.user_attrs[record.CELL] for t in waiting] == [f"{a.key}|seed0" for a in shortlist]
-    assert all(t.user_attrs[record.ROLE] == "advise" for t in waiting)
+    assert [record.cell_key(t) for t in waiting] == [f"{a.key}|seed0" for a in shortlist]
+    assert all(record.role_of(t) == "advise" for t in waiting)
 
 
 @pytest.mark.slow
@@ -200,7 +200,7 @@ def test_advise_enqueue_adds_an_arm_to_an_ablation_that_plan_counts_and_run_runs
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "run" / "study.journal"))))
     done = [t for t in ostudy.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(ostudy.get_trials()) == len(done) == 4
-    assert sorted((t.user_attrs[record.ROLE], t.user_attrs[record.ARM_KEY]) for t in done) == [
+    assert sorted((record.role_of(t), record.arm_of(t).key) for t in done) == [
         ("advise", "G2xB16|T1"), ("baseline", "G8xB16|T0.7"), ("num_generations=2", "G2xB16|T0.7"),
         ("temperature=1", "G8xB16|T1")]
 
@@ -266,7 +266,7 @@ def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_pa
     study = load_study(path)
     assert resolved_trial_count(study) == 2 * 4
     assert ledger.plan_ready(ostudy)  # `run` finds the plan queued instead of waiting for it
-    queued = [t.user_attrs[record.CELL] for t in ostudy.get_trials()]
+    queued = [record.cell_key(t) for t in ostudy.get_trials()]
     assert queued == [c.key for c in study_plan(study)]  # seed by seed, the new arm last on each seed
     assert [c for c in study_plan(study) if c.role == "advise"][0].arm.key == "G2xB16|T0.7"
     # the same advice again, or an arm the ablation already has: nothing more

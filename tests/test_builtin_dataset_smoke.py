@@ -14,6 +14,7 @@ import pytest
 
 from grpo_ablate.storage import open_storage
 from grpo_ablate.trainer.builtin.tokenizer import VOCAB_CHARS, build_tokenizer, dataset_characters
+from grpo_ablate import trial_record as record
 
 ROWS = [{"question": "Wie viel ist 3×4? Antworte kurz.", "answer": "12"},
         {"question": "Was ist größer: 7 oder 9?", "answer": "9"}]
@@ -50,6 +51,6 @@ def test_own_dataset_and_reward_run_end_to_end_on_cpu(study_here, tmp_path):
     res = study_here("run", str(study), "--no-report")
     assert res.returncode == 0, res.stdout + res.stderr
     (trial,) = optuna.load_study(study_name="smoke", storage=open_storage(str(tmp_path / "run" / "study.journal"))).trials
-    assert trial.user_attrs["outcome"] == "completed", trial.user_attrs.get("reason")
+    assert record.outcome(trial).value == "completed", record.reason(trial)
     rows = [json.loads(x) for x in (tmp_path / "run" / "trials").glob("*/metrics.jsonl").__next__().read_text().splitlines()]
     assert len(rows) == 2 and any("rewards/exact/mean" in r for r in rows)  # the user's reward ran, by its name

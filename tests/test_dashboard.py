@@ -116,7 +116,7 @@ def test_dashboard_names_objectives_and_shows_headline_metrics(tmp_path):
     upload_trial_artifacts(open_artifact_store(study.output_dir), trial, trial_dir)
     trial.set_user_attr("reward_per_hour", 288.0)
     ostudy.tell(trial, [288.0, 900.0])
-    assert curve_title(trial.number, dict(cell.as_attrs())) == "trial 0: G=8, batch 32, T=0.9, seed 1 (baseline)"
+    assert curve_title(trial.number, cell) == "trial 0: G=8, batch 32, T=0.9, seed 1 (baseline)"
     assert (trial_dir / REWARD_CURVE_FILE).exists()
     headline = (trial_dir / HEADLINE_FILE).read_text().splitlines()
     assert headline[0] == "metric,label,value,unit,better" and any(r.startswith("reward_per_hour,") for r in headline)

@@ -19,6 +19,7 @@ from grpo_ablate.search.encoding import G_PARAM, LABEL_PARAM, arm_fields
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Arm, Cell, Outcome
+from grpo_ablate import trial_record as record
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +73,7 @@ def test_a_planned_cell_round_trips_through_its_params(tmp_path):
     assert ledger.queue(ostudy, study, cells) == len(cells) == 8
     assert ledger.queue(ostudy, study, cells) == 0  # matched on the cell: two seeds of one arm are two cells
     waiting = ostudy.get_trials(states=(TrialState.WAITING,))
-    assert all(set(t.user_attrs[ledger.QUEUED_PARAMS]) == {G_PARAM, "temperature"} for t in waiting)  # no seed param
+    assert all(set(record.queued_params(t)) == {G_PARAM, "temperature"} for t in waiting)  # no seed param
     drawn = []
     while (trial := ledger.ask(ostudy, planned=True)) is not None:
         drawn.append(ledger.suggest_cell(trial, study))
@@ -119,7 +120,7 @@ def _ended(ostudy) -> list[tuple[str, bool]]:
     out = []
     for t in trials.values():
         if t.state == TrialState.FAIL:
-            retried = any(u.user_attrs.get(ledger.RETRY_OF) == t.number for u in trials.values())
+            retried = any(record.retry_of(u) == t.number for u in trials.values())
             out.append((ledger.outcome(t).value, retried, ledger.counted_retries(trials, t)))
     return out
 
@@ -155,7 +156,7 @@ def test_a_dead_workers_trial_on_postgres_ends_like_a_local_requeue(tmp_path, fr
     for ostudy in (local, pg):
         trials = ostudy.get_trials()
         assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL]  # nothing left queued
-        assert {t.user_attrs[ledger.CELL] for t in trials} == {cells[0].key}
-        assert trials[1].params == trials[0].params and trials[1].user_attrs[ledger.RETRY_OF] == 0
+        assert {record.cell_key(t) for t in trials} == {cells[0].key}
+        assert trials[1].params == trials[0].params and record.retry_of(trials[1]) == 0
     lost = pg.get_trials()[1]
     assert "retried 1 time(s)" in ledger.reason(lost) and "heartbeat went stale" in ledger.reason(lost)

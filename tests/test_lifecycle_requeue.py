@@ -10,6 +10,7 @@ from optuna.trial import TrialState
 
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study.ledger import ask, enqueue, requeue
+from grpo_ablate import trial_record as record
 
 
 def _study(tmp_path):
@@ -35,10 +36,10 @@ def test_faults_are_retried_max_retry_times_then_failed_with_the_reason(tmp_path
     assert outcomes == ["interrupted", "interrupted", "failed"]
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL] * 3  # nothing left queued
-    assert [t.user_attrs.get("retry_of") for t in trials] == [None, 0, 1]
-    assert all(t.params == {"g": 4} and t.user_attrs["role"] == "baseline" for t in trials)
-    last = trials[-1].user_attrs
-    assert last["outcome"] == "failed" and "retried 2 time(s)" in last["reason"] and "disk full" in last["reason"]
+    assert [record.retry_of(t) for t in trials] == [None, 0, 1]
+    assert all(t.params == {"g": 4} and record.role_of(t) == "baseline" for t in trials)
+    last, why = record.outcome(trials[-1]), record.reason(trials[-1]) or ""
+    assert last == "failed" and "retried 2 time(s)" in why and "disk full" in why
     assert ask(study, planned=True) is None  # a planned study never gets a fresh proposal
 
 

@@ -15,6 +15,7 @@ from optuna.distributions import IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from grpo_ablate import gpu_hours
+from grpo_ablate import trial_record as record
 from grpo_ablate.gpu_hours import TrialTime
 from grpo_ablate.study import limits
 
@@ -26,7 +27,7 @@ def _trial(number: int, seconds: float | None, outcome: str = "completed", state
     end = T0 + dt.timedelta(seconds=seconds) if seconds is not None else None
     return FrozenTrial(number=number, state=state, value=1.0 if state == TrialState.COMPLETE else None, values=None,
                        datetime_start=T0, datetime_complete=end, params={"g": 4},
-                       distributions={"g": IntDistribution(1, 8)}, user_attrs={"outcome": outcome, **attrs},
+                       distributions={"g": IntDistribution(1, 8)}, user_attrs={record.OUTCOME: outcome, **attrs},
                        system_attrs={}, intermediate_values={}, trial_id=number)
 
 

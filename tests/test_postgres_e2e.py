@@ -23,6 +23,7 @@ from helpers import ROOT, cli_env, free_port
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Outcome
+from grpo_ablate import trial_record as record
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +37,7 @@ def _args(tmp: Path, name: str, url: str, steps: int, *extra: str) -> list[str]:
 
 def _cells(study: optuna.Study) -> Counter:
     done = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
-    return Counter((t.user_attrs["num_generations"], t.user_attrs["seed"]) for t in done)
+    return Counter((record.arm_of(t).num_generations, record.seed_of(t)) for t in done)
 
 
 def test_two_workers_share_an_ablation_without_duplicates(tmp_path, fresh_pg_db):
@@ -82,12 +83,12 @@ def test_killed_worker_trial_is_retried_with_same_params(tmp_path, fresh_pg_db):
     dead = trials[0]
     assert dead.state == optuna.trial.TrialState.FAIL
     # the same cell (arm and seed): seeds are replicates, not params, so the cell attr names it
-    retried = [t for t in trials if t.number != 0 and t.user_attrs.get("cell") == dead.user_attrs.get("cell")]
+    retried = [t for t in trials if t.number != 0 and record.cell_key(t) == record.cell_key(dead)]
     assert len(retried) == 1 and retried[0].state == optuna.trial.TrialState.COMPLETE
     assert _cells(study) == Counter({(2, 0): 1, (2, 1): 1})
     # the ledger's requeue ran as the stale-trial callback: interrupted, with the reason, never "failed, no reason"
     assert ledger.outcome(dead) is Outcome.INTERRUPTED and "heartbeat went stale" in (ledger.reason(dead) or "")
-    assert retried[0].user_attrs[ledger.RETRY_OF] == dead.number
+    assert record.retry_of(retried[0]) == dead.number
 
 
 def test_the_password_is_never_shown_or_stored(study_here, tmp_path, fresh_pg_db):
@@ -102,8 +103,8 @@ def test_the_password_is_never_shown_or_stored(study_here, tmp_path, fresh_pg_db
     assert "s3cret" not in res.stdout + res.stderr and "postgres:***@" in res.stdout
     assert "sslpassword=***" in res.stdout
     study = optuna.load_study(study_name="pgpw", storage=open_storage(fresh_pg_db))
-    stored = json.dumps(study.user_attrs)
-    assert "s3cret" not in stored and "postgres:***@" in study.user_attrs["config"]["study"]["storage"]
+    stored = json.dumps(record.stored_attrs(study))
+    assert "s3cret" not in stored and "postgres:***@" in record.study_attrs(study).config["study"]["storage"]
 
     from grpo_ablate.commands.cli import main  # the report, in this process: the page and its exports
 

@@ -10,11 +10,11 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import racing_round
-from grpo_ablate.trial_record import RACING as RACING_ATTR
 from grpo_ablate.study.racing import RaceState, advance, arm_results, decide
 from grpo_ablate.study.ledger import queue
 from grpo_ablate.study.ledger import ask, suggest_cell
 from grpo_ablate.vocab import Arm
+from grpo_ablate import trial_record as record
 from helpers import ROOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark's table and replays
@@ -98,7 +98,7 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
     while not advance(ostudy, study).decided:
         rounds.append(drain())
     assert sum(rounds) < 18  # every seed for every arm would be 18
-    stored = ostudy.user_attrs[RACING_ATTR]
+    stored = record.study_attrs(ostudy).racing
     assert [d["arm"] for d in stored["dropped"]] == [Arm(8, 32, study.fixed_temperature()).key]
     assert stored["dropped"][0]["round"] >= 1 and stored["decided"]
     assert set(arm_results(ostudy)) == {a for a in (Arm(g, 32, study.fixed_temperature()).key for g in (2, 4, 8))}
@@ -136,7 +136,7 @@ def test_an_arm_that_ran_out_of_memory_is_dropped_and_its_zero_never_tested(tmp_
     assert dropped[oom_arm].p_value is None and "no result" in dropped[oom_arm].reason
     assert list(dropped) == [oom_arm]  # two seeds: the anytime rule judges G=4 nothing yet; G=8 was never judged
     assert not state.decided and state.live == [Arm(g, 32, study.fixed_temperature()).key for g in (2, 4)]
-    queued = {ledger.cell_of(t) or t.user_attrs.get(ledger.CELL) for t in ostudy.get_trials(states=(optuna.trial.TrialState.WAITING,))}
+    queued = {ledger.cell_of(t) or record.cell_key(t) for t in ostudy.get_trials(states=(optuna.trial.TrialState.WAITING,))}
     assert queued and not any(oom_arm in str(c) for c in queued)  # no seed spent on the arm with no result
 
 

@@ -7,8 +7,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate.trial_record import RACING as RACING_ATTR
-from grpo_ablate.trial_record import COPY_OF as COPY_ATTR, WARM_ROLE
+from grpo_ablate.trial_record import WARM_ROLE
 from grpo_ablate.storage import open_storage
 from grpo_ablate import trial_record as record
 
@@ -30,10 +29,10 @@ def test_racing_grid_then_warm_started_tpe(study_here, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, "race")
     trials = st.get_trials(deepcopy=False)
-    race = st.user_attrs[RACING_ATTR]
+    race = record.study_attrs(st).racing
     assert race["round"] >= 1 and race["decided"]
     assert 4 <= len(trials) <= 6  # round 1 is both arms on seeds 0 and 1; round 2 only arms in contention
-    assert all("seed" not in t.params and t.user_attrs[record.CELL].endswith(f"|seed{t.user_attrs['seed']}") for t in trials)
+    assert all("seed" not in t.params and record.cell_key(t).endswith(f"|seed{record.seed_of(t)}") for t in trials)
     assert "racing" in res.stdout
 
     res = study_here("run", "studies/tiny-cpu.yaml", "--no-report", "--set", "budget.max_steps=3", "--set", "temperature=1.0",
@@ -49,8 +48,8 @@ def test_racing_grid_then_warm_started_tpe(study_here, tmp_path):
     assert "warm start from 'race'" in res.stdout
     assert "Note: 1 queued trial(s) did not run" in res.stdout  # the second warm arm: a hint past n_trials, said aloud
     warm = _load(tmp_path, "warm")
-    ran = [t for t in warm.get_trials(deepcopy=False) if not t.user_attrs.get(COPY_ATTR)]
-    assert ran[0].user_attrs[record.ROLE] == WARM_ROLE and ran[0].state == optuna.trial.TrialState.COMPLETE
+    ran = [t for t in warm.get_trials(deepcopy=False) if not record.is_copy(t)]
+    assert record.role_of(ran[0]) == WARM_ROLE and ran[0].state == optuna.trial.TrialState.COMPLETE
     # the race's results were imported (same model, task and hardware); none of its cells runs again
-    imported = {t.user_attrs[record.CELL] for t in warm.get_trials(deepcopy=False) if t.user_attrs.get(COPY_ATTR)}
-    assert imported and ran[0].user_attrs[record.CELL] not in imported
+    imported = {record.cell_key(t) for t in warm.get_trials(deepcopy=False) if record.is_copy(t)}
+    assert imported and record.cell_key(ran[0]) not in imported

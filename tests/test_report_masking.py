@@ -11,6 +11,7 @@ from _report_fixtures import STUDY_NAME, make_study
 from grpo_ablate.report import write_outputs
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.records import load_trials, masked
+from grpo_ablate import trial_record as record
 
 PASSWORD = "s3cr3t-Pa55"
 URL = f"postgresql://ablate:{PASSWORD}@db.example.org:5432/optuna"
@@ -29,15 +30,15 @@ def test_masked_hides_every_password_in_nested_text():
 def test_report_of_a_study_on_a_password_url_shows_no_password(tmp_path):
     storage, out = make_study(tmp_path)
     study = optuna.load_study(study_name=STUDY_NAME, storage=JournalStorage(JournalFileBackend(storage)))
-    config = dict(study.user_attrs["config"])
+    config = dict(record.study_attrs(study).config or {})
     config["study"] = {**config["study"], "storage": URL}  # as `run` stores the study file
-    study.set_user_attr("config", config)
+    study.set_user_attr(record.CONFIG, config)
     study.add_trial(create_trial(state=TrialState.FAIL, params={}, distributions={}, user_attrs={
-        "num_generations": 8, "generation_batch_size": 16, "temperature": 1.0, "seed": 3, "role": "baseline",
-        "outcome": "failed", "reason": f"OperationalError: connection to {URL} refused"}))
+        "num_generations": 8, "generation_batch_size": 16, "temperature": 1.0, record.SEED: 3, record.ROLE: "baseline",
+        record.OUTCOME: "failed", record.REASON: f"OperationalError: connection to {URL} refused"}))
 
     attrs, frozen = load_trials(storage, STUDY_NAME)
-    assert PASSWORD in repr(attrs) and any(PASSWORD in str(t.user_attrs) for t in frozen)  # the test is real
+    assert PASSWORD in repr(attrs) and any(PASSWORD in str(record.stored_attrs(t)) for t in frozen)  # the test is real
     data = build_report_data(STUDY_NAME, attrs, frozen, storage_url=URL)
     paths = write_outputs(data, out / "report.html")
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.html import racing_view, render_html
-from grpo_ablate.trial_record import RACING as RACING_ATTR
+from grpo_ablate.trial_record import StudyAttrs
 from grpo_ablate.vocab import Arm
 
 
 def _data(race: dict | None):
-    attrs = {"config": {"study": {"racing": {"confidence": 0.95, "first_round_seeds": 2}}}}
-    if race is not None:
-        attrs[RACING_ATTR] = race
+    attrs = StudyAttrs(config={"study": {"racing": {"confidence": 0.95, "first_round_seeds": 2}}}, racing=race)
     return build_report_data("race", attrs, [])
 
 

@@ -26,6 +26,7 @@ from helpers import ROOT, TESTS, cli_env, cli_inprocess, tiny_spec, write_study
 
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE
+from grpo_ablate import trial_record as record
 
 WALL_CLOCK = {"train_seconds", "step_time", "generation_seconds", "peak_memory_mb", "eval_seconds"}
 EVENT_WAIT_S = 600  # how long to wait for an event (a checkpoint, a row) before the test gives up
@@ -371,15 +372,15 @@ def test_a_study_trial_killed_mid_run_is_requeued_and_its_retry_resumes(tmp_path
     from grpo_ablate.storage import open_storage
 
     trials = optuna.load_study(study_name="resume-e2e", storage=open_storage(str(out / "study.journal"))).get_trials()
-    assert [t.user_attrs.get("outcome") for t in trials] == ["interrupted", "completed"]
+    assert [record.outcome(t).value for t in trials] == ["interrupted", "completed"]
     retry = trials[1]
-    assert retry.user_attrs["retry_of"] == 0 and retry.user_attrs["resumed_from_step"] == 4
+    assert record.retry_of(retry) == 0 and record.resumed_from(retry) == 4
     rows = _rows(out / "trials" / "00001" / METRICS_FILE)
     assert [r["step"] for r in rows] == list(range(1, 13))
     assert rows[:4] == _rows(first / METRICS_FILE)[:4]  # the predecessor's steps, carried with its checkpoint
-    assert retry.user_attrs["steps"] == 12  # the summary counts the whole run, the predecessor's steps included
+    assert record.recorded_metrics(retry)["steps"] == 12  # the summary counts the whole run, the predecessor's steps included
     seconds = [r["train_seconds"] for r in rows]
-    assert seconds == sorted(seconds) and retry.user_attrs["train_seconds"] >= seconds[-1] - 1e-6  # the clock continued
+    assert seconds == sorted(seconds) and record.recorded_metrics(retry)["train_seconds"] >= seconds[-1] - 1e-6  # the clock continued
     assert not list(checkpoints.checkpoints_dir(first).glob("checkpoint-*"))  # moved to the retry, then removed
     assert not list(checkpoints.checkpoints_dir(out / "trials" / "00001").glob("checkpoint-*"))
     assert cli_inprocess("report", str(study)).returncode == 0

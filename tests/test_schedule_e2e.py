@@ -14,7 +14,8 @@ import optuna
 import pytest
 
 from grpo_ablate.metrics import read_rows
-from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome
+from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome, generations_text
+from grpo_ablate import trial_record as record
 
 from helpers import tiny_spec
 
@@ -50,7 +51,7 @@ def test_two_phase_schedule_switches_at_its_step(finished_study):
     """The shared finished demo study's schedule arm: 2->8 at 50% of its 4 optimizer steps."""
     assert finished_study.run.returncode == 0, finished_study.run.stdout + finished_study.run.stderr
     (trial,) = [t for t in finished_study.load().get_trials(deepcopy=False) if t.params["num_generations"] == "2→8@50%"]
-    folder = Path(trial.user_attrs["trial_dir"])
+    folder = Path(record.trial_dir(trial))
     rows = read_rows(folder / METRICS_FILE)
     events = [json.loads(x) for x in (folder / EVENTS_FILE).read_text().splitlines()]
     assert [r["num_generations"] for r in rows] == [2, 2, 8, 8]  # 50% of 4 steps: steps 1-2 at G=2
@@ -116,9 +117,9 @@ def test_ablation_with_a_schedule_arm_runs_and_reports_it(finished_study):
     st = finished_study.load()
     trials = st.get_trials(deepcopy=False)
     assert [t.params["num_generations"] for t in trials] == [8, "2→8@50%"]
-    assert trials[1].user_attrs["num_generations"] == "2→8@50%" and trials[1].user_attrs["role"] == "num_generations=2→8@50%"
+    assert generations_text(record.arm_of(trials[1]).num_generations) == "2→8@50%" and record.role_of(trials[1]) == "num_generations=2→8@50%"
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
-    rows = read_rows(Path(trials[1].user_attrs["trial_dir"]) / METRICS_FILE)
+    rows = read_rows(Path(record.trial_dir(trials[1])) / METRICS_FILE)
     assert [r["num_generations"] for r in rows] == [2, 2, 8, 8]
     html = (out / "report.html").read_text()
     assert "2→8@50%" in html

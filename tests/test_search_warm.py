@@ -13,7 +13,8 @@ from grpo_ablate.study.warm import warm_start
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import suggest_cell
 from grpo_ablate.study.setup import describe_study, open_study
-from grpo_ablate.trial_record import ARM_KEY as ARM_ATTR, COPY_OF as COPY_ATTR, WARM_ROLE
+from grpo_ablate.trial_record import WARM_ROLE
+from grpo_ablate import trial_record as record
 from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -54,20 +55,20 @@ def _cells(trials) -> set[tuple[str, int]]:
 
 def test_warm_start_enqueues_previous_best_first_and_feeds_the_sampler(tmp_path):
     old, old_ostudy = finished_study(tmp_path)
-    best_g = max({t.user_attrs["num_generations"] for t in old_ostudy.trials}, key=lambda g: VALUE[g])
+    best_g = max({record.arm_of(t).num_generations for t in old_ostudy.trials}, key=lambda g: VALUE[g])
     new = tpe_study(tmp_path, "new", "study.seeds=[0, 1, 2]")  # a seed the old study never ran
     ostudy, _ = open_study(new)
     describe_study(ostudy, new)
     message = warm_start(ostudy, new, "old")
     assert "gave the sampler its 8 finished trial(s)" in message, message
     waiting = ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-    assert waiting[0].user_attrs["role"] == WARM_ROLE
-    copies = [t for t in ostudy.trials if t.user_attrs.get(COPY_ATTR)]
+    assert record.role_of(waiting[0]) == WARM_ROLE
+    copies = [t for t in ostudy.trials if record.is_copy(t)]
     assert len(copies) == 8 and all(t.state == TrialState.COMPLETE for t in copies)
     first = ostudy.ask()  # the queue comes before the sampler's own proposals
     cell = suggest_cell(first, new)
     assert cell.arm.num_generations == best_g
-    assert first.user_attrs[ARM_ATTR] == cell.arm.key
+    assert record.arm_of(first).key == cell.arm.key
     assert (cell.arm.key, cell.seed) not in _cells(copies)  # the best arm, on a seed it has no result on
 
 
@@ -78,7 +79,7 @@ def test_a_warm_start_reruns_no_imported_cell(tmp_path):
     ostudy, _ = open_study(new)
     describe_study(ostudy, new)
     message = warm_start(ostudy, new, "old")
-    copies = [t for t in ostudy.trials if t.user_attrs.get(COPY_ATTR)]
+    copies = [t for t in ostudy.trials if record.is_copy(t)]
     imported = _cells(copies)
     assert len(copies) == 8 and len(imported) == 8, imported  # the old study never repeated a cell either
     assert "not rerun, every seed already imported" in message, message
@@ -100,9 +101,9 @@ def test_a_warm_start_copies_no_out_of_memory_trial_as_a_result(tmp_path):
     ostudy, _ = open_study(new)
     describe_study(ostudy, new)
     message = warm_start(ostudy, new, "old")
-    copies = [t for t in ostudy.trials if t.user_attrs.get(COPY_ATTR)]
+    copies = [t for t in ostudy.trials if record.is_copy(t)]
     assert len(copies) == 8 - len(ooms), message
-    assert all(t.user_attrs["num_generations"] != 4 and t.values != [0.0] for t in copies)
+    assert all(record.arm_of(t).num_generations != 4 and t.values != [0.0] for t in copies)
     assert "G4" not in message.split("queued first", 1)[1].split(";", 1)[0]  # nor queued as a best arm
 
 
@@ -113,7 +114,7 @@ def test_warm_start_from_other_hardware_only_enqueues(tmp_path):
     ostudy, _ = open_study(new)
     message = warm_start(ostudy, new, "old")
     assert "not given to the sampler because hardware" in message, message
-    assert not [t for t in ostudy.trials if t.user_attrs.get(COPY_ATTR)]
+    assert not [t for t in ostudy.trials if record.is_copy(t)]
     cell = suggest_cell(ostudy.ask(), new)
     assert cell.arm.num_generations == 4
 
@@ -130,7 +131,7 @@ def test_the_report_says_why_imported_results_are_not_counted(tmp_path):
     suggest_cell(trial, new)
     trial.set_user_attr(ledger.OUTCOME, "completed")
     ostudy.tell(trial, 0.5)
-    data = build_report_data("new", ostudy.user_attrs, ostudy.get_trials())
+    data = build_report_data("new", record.study_attrs(ostudy), ostudy.get_trials())
     assert [r.number for r in data.records] == [trial.number]  # the copies are not evidence here
     notes = [w for w in data.warnings if w.kind == "imported"]
     assert len(notes) == 1 and notes[0].severity == "info"

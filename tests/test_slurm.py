@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_ablate import trial_record as record
 from helpers import ROOT, cli_env, unavailable
 
 SCRIPT = ROOT / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
@@ -219,6 +220,6 @@ def test_two_array_tasks_share_one_postgresql_study(tmp_path, fresh_pg_db):
     study = optuna.load_study(study_name="slurm-e2e", storage=open_storage(url))
     trials = study.get_trials(deepcopy=False)
     done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(done) == len(trials) == 2, [(t.number, t.state, t.user_attrs.get("reason")) for t in trials]
-    assert sorted(t.user_attrs["num_generations"] for t in done) == [2, 4]
+    assert len(done) == len(trials) == 2, [(t.number, t.state, record.reason(t)) for t in trials]
+    assert sorted(record.arm_of(t).num_generations for t in done) == [2, 4]
     assert "task 1 of job 7" in outs[1]

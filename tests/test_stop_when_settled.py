@@ -17,8 +17,8 @@ from grpo_ablate.study.racing import advance
 from grpo_ablate.study.ledger import queue as queue_cells
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import ask, suggest_cell
-from grpo_ablate.trial_record import RACING as RACING_ATTR
 from grpo_ablate.vocab import Outcome
+from grpo_ablate import trial_record as record
 from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -73,12 +73,12 @@ def test_a_settled_study_stops_early_leaves_no_queued_cells_and_reruns_as_finish
     assert words == {"G=2, batch 32, T=1": "better", "G=4, batch 32, T=1": "better",
                      "G=8, batch 32, T=0.3": "worse"}, words
     assert ostudy.get_trials(states=(TrialState.WAITING,)) == []
-    assert {t.user_attrs.get("seed") for t in ostudy.get_trials()} == {0, 1, 2, 3, 4}
+    assert {record.seed_of(t) for t in ostudy.get_trials()} == {0, 1, 2, 3, 4}
 
     # the rerun: a fresh reader of the same journal sees a decided race. Cells queued behind its back
     # (a second host, or a plan queued by an older version) are cancelled through the ledger, not run
     again = optuna.load_study(study_name="s", storage=JournalStorage(JournalFileBackend(str(journal))))
-    assert again.user_attrs[RACING_ATTR]["decided"]
+    assert record.study_attrs(again).racing["decided"]
     queue_cells(again, study, [c for c in study_plan(study) if c.seed == 11])
     assert advance(again, study).decided
     assert again.get_trials(states=(TrialState.WAITING,)) == []
@@ -111,7 +111,7 @@ def test_the_report_shows_the_settled_point_the_path_and_the_calls(tmp_path):
     while not advance(ostudy, study).decided:
         _drain(ostudy, study)
     config = {"study": {"seeds": SEEDS, "min_effect": 0.02, "racing": {"confidence": 0.95, "first_round_seeds": 2}}}
-    data = build_report_data("s", ostudy.user_attrs, ostudy.get_trials(), (("final_reward", "maximize"),), config)
+    data = build_report_data("s", record.study_attrs(ostudy), ostudy.get_trials(), (("final_reward", "maximize"),), config)
     view = racing_view(data)
     # 4 arms x 5 seeds of 4 x 12 planned
     assert view["settled"] == "settled after 5 of 12 seeds, 42% of the planned completions (20 of 48 trials)"

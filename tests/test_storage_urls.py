@@ -17,6 +17,7 @@ import pytest
 from grpo_ablate.commands.cli import main
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.storage import canonical_url, is_rdb_url, mask_url, open_storage, url_problem
+from grpo_ablate import trial_record as record
 from helpers import MINIMAL_STUDY
 
 SECRET = "Zq7-s3cr3t"
@@ -153,7 +154,7 @@ def test_study_config_attribute_holds_no_credential(tmp_path):
     assert created
     describe_study(ostudy, study)
     stored = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path}/s.db")
-    assert SECRET not in repr(stored.user_attrs) and "password=***" in stored.user_attrs["config"]["study"]["storage"]
+    assert SECRET not in repr(record.stored_attrs(stored)) and "password=***" in record.study_attrs(stored).config["study"]["storage"]
 
 
 def test_dashboard_banner_masks_a_query_password(tmp_path):

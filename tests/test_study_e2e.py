@@ -20,6 +20,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from optuna.artifacts import get_all_artifact_meta
 
 from helpers import ROOT, cli_env, cli_inprocess, fill_disk, tmpfs
 from grpo_ablate.storage import open_storage
@@ -42,7 +43,7 @@ def _load(tmp: Path, name: str, storage: str | None = None) -> optuna.Study:
 def _by_outcome(study: optuna.Study) -> dict[str, int]:
     out: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False):
-        key = t.user_attrs.get(record.OUTCOME, t.state.name.lower())
+        key = record.outcome(t).value
         out[key] = out.get(key, 0) + 1
     return out
 
@@ -56,18 +57,18 @@ def test_ablation_runs_records_and_resumes(finished_study, tmp_path):
     trials = st.get_trials(deepcopy=False)
     assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     base = trials[0]
-    assert base.user_attrs[record.ROLE] == "baseline" and base.user_attrs["num_generations"] == 8
+    assert record.role_of(base) == "baseline" and record.arm_of(base).num_generations == 8
     for t in trials:
-        u = t.user_attrs
-        assert u[record.OUTCOME] == "completed"
-        for key in ("reward_per_hour", "stability_variance", "samples_per_second", "tokens_per_second",
-                    "reward_per_million_tokens", "peak_memory_mb"):
-            assert key in u, key
+        assert record.outcome(t).value == "completed"
+        recorded = record.recorded_metrics(t, ("reward_per_hour", "stability_variance", "samples_per_second",
+                                               "tokens_per_second", "reward_per_million_tokens", "peak_memory_mb"))
+        assert all(v is not None for v in recorded.values()), recorded
         assert t.constraints == {"oom": -1.0}  # feasible
-        rows = [json.loads(x) for x in Path(u[record.TRIAL_DIR], "metrics.jsonl").read_text().splitlines()]
+        rows = [json.loads(x) for x in Path(record.trial_dir(t), "metrics.jsonl").read_text().splitlines()]
         assert len(rows) == 4
     # artifacts for the dashboard
-    arts = [k for t in trials for k in t.system_attrs if k.startswith("artifacts:")]
+    storage = open_storage(str(finished_study.out / "study.journal"))
+    arts = [a for t in trials for a in get_all_artifact_meta(t, storage=storage)]
     assert len(arts) >= 2
     # the report's answer, in its words, with its path; no per-trial "best" naming one seed
     assert "\nAnswer:\n  " in first.stdout and "Report: " in first.stdout and "Best trials" not in first.stdout
@@ -113,12 +114,12 @@ def test_oom_is_a_violated_constraint_not_a_failure(study_here, tmp_path):
     res = study_here(*args)
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, "oom")
-    by_g = {t.user_attrs["num_generations"]: t for t in st.get_trials(deepcopy=False)}
+    by_g = {record.arm_of(t).num_generations: t for t in st.get_trials(deepcopy=False)}
     big = by_g[8]
-    assert big.state == optuna.trial.TrialState.COMPLETE and big.user_attrs[record.OUTCOME] == "oom"
+    assert big.state == optuna.trial.TrialState.COMPLETE and record.outcome(big).value == "oom"
     assert big.constraints["oom"] > 0  # violated: the sampler learns the boundary
-    assert by_g[2].user_attrs[record.OUTCOME] == "completed"
-    assert st.best_trials and all(t.user_attrs[record.OUTCOME] == "completed" for t in st.best_trials)
+    assert record.outcome(by_g[2]).value == "completed"
+    assert st.best_trials and all(record.outcome(t).value == "completed" for t in st.best_trials)
 
 
 def test_a_study_whose_every_trial_ran_out_of_memory_exits_1(study_here, tmp_path):
@@ -180,7 +181,7 @@ def test_interrupt_records_trial_and_rerun_finishes(study_here, tmp_path):
     assert proc.returncode == 130, out + err
     st = _load(tmp_path, name)
     first = st.get_trials(deepcopy=False)[0]
-    assert first.user_attrs.get(record.OUTCOME) == "interrupted", out + err
+    assert record.outcome(first).value == "interrupted", out + err
     kept = metrics.read_text().count("\n")
     assert 1 <= kept < 100000  # stopped early, partial metrics kept
 
@@ -188,7 +189,7 @@ def test_interrupt_records_trial_and_rerun_finishes(study_here, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, name)
     complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
-    cells = sorted((t.user_attrs["num_generations"], t.user_attrs["seed"]) for t in complete)
+    cells = sorted((record.arm_of(t).num_generations, record.seed_of(t)) for t in complete)
     assert cells == [(2, 0), (4, 0)]  # each arm exactly once: nothing lost, nothing repeated
 
 
@@ -211,8 +212,8 @@ def test_a_stop_while_a_trial_starts_is_not_missed(tmp_path):
     assert proc.returncode == 130, out + err
     assert (folder / "STOP").read_text().strip() == "interrupted"
     trials = _load(tmp_path, name).get_trials(deepcopy=False)
-    assert trials[0].user_attrs.get(record.OUTCOME) == "interrupted", out + err
-    assert trials[1].state == optuna.trial.TrialState.WAITING and trials[1].user_attrs["retry_of"] == 0
+    assert record.outcome(trials[0]).value == "interrupted", out + err
+    assert trials[1].state == optuna.trial.TrialState.WAITING and record.retry_of(trials[1]) == 0
 
 
 def test_a_study_whose_every_trial_failed_exits_1_with_the_reasons(study_here, tmp_path):
@@ -247,15 +248,15 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(study_her
         assert res.returncode == 1, res.stdout + res.stderr
         assert "No space left on device" in res.stderr
         st = _load(tmp_path, "full", str(journal))
-        states = [(t.state.name, t.user_attrs.get(record.OUTCOME)) for t in st.get_trials(deepcopy=False)]
-        assert states == [("FAIL", "interrupted")] * 2 + [("WAITING", None)] * 2, states
+        states = [(t.state.name, record.outcome(t).value) for t in st.get_trials(deepcopy=False)]
+        assert states == [("FAIL", "interrupted")] * 2 + [("WAITING", "running")] * 2, states
 
         (disk / "filler").unlink()
         res = study_here(*args)
         assert res.returncode == 0, res.stdout + res.stderr
         st = _load(tmp_path, "full", str(journal))
         complete = [t for t in st.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
-        assert sorted(t.user_attrs["num_generations"] for t in complete) == [2, 4]
+        assert sorted(record.arm_of(t).num_generations for t in complete) == [2, 4]
 
 
 def test_killed_run_on_journal_storage_is_finished_by_the_next_run(study_here, tmp_path):
@@ -280,5 +281,5 @@ def test_killed_run_on_journal_storage_is_finished_by_the_next_run(study_here, t
     res = study_here(*args, "--set", "budget.max_steps=2")
     assert res.returncode == 0, res.stdout + res.stderr
     st = _load(tmp_path, "kill")
-    states = [(t.state.name, t.user_attrs.get(record.OUTCOME)) for t in st.get_trials(deepcopy=False)]
+    states = [(t.state.name, record.outcome(t).value) for t in st.get_trials(deepcopy=False)]
     assert states == [("FAIL", "interrupted"), ("COMPLETE", "completed")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import optuna
 
+from grpo_ablate import trial_record as record
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
@@ -30,8 +31,8 @@ def _finished(ostudy: optuna.Study, outcome: str, g: int, b: int, reason: str = 
     ostudy.add_trial(optuna.trial.create_trial(
         state=optuna.trial.TrialState.COMPLETE if outcome != "failed" else optuna.trial.TrialState.FAIL,
         values=None if outcome == "failed" else [0.0],
-        user_attrs={"outcome": outcome, "num_generations": g, "generation_batch_size": b, "temperature": 1.0,
-                    "reason": reason, "cell": f"G{g}-B{b}"}))
+        user_attrs={record.OUTCOME: outcome, "num_generations": g, "generation_batch_size": b, "temperature": 1.0,
+                    record.REASON: reason, record.CELL: f"G{g}-B{b}"}))
 
 
 def test_every_trial_out_of_memory_is_a_failed_study_with_what_fit(tmp_path):
@@ -67,7 +68,7 @@ def test_queued_cells_beyond_n_trials_are_named(tmp_path):
     _finished(ostudy, "completed", 2, 32)
     assert queued_cells(ostudy) == [] and queued_beyond_budget(ostudy, study) is None
     for seed in (1, 2):
-        ostudy.enqueue_trial({"g": 0}, user_attrs={"cell": f"G8-B32-T1.0-s{seed}", "role": "ablation"})
+        ostudy.enqueue_trial({"g": 0}, user_attrs={record.CELL: f"G8-B32-T1.0-s{seed}", record.ROLE: "ablation"})
     assert queued_cells(ostudy) == ["G8-B32-T1.0-s1", "G8-B32-T1.0-s2"]
     note = queued_beyond_budget(ostudy, study)
     assert note is not None and "only 0 of the 2 queued" in note and "raise study.n_trials to 4" in note

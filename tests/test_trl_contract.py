@@ -1,94 +1,101 @@
-"""The private TRL code ScheduledGRPOTrainer relies on is the code it was checked against.
+"""The private TRL and vLLM-engine members grpo-ablate uses are the ones they were checked against.
 
     pytest tests/test_trl_contract.py
 
-`trainer/scheduled.py` overrides four private GRPOTrainer methods and reads three private
-attributes. TRL may change any of them in a minor release without a word; a G policy built on
-the old behaviour would then train with a wrong grouping or a wrong zero-spread count and
-still finish. So the source of each method is hashed, per TRL version, in the table below:
-an upgrade of TRL fails here, by name, until someone has re-read the changed methods against
-scheduled.py and added the new version's hashes. That makes an upgrade a known event.
+Every such access lives in grpo_ablate/trainer/trl_adapter.py (the overrides of the G-schedule
+trainer, trainer/scheduled.py, are a subclass's and are listed there too). TRL may change any of
+them in a minor release without a word; a G policy built on the old behaviour would then train
+with a wrong grouping and still finish. So the source of each overridden or wrapped method is
+hashed, per TRL version (trl_adapter.CHECKED), and each private attribute must still be set and
+used where the adapter expects: an upgrade of TRL fails here, by name, until someone has re-read
+the changed members and recorded the new version. The run-time gate (trl_adapter.gate) reads the
+same table, so an unchecked TRL refuses or degrades loudly in a real trial too.
 """
 
 from __future__ import annotations
 
-import hashlib
+import ast
 import inspect
+from pathlib import Path
 
 import pytest
 
 trl = pytest.importorskip("trl")
 
-# What scheduled.py depends on in each method (the message tells the re-checker where to look).
-METHODS = {
-    "_get_train_sampler": "returns a RepeatSampler of generation_batch_size / num_generations prompts, each "
-                          "repeated num_generations times (ScheduledRepeatSampler copies its order and seed)",
-    "_prepare_inputs": "generates every `steps_per_generation * num_iterations` steps, counted by self._step, "
-                       "and serves self._buffered_inputs in between (the round boundary _enter_round hooks)",
-    "_calculate_rewards": "returns the (completions, reward functions) tensor before weighting, gathered over "
-                          "processes (_total_rewards re-weights it with reward_weights)",
-    "_generate_and_score_completions": "groups rewards as rewards.view(-1, self.num_generations) for advantages, "
-                                       "and appends frac_reward_zero_std to self._metrics[mode]",
-}
-ATTRIBUTES = ("_step", "_buffered_inputs", "_metrics")
+from grpo_ablate.trainer import trl_adapter  # noqa: E402  (after the importorskip)
 
-# sha256 (first 16 hex digits) of inspect.getsource(GRPOTrainer.<method>), per supported TRL version.
-CHECKED = {
-    "1.16.0": {
-        "_get_train_sampler": "36497afb4d311dc9",
-        "_prepare_inputs": "f824e7fb07147956",
-        "_calculate_rewards": "736ae29b083840b5",
-        "_generate_and_score_completions": "1fa48922792dcd5c",
-    },
-}
-
-
-def _hash(method: object) -> str:
-    return hashlib.sha256(inspect.getsource(method).encode()).hexdigest()[:16]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _installed() -> dict[str, str]:
     from trl import GRPOTrainer
 
-    return {name: _hash(getattr(GRPOTrainer, name)) for name in METHODS}
+    return {name: trl_adapter.source_hash(getattr(GRPOTrainer, name)) for name in trl_adapter.OVERRIDDEN}
 
 
-def test_the_installed_trl_private_methods_are_the_ones_scheduled_py_was_checked_against():
+def test_the_installed_trl_private_methods_are_the_ones_the_adapter_was_checked_against():
     version = trl.__version__
     installed = _installed()
-    checked = CHECKED.get(version)
+    checked = trl_adapter.CHECKED.get(version)
     if checked is None:
         pytest.fail(
-            f"TRL {version} is not in tests/test_trl_contract.py's CHECKED table. ScheduledGRPOTrainer "
-            "(grpo_ablate/trainer/scheduled.py) overrides private GRPOTrainer methods; re-read each against what "
-            "scheduled.py assumes, run tests/test_schedule_e2e.py and tests/test_g_policy_e2e.py, then add\n"
+            f"TRL {version} is not in grpo_ablate/trainer/trl_adapter.py's CHECKED table. ScheduledGRPOTrainer "
+            "(trainer/scheduled.py) overrides private GRPOTrainer methods and the adapter wraps one; re-read each "
+            "against what they assume, run tests/test_schedule_e2e.py and tests/test_g_policy_e2e.py, then add\n"
             f"    {version!r}: {installed!r},\n"
-            "to CHECKED. What to re-check:\n" + "\n".join(f"  - {m}: {why}" for m, why in METHODS.items()),
+            "to CHECKED. What to re-check:\n" + "\n".join(f"  - {m}: {why}" for m, why in trl_adapter.OVERRIDDEN.items()),
             pytrace=False)
-    changed = [m for m in METHODS if installed[m] != checked[m]]
+    changed = [m for m in trl_adapter.OVERRIDDEN if installed[m] != checked[m]]
     if changed:
         pytest.fail(
             f"TRL {version}'s GRPOTrainer source differs from the hashes recorded for it in CHECKED: "
-            + ", ".join(changed) + ". scheduled.py relies on:\n"
-            + "\n".join(f"  - {m}: {METHODS[m]}" for m in changed)
+            + ", ".join(changed) + ". The adapter and scheduled.py rely on:\n"
+            + "\n".join(f"  - {m}: {trl_adapter.OVERRIDDEN[m]}" for m in changed)
             + f"\nRe-check them, then record the new hashes {({m: installed[m] for m in changed})!r}.", pytrace=False)
+    assert trl_adapter.support().ok  # and the run-time gate agrees: nothing refused or degraded here
 
 
-def test_the_private_attributes_scheduled_py_reads_are_set_and_used_where_it_expects():
+def test_the_pinned_trl_range_is_the_checked_minor():
+    """pyproject pins the minor whose hashes were checked: an unchecked TRL is not installed by accident."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (pin,) = [d for d in deps if d.replace(" ", "").startswith("trl")]
+    minors = {".".join(v.split(".")[:2]) for v in trl_adapter.CHECKED}
+    assert any(pin.replace(" ", "") == f"trl>={m},<{m.split('.')[0]}.{int(m.split('.')[1]) + 1}" for m in minors), pin
+
+
+def test_the_private_attributes_are_set_and_used_where_the_adapter_expects():
     from trl import GRPOTrainer
+    from trl.generation.vllm_generation import VLLMGeneration
 
     init = inspect.getsource(GRPOTrainer.__init__)
-    missing = [a for a in ATTRIBUTES if f"self.{a} =" not in init]
-    assert not missing, (f"TRL {trl.__version__}'s GRPOTrainer.__init__ no longer sets {missing}; "
-                         "ScheduledGRPOTrainer (trainer/scheduled.py) reads them: re-check _prepare_inputs and _per_prompt_round")
+    trainer = inspect.getsource(GRPOTrainer)
+    engine = inspect.getsource(VLLMGeneration)
+    for owner, name in trl_adapter.PRIVATE_ATTRIBUTES:
+        source = init if owner == "GRPOTrainer" else engine
+        assert f"self.{name} =" in source, (f"TRL {trl.__version__}'s {owner} no longer sets {name}; "
+                                            f"{trl_adapter.PRIVATE_ATTRIBUTES[(owner, name)]}")
     prepare = inspect.getsource(GRPOTrainer._prepare_inputs)
     assert "self._step" in prepare and "self._buffered_inputs" in prepare, (
         "GRPOTrainer._prepare_inputs no longer counts self._step or buffers self._buffered_inputs; "
         "ScheduledGRPOTrainer._prepare_inputs decides when a round starts from them")
+    assert f"generation_batch = self.{trl_adapter.TIMED}(generation_batch)" in prepare, (
+        f"GRPOTrainer._prepare_inputs no longer generates a round with one {trl_adapter.TIMED} call before "
+        "buffering it: trl_adapter.time_rollouts times a round by that call")
     score = inspect.getsource(GRPOTrainer._generate_and_score_completions)
     assert "frac_reward_zero_std" in score and "self._metrics" in score, (
         "GRPOTrainer._generate_and_score_completions no longer logs frac_reward_zero_std in self._metrics; "
         "ScheduledGRPOTrainer._per_prompt_round overwrites that entry")
+    for line in ('self._logs["prompt"].extend(gather_object(', 'self._logs["completion"].extend(gather_object(',
+                 'self._logs["rewards"][name].extend(rewards_per_func[:, i].tolist())'):
+        assert line in score, f"TRL no longer logs the round as {line!r}: trl_adapter.generation_batch reads it"
+    # the engine's weights: TRL syncs when the step moved, sleeps and marks them discarded, as evaluation mirrors
+    assert "self._last_loaded_step = self.state.global_step" in trainer
+    assert "self._dist.summon_full_params(self.model_wrapped, recurse=False)" in trainer
+    assert "self._llm_weights_sleeping = True" in engine and "self._llm_weights_sleeping = False" in engine
+    assert "self.llm.llm_engine.model_executor.driver_worker.model_runner" in engine, (
+        "vLLM's model runner is no longer where TRL's sync_weights writes: trl_adapter.engine_memory_bytes reads it")
 
 
 def test_the_table_names_exactly_the_methods_scheduled_py_overrides():
@@ -99,8 +106,83 @@ def test_the_table_names_exactly_the_methods_scheduled_py_overrides():
 
     private_overrides = {name for name, value in vars(ScheduledGRPOTrainer).items()
                          if name.startswith("_") and not name.startswith("__") and callable(value) and hasattr(GRPOTrainer, name)}
-    assert private_overrides == set(METHODS), (
+    assert private_overrides == set(trl_adapter.OVERRIDDEN), (
         f"ScheduledGRPOTrainer overrides private GRPOTrainer methods {sorted(private_overrides)}, the contract table "
-        f"lists {sorted(METHODS)}: add the new ones to METHODS and CHECKED")
-    for version, hashes in CHECKED.items():
-        assert set(hashes) == set(METHODS), version
+        f"lists {sorted(trl_adapter.OVERRIDDEN)}: add the new ones to OVERRIDDEN and CHECKED")
+    assert trl_adapter.TIMED in trl_adapter.OVERRIDDEN
+    for version, hashes in trl_adapter.CHECKED.items():
+        assert set(hashes) == set(trl_adapter.OVERRIDDEN), version
+
+
+def _private_trl_names() -> set[str]:
+    """Private members of GRPOTrainer (and of TRL's vLLM generation) that are not also ours."""
+    from trl import GRPOTrainer
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    names = {n for n in dir(GRPOTrainer) if n.startswith("_") and not n.startswith("__")}
+    for cls in (GRPOTrainer, VLLMGeneration):
+        tree = ast.parse(inspect.getsource(cls).lstrip() if cls is VLLMGeneration else inspect.getsource(cls))
+        names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+                  and not n.attr.startswith("__") and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    return names | {"llm_engine", "model_executor", "driver_worker"}  # vLLM's engine internals
+
+
+def test_no_private_trl_access_outside_the_adapter():
+    """Every private TRL/vLLM member is reached through trainer/trl_adapter.py: an access on another object
+    (`trainer._logs`, `vllm._llm_weights_sleeping`) anywhere else fails here. scheduled.py's own members
+    (`self._step` in a GRPOTrainer subclass, `super()._prepare_inputs`) are its overrides, listed in the adapter."""
+    private = _private_trl_names()
+    allowed = {"grpo_ablate/trainer/trl_adapter.py"}
+    bad = {}
+    for path in sorted((ROOT / "grpo_ablate").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in allowed:
+            continue
+        found = []
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                base = node.value
+                own = isinstance(base, ast.Name) and base.id in ("self", "cls")
+                sup = isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super"
+                if rel == "grpo_ablate/trainer/scheduled.py" and (own or sup):
+                    continue  # the subclass's overrides and its own state: trl_adapter.OVERRIDDEN, PRIVATE_ATTRIBUTES
+                if own:
+                    continue  # a private member of one of our own classes that shares a TRL name
+                found.append(f"{node.lineno}: .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in private and len(str(node.value)) > 3:
+                found.append(f"{node.lineno}: {node.value!r}")
+        if found:
+            bad[rel] = found
+    assert not bad, f"private TRL/vLLM access outside grpo_ablate/trainer/trl_adapter.py: {bad}"
+
+
+def test_an_unchecked_trl_refuses_what_could_mislead_and_degrades_the_rest_loudly(monkeypatch, capsys):
+    """The run-time gate: real trainer classes (not built: the gate reads only their type and TRL's source)."""
+    from trl import GRPOTrainer
+
+    from grpo_ablate.trainer.scheduled import ScheduledGRPOTrainer
+
+    plain, scheduled = object.__new__(GRPOTrainer), object.__new__(ScheduledGRPOTrainer)
+    monkeypatch.setattr(trl_adapter, "_warned", set())
+    try:
+        monkeypatch.setattr(trl_adapter, "CHECKED", {})
+        trl_adapter.support.cache_clear()
+        assert not trl_adapter.support().checked
+        with pytest.raises(trl_adapter.TrlUnchecked, match=r"not one grpo-ablate was checked against.*G schedules"):
+            trl_adapter.gate(scheduled)
+        with pytest.raises(trl_adapter.TrlUnchecked, match="vLLM engine"):
+            trl_adapter.gate(plain, vllm_evaluation=True)
+        trl_adapter.gate(plain)  # a plain GRPOTrainer without vLLM evaluation trains as before
+        assert trl_adapter.generation_batch(plain) is None and trl_adapter.generation_batch(plain) is None
+        assert not trl_adapter.time_rollouts(plain, lambda s: None)
+        err = capsys.readouterr().err
+        assert err.count("groups.jsonl stays empty") == 1 and "no generation_seconds" in err  # once per feature
+
+        version = trl.__version__  # a checked version whose source changed: named by method
+        monkeypatch.setattr(trl_adapter, "CHECKED", {version: {m: "0" * 16 for m in trl_adapter.OVERRIDDEN}})
+        trl_adapter.support.cache_clear()
+        assert trl_adapter.support().changed == tuple(trl_adapter.OVERRIDDEN)
+        with pytest.raises(trl_adapter.TrlUnchecked, match="differs from the checked source in _get_train_sampler"):
+            trl_adapter.gate(scheduled)
+    finally:
+        trl_adapter.support.cache_clear()

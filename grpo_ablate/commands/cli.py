@@ -10,6 +10,8 @@
     grpo-ablate init --from RECIPE --gpus N [--vllm server|colocate] [--out study.yaml] [--force]
     grpo-ablate probe studies/tiny-cpu.yaml [--steps 2]
     grpo-ablate advise studies/tiny-cpu.yaml [--k 16] [--prompts 64] [--seed 0] [--enqueue]
+    grpo-ablate explain [budget.max_steps]
+    grpo-ablate schema [--out study.schema.json] [--markdown]
 
 Exit codes (commands/common.py): 0 success, 1 the job ran and failed (or compare found a
 regression), 2 bad input (an invalid study, a malformed `--set`, a missing file or unusable path:
@@ -25,7 +27,7 @@ import sys
 from typing import Callable, Sequence
 
 from grpo_ablate import __version__
-from grpo_ablate.commands import advise, compare, dashboard, init, plan, probe, run, run_one
+from grpo_ablate.commands import advise, compare, dashboard, explain, init, plan, probe, run, run_one, schema
 from grpo_ablate.commands.common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_study, check_out, err, load,
                                          set_value)
 from grpo_ablate.commands.plan import limits_json
@@ -122,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, action="append", help="a candidate temperature (default: the study's)")
     p.add_argument("--enqueue", action="store_true", help="seed the study with the shortlist, best first")
     p.set_defaults(func=advise.run)
+
+    explain.add_parser(sub)
+    schema.add_parser(sub)
     return parser
 
 

@@ -4,9 +4,10 @@
 
 A study file has the sections study, model, data, rewards, trainer (GRPOConfig keywords
 verbatim), trainer_from (a recipe file the trainer section starts from), hardware, search,
-budget and compare. The field comments in config/schema.py are their documentation.
+budget and compare. The field descriptions in config/schema.py are their documentation
+(`grpo-ablate explain KEY`, config/keys.py).
 
-Modules: yaml_io (bounded YAML reading), schema (the sections), load (recipe merge, `--set`),
+Modules: yaml_io (bounded YAML reading), schema (the sections), keys (their documentation), load (recipe merge, `--set`),
 recipes (a recipe's keys translated, with notes), trainer_fields (GRPOConfig's fields and
 defaults, cached), hardware (world size, batch shape, and the space with probe.json applied),
 names and places (what the study names, where it writes), validate (the meaning checks), study

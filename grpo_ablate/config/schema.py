@@ -1,4 +1,5 @@
-"""The study file's schema: one pydantic model per section. Each field's comment is its documentation.
+"""The study file's schema: one pydantic model per section. Each field's description is its documentation,
+shown by `grpo-ablate explain KEY`, `grpo-ablate schema` and the README's key table (config/keys.py).
 
     grpo-ablate validate studies/tiny-cpu.yaml
 
@@ -56,66 +57,103 @@ MAX_SECONDS = 365 * 24 * 3600
 
 
 class Objective(_Section):
-    metric: str = "reward_per_hour"  # a metric of grpo_ablate/vocab.py METRICS that has a direction
-    direction: Literal["maximize", "minimize"] | None = None  # default: the metric's natural direction
+    """One objective of the study: a metric and whether more or less of it is better."""
+
+    metric: str = Field(default="reward_per_hour", description=(
+        "A metric of grpo_ablate/vocab.py METRICS that has a direction (see \"The metrics\"), e.g. "
+        "`reward_per_hour`, `eval_final_reward`, `stability_variance`."))
+    direction: Literal["maximize", "minimize"] | None = Field(default=None, description=(
+        "`maximize` or `minimize`; null: the metric's natural direction."))
 
 
 class RacingSection(_Section):
     """grid/ablation only: add seeds only where the answer is still open (study/racing.py)."""
 
-    # group_sequential: error spending over the planned seeds (stops when one arm is left within
-    # min_effect of the best, or `confidence` is reached); anytime: confidence sequences valid at
-    # unplanned looks (open-ended use)
-    design: Literal["group_sequential", "anytime"] = "group_sequential"
-    # group_sequential: the target probability that the leader is within study.min_effect of the
-    # best; anytime: the confidence sequences' level
-    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
-    first_round_seeds: int = Field(default=2, ge=2)  # every arm runs on this many seeds before any is dropped
-    # anytime only: an arm whose call (better / worse / equivalent within study.min_effect) is
-    # known takes no more seeds, and the study stops once every arm's is (study/racing.py)
-    stop_when_settled: bool = True
-    # anytime only: the confidence sequence: "t" (Lai's, for roughly normal seed noise: settles at 5+ seeds) or
-    # "betting" (assumption-free for a bounded objective, but it needs many more seeds)
-    method: Literal["t", "betting"] = "t"
+    design: Literal["group_sequential", "anytime"] = Field(default="group_sequential", description=(
+        "`group_sequential`: error spending over the planned seeds; stops when one arm is left within "
+        "study.min_effect of the best, or `confidence` is reached, or the seeds run out. `anytime`: confidence "
+        "sequences valid at unplanned looks (open-ended use)."))
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0, description=(
+        "group_sequential: the target probability that the leader is within study.min_effect of the best; "
+        "anytime: the confidence sequences' level."))
+    first_round_seeds: int = Field(default=2, ge=2, description=(
+        "Every arm runs on this many seeds before any arm is dropped."))
+    stop_when_settled: bool = Field(default=True, description=(
+        "anytime only: an arm whose call (better, worse, or equivalent within study.min_effect) is known takes "
+        "no more seeds, and the study stops once every arm's call is known."))
+    method: Literal["t", "betting"] = Field(default="t", description=(
+        "anytime only: the confidence sequence. `t` (Lai's, for roughly normal seed noise: settles at 5+ seeds) "
+        "or `betting` (assumption-free for a bounded objective, but it needs many more seeds)."))
 
 
 class StudySection(_Section):
-    name: str  # the Optuna study name; also names the run folder
-    output_dir: str | None = None  # default runs/<name>, relative to the current directory
-    storage: str | None = None  # Optuna storage URL; default a journal file in output_dir (safe for parallel workers)
-    # auto: random search on a small finite space (<= 16 configurations), TPE otherwise; chosen from
-    # benchmarks/search_efficiency.py, where random matched TPE on 16 noisy configurations
-    sampler: Literal["auto", "tpe", "random", "gp", "grid", "ablation"] = "auto"
-    sampler_seed: Seed | None = 0  # seeds the sampler itself, so the same study proposes the same trials
-    pruner: Literal["none", "median", "hyperband"] = "none"
-    n_trials: int | None = Field(default=None, ge=1)  # total over all runs/workers; grid/ablation default: the plan size
-    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS)  # seconds for the whole study (this invocation)
-    objectives: list[Objective] = Field(default_factory=lambda: [Objective()])
-    seeds: list[Seed] = Field(default_factory=lambda: [0])  # training seeds; grid/ablation repeat every arm over them
-    baseline: dict[str, float | int] = Field(default_factory=dict)  # ablation baseline, e.g. {num_generations: 8}
-    workers: int = Field(default=1, ge=1)  # parallel trial processes on this machine
-    # seconds before a trial is stopped and failed; auto: from the plan's per-trial estimate with a margin
-    # (measured once a trial finished or a probe ran, else the assumption-based range: study/limits.py); null: never
-    trial_timeout: float | Literal["auto"] | None = Field(default="auto", gt=0, le=MAX_SECONDS)
-    # optimizer steps between a trial's checkpoints, so a killed, pre-empted or requeued trial resumes where it
-    # was; auto: every ~10% of its steps once 5 min of training passed since the last (a short trial saves none);
-    # null: never (trainer/checkpoints.py)
-    checkpoint_steps: int | Literal["auto"] | None = Field(default="auto", ge=1)
-    keep_checkpoints: bool = False  # keep a finished trial's last checkpoint (default: removed when it ends for good)
-    # GPU-hours the whole study may spend (every trial's wall time x its GPUs, over every run): no trial starts
-    # that the per-trial estimate says would cross it (measured once trials finished)
-    budget_gpu_hours: float | None = Field(default=None, gt=0)
-    max_consecutive_failures: int = Field(default=5, ge=1)  # the study stops after this many failures in a row
-    heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600)  # RDB storages: seconds between a running trial's heartbeats
-    grace_period: int | None = Field(default=None, ge=1, le=MAX_SECONDS)  # RDB storages: a trial silent this long is failed and retried (default 3x interval)
-    max_retry: int = Field(default=2, ge=0)  # how often a trial whose worker died is retried
-    # report_to for every trial, e.g. [tensorboard] or [wandb]; runs are grouped under the study's name
-    trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(default_factory=list)
-    racing: RacingSection | None = None  # grid/ablation: stop spending seeds on arms that are clearly out
-    # the smallest difference in the first objective worth acting on: the answer recommends an arm
-    # within it of the best, and arms whose interval lies inside +-min_effect are equivalent;
-    # default per metric, defined once in stats/min_effect.py (0.05 of a reward in [0, 1])
-    min_effect: float | None = Field(default=None, gt=0)
+    """What is studied and how: the Optuna study, its sampler, seeds, objectives and limits."""
+
+    name: str = Field(description="The Optuna study name; also names the run folder. Required.")
+    output_dir: str | None = Field(default=None, description=(
+        "Where trials, the storage, artifacts and the report go; null: `runs/<name>` in the current folder. "
+        "A relative path means from the study file's folder."))
+    storage: str | None = Field(default=None, description=(
+        "Optuna storage URL: a file path (a journal, safe for parallel workers on one host), `sqlite:///...` "
+        "(one process), or `postgresql://...` (many hosts); null: `<output_dir>/study.journal`."))
+    sampler: Literal["auto", "tpe", "random", "gp", "grid", "ablation"] = Field(default="auto", description=(
+        "How trials are proposed. `grid`: every arm; `ablation`: the baseline, then one factor at a time; "
+        "`auto`: random search on a finite space of at most 16 configurations, TPE beyond (random matched TPE on "
+        "16 noisy configurations in benchmarks/search_efficiency.py)."))
+    sampler_seed: Seed | None = Field(default=0, description=(
+        "Seeds the sampler itself, so the same study proposes the same trials; null: a fresh seed each run."))
+    pruner: Literal["none", "median", "hyperband"] = Field(default="none", description=(
+        "Stops unpromising trials early at equal compute; single-objective studies only."))
+    n_trials: int | None = Field(default=None, ge=1, description=(
+        "Finished trials the study aims for, over every run, worker and host; null: the plan size for grid and "
+        "ablation, else 20."))
+    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS, description=(
+        "Seconds for this invocation of the study; running trials finish. null: no limit."))
+    objectives: list[Objective] = Field(default_factory=lambda: [Objective()], description=(
+        "The objectives, first one first (the answer is decided on it); default `eval_final_reward` with an "
+        "`evaluation` section, else `reward_per_hour`."))
+    seeds: list[Seed] = Field(default_factory=lambda: [0], description=(
+        "Training seeds (replicates, never searched); grid and ablation repeat every arm over them."))
+    baseline: dict[str, float | int] = Field(default_factory=dict, description=(
+        "The ablation's baseline arm, e.g. `{num_generations: 8, temperature: 0.9}`; a value not given is "
+        "TRL's default (G=8) or the feasible value nearest to it."))
+    workers: int = Field(default=1, ge=1, description="Parallel trial processes on this machine.")
+    trial_timeout: float | Literal["auto"] | None = Field(default="auto", gt=0, le=MAX_SECONDS, description=(
+        "Seconds before a trial is stopped and failed. `auto`: 2 x the long per-trial estimate + 10 min (measured "
+        "once a trial finished or a probe ran, else the assumption-based range; 1 h while nothing estimates a "
+        "trial: study/limits.py); null: never. `plan` prints it, and `plan`, `validate` and `run` warn of a "
+        "number below the estimate."))
+    checkpoint_steps: int | Literal["auto"] | None = Field(default="auto", ge=1, description=(
+        "Optimizer steps between a trial's checkpoints, so a killed, pre-empted or requeued trial resumes where "
+        "it was, with its metrics and compute clock. `auto`: every ~10% of the trial's steps once 5 min of "
+        "training passed since the last (a short trial saves none); null: never (then the trainer section's "
+        "save_strategy applies). While on, it replaces the trainer section's save_strategy, save_steps and "
+        "save_total_limit (trainer/checkpoints.py)."))
+    keep_checkpoints: bool = Field(default=False, description=(
+        "Keep a finished trial's last checkpoint; false: it is removed when the trial ends for good."))
+    budget_gpu_hours: float | None = Field(default=None, gt=0, description=(
+        "GPU-hours the whole study may spend over every run (each attempt's wall time x its GPUs): no trial "
+        "starts that the per-trial estimate says would cross it (measured once trials finished). null: no limit."))
+    max_consecutive_failures: int = Field(default=5, ge=1, description=(
+        "The study stops after this many failed trials in a row."))
+    heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600, description=(
+        "RDB storages (PostgreSQL, SQLite): seconds between a running trial's heartbeats."))
+    grace_period: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description=(
+        "RDB storages: seconds without a heartbeat after which a trial is failed and retried; null: 3 x "
+        "heartbeat_interval."))
+    max_retry: int = Field(default=2, ge=0, description="How often a trial whose worker died is retried.")
+    trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(
+        default_factory=list, description=(
+            "`report_to` for every trial, e.g. `[tensorboard]` or `[wandb]`; runs are grouped under the study's "
+            "name and named by arm and seed. Empty: none."))
+    racing: RacingSection | None = Field(default=None, description=(
+        "grid/ablation: add seeds round by round and stop spending them on arms that are clearly out (see "
+        "\"The answer\"); null: every arm runs on every seed."))
+    min_effect: float | None = Field(default=None, gt=0, description=(
+        "The smallest difference in the first objective worth acting on: the answer recommends an arm within it "
+        "of the best, and arms whose interval lies inside +-min_effect are equivalent. null: per metric "
+        "(stats/min_effect.py): 0.05 of a reward in [0, 1], 5% of a bounded metric's range, else 5% of the "
+        "baseline's mean."))
 
     @property
     def is_planned(self) -> bool:
@@ -124,24 +162,42 @@ class StudySection(_Section):
 
 
 class ModelSection(_Section):
-    name_or_path: str = "builtin:tiny"  # a hub id, a local folder, or a built-in model (vocab.BUILTIN_MODELS, offline)
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
-    attn_implementation: str | None = None  # e.g. flash_attention_2 on GPUs
-    trust_remote_code: bool = False
-    revision: str | None = None
+    """The policy model every trial trains, passed to `from_pretrained`."""
+
+    name_or_path: str = Field(default="builtin:tiny", description=(
+        "A hub id, a local folder, or a built-in offline model (vocab.BUILTIN_MODELS, e.g. `builtin:tiny`)."))
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = Field(default=None, description=(
+        "`from_pretrained`'s dtype; null: the trainer's choice."))
+    attn_implementation: str | None = Field(default=None, description=(
+        "`from_pretrained`'s attention implementation, e.g. `flash_attention_2` on GPUs; null: the model's "
+        "default."))
+    trust_remote_code: bool = Field(default=False, description=(
+        "Allow the model's own code from the hub (`from_pretrained`'s trust_remote_code)."))
+    revision: str | None = Field(default=None, description=(
+        "A hub branch, tag or commit of the model; null: the default branch."))
 
 
 class DataSection(_Section):
-    task: str | None = None  # a built-in offline task (grpo_ablate/vocab.py BUILTIN_TASKS), or
-    dataset: str | None = None  # a hub id, a local folder, or a .jsonl/.json/.parquet/.csv file
-    config_name: str | None = None
-    split: str = "train"
-    prompt_column: str = "prompt"
-    system_prompt: str | None = None
-    chat_template: bool | str | None = None  # None: the tokenizer's template when it has one; a string: this Jinja template
-    max_samples: int | None = Field(default=None, ge=1)
-    num_prompts: int | None = Field(default=None, ge=1)  # size of a built-in task's dataset
-    max_prompt_tokens: int | None = Field(default=None, ge=1)  # drop longer prompts (TRL no longer truncates)
+    """The training prompts: a built-in task or a dataset (exactly one), built as Open R1 builds them."""
+
+    task: str | None = Field(default=None, description=(
+        "A built-in offline task (grpo_ablate/vocab.py BUILTIN_TASKS, e.g. `addition`); set this or `dataset`."))
+    dataset: str | None = Field(default=None, description=(
+        "A hub id, a local folder, or a .jsonl/.json/.parquet/.csv file; set this or `task`."))
+    config_name: str | None = Field(default=None, description="The dataset's configuration (subset) name.")
+    split: str = Field(default="train", description="The dataset split the training prompts come from.")
+    prompt_column: str = Field(default="prompt", description="The column that holds each prompt.")
+    system_prompt: str | None = Field(default=None, description=(
+        "A system message put before every prompt; null: none."))
+    chat_template: bool | str | None = Field(default=None, description=(
+        "null: the tokenizer's chat template when it has one; false: plain text; true: the tokenizer's "
+        "template, required; a string: this Jinja template."))
+    max_samples: int | None = Field(default=None, ge=1, description=(
+        "Use at most this many training prompts; null: all."))
+    num_prompts: int | None = Field(default=None, ge=1, description=(
+        "The size of a built-in task's dataset; null: the task's default."))
+    max_prompt_tokens: int | None = Field(default=None, ge=1, description=(
+        "Drop prompts longer than this many tokens (TRL no longer truncates); null: keep all."))
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSection":
@@ -151,35 +207,56 @@ class DataSection(_Section):
 
 
 class RewardSpec(_Section):
-    name: str  # a built-in reward or task name (vocab.reward_names()), or package.module:function
-    weight: float = 1.0
-    # keyword arguments for package.module:function: a factory (no `completions` parameter, e.g. Open R1's
-    # get_code_format_reward) is called with them and returns the reward; a reward function gets them bound
-    args: dict[str, Any] | None = None
+    """One reward function and its weight; a bare string in `rewards` is a name with weight 1."""
+
+    name: str = Field(description=(
+        "A built-in reward or task name (vocab.reward_names()), or `package.module:function`. Required."))
+    weight: float = Field(default=1.0, description="The reward's weight in the sum GRPO trains on.")
+    args: dict[str, Any] | None = Field(default=None, description=(
+        "Keyword arguments for `package.module:function`: a factory (no `completions` parameter, e.g. Open R1's "
+        "get_code_format_reward) is called with them and returns the reward; a reward function gets them bound."))
 
 
 class VllmSection(_Section):
-    mode: Literal["none", "colocate", "server"] = "none"
-    server_gpus: int = Field(default=1, ge=1)  # server mode: GPUs the vLLM server takes from each trial's block
-    port: int = Field(default=8000, ge=1, le=65535)
+    """Generation with vLLM: off, inside each training process, or on a server of its own."""
+
+    mode: Literal["none", "colocate", "server"] = Field(default="none", description=(
+        "`none`: generate with transformers; `colocate`: vLLM inside each training process; `server`: a vLLM "
+        "server per trial on GPUs of its own."))
+    server_gpus: int = Field(default=1, ge=1, description=(
+        "server mode: GPUs the vLLM server takes from each trial's block."))
+    port: int = Field(default=8000, ge=1, le=65535, description=(
+        "server mode: the vLLM server's HTTP port, the first one tried (a busy port moves on to the next free one)."))
 
 
 LAUNCHER_ENV = "GRPO_ABLATE_LAUNCHER"  # a launcher's name: overrides hardware.launcher for every trial
 
 
 class HardwareSection(_Section):
-    num_processes: int | None = Field(default=None, ge=1)  # training processes per trial (the world size); wins over all below
-    gpus: int | None = Field(default=None, ge=0)  # GPUs per trial; with vLLM server mode, gpus - server_gpus train
-    accelerate_config: str | None = None  # accelerate config file; its num_processes counts unless vLLM server mode sets it
-    # where trials run: a launcher of trainer/launchers/registry.py (auto: a warm session for
-    # single-process CPU trials, else a process per trial); GRPO_ABLATE_LAUNCHER overrides it
-    launcher: Literal["auto", "process", "warm"] = "auto"
-    # what starts a trial's processes (auto: python for one, accelerate with accelerate_config, else torchrun)
-    command: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
-    vllm: VllmSection = Field(default_factory=VllmSection)
-    memory_limit_mb: int | None = Field(default=None, ge=1)  # CPU: a trial whose processes' RSS passes this is an OOM
-    # the GPU model (cost.GPU_TYPES: H100, H200, H20, A100, L40S): narrows plan's GPU-hour estimate
-    gpu_type: str | None = None
+    """Where and how each trial's processes run."""
+
+    num_processes: int | None = Field(default=None, ge=1, description=(
+        "Training processes per trial (the world size); wins over `gpus` and `accelerate_config`. null: from "
+        "those, else 1."))
+    gpus: int | None = Field(default=None, ge=0, description=(
+        "GPUs per trial; with vLLM server mode, gpus - server_gpus of them train. null: none given (the world "
+        "size then comes from num_processes or accelerate_config, else 1)."))
+    accelerate_config: str | None = Field(default=None, description=(
+        "An accelerate config file; its num_processes counts unless vLLM server mode sets it."))
+    launcher: Literal["auto", "process", "warm"] = Field(default="auto", description=(
+        "Where trials run: `process` (a process tree each), `warm` (one long-lived process for single-process "
+        "trials), `auto` (warm for single-process CPU trials, else process); trainer/launchers/registry.py. "
+        "GRPO_ABLATE_LAUNCHER overrides it."))
+    command: Literal["auto", "python", "torchrun", "accelerate"] = Field(default="auto", description=(
+        "What starts a trial's processes; `auto`: python for one process, accelerate with accelerate_config, "
+        "else torchrun."))
+    vllm: VllmSection = Field(default_factory=VllmSection, description="vLLM generation (see its keys).")
+    memory_limit_mb: int | None = Field(default=None, ge=1, description=(
+        "CPU: a trial whose processes' resident memory passes this many MB is an OOM (so `probe` works without a "
+        "GPU); null: no limit."))
+    gpu_type: str | None = Field(default=None, description=(
+        "The GPU model (cost.GPU_TYPES: H100, H200, H20, A100, L40S): narrows plan's GPU-hour estimate; null: "
+        "H100-like rates."))
 
     @field_validator("gpu_type")
     @classmethod
@@ -211,15 +288,19 @@ def launcher_env_problem(env: Any = os.environ) -> str | None:
 
 
 class FloatRange(_Section):
-    low: float
-    high: float
-    log: bool = False
+    """A searched float range."""
+
+    low: float = Field(description="The lowest value. Required.")
+    high: float = Field(description="The highest value. Required.")
+    log: bool = Field(default=False, description="Sample on a log scale.")
 
 
 class IntRange(_Section):
-    low: Generations
-    high: Generations
-    step: int = Field(default=1, ge=1)
+    """A searched integer range of G."""
+
+    low: Generations = Field(description="The smallest G. Required.")
+    high: Generations = Field(description="The largest G. Required.")
+    step: int = Field(default=1, ge=1, description="The spacing of the searched values.")
 
     @model_validator(mode="after")
     def _few_values(self) -> "IntRange":
@@ -233,33 +314,52 @@ DEFAULT_GENERATIONS: tuple[int | str, ...] = (4, 8, 16)
 
 
 class SearchSection(_Section):
-    # integers, or G schedules by label ("4->8@40%", "2->8@zero_std<0.3"; grpo_ablate/schedule.py)
-    num_generations: list[Generations | str] | IntRange = Field(default_factory=lambda: list(DEFAULT_GENERATIONS))
-    temperature: list[float] | FloatRange | float | None = None  # None: the trainer's temperature (TRL default 1.0)
-    # None: TRL's default batch; auto: every batch that fits; probed: each G's largest batch in probe.json
-    generation_batch_size: list[BatchSize] | Literal["auto", "probed"] | None = None
-    max_generation_batch_size: BatchSize | None = None  # upper bound for `auto`
+    """What is searched: G, and optionally the temperature and the generation batch."""
+
+    num_generations: list[Generations | str] | IntRange = Field(
+        default_factory=lambda: list(DEFAULT_GENERATIONS), description=(
+            "A list of G values, or `{low, high, step}`; a list may hold G schedules by label (`\"4->8@40%\"`, "
+            "`\"2->8@zero_std<0.3\"`: grpo_ablate/schedule.py)."))
+    temperature: list[float] | FloatRange | float | None = Field(default=None, description=(
+        "A list, `{low, high, log}`, or one number; null: the trainer's temperature (TRL's default 1.0)."))
+    generation_batch_size: list[BatchSize] | Literal["auto", "probed"] | None = Field(default=None, description=(
+        "A list of batches; `auto`: every feasible batch up to max_generation_batch_size; `probed`: each G's "
+        "largest batch that fit in probe.json; null: TRL's default batch."))
+    max_generation_batch_size: BatchSize | None = Field(default=None, description=(
+        "The upper bound of `generation_batch_size: auto`; null: no bound but feasibility."))
 
 
 class FullRunSection(_Section):
     """The run a recipe describes (its own length), which a trial is the first part of. `trainer_from` fills it."""
 
-    max_steps: int | None = Field(default=None, ge=1)  # the full run in optimizer steps, when the recipe gives them
-    num_train_epochs: float | None = Field(default=None, gt=0)  # else its epochs over the training prompts
-    num_generations: int | None = Field(default=None, ge=1)  # the G its steps are counted at (the recipe's)
-    prompts: int | None = Field(default=None, ge=1)  # training prompts, when known before the trial loads them
+    max_steps: int | None = Field(default=None, ge=1, description=(
+        "The full run in optimizer steps, when the recipe gives them."))
+    num_train_epochs: float | None = Field(default=None, gt=0, description=(
+        "Else the full run in epochs over the training prompts."))
+    num_generations: int | None = Field(default=None, ge=1, description=(
+        "The G the full run's steps are counted at (the recipe's)."))
+    prompts: int | None = Field(default=None, ge=1, description=(
+        "Training prompts, when known before the trial loads them."))
 
 
 class BudgetSection(_Section):
-    max_steps: int | None = Field(default=None, ge=1)  # optimizer steps per trial (also the cap for the others)
-    completions: int | None = Field(default=None, ge=1)  # equal generated completions per trial
-    tokens: int | None = Field(default=None, ge=1)  # stop once this many tokens were processed
-    seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS)  # stop after this much training wall time
-    # the learning-rate schedule of a trial: "prefix" computes it for the full run (full_run) and the trial
-    # stops at its budget, so step k has the recipe's learning rate at step k; "compressed" fits the whole
-    # schedule (warmup, decay to the end) into the trial. Default: prefix when full_run is known, else compressed
-    lr_schedule: Literal["prefix", "compressed"] | None = None
-    full_run: FullRunSection | None = None  # the recipe's own run; set by trainer_from
+    """How much each trial trains: at least one of max_steps, completions, tokens, seconds (the first reached stops it)."""
+
+    max_steps: int | None = Field(default=None, ge=1, description=(
+        "Optimizer steps per trial (also a cap when another budget is set)."))
+    completions: int | None = Field(default=None, ge=1, description=(
+        "Generated completions per trial, equal for every arm."))
+    tokens: int | None = Field(default=None, ge=1, description=(
+        "Stop once this many tokens were processed (TRL's num_tokens)."))
+    seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS, description=(
+        "Stop after this many seconds of training wall time."))
+    lr_schedule: Literal["prefix", "compressed"] | None = Field(default=None, description=(
+        "The learning-rate schedule of a trial. `prefix` computes it for the full run (full_run) and the trial "
+        "stops at its budget, so step k has the recipe's learning rate at step k; `compressed` fits the whole "
+        "schedule (warmup, decay to the end) into the trial. null: prefix when full_run is known, else "
+        "compressed."))
+    full_run: FullRunSection | None = Field(default=None, description=(
+        "The recipe's own run, set by trainer_from; null: unknown."))
 
     @model_validator(mode="after")
     def _some_budget(self) -> "BudgetSection":
@@ -269,39 +369,62 @@ class BudgetSection(_Section):
 
 
 class CompareSection(_Section):
-    # metric -> allowed relative worsening (0.1 = 10%) before `grpo-ablate compare` fails
-    tolerances: dict[str, float] = Field(default_factory=dict)
+    """What `grpo-ablate compare` accepts as no regression."""
+
+    tolerances: dict[str, float] = Field(default_factory=dict, description=(
+        "metric -> allowed relative worsening (0.1 = 10%) before `grpo-ablate compare` fails; empty: any "
+        "worsening fails."))
 
 
 class EvaluationSection(_Section):
-    # Held-out prompts every trial scores at one fixed decoding (never searched): before the first
-    # step, at `points` equal fractions of the budget in generated completions (tokens when the
-    # budget is in tokens), and at the end. Rows go to <trial_dir>/eval.jsonl.
-    num_prompts: int = Field(default=128, ge=1)  # how many held-out prompts
-    dataset: str | None = None  # a hub id, folder or file of evaluation prompts; default: held out of the training data
-    split: str | None = None  # a split of `dataset` (or of data.dataset when `dataset` is not set)
-    temperature: float = Field(default=0.0, ge=0)  # 0 = greedy
-    samples_per_prompt: int = Field(default=1, ge=1)
-    max_completion_length: int | None = Field(default=None, ge=1)  # default: trainer.max_completion_length
-    points: int = Field(default=4, ge=0)  # evaluation points between the start and the end
-    batch_size: int = Field(default=64, ge=1)  # prompts per generate() call
-    show_prompts: int = Field(default=4, ge=0)  # the first prompts whose completions each row keeps (side by side)
-    target: float | None = None  # an absolute held-out reward for *_to_target; null: from target_fraction
-    target_fraction: float = Field(default=0.5, gt=0, le=1)  # target = start + fraction x the baseline arm's mean gain
+    """Held-out prompts every trial scores at one fixed decoding (never searched): before the first step, at
+    `points` equal fractions of the budget in generated completions (tokens when the budget is in tokens), and
+    at the end. Rows go to <trial_dir>/eval.jsonl."""
+
+    num_prompts: int = Field(default=128, ge=1, description=(
+        "How many held-out prompts (held out of the training data; a built-in task draws its own disjoint set)."))
+    dataset: str | None = Field(default=None, description=(
+        "A hub id, folder or file of evaluation prompts; null: held out of the training data."))
+    split: str | None = Field(default=None, description=(
+        "A split of `dataset` (or of data.dataset when `dataset` is not set)."))
+    temperature: float = Field(default=0.0, ge=0, description="The evaluation's decoding temperature; 0: greedy.")
+    samples_per_prompt: int = Field(default=1, ge=1, description="Completions scored per held-out prompt.")
+    max_completion_length: int | None = Field(default=None, ge=1, description=(
+        "Tokens per evaluation completion; null: trainer.max_completion_length."))
+    points: int = Field(default=4, ge=0, description=(
+        "Evaluation points between the start and the end, at equal generated compute."))
+    batch_size: int = Field(default=64, ge=1, description="Prompts per generate() call.")
+    show_prompts: int = Field(default=4, ge=0, description=(
+        "The first prompts whose completions each row keeps (shown side by side in the report)."))
+    target: float | None = Field(default=None, description=(
+        "An absolute held-out reward for the *_to_target metrics; null: from target_fraction."))
+    target_fraction: float = Field(default=0.5, gt=0, le=1, description=(
+        "target = start + this fraction x the baseline arm's mean held-out gain (when `target` is null)."))
 
 
 class StudyFile(_Section):
-    study: StudySection
-    model: ModelSection = Field(default_factory=ModelSection)
-    data: DataSection
-    rewards: list[RewardSpec | str] = Field(default_factory=list)
-    trainer: dict[str, Any] = Field(default_factory=dict)
-    trainer_from: str | None = None
-    hardware: HardwareSection = Field(default_factory=HardwareSection)
-    search: SearchSection = Field(default_factory=SearchSection)
-    budget: BudgetSection = Field(default_factory=lambda: BudgetSection(max_steps=100))
-    compare: CompareSection = Field(default_factory=CompareSection)
-    evaluation: EvaluationSection | None = None  # absent: no held-out evaluation
+    """A grpo-ablate study file: every section but `study` and `data` has defaults."""
+
+    study: StudySection = Field(description="The Optuna study (see its keys). Required.")
+    model: ModelSection = Field(default_factory=ModelSection, description="The policy model (see its keys).")
+    data: DataSection = Field(description="The training prompts (see its keys). Required.")
+    rewards: list[RewardSpec | str] = Field(default_factory=list, description=(
+        "Reward functions: built-in names or `package.module:function`, each a string or `{name, weight, args}`; "
+        "empty: the built-in task's reward."))
+    trainer: dict[str, Any] = Field(default_factory=dict, description=(
+        "GRPOConfig keyword arguments, verbatim (checked against the installed TRL); unset ones keep TRL's "
+        "defaults."))
+    trainer_from: str | None = Field(default=None, description=(
+        "A recipe file (Open R1 or `trl grpo` style) the trainer section starts from; keys in `trainer` win."))
+    hardware: HardwareSection = Field(default_factory=HardwareSection, description=(
+        "Processes, GPUs and launchers per trial (see its keys)."))
+    search: SearchSection = Field(default_factory=SearchSection, description="What is searched (see its keys).")
+    budget: BudgetSection = Field(default_factory=lambda: BudgetSection(max_steps=100), description=(
+        "Per trial: max_steps, or equal completions, tokens, or wall seconds (see its keys)."))
+    compare: CompareSection = Field(default_factory=CompareSection, description=(
+        "Tolerances of `grpo-ablate compare` (see its keys)."))
+    evaluation: EvaluationSection | None = Field(default=None, description=(
+        "Held-out evaluation (see its keys); null: none."))
 
 
 SECTION_MODELS: dict[str, type[BaseModel]] = {

@@ -265,13 +265,13 @@ class Measured(NamedTuple):
 def measured_points(trials: "list[FrozenTrial]") -> list[Measured]:
     """The completed trials' (G, temperature, frac_reward_zero_std), as the runner records them.
 
-    The trial's arm and folder come from its record (trial_record.arm_of, TRIAL_DIR);
+    The trial's arm and folder come from its record (trial_record.arm_of, trial_dir);
     frac_reward_zero_std is a diagnostic, not a trial attr, so it is computed from the trial's
     metrics.jsonl, as the report does. A G schedule has no single G: left out.
     """
     out = []
     for t in trials:
-        folder = t.user_attrs.get(record.TRIAL_DIR)
+        folder = record.trial_dir(t)
         arm = record.arm_of(t)
         if not record.is_result(t) or record.is_copy(t) or not folder or arm is None:
             continue

@@ -29,6 +29,8 @@ __all__ = ["write_report", "write_outputs", "study_summary"]
 
 def write_outputs(data: "ReportData", html_path: Path) -> dict[str, Path]:
     """The page and its exports for already-extracted data (tests call this directly)."""
+    # here, not at the top: every `grpo_ablate.report.*` import runs this file, and the page's
+    # matplotlib, jinja2 and pandas load only when a page is written
     from grpo_ablate.report.html import render_html
     from grpo_ablate.report.plots import all_figures
     from grpo_ablate.report.summary import atomic_write, write_exports
@@ -42,7 +44,7 @@ def write_outputs(data: "ReportData", html_path: Path) -> dict[str, Path]:
 
 def study_summary(study: "Study") -> dict[str, Any]:
     """summary.json's content, computed from the study's storage without writing the report (compare)."""
-    from grpo_ablate.report.data import collect
+    from grpo_ablate.report.data import collect  # deferred as above: data loads pandas and the statistics
     from grpo_ablate.report.summary import summary_dict
 
     return summary_dict(collect(study))
@@ -59,7 +61,7 @@ def write_report(study: "Study", out: str | os.PathLike[str] | None = None) -> d
     Returns the written paths by role: html, trials_csv, steps_csv, steps_parquet (when
     written), prompts_csv, summary_json.
     """
-    from grpo_ablate.report.data import collect
+    from grpo_ablate.report.data import collect  # deferred as above
     from grpo_ablate.report.publish import publish
     from grpo_ablate.report.snapshot import storage_snapshot, writes_into_study
 

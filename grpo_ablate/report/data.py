@@ -110,15 +110,15 @@ def report_metrics(objectives: Sequence[tuple[str, str]], has_eval: bool = True)
 
 def build_report_data(
     study_name: str,
-    study_user_attrs: Mapping[str, Any],
+    study: record.StudyAttrs,
     frozen: Sequence["FrozenTrial"],
     fallback_objectives: Sequence[tuple[str, str]] = (("reward_per_hour", "maximize"),),
     fallback_config: Mapping[str, Any] | None = None,
     storage_url: str | None = None,
     advice: Mapping[str, Any] | None = None,
 ) -> ReportData:
-    """Extract everything from a study's attrs and trials (and the trial folders they point to)."""
-    objectives = study_objectives(study_user_attrs, fallback_objectives)
+    """Extract everything from a study's attributes and trials (and the trial folders they point to)."""
+    objectives = study_objectives(study, fallback_objectives)
     all_metrics = report_metrics(objectives)
     records: list[TrialRecord] = []
     step_rows: list[dict[str, Any]] = []
@@ -130,7 +130,7 @@ def build_report_data(
     for ft in sorted(frozen, key=lambda t: t.number):
         if record.is_copy(ft) or record.is_cancelled(ft):  # a warm start's copy, a settled arm's cancelled cell: never ran here
             continue
-        tdir = ft.user_attrs.get(record.TRIAL_DIR)
+        tdir = record.trial_dir(ft)
         files = read_trial_files(Path(tdir) if tdir else None)
         bad_lines += files.bad_lines
         r = record_from_trial(ft, list(all_metrics), diagnostics(files))
@@ -150,17 +150,16 @@ def build_report_data(
             tokens[r.number] = spent[0]
     steps = pd.DataFrame(step_rows)
     groups = pd.DataFrame(group_rows)
-    has_eval = study_has_evaluation(study_user_attrs, [r.metrics for r in records])
+    has_eval = study_has_evaluation(study, [r.metrics for r in records])
     metrics = report_metrics(objectives, has_eval)
 
-    baseline = study_baseline(study_user_attrs.get(record.BASELINE), records)
+    baseline = study_baseline(study.baseline, records)
     arms = summarize_arms(records, list(metrics), baseline)
     target, target_words, targets = None, "", {}
     if has_eval:
-        evaluation = study_user_attrs.get(record.EVALUATION)
         base_done = [r for r in records if r.config == baseline and r.outcome == Outcome.COMPLETED.value]
         target, target_words = study_target(
-            evaluation if isinstance(evaluation, Mapping) else None,
+            study.evaluation,
             [v for r in base_done if (v := finite(r.metrics.get("eval_start_reward"))) is not None],
             [v for r in base_done if (v := finite(r.metrics.get("eval_gain"))) is not None])
         if target is not None:
@@ -170,8 +169,9 @@ def build_report_data(
     deltas = baseline_deltas(arms, metrics)
     p, unit = success_rate(records, groups, steps)
     by_arm = success_rates_by_arm(records, groups, steps)
-    study_cfg = (study_user_attrs.get(record.CONFIG) or fallback_config or {}).get("study") or {}
-    raced = study_user_attrs.get(record.RACING)
+    config = study.config or dict(fallback_config or {})
+    study_cfg = config.get("study") or {}
+    raced = study.racing
     min_effect = study_cfg.get("min_effect") if isinstance(study_cfg, Mapping) else None
     # a study that ran the anytime race looked after every round with no plan: its calls rest on the
     # confidence sequences its rounds used; a group-sequential race ends at the fixed-sample look
@@ -209,9 +209,9 @@ def build_report_data(
         importances=importances,
         importance_note=note,
         recommendation=verdict.words,
-        config=masked(dict(study_user_attrs.get(record.CONFIG) or fallback_config or {})),
-        versions=dict(study_user_attrs.get(record.VERSIONS) or {}),
-        hardware=study_user_attrs.get(record.HARDWARE),
+        config=masked(config),
+        versions=dict(study.versions),
+        hardware=study.hardware,
         storage_url=mask_url(storage_url) if storage_url else None,
         verdict=verdict,
         has_eval=has_eval,
@@ -221,10 +221,10 @@ def build_report_data(
         eval_samples=eval_samples(arms, records, eval_rows),
         evals=pd.DataFrame([{**trial_columns(r), **{k: v for k, v in row.items() if k not in ("per_prompt", "samples")}}
                             for r in records if r.number in eval_rows for row in eval_rows[r.number]]),
-        racing=study_user_attrs.get(record.RACING) if isinstance(study_user_attrs.get(record.RACING), dict) else None,
+        racing=study.racing,
         advice=dict(advice) if advice is not None else None,
-        gpu_budget=_gpu_budget(study_user_attrs.get(record.CONFIG) or fallback_config or {}, frozen),
-        lr_schedule=_lr_schedule(study_user_attrs.get(record.CONFIG) or fallback_config or {}),
+        gpu_budget=_gpu_budget(config, frozen),
+        lr_schedule=_lr_schedule(config),
     )
 
 
@@ -244,7 +244,7 @@ def _gpu_budget(config: Mapping[str, Any], frozen: Sequence["FrozenTrial"]) -> d
 
 def imported_note(copies: Sequence["FrozenTrial"]) -> Finding:
     """Why a warm start's imported results are not evidence on this page (study/warm.py)."""
-    sources = sorted({str(ft.user_attrs.get(record.COPY_OF, "")).partition("#")[0] for ft in copies})
+    sources = sorted({(record.copy_source(ft) or "").partition("#")[0] for ft in copies})
     return Finding("imported", (
         f"{len(copies)} result(s) imported by --warm-start from {', '.join(repr(s) for s in sources)} are not counted "
         "here: they guided this study's sampler, but ran in another study, so this page compares only the trials "

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from grpo_ablate.metrics import EVAL_KEYS as EVAL_METRICS
 from grpo_ablate.metrics import TARGET_COLUMNS as TARGET_KEYS
 from grpo_ablate.metrics import read_jsonl, summarize_eval, to_target
+from grpo_ablate.trial_record import StudyAttrs
 from grpo_ablate.vocab import EVAL_FILE, finite
 
 __all__ = ["EVAL_METRICS", "TARGET_KEYS", "DEFAULT_TARGET_FRACTION", "read_eval", "summarize_eval", "to_target",
@@ -41,9 +42,9 @@ def read_eval(trial_dir: str | Path | None) -> tuple[list[dict[str, Any]], int]:
     return rows, bad
 
 
-def study_has_evaluation(user_attrs: Mapping[str, Any], metrics: Iterable[Mapping[str, Any]] = ()) -> bool:
-    """The study's "evaluation" attr, or any trial that recorded a held-out reward."""
-    if isinstance(user_attrs.get("evaluation"), Mapping):
+def study_has_evaluation(study: StudyAttrs, metrics: Iterable[Mapping[str, Any]] = ()) -> bool:
+    """The study recorded an evaluation section, or any trial recorded a held-out reward."""
+    if study.evaluation is not None:
         return True
     return any(finite(m.get("eval_final_reward")) is not None for m in metrics)
 

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
+from grpo_ablate.trial_record import StudyAttrs
 from grpo_ablate.vocab import metric
 
 __all__ = ["study_objectives", "pareto_front"]
 
 
-def study_objectives(user_attrs: Mapping[str, Any], fallback: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """(metric, direction) pairs from the study's "objectives" attr, else `fallback`.
+def study_objectives(study: StudyAttrs, fallback: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(metric, direction) pairs the study recorded, else `fallback`.
 
     A stored objective without a direction takes the registry's.
     """
-    objs = user_attrs.get("objectives")
-    out: list[tuple[str, str]] = []
-    if isinstance(objs, list):
-        for o in objs:
-            if isinstance(o, dict) and o.get("metric"):
-                m = str(o["metric"])
-                out.append((m, str(o.get("direction") or metric(m).direction or "maximize")))
+    out = [(m, d or metric(m).direction or "maximize") for m, d in study.objectives]
     return out or list(fallback)
 
 

@@ -80,30 +80,24 @@ class TrialRecord:
     datetime_start: str | None = None
 
 
-def _arm_of(user_attrs: Mapping[str, Any], params: Mapping[str, Any]) -> Arm | None:
-    """The trial's arm from its attrs; a trial that failed before writing them has only its params."""
-    return Arm.from_mapping({**arm_fields(params), **user_attrs})
-
-
 def record_from_trial(ft: "FrozenTrial", names: Sequence[str],
                       diagnostics: Mapping[str, float | None] | None = None) -> TrialRecord:
-    """A FrozenTrial's metrics `names` (from its attrs) plus the diagnostics read from its folder."""
-    ua = dict(ft.user_attrs)
-    metrics: dict[str, float | None] = {m: finite(ua.get(m)) for m in names}
+    """A FrozenTrial's metrics `names` (as the ledger recorded them) plus the diagnostics read from its folder."""
+    metrics: dict[str, float | None] = {m: finite(v) for m, v in record.recorded_metrics(ft, names).items()}
     for k, v in (diagnostics or {}).items():
         metrics[k] = finite(v)
-    seed = record.seed_of(ua)
+    seed = record.seed_of(ft)
     if seed is None:
         seed = ft.params.get("seed")  # planned studies before the seed left the params
-    tdir = ua.get(record.TRIAL_DIR)
+    tdir = record.trial_dir(ft)
     reason = record.reason(ft)
     return TrialRecord(
         number=ft.number,
         state=ft.state.name,
         outcome=record.outcome(ft).value,
         reason=masked(reason) if reason else None,
-        role=str(ua.get(record.ROLE, ua.get("arm", "")) or ""),  # "arm" in studies written before "role"
-        config=_arm_of(ua, ft.params),
+        role=record.role_of(ft),
+        config=record.arm_of(ft, arm_fields(ft.params)),  # a trial that failed before its attrs has only params
         seed=int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None,
         params=dict(ft.params),
         metrics=metrics,
@@ -114,8 +108,8 @@ def record_from_trial(ft: "FrozenTrial", names: Sequence[str],
     )
 
 
-def load_trials(storage_url: str, study_name: str) -> tuple[dict[str, Any], list["FrozenTrial"]]:
-    """The study's user attrs and trials; a StudyError naming the fix when there is no such study."""
+def load_trials(storage_url: str, study_name: str) -> tuple[record.StudyAttrs, list["FrozenTrial"]]:
+    """The study's attributes and trials; a StudyError naming the fix when there is no such study."""
     import optuna
 
 
@@ -131,7 +125,7 @@ def load_trials(storage_url: str, study_name: str) -> tuple[dict[str, Any], list
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
         raise StudyError([Problem(path="study.name", message=(
             f"no study named {study_name!r} in {mask_url(storage_url)} (found: {names or 'none'})"))]) from None
-    return dict(st.user_attrs), st.get_trials(deepcopy=False)
+    return record.study_attrs(st), st.get_trials(deepcopy=False)
 
 
 # ---------------------------------------------------------------- trial folders

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.vocab import HEADLINE_FILE, METRICS, METRICS_FILE, REWARD_CURVE_FILE, Cell, finite
 from grpo_ablate.metrics import read_rows, summarize_trial
+from grpo_ablate.trial_record import cell_of
 
 if TYPE_CHECKING:
     import optuna
@@ -22,9 +23,8 @@ __all__ = ["upload_trial_artifacts", "reward_plot", "curve_title", "headline_row
 
 
 
-def curve_title(number: int, attrs: dict[str, Any]) -> str:
-    """"trial 3: G=8, batch 64, T=0.9, seed 1 (baseline)" from the trial's user attrs; "trial 3" without them."""
-    cell = Cell.from_attrs(attrs)
+def curve_title(number: int, cell: Cell | None) -> str:
+    """"trial 3: G=8, batch 64, T=0.9, seed 1 (baseline)" from the trial's cell; "trial 3" without one."""
     if cell is None:
         return f"trial {number}"
     role = f" ({cell.role})" if cell.role else ""
@@ -60,7 +60,7 @@ def upload_trial_artifacts(store: "optuna.artifacts.FileSystemArtifactStore", tr
         upload_artifact(artifact_store=store, file_path=str(table), study_or_trial=trial, mimetype="text/csv")
     upload_artifact(artifact_store=store, file_path=str(metrics), study_or_trial=trial, mimetype="application/jsonl")
     png = trial_dir / REWARD_CURVE_FILE
-    if reward_plot(metrics, png, curve_title(trial.number, dict(trial.user_attrs))):
+    if reward_plot(metrics, png, curve_title(trial.number, cell_of(trial))):
         upload_artifact(artifact_store=store, file_path=str(png), study_or_trial=trial, mimetype="image/png")
 
 

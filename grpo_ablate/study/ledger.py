@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from grpo_ablate.trial_record import (ARM_KEY, BASELINE, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
                                       HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, OWNER_RUN, PID,
                                       PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
-                                      RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, arm_of, cell_of,
-                                      counted_retries, is_cancelled, is_copy, is_finished, is_result, outcome,
-                                      outcome_of, owner, owner_run, predecessor_dirs, ran_here, reason, seed_of)
+                                      RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, StudyAttrs, arm_of,
+                                      cell_key, cell_of, counted_retries, is_cancelled, is_copy, is_finished, is_result,
+                                      outcome, outcome_of, owner, owner_run, predecessor_dirs, ran_here, reason, retry_of,
+                                      seed_of, study_attrs, trial_dir)
 from grpo_ablate.vocab import HEADLINE_METRICS, Cell, Outcome
 from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
@@ -60,7 +61,8 @@ __all__ = [
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # reading (trial_record's)
     "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "arm_of", "cell_of",
-    "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED",
+    "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED", "cell_key", "trial_dir", "retry_of",
+    "StudyAttrs", "study_attrs",
     # writing
     "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at", "record_resumed_from",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",

@@ -279,7 +279,7 @@ class TrialLifecycle:
     def _resume_predecessor(self, trial: "optuna.Trial", trial_dir: Path) -> tuple[int, int] | None:
         """A retry (requeued, pre-empted, its heartbeat lost): move the nearest predecessor's last complete
         checkpoint into this trial's folder, where the trial process resumes it; (its trial number, step)."""
-        if self.study.study.checkpoint_steps is None or trial.user_attrs.get(ledger.RETRY_OF) is None:
+        if self.study.study.checkpoint_steps is None or ledger.retry_of(trial) is None:
             return None
         trials = {t.number: t for t in self.ostudy.get_trials(deepcopy=False)}
         me = trials.get(trial.number)
@@ -295,7 +295,7 @@ class TrialLifecycle:
             moved = carry_over(source, trial_dir, move=_inside(source, mine))
             if moved is not None:
                 ledger.record_resumed_from(trial, moved.step)
-                number = next((n for n, t in trials.items() if t.user_attrs.get(ledger.TRIAL_DIR) == folder), -1)
+                number = next((n for n, t in trials.items() if ledger.trial_dir(t) == folder), -1)
                 return number, moved.step
         return None
 

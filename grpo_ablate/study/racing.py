@@ -21,7 +21,7 @@ the report say which ran.
   once its call against the baseline is known and it is worse than or equivalent to the leader.
   The differences are read in the order the seeds finished (a confidence sequence is a path).
 
-Each round's state is stored in the study user attr `racing` (RACING_ATTR): its design, drops
+Each round's state is stored on the study by the ledger (set_race; read back as StudyAttrs.racing): its design, drops
 with their round and reason, and every round's look in its `path`, which the report shows.
 The repeated paired t-test the race used in round 2 lives in benchmarks/sequential.py only, where
 its replay shows why it was replaced.
@@ -40,7 +40,6 @@ from grpo_ablate.stats.selection import select
 from grpo_ablate.stats.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.stats.spending import plan as spending_plan
 from grpo_ablate.study import ledger
-from grpo_ablate.trial_record import RACING as RACING_ATTR
 from grpo_ablate.vocab import METRICS
 
 if TYPE_CHECKING:
@@ -321,7 +320,7 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
     assert racing is not None
     arms = list(dict.fromkeys(c.arm.key for c in study_plan(study)))
 
-    state = RaceState.from_dict(ostudy.user_attrs.get(RACING_ATTR), arms)
+    state = RaceState.from_dict(ledger.study_attrs(ostudy).racing, arms)
     if state.decided:  # a rerun of a finished race: cells queued behind its back (another host) are not run
         ledger.cancel_queued(ostudy, arms, f"the race was decided in round {state.round}")
         return state

@@ -43,7 +43,7 @@ from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_
                                      wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.trainer.launchers import release_thread_launchers
-from grpo_ablate.vocab import Arm, Outcome
+from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -440,7 +440,7 @@ def queued_cells(ostudy: "optuna.Study") -> list[str]:
     """What is still queued (WAITING) in the study: each trial's cell, else its number."""
     from optuna.trial import TrialState
 
-    return [str(t.user_attrs.get(ledger.CELL) or f"trial {t.number}")
+    return [ledger.cell_key(t) or f"trial {t.number}"
             for t in ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if ledger.ran_here(t)]
 
 
@@ -466,7 +466,7 @@ def all_oom_message(ostudy: "optuna.Study", study: "Study") -> str | None:
     ooms = [t for t in finished if ledger.outcome(t) is Outcome.OOM]
     if not ooms or any(ledger.outcome(t) in (Outcome.COMPLETED, Outcome.PRUNED) for t in finished):
         return None
-    arms = sorted({a for t in ooms if (a := Arm.from_mapping(t.user_attrs)) is not None},
+    arms = sorted({a for t in ooms if (a := ledger.arm_of(t)) is not None},
                   key=lambda a: (a.generation_batch_size, int(a.num_generations)))
     reason = str(ledger.reason(ooms[-1]) or "out of memory")[:200]
     ran_out = "; ".join(a.label for a in arms[:5]) + (f"; and {len(arms) - 5} more" if len(arms) > 5 else "")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from grpo_ablate.plan import baseline_arm
 from grpo_ablate.storage import mask_url, open_storage
 from grpo_ablate.study import ledger
+from grpo_ablate.trial_record import StudyAttrs, cell_key, study_attrs
 from grpo_ablate.vocab import Arm, Cell
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
@@ -168,20 +169,21 @@ def masked_config(study: "Study") -> dict[str, Any]:
 
 def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
     name_objectives(ostudy, study)
-    attrs: dict[str, Any] = {
-        ledger.CONFIG: masked_config(study),
-        ledger.VERSIONS: library_versions(),
-        ledger.OBJECTIVES: [{"metric": m, "direction": d} for m, d in zip(study.metric_names, study.directions)],
-        ledger.BASELINE: baseline_arm(study).as_dict(),
-        ledger.HARDWARE: study.space.shape.describe(),
-        ledger.SPACE: sorted(p.label for p in study.space.feasible),
-    }
+    evaluation: dict[str, Any] | None = None
     if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction
         evaluation = study.file.evaluation.model_dump()
         if evaluation["max_completion_length"] is None:
             evaluation["max_completion_length"] = study.trainer.get("max_completion_length")
-        attrs[ledger.EVALUATION] = evaluation
-    ledger.describe(ostudy, attrs)
+    attrs = StudyAttrs(
+        config=masked_config(study),
+        versions=library_versions(),
+        objectives=tuple(zip(study.metric_names, study.directions)),
+        baseline=baseline_arm(study).as_dict(),
+        hardware=study.space.shape.describe(),
+        space=tuple(sorted(p.label for p in study.space.feasible)),
+        evaluation=evaluation,
+    )
+    ledger.describe(ostudy, attrs.as_attrs())
 
 
 def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
@@ -192,8 +194,8 @@ def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
     written since, or an edited search section, would make them mean others, or run a pair
     the probe saw run out of memory. Studies from before the attribute existed are not checked.
     """
-    stored = ostudy.user_attrs.get(ledger.SPACE)
-    if not isinstance(stored, list):
+    stored = study_attrs(ostudy).space
+    if stored is None:
         return None
     now = sorted(p.label for p in study.space.feasible)
     if sorted(stored) == now:
@@ -214,8 +216,8 @@ def race_rule_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
     A race drops and settles arms by that rule at every round; changed half-way, earlier rounds
     were decided by one rule and later ones by another, and the report would state one of them.
     """
-    stored = ostudy.user_attrs.get(ledger.CONFIG)
-    section = stored.get("study") if isinstance(stored, dict) else None
+    stored = study_attrs(ostudy).config
+    section = stored.get("study") if stored is not None else None
     if not isinstance(section, dict) or (section.get("racing") is None and study.study.racing is None):
         return None
     now = study.to_dict()["study"]
@@ -286,7 +288,7 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
         top, new = arms[0], []
         if study.study.sampler == "ablation" and is_plannable(study, top) and top.key not in {c.arm.key for c in study_plan(study)}:
             add_advised_arm(study.output_dir, top, Owner.of(study))
-            have = {t.user_attrs.get(ledger.CELL) for t in ostudy.get_trials(deepcopy=False)}
+            have = {cell_key(t) for t in ostudy.get_trials(deepcopy=False)}
             new = [c for c in study_plan(study) if c.arm.key == top.key and c.key not in have]
         if not ledger.plan_ready(ostudy):  # advise opened the study first: `run` finds the plan queued
             queue_first_plan(ostudy, study)  # the new arm in its seed-major place

@@ -29,7 +29,7 @@ from grpo_ablate.config import load_study
 from grpo_ablate.plan import study_plan
 from grpo_ablate.storage import mask_url, open_storage
 from grpo_ablate.study import ledger
-from grpo_ablate.trial_record import WARM_ROLE
+from grpo_ablate.trial_record import WARM_ROLE, study_attrs
 from grpo_ablate.vocab import Arm, Cell
 
 if TYPE_CHECKING:
@@ -79,8 +79,8 @@ def best_arms(other: "optuna.Study", limit: int = TOP_ARMS) -> list[tuple[Arm, f
 
 def mismatch(other: "optuna.Study", study: "Study") -> list[str]:
     """Why the finished study's results would mislead this study's sampler (empty: they would not)."""
-    attrs = other.user_attrs
-    config: dict[str, Any] = attrs.get(ledger.CONFIG) or {}
+    theirs = study_attrs(other)
+    config: dict[str, Any] = theirs.config or {}
     mine = study.to_dict()
     out = []
     theirs_model = (config.get("model") or {}).get("name_or_path")
@@ -92,9 +92,9 @@ def mismatch(other: "optuna.Study", study: "Study") -> list[str]:
             out.append(f"data.{key} {a!r} != {b!r}")
     if (config.get("rewards") or []) != (mine.get("rewards") or []):
         out.append("the rewards differ")
-    if attrs.get(ledger.HARDWARE) != study.space.shape.describe():
-        out.append(f"hardware: {attrs.get(ledger.HARDWARE)!r} != {study.space.shape.describe()!r}")
-    theirs_obj = [o.get("metric") for o in attrs.get(ledger.OBJECTIVES) or []]
+    if theirs.hardware != study.space.shape.describe():
+        out.append(f"hardware: {theirs.hardware!r} != {study.space.shape.describe()!r}")
+    theirs_obj = [m for m, _ in theirs.objectives]
     if theirs_obj != list(study.metric_names):
         out.append(f"objectives {theirs_obj} != {list(study.metric_names)}")
     return out

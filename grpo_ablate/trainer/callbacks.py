@@ -28,6 +28,7 @@ from transformers import TrainerCallback
 
 from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
 
+from . import trl_adapter
 from .checkpointer import Checkpointer  # moved to its own module; kept importable from here
 from .collective import from_rank0
 from .text import plain_text
@@ -75,17 +76,10 @@ def _tensor_bytes(items: Any) -> int:
 def engine_memory_mb(trainer: Any) -> float | None:
     """What a colocated vLLM engine holds on this GPU: its KV cache and its copy of the weights, from
     the engine's own tensors (right under sleep mode too, where vLLM's allocator frees them between
-    generations). None without a colocated engine.
-
-    Read through the path TRL's own sync_weights writes the weights through
-    (llm.llm_engine.model_executor.driver_worker.model_runner); GPU smoke-checked, not here.
+    generations). None without a colocated engine (or on a TRL the adapter was not checked against).
     """
-    llm = getattr(getattr(trainer, "vllm_generation", None), "llm", None)
-    if llm is None:
-        return None
-    runner = llm.llm_engine.model_executor.driver_worker.model_runner
-    held = _tensor_bytes(getattr(runner, "kv_caches", [])) + sum(_tensor_bytes(p) for p in runner.model.parameters())
-    return held / 2**20
+    held = trl_adapter.engine_memory_bytes(trainer, _tensor_bytes)
+    return None if held is None else held / 2**20
 
 
 def _clean(value: Any) -> Any:
@@ -101,8 +95,8 @@ class MetricsRecorder(TrainerCallback):
     """Append one row per optimizer step to metrics.jsonl and the prompt groups to groups.jsonl.
 
     Runs on every rank (TRL's metrics are already gathered) but writes only on the main one.
-    `attach(trainer)` after building the trainer gives it the generation buffer it reads groups
-    from (TRL keeps the last generation batch, gathered over processes, in `trainer._logs`).
+    `attach(trainer)` after building the trainer gives it the generation batch it reads groups
+    from (TRL's last generation round, gathered over processes: trl_adapter.generation_batch).
     """
 
     def __init__(
@@ -136,21 +130,18 @@ class MetricsRecorder(TrainerCallback):
         self._engine_resident_mb = 0.0  # of it, what torch counted as allocated when the peak was reset
         self.generation_seconds = 0.0  # rollout time since the last row (generation_seconds)
         self.resumed_seconds = 0.0  # training seconds of the run this one resumes (its checkpoint's clock)
+        self.timed = False  # the rollouts are timed (trl_adapter.time_rollouts): generation_seconds is written
 
     def attach(self, trainer: Any) -> None:
         """Read the trainer's rounds, and time them: TRL 1.16 logs one `step_time` for generation
-        and training together, so the probe could only split them when some steps did not generate."""
+        and training together, so the probe could only split them when some steps did not generate.
+        The TRL version gate runs here (trl_adapter.gate): every trial's trainer is attached once."""
+        trl_adapter.gate(trainer)
         self.trainer = trainer
-        rollout = trainer._generate_and_score_completions  # a round: generate, score, reference log-probs
+        self.timed = trl_adapter.time_rollouts(trainer, self._add_generation_seconds)
 
-        def timed_rollout(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return rollout(*args, **kwargs)
-            finally:
-                self.generation_seconds += time.perf_counter() - started
-
-        trainer._generate_and_score_completions = timed_rollout
+    def _add_generation_seconds(self, seconds: float) -> None:
+        self.generation_seconds += seconds
 
     # -- lifecycle -------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
@@ -160,7 +151,8 @@ class MetricsRecorder(TrainerCallback):
             # take off what the engine keeps allocated, so peak_memory_mb is what training needs and
             # engine_memory_mb is vLLM's pool, which otherwise dominates every arm's peak alike.
             self.engine_mb = engine_memory_mb(self.trainer)
-            asleep = bool(getattr(getattr(self.trainer, "vllm_generation", None), "_llm_weights_sleeping", False))
+            vllm = trl_adapter.vllm_generation(self.trainer)
+            asleep = vllm is not None and trl_adapter.weights_sleeping(vllm)
             allocated = torch.cuda.memory_allocated() / 2**20
             self._engine_resident_mb = 0.0 if asleep or self.engine_mb is None else min(self.engine_mb, allocated)
             torch.cuda.reset_peak_memory_stats()
@@ -208,7 +200,8 @@ class MetricsRecorder(TrainerCallback):
         for key, value in logs.items():
             row[_RENAMED.get(key, key)] = _clean(value)
         row["num_generations"] = self.group_size  # the G in force (a schedule changes it during the run)
-        row["generation_seconds"] = round(self.generation_seconds, 4)  # of this step's time, the rollout's
+        if self.timed:
+            row["generation_seconds"] = round(self.generation_seconds, 4)  # of this step's time, the rollout's
         self.generation_seconds = 0.0
         made = self.generation_batch_size
         stats = getattr(self.trainer, "round_stats", None) if generated else None
@@ -238,12 +231,11 @@ class MetricsRecorder(TrainerCallback):
             print("[grpo-ablate] " + json.dumps(shown), flush=True)
 
     def _write_groups(self, step: int) -> None:
-        logs = getattr(self.trainer, "_logs", None)
-        if not logs or self._groups_handle is None:
+        batch = trl_adapter.generation_batch(self.trainer)
+        if batch is None or self._groups_handle is None:
             return
-        prompts = list(logs.get("prompt", []))
-        completions = list(logs.get("completion", []))
-        per_func = [list(logs.get("rewards", {}).get(name, [])) for name in self.reward_names]
+        prompts, completions = batch.prompts, batch.completions
+        per_func = [list(batch.rewards.get(name, [])) for name in self.reward_names]
         g = self.group_size
         n = len(prompts)
         stats = getattr(self.trainer, "round_stats", None)

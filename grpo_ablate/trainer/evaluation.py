@@ -39,6 +39,7 @@ from transformers import TrainerCallback
 
 from grpo_ablate.vocab import EVAL_FILE
 
+from . import trl_adapter
 from .collective import all_gather, from_rank0, rank_and_world
 from .request_seeds import prompt_seeds
 from .text import plain_text
@@ -111,6 +112,8 @@ class Evaluator(TrainerCallback):
         self._texts = [self._prompt_text(p) for p in self._prompts]
 
     def attach(self, trainer: Any) -> None:
+        """The trainer whose backend generates; evaluating with its vLLM engine needs a checked TRL (trl_adapter)."""
+        trl_adapter.gate(trainer, vllm_evaluation=trl_adapter.vllm_generation(trainer) is not None)
         self.trainer = trainer
 
     # -- when ------------------------------------------------------------------------------
@@ -152,12 +155,12 @@ class Evaluator(TrainerCallback):
         started = time.perf_counter()
         rank, world = rank_and_world()
         if self.point == 0 and rank == 0 and world > 1:
-            dist_backend = getattr(self.trainer, "_dist", None)
+            zero_stage, fsdp_version = trl_adapter.dist_description(self.trainer)
             params = list(self.trainer.model.parameters())
             # ZeRO-3 keeps a tensor whole on every rank (ds_persist) below stage3_param_persistence_threshold
             split = sum(1 for p in params if getattr(p, "ds_persist", True) is False)
-            print(f"[grpo-ablate] evaluation on {world} ranks (ZeRO stage {getattr(dist_backend, 'zero_stage', 0)}, "
-                  f"FSDP {getattr(dist_backend, 'fsdp_version', None)}; {split} of {len(params)} parameter tensors "
+            print(f"[grpo-ablate] evaluation on {world} ranks (ZeRO stage {zero_stage}, "
+                  f"FSDP {fsdp_version}; {split} of {len(params)} parameter tensors "
                   "partitioned across ranks)", flush=True)
         indices, completion_ids = self._generate(state, rank, world)
         scored = self._score(indices, completion_ids, state) if indices else []
@@ -250,7 +253,7 @@ class Evaluator(TrainerCallback):
     # -- how -------------------------------------------------------------------------------
     def _generate(self, state, rank: int, world: int) -> tuple[list[int], list[list[list[int]]]]:
         """(this rank's prompt indices, completion token ids per prompt), through the training backend."""
-        vllm = getattr(self.trainer, "vllm_generation", None) if getattr(self.trainer.args, "use_vllm", False) else None
+        vllm = trl_adapter.vllm_generation(self.trainer)
         n = len(self._texts)
         if vllm is None:
             return self._generate_hf(shard(n, world, rank), pad_to=math.ceil(n / world) if world > 1 else 0)
@@ -307,7 +310,7 @@ class Evaluator(TrainerCallback):
         out: list[list[list[int]]] = []
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model, \
-                torch.no_grad(), trainer._dist.summon_full_params(trainer.model_wrapped, recurse=False):
+                torch.no_grad(), trl_adapter.full_params(trainer):
             device = next(model.parameters()).device
             devices = [device] if device.type == "cuda" else []
             was_training = model.training
@@ -335,10 +338,9 @@ class Evaluator(TrainerCallback):
         With sleep mode TRL leaves the engine asleep after each generate (weights discarded), so
         the weights are re-pushed whenever they sleep, even at an unchanged step.
         """
-        asleep = bool(getattr(vllm, "enable_sleep_mode", False) and getattr(vllm, "_llm_weights_sleeping", False))
-        if state.global_step != getattr(self.trainer, "_last_loaded_step", None) or asleep:
+        if state.global_step != trl_adapter.loaded_step(self.trainer) or trl_adapter.weights_sleeping(vllm):
             vllm.sync_weights()  # wakes the weights first under sleep mode
-            self.trainer._last_loaded_step = state.global_step
+            trl_adapter.mark_loaded_step(self.trainer, state.global_step)
 
     def _sampling(self) -> dict[str, Any]:
         """The evaluation's decoding, the same in both vLLM modes; seeded so every arm draws alike."""
@@ -364,7 +366,7 @@ class Evaluator(TrainerCallback):
         finally:
             if sleep:
                 vllm.llm.sleep(level=2)
-                vllm._llm_weights_sleeping = True
+                trl_adapter.mark_weights_sleeping(vllm)
         return [[self._cut(c.token_ids) for c in o.outputs] for o in outputs]
 
     def _generate_server(self, client: Any, indices: list[int]) -> list[list[list[int]]]:

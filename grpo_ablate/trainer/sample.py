@@ -143,6 +143,8 @@ def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, tempera
 
 def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     """{prompts, temperatures, rewards[t][prompt][k], completions[t][prompt][k], reward_names, seconds, tokens}."""
+    # here, not at the top: preflight/advise.py imports this module (PROGRESS_PREFIX) in the orchestrator,
+    # which never imports torch, transformers or trl; only the sampling process runs this function
     from .build import load_model_and_tokenizer, load_prompts
     from .rewards import RewardContext, build_rewards
 
@@ -162,7 +164,7 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     if use_vllm:
         from vllm import LLM
 
-        from .vllm_cpu import keep_weights_loadable
+        from .vllm_cpu import keep_weights_loadable  # vLLM's modules only when the study generates with it
 
         keep_weights_loadable()  # the same kernels as a trial's colocated engine on a CPU
         engine: dict[str, Any] = {"gpu_memory_utilization": float(trainer.get("vllm_gpu_memory_utilization") or 0.9)}

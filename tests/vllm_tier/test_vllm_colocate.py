@@ -16,6 +16,7 @@ from typing import Any
 
 from helpers import run_cli, write_study
 from tier import jsonl
+from grpo_ablate import trial_record as record
 
 STEPS = 4
 HELD_OUT = 48
@@ -131,7 +132,7 @@ def test_two_colocate_trials_at_once_evaluate_through_vllm_as_transformers_does(
     import optuna
 
     from grpo_ablate.storage import open_storage
-    from grpo_ablate.trial_record import TRIAL_DIR, arm_of
+    from grpo_ablate.trial_record import arm_of
 
     r = run_cli("run", str(_study(tmp_path)), "--no-report", timeout=1200)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
@@ -141,7 +142,7 @@ def test_two_colocate_trials_at_once_evaluate_through_vllm_as_transformers_does(
     (a, b) = sorted(trials, key=lambda t: t.datetime_start)
     assert b.datetime_start < a.datetime_complete, "the two trials did not run at the same time"
 
-    by_g = {str(arm_of(t).num_generations): Path(t.user_attrs[TRIAL_DIR]) for t in trials}  # type: ignore[union-attr]
+    by_g = {str(arm_of(t).num_generations): Path(record.trial_dir(t)) for t in trials}  # type: ignore[union-attr]
     fixed = by_g.pop("4")
     (scheduled,) = by_g.values()
     _check_trial(fixed, Path(tiny_vllm_model), 4, 4)
