@@ -140,6 +140,19 @@ TASKS: dict[str, Task] = {
         corrupt=_forgot_carry,
         params={"digits": [2, 1], "carry_only": True, "slip": "forgot_carry"},
     ),
+    # The same carry drill from a learner that is almost always wrong (noise 0.96: about 4% of its
+    # sampled answers are right), so a group of 2 completions is nearly always all wrong (no reward
+    # spread, no gradient) while a group of 8 or 16 often holds one right answer: the task where
+    # num_generations matters at equal generated compute (benchmarks/data/sequential_table_rare.json).
+    "addition_rare": Task(
+        name="addition_rare",
+        make_problem=_addition_problem(2, 1, carry_only=True),
+        score=_exact_answer,
+        max_answer_chars=3,
+        corrupt=_forgot_carry,
+        warm_start=WarmStartSettings(noise=0.96),
+        params={"digits": [2, 1], "carry_only": True, "slip": "forgot_carry"},
+    ),
     "addition_mixed": Task(
         name="addition_mixed",
         make_problem=_mixed_problem,
