@@ -75,6 +75,7 @@ class Task:
     arms: list[str]  # baseline first
     labels: dict[str, str]
     values: dict[str, dict[int, float]]
+    prompt_se: float | None = None  # the held-out prompts' sampling error of one trial's reward (per-prompt rows)
 
     @property
     def seeds(self) -> list[int]:
@@ -92,8 +93,13 @@ def tasks_of(table: dict) -> list[Task]:
         rows = [r for r in table["rows"] if r["task"] == name and r["outcome"] == "completed" and r["objective"] is not None]
         base = next(r["arm"] for r in rows if r["role"] == "baseline")
         arms = [base] + sorted({r["arm"] for r in rows} - {base})
+        # a trial's reward is a mean over its held-out prompts: its sampling error over the prompts is
+        # sd(per-prompt rewards) / sqrt(prompts), the part of the seed-to-seed spread the prompt set adds
+        ses = [float(np.std(r["per_prompt"], ddof=1) / math.sqrt(len(r["per_prompt"])))
+               for r in rows if r.get("per_prompt") and len(r["per_prompt"]) > 1]
         task = Task(f"{name}, {table['settings'].get('steps')} steps", arms, {r["arm"]: r["label"] for r in rows},
-                    {a: {r["seed"]: float(r["objective"]) for r in rows if r["arm"] == a} for a in arms})
+                    {a: {r["seed"]: float(r["objective"]) for r in rows if r["arm"] == a} for a in arms},
+                    float(math.sqrt(np.mean(np.square(ses)))) if ses else None)
         out.append(task)
     return out
 
@@ -287,8 +293,12 @@ def main() -> int:
                 print(f"  {task.labels[x]:<26} mean {means[x]:.3f} (se {se:.3f}, over {len(v)} seeds)  sd "
                       f"{statistics.stdev(v):.3f}{'  (baseline)' if x == task.arms[0] else ''}"
                       f"{'  best' if means[x] == top else ''}")
+            if task.prompt_se is not None:
+                print(f"  prompt noise: one trial's reward over its {len(json.loads(path.read_text())['rows'][0]['per_prompt'])} "
+                      f"held-out prompts has sampling error {task.prompt_se:.3f} (rms over trials), of the "
+                      f"seed-to-seed residual sd {sd:.3f}")
             rng = random.Random(0)
-            entry: dict = {"task": task.name, "seeds": len(seeds), "arms": k, "sd": sd,
+            entry: dict = {"task": task.name, "seeds": len(seeds), "arms": k, "sd": sd, "prompt_se": task.prompt_se,
                            "means": {task.labels[x]: means[x] for x in task.arms}, "worlds": {}}
 
             bech = partial(bechhofer_share, k, me, sd)
