@@ -272,3 +272,12 @@ def test_the_stated_probability_is_calibrated_on_planted_means():
         realized = float(np.mean(hits))
         se = math.sqrt(realized * (1 - realized) / len(hits))
         assert len(hits) >= 100 and abs(stated - realized) <= 0.03 + 2 * se, (lo, hi, stated, realized, len(hits))
+
+
+def test_the_calls_name_the_model_the_design_chose():
+    from grpo_ablate.stats.calls import method
+
+    shared = {"a": {0: 1.0, 1: 2.0, 2: 3.0}, "b": {0: 1.5, 1: 2.2, 2: 3.1}}
+    assert "paired over the shared seeds" in method(shared)
+    assert "no shared seeds" in method({"a": {0: 1.0, 1: 2.0, 2: 3.0}, "b": {5: 1.5, 6: 2.2, 7: 3.1}})
+    assert calls(shared, "a", min_effect=0.05)["b"].difference.kind == "paired"

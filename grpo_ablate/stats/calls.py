@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from grpo_ablate.stats.multiplicity import holm
-from grpo_ablate.stats.model import fit
+from grpo_ablate.stats.model import WORDS, fit
 from grpo_ablate.stats.seeds import MeanDifference
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE
 
-__all__ = ["ArmCall", "calls"]
+__all__ = ["ArmCall", "calls", "method"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,9 @@ def calls(values: Mapping[str, Mapping[int, float]], reference: str, *, min_effe
             call = BETTER if (d.mean > 0) == maximize else WORSE
         out[a] = ArmCall(call, pd, pe, d)
     return out
+
+
+def method(values: Mapping[str, Mapping[int, float]]) -> str:
+    """The words for the tests `calls` runs on `values`: "t tests of one model of arm and seed effects
+    (paired over the shared seeds), ..." or the unpaired model's, as the design chose."""
+    return "t tests of " + WORDS[fit(values).kind]
