@@ -31,8 +31,8 @@ P(within) of 0.95 or 0.9, at most 12 seeds). Per strategy and world:
   equal arm, an equivalent call where the truth differs by more than min_effect, or an arm truly
   within min_effect of the best excluded from the eps-best set or dropped by the race);
 - compute: median trials run as a fraction of a 12-seed study (arms x 12), and Bechhofer's fixed
-  design reaching the same P(within) (stats/selection.bechhofer_seeds at the world's residual sd,
-  the paired design's yardstick: arms uncorrelated within a seed, as measured) as a fraction too;
+  design reaching the same P(within) (its indifference zone at min_effect, at the residual sd left
+  once each seed's common effect is removed: the paired design) as a fraction too;
 - calibration: every replay's stated probability (the recommendation's P(within min_effect of the
   best)) binned against how often it came true, on the planted worlds (where the truth is exact).
 """
@@ -227,10 +227,13 @@ def bechhofer_share(k: int, me: float, sd: float, target: float) -> float | None
     """Seeds per arm of Bechhofer's fixed design reaching `target`, as a share of a 12-seed study."""
     if target <= 1.0 / k:
         return 0.0
-    for n in range(1, 400):
-        if bechhofer_pcs(k, n, me, sd) >= target:
-            return n / PLANNED
-    return None
+    lo, hi = 0, 400  # the PCS grows with the seeds: bisect for the fewest that reach the target
+    if bechhofer_pcs(k, hi, me, sd) < target:
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if bechhofer_pcs(k, mid, me, sd) >= target else (mid, hi)
+    return hi / PLANNED
 
 
 def replay(worlds: list[World], me: float, k: int) -> tuple[list[dict], list[tuple[float, bool]]]:
@@ -284,6 +287,9 @@ def main() -> int:
                 continue
             res = task.residual_rows()
             sd = float(math.sqrt((res**2).sum() / ((len(seeds) - 1) * k)))
+            # Bechhofer's paired design: the spread left once each seed's common effect is removed
+            within_seed = res - res.mean(axis=1, keepdims=True)
+            sd_paired = float(math.sqrt((within_seed**2).sum() / ((len(seeds) - 1) * (k - 1))))
             means = {a: statistics.fmean(task.values[a][s] for s in seeds) for a in task.arms}
             print(f"\n== {task.name}: {k} arms x {len(seeds)} seeds; min_effect {me}; {a.studies} studies per world ==")
             top = max(means.values())
@@ -298,10 +304,12 @@ def main() -> int:
                       f"held-out prompts has sampling error {task.prompt_se:.3f} (rms over trials), of the "
                       f"seed-to-seed residual sd {sd:.3f}")
             rng = random.Random(0)
-            entry: dict = {"task": task.name, "seeds": len(seeds), "arms": k, "sd": sd, "prompt_se": task.prompt_se,
+            print(f"  residual sd {sd:.3f} per arm, {sd_paired:.3f} once each seed's common effect is removed "
+                  f"(Bechhofer's paired design uses the latter)")
+            entry: dict = {"task": task.name, "seeds": len(seeds), "arms": k, "sd": sd, "sd_paired": sd_paired, "prompt_se": task.prompt_se,
                            "means": {task.labels[x]: means[x] for x in task.arms}, "worlds": {}}
 
-            bech = partial(bechhofer_share, k, me, sd)
+            bech = partial(bechhofer_share, k, me, sd_paired)
 
             worlds = [held_out_world(task, rng) for _ in range(a.studies)]
             gap_se = statistics.fmean(
