@@ -3,10 +3,13 @@
     nice -n 10 python benchmarks/sequential_table.py --seeds 40   # the committed table (~2 h on 2 cores)
     nice -n 10 python benchmarks/sequential_table.py --steps 60 --tasks addition_mixed \
         --out benchmarks/data/sequential_table_mixed60.json          # the 60-step table (12 seeds)
+    nice -n 19 python benchmarks/sequential_table.py --tasks addition_rare --seeds 40 --steps 60 --points 2 \
+        --generations 8 2 4 16 32 --temperatures 1.0 \
+        --out benchmarks/data/sequential_table_rare.json               # the task where G matters (~50 min, 1 core)
     python benchmarks/sequential.py                                # replay them
 
-Every trial of one task's ablation (baseline G=8 at T=1.0; G=2, G=4, the schedule 2->8@50%, and
-T=0.5) on seeds 0..N-1 runs through the real trainer in one warm session (one process for all
+Every trial of one task's ablation (by default baseline G=8 at T=1.0; G=2, G=4, the schedule
+2->8@50%, and T=0.5; `--generations` and `--temperatures` set other arms, the first G the baseline) on seeds 0..N-1 runs through the real trainer in one warm session (one process for all
 trials, one worker), the study's own trial specs (study/trial_spec.build_spec). The table is saved
 after every trial, so an interrupted build resumes where it stopped, and carries its settings and
 library versions; a table whose settings differ (other than seeds) is rebuilt. Seeds run outermost,
