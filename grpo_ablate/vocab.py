@@ -371,6 +371,9 @@ BUILTIN_MODELS: dict[str, str] = {
 BUILTIN_TASKS: dict[str, str] = {
     "addition": ("Carry drill: add a 2-digit and a 1-digit number whose units carry (`47+8=` -> `55`); "
                  "reward 1 for the exact sum, else 0."),
+    "addition_rare": ("The carry drill from a warm start that is right about 1 time in 50 when sampling, so small "
+                      "groups rarely hold a right answer (no reward spread): the task where num_generations matters; "
+                      "reward 1 for the exact sum, else 0."),
     "addition_mixed": ("Mixed-difficulty sums of a 3-digit and a 2-digit number (`347+85=` -> `432`): carry-free "
                        "(easy), one carry (the drill) and double carries (hard), so per-prompt success rates "
                        "spread like a real math set's; reward 1 for the exact sum, else 0."),

@@ -4,21 +4,22 @@
 print(select({'a': {0: .70, 1: .72, 2: .69}, 'b': {0: .60, 1: .61, 2: .63}}, min_effect=0.05))"
 
 A user acts on one configuration. The question is not "is it better than the baseline" but "is
-it within min_effect of the best", and "which others might be". Three answers, one per question:
+it within min_effect of the best", and "which others might be". Every answer here reads the one
+model of stats/model.py (paired over shared seeds, a pooled variance with a floor, no arm with
+fewer than model.MIN_SEEDS seeds), the same model the calls against the baseline read:
 
 - `p_within`: the posterior probability that an arm's true mean is within min_effect of the best
-  arm's. Each arm's seeds are taken as normal with unknown mean and spread and the reference
-  prior, so its mean's posterior is a scaled Student t (mean + sd / sqrt(n) * t_{n-1}); arms are
-  drawn independently (measured on the built-in tasks: arms are uncorrelated within a seed, so
-  pairing shrinks nothing; where arms are positively correlated this overstates the spread of a
-  difference, i.e. errs on the cautious side). Monte Carlo over DRAWS joint draws, fixed seed.
-  The recommended configuration is the arm with the highest such probability (the "probability
-  of correct selection", PCS, of choosing it).
-- the eps-best set: the arms that cannot be excluded from being within min_effect of the best.
-  An arm i is excluded when some arm j beats it by more than min_effect in a one-sided t test
-  (paired over shared seeds, Welch otherwise: stats.seeds.mean_difference) at level alpha/(k-1)
-  (Bonferroni over i's k-1 rivals), so the truly best arm, and each arm within min_effect of it,
-  stays in the set with probability at least 1 - alpha whatever the other means are.
+  arm's, over the model's joint posterior (a multivariate Student t), DRAWS Monte Carlo draws
+  with a fixed seed over the arms in sorted order (common random numbers: the same values give
+  the same probabilities in any arm order, in the race and in the report). The recommended
+  configuration is the arm with the highest such probability (its PCS). An arm with fewer than
+  MIN_SEEDS seeds is left out (`unmeasured`).
+- the eps-best set: the arms that cannot be excluded from being within min_effect of the best,
+  simultaneously: arm i is excluded when some arm j beats it by more than min_effect in the
+  model's one-sided t test, with Holm's adjustment over every ordered pair (i, j). Every arm
+  truly within min_effect of the best has all its hypotheses "j leads i by at most min_effect"
+  true, so the chance that any of them is excluded is at most alpha: the set holds every
+  arm within min_effect of the best at once with probability at least 1 - alpha (family-wise).
 - the cheapest arm in the eps-best set, by the cost the caller gives (generated tokens).
 `bechhofer_seeds` is the fixed-size design's yardstick: Bechhofer's (1954, Ann. Math. Statist.
 25(1)) indifference-zone number of seeds per arm that picks the best with probability P* when it
@@ -35,13 +36,14 @@ import numpy as np
 from scipy import integrate
 from scipy import stats as st
 
-from grpo_ablate.stats.seeds import mean_difference
+from grpo_ablate.stats.model import MIN_SEEDS, Fit, clean, fit
+from grpo_ablate.stats.multiplicity import holm
 
 __all__ = ["Selection", "select", "p_within", "eps_best", "bechhofer_seeds", "bechhofer_pcs", "DRAWS", "HOW"]
 
 DRAWS = 10000  # Monte Carlo error of a probability near 0.95: 0.002
-HOW = (f"a posterior probability over the seeds: each arm's mean a Student t posterior from its own seeds, "
-       f"{DRAWS:,} Monte Carlo draws")
+HOW = (f"a posterior probability from one model of the seeds (arm and seed effects, paired over shared seeds, "
+       f"a pooled variance with a floor; at least {MIN_SEEDS} seeds per configuration), {DRAWS:,} Monte Carlo draws")
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,8 @@ class Selection:
 
     @property
     def unmeasured(self) -> tuple[str, ...]:
-        """Arms with a single seed: in the set, but left out of the probability."""
-        return tuple(a for a, n in self.seeds.items() if n < 2)
+        """Arms with fewer than MIN_SEEDS seeds: in the set, but left out of the probability and the tests."""
+        return tuple(a for a, n in self.seeds.items() if n < MIN_SEEDS)
 
     def as_dict(self) -> dict[str, object]:
         return {"recommended": self.recommended, "pcs": self.pcs, "p_within": dict(self.p_within),
@@ -73,72 +75,73 @@ class Selection:
 
 
 def _clean(values: Mapping[int, float]) -> dict[int, float]:
-    return {s: float(v) for s, v in values.items() if v is not None and math.isfinite(float(v))}
+    return clean(values)
+
+
+def _p_within(f: Fit, min_effect: float, maximize: bool, draws: int, seed: int) -> dict[str, float]:
+    if not f.usable:
+        return {}
+    mu = (1.0 if maximize else -1.0) * f.draws(draws, seed)
+    within = (mu >= mu.max(axis=0) - min_effect).mean(axis=1)
+    return {a: float(p) for a, p in zip(f.arms, within)}
 
 
 def p_within(values: Mapping[str, Mapping[int, float]], min_effect: float, maximize: bool = True,
              draws: int = DRAWS, seed: int = 0) -> dict[str, float]:
-    """P(arm within min_effect of the best) for every arm with two or more seeds (a single seed says nothing
-    about spread, so such an arm is left out); {} when fewer than two arms have two seeds."""
-    arms = [a for a in values if len(_clean(values[a])) >= 2]
-    if len(arms) < 2:
-        return {}
-    rng = np.random.default_rng(seed)
-    sign = 1.0 if maximize else -1.0
-    mu = np.empty((len(arms), draws))
-    for i, a in enumerate(arms):
-        x = np.fromiter(_clean(values[a]).values(), float)
-        n = x.size
-        mu[i] = sign * (x.mean() + x.std(ddof=1) / math.sqrt(n) * rng.standard_t(n - 1, size=draws))
-    within = (mu >= mu.max(axis=0) - min_effect).mean(axis=1)
-    return {a: float(p) for a, p in zip(arms, within)}
+    """P(arm within min_effect of the best) for every arm with MIN_SEEDS seeds or more (the others are
+    left out); {} when fewer than two arms have them."""
+    return _p_within(fit(values), min_effect, maximize, draws, seed)
+
+
+def _eps_best(f: Fit, arms: list[str], min_effect: float, maximize: bool,
+              alpha: float) -> tuple[list[str], dict[str, str]]:
+    pairs = [(i, j) for i in f.arms for j in f.arms if i != j]
+    ps: list[float | None] = []
+    for i, j in pairs:
+        d = f.contrast(i, j)  # j minus i
+        ps.append(d.one_sided_p(min_effect if maximize else -min_effect, greater=maximize) if d is not None else None)
+    adjusted = holm(ps)
+    excluded: dict[str, str] = {}
+    best_by: dict[str, float] = {}
+    for (i, j), p in zip(pairs, adjusted):
+        if p is not None and p < alpha and (i not in excluded or p < best_by[i]):
+            excluded[i], best_by[i] = j, p  # the rival with the strongest evidence
+    return [a for a in arms if a not in excluded], excluded
 
 
 def eps_best(values: Mapping[str, Mapping[int, float]], min_effect: float, maximize: bool = True,
              alpha: float = 0.05) -> tuple[list[str], dict[str, str]]:
-    """(arms not excluded from being within min_effect of the best, {excluded arm: by which arm})."""
+    """(arms not excluded from being within min_effect of the best, {excluded arm: by which arm}), the
+    exclusions simultaneous at family-wise level alpha (module docstring); arms with fewer than
+    MIN_SEEDS seeds are never excluded."""
     arms = [a for a in values if _clean(values[a])]
-    k = len(arms)
-    excluded: dict[str, str] = {}
-    if k < 2:
-        return arms, excluded
-    level = alpha / (k - 1)
-    for i in arms:
-        for j in arms:
-            if i == j:
-                continue
-            d = mean_difference(_clean(values[i]), _clean(values[j]))  # j minus i
-            if d is None:
-                continue
-            p = d.one_sided_p(min_effect if maximize else -min_effect, greater=maximize)
-            if p is not None and p < level:
-                excluded[i] = j
-                break
-    return [a for a in arms if a not in excluded], excluded
+    return _eps_best(fit(values), arms, min_effect, maximize, alpha)
 
 
 def select(values: Mapping[str, Mapping[int, float]], min_effect: float, *, maximize: bool = True,
-           alpha: float = 0.05, costs: Mapping[str, float] | None = None, draws: int = DRAWS) -> Selection:
+           alpha: float = 0.05, costs: Mapping[str, float] | None = None, draws: int = DRAWS,
+           seed: int = 0) -> Selection:
     """The recommendation, its PCS, the eps-best set and its cheapest member (see the module docstring).
 
-    An arm with a single seed has no spread: it is left out of the probability (`unmeasured`) and
-    stays in the set. Fewer than two arms with two seeds: the recommendation is the best mean,
-    with no probability.
+    An arm with fewer than MIN_SEEDS seeds has no test: it is left out of the probability
+    (`unmeasured`) and stays in the set. Fewer than two arms with MIN_SEEDS seeds: the
+    recommendation is the best mean, with no probability.
     """
     vals = {a: _clean(v) for a, v in values.items() if _clean(v)}
     sign = 1.0 if maximize else -1.0
     means = {a: float(np.mean(list(v.values()))) for a, v in vals.items()}
-    probs = p_within(vals, min_effect, maximize, draws)
     if not vals:
         return Selection(None, None, {}, (), {}, {}, min_effect, alpha)
+    f = fit(vals)
+    probs = _p_within(f, min_effect, maximize, draws, seed)
     if probs:
-        rec = max(probs, key=lambda a: (round(probs[a], 6), sign * means[a]))
+        rec = max(sorted(probs), key=lambda a: (round(probs[a], 6), sign * means[a]))
     else:
-        rec = max(vals, key=lambda a: sign * means[a])
-    keep, excluded = eps_best(vals, min_effect, maximize, alpha)
-    keep.sort(key=lambda a: -sign * means[a])
+        rec = max(sorted(vals), key=lambda a: sign * means[a])
+    keep, excluded = _eps_best(f, list(vals), min_effect, maximize, alpha)
+    keep.sort(key=lambda a: (-sign * means[a], a))
     priced = {a: float(costs[a]) for a in keep if costs and costs.get(a) is not None}
-    cheapest = min(priced, key=lambda a: (priced[a], -sign * means[a])) if priced else None
+    cheapest = min(priced, key=lambda a: (priced[a], -sign * means[a], a)) if priced else None
     return Selection(rec, probs.get(rec) if probs else None, probs, tuple(keep), excluded, means, min_effect, alpha,
                      cheapest, {a: float(c) for a, c in (costs or {}).items() if c is not None},
                      {a: len(v) for a, v in vals.items()})

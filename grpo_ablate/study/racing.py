@@ -1,7 +1,7 @@
 """Racing for planned studies (grid, ablation): spend seeds only where the answer is still open.
 
     study: {sampler: ablation, seeds: [0, 1, ..., 11], min_effect: 0.05,
-            racing: {design: group_sequential, confidence: 0.95, first_round_seeds: 2}}
+            racing: {design: group_sequential, confidence: 0.95, first_round_seeds: 3}}
 
 Round 1 runs every arm on the first `first_round_seeds` seeds; every later round adds one seed to
 the arms still in the race, until the planned seeds are spent. Two designs; the racing state and
@@ -9,12 +9,17 @@ the report say which ran.
 
 - group_sequential (the default; a planned study knows its maximum seeds): after each round, a
   look with group-sequential error spending over the planned looks (stats/spending.py, the
-  Haybittle-Peto rule: a strict level at every early look, 5% at the last). An arm leaves only
+  Haybittle-Peto rule: a strict level at every early look, 5% at the last). The first look is at
+  stats/model.MIN_SEEDS (3) seeds: nothing is tested or excluded from fewer (a round with fewer
+  is recorded without a look). Every look reads the report's own answer (stats/selection.select)
+  over every arm of the race, dropped ones with the seeds they ran, so the race's probability and
+  the report's are the same number from the same model (stats/model.py). An arm leaves only
   when it is excluded from the eps-best set at the look's family-wise level (some arm beats it by
-  more than study.min_effect, stats/selection.eps_best). The race stops when one arm is left in
-  the eps-best set, or the probability that the leading arm is within min_effect of the best (the
-  posterior PCS, stats/selection.p_within) reaches `confidence`, or the seeds run out. A race that
-  never stops early ends at the last look at 5%: exactly the fixed-sample answer.
+  more than study.min_effect; the exclusions simultaneous over every pair). The race stops when
+  one arm is left in it, or the probability that the leading arm is within min_effect of the best
+  (the posterior PCS, stats/selection.p_within) reaches `confidence`, or the seeds run out. A
+  race that never stops early ends at the last look at 5% on the same values as a fixed-sample
+  study, so its answer is exactly the fixed-sample answer, whether or not it dropped arms on the way.
 - anytime (for open-ended use, kept from round 3): Lai's t confidence sequence of each arm's paired
   differences (stats/sequential.py), valid however often it is looked at; an arm is dropped once
   its sequence against the leader lies wholly below zero; with `stop_when_settled` an arm stops
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from grpo_ablate.plan import baseline_arm, racing_round, study_plan
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
+from grpo_ablate.stats.model import MIN_SEEDS
 from grpo_ablate.stats.selection import select
 from grpo_ablate.stats.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.stats.spending import plan as spending_plan
@@ -78,7 +84,7 @@ class Rule:
     stop_when_settled: bool = False  # anytime only
     design: str = GROUP_SEQUENTIAL
     max_seeds: int | None = None  # group_sequential: the planned seeds (None: the results' own count at the end)
-    first: int = 2  # group_sequential: seeds at the first look
+    first: int = MIN_SEEDS  # group_sequential: seeds at the first look (never below MIN_SEEDS)
     spending: str = "haybittle-peto"
 
     def call(self, diffs: Sequence[float], maximize: bool) -> str:
@@ -90,7 +96,10 @@ class Rule:
         top = max(self.max_seeds or seeds, seeds)
         if last or seeds >= top:
             return ALPHA
-        looks = list(range(min(self.first, seeds), top + 1))
+        first = max(self.first, MIN_SEEDS)
+        if seeds < first:  # no look yet: nothing can be tested
+            return 0.0
+        looks = list(range(first, top + 1))
         return spending_plan(self.spending, looks, top, ALPHA).level(seeds)
 
 
@@ -149,7 +158,7 @@ def rule_of(study: "Study") -> Rule:
     return Rule(float(min_effect) if min_effect is not None else 0.0, racing.confidence if racing else 0.95,
                 racing.method if racing else "t", bound, bool(racing and racing.stop_when_settled),
                 racing.design if racing else GROUP_SEQUENTIAL, len(study.study.seeds),
-                racing.first_round_seeds if racing else 2)
+                racing.first_round_seeds if racing else MIN_SEEDS)
 
 
 def _diffs(results: Mapping[str, Mapping[int, float]], arm: str, ref: str) -> tuple[list[float], list[int]]:
@@ -192,11 +201,13 @@ def _decide_group_sequential(state: RaceState, results: Mapping[str, Mapping[int
     if not live:
         return RaceState(rnd, [], dropped, state.leader, True, [], dict(state.calls), list(state.path), GROUP_SEQUENTIAL)
     shared = set.intersection(*(set(results[a]) for a in live))
-    values = {a: {s: results[a][s] for s in results[a] if s in shared} if shared else dict(results[a]) for a in live}
+    # every arm of the race, dropped ones with the seeds they ran: the report's own values
+    values = {a: dict(results[a]) for a in sorted(results) if results[a]}
     n = len(shared)
     level = rule.level(n, last=not seeds_left)
     sel = select(values, rule.min_effect, maximize=maximize, alpha=level)  # the report's own answer, at this look
-    keep, excluded = list(sel.eps_best), sel.excluded
+    excluded = {a: by for a, by in sel.excluded.items() if a in live}
+    keep = [a for a in live if a not in excluded]
     for a, by in excluded.items():
         lead = statistics.fmean(values[by].values()) - statistics.fmean(values[a].values())
         dropped.append(Drop(a, rnd, f"excluded from the {rule.min_effect:g}-best set: {by} leads it by {lead:+.4g} "
@@ -206,16 +217,16 @@ def _decide_group_sequential(state: RaceState, results: Mapping[str, Mapping[int
     ref = baseline if baseline is not None and results.get(baseline) else None
     calls = {}
     if ref is not None:
-        both = dict(values, **({ref: dict(results[ref])} if ref not in values else {}))
-        calls = {a: c.call for a, c in holm_calls(both, ref, min_effect=rule.min_effect, maximize=maximize,
+        calls = {a: c.call for a, c in holm_calls(values, ref, min_effect=rule.min_effect, maximize=maximize,
                                                   level=level).items()}
-    stop = ("one configuration left in the eps-best set" if len(keep) <= 1 else
+    stop = ("one configuration left in the race" if len(keep) <= 1 else
             f"the probability of correct selection reached {rule.confidence:g}" if pcs is not None and
             pcs >= rule.confidence else "the planned seeds ran out" if not seeds_left else None)
     path = list(state.path) + [{"round": rnd, "seeds": n, "leader": leader, "calls": dict(calls), "live": list(keep),
                                 "settled": [], "dropped": list(excluded), "level": level, "pcs": pcs,
-                                "eps_best": list(keep), "stop": stop}]
-    return RaceState(rnd, keep, dropped, leader, stop is not None, [], calls, path, GROUP_SEQUENTIAL, pcs, list(keep))
+                                "eps_best": list(sel.eps_best), "stop": stop}]
+    return RaceState(rnd, keep, dropped, leader, stop is not None, [], calls, path, GROUP_SEQUENTIAL, pcs,
+                     list(sel.eps_best))
 
 
 def _decide_anytime(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maximize: bool,
@@ -329,7 +340,8 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
     results = arm_results(ostudy)
     base = baseline_arm(study).key if study.study.sampler == "ablation" else None
     base = base if base in arms else None
-    wanted = set(state.live) | ({base} if base else set())
+    # the group-sequential look reads every arm (dropped ones with the seeds they ran), as the report does
+    wanted = set(arms) if rule_of(study).design == GROUP_SEQUENTIAL else set(state.live) | ({base} if base else set())
     state = decide(state, {a: results.get(a, {}) for a in wanted}, maximize=study.directions[0] == "maximize",
                    seeds_left=queue_next and used < len(study.study.seeds), rule=rule_of(study), baseline=base)
     ledger.set_race(ostudy, state.as_dict())

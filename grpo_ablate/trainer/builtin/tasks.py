@@ -140,6 +140,21 @@ TASKS: dict[str, Task] = {
         corrupt=_forgot_carry,
         params={"digits": [2, 1], "carry_only": True, "slip": "forgot_carry"},
     ),
+    # The same carry drill from a learner that is almost always wrong (noise 0.96: 1.8% of its
+    # answers sampled at temperature 1 are right, measured over 512 prompts), so a group of 2
+    # completions is nearly always all wrong (no reward spread). Measured over 40 seeds at 32
+    # completions per step and 60 steps (benchmarks/data/sequential_table_rare.json): G=2, 4 and 8
+    # tie at 0.468 held-out reward, G=16 scores 0.391 and G=32 0.337, so G matters here, and it is
+    # the large groups (two prompts per step or one) that lose.
+    "addition_rare": Task(
+        name="addition_rare",
+        make_problem=_addition_problem(2, 1, carry_only=True),
+        score=_exact_answer,
+        max_answer_chars=3,
+        corrupt=_forgot_carry,
+        warm_start=WarmStartSettings(noise=0.96),
+        params={"digits": [2, 1], "carry_only": True, "slip": "forgot_carry"},
+    ),
     "addition_mixed": Task(
         name="addition_mixed",
         make_problem=_mixed_problem,
