@@ -13,6 +13,7 @@ import time
 import pytest
 from helpers import ROOT, cli_env
 
+from grpo_ablate import trial_record as record
 from grpo_ablate.children import process_start_time
 from grpo_ablate.study.owner import HOST, RunIdentity, dead_owner, new_run
 
@@ -62,7 +63,7 @@ def test_a_killed_run_whose_pid_was_reused_is_run_again(study_here, tmp_path, ot
     import psutil
 
     from grpo_ablate.storage import open_storage
-    from grpo_ablate.trial_record import OUTCOME, PID
+    from grpo_ablate.trial_record import PID
 
     out = tmp_path / "reuse"
     args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", "study.seeds=[0]", "--no-report",
@@ -90,5 +91,5 @@ def test_a_killed_run_whose_pid_was_reused_is_run_again(study_here, tmp_path, ot
     res = study_here(*args, "--set", "budget.max_steps=2")
     assert res.returncode == 0, res.stdout + res.stderr
     trials = optuna.load_study(study_name="reuse", storage=open_storage(str(out / "study.journal"))).get_trials()
-    assert [(t.state.name, t.user_attrs.get(OUTCOME)) for t in trials] == [("FAIL", "interrupted"), ("COMPLETE", "completed")]
-    assert "another process" in trials[0].user_attrs["reason"]
+    assert [(t.state.name, record.outcome(t).value) for t in trials] == [("FAIL", "interrupted"), ("COMPLETE", "completed")]
+    assert "another process" in (record.reason(trials[0]) or "")

@@ -17,7 +17,7 @@ import pytest
 
 from grpo_ablate.storage import open_storage
 from grpo_ablate.trainer import checkpoints
-from grpo_ablate.trial_record import OUTCOME
+from grpo_ablate import trial_record as record
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE
 
 EVENT_WAIT_S = 600
@@ -65,9 +65,9 @@ def test_a_result_finished_during_a_storage_outage_is_kept_and_recorded_by_the_n
     assert again.returncode == 0, again.stdout + again.stderr
     assert "recorded from" in again.stdout + again.stderr
     trials = optuna.load_study(study_name="outage", storage=open_storage(f"sqlite:///{db}")).get_trials()
-    assert [t.user_attrs.get(OUTCOME) for t in trials] == ["interrupted", "completed"]
+    assert [record.outcome(t).value for t in trials] == ["interrupted", "completed"]
     retry = out / "trials" / "00001"
     assert (retry / METRICS_FILE).read_text() == trained  # recorded from its files: not trained again
     assert (retry / LOG_FILE).read_text() == (first / LOG_FILE).read_text()  # no trial process wrote to it again
-    assert trials[1].user_attrs["steps"] == 8
+    assert record.recorded_metrics(trials[1], ["steps"])["steps"] == 8
     assert checkpoints.latest(first) is None and checkpoints.latest(retry) is None  # recorded: removed now

@@ -51,6 +51,7 @@ from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.timing_noise import TIME_TWINS, TimingNoise, timing_noise
 from grpo_ablate.report.wording import answer_lines, details, notes
 from grpo_ablate.stats.calls import calls as holm_calls
+from grpo_ablate.stats.calls import method as calls_model
 from grpo_ablate.stats.min_effect import default_min_effect
 from grpo_ablate.stats.multiplicity import METHOD as HOLM
 from grpo_ablate.stats.seeds import (ALPHA, POWER, Comparison, MetricStat, detectable_difference, seeds_needed, stat)
@@ -415,7 +416,8 @@ def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives
     common: dict[str, Any] = dict(
         arms=tuple(verdicts), cost_unit=cost_unit, timing=timing, selection=selection,
         names={a.name: a.config.label for a in ran}, hours={a.name: hours[a.config] for a in ran if a.config in hours},
-        min_effect=min_effect, calls_method=SEQUENTIAL_METHOD if sequential else HOLM, sequential=sequential,
+        min_effect=min_effect, sequential=sequential,
+        calls_method=SEQUENTIAL_METHOD if sequential else f"{calls_model({a.name: a.by_seed.get(name, {}) for a in ran})}, {HOLM}",
         baseline_name=base.name if base else None, baseline=base.config if base else None,
         baseline_mean=base.metrics[name].mean if base else None, replaced=replaced, objective=other,
         metric_low=m.low, metric_high=m.high)

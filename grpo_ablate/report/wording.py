@@ -299,6 +299,6 @@ def _calls(v: "Verdict") -> list[str]:
     if v.sequential:
         return [f"Against the baseline ({v.calls_method}; equivalent means within ±{_eps(v)}): "
                 + "; ".join(f"{a.config.label} {a.call}" for a in v.arms) + "."]
-    return [f"Against the baseline (paired t tests over shared seeds, {v.calls_method}; equivalent: both one-sided "
+    return [f"Against the baseline ({v.calls_method}; equivalent: both one-sided "
             f"tests of a difference beyond ±{_eps(v)} rejected, Holm-adjusted): "
             + "; ".join(f"{a.config.label} {a.call} (adjusted {fmt_p(a.p_adjusted)})" for a in v.arms) + "."]

@@ -246,7 +246,7 @@ class TrialLifecycle:
     def _predecessor_folders(self, trial: "optuna.Trial") -> list[Path]:
         """The folders of the attempts this retry follows, nearest first; this study's own copy of one where the
         journal names another copy of the run folder."""
-        if trial.user_attrs.get(ledger.RETRY_OF) is None:
+        if ledger.retry_of(trial) is None:
             return []
         trials = {t.number: t for t in self.ostudy.get_trials(deepcopy=False)}
         me = trials.get(trial.number)
