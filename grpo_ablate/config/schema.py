@@ -297,6 +297,7 @@ class StudyFile(_Section):
     rewards: list[RewardSpec | str] = Field(default_factory=list)
     trainer: dict[str, Any] = Field(default_factory=dict)
     trainer_from: str | None = None
+    recipe_trl: str | None = None  # the TRL release a trainer_from recipe was written for (config/trl_defaults.json)
     hardware: HardwareSection = Field(default_factory=HardwareSection)
     search: SearchSection = Field(default_factory=SearchSection)
     budget: BudgetSection = Field(default_factory=lambda: BudgetSection(max_steps=100))
