@@ -29,7 +29,7 @@ from yaml.nodes import MappingNode, ScalarNode
 from grpo_ablate.config.attention import AUTO
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.names import module_findable
-from grpo_ablate.config.trainer_fields import trainer_field_names, trl_default
+from grpo_ablate.config.trainer_fields import cast_like_trl, trainer_field_names, trl_default
 from grpo_ablate.config.trl_releases import (drift_between, known_releases, release_defaults, release_entries,
                                               release_of)
 from grpo_ablate.config.yaml_io import read_yaml_file
@@ -414,6 +414,19 @@ def _sharding_note(recipe: _Recipe, hardware: Any) -> RecipeNote | None:
                       f"set hardware.accelerate_config{where}")
 
 
+def _as_trl_reads(recipe: _Recipe, key: str, value: Any, notes: list[RecipeNote]) -> Any:
+    """A recipe value as TRL's parser reads it (`learning_rate: 2e-4` is text under YAML 1.1 and a float to
+    `trl grpo --config`); a value it would refuse stays, for validate to report with the key's path."""
+    try:
+        cast = cast_like_trl(key, value)
+    except ValueError:
+        return value
+    if cast is not value and (cast != value or type(cast) is not type(value)):
+        notes.append(RecipeNote(f"{recipe.at(key)}: {key}: {echo(value)} read as {echo(cast)}, as TRL's own "
+                                f"parser reads the recipe"))
+    return cast
+
+
 def _anchor_baseline(raw: dict[str, Any], key: str, value: Any, searched: Any) -> str:
     """The recipe's own value of a searched key becomes the ablation's baseline (the run one would make
     without the study), when the study names no baseline value and searches that value; words for the note."""
@@ -682,7 +695,7 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             notes.append(RecipeDifference(f"{recipe.at(key)}: {key}: {echo(value)} is searched (search.{key}); "
                                           f"each arm uses its own value{anchored}"))
         else:
-            trainer[key] = value
+            trainer[key] = _as_trl_reads(recipe, key, value, notes)
     if ignored:
         notes.append(RecipeNote(f"{recipe.path.name}: ignored (read by other tools, or left off): {', '.join(ignored)}"))
     _implicit_keys(recipe, raw, trainer, own, search, notes)
