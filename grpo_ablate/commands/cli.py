@@ -25,7 +25,7 @@ import sys
 from typing import Callable, Sequence
 
 from grpo_ablate import __version__
-from grpo_ablate.commands import advise, compare, dashboard, init, plan, probe, run, run_one
+from grpo_ablate.commands import advise, compare, dashboard, init, plan, probe, run, run_one, smoke
 from grpo_ablate.commands.common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_study, check_out, err, load,
                                          set_value)
 from grpo_ablate.commands.plan import limits_json
@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warm-start-storage", metavar="URL",
                    help="the storage of --warm-start given as a name (default: this study's storage)")
     p.set_defaults(func=run.run)
+
+    smoke.add_parser(sub)
 
     p = sub.add_parser("run-one", help="one trial without Optuna, e.g. --set num_generations=4")
     add_study(p)
