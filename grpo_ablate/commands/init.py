@@ -28,7 +28,8 @@ from grpo_ablate.commands.common import EXIT_OK, check_out
 from grpo_ablate.commands.plan import plan_text
 from grpo_ablate.config import load_study
 from grpo_ablate.config.inputs import peek_rows
-from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe, recipe_stack,
+from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe,
+                                        recipe_accelerate_config, recipe_stack,
                                         stack_default)
 from grpo_ablate.config.schema import DataSection
 from grpo_ablate.errors import Problem, StudyError
@@ -255,6 +256,10 @@ def study_text(a: InitAnswers, out: Path) -> str:
                    f"{a.world_size}"]
         elif a.vllm == "colocate":
             hw += ["  vllm: {mode: colocate}   # vLLM shares the training GPUs"]
+        accelerate = recipe_accelerate_config(a.recipe, a.recipe_values) if a.recipe and a.world_size > 1 else None
+        if accelerate:  # the recipe's own sharding (recipes.py), not plain DDP; the study's process count wins
+            hw += [f"  accelerate_config: {_q(str(accelerate[0]))}   # {accelerate[1]}",
+                   f"  num_processes: {a.world_size}   # training processes (wins over the file's num_processes)"]
         hw += ["  # gpu_type: H100   # H100, H200, H20, A100 or L40S: narrows plan's GPU-hour estimate"]
         lines += hw
     lines += _evaluation_lines(a)

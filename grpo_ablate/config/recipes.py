@@ -19,6 +19,7 @@ and whatever still differs from the recipe's own run is a RecipeDifference, whic
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ __all__ = [
     "TRL_REWARDS",
     "merge_recipe",
     "read_recipe",
+    "recipe_accelerate_config",
 ]
 
 
@@ -425,6 +427,30 @@ def _as_trl_reads(recipe: _Recipe, key: str, value: Any, notes: list[RecipeNote]
         notes.append(RecipeNote(f"{recipe.at(key)}: {key}: {echo(value)} read as {echo(cast)}, as TRL's own "
                                 f"parser reads the recipe"))
     return cast
+
+
+# Open R1 trains its recipes under DeepSpeed (recipes/accelerate_configs/zero2.yaml, zero3.yaml for its 7B+
+# models); this repository carries configs of the same stages for a node whose 8th GPU serves vLLM.
+_BUNDLED_ACCELERATE = Path(__file__).resolve().parents[2] / "sweeps" / "accelerate"
+_LARGE_MODEL = re.compile(r"(?<![0-9.])([0-9]+(?:\.[0-9]+)?)\s*[bB](?![a-zA-Z])")
+
+
+def recipe_accelerate_config(recipe: Path, values: dict[str, Any]) -> tuple[Path, str] | None:
+    """The accelerate config an Open R1 recipe trains under, for a multi-GPU study: ZeRO-3 for a model of 7B
+    parameters or more (by its name), else ZeRO-2; the file of that name near the recipe (an Open R1
+    checkout's recipes/accelerate_configs/), else this repository's sweeps/accelerate/. (path, why)."""
+    if recipe_stack(values) is not OPEN_R1_STACK:
+        return None
+    size = _LARGE_MODEL.search(str(values.get("model_name_or_path") or "").split("/")[-1])
+    stage = "zero3" if size and float(size.group(1)) >= 7 else "zero2"
+    why = (f"Open R1 trains {'7B+ models' if stage == 'zero3' else 'its smaller models'} under DeepSpeed "
+           f"{stage.replace('zero', 'ZeRO-')} (its recipes/accelerate_configs/{stage}.yaml)")
+    for parent in list(recipe.resolve().parents)[:4]:
+        for folder in ("accelerate_configs", "accelerate"):
+            if (parent / folder / f"{stage}.yaml").is_file():
+                return parent / folder / f"{stage}.yaml", why
+    bundled = _BUNDLED_ACCELERATE / f"{stage}.yaml"
+    return (bundled, why) if bundled.is_file() else None
 
 
 def _anchor_baseline(raw: dict[str, Any], key: str, value: Any, searched: Any) -> str:
