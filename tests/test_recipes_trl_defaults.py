@@ -177,3 +177,19 @@ def test_plan_commands_passes_the_recipes_trl_values_to_grpoconfig(tmp_path):
         assert kwargs.get(key) == value or _listed(study, key), key
     assert (kwargs["beta"], kwargs["loss_type"], kwargs["use_bias_correction_kl"],
             kwargs["vllm_importance_sampling_correction"]) == (0.04, "bnpo", False, False)
+
+
+def test_init_asks_which_trl_a_trl_cli_recipe_was_written_for(tmp_path):
+    import yaml
+
+    from grpo_ablate.commands.init import InitAnswers, ask_missing, write_study
+
+    recipe = ROOT / "studies/recipes/trl-cli-style.yaml"
+    asked: list[str] = []
+    answers = ask_missing(InitAnswers(recipe=recipe), ask=lambda q: asked.append(q) or "0.18", interactive=True)
+    assert answers.recipe_trl == "0.18" and "TRL version this recipe was written for" in asked[0]
+    out = write_study(answers, tmp_path / "s.yaml")
+    assert yaml.safe_load(out.read_text())["recipe_trl"] == "0.18"
+    assert load_study(out).trainer["loss_type"] == "bnpo"  # TRL 0.18's default, as the recipe meant
+    open_r1 = ask_missing(InitAnswers(recipe=FIXTURES[0]), ask=lambda q: pytest.fail(q), interactive=True)
+    assert open_r1.recipe_trl is None  # Open R1's recipes say their TRL: nothing to ask

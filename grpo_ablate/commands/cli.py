@@ -97,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("init", help="write a commented study file from a recipe (or a few answers), then plan it")
     p.add_argument("--from", dest="recipe", help="an Open R1 or `trl grpo` recipe file, used as published")
+    p.add_argument("--recipe-trl", metavar="VERSION", help="the TRL release a `trl grpo` recipe was written for "
+                                                            "(its implicit keys take that release's defaults; asked when unknown)")
     p.add_argument("--gpus", type=int, help="GPUs per trial (0: CPU)")
     p.add_argument("--vllm", choices=["none", "server", "colocate"], default="none",
                    help="vLLM generation: server takes one GPU of each trial's block")
