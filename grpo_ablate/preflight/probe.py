@@ -4,7 +4,8 @@ Practitioners find capacity by hand: smallest G first, the largest generation ba
 not run out of memory, then larger G with the batch shrunk to fit. This does the same with real
 trials (trainer/launchers, `steps` optimizer steps each) on the study's own model, data,
 rewards and hardware, in <output_dir>/probe/. Only feasible batches are tried; each G's batch is
-bisected, for a larger G below the previous G's largest fit; no point runs twice. Out of memory means
+bisected, for a larger G below the previous G's largest fit; no point runs twice; a point after an
+out-of-memory one starts a fresh process (a CUDA allocator that ran out is not trusted again). Out of memory means
 CUDA's error on GPUs and hardware.memory_limit_mb on CPU (trainer/memory_cap.py). A point that
 fails otherwise (a reward that raises, a timeout, too few prompts for the batch, a full disk) is
 recorded with its reason and bounds the search like an out-of-memory point, but is not one:
@@ -152,7 +153,8 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
     """Bisect each G's generation batch; write and return probe.json's content.
 
     The points run one after another in one process (a warm session) where the trial allows it,
-    so start-up, imports and the model load are paid once, not per point.
+    so start-up, imports and the model load are paid once, not per point; after an out-of-memory
+    point, in a fresh one.
     """
     from grpo_ablate.config import Problem, StudyError
     from grpo_ablate.study.devices import cpu_slot
@@ -167,17 +169,24 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
     probe = Probe(owner=Owner.of(study), points=[], memory_limit_mb=study.hardware.memory_limit_mb, steps_per_point=steps)
     seen: dict[tuple[int, int], ProbePoint] = {}
 
-    pool = LauncherPool(probe=True)
+    # The points share a warm session, which survives a CUDA out-of-memory error; but the caching allocator
+    # keeps what the failed point fragmented, and a later, smaller point could run out falsely. After an
+    # out-of-memory point the session is thrown away: the next point starts a fresh process.
+    pools = [LauncherPool(probe=True)]
 
     def fits(g: int, b: int, threads: dict[str, str]) -> bool:
         if (g, b) not in seen:
             try:
-                point = measure_point(study, g, b, root / f"G{g}-B{b}", steps=steps, pool=pool, env=threads or None)
+                point = measure_point(study, g, b, root / f"G{g}-B{b}", steps=steps, pool=pools[-1],
+                                      env=threads or None)
             except Exception as e:  # noqa: BLE001 - the probe's own trouble at this point (a full disk...): its outcome
                 point = ProbePoint(num_generations=g, generation_batch_size=b, fits=False, outcome=Outcome.FAILED.value,
                                    reason=f"{type(e).__name__}: {e}"[:500])
             seen[(g, b)] = point
             probe.points.append(point)
+            if point.outcome == Outcome.OOM.value:
+                pools[-1].close()
+                pools.append(LauncherPool(probe=True))
             if point.fits or point.outcome == Outcome.OOM.value:
                 log(f"probe G={g:<3} batch={b:<5} {'fits' if point.fits else point.outcome.upper():<8} "
                     f"peak {point.peak_memory_mb or 0:.0f} MiB, {point.seconds_per_step or 0:.2f} s/step "
@@ -186,9 +195,13 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
                 log(f"probe G={g:<3} batch={b:<5} {point.outcome.upper():<8} {point.reason or 'no reason recorded'}")
         return seen[(g, b)].fits
 
-    with cpu_slot(study.world_size) as threads, pool:
-        _bisect(candidates, lambda g, b: fits(g, b, threads))
-    probe.processes = pool.processes_started
+    try:
+        with cpu_slot(study.world_size) as threads:
+            _bisect(candidates, lambda g, b: fits(g, b, threads))
+    finally:
+        for pool in pools:
+            pool.close()
+    probe.processes = sum(pool.processes_started for pool in pools)
     probe.total_seconds = round(time.perf_counter() - started, 2)
     probe.one_trial_estimate_s = _one_trial_estimate(study, probe)
     try:
