@@ -21,7 +21,8 @@ so); what only a GPU has is labelled GPU-only below and is skipped or left out o
 - server: `trl vllm-serve` started by trainer/vllm_server.py with the study's
   vllm_gpu_memory_utilization and vllm_max_model_length: health, a generate, the evaluator's
   server branch (same seed -> same samples), and shutdown that frees the port and the memory
-  (the memory figures are GPU-only).
+  (the memory figures are GPU-only); the NCCL group port free on the rendezvous address TRL's client
+  names, which must be vLLM's own get_ip();
   Server-mode TRAINING is not run: its weight sync needs NCCL between a training rank and the
   server, and NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): it needs 2 GPUs;
 - cuda_oom: (GPU-only) a real CUDA out-of-memory error, classified OOM by the worker's own classifier;
@@ -29,6 +30,8 @@ so); what only a GPU has is labelled GPU-only below and is skipped or left out o
   on the one GPU (listed twice in CUDA_VISIBLE_DEVICES: the study's device split has no
   fractional GPUs), running at the same time (each with its own torch.distributed port);
 - probe: `grpo-ablate probe` (at most 3 points, CUDA memory on a GPU, RSS on a CPU, points in one process);
+- probe_oom: a point whose reward runs the device out of memory (CUDA's own error on a GPU), then a smaller
+  one: the second runs in a fresh process (the allocator that ran out is not trusted) and fits;
 - advise: `grpo-ablate advise` sampling with vLLM (token ids, GRPOConfig's defaults).
 
 The model is a tiny untrained Qwen2 saved in bf16 with the built-in character tokenizer (a folder
@@ -233,7 +236,8 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
     from trl.generation.vllm_client import VLLMClient
 
     from grpo_ablate.trainer.evaluation import EVAL_SEED, server_completions
-    from grpo_ablate.trainer.vllm_server import _port_free, server_command, server_engine_args, vllm_server
+    from grpo_ablate.trainer.vllm_server import (_port_free, rendezvous_host, server_command, server_engine_args,
+                                                  vllm_server)
 
     trainer = {"vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 128 if ctx.cpu else 256}
     engine = server_engine_args(trainer)
@@ -256,6 +260,12 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
         figures["startup_seconds"] = round(time.monotonic() - started, 1)
         port = int(served["trainer"]["vllm_server_port"])
         figures["port"] = port
+        # the weight-sync group port is checked where TRL's client puts the NCCL rendezvous: vLLM's get_ip()
+        from vllm.utils.network_utils import get_ip
+
+        group = int(served["trainer"]["vllm_group_port"])
+        figures["rendezvous_host"], figures["vllm_get_ip"] = rendezvous_host(), get_ip()
+        figures["group_port_free_at_rendezvous"] = _port_free(group, figures["rendezvous_host"])
         if not ctx.cpu:  # GPU-only figures
             figures["gpu_memory_used_gb"] = round((free_before - torch.cuda.mem_get_info()[0]) / 2**30, 2)
             figures["gpu_memory_expected_gb"] = round(engine["gpu_memory_utilization"] * total / 2**30, 2)
@@ -274,7 +284,8 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
     figures["flags_reached_server"] = ("--gpu_memory_utilization 0.25" in text
                                        and f"--max_model_len {engine['max_model_len']}" in text)
     ok = (len(figures["generated"]) == 4 and figures["same_seed_same_samples"] and figures["other_seed_differs"]
-          and figures["port_free_after"] and figures["flags_reached_server"])
+          and figures["port_free_after"] and figures["flags_reached_server"]
+          and figures["rendezvous_host"] == figures["vllm_get_ip"] and figures["group_port_free_at_rendezvous"])
     if not ctx.cpu:  # GPU-only: the engine's memory against the study's share, and freed at the end
         figures["memory_freed_after"] = _wait(lambda: torch.cuda.mem_get_info()[0] >= free_before - 2**30, 60.0)
         ok = ok and figures["memory_freed_after"] and figures["gpu_memory_used_gb"] < figures["gpu_memory_expected_gb"] * 1.5
@@ -344,6 +355,41 @@ def check_probe(ctx: Context) -> tuple[bool, dict[str, Any]]:
         "memory_kind": kinds, "processes": probe.get("processes"), "probe_seconds": probe.get("total_seconds")}
 
 
+# A reward that runs the trial's device out of memory for real when the round is large: on CUDA it asks for
+# a petabyte; without CUDA (--cpu plumbing) it raises torch's own OutOfMemoryError, as the allocator does.
+_HOG = """
+import torch
+
+
+def hog(prompts, completions, **kwargs):
+    if len(completions) >= 64:
+        if torch.cuda.is_available():
+            torch.empty(1 << 50, dtype=torch.uint8, device="cuda")
+        raise torch.OutOfMemoryError("out of memory: a round of %d completions (gpu_smoke's probe_oom)" % len(completions))
+    return [0.0] * len(completions)
+"""
+
+
+def check_probe_oom(ctx: Context) -> tuple[bool, dict[str, Any]]:
+    """The probe after an out-of-memory point: the session that ran out is thrown away, the next point
+    starts a fresh process (preflight/probe.py), and a smaller batch fits there."""
+    (ctx.out / "smoke_hog.py").write_text(_HOG)
+    study = study_dict("smoke-probe-oom", ctx.out, ctx.model, cpu=ctx.cpu, vllm=False, num_generations=[8])
+    study["rewards"] = [{"name": f"{ctx.out}/smoke_hog:hog"}]
+    study["search"] = {"num_generations": [8], "generation_batch_size": [16, 64]}
+    study["trainer"]["per_device_train_batch_size"] = 16
+    path = write_study(ctx.out, study)
+    proc = cli(["probe", str(path), "--steps", "1"], timeout=ctx.timeout("probe_oom"))
+    (ctx.out / "smoke-probe-oom.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    probe_file = ctx.out / "smoke-probe-oom" / "probe.json"
+    if proc.returncode != 0 or not probe_file.exists():
+        return False, {"exit_code": proc.returncode, "error": (proc.stderr or proc.stdout)[-1500:]}
+    probe = json.loads(probe_file.read_text())
+    ran = [(p["generation_batch_size"], p.get("outcome")) for p in probe["points"]]
+    return ran == [(64, "oom"), (16, "completed")] and probe.get("processes") == 2, {
+        "points": ran, "processes": probe.get("processes")}
+
+
 def check_advise(ctx: Context) -> tuple[bool, dict[str, Any]]:
     study = study_dict("smoke-advise", ctx.out, ctx.model, cpu=ctx.cpu, vllm=ctx.vllm, num_generations=[4, 8],
                        memory=0.2)
@@ -370,6 +416,7 @@ CHECKS: dict[str, Check] = {
     "server": Check(check_server, frozenset({"vllm"}), 150.0),
     "workers": Check(check_workers, frozenset(), 150.0),
     "probe": Check(check_probe, frozenset(), 90.0),
+    "probe_oom": Check(check_probe_oom, frozenset(), 90.0),
     "advise": Check(check_advise, frozenset(), 100.0),
 }
 

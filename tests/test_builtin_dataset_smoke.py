@@ -13,7 +13,8 @@ import optuna
 import pytest
 
 from grpo_ablate.storage import open_storage
-from grpo_ablate.trainer.builtin.tokenizer import VOCAB_CHARS, build_tokenizer, dataset_characters
+from grpo_ablate.trainer.builtin.tokenizer import (VOCAB_CHARS, build_tokenizer, dataset_characters,
+                                                  load_builtin_tokenizer, unencodable_prompts)
 from grpo_ablate import trial_record as record
 
 ROWS = [{"question": "Wie viel ist 3×4? Antworte kurz.", "answer": "12"},
@@ -28,6 +29,44 @@ def test_the_tokenizer_knows_every_character_of_the_dataset():
         ids = tok(row["question"], add_special_tokens=False).input_ids
         assert tok.unk_token_id not in ids and tok.decode(ids) == row["question"]
     assert dataset_characters([{"prompt": [{"role": "user", "content": "Ä"}]}]) == "Ä"  # chat messages too
+
+
+EMOJI = [{"prompt": "\U0001f600\U0001f389\U0001f600"}, {"prompt": "\U0001f44d\U0001f3fd\u2764\ufe0f"},
+         {"prompt": "a b \u00e9"}]
+
+
+def _saved_tiny(tmp_path, extra: str):
+    """The tokenizer saved beside a qwen2 config.json, as a built-in model's folder holds it."""
+    from transformers import Qwen2Config
+
+    folder = tmp_path / "tiny"
+    build_tokenizer(2048, extra).save_pretrained(folder)
+    Qwen2Config(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+                intermediate_size=16).save_pretrained(folder)
+    return folder
+
+
+def test_emoji_only_prompts_encode_as_the_trial_loads_the_tokenizer(tmp_path):
+    """Issue 43: emoji-only prompts ended in an IndexError inside generate: AutoTokenizer maps the folder's
+    model type to Qwen2Tokenizer, whose byte-level pre-tokenizer encodes them to nothing (spaces too)."""
+    from transformers import AutoTokenizer
+
+    folder = _saved_tiny(tmp_path, dataset_characters(EMOJI))
+    prompts = [r["prompt"] for r in EMOJI]
+    mapped = AutoTokenizer.from_pretrained(folder)
+    assert mapped(prompts[0], add_special_tokens=False).input_ids == []  # what the trial used to get
+    tok = load_builtin_tokenizer(folder)
+    for p in prompts:
+        ids = tok(p, add_special_tokens=False).input_ids
+        assert len(ids) == len(p) and tok.decode(ids) == p  # one token per character, spaces included
+    assert unencodable_prompts(prompts, tok) == [] and tok.padding_side == "left"
+
+
+def test_prompts_a_tokenizer_cannot_encode_are_named_by_row(tmp_path):
+    tok = load_builtin_tokenizer(_saved_tiny(tmp_path, ""))  # no emoji in its vocabulary
+    bad = unencodable_prompts(["12+3=", EMOJI[0]["prompt"], "ok", EMOJI[1]["prompt"]], tok)
+    assert [b.split(":")[0] for b in bad] == ["row 2", "row 4"]
+    assert "\U0001f600" in bad[0] and "<unk>" in bad[0]
 
 
 @pytest.mark.slow

@@ -88,16 +88,17 @@ def test_open_r1_factories_are_called_with_the_recipes_arguments_when_open_r1_im
 def test_implicit_keys_take_the_values_of_the_trl_the_recipe_was_written_for(tmp_path):
     study = load_study(_study(tmp_path, DEMO))
     t = study.trainer
-    assert (t["beta"], t["loss_type"], t["temperature"]) == (0.04, "bnpo", 0.9)  # TRL 0.18's, not 1.16's
+    assert (t["beta"], t["loss_type"], t["max_completion_length"]) == (0.04, "bnpo", 1024)  # TRL 0.18's beta, bnpo
+    assert "temperature" not in t  # 1.0 in TRL 0.18.0's grpo_config.py as in 1.16 (0.9 was TRL <= 0.17)
     text = "\n".join(map(str, study.warnings))
-    assert "beta not set: Open R1 ran it at 0.04" in text and "TRL 1.16" in text
+    assert "set to what Open R1 ran" in text and "beta 0.04 (TRL 1.16.0: 0.0)" in text
     # no reward_funcs in this recipe: Open R1's default three, the built-ins standing in without open_r1
-    assert [r.name for r in study.rewards] == ["accuracy", "format", "tag_count"]
+    assert [r.name for r in study.rewards] == ["grpo_ablate.trainer.rewards:open_r1_accuracy_reward", "format", "tag_count"]
     assert "names no reward_funcs; Open R1's default ['accuracy', 'format', 'tag_count'] apply" in text
 
     trl_cli = load_study(ROOT / "studies/recipes/trl-cli-style-study.yaml")  # a `trl grpo` recipe: TRL unknown
     differs = [str(w) for w in trl_cli.warnings if isinstance(w, RecipeDifference)]
-    assert any("loss_type not set: TRL 1.16" in d and "set trainer.loss_type" in d for d in differs)
+    assert any("loss_type not set: TRL 1.16" in d and "set recipe_trl" in d for d in differs)
     assert "loss_type" not in trl_cli.trainer
 
 
@@ -108,7 +109,7 @@ def test_plan_lists_what_differs_and_a_set_accelerate_config_is_seen(tmp_path):
     out = res.stdout
     differs = out.split("Differs from the recipe's own run", 1)[1].split("\n\n", 1)[0]
     for what in ("max_prompt_length", "num_train_epochs: 1 overridden", "seed: 42 overridden",
-                 "the built-in 'accuracy' stands in", "use_liger_kernel: true, but liger-kernel is not installed"):
+                 "use_liger_kernel: true, but liger-kernel is not installed"):
         assert what in differs, what
     assert "names no accelerate config, so trials launch as plain DDP" in out
     zero2 = ROOT / "sweeps/accelerate/zero2.yaml"
@@ -156,8 +157,8 @@ def test_the_estimate_brackets_open_r1s_published_8xh20_run(tmp_path):
 def test_init_resolves_the_recipes_temperature_on_its_own_stack(tmp_path):
     out = write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server"), tmp_path / "demo.yaml")
     written = yaml.safe_load(out.read_text())
-    assert written["study"]["baseline"]["temperature"] == 0.9  # Open R1's TRL 0.18 default, not TRL 1.16's 1.0
-    assert 0.9 in written["search"]["temperature"]
+    assert written["study"]["baseline"]["temperature"] == 1.0  # TRL 0.18.0's own default (0.9 was TRL <= 0.17)
+    assert written["search"]["temperature"] == [0.8, 1.0, 1.2]
     study = load_study(out)
     assert study.study.baseline["num_generations"] == 7 and study.world_size == 7
 

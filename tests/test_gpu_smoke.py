@@ -31,7 +31,7 @@ def _cuda() -> bool:
 
 
 def test_registry_names_each_check_once_with_known_needs():
-    assert list(gpu_smoke.CHECKS) == ["attention", "cuda_oom", "trial", "server", "workers", "probe", "advise"]
+    assert list(gpu_smoke.CHECKS) == ["attention", "cuda_oom", "trial", "server", "workers", "probe", "probe_oom", "advise"]
     for name, check in gpu_smoke.CHECKS.items():
         assert check.needs <= {"cuda", "vllm"}, name
         assert 0 < check.limit_s <= gpu_smoke.BUDGET_S and f"- {name}:" in gpu_smoke.__doc__, name

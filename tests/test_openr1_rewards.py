@@ -3,16 +3,21 @@
 Open R1's rules (open_r1/rewards.py): format is `re.match(r"^<think>\\n.*?\\n</think>\\n<answer>\\n.*?\\n</answer>$",
 text, re.DOTALL | re.MULTILINE)`; tag_count gives 0.25 for each of "<think>\\n", "\\n</think>\\n", "\\n<answer>\\n"
 and "\\n</answer>" present exactly once; accuracy parses the gold with math-verify's LaTeX extraction and the
-whole completion with LaTeX-only extraction (\\boxed first), and scores 1.0 when the gold cannot be parsed.
-The reference below is that rule, written as a regex here, and every case is scored by both.
+whole completion with LaTeX-only extraction (\\boxed first). The built-in `accuracy` differs on plain golds (it is
+for a study's own data); a recipe naming Open R1's `accuracy` gets `open_r1_accuracy_reward`, checked against
+Open R1's own scores below.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
+from grpo_ablate.config import load_study
+from grpo_ablate.config.recipes import OPEN_R1_STAND_INS
 from grpo_ablate.trainer.rewards import RewardContext, build_reward
 
 OPEN_R1_FORMAT = re.compile(r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$", re.DOTALL | re.MULTILINE)
@@ -70,8 +75,41 @@ def test_a_gold_latex_cannot_parse_scores_one_as_open_r1s_does():
     assert _score("accuracy", ["$\\boxed{1}$", "anything"], solution=["\\frac{", "\\frac{"]) == [1.0, 1.0]
 
 
-def test_a_plain_gold_answer_is_compared_where_open_r1_would_skip_it():
-    """A plain `answer` column ("42"): Open R1 scores every completion 1.0; the built-in compares."""
+def test_the_builtin_accuracy_compares_a_plain_gold_answer():
+    """A plain `answer` column ("42"): the built-in `accuracy` (for a study's own data) reads the <answer> tag;
+    Open R1's reward would score the tagged plain 42 as 0.0 (its stand-in, below, does)."""
     pytest.importorskip("math_verify")
     out = _score("accuracy", ["<answer>42</answer>", "<answer>41</answer>", "$\\boxed{42}$"], answer=["42"] * 3)
     assert out == [1.0, 0.0, 1.0]
+
+
+CASES_TABLE = json.loads((Path(__file__).parent / "fixtures/openr1_reward_cases.json").read_text(encoding="utf-8"))
+
+
+def test_the_stand_ins_score_every_case_as_open_r1s_own_functions():
+    """Open R1's scores (computed by its functions at the TRL 0.18 pin, fixtures/openr1_reward_cases.json) for LaTeX,
+    plain numbers, intervals, inequalities, unparseable, empty, letter and word golds and format layouts: the
+    stand-ins a recipe gets without open_r1 match every one, None included."""
+    pytest.importorskip("math_verify")
+    cases = CASES_TABLE["cases"]
+    assert len(cases) >= 30
+    messages = [[{"role": "assistant", "content": c["completion"]}] for c in cases]
+    for name, (stand_in, _) in OPEN_R1_STAND_INS.items():
+        _, func = build_reward(stand_in, RewardContext())
+        got = func(prompts=["p"] * len(cases), completions=messages, solution=[c["solution"] for c in cases])
+        wrong = [(c["case"], c[name], g) for c, g in zip(cases, got) if g != c[name] or type(g) is not type(c[name])]
+        assert wrong == [], name
+    scores = {c["case"]: c["accuracy"] for c in cases}
+    # the issue's cases: a tagged plain 42 is 0.0 for Open R1, an unparseable, empty or letter gold is None
+    assert scores["plain gold 42, plain tagged"] == 0.0 and scores["letter gold A"] is None
+    assert scores["empty gold"] is None and scores["unparseable gold"] is None
+
+
+def test_a_recipe_naming_accuracy_gets_the_stand_in_without_open_r1(tmp_path):
+    recipe = Path(__file__).parent / "fixtures/open-r1/qwen2.5-math-7b-grpo-config_simple_rl.yaml"
+    study = tmp_path / "s.yaml"
+    study.write_text(f"study: {{name: s, sampler: ablation, output_dir: {tmp_path / 'o'}, seeds: [0]}}\n"
+                     f"trainer_from: {recipe}\nsearch: {{num_generations: [8, 16]}}\n")
+    loaded = load_study(study)
+    assert loaded.rewards[0].name == OPEN_R1_STAND_INS["accuracy"][0]
+    assert any("stands in for Open R1's open_r1.rewards:accuracy_reward" in w for w in loaded.warnings)

@@ -14,6 +14,8 @@ from grpo_ablate.config.recipes import RecipeNote
 OPENR1 = ROOT / "studies/recipes/openr1-style-study.yaml"
 TRLCLI = ROOT / "studies/recipes/trl-cli-style-study.yaml"
 
+OPEN_R1_ACCURACY = "grpo_ablate.trainer.rewards:open_r1_accuracy_reward"  # scores as Open R1's (test_openr1_rewards)
+
 
 def _line(recipe: Path, key: str) -> int:
     return next(i for i, text in enumerate(recipe.read_text().splitlines(), 1) if text.startswith(f"{key}:"))
@@ -54,7 +56,7 @@ def test_openr1_recipe_keys_land_in_the_study_sections():
         "AI-MO/NuminaMath-TIR", "default", "train", "problem")
     assert data.max_prompt_tokens == 512 and data.system_prompt.startswith("You are")
     assert isinstance(data.chat_template, str) and "add_generation_prompt" in data.chat_template
-    assert [(r.name, r.weight) for r in study.rewards] == [("accuracy", 1.0), ("format", 1.0), ("tag_count", 0.5)]
+    assert [(r.name, r.weight) for r in study.rewards] == [(OPEN_R1_ACCURACY, 1.0), ("format", 1.0), ("tag_count", 0.5)]
     t = study.trainer
     assert t["warmup_steps"] == pytest.approx(0.1) and "warmup_ratio" not in t
     for gone in ("max_steps", "num_train_epochs", "output_dir", "push_to_hub", "report_to", "save_strategy",
@@ -118,11 +120,11 @@ def test_open_r1_reward_without_its_package_still_plans_and_says_it_was_not_chec
     path = _study(tmp_path, "model_name_or_path: Qwen/Qwen2-0.5B\ndataset_name: some/data\n"
                             "reward_funcs: [accuracy, code]\n")
     study = load_study(path)
-    assert [r.name for r in study.rewards] == ["accuracy", "open_r1.rewards:code_reward"]
+    assert [r.name for r in study.rewards] == [OPEN_R1_ACCURACY, "open_r1.rewards:code_reward"]
     text = "\n".join(str(w) for w in study.warnings)
     assert ("recipe.yaml:3: reward 'code' is Open R1's open_r1.rewards:code_reward(num_parallel=2, provider_type='e2b', "
             "enforce_same_language=False)") in text
-    assert "the built-in 'accuracy' stands in for Open R1's open_r1.rewards:accuracy_reward" in text
+    assert f"{OPEN_R1_ACCURACY!r} stands in for Open R1's open_r1.rewards:accuracy_reward" in text
     assert "open_r1 is not installed here, so it cannot be checked on this machine" in text
     assert "needs the open-r1 package" in text
 

@@ -38,3 +38,22 @@ def test_feasible_space_at_seven_processes_agrees_with_grpo_config(tmp_path, mon
             pass
     assert study.world_size == 7
     assert ours == theirs and {7, 8, 14, 16} <= ours and not {5, 6, 9} & ours
+
+
+def test_init_writes_the_recipes_own_deepspeed_config_not_plain_ddp(tmp_path):
+    """Open R1 trains under DeepSpeed (ZeRO-3 for its 7B recipes): init for an 8-GPU node writes that config,
+    and the study's own process count, so plan no longer says the trials launch as plain DDP."""
+    import yaml
+
+    from grpo_ablate.commands.init import InitAnswers, write_study
+
+    fixtures = ROOT / "tests/fixtures/open-r1"
+    for recipe, stage in (("qwen2.5-1.5b-instruct-grpo-config_demo.yaml", "zero2.yaml"),
+                          ("qwen2.5-coder-7b-instruct-grpo-config_codeforces.yaml", "zero3.yaml")):
+        out = write_study(InitAnswers(recipe=fixtures / recipe, gpus=8, vllm="server"), tmp_path / recipe)
+        hw = yaml.safe_load(out.read_text())["hardware"]
+        assert hw["accelerate_config"].endswith(stage) and hw["num_processes"] == 7
+        study = load_study(out)
+        assert study.world_size == 7 and not any("plain DDP" in str(w) for w in study.warnings)
+    cpu = write_study(InitAnswers(recipe=fixtures / "qwen2.5-1.5b-instruct-grpo-config_demo.yaml"), tmp_path / "cpu.yaml")
+    assert "accelerate_config" not in cpu.read_text()

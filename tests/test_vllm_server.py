@@ -22,6 +22,8 @@ from grpo_ablate.trainer.vllm_server import (
     server_command,
     server_engine_args,
     server_ports,
+    rendezvous_host,
+    _port_free,
     server_trainer_keys,
     split_gpus,
     vllm_server,
@@ -117,6 +119,27 @@ def test_ports_are_offset_by_the_block_and_skip_taken_ones():
     assert server_ports(8000, ["8"], is_free=lambda p: p not in taken) == (8010, 51224)
     with pytest.raises(VllmServerError, match="no free port"):
         server_ports(8000, ["0"], is_free=lambda p: False, span=5)
+
+
+def test_the_group_port_is_checked_where_trls_client_puts_the_nccl_rendezvous(monkeypatch):
+    """TRL's client names vLLM's get_ip() as master_address (the node's outward address, or VLLM_HOST_IP), not
+    127.0.0.1: a port taken only there is skipped for the group, and still used for HTTP on loopback."""
+    import socket
+
+    monkeypatch.setenv("VLLM_HOST_IP", "10.1.2.3")
+    assert rendezvous_host() == "10.1.2.3"
+    monkeypatch.delenv("VLLM_HOST_IP")
+    node = rendezvous_host()
+    if node in ("127.0.0.1", "0.0.0.0"):
+        pytest.skip("no outward interface on this machine: the rendezvous is loopback")
+    with socket.socket() as held:
+        held.bind((node, 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert _port_free(port) and not _port_free(port, node)  # taken on the node's address only
+        assert server_ports(port, ["0"], group_base=port + 100)[0] == port  # HTTP listens on loopback: free there
+        http, group = server_ports(port + 100, ["0"], group_base=port)
+        assert group != port and group > port  # the group skips it
 
 
 def test_command_is_trl_vllm_serve_on_loopback():

@@ -27,7 +27,7 @@ import sys
 from typing import Callable, Sequence
 
 from grpo_ablate import __version__
-from grpo_ablate.commands import advise, compare, dashboard, explain, init, plan, probe, run, run_one, schema
+from grpo_ablate.commands import advise, compare, dashboard, explain, init, plan, probe, run, run_one, schema, smoke
 from grpo_ablate.commands.common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_study, check_out, err, load,
                                          set_value)
 from grpo_ablate.commands.plan import limits_json
@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the storage of --warm-start given as a name (default: this study's storage)")
     p.set_defaults(func=run.run)
 
+    smoke.add_parser(sub)
+
     p = sub.add_parser("run-one", help="one trial without Optuna, e.g. --set num_generations=4")
     add_study(p)
     p.add_argument("--trial-dir", help="where the trial writes (default <output_dir>/run-one/<date-time>)")
@@ -100,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("init", help="write a commented study file from a recipe (or a few answers), then plan it")
     p.add_argument("--from", dest="recipe", help="an Open R1 or `trl grpo` recipe file, used as published")
+    p.add_argument("--recipe-trl", metavar="VERSION", help="the TRL release a `trl grpo` recipe was written for "
+                                                            "(its implicit keys take that release's defaults; asked when unknown)")
     p.add_argument("--gpus", type=int, help="GPUs per trial (0: CPU)")
     p.add_argument("--vllm", choices=["none", "server", "colocate"], default="none",
                    help="vLLM generation: server takes one GPU of each trial's block")

@@ -28,11 +28,13 @@ from grpo_ablate.commands.common import EXIT_OK, check_out
 from grpo_ablate.commands.plan import plan_text
 from grpo_ablate.config import load_study
 from grpo_ablate.config.inputs import peek_rows
-from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe, recipe_stack,
+from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe,
+                                        recipe_accelerate_config, recipe_stack,
                                         stack_default)
 from grpo_ablate.config.schema import DataSection
 from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.config.trl_releases import known_releases
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.stats.seeds import seeds_needed
 from grpo_ablate.config.hardware import trainer_batch_shape
@@ -65,11 +67,12 @@ class InitAnswers:
     vllm: str = "none"  # none | colocate | server
     name: str | None = None
     recipe_values: dict[str, Any] = field(default_factory=dict)
+    recipe_trl: str | None = None  # the TRL release a `trl grpo` recipe was written for (config/trl_releases.py)
 
     def value(self, key: str) -> Any:
         """The recipe's value, else what the key meant on the recipe's own stack (Open R1: TRL 0.18's default)."""
         v = self.recipe_values.get(key)
-        return stack_default(self.recipe_values, key) if v is None else v
+        return stack_default(self.recipe_values, key, self.recipe_trl) if v is None else v
 
     @property
     def world_size(self) -> int:
@@ -236,7 +239,10 @@ def study_text(a: InitAnswers, out: Path) -> str:
         rel = os.path.relpath(a.recipe.resolve(), out.resolve().parent)
         rel = str(a.recipe.resolve()) if rel.startswith("..") else rel
         lines += [f"trainer_from: {_q(rel)}   # used as published; `plan` notes each key it translates"]
-        lines += _implicit_lines(a)
+        if a.recipe_trl:  # the keys the recipe leaves out are resolved to that TRL's defaults when it merges
+            lines += [f"recipe_trl: {_q(a.recipe_trl)}   # the TRL release the recipe was written for"]
+        else:
+            lines += _implicit_lines(a)
     else:
         lines += ["model:", f"  name_or_path: {_q(a.model or 'builtin:tiny')}", "data:"]
         if a.task:
@@ -255,6 +261,10 @@ def study_text(a: InitAnswers, out: Path) -> str:
                    f"{a.world_size}"]
         elif a.vllm == "colocate":
             hw += ["  vllm: {mode: colocate}   # vLLM shares the training GPUs"]
+        accelerate = recipe_accelerate_config(a.recipe, a.recipe_values) if a.recipe and a.world_size > 1 else None
+        if accelerate:  # the recipe's own sharding (recipes.py), not plain DDP; the study's process count wins
+            hw += [f"  accelerate_config: {_q(str(accelerate[0]))}   # {accelerate[1]}",
+                   f"  num_processes: {a.world_size}   # training processes (wins over the file's num_processes)"]
         hw += ["  # gpu_type: H100   # H100, H200, H20, A100 or L40S: narrows plan's GPU-hour estimate"]
         lines += hw
     lines += _evaluation_lines(a)
@@ -301,7 +311,14 @@ def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
 
 def ask_missing(a: InitAnswers, ask: Callable[[str], str] = input, interactive: bool | None = None) -> InitAnswers:
     """Without a recipe: fill what is missing by asking (on a TTY), else StudyError naming the flags."""
-    if a.recipe is not None or a.task is not None or (a.model and a.dataset):
+    if a.recipe is not None:
+        if a.recipe_trl is None and recipe_stack(read_recipe(a.recipe).values) is None and (
+                sys.stdin.isatty() if interactive is None else interactive):
+            answer = ask(f"TRL version this recipe was written for (its keys left out mean that release's defaults; "
+                         f"known: {', '.join(known_releases())}) [the installed one]: ").strip()
+            a.recipe_trl = answer or None
+        return a
+    if a.task is not None or (a.model and a.dataset):
         return a
     if not (sys.stdin.isatty() if interactive is None else interactive):
         raise StudyError([Problem(path="init", message=(
@@ -327,7 +344,8 @@ def run(args: argparse.Namespace) -> int:
     """`grpo-ablate init`: write the study file, then print its plan."""
     check_out(args.out, "--out")
     answers = InitAnswers(recipe=Path(args.recipe) if args.recipe else None, model=args.model, dataset=args.dataset,
-                          task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name)
+                          task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name,
+                          recipe_trl=getattr(args, "recipe_trl", None))
     out = write_study(ask_missing(answers), Path(args.out), force=args.force)
     print(f"wrote {out}\n")
     print(plan_text(load_study(out)))

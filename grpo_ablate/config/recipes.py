@@ -19,6 +19,7 @@ and whatever still differs from the recipe's own run is a RecipeDifference, whic
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ from yaml.nodes import MappingNode, ScalarNode
 from grpo_ablate.config.attention import AUTO
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.names import module_findable
-from grpo_ablate.config.trainer_fields import trainer_field_names, trl_default
+from grpo_ablate.config.trainer_fields import cast_like_trl, trainer_field_names, trl_default
+from grpo_ablate.config.trl_releases import (drift_between, known_releases, release_defaults, release_entries,
+                                              release_of)
 from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.vocab import SEARCHED_KEYS, reward_names
 
@@ -49,6 +52,7 @@ __all__ = [
     "TRL_REWARDS",
     "merge_recipe",
     "read_recipe",
+    "recipe_accelerate_config",
 ]
 
 
@@ -67,22 +71,22 @@ class RecipeDifference(RecipeNote):
 class TargetStack:
     """The software a recipe was written for, where it is known: what the keys it leaves out meant there.
 
-    `defaults` holds the GRPOConfig defaults of that TRL which later TRL releases changed; a recipe that
-    leaves one of them out ran with the value here, not with the installed TRL's.
+    `trl` is a release of config/trl_defaults.json (read from that release's own source), so `defaults`
+    holds every GRPOConfig field's default there; a recipe that leaves one out ran with that value.
     """
 
     name: str
     trl: str
-    defaults: dict[str, Any]
     source: str
 
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return release_defaults(self.trl)
 
-# Open R1 pinned trl[vllm]==0.18.0 (its setup.py); TRL 0.18's GRPOConfig defaults for the keys TRL
-# changed since (shared/guide/facts.md, round 4): beta 0.04 (TRL 1.x: 0.0, no KL term and no reference
-# model), loss_type "bnpo" (1.x: "dapo"), temperature 0.9 (1.x: 1.0).
-OPEN_R1_STACK = TargetStack(
-    name="Open R1", trl="0.18", defaults={"beta": 0.04, "loss_type": "bnpo", "temperature": 0.9},
-    source="Open R1 pins trl[vllm]==0.18.0; these are TRL 0.18's GRPOConfig defaults")
+
+# Open R1 pins trl[vllm]==0.18.0 and transformers==4.52.3 (its setup.py).
+OPEN_R1_STACK = TargetStack(name="Open R1", trl="0.18.0", source="Open R1 pins trl[vllm]==0.18.0")
+
 
 # Keys only Open R1's scripts read (its GRPOScriptArguments and its GRPOConfig subclass): a recipe
 # carrying one of them was written for Open R1.
@@ -106,9 +110,30 @@ OPEN_R1_SCRIPT_DEFAULTS: dict[str, Any] = {
     "max_completion_len": 16384, "soft_punish_cache": 4096,
 }
 
-# Keys whose GRPOConfig default moved between TRL releases: a recipe that leaves them out means
-# whatever its TRL said, so the study writes them down (init) or resolves them (a known stack).
+# The loss keys `init` writes out for a recipe whose TRL is not known (their defaults moved between TRL
+# releases: trl_defaults.json); on a known stack every field is resolved from the table instead.
 DRIFTING_KEYS = ("beta", "loss_type", "temperature")
+
+# GRPOConfig keys the study's hardware section decides, whatever the recipe's TRL defaulted to.
+HARDWARE_KEYS: dict[str, str] = {
+    "use_vllm": "hardware.vllm.mode decides",
+    "vllm_mode": "hardware.vllm.mode decides",
+    "vllm_server_host": "the vLLM server is started and addressed by the study (hardware.vllm)",
+    "vllm_server_port": "the vLLM server is started and addressed by the study (hardware.vllm)",
+    "vllm_server_base_url": "the vLLM server is started and addressed by the study (hardware.vllm)",
+    "vllm_group_port": "the vLLM server is started and addressed by the study (hardware.vllm)",
+    "use_cpu": "the study's hardware section decides",
+}
+
+# Switches added after TRL 0.18 that change the loss when on, and the value that computes the loss as a
+# release without them did (read in TRL 1.16's grpo_trainer.py: each multiplies a term that 0.18 used
+# unweighted), with why.
+NEW_LOSS_SWITCHES: dict[str, tuple[Any, str]] = {
+    "vllm_importance_sampling_correction": (False, "off, as the recipe's TRL weighted no token by the ratio of the "
+                                                   "trainer's to vLLM's sampling probability"),
+    "use_bias_correction_kl": (False, "off, as the recipe's TRL estimated the KL term (k3) without the "
+                                      "importance-ratio weight"),
+}
 
 
 # Script keys (Open R1's GRPOScriptArguments, TRL's ScriptArguments and ModelConfig) -> (section, key).
@@ -216,14 +241,15 @@ OPEN_R1_REWARDS: dict[str, tuple[str, dict[str, str]]] = {
                                                                   "soft_punish_cache": "soft_punish_cache"}),
 }
 
-# Built-ins that stand in for Open R1's rewards of the same name when open_r1 is not installed, and
-# how each differs from Open R1's (trainer/rewards.py; tests/test_openr1_rewards.py checks the claims).
-OPEN_R1_STAND_INS: dict[str, str] = {
-    "accuracy": ("the same LaTeX extraction over the whole completion (math-verify); it differs only where the gold "
-                 "answer is not LaTeX: Open R1 scores such an example 1.0 for every completion, the built-in compares "
-                 "the plain answer"),
-    "format": "the same layout rule (Open R1's regex: each tag on its own line, nothing around them)",
-    "tag_count": "the same rule (0.25 for each of the four newline-delimited tags present exactly once)",
+# What stands in for Open R1's rewards of these names when open_r1 is not installed (trainer/rewards.py), and
+# why it scores as Open R1's does; tests/test_openr1_rewards.py matches them against Open R1's own scores
+# (tests/fixtures/openr1_reward_cases.json) case by case.
+OPEN_R1_STAND_INS: dict[str, tuple[str, str]] = {
+    "accuracy": ("grpo_ablate.trainer.rewards:open_r1_accuracy_reward",
+                 "the same math-verify reading (the gold with its defaults, the completion with LaTeX only, boxed first, "
+                 "verify(gold, answer)), and None where the gold does not parse"),
+    "format": ("format", "the same layout rule (Open R1's regex: each tag on its own line, nothing around them)"),
+    "tag_count": ("tag_count", "the same rule (0.25 for each of the four newline-delimited tags present exactly once)"),
 }
 OPEN_R1_MODULE = "open_r1.rewards"
 
@@ -269,8 +295,12 @@ def read_recipe(path: Path) -> _Recipe:
     return _Recipe(path=path, values={str(k): v for k, v in values.items()}, lines=lines)
 
 
-def recipe_stack(values: dict[str, Any]) -> TargetStack | None:
-    """The stack a recipe was written for, when its keys say: Open R1's (its reward names or its own keys)."""
+def recipe_stack(values: dict[str, Any], recipe_trl: Any = None) -> TargetStack | None:
+    """The stack a recipe was written for, when known: the study's `recipe_trl` (a TRL release of the
+    defaults table), else Open R1's when the recipe's keys say so (its reward names or its own keys)."""
+    if isinstance(recipe_trl, str) and release_of(recipe_trl):
+        version = release_of(recipe_trl) or recipe_trl
+        return TargetStack(name=f"TRL {version}", trl=version, source=f"recipe_trl: {recipe_trl}")
     rewards = values.get("reward_funcs")
     names = [rewards] if isinstance(rewards, str) else rewards if isinstance(rewards, list) else []
     if any(isinstance(n, str) and n in OPEN_R1_REWARDS for n in names) or any(k in values for k in _OPEN_R1_ONLY_KEYS):
@@ -278,9 +308,9 @@ def recipe_stack(values: dict[str, Any]) -> TargetStack | None:
     return None
 
 
-def stack_default(values: dict[str, Any], key: str) -> Any:
+def stack_default(values: dict[str, Any], key: str, recipe_trl: Any = None) -> Any:
     """What a key the recipe leaves out meant on its own stack: that TRL's default, else the installed TRL's."""
-    stack = recipe_stack(values)
+    stack = recipe_stack(values, recipe_trl)
     if stack is not None and key in stack.defaults:
         return stack.defaults[key]
     return trl_default(key)
@@ -300,11 +330,11 @@ def _open_r1_reward(recipe: _Recipe, name: str, notes: list[RecipeNote]) -> dict
         notes.append(RecipeNote(f"{recipe.at(key)}: reward {name!r} is Open R1's own {called}, as its registry builds it"))
         return spec
     if name in OPEN_R1_STAND_INS:
-        kind = RecipeDifference if name == "accuracy" else RecipeNote  # format and tag_count score the same
-        notes.append(kind(
-            f"{recipe.at(key)}: reward {name!r}: open_r1 is not installed here, so the built-in {name!r} stands in for "
-            f"Open R1's {path}: {OPEN_R1_STAND_INS[name]}; install open-r1 to use its own"))
-        return {"name": name}
+        stand_in, why = OPEN_R1_STAND_INS[name]
+        notes.append(RecipeNote(
+            f"{recipe.at(key)}: reward {name!r}: open_r1 is not installed here, so {stand_in!r} stands in for Open R1's "
+            f"{path}: {why}; install open-r1 to use its own"))
+        return {"name": stand_in}
     notes.append(RecipeNote(
         f"{recipe.at(key)}: reward {name!r} is Open R1's {called}; open_r1 is not installed here, so it cannot be "
         f"checked on this machine: the trial machine needs the open-r1 package (and the code sandbox its rewards "
@@ -386,6 +416,43 @@ def _sharding_note(recipe: _Recipe, hardware: Any) -> RecipeNote | None:
                       f"set hardware.accelerate_config{where}")
 
 
+def _as_trl_reads(recipe: _Recipe, key: str, value: Any, notes: list[RecipeNote]) -> Any:
+    """A recipe value as TRL's parser reads it (`learning_rate: 2e-4` is text under YAML 1.1 and a float to
+    `trl grpo --config`); a value it would refuse stays, for validate to report with the key's path."""
+    try:
+        cast = cast_like_trl(key, value)
+    except ValueError:
+        return value
+    if cast is not value and (cast != value or type(cast) is not type(value)):
+        notes.append(RecipeNote(f"{recipe.at(key)}: {key}: {echo(value)} read as {echo(cast)}, as TRL's own "
+                                f"parser reads the recipe"))
+    return cast
+
+
+# Open R1 trains its recipes under DeepSpeed (recipes/accelerate_configs/zero2.yaml, zero3.yaml for its 7B+
+# models); this repository carries configs of the same stages for a node whose 8th GPU serves vLLM.
+_BUNDLED_ACCELERATE = Path(__file__).resolve().parents[2] / "sweeps" / "accelerate"
+_LARGE_MODEL = re.compile(r"(?<![0-9.])([0-9]+(?:\.[0-9]+)?)\s*[bB](?![a-zA-Z])")
+
+
+def recipe_accelerate_config(recipe: Path, values: dict[str, Any]) -> tuple[Path, str] | None:
+    """The accelerate config an Open R1 recipe trains under, for a multi-GPU study: ZeRO-3 for a model of 7B
+    parameters or more (by its name), else ZeRO-2; the file of that name near the recipe (an Open R1
+    checkout's recipes/accelerate_configs/), else this repository's sweeps/accelerate/. (path, why)."""
+    if recipe_stack(values) is not OPEN_R1_STACK:
+        return None
+    size = _LARGE_MODEL.search(str(values.get("model_name_or_path") or "").split("/")[-1])
+    stage = "zero3" if size and float(size.group(1)) >= 7 else "zero2"
+    why = (f"Open R1 trains {'7B+ models' if stage == 'zero3' else 'its smaller models'} under DeepSpeed "
+           f"{stage.replace('zero', 'ZeRO-')} (its recipes/accelerate_configs/{stage}.yaml)")
+    for parent in list(recipe.resolve().parents)[:4]:
+        for folder in ("accelerate_configs", "accelerate"):
+            if (parent / folder / f"{stage}.yaml").is_file():
+                return parent / folder / f"{stage}.yaml", why
+    bundled = _BUNDLED_ACCELERATE / f"{stage}.yaml"
+    return (bundled, why) if bundled.is_file() else None
+
+
 def _anchor_baseline(raw: dict[str, Any], key: str, value: Any, searched: Any) -> str:
     """The recipe's own value of a searched key becomes the ablation's baseline (the run one would make
     without the study), when the study names no baseline value and searches that value; words for the note."""
@@ -399,48 +466,126 @@ def _anchor_baseline(raw: dict[str, Any], key: str, value: Any, searched: Any) -
     return f", and {echo(value)} is the baseline's"
 
 
-def _implicit_keys(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any], own: dict[str, Any],
-                   search: dict[str, Any], notes: list[RecipeNote]) -> None:
-    """Keys the recipe leaves out whose default moved between TRL releases: on a known stack, the value
-    that stack used (written into the trainer section, or the baseline when the key is searched);
-    on an unknown one, a note that the installed TRL's default applies and may not be what was meant."""
-    stack = recipe_stack(recipe.values)
+def _installed_trl() -> str:
     try:
-        installed = importlib.metadata.version("trl")
+        return importlib.metadata.version("trl")
     except importlib.metadata.PackageNotFoundError:
-        installed = "installed"
+        return "installed"
+
+
+def _installed_fields() -> dict[str, dict[str, Any]]:
+    """The installed TRL's fields as the table holds them: the table's release when it is the installed one,
+    else read from the installed GRPOConfig (declared defaults; run benchmarks/trl_defaults.py to add it)."""
+    version = release_of(_installed_trl())
+    if version:
+        return release_entries(version)
+    return {k: {"default": trl_default(k)} for k in trainer_field_names()}
+
+
+def _loss_switch_note(name: str, stack: TargetStack) -> str:
+    return f"{name}: {NEW_LOSS_SWITCHES[name][1]} (TRL {stack.trl} has no such switch)"
+
+
+def _unknown_stack(recipe: _Recipe, raw: dict[str, Any], own: dict[str, Any], search: dict[str, Any],
+                   notes: list[RecipeNote], installed: str) -> None:
+    """A recipe whose TRL is not known: the installed TRL's defaults apply; say which loss keys that decides."""
+    given = raw.get("recipe_trl")
+    if given is not None:
+        notes.append(RecipeDifference(
+            f"{recipe.path.name}: recipe_trl {echo(given)} is not a release of the defaults table "
+            f"(known: {known_releases()}); add it with `python benchmarks/trl_defaults.py --release "
+            f"{given}=<its transformers>`"))
+    old = release_defaults(OPEN_R1_STACK.trl)
     for key in DRIFTING_KEYS:
         if key in recipe.values or key in own:
             continue
         now = trl_default(key)
         searched = key in SEARCHED_KEYS and key in search
         baseline = raw["study"].get("baseline") if isinstance(raw.get("study"), dict) else None
-        if stack is None and searched and isinstance(baseline, dict) and key in baseline:
+        if searched and isinstance(baseline, dict) and key in baseline:
             continue  # the study names its baseline value: it said what it meant
-        if stack is None and searched:
-            notes.append(RecipeDifference(
-                f"{recipe.path.name}: {key} not set: the baseline is the searched value nearest TRL {installed}'s "
-                f"default {echo(now)}; the TRL this recipe was written for may have meant another (TRL 0.18: "
-                f"{echo(OPEN_R1_STACK.defaults[key])}): set study.baseline.{key} to say which"))
-            continue
-        if stack is None:
-            notes.append(RecipeDifference(
-                f"{recipe.path.name}: {key} not set: TRL {installed}'s default {echo(now)} applies; the TRL this recipe "
-                f"was written for may have meant another (TRL 0.18: {echo(OPEN_R1_STACK.defaults[key])}): set "
-                f"trainer.{key} to say which"))
-            continue
-        then = stack.defaults[key]
-        if then == now:
-            continue
-        if searched:
-            where = ("the baseline's value" if _anchor_baseline(raw, key, then, search[key])
+        where = f"study.baseline.{key}" if searched else f"trainer.{key}"
+        lead = (f"the baseline is the searched value nearest TRL {installed}'s default {echo(now)}" if searched
+                else f"TRL {installed}'s default {echo(now)} applies")
+        notes.append(RecipeDifference(
+            f"{recipe.path.name}: {key} not set: {lead}; the TRL this recipe was written for may have meant another "
+            f"(TRL {OPEN_R1_STACK.trl}: {echo(old.get(key))}): set recipe_trl to that TRL's version, or set {where}"))
+
+
+def _implicit_keys(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any], own: dict[str, Any],
+                   search: dict[str, Any], notes: list[RecipeNote]) -> None:
+    """Every GRPOConfig field the recipe leaves out whose default is not the same in its own TRL and the
+    installed one (both read from the releases' source, config/trl_releases.py): set to its TRL's value where
+    the installed TRL has the field and the study does not decide it; otherwise listed with the reason.
+    On an unknown stack, the loss keys the installed TRL's defaults decide are listed instead."""
+    installed = _installed_trl()
+    stack = recipe_stack(recipe.values, raw.get("recipe_trl"))
+    if stack is None:
+        _unknown_stack(recipe, raw, own, search, notes, installed)
+        return
+    then_fields = release_entries(stack.trl)
+    now_fields = _installed_fields()
+    now_name = release_of(installed) or installed
+    hardware: dict[str, Any] = hw if isinstance(hw := raw.get("hardware"), dict) else {}
+    uses_vllm = bool(recipe.values.get("use_vllm", stack.defaults.get("use_vllm")))
+    applied: list[str] = []
+    owned: list[str] = []
+    gone: list[str] = []
+    new: list[str] = []
+    for d in drift_between(then_fields, now_fields):
+        key = d.name
+        if key in recipe.values or key in own:
+            continue  # the recipe or the study says: the merge handled it
+        was = f"TRL {stack.trl}: {echo(d.then)}"
+        if d.then_has and d.now_has and key in SEARCHED_KEYS and key in search:
+            where = ("the baseline's value" if _anchor_baseline(raw, key, d.then, search[key])
                      else "the baseline is the searched value nearest to it, unless study.baseline names one")
-            notes.append(RecipeNote(f"{recipe.path.name}: {key} not set: {stack.name} ran it at {echo(then)} "
-                                    f"({stack.source}; TRL {installed}'s is {echo(now)}): {where}"))
-            continue
-        trainer[key] = then
-        notes.append(RecipeNote(f"{recipe.path.name}: {key} not set: {stack.name} ran it at {echo(then)} ({stack.source}; "
-                                f"TRL {installed}'s is {echo(now)}), so the study uses {echo(then)}"))
+            notes.append(RecipeNote(f"{recipe.path.name}: {key} not set: {stack.name} ran it at {echo(d.then)} "
+                                    f"({stack.source}; TRL {installed}'s is {echo(d.now)}): {where}"))
+        elif key in STUDY_OWNED_KEYS:
+            owned.append(f"{key} ({was}; {STUDY_OWNED_KEYS[key]})")
+        elif key in HARDWARE_KEYS:
+            vllm = hardware.get("vllm")
+            mode = vllm.get("mode", "none") if isinstance(vllm, dict) else "none"
+            if key == "vllm_mode" and uses_vllm and mode != d.then:
+                notes.append(RecipeDifference(
+                    f"{recipe.path.name}: vllm_mode not set: {stack.name} generated in vLLM's {echo(d.then)} mode "
+                    f"({was}); here hardware.vllm.mode decides ({mode}): sampling is the same, the memory and speed are not"))
+            else:
+                owned.append(f"{key} ({was}; {HARDWARE_KEYS[key]})")
+        elif d.then_has and d.now_has and not isinstance(d.then, dict):
+            trainer[key] = d.then
+            applied.append(f"{key} {echo(d.then)} (TRL {installed}: {echo(d.now)})")
+        elif d.then_has and d.now_has:
+            owned.append(f"{key} ({was}, computed at run time; the installed TRL's rule applies)")
+        elif key == "max_prompt_length":
+            notes.append(RecipeDifference(
+                f"{recipe.path.name}: max_prompt_length not set: {stack.name}'s TRL cut every prompt to its last "
+                f"{echo(d.then)} tokens; TRL {installed} has no such field and trains prompts whole (set "
+                f"data.max_prompt_tokens: {d.then} to drop longer prompts instead)"))
+        elif d.then_has:
+            gone.append(f"{key} ({echo(d.then)})")
+        elif key in NEW_LOSS_SWITCHES:
+            value, _ = NEW_LOSS_SWITCHES[key]
+            trainer[key] = value
+            applied.append(f"{key} {echo(value)} (TRL {installed}: {echo(d.now)}; {_loss_switch_note(key, stack)})")
+        else:
+            new.append(f"{key} ({echo(d.now)})")
+    if applied:
+        notes.append(RecipeNote(
+            f"{recipe.path.name}: keys the recipe leaves out whose default TRL {installed} changed, set to what "
+            f"{stack.name} ran ({stack.source}): {', '.join(applied)}"))
+    if owned:
+        notes.append(RecipeNote(
+            f"{recipe.path.name}: defaults of TRL {stack.trl} that the study decides instead: {'; '.join(owned)}"))
+    if gone:
+        notes.append(RecipeDifference(
+            f"{recipe.path.name}: fields of TRL {stack.trl} that TRL {now_name} no longer has, so their defaults "
+            f"cannot be set (at these defaults each is off or only names a backend): {', '.join(gone)}"))
+    if new:
+        notes.append(RecipeDifference(
+            f"{recipe.path.name}: fields TRL {stack.trl} did not have, left at TRL {now_name}'s defaults (features "
+            f"added since; check any the run relies on): {', '.join(new)}"))
 
 
 def _full_run(recipe: _Recipe, raw: dict[str, Any], trainer: dict[str, Any], notes: list[RecipeNote]) -> None:
@@ -576,7 +721,7 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             notes.append(RecipeDifference(f"{recipe.at(key)}: {key}: {echo(value)} is searched (search.{key}); "
                                           f"each arm uses its own value{anchored}"))
         else:
-            trainer[key] = value
+            trainer[key] = _as_trl_reads(recipe, key, value, notes)
     if ignored:
         notes.append(RecipeNote(f"{recipe.path.name}: ignored (read by other tools, or left off): {', '.join(ignored)}"))
     _implicit_keys(recipe, raw, trainer, own, search, notes)

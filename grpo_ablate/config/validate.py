@@ -397,7 +397,10 @@ def _check_evaluation(sf: StudyFile) -> list[Problem]:
     """
     ev = sf.evaluation
     if ev is None:
-        return []
+        return [Problem(path=f"study.objectives[{i}].metric", message=(
+            f"{o.metric} is measured on held-out prompts, and the study has no evaluation section: every trial "
+            f"would fail after training; add `evaluation: {{num_prompts: 128}}` or choose another objective"))
+            for i, o in enumerate(sf.study.objectives or []) if o.metric.startswith("eval_")]
     problems: list[Problem] = []
     if "objectives" not in sf.study.model_fields_set:
         sf.study.objectives = [Objective(metric=EVALUATION_OBJECTIVE)]

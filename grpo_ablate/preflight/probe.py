@@ -148,8 +148,10 @@ def _first_temperature(study: "Study") -> float:
 def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = print, keep_trials: bool = False) -> Probe:
     """Bisect each G's generation batch; write and return probe.json's content.
 
-    The points run one after another in one process (a warm session) where the trial allows it,
-    so start-up, imports and the model load are paid once, not per point.
+    Each point runs in a fresh fork of one pre-imported template where the trial allows it
+    (trainer/launchers/template.py), so imports are paid once and nothing a point left behind (a
+    CUDA allocator that ran out included) reaches the next; where no template serves (a visible
+    GPU), each point is a process of its own.
     """
     from grpo_ablate.config import Problem, StudyError
     from grpo_ablate.study.devices import cpu_slot

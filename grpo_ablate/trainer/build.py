@@ -30,7 +30,7 @@ from grpo_ablate.schedule import Schedule
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tasks import task_dataset
-from .builtin.tokenizer import dataset_characters
+from .builtin.tokenizer import dataset_characters, load_builtin_tokenizer, unencodable_prompts
 from . import checkpoints
 from .callbacks import Checkpointer, MetricsRecorder, StopSwitch
 from .rewards import RewardContext, build_rewards
@@ -132,7 +132,8 @@ def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: C
     attn = _attn_implementation(model.get("attn_implementation"), log)
     if attn:
         kwargs["attn_implementation"] = attn
-    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left", **common)
+    tokenizer = (load_builtin_tokenizer(path) if is_builtin_model(str(model["name_or_path"]))
+                 else AutoTokenizer.from_pretrained(path, padding_side="left", **common))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     loaded = AutoModelForCausalLM.from_pretrained(path, **kwargs)
@@ -465,6 +466,11 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     model, tokenizer, path = load_model_and_tokenizer(spec.model, spec.data, log)
     # The same prompt set for every trial of a study: the trial's seed varies sampling, not data.
     dataset, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
+    if is_builtin_model(str(spec.model["name_or_path"])):
+        bad = unencodable_prompts(dataset["prompt"], tokenizer)
+        if bad:  # before training: generate would fail on an empty prompt, or train on <unk>
+            raise ValueError(f"{spec.model['name_or_path']} cannot encode these prompts ({'; '.join(bad)}); "
+                             f"fix or filter those rows (data.dataset)")
     load_seconds += time.perf_counter() - started
 
     started = time.perf_counter()

@@ -42,6 +42,7 @@ __all__ = [
     "build_reward",
     "build_rewards",
     "describe",
+    "open_r1_accuracy_reward",
 ]
 
 RewardFunc = Callable[..., Any]  # a list of rewards, or (an async reward) a coroutine that gives one
@@ -142,6 +143,46 @@ def accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None =
             out.append(1.0 if predicted and verify(gold_parsed, predicted) else 0.0)
         except Exception:  # math-verify raises on pathological strings: a wrong answer, not a crash
             out.append(0.0)
+    return out
+
+
+def _open_r1_readers():
+    """Open R1's two math-verify readers at its TRL 0.18 pin: the gold with math-verify's own defaults (LaTeX, then a
+    bare expression: "42" and "x > 2" parse), a completion with LaTeX only, \\boxed{} tried first and nothing
+    matched without an anchor (a bare 42 in the text is not an answer)."""
+    try:
+        from latex2sympy2_extended import NormalizationConfig
+        from math_verify import LatexExtractionConfig, parse, verify
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "the stand-in for Open R1's accuracy reward needs math-verify: pip install 'grpo-ablate[math]'") from exc
+    strict = NormalizationConfig(basic_latex=True, units=True, malformed_operators=False, nits=False, boxed="all")
+    completion_reader = [LatexExtractionConfig(normalization_config=strict, boxed_match_priority=0,
+                                               try_extract_without_anchor=False)]
+    return parse, verify, completion_reader
+
+
+def open_r1_accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None = None,
+                            **_: Any) -> list[float | None]:
+    """Open R1's accuracy reward (open_r1/rewards.py at the TRL 0.18 pin its recipes use), for recipes naming
+    `accuracy` where open_r1 is not installed: 1.0 / 0.0 as math-verify finds the completion's answer equal
+    to the gold one, checked as verify(gold, answer) (gold first: verify is not symmetric); None, which TRL
+    leaves out of the reward sum, when the gold does not parse (a letter, a word, an empty cell) or
+    verify raises. tests/fixtures/openr1_reward_cases.json holds Open R1's own scores, matched 100%."""
+    if solution is None:
+        raise ValueError("needs a `solution` column in the dataset, as Open R1's accuracy reward does")
+    parse, verify, completion_reader = _open_r1_readers()
+    out: list[float | None] = []
+    for completion, gold in zip(completions, solution, strict=True):
+        gold_parsed = parse(str(gold), extraction_mode="first_match")
+        if not gold_parsed:
+            out.append(None)
+            continue
+        answer = parse(plain_text(completion), extraction_config=completion_reader, extraction_mode="first_match")
+        try:
+            out.append(1.0 if verify(gold_parsed, answer) else 0.0)
+        except Exception:  # math-verify's own failure on this pair: no score, as in Open R1
+            out.append(None)
     return out
 
 

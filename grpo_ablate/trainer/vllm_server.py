@@ -55,6 +55,7 @@ __all__ = [
     "split_gpus",
     "block_gpus",
     "server_ports",
+    "rendezvous_host",
     "server_command",
     "server_engine_args",
     "server_trainer_keys",
@@ -100,8 +101,26 @@ def split_gpus(gpus: Sequence[str], server_gpus: int) -> tuple[list[str], list[s
     return list(gpus[:-server_gpus]), list(gpus[-server_gpus:])
 
 
+def rendezvous_host(env: Mapping[str, str] = os.environ) -> str:
+    """The address TRL's client names as the NCCL weight-sync rendezvous (`master_address` in
+    VLLMClient.init_communicator, from vLLM's get_ip): VLLM_HOST_IP when set, else the address of the
+    interface that routes outwards (a UDP socket "connected" to a public address sends nothing), IPv4 then
+    IPv6, else 0.0.0.0. The group port must be free there, not only on 127.0.0.1 where the HTTP server is."""
+    given = env.get("VLLM_HOST_IP", "").strip()
+    if given:
+        return given
+    for family, probe in ((socket.AF_INET, ("8.8.8.8", 80)), (socket.AF_INET6, ("2001:4860:4860::8888", 80))):
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.connect(probe)
+                return str(s.getsockname()[0])
+        except OSError:
+            continue
+    return "0.0.0.0"
+
+
 def _port_free(port: int, host: str = HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
@@ -116,19 +135,28 @@ def _block_offset(gpus: Sequence[str]) -> int:
     return int(first) if first.isdigit() else 0
 
 
+def _group_port_free(port: int) -> bool:
+    """Free on 127.0.0.1 and on the rendezvous address (two trials' groups must not meet on the node's address)."""
+    host = rendezvous_host()
+    return _port_free(port) and (host in (HOST, "0.0.0.0") or _port_free(port, host))
+
+
 def server_ports(base_port: int, gpus: Sequence[str], *, group_base: int = DEFAULT_GROUP_PORT,
-                 is_free: Any = _port_free, span: int = 200) -> tuple[int, int]:
-    """(HTTP port, NCCL weight-sync port) for a trial's server: offset by the block, then the next free."""
+                 is_free: Any = _port_free, group_is_free: Any = None, span: int = 200) -> tuple[int, int]:
+    """(HTTP port, NCCL weight-sync port) for a trial's server: offset by the block, then the next free; the HTTP
+    port checked where the server listens (127.0.0.1), the group port where the rendezvous happens
+    (`group_is_free`, default: also on rendezvous_host(); `is_free` when only that is given)."""
     offset = _block_offset(gpus)
+    group_free = group_is_free or (_group_port_free if is_free is _port_free else is_free)
 
-    def first_free(start: int, avoid: set[int]) -> int:
+    def first_free(start: int, avoid: set[int], free: Any, where: str) -> int:
         for port in range(start, min(start + span, 65536)):
-            if port not in avoid and is_free(port):
+            if port not in avoid and free(port):
                 return port
-        raise VllmServerError(f"no free port in {start}..{start + span - 1} on {HOST} for the vLLM server")
+        raise VllmServerError(f"no free port in {start}..{start + span - 1} on {where} for the vLLM server")
 
-    http = first_free(base_port + offset, set())
-    group = first_free(group_base + offset, {http})
+    http = first_free(base_port + offset, set(), is_free, HOST)
+    group = first_free(group_base + offset, {http}, group_free, f"{HOST} and {rendezvous_host()}")
     return http, group
 
 
@@ -262,7 +290,8 @@ def vllm_server(hardware: Mapping[str, Any], model: str, env: Mapping[str, str],
                          f"(or the accelerate config's num_processes) or raise hardware.gpus")
     with _HANDING:
         port, group_port = server_ports(int(vllm.get("port", 8000) or 8000), block,
-                                        is_free=lambda p: p not in _HANDED_OUT and _port_free(p))
+                                        is_free=lambda p: p not in _HANDED_OUT and _port_free(p),
+                                        group_is_free=lambda p: p not in _HANDED_OUT and _group_port_free(p))
         _HANDED_OUT.update((port, group_port))
     try:
         yield from _serve(model, port, group_port, base_env, train_gpus, serve_gpus, log_path,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-__all__ = ["DATASET_MAX_LENGTH", "MAX_LENGTH", "SPECIAL_TOKENS", "VOCAB_CHARS", "build_tokenizer", "dataset_characters"]
+__all__ = ["DATASET_MAX_LENGTH", "MAX_LENGTH", "SPECIAL_TOKENS", "VOCAB_CHARS", "build_tokenizer", "dataset_characters",
+           "load_builtin_tokenizer", "unencodable_prompts"]
 
 # Characters the tokenizer knows; anything else maps to <unk>.
 VOCAB_CHARS = "0123456789+-*=<>:;,.?! abcdefghijklmnopqrstuvwxyz"
@@ -67,3 +68,36 @@ def build_tokenizer(model_max_length: int = MAX_LENGTH, extra_chars: str = "") -
         padding_side="left",
         model_max_length=model_max_length,
     )
+
+
+def load_builtin_tokenizer(path: Any) -> Any:
+    """The tokenizer saved with a built-in model, as it was built.
+
+    Not AutoTokenizer: transformers 5 maps the folder's model type (qwen2) to Qwen2Tokenizer, which
+    rebuilds a byte-level pre-tokenizer over this vocabulary, so a space or any non-ASCII character
+    (an emoji, an accented letter) encodes to nothing: an emoji-only prompt became an empty one and
+    generate failed with an IndexError. Loaded as the class it was saved from, every character the
+    vocabulary holds encodes to its own token.
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(path, padding_side="left")
+
+
+def unencodable_prompts(prompts: Iterable[Any], tokenizer: Any, limit: int = 5) -> list[str]:
+    """Up to `limit` descriptions ("row 3: '😀' -> <unk>") of plain-text prompts the tokenizer cannot
+    encode: no token at all, or a character it maps to <unk>; empty when every prompt encodes."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    bad: list[str] = []
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str):
+            continue  # chat messages: the template decides what is encoded
+        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if ids and unk not in ids:
+            continue
+        lost = "".join(c for c in dict.fromkeys(prompt)
+                       if tokenizer(c, add_special_tokens=False)["input_ids"] in ([], [unk]))
+        bad.append(f"row {i + 1}: {prompt[:40]!r} -> " + (f"<unk> or nothing for {lost!r}" if lost else "no token"))
+        if len(bad) >= limit:
+            break
+    return bad
