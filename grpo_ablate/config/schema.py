@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from grpo_ablate.cost import GPU_TYPES
+from grpo_ablate.cost import GPU_TYPES, parse_share
 
 from grpo_ablate.bounds import MAX_SEARCHED_VALUES, BatchSize, Generations
 from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
@@ -103,8 +103,13 @@ class StudySection(_Section):
     checkpoint_steps: int | Literal["auto"] | None = Field(default="auto", ge=1)
     keep_checkpoints: bool = False  # keep a finished trial's last checkpoint (default: removed when it ends for good)
     # GPU-hours the whole study may spend (every trial's wall time x its GPUs, over every run): no trial starts
-    # that the per-trial estimate says would cross it (measured once trials finished)
-    budget_gpu_hours: float | None = Field(default=None, gt=0)
+    # that the per-trial estimate says would cross it (measured once trials finished); or a share of the full
+    # run, "0.5x": that share of the full run's GPU-hours (the low end of plan's estimate; study/price.py)
+    budget_gpu_hours: Annotated[float, Field(gt=0)] | str | None = Field(default=None, description=(
+        "GPU-hours the whole study may spend (every attempt's wall time x hardware.gpus, over every run); no trial "
+        "starts that the per-trial estimate says would cross it. Or a share of the full run, e.g. \"0.5x\": that "
+        "share of the full run's GPU-hours as plan estimates them (the low end), resolved when a command loads "
+        "the study"))
     max_consecutive_failures: int = Field(default=5, ge=1)  # the study stops after this many failures in a row
     heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600)  # RDB storages: seconds between a running trial's heartbeats
     grace_period: int | None = Field(default=None, ge=1, le=MAX_SECONDS)  # RDB storages: a trial silent this long is failed and retried (default 3x interval)
@@ -116,6 +121,13 @@ class StudySection(_Section):
     # within it of the best, and arms whose interval lies inside +-min_effect are equivalent;
     # default per metric, defined once in stats/min_effect.py (0.05 of a reward in [0, 1])
     min_effect: float | None = Field(default=None, gt=0)
+
+    @field_validator("budget_gpu_hours", mode="before")
+    @classmethod
+    def _budget_share(cls, v: Any) -> Any:
+        if isinstance(v, str) and parse_share(v) is None:
+            raise ValueError(f"{v!r} is neither GPU-hours (a number > 0) nor a share of the full run (e.g. \"0.5x\")")
+        return v
 
     @property
     def is_planned(self) -> bool:
