@@ -159,3 +159,12 @@ def test_budget_none_writes_the_design_that_can_decide_at_its_price(tmp_path):
     assert planned_price(study).multiple[0] > 1  # priced, not fitted: 24 trials of 100 of 500 steps
     with pytest.raises(StudyError, match="nor `none`"):
         write_study(InitAnswers(recipe=CODE, gpus=8, vllm="server", budget="half"), tmp_path / "bad.yaml")
+
+
+def test_run_refuses_a_share_budget_nothing_prices_before_anything_runs(tmp_path):
+    path = tmp_path / "cpu.yaml"
+    out = tmp_path / "run"
+    path.write_text((ROOT / "studies/tiny-cpu.yaml").read_text())
+    res = cli_inprocess("run", str(path), "--set", f"study.output_dir={out}", "--set", "study.budget_gpu_hours=0.5x")
+    assert res.returncode == 2 and "study.budget_gpu_hours" in res.stderr and "'0.5x' is a share of the full run" in res.stderr
+    assert "budget.full_run.max_steps" in res.stderr and not out.exists()  # nothing started, nothing written

@@ -12,7 +12,8 @@ first lines and the report say one figure, computed one way:
 The full run is the recipe's (budget.full_run: its max_steps, or epochs x training prompts / prompts
 per step). A budget written as a share ("0.5x") becomes GPU-hours at the low end of the full run's
 estimate (the cap is never more than that share of what the run may cost), when the study is loaded
-by a command (`resolve_budget`); it stays a share, refused by the runner, when nothing prices the run.
+by a command (`resolve_budget`); it stays a share when nothing prices the run, and `run` refuses it
+before anything starts (`price_line`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from grpo_ablate.cost import Price, RunShare, parse_share, price
+from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.estimate import TrialEstimate, estimate_trial
 from grpo_ablate.gpu_hours import spent_seconds
 from grpo_ablate.plan import resolved_trial_count
@@ -82,9 +84,18 @@ def spent_price(study: "Study", trials: Iterable["FrozenTrial"]) -> Price:
 
 
 def price_line(study: "Study") -> str:
-    """`run`'s first line: the plan's price, and the budget as a share of the run where one was written so."""
-    line = f"Price: {planned_price(study).words()}"
+    """`run`'s first line: the plan's price, and the budget as a share of the run where one was written so.
+
+    StudyError (before anything runs) when the budget is a share of a run nothing here prices: a share
+    left as written would otherwise reach the runner, which cannot count GPU-hours against it."""
+    est = estimate_trial(study)
     budget = study.study.budget_gpu_hours
+    if isinstance(budget, str):
+        why = unknown_why(study, est) or _no_hours(study, est)
+        raise StudyError([Problem(path="study.budget_gpu_hours", message=(
+            f"{budget!r} is a share of the full run, whose GPU-hours are not known here ({why}); write the budget in "
+            "GPU-hours instead"))])
+    line = f"Price: {planned_price(study, est).words()}"
     if isinstance(budget, RunShare):
         line += f"; budget {budget.share:g}x your run = {float(budget):,.1f} GPU-h"
     return line + "."
