@@ -28,7 +28,8 @@ from grpo_ablate.safe_read import MB, read_bytes
 PARAMETERS = BOUNDS["parameters"]
 
 __all__ = ["Gpu", "GPU_TYPES", "REFERENCE_GPU", "Assumptions", "ASSUMED", "TrialEstimate", "full_run_steps",
-           "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range"]
+           "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range",
+           "Price", "price", "RunShare", "parse_share", "fmt_multiple"]
 
 
 # ------------------------------------------------------------------ GPUs (hardware.gpu_type)
@@ -268,3 +269,103 @@ def fmt_range(lo: float, hi: float) -> str:
     if math.isclose(lo, hi, rel_tol=1e-9):
         return f"about {fmt_hours(lo)}"
     return f"{fmt_hours(lo)} to {fmt_hours(hi)}"
+
+
+# ------------------------------------------------------------------ the price in units of the user's run
+#
+# Users think in "N x my run", not GPU-hours (an extra full run, 1x, is the natural ceiling of a
+# tuning study). A Price is the study's GPU-hours over the full run's, both at the same rates (the
+# same measurement, or the same assumed range end for end), so the multiple does not inherit the
+# rates' uncertainty the way each figure does. Where no GPU-hours are known (a CPU study, a model of
+# unknown size) the multiple is taken in optimizer steps (trials x a trial's steps over the run's),
+# which leaves out a trial's start-up and says so. Unknown only when the run's length is.
+
+_SHARE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*[xX]\s*$")
+
+
+def parse_share(value: object) -> float | None:
+    """A share of the full run as written in a study file ("0.5x" -> 0.5); None when `value` is not one."""
+    if not isinstance(value, str):
+        return None
+    m = _SHARE.match(value)
+    return float(m.group(1)) if m and float(m.group(1)) > 0 else None
+
+
+class RunShare(float):
+    """GPU-hours resolved from a share of the full run (study.budget_gpu_hours: 0.5x): a float everywhere a
+    budget is read, which still says what share it was written as (plan and run print both)."""
+
+    share: float
+    full_run_h: float
+
+    def __new__(cls, share: float, full_run_h: float) -> "RunShare":
+        obj = super().__new__(cls, share * full_run_h)
+        obj.share, obj.full_run_h = share, full_run_h
+        return obj
+
+    def __reduce__(self) -> Any:  # pickles (a worker process) and deep-copies as itself
+        return (RunShare, (self.share, self.full_run_h))
+
+
+def fmt_multiple(lo: float, hi: float | None = None) -> str:
+    """A multiple of the run: 0.42x, 1.5x, 12x; a range when the ends differ at that precision."""
+    def one(x: float) -> str:
+        return f"{x:.2g}x" if x < 10 else f"{x:,.0f}x"
+    a, b = one(lo), one(hi if hi is not None else lo)
+    return a if a == b else f"{a[:-1]}-{b}"
+
+
+@dataclass(frozen=True)
+class Price:
+    """A study's GPU-hours as a multiple of the full run's (see above). `spent`: the hours are what its
+    trials used, not what its plan would. `unknown`: why the multiple is not known, naming the key that fixes it."""
+
+    trials: int
+    multiple: tuple[float, float] | None
+    study_h: tuple[float, float] | None = None
+    full_run_h: tuple[float, float] | None = None
+    basis: str = "GPU-hours"  # or "optimizer steps" (no GPU-hours known here: `no_hours` says why)
+    no_hours: str | None = None
+    unknown: str | None = None
+    spent: bool = False
+    at_most: bool = False  # a race may stop before its planned maximum, which this prices
+
+    def words(self) -> str:
+        """One line: "this study costs 0.4x your run (48 of 120 GPU-h)"."""
+        verb = "spent" if self.spent else ("costs at most" if self.at_most else "costs")
+        if self.multiple is None:
+            return f"this study's price in units of your run is unknown: {self.unknown}"
+        head = f"this study {verb} {fmt_multiple(*self.multiple)} your run"
+        if self.basis == "GPU-hours" and self.study_h and self.full_run_h:
+            (slo, shi), (flo, fhi) = self.study_h, self.full_run_h
+            same = math.isclose(slo, shi, rel_tol=0.005) and math.isclose(flo, fhi, rel_tol=0.005)
+            figures = (f"{_h(slo)} of {_h(flo)} GPU-h" if same else
+                       f"{_h(slo)}-{_h(shi)} of {_h(flo)}-{_h(fhi)} GPU-h, each end at the same assumed rates")
+            return f"{head} ({figures})"
+        return f"{head} in optimizer steps, start-up left out (no GPU-hours here: {self.no_hours})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"multiple": list(self.multiple) if self.multiple else None, "trials": self.trials,
+                "study_gpu_hours": list(self.study_h) if self.study_h else None,
+                "full_run_gpu_hours": list(self.full_run_h) if self.full_run_h else None, "basis": self.basis,
+                "spent": self.spent, "at_most": self.at_most, "unknown": self.unknown, "words": self.words()}
+
+
+def _h(x: float) -> str:
+    return f"{x:,.{2 if x < 1 else 1 if x < 10 else 0}f}"
+
+
+def price(trials: int, *, study_h: tuple[float, float] | None, full_run_h: tuple[float, float] | None,
+          study_steps: float | None, full_run_steps: int | None, no_hours: str = "", unknown: str = "",
+          spent: bool = False, at_most: bool = False) -> Price:
+    """The study's price as a multiple of the full run: GPU-hours over GPU-hours when both are known, else
+    optimizer steps over optimizer steps (`study_steps`: every trial's together), else unknown (`unknown`: why)."""
+    if study_h and full_run_h and full_run_h[0] > 0 and full_run_h[1] > 0:
+        a, b = study_h[0] / full_run_h[0], study_h[1] / full_run_h[1]
+        return Price(trials, (min(a, b), max(a, b)), study_h, full_run_h, spent=spent, at_most=at_most)
+    if study_steps is not None and full_run_steps:
+        m = study_steps / full_run_steps
+        return Price(trials, (m, m), basis="optimizer steps", no_hours=no_hours or "no GPU-hour estimate",
+                     spent=spent, at_most=at_most)
+    return Price(trials, None, unknown=unknown or "the full run's length is not known here", spent=spent,
+                 at_most=at_most)

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from grpo_ablate.cost import fmt_hours
+from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.trial_record import outcome, ran_here, resumed_from
 from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
-__all__ = ["TrialTime", "measured_estimate", "Budget", "budget_of", "duration_text", "gpu_hours_text"]
+__all__ = ["TrialTime", "measured_estimate", "Budget", "budget_of", "duration_text", "gpu_hours_text", "spent_seconds"]
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,13 @@ def _now() -> _dt.datetime:
     return _dt.datetime.now()
 
 
-def budget_of(total: float | None, gpus: int | None, trials: Sequence["FrozenTrial"], planned: TrialTime | None,
+def spent_seconds(trials: Iterable["FrozenTrial"]) -> float:
+    """Wall seconds of every attempt that ended here (any outcome), as the budget counts them (x GPUs for GPU-hours)."""
+    return sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials
+               if ran_here(t) and t.datetime_start is not None and t.datetime_complete is not None)
+
+
+def budget_of(total: float | str | None, gpus: int | None, trials: Sequence["FrozenTrial"], planned: TrialTime | None,
               now: _dt.datetime | None = None) -> Budget | None:
     """The budget (study.budget_gpu_hours) from the study's trials (every host's); None when it sets none.
 
@@ -126,6 +133,10 @@ def budget_of(total: float | None, gpus: int | None, trials: Sequence["FrozenTri
     """
     if total is None:
         return None
+    if isinstance(total, str):  # "0.5x" that nothing could turn into GPU-hours (study/price.resolve_budget)
+        raise StudyError([Problem(path="study.budget_gpu_hours", message=(
+            f"{total!r} is a share of the full run, whose GPU-hours are not known here (plan says why): write the "
+            "budget in GPU-hours, or give what prices the full run (budget.full_run, hardware.gpus, a probe)"))])
     gpus = int(gpus or 0)
     now = now or _now()
     estimate = measured_estimate(trials) or planned

@@ -7,7 +7,7 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.commands.init import InitAnswers, ask_missing, seeds_for_detectable, temperatures_around, write_study
+from grpo_ablate.commands.init import InitAnswers, ask_missing, seeds_to_decide, write_study
 
 RECIPE = ROOT / "studies/recipes/openr1-style-every-key.yaml"
 
@@ -23,8 +23,12 @@ def test_init_from_recipe_validates_on_each_hardware_shape(tmp_path, gpus, vllm,
     assert study.study.baseline["num_generations"] == 16  # the recipe's own G is feasible on all of these
     gens = study.generations()
     assert 16 in gens and len(gens) <= 5 and {p.num_generations for p in study.space.feasible} == set(gens)
-    assert study.search.temperature == [0.5, 0.7, 0.9]  # around the recipe's 0.7
-    assert study.study.seeds == seeds_for_detectable() and len(study.study.seeds) >= 3 and study.budget.max_steps == 100
+    assert study.search.temperature == 0.7  # the recipe's, fixed: the study decides G
+    # its dataset's size is not known offline, so the design is not fitted to a budget: three G arms, the seeds
+    # Bechhofer's design needs for three, the group-sequential race on, the default trial length
+    assert len(gens) == min(3, len(study.space.feasible)) and study.study.racing.design == "group_sequential"
+    assert study.study.seeds == list(range(seeds_to_decide(len(gens)))) and study.budget.max_steps == 100
+    assert "# Design: not fitted to a budget: this study's price in units of your run is unknown" in text
     # a study that can decide: held-out reward is the objective, scored on held-out prompts
     assert study.metric_names == ["eval_final_reward"] and study.file.evaluation is not None
 
@@ -64,17 +68,12 @@ def test_an_invalid_result_writes_nothing(tmp_path):
     assert not list(tmp_path.glob("*s.yaml*"))
 
 
-def test_temperatures_stay_positive():
-    assert temperatures_around(0.1) == [0.1, 0.3]
-    assert temperatures_around(1.0) == [0.8, 1.0, 1.2]
-
-
 def test_init_from_a_trl_cli_recipe(tmp_path):
     recipe = ROOT / "studies/recipes/trl-cli-style.yaml"
     study = load_study(write_study(InitAnswers(recipe=recipe, gpus=2, vllm="colocate"), tmp_path / "s.yaml"))
     assert study.world_size == 2 and study.study.baseline["num_generations"] == 8
     assert [r.name for r in study.rewards] == ["trl.rewards:think_format_reward", "trl.rewards:accuracy_reward"]
-    assert study.search.temperature == [0.8, 1.0, 1.2]  # the recipe leaves TRL's 1.0
+    assert study.search.temperature == 1.0  # the recipe leaves TRL's 1.0, fixed
 
 
 def test_dataset_rewards_are_chosen_from_its_columns(tmp_path):
@@ -96,3 +95,30 @@ def test_dataset_rewards_are_chosen_from_its_columns(tmp_path):
         write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(bare), gpus=1), tmp_path / "b.yaml")
     assert "no built-in reward fits the columns" in str(e.value) and "['prompt', 'label']" in str(e.value)
     assert not (tmp_path / "b.yaml").exists()
+
+
+@pytest.mark.parametrize("spelling", ["same", "dotdot", "symlink", "hardlink"])
+def test_init_never_writes_over_its_recipe_even_with_force(tmp_path, spelling):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE.read_text())
+    before = recipe.read_bytes()
+    (tmp_path / "sub").mkdir()
+    out = {"same": recipe, "dotdot": tmp_path / "sub" / ".." / "recipe.yaml", "symlink": tmp_path / "link.yaml",
+           "hardlink": tmp_path / "hard.yaml"}[spelling]
+    if spelling == "symlink":
+        out.symlink_to(recipe)
+    if spelling == "hardlink":
+        import os
+
+        os.link(recipe, out)
+    res = cli_inprocess("init", "--from", str(recipe), "--gpus", "8", "--vllm", "server", "--out", str(out), "--force")
+    assert res.returncode == 2 and "never writes over its input" in res.stderr, res.stderr
+    assert recipe.read_bytes() == before and not list(tmp_path.glob(".recipe.yaml.*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"recipe.yaml", "sub", out.name})
+
+
+def test_init_never_writes_over_its_dataset(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "1+1", "answer": "2"}\n')
+    res = cli_inprocess("init", "--model", "builtin:tiny", "--dataset", str(data), "--out", str(data), "--force")
+    assert res.returncode == 2 and "dataset (--dataset)" in res.stderr and data.read_text().startswith('{"prompt"')

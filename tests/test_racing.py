@@ -10,6 +10,7 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan import racing_round
+from grpo_ablate.search.early_rank import race_decides_at
 from grpo_ablate.study.racing import RaceState, advance, arm_results, decide
 from grpo_ablate.study.ledger import queue
 from grpo_ablate.study.ledger import ask, suggest_cell
@@ -101,6 +102,7 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
     stored = record.study_attrs(ostudy).racing
     assert [d["arm"] for d in stored["dropped"]] == [Arm(8, 32, study.fixed_temperature()).key]
     assert stored["dropped"][0]["round"] >= 1 and stored["decided"]
+    assert stored["decides_at"] == race_decides_at() and "final evaluation point only" in stored["decides_at"]
     assert set(arm_results(ostudy)) == {a for a in (Arm(g, 32, study.fixed_temperature()).key for g in (2, 4, 8))}
 
 

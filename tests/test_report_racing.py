@@ -5,6 +5,7 @@ from __future__ import annotations
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.html import racing_view, render_html
 from grpo_ablate.trial_record import StudyAttrs
+from grpo_ablate.search.early_rank import race_decides_at
 from grpo_ablate.vocab import Arm
 
 
@@ -24,6 +25,8 @@ def test_racing_section_names_dropped_arms_and_the_decision():
     assert view["rows"] == [{"arm": worse.label, "round": 1, "seeds": "0, 1", "why": race["dropped"][0]["reason"]}]
     html = render_html(_data(race), figures=[])
     assert "Arms dropped by racing" in html and worse.label in html
+    said = render_html(_data({**race, "decides_at": race_decides_at()}), figures=[])  # the page says which point
+    assert "The race decides on the final evaluation point only" in said and "final evaluation point" not in html
 
 
 def test_no_racing_no_section_and_undecided_race_lists_the_contenders():

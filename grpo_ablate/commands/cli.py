@@ -7,7 +7,7 @@
     grpo-ablate report studies/tiny-cpu.yaml [--out report.html]
     grpo-ablate compare runs/a/summary.json runs/b/summary.json [--tolerance reward_per_hour=0.1]
     grpo-ablate dashboard studies/tiny-cpu.yaml [--port 8080]
-    grpo-ablate init --from RECIPE --gpus N [--vllm server|colocate] [--out study.yaml] [--force]
+    grpo-ablate init --from RECIPE --gpus N [--vllm server|colocate] [--budget 0.5x] [--out study.yaml] [--force]
     grpo-ablate probe studies/tiny-cpu.yaml [--steps 2]
     grpo-ablate advise studies/tiny-cpu.yaml [--k 16] [--prompts 64] [--seed 0] [--enqueue]
     grpo-ablate explain [budget.max_steps]
@@ -113,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="the study name (default from the recipe and the hardware)")
     p.add_argument("--out", default="study.yaml", help="the study file to write (default study.yaml)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.add_argument("--budget", help="the study's price as a share of the full run, e.g. 0.5x (default 0.5x where the "
+                                    "full run can be priced); none: the design that can decide, at its price")
+    p.add_argument("--full-run-prompts", type=int, help="the training set's rows, for a recipe that counts epochs: "
+                                                        "prices the study in units of the full run")
     p.set_defaults(func=init.run)
     p = sub.add_parser("probe", help="each G's largest generation batch that fits, from a few real optimizer steps")
     add_study(p)

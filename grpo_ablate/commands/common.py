@@ -17,6 +17,7 @@ from typing import Sequence
 
 from grpo_ablate.config import Problem, Study, StudyError, apply_overrides, load_study
 from grpo_ablate.config.places import writable_dir_problem
+from grpo_ablate.study.price import resolve_budget
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "add_study", "load", "set_value",
            "check_sets", "check_out", "err"]
@@ -32,7 +33,10 @@ def add_study(p: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace, extra: Sequence[str] = ()) -> Study:
-    return load_study(args.study, list(args.sets) + list(extra))
+    """The study with `--set`s applied; a budget written as a share of the full run ("0.5x") in GPU-hours."""
+    study = load_study(args.study, list(args.sets) + list(extra))
+    resolve_budget(study)
+    return study
 
 
 def set_value(key: str, value: str) -> str:

@@ -3,12 +3,17 @@
     grpo-ablate init --from recipes/config_demo.yaml --gpus 8 --vllm server --out study.yaml
     grpo-ablate init --task addition --out tiny.yaml          # no recipe: flags, or questions on a TTY
 
-The study is written to reach a decision: held-out reward (eval_final_reward) as the objective on
-held-out prompts, and seeds enough to detect a tenth of the reward's range. The baseline is the
-recipe's own num_generations (or the nearest G this hardware accepts) and temperature (as the
-recipe's own TRL meant it); the search covers the G values feasible on that hardware around it, a
-temperature list around the recipe's, and one budget per trial. The file is checked before it is
-written, and an existing file is only replaced with --force.
+The study is written to reach a decision at a price: held-out reward (eval_final_reward) as the
+objective on held-out prompts; the baseline is the recipe's own num_generations (or the nearest G
+this hardware accepts) at the recipe's temperature (as its own TRL meant it), fixed; the arms are the
+G values nearest it; the seeds are those Bechhofer's design needs to pick an arm within min_effect
+of the best, as the group-sequential race's planned maximum (the race is on). Where the full run can
+be priced (its steps, or its epochs and --full-run-prompts), `fit_design` chooses the most arms and
+the longest trial (trained past the recipe's LR warmup) whose plan fits --budget (default half the
+full run), prints the price as `plan` does, and refuses (exit 2, nothing written) when no design that
+can decide fits, saying what the smallest would cost. The file is checked before it is written, and
+an existing file is only replaced with --force; the recipe or dataset init reads is never replaced,
+however --out spells it.
 """
 
 from __future__ import annotations
@@ -36,23 +41,32 @@ from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.config.trl_releases import known_releases
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
-from grpo_ablate.stats.seeds import seeds_needed
 from grpo_ablate.config.hardware import trainer_batch_shape
 from grpo_ablate.space import feasible_space, nearest_generations
+from grpo_ablate.stats.selection import bechhofer_seeds
+from grpo_ablate.cost import Price, fmt_multiple, parse_share
+from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.study.price import planned_price
 from grpo_ablate.vocab import BUILTIN_TASKS
 
-__all__ = ["run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations", "temperatures_around",
-           "seeds_for_detectable"]
+__all__ = ["run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations",
+           "Design", "fit_design", "seeds_to_decide", "warmup_steps"]
 
 CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
 MAX_ARMS = 5  # G values in the search: the baseline and its nearest feasible neighbours
-# The study decides on held-out reward. Seeds are sized so that a difference of DETECTABLE_SHARE of the
-# reward's range would be found (80% power, 5% two-sided) when arms vary between seeds as on the built-in
-# tasks: a held-out reward sd of at least SEED_SD_SHARE of its range per arm (0.05-0.08 over 40 seeds,
-# stats/min_effect.py), uncorrelated between arms (shared/guide/facts.md, round 4).
-DETECTABLE_SHARE = 0.10
+# The study decides on held-out reward. Seeds are sized for Bechhofer's design at min_effect when arms vary
+# between seeds as on the built-in tasks: a held-out reward sd of at least SEED_SD_SHARE of its range per arm
+# (0.05-0.08 over 40 seeds, stats/min_effect.py), uncorrelated between arms (shared/guide/facts.md, round 4).
 SEED_SD_SHARE = 0.05
 EVAL_PROMPTS = 128
+# The budget a written study fits (--budget): a share of the full run's GPU-hours. A tuning study is worth
+# running only at a fraction of the run it tunes; half a run is the default, one whole extra run the ceiling
+# users name.
+DEFAULT_BUDGET = "0.5x"
+RACE_CONFIDENCE = 0.95  # the race's target P(the leader is within min_effect of the best), and Bechhofer's PCS
+MIN_STEPS_PAST_WARMUP = 10  # a trial trains at least this many optimizer steps after the recipe's LR warmup
+TRIAL_STEPS_CAP = 100  # a fitted trial is never longer than the unfitted default
+UNPRICED_ARMS = 3  # the baseline G and its nearest neighbours when no budget can be fitted
 
 
 @dataclass
@@ -66,6 +80,8 @@ class InitAnswers:
     gpus: int = 0
     vllm: str = "none"  # none | colocate | server
     name: str | None = None
+    budget: str | None = None  # --budget: a share of the full run ("0.5x"); None: DEFAULT_BUDGET where it can be priced
+    full_run_prompts: int | None = None  # --full-run-prompts: the training set's rows, when the recipe counts epochs
     recipe_values: dict[str, Any] = field(default_factory=dict)
     recipe_trl: str | None = None  # the TRL release a `trl grpo` recipe was written for (config/trl_releases.py)
 
@@ -101,19 +117,6 @@ def choose_generations(a: InitAnswers) -> tuple[int, list[int]]:
     base = nearest_generations(gens, g0)  # the default-arm rule plan's baseline uses
     near = sorted(gens, key=lambda g: (abs(math.log(g / base)), g))[:MAX_ARMS]
     return base, sorted(near)
-
-
-def temperatures_around(t: float) -> list[float]:
-    """Three temperatures: the recipe's and 0.2 either side (all > 0)."""
-    values = {round(t - 0.2, 2), round(t, 2), round(t + 0.2, 2)}
-    return sorted(v for v in values if v > 0)
-
-
-def seeds_for_detectable(share: float = DETECTABLE_SHARE, sd_share: float = SEED_SD_SHARE) -> list[int]:
-    """Seeds 0..n-1, n the fewest that detect a difference of `share` of the reward's range (paired by seed,
-    arms uncorrelated: the difference's sd is sqrt(2) x an arm's)."""
-    n = seeds_needed(share, sd_share * math.sqrt(2)) or 2
-    return list(range(max(2, n)))
 
 
 def _reward_range(a: InitAnswers) -> float:
@@ -208,32 +211,80 @@ def dataset_lines(dataset: str | None, out: Path) -> list[str]:
                         *chosen]
 
 
-def study_text(a: InitAnswers, out: Path) -> str:
-    """The commented study file for these answers."""
+@dataclass(frozen=True)
+class Design:
+    """What a written study runs: the G values searched (the baseline's first), seeds, a trial's optimizer steps,
+    and why (one comment line in the file). `price`: the plan's price of it, where known."""
+
+    generations: tuple[int, ...]
+    seeds: int
+    steps: int
+    why: str
+    price: Price | None = None
+
+    @property
+    def trials(self) -> int:
+        return len(self.generations) * self.seeds
+
+
+def seeds_to_decide(arms: int, span: float = 1.0) -> int:
+    """Seeds per arm Bechhofer's indifference-zone design needs to pick an arm within min_effect of the best with
+    probability RACE_CONFIDENCE, when arms vary between seeds as on the built-in tasks (sd SEED_SD_SHARE of the
+    reward's range; min_effect REWARD_MIN_EFFECT of it): the race's planned maximum must reach it to decide."""
+    return max(2, bechhofer_seeds(arms, REWARD_MIN_EFFECT * span, SEED_SD_SHARE * span, RACE_CONFIDENCE))
+
+
+def warmup_steps(trainer: dict[str, Any], full_steps: int) -> int:
+    """The recipe's learning-rate warmup in optimizer steps of its full run (warmup_steps; a value below 1, or
+    warmup_ratio, as a share of the run, as transformers reads them)."""
+    ws = trainer.get("warmup_steps")
+    if isinstance(ws, (int, float)) and not isinstance(ws, bool) and ws >= 1:
+        return int(ws)
+    ratio = ws if isinstance(ws, float) and 0 < ws < 1 else trainer.get("warmup_ratio")
+    if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0:
+        return math.ceil(float(ratio) * full_steps)
+    return 0
+
+
+def _by_closeness(base: int, gens: list[int]) -> list[int]:
+    """The baseline G first, then the others nearest to it (in ratio) first: the arms dropped last matter most."""
+    return [base, *sorted((g for g in gens if g != base), key=lambda g: (abs(math.log(g / base)), g))]
+
+
+def study_text(a: InitAnswers, out: Path, design: Design | None = None) -> str:
+    """The commented study file for these answers (a design that fits no budget when none is given)."""
     base, gens = choose_generations(a)
-    temp = float(a.value("temperature") or trl_default("temperature"))
-    temps = temperatures_around(temp)
-    seeds = seeds_for_detectable()
     span = _reward_range(a)
-    detectable = DETECTABLE_SHARE * span
+    if design is None:
+        arms = tuple(_by_closeness(base, gens)[:UNPRICED_ARMS])
+        design = Design(arms, seeds_to_decide(len(arms), span), 20 if a.task else TRIAL_STEPS_CAP,
+                        "not fitted to a budget: the full run's price is not known here")
+    temp = float(a.value("temperature") or trl_default("temperature"))
+    seeds = list(range(design.seeds))
+    k = len(design.generations)
     lines = [
         f"# Written by `grpo-ablate init`{f' from {a.recipe.name}' if a.recipe else ''}. Check it, then:",
         f"#   grpo-ablate plan {out.name}",
         f"#   grpo-ablate run {out.name}",
+        f"# Design: {design.why}",
         "study:",
         f"  name: {_q(_name(a))}   # the Optuna study name; results go to runs/<name>",
-        "  sampler: ablation      # the baseline, then one factor at a time, every arm on the same seeds",
+        "  sampler: ablation      # the baseline, then each other G, every arm on the same seeds",
         "  baseline:",
         f"    num_generations: {base}   # {'the recipe' + chr(39) + 's own G' if a.recipe and base == a.value('num_generations') else 'the nearest G this hardware accepts'}",
         f"    temperature: {round(temp, 2)}   # the recipe's{' (as its own TRL meant it)' if a.recipe and 'temperature' not in a.recipe_values else ''}" if a.recipe else f"    temperature: {round(temp, 2)}",
-        f"  seeds: {seeds}   # each arm runs once per seed, the same seeds for every arm: with {len(seeds)}, a held-out",
-        f"  #   reward difference of about {detectable:.2g} ({DETECTABLE_SHARE:.0%} of its range {span:g}) is detectable",
-        f"  #   (80% power, 5% two-sided) if arms vary between seeds as on the built-in tasks (sd {SEED_SD_SHARE:.0%} of the range)",
+        f"  seeds: {seeds}   # the race's planned maximum: Bechhofer's design picks an arm within min_effect of",
+        f"  #   the best of {k} with probability {RACE_CONFIDENCE:g} at {design.seeds} seeds when arms vary between seeds as on the",
+        f"  #   built-in tasks (sd {SEED_SD_SHARE:.0%} of the reward's range {span:g}); the race usually stops sooner",
+        "  racing: {design: group_sequential, confidence: " + f"{RACE_CONFIDENCE:g}" + ", first_round_seeds: 2}   # seeds only where "
+        "the answer is still open",
         "  objectives:",
         "    - metric: eval_final_reward   # held-out reward at the end of each trial (docs/your-own-run.md)",
         (f"  min_effect: {REWARD_MIN_EFFECT * span:g}   # the smallest held-out reward difference worth acting on: "
          f"{REWARD_MIN_EFFECT:g} per unit of reward range ({span:g} here)" if span != 1 else
          f"  # min_effect: the smallest difference worth acting on; default {REWARD_MIN_EFFECT:g} of a reward in [0, 1]"),
+        f"  # budget_gpu_hours: {a.budget or DEFAULT_BUDGET}   # uncomment for a hard cap: no trial starts that would cross "
+        "that share of your run",
     ]
     if a.recipe:
         rel = os.path.relpath(a.recipe.resolve(), out.resolve().parent)
@@ -268,28 +319,127 @@ def study_text(a: InitAnswers, out: Path) -> str:
         hw += ["  # gpu_type: H100   # H100, H200, H20, A100 or L40S: narrows plan's GPU-hour estimate"]
         lines += hw
     lines += _evaluation_lines(a)
-    steps = 20 if a.task else 100
     lines += [
         "search:",
-        f"  num_generations: {gens}   # the G values feasible with {a.world_size} training process(es)",
-        f"  temperature: {temps}   # around the {'recipe' + chr(39) + 's' if a.recipe else 'default'} {round(temp, 2)}",
+        f"  num_generations: {sorted(design.generations)}   # G values feasible with {a.world_size} training process(es), "
+        "nearest the baseline's",
+        f"  temperature: {round(temp, 2)}   # fixed at the {'recipe' + chr(39) + 's' if a.recipe else 'default'}: the study decides G",
         "budget:",
-        f"  max_steps: {steps}   # per trial: every arm trains the same optimizer steps",
-        "",
+        f"  max_steps: {design.steps}   # per trial: every arm trains the same optimizer steps",
     ]
-    return "\n".join(lines)
+    if a.full_run_prompts:
+        lines += [f"  full_run: {{prompts: {a.full_run_prompts}}}   # the training set's rows (--full-run-prompts): "
+                  "prices the study in units of the full run"]
+    return "\n".join(lines + [""])
+
+
+def _priced(a: InitAnswers, out: Path, design: Design) -> tuple[Any, Price]:
+    """(the study, plan's price of it) for a candidate design, loaded from a temporary file next to --out."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(study_text(a, out, design))
+        study = load_study(tmp)
+        return study, planned_price(study)
+    except StudyError as e:
+        raise StudyError([Problem(path=p.path, message=p.message.replace(tmp, str(out))) for p in e.problems],
+                         str(out)) from None
+    finally:
+        os.unlink(tmp)
+
+
+def fit_design(a: InitAnswers, out: Path) -> Design:
+    """The design init writes: the most G arms (nearest the baseline first), with the seeds Bechhofer's design
+    needs for them and the longest trial up to TRIAL_STEPS_CAP, that the plan prices within the budget (a share of
+    the full run, the high end of the estimate), each trial training MIN_STEPS_PAST_WARMUP steps past the recipe's
+    warmup. Without a price (no full run known here) the unfitted design, unless --budget asked for one.
+    StudyError when no design that can decide fits: it says what the smallest would cost."""
+    base, gens = choose_generations(a)
+    order = _by_closeness(base, gens)
+    span = _reward_range(a)
+    unfitted = (a.budget or "").strip().lower() == "none"
+    budget = parse_share(a.budget or DEFAULT_BUDGET)
+    if budget is None and not unfitted:
+        raise StudyError([Problem(path="--budget", message=(
+            f"{a.budget!r} is not a share of the full run (e.g. 0.5x), nor `none` (no budget)"))])
+    probe_design = Design(tuple(order[:2]), 2, TRIAL_STEPS_CAP, "probe")
+    study, first = _priced(a, out, probe_design)
+    est = estimate_trial(study)
+    full = est.full_run_steps
+    warm = warmup_steps(study.trainer, full) if full else 0
+    shortest = min(full, warm + MIN_STEPS_PAST_WARMUP) if full else MIN_STEPS_PAST_WARMUP
+    if unfitted or first.multiple is None or not full:
+        if a.budget is not None and not unfitted:
+            raise StudyError([Problem(path="--budget", message=f"cannot fit {a.budget}: {first.words()}"
+                                      + ("" if a.full_run_prompts else "; or pass --full-run-prompts N"))])
+        why = ("not fitted to a budget (--budget none)" if unfitted else f"not fitted to a budget: {first.words()}"
+               + ("" if a.full_run_prompts or not a.recipe else " (or pass init --full-run-prompts N)"))
+        return Design(tuple(order[:UNPRICED_ARMS]), seeds_to_decide(min(UNPRICED_ARMS, len(order)), span),
+                      max(20 if a.task else TRIAL_STEPS_CAP, shortest if full else 0), why)
+    assert budget is not None
+    longest = min(full, max(TRIAL_STEPS_CAP, shortest))
+    past = f", {MIN_STEPS_PAST_WARMUP}+ past the recipe's {warm}-step warmup" if warm else ""
+    smallest: Design | None = None
+    for k in range(min(MAX_ARMS, len(order)), 1, -1):
+        arms, n = tuple(order[:k]), seeds_to_decide(k, span)
+
+        def at(steps: int, arms: tuple[int, ...] = arms, n: int = n) -> Design:
+            return Design(arms, n, steps, "")
+
+        low = _priced(a, out, at(shortest))[1]
+        smallest = Design(arms, n, shortest, "", low)
+        if low.multiple is None or low.multiple[1] > budget:
+            continue
+        steps = shortest
+        if longest > shortest:  # the price is affine in the trial's steps: solve for the longest that fits
+            high = _priced(a, out, at(longest))[1]
+            assert high.multiple is not None
+            slope = (high.multiple[1] - low.multiple[1]) / (longest - shortest)
+            steps = longest if slope <= 0 else min(longest, shortest + int((budget - low.multiple[1]) / slope))
+        priced = _priced(a, out, at(steps))[1]
+        while steps > shortest and (priced.multiple is None or priced.multiple[1] > budget):  # rounding in steps
+            steps -= 1
+            priced = _priced(a, out, at(steps))[1]
+        why = (f"{k} G arms x {n} seeds x {steps} steps{past}, raced: the largest design whose planned maximum "
+               f"{priced.words().removeprefix('this study ')}, within the budget {fmt_multiple(budget)}")
+        return Design(arms, n, steps, why, priced)
+    assert smallest is not None and smallest.price is not None and smallest.price.multiple is not None
+    need = smallest.price.multiple[1]
+    raise StudyError([Problem(path="--budget", message=(
+        f"no study that can decide fits {fmt_multiple(budget)} of your run: the smallest ({len(smallest.generations)} G "
+        f"arms x {smallest.seeds} seeds, the fewest for Bechhofer's design at min_effect, x {smallest.steps} steps{past}) "
+        f"{smallest.price.words().removeprefix('this study ')}; pass --budget {math.ceil(need * 10) / 10:g}x to write it"))])
+
+
+def _input_at(a: InitAnswers, out: Path) -> str | None:
+    """Which of init's inputs `out` is ("recipe (--from)", "dataset (--dataset)"), however it is spelled: the
+    same file by device and inode, so `sub/../recipe.yaml`, a symlink or a hard link to it all count."""
+    inputs = [(a.recipe, "recipe (--from)"), (Path(a.dataset) if a.dataset else None, "dataset (--dataset)")]
+    for path, what in inputs:
+        if path is None:
+            continue
+        try:
+            if os.path.samefile(out, path):
+                return what
+        except OSError:  # either does not exist (yet): not the same file
+            continue
+    return None
 
 
 def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
-    """Validate the study text, then write it (never over an existing file without force). Raises StudyError."""
+    """Validate the study text, then write it (never over an existing file without force, never over an input
+    file even with it). Raises StudyError."""
+    if (given := _input_at(a, out)) is not None:  # before --force: an input is never replaced, forced or not
+        raise StudyError([Problem(path="--out", message=(
+            f"{out} is the {given} init reads, and init never writes over its input; name another file with --out"))])
     if out.exists() and not force:
         raise StudyError([Problem(path="--out", message=f"{out} exists; pass --force to replace it")])
     if a.recipe is not None:
         a.recipe_values = read_recipe(a.recipe).values
-    text = study_text(a, out)
     tmp = ""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        text = study_text(a, out, fit_design(a, out))  # StudyError when nothing that can decide fits the budget
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -299,7 +449,7 @@ def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
             raise StudyError(e.problems, str(out)) from None
         os.replace(tmp, out)
     except StudyError as e:  # the user knows the file as --out, not as our temporary name
-        raise StudyError([Problem(path=p.path, message=p.message.replace(tmp, str(out)))
+        raise StudyError([Problem(path=p.path, message=p.message.replace(tmp, str(out)) if tmp else p.message)
                           for p in e.problems], str(out)) from None
     except OSError as e:
         raise StudyError([Problem(path="--out", message=f"cannot write {out}: {e.strerror or e}")]) from None
@@ -345,8 +495,10 @@ def run(args: argparse.Namespace) -> int:
     check_out(args.out, "--out")
     answers = InitAnswers(recipe=Path(args.recipe) if args.recipe else None, model=args.model, dataset=args.dataset,
                           task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name,
-                          recipe_trl=getattr(args, "recipe_trl", None))
+                          recipe_trl=getattr(args, "recipe_trl", None),
+                          budget=getattr(args, "budget", None), full_run_prompts=getattr(args, "full_run_prompts", None))
     out = write_study(ask_missing(answers), Path(args.out), force=args.force)
-    print(f"wrote {out}\n")
-    print(plan_text(load_study(out)))
+    study = load_study(out)
+    print(f"wrote {out}: {planned_price(study).words()}\n")  # the figure plan prints below, from the same call
+    print(plan_text(study))
     return EXIT_OK

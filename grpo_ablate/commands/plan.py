@@ -19,10 +19,11 @@ from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes import RecipeDifference, RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.cost import fmt_range, lr_schedule_of
+from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.study import limits
+from grpo_ablate.study.price import planned_price
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import EXIT_OK, load
 from grpo_ablate.files.owned import Owner
@@ -129,6 +130,7 @@ def plan_json(study: "Study") -> dict[str, Any]:
             "lr_schedule": lr_schedule_of(study.budget.model_dump()),
             "g_policies": _policy_words(space),
             "limits": limits_json(study),
+            "price": planned_price(study).as_dict(),
         }
     )
     probe = load_probe(study.output_dir, Owner.of(study))
@@ -238,15 +240,13 @@ def _cost_lines(study: "Study") -> list[str]:
                    f"at {gpu['gpus_per_trial']} GPU(s) each; {gpu['source']}.")
     elif cost.get("gpu_time_note"):
         out.append(f"GPU time: {cost['gpu_time_note']}.")
+    out.append(f"Price: {planned_price(study).words()}.")
     est = cost["estimate"]
     if est["full_run_share"]:
         full = est["full_run_gpu_hours"]
         line = (f"Share of the recipe's full run: one trial is {_share(est['full_run_share'])} of its "
                 f"{est['full_run_steps']:,} optimizer steps")
         out.append(line + (f" (the full run: {fmt_range(*full)} at these rates)." if full else "."))
-    elif study.budget.full_run:
-        out.append("Share of the recipe's full run: unknown here (its length is in epochs, and the dataset's size is not "
-                   "in this machine's datasets cache); set budget.full_run.prompts or budget.full_run.max_steps.")
     return out
 
 
@@ -335,9 +335,12 @@ def limits_json(study: "Study") -> dict[str, Any]:
                            "checkpoint_steps": study.study.checkpoint_steps, "keep_checkpoints": study.study.keep_checkpoints,
                            "budget_gpu_hours": study.study.budget_gpu_hours, "trials_in_budget": None}
     gpus = int(study.hardware.gpus or 0)
-    if study.study.budget_gpu_hours is not None and estimate is not None and gpus:
+    budget = study.study.budget_gpu_hours
+    if isinstance(budget, RunShare):
+        out["budget_gpu_hours"], out["budget_share_of_run"] = float(budget), budget.share
+    if isinstance(budget, (int, float)) and estimate is not None and gpus:
         lo, hi = (s * gpus / 3600.0 for s in estimate.seconds)
-        out["trials_in_budget"] = [int(study.study.budget_gpu_hours // hi), int(study.study.budget_gpu_hours // lo)]
+        out["trials_in_budget"] = [int(budget // hi), int(budget // lo)]
     return out
 
 
@@ -351,19 +354,26 @@ def _limit_lines(study: "Study") -> list[str]:
                                 + "; a retried or pre-empted trial resumes its last one"
                                 + ("" if every is None or info["keep_checkpoints"] else ", removed when it ends") + ".")]
     budget = info["budget_gpu_hours"]
-    if budget is not None:
+    if isinstance(budget, str):  # a share of the run that nothing here turns into GPU-hours
+        lines.append(f"GPU-hour budget: {budget} of the full run, whose GPU-hours are not known here (see Price); "
+                     "`run` refuses it until they are, or write the budget in GPU-hours.")
+    elif budget is not None:
+        if info.get("budget_share_of_run"):
+            budget_words = f"{info['budget_share_of_run']:g}x your run = {budget:,.1f} GPU-h (the full run's low estimate)"
+        else:
+            budget_words = f"{budget:g}"
         n = resolved_trial_count(study)
         fit = info["trials_in_budget"]
         if not study.hardware.gpus:
-            lines.append(f"GPU-hour budget: {budget:g}; a CPU study spends none (hardware.gpus is unset).")
+            lines.append(f"GPU-hour budget: {budget_words}; a CPU study spends none (hardware.gpus is unset).")
         elif fit is None:
-            lines.append(f"GPU-hour budget: {budget:g}; nothing estimates a trial yet, so trials run one at a time until "
+            lines.append(f"GPU-hour budget: {budget_words}; nothing estimates a trial yet, so trials run one at a time until "
                          "one has finished, then none starts that would cross it.")
         else:
             lo, hi = min(fit[0], n), min(fit[1], n)
             many = (f"all {n} trials fit" if lo == n else
                     f"{lo}{'' if lo == hi else ' to ' + ('all ' if hi == n else '') + str(hi)} of the {n} trials fit")
-            lines.append(f"GPU-hour budget: {budget:g}; {many} in it by the estimate"
+            lines.append(f"GPU-hour budget: {budget_words}; {many} in it by the estimate"
                          + ("" if fit[0] >= n else "; the study stops before the trial that would cross it") + ".")
     if info["timeout_warning"]:
         lines.append(f"warning: {info['timeout_warning']}")

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from grpo_ablate.cost import GPU_TYPES
+from grpo_ablate.cost import GPU_TYPES, parse_share
 
 from grpo_ablate.bounds import MAX_SEARCHED_VALUES, BatchSize, Generations
 from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
@@ -131,9 +131,11 @@ class StudySection(_Section):
         "save_total_limit (trainer/checkpoints.py)."))
     keep_checkpoints: bool = Field(default=False, description=(
         "Keep a finished trial's last checkpoint; false: it is removed when the trial ends for good."))
-    budget_gpu_hours: float | None = Field(default=None, gt=0, description=(
+    budget_gpu_hours: Annotated[float, Field(gt=0)] | str | None = Field(default=None, description=(
         "GPU-hours the whole study may spend over every run (each attempt's wall time x its GPUs): no trial "
-        "starts that the per-trial estimate says would cross it (measured once trials finished). null: no limit."))
+        "starts that the per-trial estimate says would cross it (measured once trials finished). Or a share of "
+        "the full run, e.g. `0.5x`: that share of the full run's GPU-hours as `plan` estimates them (the low end; "
+        "study/price.py), resolved when a command loads the study. null: no limit."))
     max_consecutive_failures: int = Field(default=5, ge=1, description=(
         "The study stops after this many failed trials in a row."))
     heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600, description=(
@@ -154,6 +156,13 @@ class StudySection(_Section):
         "of the best, and arms whose interval lies inside +-min_effect are equivalent. null: per metric "
         "(stats/min_effect.py): 0.05 of a reward in [0, 1], 5% of a bounded metric's range, else 5% of the "
         "baseline's mean."))
+
+    @field_validator("budget_gpu_hours", mode="before")
+    @classmethod
+    def _budget_share(cls, v: Any) -> Any:
+        if isinstance(v, str) and parse_share(v) is None:
+            raise ValueError(f"{v!r} is neither GPU-hours (a number > 0) nor a share of the full run (e.g. \"0.5x\")")
+        return v
 
     @property
     def is_planned(self) -> bool:

@@ -33,6 +33,7 @@ from grpo_ablate import trial_record as record
 from grpo_ablate.cost import lr_schedule_of
 from grpo_ablate.gpu_hours import budget_of
 from grpo_ablate.storage import mask_url
+from grpo_ablate.study.price import spent_price
 from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, Arm, Metric,
                                Outcome, finite, metric)
 from grpo_ablate.files.advise_file import load_advice
@@ -85,6 +86,7 @@ class ReportData:
     racing: dict[str, Any] | None = None  # the study's racing state (study/racing.py), when it raced
     advice: dict[str, Any] | None = None  # advise.json, when `grpo-ablate advise` ran for this study
     gpu_budget: dict[str, Any] | None = None  # study.budget_gpu_hours: spent and left (gpu_hours.Budget.as_dict)
+    price: str | None = None  # what the trials spent as a multiple of the full run's GPU-hours (study/price.py)
     lr_schedule: str | None = None  # "prefix" (of the recipe's full run) or "compressed" (into each trial)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -316,8 +318,10 @@ def collect(study: "Study", read_from: str | None = None) -> ReportData:
     trials from instead of the study's own (a private copy: report.snapshot), still shown as the study's."""
     attrs, frozen = load_trials(read_from or study.storage_url, study.study.name)
 
-    return build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
+    data = build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
                              study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)))
+    data.price = spent_price(study, frozen).words()  # in units of the run it tunes, as plan and run say it
+    return data
 
 
 def read_advice(output_dir: Path, owner: "Owner") -> dict[str, Any] | None:

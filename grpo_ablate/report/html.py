@@ -307,6 +307,7 @@ def racing_view(data: ReportData) -> dict[str, Any] | None:
         "path": path,
         "settled": settled,
         "stop_when_settled": settings.get("stop_when_settled", True) if race.get("path") else False,
+        "decides_at": race.get("decides_at"),  # which evaluation point the race decides at (search/early_rank.py)
         "rows": [{"arm": label(d.get("arm")), "round": d.get("round"),
                   "seeds": ", ".join(str(s) for s in d.get("seeds") or []), "why": d.get("reason", "")}
                  for d in race.get("dropped") or []],

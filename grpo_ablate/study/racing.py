@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.plan import baseline_arm, racing_round, study_plan
+from grpo_ablate.search.early_rank import race_decides_at
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
 from grpo_ablate.stats.model import MIN_SEEDS
@@ -344,7 +345,7 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
     wanted = set(arms) if rule_of(study).design == GROUP_SEQUENTIAL else set(state.live) | ({base} if base else set())
     state = decide(state, {a: results.get(a, {}) for a in wanted}, maximize=study.directions[0] == "maximize",
                    seeds_left=queue_next and used < len(study.study.seeds), rule=rule_of(study), baseline=base)
-    ledger.set_race(ostudy, state.as_dict())
+    ledger.set_race(ostudy, {**state.as_dict(), "decides_at": race_decides_at()})  # which point, and why (the page)
     stopped = set(arms) - set(state.live) if not state.decided else set(arms)
     ledger.cancel_queued(ostudy, stopped, f"racing settled the arm in round {state.round}")
     if not state.decided:
