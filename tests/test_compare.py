@@ -192,7 +192,7 @@ def test_arms_without_a_key_match_on_their_knobs(summary):
 
 
 def test_the_two_answers_are_shown_and_matched(summary, tmp_path):
-    assert summary["verdict"]["kind"] == "winner" and summary["verdict"]["comparison"] == "paired"
+    assert summary["verdict"]["kind"] == "winner" and summary["verdict"]["comparison"] == "model paired"
     a = _write(tmp_path, "a.json", summary)
     code, out, _ = _run(a, a)
     assert code == 0 and "answer A: winner, recommends G4xB16|T1" in out and "the answers agree" in out

@@ -169,7 +169,7 @@ def test_best_and_deltas_vs_baseline(data):
 
 def test_recommendation_names_the_winner_and_why(data):
     text = data.recommendation
-    assert text.startswith("Use num_generations=4, generation_batch_size=16, temperature=1: probability 0.")
+    assert text.startswith("Use num_generations=4, generation_batch_size=16, temperature=1: probability ")
     assert data.verdict.lines[0].endswith("; it is clearly better than the baseline.")
     assert "150% higher" in text and "5.00 vs 2.00" in text
 

@@ -108,7 +108,7 @@ def test_inconclusive_study_says_no_clear_winner_with_what_it_could_detect(incon
     assert v.detectable is not None and v.detectable > 0
     assert "could only detect a difference of about" in v.words and "80% power" in v.words
     assert v.seeds_for is not None and v.seeds_for[1] > 3 and "seeds would be needed" in v.words
-    assert v.comparison is not None and v.comparison.kind == "paired" and "paired t test" in v.words
+    assert v.comparison is not None and v.comparison.kind == "model paired" and "paired t test" in v.words
     # every arm generated the same tokens: the page says they cost the same
     assert v.recommended == G4 and v.reason == "most_likely_best" and "They cost the same" in v.words
     assert inconclusive.recommendation == v.words
@@ -130,7 +130,7 @@ def test_clear_study_names_the_winner_and_the_paired_comparison(clear):
     assert v.lines[0].endswith("; it is clearly better than the baseline.")
     assert "paired t test over 3 shared seeds" in v.words and "95% interval" in v.words
     assert "adjusted p = 0.036" in v.words and "Holm" in v.calls_method and v.calls_method.startswith("t tests of one model")
-    assert v.comparison.kind == "paired" and v.comparison.p_value < 0.05
+    assert v.comparison.kind == "model paired" and v.comparison.p_value < 0.05
     d = clear.deltas["num_generations=4"]["eval_final_reward"]
     assert d.comparison.kind == "paired" and d.diff.clear is True and d.better is True
 
@@ -276,7 +276,7 @@ def test_warnings_never_contradict_the_answer(tmp_path, inconclusive, clear):
 
 def test_summary_carries_the_answer_and_its_statistics(clear, inconclusive):
     v = summary_dict(clear)["verdict"]
-    assert v["kind"] == "winner" and v["comparison"] == "paired" and v["p_value"] < 0.05
+    assert v["kind"] == "winner" and v["comparison"] == "model paired" and v["p_value"] < 0.05
     assert v["recommended"]["key"] == G4.key and v["words"] == clear.recommendation
     assert len(v["ci95"]) == 2 and v["metric"] == "eval_final_reward"
     w = summary_dict(inconclusive)["verdict"]

@@ -54,7 +54,8 @@ from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.calls import method as calls_model
 from grpo_ablate.stats.min_effect import default_min_effect
 from grpo_ablate.stats.multiplicity import METHOD as HOLM
-from grpo_ablate.stats.seeds import (ALPHA, POWER, Comparison, MetricStat, detectable_difference, seeds_needed, stat)
+from grpo_ablate.stats.seeds import (ALPHA, MODEL_PAIRED, POWER, Comparison, MetricStat, detectable_difference,
+                                     model_comparison, seeds_needed, stat)
 from grpo_ablate.stats.selection import Selection, select
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.vocab import Arm, Metric, Outcome, finite, metric
@@ -347,6 +348,8 @@ def _arm_verdicts(ran: Sequence[ArmSummary], base: ArmSummary, name: str, *, max
             continue
         c = arm_vs_baseline(base, a, name)
         fc = family.get(a.name)
+        if fc is not None and fc.difference is not None:  # the interval and p of the model the call read
+            c = model_comparison(fc.difference, low=metric(name).low, high=metric(name).high)
         if sequential:
             call, cs = arm_call(c, base.by_seed.get(name, {}), a.by_seed.get(name, {}), maximize=maximize,
                                 min_effect=min_effect, sequential=True)
@@ -367,7 +370,8 @@ def _power(verdicts: Sequence[ArmVerdict], bmean: float, sign: float) -> dict[st
     closest = max(tested, key=lambda v: sign * v.comparison.delta)  # type: ignore[union-attr]
     tc = closest.comparison
     assert tc is not None
-    paired = [v.comparison for v in tested if v.comparison and v.comparison.kind == "paired" and v.comparison.sd is not None]
+    paired = [v.comparison for v in tested
+              if v.comparison and v.comparison.kind in ("paired", MODEL_PAIRED) and v.comparison.sd is not None]
     pool = paired or [v.comparison for v in tested if v.comparison and v.comparison.sd is not None]
     sd = math.sqrt(math.fsum(c.sd**2 for c in pool) / len(pool)) if pool else None  # type: ignore[operator]
     n = min(c.n for c in pool) if pool else 0

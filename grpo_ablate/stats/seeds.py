@@ -19,6 +19,7 @@ from typing import Iterable, Mapping
 from grpo_ablate.vocab import finite
 
 __all__ = ["MetricStat", "Difference", "stat", "difference", "t975", "Comparison", "compare_to_baseline",
+           "model_comparison", "MODEL_PAIRED", "MODEL_UNPAIRED",
            "MeanDifference", "mean_difference",
            "detectable_difference", "seeds_needed", "coefficient_of_variation", "ALPHA", "POWER", "MAX_SEEDS"]
 
@@ -133,13 +134,17 @@ POWER = 0.8
 MAX_SEEDS = 1000  # "seeds needed" beyond this is reported as more than this
 
 
+MODEL_PAIRED, MODEL_UNPAIRED = "model paired", "model unpaired"  # Comparison.kind of a one-model contrast
+
+
 @dataclass(frozen=True)
 class Comparison:
     """An arm's metric minus the baseline's, with the test that backs it.
 
     `kind` says which comparison was used (`mean_difference`'s rule): "paired" (Student t on the
     per-seed differences, at least two seeds shared by both arms), "welch" (unpaired, unequal
-    variances), or "single seed" (no spread, so no test). `sd` and `n` are what the power figures use: the SD of the paired
+    variances), or "single seed" (no spread, so no test); or, for a contrast of stats/model.py's
+    one model (the model the calls and the probability read), MODEL_PAIRED / MODEL_UNPAIRED. `sd` and `n` are what the power figures use: the SD of the paired
     differences over n pairs, or the pooled per-arm SD with n seeds per arm.
     """
 
@@ -163,6 +168,10 @@ class Comparison:
         """'paired t over 3 shared seeds' / 'Welch t (unpaired), 3 vs 2 seeds' / 'a single seed'."""
         if self.kind == "paired":
             return f"paired t test over {self.n} shared seeds"
+        if self.kind == MODEL_PAIRED:
+            return f"paired t test over {self.n} shared seeds, in one model of every arm (variance pooled, floored)"
+        if self.kind == MODEL_UNPAIRED:
+            return f"t test over {self.n} seeds per arm, in one model of every arm's mean (variance pooled, floored)"
         if self.kind == "welch":
             return f"Welch t test (unpaired) over {self.n} seeds per arm"
         return "a single seed (no test possible)"
@@ -263,6 +272,18 @@ def compare_to_baseline(base: Mapping[int, float], arm: Mapping[int, float], *,
         lo, hi = max(lo, -span), min(hi, span)
     p = d.two_sided_p() if d.se > 0 else (0.0 if d.mean != 0 else 1.0)
     return Comparison(d.kind, d.mean, (lo, hi), p, d.n, d.sd)
+
+
+def model_comparison(d: MeanDifference, *, low: float | None = None, high: float | None = None) -> Comparison:
+    """A contrast of stats/model.py's one model as a Comparison: the interval and p the calls read, so a
+    tie among a few seeds (sd 0 alone) keeps the model's floored spread instead of a zero-width interval.
+    The interval is cut to the range a difference of the quantity can take, as compare_to_baseline's."""
+    lo, hi = d.interval(0.95)
+    if low is not None and high is not None:
+        span = high - low
+        lo, hi = max(lo, -span), min(hi, span)
+    kind = MODEL_PAIRED if d.kind == "paired" else MODEL_UNPAIRED
+    return Comparison(kind, d.mean, (lo, hi), d.two_sided_p(), d.n, d.sd)
 
 
 def _power(delta: float, sd: float, n: int, paired: bool, alpha: float = ALPHA) -> float:
