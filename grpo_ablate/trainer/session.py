@@ -44,6 +44,7 @@ from grpo_ablate.children import adopt_orphans, die_with_parent
 from grpo_ablate.vocab import LOG_FILE, Outcome
 
 from .memory_cap import start_memory_watch
+from .signals import stop_on_sigterm
 from .spec import TrialSpec
 from .worker import (
     EXIT_FAILED,
@@ -400,7 +401,9 @@ def serve_session() -> int:
         else:
             watch.retarget(spec.trial_dir, spec.hardware)
         apply_spec_environment(spec)
+        stop_on_sigterm(spec.trial_dir)  # a scheduler's SIGTERM: this trial stops after its step (trainer/signals.py)
         outcome, payload = run_spec(spec, launched_at=float(launched) if launched and trials == 1 else None)
+        stop_on_sigterm(None)
         payload["session_pid"] = os.getpid()
         payload["session_trial"] = trials
         release_memory()
