@@ -173,7 +173,7 @@ class HardwareSection(_Section):
     accelerate_config: str | None = None  # accelerate config file; its num_processes counts unless vLLM server mode sets it
     # where trials run: a launcher of trainer/launchers/registry.py (auto: a warm session for
     # single-process CPU trials, else a process per trial); GRPO_ABLATE_LAUNCHER overrides it
-    launcher: Literal["auto", "process", "warm"] = "auto"
+    launcher: Literal["auto", "process", "warm", "slurm"] = "auto"
     # what starts a trial's processes (auto: python for one, accelerate with accelerate_config, else torchrun)
     command: Literal["auto", "python", "torchrun", "accelerate"] = "auto"
     vllm: VllmSection = Field(default_factory=VllmSection)
