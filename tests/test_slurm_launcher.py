@@ -66,3 +66,17 @@ def test_plan_commands_come_from_the_chosen_launcher(tmp_path, monkeypatch):
     assert line[-1].startswith("exec ") and "grpo_ablate.trainer.worker" in line[-1]
     monkeypatch.setenv("GRPO_ABLATE_LAUNCHER", "process")
     assert "grpo_ablate.trainer.worker" in describe_launch(spec, tmp_path / "spec.json")["launch"]
+
+
+def test_a_remote_launchers_workers_take_no_gpus_of_this_host(monkeypatch):
+    """study/devices.py asks the launcher: with slurm, the login node's GPUs are not the trials'."""
+    from grpo_ablate.config import load_study
+    from grpo_ablate.study.devices import remote_launcher, worker_envs
+
+    from helpers import ROOT
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # one GPU here: too few for the 8-GPU study's trials
+    study = load_study(ROOT / "studies/openr1-1.5b-numina-8gpu.yaml", ["hardware.launcher=slurm"])
+    assert remote_launcher(study) and worker_envs(study, 2) == [{}, {}]
+    with pytest.raises(RuntimeError, match="each trial needs 8 GPU"):
+        worker_envs(load_study(ROOT / "studies/openr1-1.5b-numina-8gpu.yaml", ["hardware.launcher=process"]), 2)
