@@ -114,8 +114,15 @@ def postgres_url():
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture
+def slurm_cluster(slurm_cluster_session):
+    """The worker's SLURM cluster, left clean after the test (jobs cancelled, their processes gone, the node up)."""
+    yield slurm_cluster_session
+    slurm_cluster_session.reset()
+
+
 @pytest.fixture(scope="session")
-def slurm_cluster():
+def slurm_cluster_session():
     """A private single-node SLURM cluster (tests/slurm_cluster.py), one per pytest worker; stopped by pid at the end."""
     missing = missing_binaries()
     if missing:

@@ -202,13 +202,50 @@ class SlurmCluster:
             time.sleep(0.5)
         raise TimeoutError(f"jobs still in the queue after {timeout:g} s: {self.run('squeue').stdout}")
 
+    def reset(self, timeout: float = 60) -> None:
+        """After a test: every job cancelled and its processes gone, the node up again (the next test starts clean)."""
+        self.run("scancel", "--full", "--signal=KILL", "--user", pwd.getpwuid(os.getuid()).pw_name, check=False)
+        deadline = time.monotonic() + timeout
+        while (self.job_processes() or self.run("squeue", "-h", "-o", "%i", check=False).stdout.strip()) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not self._node_idle():
+            self.resume_node()
+
     def resume_node(self) -> None:
         """Bring the node back after a test set it DOWN."""
         self.run("scontrol", "update", f"nodename={self.node}", "state=resume", check=False)
         self._wait_for(self._node_idle, f"node {self.node} idle again", self.base / "slurmctld.log")
 
+    def job_processes(self, *, daemons: bool = False) -> list[int]:
+        """Pids of the processes of this cluster's jobs (SLURM_CONF its own, a SLURM_JOB_ID set): job scripts and their
+        children. With `daemons`, also whatever else runs under its SLURM_CONF (slurmstepd, a daemon's children)."""
+        marker = f"SLURM_CONF={self.conf}".encode() + b"\0"
+        own = {p.pid for p in self.procs} | {os.getpid()}
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in own:
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+                if marker in environ and (daemons or b"\0SLURM_JOB_ID=" in environ or environ.startswith(b"SLURM_JOB_ID=")):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
     def stop(self) -> None:
-        """End the daemons by pid (slurmd first: it ends its job steps), newest first; SIGKILL what lingers."""
+        """Cancel every job, end the daemons by pid (newest first), then SIGKILL any job process left.
+
+        slurmstepd outlives slurmd, and a job's processes outlive both: they are found by the
+        SLURM_CONF in their environment (this cluster's alone) and killed by pid.
+        """
+        if self.procs and all(p.poll() is None for p in self.procs):
+            self.run("scancel", "--full", "--signal=KILL", "--user", pwd.getpwuid(os.getuid()).pw_name, check=False)
+            try:
+                self.wait_idle(timeout=30)
+            except (TimeoutError, subprocess.SubprocessError):
+                pass
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 try:
@@ -225,6 +262,11 @@ class SlurmCluster:
                     pass
                 proc.wait()
         self.procs.clear()
+        for pid in self.job_processes(daemons=True):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def __enter__(self) -> "SlurmCluster":
         return self
