@@ -452,6 +452,7 @@ def serve_template() -> bool:
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD writes to the wake-up pipe
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a scheduler's TERM to every process: the sessions stop their trials gracefully (trainer/signals.py), and die with this template; it ends when its parent closes the socket
     signal.set_wakeup_fd(wake_write)
     sessions: dict[int, int] = {}  # pid -> the request's id
     while True:
@@ -475,6 +476,7 @@ def serve_template() -> bool:
                 control.detach()  # fd 0 becomes the session's stdin below: never closed as a socket
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.close(wake_read)
                 os.close(wake_write)
                 _become_session(request, fds, preexec)
