@@ -22,6 +22,7 @@ import pytest
 
 # The plain helpers are defined once, in helpers.py; tests import them from there.
 from helpers import TESTS, FinishedStudy, cli_inprocess, free_port, unavailable
+from slurm_cluster import SlurmCluster, missing_binaries
 from grpo_ablate.study.devices import claim_cpu_share
 from grpo_ablate.trainer.launchers import LauncherPool, lend_launchers
 
@@ -110,6 +111,27 @@ def postgres_url():
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run(prefix + [pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def slurm_cluster(slurm_cluster_session):
+    """The worker's SLURM cluster, left clean after the test (jobs cancelled, their processes gone, the node up)."""
+    yield slurm_cluster_session
+    slurm_cluster_session.reset()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster_session():
+    """A private single-node SLURM cluster (tests/slurm_cluster.py), one per pytest worker; stopped by pid at the end."""
+    missing = missing_binaries()
+    if missing:
+        unavailable(f"SLURM and munge (Debian packages slurm-wlm, munge) are not installed: no {', '.join(missing)}")
+    base = Path(tempfile.mkdtemp(prefix="grpo-slurm-"))
+    try:
+        with SlurmCluster.start(base, name=f"ga{os.environ.get('PYTEST_XDIST_WORKER', 'main')}") as cluster:
+            yield cluster
+    finally:
         shutil.rmtree(base, ignore_errors=True)
 
 

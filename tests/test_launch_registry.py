@@ -27,10 +27,10 @@ def test_an_unknown_launcher_in_the_environment_is_refused_when_the_study_loads(
     """validate (and plan, run) say it before anything starts, not the first trial's launch."""
     from grpo_ablate.commands.cli import main
 
-    monkeypatch.setenv("GRPO_ABLATE_LAUNCHER", "slurm")
+    monkeypatch.setenv("GRPO_ABLATE_LAUNCHER", "kubernetes")
     assert main(["validate", str(ROOT / "studies/tiny-cpu.yaml")]) == 2
     err = capsys.readouterr()
-    assert "GRPO_ABLATE_LAUNCHER='slurm' names no launcher: use one of ['auto', 'process', 'warm']" in err.out + err.err
+    assert "GRPO_ABLATE_LAUNCHER='kubernetes' names no launcher: use one of ['auto', 'process', 'warm', 'slurm']" in err.out + err.err
     monkeypatch.setenv("GRPO_ABLATE_LAUNCHER", "Process")  # the launchers read it case-blind, so validate does too
     assert main(["validate", str(ROOT / "studies/tiny-cpu.yaml")]) == 0
 

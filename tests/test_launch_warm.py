@@ -59,7 +59,7 @@ def test_a_study_runs_single_process_cpu_trials_in_a_warm_session(tmp_path, monk
     assert launcher_name(cpu) == "process"
     monkeypatch.setenv(LAUNCHER_ENV, "warm")
     assert launcher_name(gpu) == "warm" and launcher_name(_spec(tmp_path / "f", num_processes=2)) == "process"
-    monkeypatch.setenv(LAUNCHER_ENV, "slurm")
+    monkeypatch.setenv(LAUNCHER_ENV, "kubernetes")
     with pytest.raises(ValueError, match="GRPO_ABLATE_LAUNCHER"):
         launcher_name(cpu)
 

@@ -223,3 +223,26 @@ def test_two_array_tasks_share_one_postgresql_study(tmp_path, fresh_pg_db):
     assert len(done) == len(trials) == 2, [(t.number, t.state, record.reason(t)) for t in trials]
     assert sorted(record.arm_of(t).num_generations for t in done) == [2, 4]
     assert "task 1 of job 7" in outs[1]
+
+
+# ------------------------------------------------------------------ the header that fits the study
+
+
+def test_slurm_script_writes_a_header_that_fits_the_study(tmp_path):
+    from helpers import cli_inprocess
+
+    gpu = cli_inprocess("slurm-script", str(ROOT / "studies/openr1-1.5b-numina-8gpu.yaml"), "--time", "2:00:00")
+    assert gpu.returncode == 0, gpu.stderr
+    header = [line for line in gpu.stdout.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --gres=gpu:8" in header and "#SBATCH --exclusive" in header and "#SBATCH --time=2:00:00" in header
+    assert not [line for line in header if line.startswith("#SBATCH --cpus-per-task")]
+    cpu = cli_inprocess("slurm-script", str(ROOT / "studies/tiny-cpu.yaml"), "--workers", "2")
+    header = [line for line in cpu.stdout.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --cpus-per-task=2" in header and not [line for line in header if "--gres" in line or "--exclusive" in line]
+    assert '--workers "${GRPO_ABLATE_WORKERS:-2}"' in cpu.stdout
+    assert cpu.stdout.split("#SBATCH", 1)[1:] and "#SBATCH --signal=B:TERM@300" in header
+    script = tmp_path / "job.sbatch"
+    script.write_text(cpu.stdout)
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    bad = cli_inprocess("slurm-script", str(ROOT / "studies/tiny-cpu.yaml"), "--time", "soon")
+    assert bad.returncode == 2 and "--time 'soon' is not a SLURM time" in bad.stderr

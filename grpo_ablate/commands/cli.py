@@ -27,7 +27,8 @@ import sys
 from typing import Callable, Sequence
 
 from grpo_ablate import __version__
-from grpo_ablate.commands import advise, compare, dashboard, explain, init, plan, probe, run, run_one, schema, smoke
+from grpo_ablate.commands import (advise, compare, dashboard, explain, init, plan, probe, run, run_one, schema,
+                                  slurm_script, smoke)
 from grpo_ablate.commands.common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_study, check_out, err, load,
                                          set_value)
 from grpo_ablate.commands.plan import limits_json
@@ -135,6 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain.add_parser(sub)
     schema.add_parser(sub)
+    p = sub.add_parser("slurm-script", help="the SLURM array script with a resource header fitting this study")
+    add_study(p)
+    p.add_argument("--workers", type=int, help="trials side by side in each array task (default study.workers)")
+    p.add_argument("--cpus-per-task", type=int, help="CPUs per task (default: the whole node on GPUs, else one per process)")
+    p.add_argument("--time", default="24:00:00", help="the task's time limit (default 24:00:00)")
+    p.add_argument("--partition", help="the SLURM partition")
+    p.set_defaults(func=slurm_script.run)
     return parser
 
 

@@ -31,8 +31,7 @@ from grpo_ablate.files.probe_file import load_probe, probe_table
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.plan import baseline_arm
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.launchers.process import build_command
-from grpo_ablate.trainer.vllm_server import DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys
+from grpo_ablate.trainer.launchers import describe_launch
 from grpo_ablate.vocab import Cell
 
 if TYPE_CHECKING:
@@ -279,14 +278,7 @@ def launch_plan(study: "Study") -> list[dict[str, Any]]:
         trial_dir = study.output_dir / "trials" / "<n>"
         spec = build_spec(study, cell, trial_dir)
         row: dict[str, Any] = {"role": cell.role, "arm": cell.arm.label, "seed": cell.seed}
-        vllm = study.hardware.vllm
-        if vllm.mode == "server":
-            row["vllm_server"] = server_command(study.model.name_or_path, vllm.port, tensor_parallel_size=vllm.server_gpus,
-                                                dtype=study.model.dtype, revision=study.model.revision,
-                                                trust_remote_code=study.model.trust_remote_code,
-                                                **server_engine_args(spec.trainer))
-            spec.trainer.update(server_trainer_keys(vllm.port, DEFAULT_GROUP_PORT))
-        row["launch"] = build_command(spec, trial_dir / "spec.json")
+        row.update(describe_launch(spec, trial_dir / "spec.json"))  # the launcher's own lines (vllm_server, launch)
         row["spec"] = json.loads(spec.to_json())
         rows.append(row)
     payload = [{"spec": r.pop("spec"), "world_size": study.world_size, "gpu": bool(study.hardware.gpus)} for r in rows]

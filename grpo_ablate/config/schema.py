@@ -252,9 +252,10 @@ class HardwareSection(_Section):
         "size then comes from num_processes or accelerate_config, else 1)."))
     accelerate_config: str | None = Field(default=None, description=(
         "An accelerate config file; its num_processes counts unless vLLM server mode sets it."))
-    launcher: Literal["auto", "process", "warm"] = Field(default="auto", description=(
-        "Where trials run: `process` (a process tree each), `warm` (one long-lived process for single-process "
-        "trials), `auto` (warm for single-process CPU trials, else process); trainer/launchers/registry.py. "
+    launcher: Literal["auto", "process", "warm", "slurm"] = Field(default="auto", description=(
+        "Where trials run: `process` (a process tree each), `warm` (each single-process trial in a fresh fork of "
+        "a pre-imported template), `slurm` (each trial a SLURM batch job submitted from this host), `auto` (the "
+        "registry's choice: warm for single-process CPU trials, else process); trainer/launchers/registry.py. "
         "GRPO_ABLATE_LAUNCHER overrides it."))
     command: Literal["auto", "python", "torchrun", "accelerate"] = Field(default="auto", description=(
         "What starts a trial's processes; `auto`: python for one process, accelerate with accelerate_config, "

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
 
 from grpo_ablate.children import die_with_parent
+from grpo_ablate.trainer.launchers import LAUNCHER_ENV, LAUNCHERS
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["worker_envs", "visible_gpus", "CpuShare", "claim_cpu_share", "cpu_slot", "slots_dir", "host_cores"]
+__all__ = ["remote_launcher", "worker_envs", "visible_gpus", "CpuShare", "claim_cpu_share", "cpu_slot", "slots_dir", "host_cores"]
 
 MAX_SLOTS = 1024
 
@@ -45,8 +46,22 @@ def visible_gpus() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def remote_launcher(study: "Study") -> bool:
+    """Whether the study's trials run where a scheduler puts them (the launcher declares it: Capabilities.remote)."""
+    name = os.environ.get(LAUNCHER_ENV, "").strip().lower() or str(study.hardware.launcher)
+    kind = LAUNCHERS.get(name)
+    return kind is not None and kind.capabilities.remote
+
+
 def worker_envs(study: "Study", workers: int) -> list[dict[str, str]]:
-    """Each worker's environment: its GPUs, or no GPU (its threads are set per trial by a CpuShare)."""
+    """Each worker's environment: its GPUs, or no GPU (its threads are set per trial by a CpuShare).
+
+    With a remote launcher this host's GPUs are not the trials': every worker gets the study's
+    workers count, and a GPU trial the GPUs its job is granted (SLURM sets CUDA_VISIBLE_DEVICES
+    on the node); a CPU study's trials still get none.
+    """
+    if remote_launcher(study):
+        return [{} if study.hardware.gpus else {"CUDA_VISIBLE_DEVICES": ""} for _ in range(workers)]
     gpus = visible_gpus()
     if gpus:
         block = study.hardware.gpus or study.world_size

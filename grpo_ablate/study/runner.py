@@ -6,7 +6,10 @@ One orchestrating process (no torch: its memory stays flat however many trials r
 `study.workers` threads; each asks the study for a trial and runs it through the lifecycle.
 Several hosts can run the same command on one PostgreSQL storage: the storage hands out
 trials, so none runs twice. Ctrl-C or SIGTERM stops the running trials after their current
-step and queues them again; a second Ctrl-C kills them at once.
+step and queues them again; a second Ctrl-C kills them at once. SIGTERM never kills: a batch
+scheduler sends it to every process of the job (the trials get it too, and stop themselves:
+trainer/signals.py), and a batch script that forwards it makes this process see it twice; any
+number of SIGTERMs is one graceful stop.
 
 `run_study` returns what happened (`StudyRun`): a refusal (the storage cannot be opened or the
 output folder written or belongs to another study, the stored study's directions or feasible
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import Study
 
-__all__ = ["run_study", "StudyRun", "StudyRunner", "queued_cells", "queued_beyond_budget", "all_oom_message",
+__all__ = ["run_study", "StudyRun", "StudyRunner", "kills", "queued_cells", "queued_beyond_budget", "all_oom_message",
            "all_failed_reasons"]
 
 WAIT = "wait"
@@ -101,7 +104,8 @@ class StudyRunner:
         self.lifecycle = TrialLifecycle(study, ostudy, storage, open_artifact_store(study.output_dir), self.registry,
                                         workers=self.workers, heartbeat=self.heartbeat, say=self.console.say)
         self.wakeup = Wakeup()
-        self.interrupt_requests = 0
+        self.interrupt_requests = 0  # SIGINTs (Ctrl-C): the second one kills the running trials
+        self.term_requests = 0  # SIGTERMs: each one a graceful stop, never a kill
         self.interrupted = False
         self.storage_error = False
         self.failures_stop = False
@@ -259,7 +263,10 @@ class StudyRunner:
 
     def request_interrupt(self, signum: int = signal.SIGINT, frame: Any = None) -> None:
         """Signal handler: counts only (the wakeup fd has already woken the main loop)."""
-        self.interrupt_requests += 1
+        if signum == signal.SIGTERM:
+            self.term_requests += 1
+        else:
+            self.interrupt_requests += 1
 
     def run(self) -> None:
         done = [threading.Event() for _ in range(self.workers)]
@@ -276,27 +283,38 @@ class StudyRunner:
         for t in threads:
             t.start()
         last_status = time.monotonic()
-        handled = 0
+        handled_int = handled_term = 0
         while not all(d.is_set() for d in done):
             self.wakeup.wait(timeout=last_status + STATUS_EVERY_S - time.monotonic())
-            if self.interrupt_requests > handled:
-                handled = self.interrupt_requests
-                self._on_interrupt(first=not self.interrupted)
+            new_int, new_term = self.interrupt_requests - handled_int, self.term_requests - handled_term
+            if new_int or new_term:
+                handled_int, handled_term = self.interrupt_requests, self.term_requests
+                first = not self.interrupted
+                self._on_interrupt(first=first, kill=kills(first, new_int), term=new_int == 0)
             if time.monotonic() - last_status >= STATUS_EVERY_S:
                 last_status = time.monotonic()
                 running = self.registry.snapshot()
                 if running:
                     self.console.status(self.counts, running)
 
-    def _on_interrupt(self, first: bool) -> None:
+    def _on_interrupt(self, first: bool, kill: bool = False, term: bool = False) -> None:
         self.interrupted = True
         if first:
-            self.console.say("interrupt: running trials stop after their current step and are queued again "
-                             "(press Ctrl-C again to kill them now)")
+            self.console.say(("SIGTERM" if term else "interrupt") + ": running trials stop after their current step "
+                             "and are queued again (press Ctrl-C again to kill them now)")
             self.registry.request_stop(Outcome.INTERRUPTED.value)
-        else:
+        if kill:
             self.console.say("interrupt: killing running trials")
             _kill_children()
+        elif not first:
+            self.console.say(("SIGTERM" if term else "interrupt") + " again: the running trials are already stopping "
+                             "after their current step")
+
+
+def kills(first: bool, new_interrupts: int) -> bool:
+    """Whether the signals just received kill the running trials: a Ctrl-C after a stop was asked for
+    (or two at once); never a SIGTERM, however many (they are not counted here)."""
+    return new_interrupts > (1 if first else 0)
 
 
 def _kill_children() -> None:

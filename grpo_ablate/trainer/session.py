@@ -39,6 +39,7 @@ from grpo_ablate.children import adopt_orphans, die_with_parent
 from grpo_ablate.vocab import LOG_FILE
 
 from .memory_cap import start_memory_watch
+from .signals import stop_on_sigterm
 from .spec import TrialSpec
 from .worker import (
     EXIT_FAILED,
@@ -109,6 +110,7 @@ def serve_session() -> int:
     _apply_threads(request["env"])
     watch = start_memory_watch(spec.trial_dir, spec.hardware)
     apply_spec_environment(spec)
+    stop_on_sigterm(spec.trial_dir)  # a scheduler's SIGTERM: this trial stops after its step (trainer/signals.py)
     launched = os.environ.get(LAUNCHED_AT_ENV)
     outcome, payload = run_spec(spec, launched_at=float(launched) if launched else None)
     payload["session_pid"] = os.getpid()
@@ -156,6 +158,7 @@ def serve_template() -> bool:
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD writes to the wake-up pipe
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a scheduler's TERM to every process: the sessions stop their trials gracefully (trainer/signals.py), and die with this template; it ends when its parent closes the socket
     signal.set_wakeup_fd(wake_write)
     sessions: dict[int, int] = {}  # pid -> the request's id
     while True:
@@ -179,6 +182,7 @@ def serve_template() -> bool:
                 control.detach()  # fd 0 becomes the session's stdin below: never closed as a socket
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.close(wake_read)
                 os.close(wake_write)
                 _become_session(request, fds, preexec)

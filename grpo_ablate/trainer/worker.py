@@ -43,6 +43,7 @@ from grpo_ablate.errors import machine_fault, write_probe
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
 from .memory_cap import start_memory_watch
+from .signals import stop_on_sigterm
 from .spec import TrialSpec
 
 __all__ = [
@@ -321,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[grpo-ablate] the orchestrator (pid {parent}) is gone before the trial started", flush=True)
         return EXIT_FAILED
     spec = TrialSpec.load(argv[0])
+    stop_on_sigterm(spec.trial_dir)  # a scheduler's SIGTERM (scancel, preemption, time limit): one graceful stop
     adopt_orphans()  # a reward's grandchildren stay below this process, and end with it
     start_memory_watch(spec.trial_dir, spec.hardware)  # memory.json; hardware.memory_limit_mb
     apply_spec_environment(spec)

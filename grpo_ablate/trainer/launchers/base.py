@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,7 +32,7 @@ from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, Outcome
 
 from .watch import MetricsTail, finalize, finish, log_tail, prepare, request_stop, requested_stop
 
-__all__ = ["Launcher", "POLL_SECONDS", "STOP_GRACE_SECONDS", "TERM_GRACE_SECONDS", "trial_environment"]
+__all__ = ["Capabilities", "Launcher", "POLL_SECONDS", "STOP_GRACE_SECONDS", "TERM_GRACE_SECONDS", "trial_environment"]
 
 POLL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 60.0  # after a STOP, how long a step may take before the trial is ended by force
@@ -54,8 +55,38 @@ def trial_environment(spec: TrialSpec) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a launcher's trials may be assumed to be, declared by the launcher, read by whoever must know.
+
+    - `local_processes`: the trial's processes are this host's children (their pids mean something
+      here; a dead orchestrator's trial can be found by pid);
+    - `cgroup_oom`: this host's memory cgroup counts the trial's OOM kills (outcome.oom_kill_count);
+    - `remote`: the trial runs where a scheduler puts it, with the GPUs it grants (this host's
+      GPUs and CPU slots are not the trial's: study/devices.py leaves them alone);
+    - `auto`: `hardware.launcher: auto` may choose it (registry.launcher_name asks `chosen_by_auto`).
+    """
+
+    local_processes: bool
+    cgroup_oom: bool
+    remote: bool
+    auto: bool = False
+
+
 class Launcher(ABC):
     """Runs one trial at a time. `run` is the whole life of a trial; subclasses say where it runs."""
+
+    capabilities = Capabilities(local_processes=False, cgroup_oom=False, remote=True)
+
+    @classmethod
+    def chosen_by_auto(cls, spec: TrialSpec, *, probe: bool = False) -> bool:
+        """Whether `hardware.launcher: auto` takes this launcher for `spec` (asked in registry order)."""
+        return False
+
+    @classmethod
+    def describe(cls, spec: TrialSpec, spec_path: Path) -> dict[str, list[str]]:
+        """The command lines that would run `spec` (for `plan --commands`), by role ("launch", ...); nothing is started."""
+        return {}
 
     @abstractmethod
     def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:

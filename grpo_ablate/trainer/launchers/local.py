@@ -23,7 +23,7 @@ from grpo_ablate.children import TREE_ENV, tree_token
 from grpo_ablate.trainer.spec import TrialSpec
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
 
-from .base import Launcher, trial_environment
+from .base import Capabilities, Launcher, trial_environment
 from .outcome import oom_kill_count, oom_kill_evidence
 
 __all__ = ["LocalLauncher", "PACKAGE_ROOT"]
@@ -33,6 +33,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 class LocalLauncher(Launcher):
     """A launcher whose trials are child processes on this host (ProcessLauncher, WarmSession)."""
+
+    capabilities = Capabilities(local_processes=True, cgroup_oom=True, remote=False, auto=True)
 
     def environment(self, spec: TrialSpec) -> dict[str, str]:
         env = trial_environment(spec)

@@ -8,8 +8,13 @@ Out of memory is recorded only on evidence of a *type*, never on words in a log:
 - the kernel's OOM killer, as a rise of the `oom_kill` counter of this process's memory cgroup
   while the trial ran.
 A process that merely prints "CUDA out of memory" and exits is a failure with its last log
-line; a SIGKILL with neither kind of evidence is `interrupted` (something outside the trial
-ended it, and the study runs it again).
+line. A trial ended from outside before it could record a result is `interrupted` (the study
+queues it again, and the next run resumes its last checkpoint), read from the exit status and
+the STOP file, never from log text: a SIGKILL with neither kind of OOM evidence (-9, or 137
+from a shell), a SIGTERM (-15, or 143: what a scheduler's cancel, preemption or time limit sends
+every process of the job; trainer/signals.py turns it into a graceful stop where the trial's
+handler runs, and this covers the rest: a rank, a process killed before its handler was set), or
+a STOP file asking for "interrupted" (the parent's, or the trial's own handler's).
 
     pytest tests/test_launch_oom.py
 """
@@ -31,6 +36,8 @@ __all__ = ["CGROUP_ROOT", "classify", "oom_kill_count", "oom_kill_evidence", "oo
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # torchrun's summary when a rank died of SIGKILL; the exit status is then torchrun's own.
+_KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)  # Popen's convention, and a shell's
+_TERMINATED = (-signal.SIGTERM, 128 + signal.SIGTERM)
 _SIGKILL_LOG = re.compile(r"Signal 9 \(SIGKILL\)|exitcode\s*:\s*-9\b")
 
 
@@ -125,7 +132,12 @@ def classify(
         return Outcome(stop_reason), f"stopped by the parent ({stop_reason}); the process was killed after the grace period"
     if oom_kill is not None:
         return Outcome.OOM, f"exited with code {returncode} and no result; {oom_kill}"
-    if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL) or _SIGKILL_LOG.search(log_tail):
+    if returncode in _TERMINATED:
+        return Outcome.INTERRUPTED, (
+            f"ended by SIGTERM before it recorded a result (exit {returncode}): a scheduler's cancel, preemption or "
+            "time limit, or a kill from outside the trial; it is queued again"
+        )
+    if returncode in _KILLED or _SIGKILL_LOG.search(log_tail):
         return Outcome.INTERRUPTED, (
             f"killed by SIGKILL with no evidence of running out of memory (exit {returncode}, no result, "
             "no OOM kill in the cgroup's memory events)"

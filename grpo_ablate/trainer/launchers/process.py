@@ -23,7 +23,8 @@ from typing import IO, Callable, Protocol
 
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.trainer.spec import TrialSpec
-from grpo_ablate.trainer.vllm_server import server_engine_args, vllm_server
+from grpo_ablate.trainer.vllm_server import (DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys,
+                                             vllm_server)
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
 
 from .base import TERM_GRACE_SECONDS
@@ -110,6 +111,25 @@ class ProcessLauncher(LocalLauncher):
 
     `command` replaces build_command (a test's stand-in child, a wrapper such as `srun`).
     """
+
+    @classmethod
+    def chosen_by_auto(cls, spec: TrialSpec, *, probe: bool = False) -> bool:
+        return True  # the fallback: any trial runs as a process tree of its own
+
+    @classmethod
+    def describe(cls, spec: TrialSpec, spec_path: Path) -> dict[str, list[str]]:
+        """The trial's command, and in vLLM server mode the server's (on the study's port; a run picks free ones)."""
+        lines: dict[str, list[str]] = {}
+        vllm = spec.hardware.get("vllm") or {}
+        if vllm.get("mode") == "server":
+            port = int(vllm.get("port") or 8000)
+            lines["vllm_server"] = server_command(
+                str(spec.model["name_or_path"]), port, tensor_parallel_size=int(vllm.get("server_gpus") or 1),
+                dtype=spec.model.get("dtype"), revision=spec.model.get("revision"),
+                trust_remote_code=bool(spec.model.get("trust_remote_code")), **server_engine_args(spec.trainer))
+            spec.trainer.update(server_trainer_keys(port, DEFAULT_GROUP_PORT))
+        lines["launch"] = build_command(spec, spec_path)
+        return lines
 
     def __init__(self, command: Callable[[TrialSpec, Path], list[str]] | None = None) -> None:
         self._command = command or build_command

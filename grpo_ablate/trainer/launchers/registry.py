@@ -7,10 +7,13 @@ and `run-one` (`LauncherPool`) all take it from there; a process that runs studi
 another can lend them pools (`lend_launchers`), so they share warm sessions. A new place to run
 trials is one `Launcher` subclass and one line here:
 
-    LAUNCHERS = {"process": ProcessLauncher, "warm": WarmSession, "slurm": SlurmLauncher}
+    LAUNCHERS = {"warm": WarmSession, "process": ProcessLauncher, "slurm": SlurmLauncher}
 
-(and its name in config/schema.py's `hardware.launcher` choices, which tests/test_launch_registry.py
-keeps equal to this table).
+(slurm.py was added so: its file and its line here; its name in config/schema.py's
+`hardware.launcher` choices, which tests/test_launch_registry.py keeps equal to this table).
+A launcher declares what it is (base.Capabilities), whether `auto` may take it
+(chosen_by_auto) and the command lines it would run (describe, for `plan --commands`).
+
 
     python -m grpo_ablate.trainer.launchers runs/x/trials/00000/spec.json    # re-run one trial from its spec
 """
@@ -23,6 +26,7 @@ import threading
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 from grpo_ablate.config.schema import LAUNCHER_ENV  # a launcher's name: overrides hardware.launcher for every trial
@@ -30,23 +34,32 @@ from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 
 from .base import Launcher
 from .process import ProcessLauncher
+from .slurm import SlurmLauncher
 from .warm import WarmSession, shares_a_session
 
-__all__ = ["LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "launcher_for", "launcher_name", "lend_launchers",
+__all__ = ["LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "describe_launch", "launcher_for", "launcher_name", "lend_launchers",
            "release_thread_launchers", "run_trial"]
 
+# In the order `auto` asks them (Capabilities.auto, then chosen_by_auto): the first that takes the trial runs it.
 LAUNCHERS: dict[str, type[Launcher]] = {
-    "process": ProcessLauncher,  # a fresh process tree per trial (python, torchrun or accelerate: hardware.command)
     "warm": WarmSession,  # each single-process trial in a fresh fork of a pre-imported template
+    "process": ProcessLauncher,  # a fresh process tree per trial (python, torchrun or accelerate: hardware.command)
+    "slurm": SlurmLauncher,  # each trial a SLURM batch job submitted from this host
 }
+
+
+def describe_launch(spec: TrialSpec, spec_path: Path) -> dict[str, list[str]]:
+    """The command lines the launcher chosen for `spec` would run (`plan --commands`), by role; nothing starts."""
+    return LAUNCHERS[launcher_name(spec)].describe(spec, spec_path)
 
 
 def launcher_name(spec: TrialSpec, *, probe: bool = False) -> str:
     """The registry name of the launcher that runs `spec`: the only place a launcher is chosen.
 
-    GRPO_ABLATE_LAUNCHER, else hardware.launcher, else (auto) a warm session for single-process
-    CPU trials and a process of its own for the rest; a probe's points (`probe`, one or two
-    steps each) take a warm session on GPUs too. A trial that cannot share a session (several
+    GRPO_ABLATE_LAUNCHER, else hardware.launcher, else (auto) the first launcher of `LAUNCHERS`
+    that declares it may be chosen (Capabilities.auto) and takes the trial (chosen_by_auto): a
+    warm session for single-process CPU trials and a probe's points, a process of its own for the
+    rest; a remote launcher is never auto's choice. A trial that cannot share a session (several
     processes, vLLM: shares_a_session) never runs in one, whatever was asked.
     """
     choice = os.environ.get(LAUNCHER_ENV, "").strip().lower() or str(spec.hardware.get("launcher") or "auto")
@@ -54,8 +67,8 @@ def launcher_name(spec: TrialSpec, *, probe: bool = False) -> str:
         raise ValueError(f"the launcher must be auto or one of {sorted(LAUNCHERS)}, got {choice!r} "
                          f"(from {LAUNCHER_ENV if os.environ.get(LAUNCHER_ENV, '').strip() else 'hardware.launcher'})")
     if choice == "auto":
-        cpu = spec.env.get("CUDA_VISIBLE_DEVICES") == "" or bool(spec.trainer.get("use_cpu"))
-        choice = "warm" if cpu or probe else "process"
+        choice = next(name for name, kind in LAUNCHERS.items()
+                      if kind.capabilities.auto and kind.chosen_by_auto(spec, probe=probe))
     if choice == "warm" and not shares_a_session(spec):
         return "process"
     return choice

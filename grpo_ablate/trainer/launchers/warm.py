@@ -72,6 +72,17 @@ class WarmSession(LocalLauncher):
             result = session.run(spec)     # a TrialResult, classified as a process per trial's would be
     """
 
+    @classmethod
+    def chosen_by_auto(cls, spec: TrialSpec, *, probe: bool = False) -> bool:
+        """auto's choice for single-process CPU trials, and a probe's points (one or two steps each) on GPUs too."""
+        cpu = spec.env.get("CUDA_VISIBLE_DEVICES") == "" or bool(spec.trainer.get("use_cpu"))
+        return (cpu or probe) and shares_a_session(spec)
+
+    @classmethod
+    def describe(cls, spec: TrialSpec, spec_path: Path) -> dict[str, list[str]]:
+        """The worker command a fresh process would run: the session runs the same trial in its own process."""
+        return ProcessLauncher.describe(spec, spec_path)
+
     def __init__(self) -> None:
         self.processes_started = 0
         self._proc: SessionProcess | None = None

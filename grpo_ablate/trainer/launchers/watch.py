@@ -147,6 +147,7 @@ def finish(spec: TrialSpec, returncode: int | None, *, timed_out: bool, stop_rea
            oom_kill: str | None = None) -> TrialResult:
     """Read the ended trial's records, classify it, and write the verdict into result.json."""
     trial_dir = spec.path
+    stop_reason = stop_reason or requested_stop(trial_dir)  # also the trial's own (a SIGTERM it got: trainer/signals.py)
     worker = read_json(trial_dir / RESULT_FILE)
     rank_failures = [r for r in (read_json(p) for p in sorted(trial_dir.glob(RANK_RESULT_GLOB))) if r]
     tail = log_tail(log_path)

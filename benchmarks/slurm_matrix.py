@@ -1,0 +1,52 @@
+"""The SLURM fault matrix: every fault x the process and warm launchers, on the test cluster, with times.
+
+    python benchmarks/slurm_matrix.py [--launcher process] [--fault scancel] [-n 2]
+
+Runs tests/test_slurm_faults.py's `test_matrix_cell` for each cell (a real single-node SLURM
+cluster, tests/slurm_cluster.py, and a real PostgreSQL server, the suite's fixtures), collects
+each cell's record and prints the table the README shows: the recorded outcomes, whether the
+arm completed exactly once, where the retry resumed, the faulted task's exit, and the seconds
+from the fault to the job's last process. Needs Debian's slurm-wlm, munge and postgresql.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--launcher", action="append", help="only these launchers (process, warm)")
+    parser.add_argument("--fault", action="append", help="only these faults (tests/slurm_cells.py FAULTS)")
+    parser.add_argument("-n", type=int, default=1, help="pytest workers (each runs its own cluster)")
+    args = parser.parse_args(argv)
+    rows_file = Path(tempfile.mkdtemp(prefix="slurm-matrix-")) / "cells.jsonl"
+    keyword = " or ".join(args.fault or [])
+    launchers = " or ".join(args.launcher or [])
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests/test_slurm_faults.py"),
+               "-k", "matrix_cell" + (f" and ({keyword})" if keyword else "") + (f" and ({launchers})" if launchers else "")]
+    if args.n > 1:
+        command += ["-n", str(args.n)]
+    env = dict(os.environ, GRPO_ABLATE_SLURM_MATRIX=str(rows_file), HF_HUB_OFFLINE="1")
+    code = subprocess.run(command, cwd=ROOT, env=env).returncode
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()] if rows_file.exists() else []
+    print("| launcher | fault | outcomes | arm completed | resumed from step (stopped at) | faulted task | fault to job end (s) | cell (s) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in sorted(rows, key=lambda r: (r["launcher"], r["fault"])):
+        print(f"| {r['launcher']} | {r['fault']} | {' → '.join(r['outcomes'])} | "
+              f"{'once' if r['lost_nothing'] else 'NO: ' + json.dumps(r['arms_completed'])} | "
+              f"{r['resumed_from_step']} ({r['interrupted_steps']}) | {r['first_exit']} | {r['seconds_to_end']:.1f} | "
+              f"{r['seconds']:.0f} |")
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""`grpo-ablate slurm-script STUDY [--workers N] [--cpus-per-task N] [--time T] [--partition P]`: the array script for this study.
+
+Prints sweeps/slurm/grpo-ablate-array.sbatch with a resource header that fits the study: GPUs
+for `workers` trials side by side (hardware.gpus, else the world size, per trial; none for a CPU
+study), the CPUs, the time limit and the early SIGTERM. The shipped script's header asks for one
+whole 8-GPU node (the Open R1 study); a cluster without that gres refuses it, and a CPU study
+asks for GPUs it never uses. Command-line `sbatch` options still win over the header.
+
+    grpo-ablate slurm-script study.yaml > grpo-ablate.sbatch
+    sbatch --array=0-3 grpo-ablate.sbatch study.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpo_ablate.commands.common import EXIT_OK, EXIT_USAGE, err, load
+from grpo_ablate.config import Study
+
+__all__ = ["SCRIPT", "Resources", "resources", "render", "run"]
+
+SCRIPT = Path(__file__).resolve().parents[2] / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
+_RESOURCE_OPTIONS = ("--gres", "--cpus-per-task", "--exclusive", "--time", "--partition", "--mem")
+_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one array task asks SLURM for."""
+
+    workers: int  # trials side by side in one task (GRPO_ABLATE_WORKERS's default in the script)
+    gpus: int  # per task: workers x GPUs per trial
+    cpus: int | None  # per task; None with whole-node (--exclusive) GPU tasks
+    time: str
+    partition: str | None = None
+
+    def header(self) -> list[str]:
+        lines = []
+        if self.partition:
+            lines.append(f"#SBATCH --partition={self.partition}")
+        if self.gpus:
+            lines.append(f"#SBATCH --gres=gpu:{self.gpus}")
+        if self.cpus is not None:
+            lines.append(f"#SBATCH --cpus-per-task={self.cpus}")
+        else:
+            lines.append("#SBATCH --exclusive")
+        lines.append(f"#SBATCH --time={self.time}")
+        return lines
+
+
+def resources(study: Study, *, workers: int | None = None, cpus: int | None = None, time: str = "24:00:00",
+              partition: str | None = None) -> Resources:
+    """The task's resources for `workers` trials side by side (default study.workers).
+
+    A GPU study takes its GPUs and, unless `cpus` is given, the whole node (its CPUs feed the
+    data loaders and vLLM); a CPU study takes one CPU per training process of each trial,
+    unless `cpus` says more.
+    """
+    if not _TIME.match(time):
+        raise ValueError(f"--time {time!r} is not a SLURM time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS)")
+    n = workers if workers is not None else study.study.workers
+    if n < 1:
+        raise ValueError(f"--workers must be at least 1, got {n}")
+    per_trial = study.hardware.gpus if study.hardware.gpus is not None else 0
+    gpus = n * per_trial
+    if cpus is None and not gpus:
+        cpus = n * study.world_size
+    return Resources(workers=n, gpus=gpus, cpus=cpus, time=time, partition=partition)
+
+
+def render(script: str, res: Resources, study_path: str) -> str:
+    """`script` with its resource lines replaced by `res`'s, after `--ntasks`, and its workers' default `res.workers`; the rest as shipped."""
+    lines = [line for line in script.splitlines()
+             if not any(line.startswith(f"#SBATCH {opt}") for opt in _RESOURCE_OPTIONS)]
+    at = next(i for i, line in enumerate(lines) if line.startswith("#SBATCH --ntasks"))
+    made = [f"# resources for {study_path}, written by `grpo-ablate slurm-script` (sbatch options on the command line win)"]
+    body = "\n".join(lines[:at + 1] + made + res.header() + lines[at + 1:]) + "\n"
+    default = '"${GRPO_ABLATE_WORKERS:-1}"'
+    if default not in body:
+        raise ValueError(f"the array script no longer reads {default}: update slurm_script.render")
+    return body.replace(default, f'"${{GRPO_ABLATE_WORKERS:-{res.workers}}}"')
+
+
+def run(args: argparse.Namespace) -> int:
+    study = load(args)
+    try:
+        res = resources(study, workers=args.workers, cpus=args.cpus_per_task, time=args.time, partition=args.partition)
+        text = render(SCRIPT.read_text(), res, args.study)
+    except ValueError as e:
+        err(str(e))
+        return EXIT_USAGE
+    except OSError as e:
+        err(f"cannot read the shipped array script {SCRIPT} ({e}): run this from a checkout of grpo-ablate")
+        return EXIT_USAGE
+    print(text, end="")
+    return EXIT_OK

@@ -1,0 +1,211 @@
+"""One cell of the SLURM fault matrix: a study run by the shipped array script on the test cluster, a fault mid-trial, the study finished.
+
+A cell (launcher x fault) submits sweeps/slurm/grpo-ablate-array.sbatch (with the resource
+header `grpo-ablate slurm-script` writes for the study) as one array task on a real PostgreSQL
+study of the tiny built-in model (one arm, 12 steps, a checkpoint every 4), waits on events
+(trial 0's checkpoint at step 4 and 6 metrics rows), applies the fault, waits for every process
+of the job to end, and submits again (a node set DOWN is SLURM's own requeue: the job runs again
+once the node is back). What it returns is read from the storage and the job's records, for
+tests/test_slurm_faults.py (the cells that prove each mechanism) and benchmarks/slurm_matrix.py
+(every cell, with times).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from helpers import ROOT
+from slurm_cluster import SlurmCluster
+
+__all__ = ["FAULTS", "Cell", "run_cell"]
+
+SCRIPT = ROOT / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
+EVENT_WAIT_S = 600
+
+STUDY = """\
+study:
+  name: {name}
+  output_dir: {out}
+  sampler: ablation
+  seeds: [0]
+  checkpoint_steps: 4
+  max_retry: 3
+  heartbeat_interval: 2
+  grace_period: 6
+model: {{name_or_path: builtin:tiny}}
+data: {{task: addition, num_prompts: 400}}
+trainer: {{learning_rate: 2.0e-4, per_device_train_batch_size: 32, max_completion_length: 6, beta: 0.0}}
+search: {{num_generations: [4]}}
+budget: {{max_steps: {steps}}}
+"""
+
+# name -> (what it does, the client command applied to job {job} on node {node}; None: a special case)
+FAULTS: dict[str, str] = {
+    "scancel": "scancel: SIGTERM to every process of the job at once, SIGKILL after KillWait (also preemption)",
+    "scancel-twice": "scancel twice: a repeated SIGTERM to every process",
+    "batch-term": "scancel --batch --signal=TERM: the batch shell only; the script forwards it",
+    "signal-kill": "scancel --signal=KILL (SLURM treats it as a cancel of a batch job)",
+    "full-kill": "scancel --full --signal=KILL (SLURM 22.05 also begins it with SIGTERM to every process)",
+    "hard-kill": "SIGKILL to every process of the job by pid, nothing can run (a crashed node's processes)",
+    "node-down": "scontrol update nodename=... state=down: SLURM ends the job and requeues it",
+    "time-limit": "the job runs past --time=1 (one minute): SIGTERM to every process, then SIGKILL",
+}
+
+
+@dataclass
+class Cell:
+    launcher: str
+    fault: str
+    outcomes: list[str] = field(default_factory=list)  # every trial's recorded outcome, by number
+    arms_completed: dict[str, int] = field(default_factory=dict)  # num_generations -> completed trials
+    interrupted_steps: int | None = None  # steps the interrupted trial recorded
+    resumed_from_step: int | None = None  # where its retry started
+    first_exit: str = ""  # the faulted task's own last line ("task 0 done, exit N"), else the job's state
+    first_state: str = ""
+    final_state: str = ""
+    final_exit: str = ""
+    seconds_to_end: float = 0.0  # from the fault to the last process of the job gone
+    seconds: float = 0.0  # the whole cell
+    log: str = ""
+
+    @property
+    def lost_nothing(self) -> bool:
+        return (self.arms_completed == {"4": 1} and "failed" not in self.outcomes
+                and self.outcomes[-1] == "completed" and self.resumed_from_step is not None
+                and self.resumed_from_step >= 4)
+
+    def row(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "log"} | {"lost_nothing": self.lost_nothing}
+
+
+def _wait(condition, what: str, timeout: float = EVENT_WAIT_S, log=lambda: "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} after {timeout:g} s\n{log()}")
+        time.sleep(0.2)
+
+
+def _checkpointed_past(trial_dir: Path, step: int, rows: int):
+    from grpo_ablate.trainer import checkpoints
+    from grpo_ablate.vocab import METRICS_FILE
+
+    def ready() -> bool:
+        found = checkpoints.latest(trial_dir)
+        metrics = trial_dir / METRICS_FILE
+        return (found is not None and found.step >= step and metrics.exists()
+                and len(metrics.read_text().splitlines()) >= rows)
+    return ready
+
+
+def _state(cluster: SlurmCluster, job: str) -> tuple[str, str]:
+    """(JobState, ExitCode) of a job (its first array task), from scontrol: this cluster keeps no accounting for sacct."""
+    out = cluster.run("scontrol", "-o", "show", "job", job).stdout.split("\n")[0]
+    fields = dict(part.split("=", 1) for part in out.split() if "=" in part)
+    return fields.get("JobState", "?"), fields.get("ExitCode", "?")
+
+
+def _script(cluster: SlurmCluster, study: Path, folder: Path, env: dict[str, str]) -> Path:
+    """The array script with the study's own resource header (`grpo-ablate slurm-script`), as the README says."""
+    out = subprocess.run([sys.executable, "-m", "grpo_ablate", "slurm-script", str(study)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    path = folder / "grpo-ablate.sbatch"
+    path.write_text(out.stdout)
+    return path
+
+
+def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault: str, *, steps: int = 12) -> Cell:
+    """Run one cell in `folder` on `cluster` with the study on PostgreSQL `url` (a fresh database)."""
+    import optuna
+
+    from grpo_ablate.storage import normalize_url, open_storage
+    from grpo_ablate.study import ledger
+
+    started = time.monotonic()
+    cell = Cell(launcher, fault)
+    url = normalize_url(url)
+    name = f"slurm-{launcher}-{fault}"
+    out = folder / "runs"
+    study = folder / "study.yaml"
+    study.write_text(STUDY.format(name=name, out=out, steps=steps))
+    env = dict(cluster.env, GRPO_ABLATE_STORAGE=url, GRPO_ABLATE_VENV=str(Path(sys.executable).parent.parent),
+               GRPO_ABLATE_LAUNCHER=launcher, CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1",
+               GRPO_ABLATE_STAGGER="0")
+    open_storage(url)  # the tables, once, as the README says
+    script = _script(cluster, study, folder, env)
+    options = ["--time=1"] if fault == "time-limit" else []
+
+    def submit(tag: str) -> str:
+        job = subprocess.run(["sbatch", "--parsable", "--array=0", f"--output={folder}/{tag}-%A_%a.out", *options,
+                              str(script), str(study)], env=env, cwd=folder, capture_output=True, text=True, timeout=60)
+        assert job.returncode == 0, job.stdout + job.stderr
+        return job.stdout.strip().split(";")[0]
+
+    def logs() -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(folder.glob("*.out")))
+
+    first = submit("first")
+    trial0 = out / "trials" / "00000"
+    _wait(_checkpointed_past(trial0, 4, 6), "checkpoint at step 4 and 6 metrics rows in trial 0", log=logs)
+    fault_at = time.monotonic()
+    job_id = f"{first}_0"
+    if fault == "scancel":
+        cluster.run("scancel", first)
+    elif fault == "scancel-twice":
+        cluster.run("scancel", first)
+        time.sleep(1.0)
+        cluster.run("scancel", "--signal=TERM", "--full", job_id, check=False)  # the job is ending: a TERM to all again
+    elif fault == "batch-term":
+        cluster.run("scancel", "--batch", "--signal=TERM", job_id)
+    elif fault == "signal-kill":
+        cluster.run("scancel", "--signal=KILL", first)
+    elif fault == "full-kill":
+        cluster.run("scancel", "--full", "--signal=KILL", job_id)
+    elif fault == "hard-kill":
+        for pid in cluster.job_processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    elif fault == "node-down":
+        cluster.run("scontrol", "update", f"nodename={cluster.node}", "state=down", "reason=grpo-ablate-test")
+    elif fault != "time-limit":
+        raise ValueError(f"unknown fault {fault!r}")
+    _wait(lambda: not cluster.job_processes(), "end of the job's processes", log=logs)
+    cell.seconds_to_end = time.monotonic() - fault_at
+    cell.first_state = _state(cluster, job_id)[0]
+    done_lines = [line for line in logs().splitlines() if "done, exit" in line]
+    cell.first_exit = done_lines[-1].split("done, ")[-1] if done_lines else f"no exit line ({cell.first_state})"
+
+    if fault == "node-down":  # SLURM requeued the job: it runs again once the node is back
+        cluster.resume_node()
+        second = first
+    else:
+        options = []
+        second = submit("second")
+    _wait(lambda: _state(cluster, f"{second}_0")[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+          and not cluster.job_processes(), "the second run's end", log=logs)
+    cell.final_state, cell.final_exit = _state(cluster, f"{second}_0")
+
+    trials = optuna.load_study(study_name=name, storage=open_storage(url)).get_trials(deepcopy=False)
+    cell.outcomes = [ledger.outcome(t).value for t in trials]  # a trial lost with its worker: its heartbeat's record
+    for t, outcome in zip(trials, cell.outcomes):
+        if outcome == "completed":
+            g = str(t.user_attrs.get("num_generations"))
+            cell.arms_completed[g] = cell.arms_completed.get(g, 0) + 1
+        if outcome == "interrupted" and cell.interrupted_steps is None:
+            cell.interrupted_steps = t.user_attrs.get("steps")
+        if t.user_attrs.get("retry_of") is not None and cell.resumed_from_step is None:
+            cell.resumed_from_step = t.user_attrs.get("resumed_from_step")
+    cell.seconds = time.monotonic() - started
+    cell.log = logs()
+    return cell
+
+

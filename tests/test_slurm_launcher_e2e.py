@@ -1,0 +1,69 @@
+"""The `slurm` launcher end to end on the test cluster (tests/slurm_cluster.py): one `grpo-ablate run`, two workers,
+each trial a SLURM batch job, both jobs running at once, both completed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from helpers import ROOT, write_study
+
+STUDY = """\
+study:
+  name: slurm-launcher
+  output_dir: {out}
+  sampler: ablation
+  seeds: [0]
+  workers: 2
+  trial_timeout: 600
+model: {{name_or_path: builtin:tiny}}
+data: {{task: addition, num_prompts: 200}}
+trainer: {{learning_rate: 2.0e-4, per_device_train_batch_size: 8, max_completion_length: 6, beta: 0.0}}
+search: {{num_generations: [2, 4]}}
+hardware: {{launcher: slurm}}
+budget: {{max_steps: 3}}
+"""
+
+
+@pytest.mark.slow
+def test_a_study_submits_each_trial_as_a_job_two_at_once(slurm_cluster, tmp_path):
+    import optuna
+
+    from grpo_ablate.storage import open_storage
+
+    out = tmp_path / "runs"
+    study = write_study(tmp_path, STUDY.format(out=out))
+    env = dict(slurm_cluster.env, CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.pop("GRPO_ABLATE_LAUNCHER", None)
+    most_running = 0
+    done = threading.Event()
+
+    def watch() -> None:
+        nonlocal most_running
+        while not done.is_set():
+            running = slurm_cluster.run("squeue", "-h", "-t", "RUNNING", "-o", "%j", check=False).stdout.split()
+            most_running = max(most_running, sum(1 for name in running if name.startswith("grpo-ablate-")))
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        run = subprocess.run([sys.executable, "-m", "grpo_ablate", "run", str(study), "--no-report"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=900)
+    finally:
+        done.set()
+        watcher.join()
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    trials = optuna.load_study(study_name="slurm-launcher", storage=open_storage(str(out / "study.journal"))).get_trials()
+    assert sorted((t.user_attrs.get("num_generations"), t.user_attrs.get("outcome")) for t in trials) == [
+        (2, "completed"), (4, "completed")]
+    for number in ("00000", "00001"):
+        log = (out / "trials" / number / "log.txt").read_text()
+        assert log.startswith("$ sbatch --parsable"), log[:500]
+        assert "--cpus-per-task=1" in log.splitlines()[0]
+    assert most_running == 2, "the two trials never ran as SLURM jobs at the same time"
