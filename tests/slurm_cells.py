@@ -72,13 +72,15 @@ class Cell:
     final_exit: str = ""
     seconds_to_end: float = 0.0  # from the fault to the last process of the job gone
     seconds: float = 0.0  # the whole cell
+    min_resume: int = 4  # the checkpoint the fault came after: the retry starts there or later
     log: str = ""
 
     @property
     def lost_nothing(self) -> bool:
-        return (self.arms_completed == {"4": 1} and "failed" not in self.outcomes
-                and self.outcomes[-1] == "completed" and self.resumed_from_step is not None
-                and self.resumed_from_step >= 4)
+        resumed = (self.resumed_from_step is not None and self.resumed_from_step >= self.min_resume) \
+            or (self.min_resume == 0 and not self.interrupted_steps)  # stopped before its first step: nothing to resume
+        return self.arms_completed == {"4": 1} and "failed" not in self.outcomes and self.outcomes[-1] == "completed" \
+            and resumed
 
     def row(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "log"} | {"lost_nothing": self.lost_nothing}
@@ -134,6 +136,8 @@ def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault
     name = f"slurm-{launcher}-{fault}"
     out = folder / "runs"
     study = folder / "study.yaml"
+    if fault == "time-limit":  # long enough to outlast the shortest limit (one minute) on an idle machine
+        steps = max(steps, 150)
     study.write_text(STUDY.format(name=name, out=out, steps=steps))
     env = dict(cluster.env, GRPO_ABLATE_STORAGE=url, GRPO_ABLATE_VENV=str(Path(sys.executable).parent.parent),
                GRPO_ABLATE_LAUNCHER=launcher, CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1",
@@ -153,7 +157,12 @@ def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault
 
     first = submit("first")
     trial0 = out / "trials" / "00000"
-    _wait(_checkpointed_past(trial0, 4, 6), "checkpoint at step 4 and 6 metrics rows in trial 0", log=logs)
+    if fault == "time-limit":  # the clock is the fault: it may come before step 4 (the stop checkpoints its own step)
+        _wait(lambda: _state(cluster, f"{first}_0")[0] not in ("PENDING", "CONFIGURING", "RUNNING"),
+              "the job's time limit", log=logs)
+        cell.min_resume = 0
+    else:
+        _wait(_checkpointed_past(trial0, 4, 6), "checkpoint at step 4 and 6 metrics rows in trial 0", log=logs)
     fault_at = time.monotonic()
     job_id = f"{first}_0"
     if fault == "scancel":
