@@ -30,8 +30,7 @@ from grpo_ablate.plan import study_plan
 from grpo_ablate.study.runner import run_study
 from grpo_ablate.study.setup import open_study
 from grpo_ablate.schedule import Schedule
-from grpo_ablate.trial_record import REASON
-from grpo_ablate.vocab import Arm
+from grpo_ablate.trial_record import arm_of, reason
 
 __all__ = ["run", "smoke_overrides", "SMOKE_STEPS"]
 
@@ -141,9 +140,9 @@ def _outcomes(study: Study) -> list[dict[str, Any]]:
     ostudy, _ = open_study(study)
     out = []
     for t in ostudy.get_trials(deepcopy=False):
-        arm = Arm.from_mapping({**t.params, **t.user_attrs})
+        arm = arm_of(t, t.params)
         out.append({"arm": arm.label if arm else json.dumps(t.params, sort_keys=True), "state": t.state.name,
-                    "reason": str(t.user_attrs.get(REASON) or "")[:300]})
+                    "reason": str(reason(t) or "")[:300]})
     return out
 
 
