@@ -23,6 +23,8 @@ from pathlib import Path
 from helpers import ROOT
 from slurm_cluster import SlurmCluster
 
+from grpo_ablate import trial_record as record
+
 __all__ = ["FAULTS", "Cell", "run_cell"]
 
 SCRIPT = ROOT / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
@@ -207,12 +209,13 @@ def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault
     cell.outcomes = [ledger.outcome(t).value for t in trials]  # a trial lost with its worker: its heartbeat's record
     for t, outcome in zip(trials, cell.outcomes):
         if outcome == "completed":
-            g = str(t.user_attrs.get("num_generations"))
+            arm = record.arm_of(t)
+            g = str(arm.num_generations if arm is not None else None)
             cell.arms_completed[g] = cell.arms_completed.get(g, 0) + 1
         if outcome == "interrupted" and cell.interrupted_steps is None:
-            cell.interrupted_steps = t.user_attrs.get("steps")
-        if t.user_attrs.get("retry_of") is not None and cell.resumed_from_step is None:
-            cell.resumed_from_step = t.user_attrs.get("resumed_from_step")
+            cell.interrupted_steps = record.recorded_metrics(t, ["steps"])["steps"]
+        if record.retry_of(t) is not None and cell.resumed_from_step is None:
+            cell.resumed_from_step = record.resumed_from(t)
     cell.seconds = time.monotonic() - started
     cell.log = logs()
     return cell

@@ -13,6 +13,8 @@ import pytest
 
 from helpers import ROOT, write_study
 
+from grpo_ablate import trial_record as record
+
 STUDY = """\
 study:
   name: slurm-launcher
@@ -60,7 +62,7 @@ def test_a_study_submits_each_trial_as_a_job_two_at_once(slurm_cluster, tmp_path
         watcher.join()
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     trials = optuna.load_study(study_name="slurm-launcher", storage=open_storage(str(out / "study.journal"))).get_trials()
-    assert sorted((t.user_attrs.get("num_generations"), t.user_attrs.get("outcome")) for t in trials) == [
+    assert sorted((record.arm_of(t).num_generations, record.outcome(t).value) for t in trials) == [  # type: ignore[union-attr]
         (2, "completed"), (4, "completed")]
     for number in ("00000", "00001"):
         log = (out / "trials" / number / "log.txt").read_text()

@@ -22,6 +22,8 @@ import pytest
 from helpers import ROOT
 from test_slurm import STUDY
 
+from grpo_ablate import trial_record as record
+
 pytestmark = pytest.mark.slow
 
 GUIDE = ROOT / "sweeps" / "slurm" / "README.md"
@@ -77,7 +79,8 @@ def test_the_guides_commands_run_on_a_cluster(slurm_cluster, fresh_pg_db, tmp_pa
     assert len(states) == 4 and all("JobState=COMPLETED" in s and "ExitCode=0:0" in s for s in states), states + [logs]
     assert "JobState=COMPLETED" in slurm_cluster.run("scontrol", "-o", "show", "job", report).stdout, logs
     trials = optuna.load_study(study_name="slurm-e2e", storage=open_storage(url)).get_trials(deepcopy=False)
-    assert sorted(t.user_attrs.get("num_generations") for t in trials if t.user_attrs.get("outcome") == "completed") == [2, 4]
-    assert len(trials) == 2, [(t.number, t.user_attrs.get("outcome")) for t in trials]
+    done = [record.arm_of(t) for t in trials if record.outcome(t).value == "completed"]
+    assert sorted(a.num_generations for a in done if a is not None) == [2, 4]
+    assert len(trials) == 2, [(t.number, record.outcome(t).value) for t in trials]
     assert (tmp_path / "runs" / "report.html").exists(), logs
     assert os.path.exists(tmp_path / "grpo-ablate-{}_3.out".format(array))
