@@ -18,7 +18,7 @@ so); what only a GPU has is labelled GPU-only below and is skipped or left out o
 - trial: `grpo-ablate run` of one colocate-vLLM trial with an `evaluation:` section, a G schedule
   (4->8@50%) and vLLM sleep mode (GPU-only: vLLM's CPU build has none): held-out points scored
   through the sleeping engine, G switched, the trainer's peak and the engine's pool apart (GPU-only);
-- server: `trl vllm-serve` started by trainer/vllm_server.py with the study's
+- server: `trl vllm-serve` started by launch/vllm_server.py with the study's
   vllm_gpu_memory_utilization and vllm_max_model_length: health, a generate, the evaluator's
   server branch (same seed -> same samples), and shutdown that frees the port and the memory
   (the memory figures are GPU-only); the NCCL group port free on the rendezvous address TRL's client
@@ -236,7 +236,7 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
     from trl.generation.vllm_client import VLLMClient
 
     from grpo_ablate.trainer.evaluation import EVAL_SEED, server_completions
-    from grpo_ablate.trainer.vllm_server import (_port_free, rendezvous_host, server_command, server_engine_args,
+    from grpo_ablate.launch.vllm_server import (_port_free, rendezvous_host, server_command, server_engine_args,
                                                   vllm_server)
 
     trainer = {"vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 128 if ctx.cpu else 256}

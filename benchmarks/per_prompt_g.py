@@ -51,7 +51,7 @@ from grpo_ablate.plan import study_plan  # noqa: E402
 from grpo_ablate.stats.seeds import compare_to_baseline, detectable_difference  # noqa: E402
 from grpo_ablate.study.setup import library_versions  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
-from grpo_ablate.trainer.launchers import WarmSession  # noqa: E402
+from grpo_ablate.launch import WarmSession  # noqa: E402
 from grpo_ablate.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "per_prompt_g.json"

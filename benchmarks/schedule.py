@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grpo_ablate.study.trial_spec import spec_from_sections  # noqa: E402
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER  # noqa: E402
-from grpo_ablate.trainer.launchers import run_trial  # noqa: E402
+from grpo_ablate.launch import run_trial  # noqa: E402
 from grpo_ablate.vocab import EVENTS_FILE, parse_generations  # noqa: E402
 
 DEFAULT_ARMS = ["2", "8", "2->8@50%", "2->8@zero_std<0.6"]

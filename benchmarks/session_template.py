@@ -30,8 +30,8 @@ from warm_session import cell_difference, timed_run  # noqa: E402
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.plan import study_plan  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
-from grpo_ablate.trainer.launchers import WarmSession  # noqa: E402
-from grpo_ablate.trainer.launchers.template import TEMPLATE_ENV, close_templates  # noqa: E402
+from grpo_ablate.launch import WarmSession  # noqa: E402
+from grpo_ablate.launch.template import TEMPLATE_ENV, close_templates  # noqa: E402
 
 
 def main() -> int:

@@ -23,8 +23,8 @@ import pytest
 # The plain helpers are defined once, in helpers.py; tests import them from there.
 from helpers import TESTS, FinishedStudy, cli_inprocess, free_port, unavailable
 from slurm_cluster import SlurmCluster, missing_binaries
-from grpo_ablate.study.devices import claim_cpu_share
-from grpo_ablate.trainer.launchers import LauncherPool, lend_launchers
+from grpo_ablate.launch.devices import claim_cpu_share
+from grpo_ablate.launch import LauncherPool, lend_launchers
 
 pytest_plugins = ["fixtures_warm"]  # the session-scoped `warm_session` (one warm trial process)
 

@@ -12,9 +12,9 @@
 
 Each trial process pays ~7-12 s of start-up on the 2-core machine; trials run through
 `warm_session` pay it once per test run. The session is the real WarmSession
-(grpo_ablate/trainer/launchers/warm.py), so each trial still starts from what a fresh
+(grpo_ablate/launch/warm.py), so each trial still starts from what a fresh
 process has, and a trial that fails, runs out of memory, times out or is stopped gets a fresh
-process for the next one (forked from the session's template: trainer/launchers/template.py). A
+process for the next one (forked from the session's template: launch/template.py). A
 test that changes the environment (monkeypatch.setenv of anything but the thread counts) also gets
 a fresh process: the session notices and replaces itself. pytest's PYTEST_CURRENT_TEST, which
 names the running test, is not part of a session's start (warm.py `_startup_key`).
@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 import pytest
 
 from helpers import TESTS, CliResult, cli_inprocess
-from grpo_ablate.trainer.launchers import LauncherPool, WarmSession, lend_launchers
+from grpo_ablate.launch import LauncherPool, WarmSession, lend_launchers
 
 __all__ = ["study_here", "warm_session"]
 

@@ -203,7 +203,7 @@ def test_processes_and_vllm_server_must_fit_the_gpus(tmp_path, task_name):
 def test_validation_and_orchestrator_never_import_torch_or_trl():
     """The study process stays small: GRPOConfig's fields come from a cached child process."""
     code = ("import sys; from grpo_ablate.config import load_study; load_study('studies/tiny-cpu.yaml'); "
-            "import grpo_ablate.study, grpo_ablate.study.lifecycle, grpo_ablate.trainer.launchers; "
+            "import grpo_ablate.study, grpo_ablate.study.lifecycle, grpo_ablate.launch; "
             "print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -63,7 +63,7 @@ def test_two_processes_reduce_to_fixed_g(tmp_path):
     rank 0 and broadcast, dynamic sampling's refill decision is taken over both processes. The
     fixed run also shows what any torchrun trial must: both processes counted in world_size and
     in the generation batch (16 per device x 2), and a process tree of its own, its start-up timed."""
-    from grpo_ablate.trainer.launchers import run_trial
+    from grpo_ablate.launch import run_trial
 
     def run(name, g):
         spec = tiny_spec(tmp_path / name, steps=3, rewards=SPREAD, num_generations=g, seed=0,

@@ -25,7 +25,7 @@ import pytest
 import session_rewards
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
-from grpo_ablate.trainer.launchers import ProcessLauncher
+from grpo_ablate.launch import ProcessLauncher
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE, Outcome
 from helpers import ROOT, TESTS
 

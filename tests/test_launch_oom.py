@@ -22,8 +22,8 @@ import psutil
 import pytest
 
 from grpo_ablate.study.trial_spec import spec_from_sections
-from grpo_ablate.trainer.launchers import oom_kill_count, oom_kill_files, parse_oom_kills, run_trial
-from grpo_ablate.trainer.launchers import ProcessLauncher, classify
+from grpo_ablate.launch import oom_kill_count, oom_kill_files, parse_oom_kills, run_trial
+from grpo_ablate.launch import ProcessLauncher, classify
 from grpo_ablate.vocab import Outcome
 from helpers import ROOT, unavailable
 
@@ -177,7 +177,7 @@ _TRIAL_IN_CGROUP = """
 import json, os, sys
 open(sys.argv[1] + "/cgroup.procs", "w").write(str(os.getpid()))  # before anything is imported
 from grpo_ablate.study.trial_spec import spec_from_sections
-from grpo_ablate.trainer.launchers import run_trial
+from grpo_ablate.launch import run_trial
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 spec = spec_from_sections(sys.argv[2], data={"task": "addition", "num_prompts": 200}, trainer=dict(TINY_CPU_TRAINER),
                           budget={"max_steps": 3}, timeout_s=300)

@@ -102,7 +102,7 @@ def _kill_all(procs: list[psutil.Process]) -> None:
 
 _ORCHESTRATOR = """
 import sys
-from grpo_ablate.trainer.launchers import run_trial
+from grpo_ablate.launch import run_trial
 from grpo_ablate.trainer.spec import TrialSpec
 run_trial(TrialSpec.load(sys.argv[1]))
 """
@@ -163,7 +163,7 @@ def test_worker_refuses_to_start_when_the_orchestrator_is_already_gone(tmp_path)
 
 @pytest.mark.slow
 def test_a_failing_progress_callback_does_not_leave_the_trial_running(tmp_path):
-    from grpo_ablate.trainer.launchers import run_trial
+    from grpo_ablate.launch import run_trial
 
     spec = _long_trial(tmp_path / "t", 1)
 
@@ -191,7 +191,7 @@ time.sleep(600)
 _WARM_PARENT = """
 import sys, time
 from grpo_ablate.study.trial_spec import spec_from_sections
-from grpo_ablate.trainer.launchers import WarmSession, trial_environment
+from grpo_ablate.launch import WarmSession, trial_environment
 spec = spec_from_sections(sys.argv[1], data={"task": "addition"}, budget={"max_steps": 100000}, timeout_s=900)
 spec.path.mkdir(parents=True, exist_ok=True)
 session = WarmSession()
@@ -265,7 +265,7 @@ def test_every_kind_of_child_dies_with_a_sigkilled_parent(tmp_path, kind):
 
 _TREE_ORCHESTRATOR = """
 import sys
-from grpo_ablate.trainer.launchers import ProcessLauncher, WarmSession
+from grpo_ablate.launch import ProcessLauncher, WarmSession
 from grpo_ablate.trainer.spec import TrialSpec
 launcher = {"process": ProcessLauncher, "warm": WarmSession}[sys.argv[2]]()
 launcher.run(TrialSpec.load(sys.argv[1]))

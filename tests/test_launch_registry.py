@@ -12,7 +12,7 @@ import pytest
 
 from grpo_ablate.config.schema import HardwareSection
 from grpo_ablate.study.trial_spec import spec_from_sections
-from grpo_ablate.trainer.launchers import LAUNCHERS, Launcher, LocalLauncher, trial_environment
+from grpo_ablate.launch import LAUNCHERS, Launcher, LocalLauncher, trial_environment
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
 from helpers import ROOT
 
@@ -70,7 +70,7 @@ def test_lent_launchers_serve_one_thread_at_a_time_and_come_back_when_it_is_done
     a thread asking meanwhile gets a pool of its own; the next thread after the release gets the lent one."""
     import threading
 
-    from grpo_ablate.trainer.launchers import (LauncherPool, WarmSession, launcher_for, lend_launchers,
+    from grpo_ablate.launch import (LauncherPool, WarmSession, launcher_for, lend_launchers,
                                                release_thread_launchers)
 
     spec = spec_from_sections(tmp_path / "t", model={"name_or_path": "builtin:tiny"}, data={"task": "addition"},

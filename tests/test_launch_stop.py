@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 
-from grpo_ablate.trainer.launchers import request_stop, requested_stop
+from grpo_ablate.launch import request_stop, requested_stop
 
 WRITERS = 8
 

@@ -20,8 +20,8 @@ import time
 import psutil
 import pytest
 
-from grpo_ablate.trainer.launchers import template as template_module
-from grpo_ablate.trainer.launchers.template import TEMPLATE_ENV, ForkedSession, start_session
+from grpo_ablate.launch import template as template_module
+from grpo_ablate.launch.template import TEMPLATE_ENV, ForkedSession, start_session
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork server: Linux only")
 

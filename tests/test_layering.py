@@ -27,7 +27,8 @@ FLOORS: list[set[str]] = [
     {"config"},  # the study file
     {"plan", "estimate"},  # the trial plan and the baseline; what a trial of it costs (measured, else assumed)
     {"search"},  # arm encoding, samplers, pruning at equal compute
-    {"trainer"},  # one trial: the child side and the launchers
+    {"trainer"},  # one trial: the child side (the trial process, its trainer, callbacks, checkpoints)
+    {"launch"},  # the parent side of a trial: launchers and their registry, the vLLM server, dry run, device placement
     {"study"},  # the Optuna study: ledger, lifecycle, runner, warm start
     {"preflight"},  # probe and advise, before any full trial
     {"report"},  # reads records, never runs trials

@@ -1,4 +1,4 @@
-"""The `slurm` launcher (trainer/launchers/slurm.py): one `grpo-ablate run` submits every trial as a SLURM job.
+"""The `slurm` launcher (launch/slurm.py): one `grpo-ablate run` submits every trial as a SLURM job.
 
 Units: the sbatch options from a trial's resources, and a job's end as the exit status the one
 classification reads; the capabilities each launcher declares and `auto`'s choice from them; the
@@ -11,8 +11,8 @@ import pytest
 
 from helpers import tiny_spec
 
-from grpo_ablate.trainer.launchers import LAUNCHERS, SlurmLauncher
-from grpo_ablate.trainer.launchers.slurm import exit_status, resource_options
+from grpo_ablate.launch import LAUNCHERS, SlurmLauncher
+from grpo_ablate.launch.slurm import exit_status, resource_options
 
 
 def test_the_registry_names_it():
@@ -40,7 +40,7 @@ def test_how_a_job_ended_is_an_exit_status(state, code, expected):
 
 
 def test_each_launcher_declares_where_its_trials_run_and_auto_asks_the_declarations(tmp_path, monkeypatch):
-    from grpo_ablate.trainer.launchers import launcher_name
+    from grpo_ablate.launch import launcher_name
 
     monkeypatch.delenv("GRPO_ABLATE_LAUNCHER", raising=False)
     assert SlurmLauncher.capabilities.remote and not SlurmLauncher.capabilities.local_processes
@@ -56,7 +56,7 @@ def test_each_launcher_declares_where_its_trials_run_and_auto_asks_the_declarati
 
 
 def test_plan_commands_come_from_the_chosen_launcher(tmp_path, monkeypatch):
-    from grpo_ablate.trainer.launchers import describe_launch
+    from grpo_ablate.launch import describe_launch
 
     spec = tiny_spec(tmp_path / "00000", timeout_s=300)
     monkeypatch.setenv("GRPO_ABLATE_LAUNCHER", "slurm")
@@ -69,9 +69,9 @@ def test_plan_commands_come_from_the_chosen_launcher(tmp_path, monkeypatch):
 
 
 def test_a_remote_launchers_workers_take_no_gpus_of_this_host(monkeypatch):
-    """study/devices.py asks the launcher: with slurm, the login node's GPUs are not the trials'."""
+    """launch/devices.py asks the launcher: with slurm, the login node's GPUs are not the trials'."""
     from grpo_ablate.config import load_study
-    from grpo_ablate.study.devices import remote_launcher, worker_envs
+    from grpo_ablate.launch.devices import remote_launcher, worker_envs
 
     from helpers import ROOT
 

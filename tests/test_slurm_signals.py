@@ -19,7 +19,7 @@ import pytest
 from helpers import tiny_spec
 
 from grpo_ablate.study.runner import kills
-from grpo_ablate.trainer.launchers import classify, finish
+from grpo_ablate.launch import classify, finish
 from grpo_ablate.vocab import STOP_FILE, Outcome
 
 # A process that installs the handler for `trial_dir` (argv[1], "-" for none), says so, and waits

@@ -10,11 +10,11 @@ import subprocess
 import sys
 
 from helpers import ROOT
-from grpo_ablate.study.devices import claim_cpu_share
+from grpo_ablate.launch.devices import claim_cpu_share
 
 HOLDER = """
 import sys
-from grpo_ablate.study.devices import claim_cpu_share
+from grpo_ablate.launch.devices import claim_cpu_share
 share = claim_cpu_share(workers=1, cores=8)
 print(share.threads, share.running, flush=True)
 sys.stdin.readline()  # hold the slot until told
@@ -73,7 +73,7 @@ def test_run_one_holds_a_slot_beside_a_run_and_gives_it_back(tmp_path):
     import time
 
     from helpers import cli_env
-    from grpo_ablate.study.devices import _count_held
+    from grpo_ablate.launch.devices import _count_held
 
     holder = _holder(tmp_path)  # a `run` trial on the same host
     assert holder.stdout.readline().split() == ["8", "1"]

@@ -13,7 +13,7 @@ import pytest
 
 from grpo_ablate.commands.run_one import _split_sets
 from grpo_ablate.study.trial_spec import spec_from_sections
-from grpo_ablate.trainer.launchers import build_command, classify, request_stop
+from grpo_ablate.launch import build_command, classify, request_stop
 from grpo_ablate.space import Rounds
 from grpo_ablate.trainer.spec import EvalBudget, StartFrom, TrialResult, TrialSpec
 from grpo_ablate.vocab import Outcome
@@ -99,7 +99,7 @@ def test_run_one_splits_trial_values_from_overrides():
 
 
 def test_parent_side_imports_no_torch():
-    code = ("import sys, grpo_ablate.trainer.launchers, grpo_ablate.trainer.spec, grpo_ablate.metrics, grpo_ablate.commands.run_one; "
+    code = ("import sys, grpo_ablate.launch, grpo_ablate.trainer.spec, grpo_ablate.metrics, grpo_ablate.commands.run_one; "
             "bad = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -229,7 +229,7 @@ def test_max_prompt_tokens_drops_long_prompts(tmp_path):
 
 
 def test_prepare_keeps_a_pending_stop_but_clears_a_previous_run(tmp_path):
-    from grpo_ablate.trainer.launchers import prepare
+    from grpo_ablate.launch import prepare
 
     s = spec(tmp_path)
     s.path.mkdir(parents=True)
@@ -243,7 +243,7 @@ def test_prepare_keeps_a_pending_stop_but_clears_a_previous_run(tmp_path):
 
 
 def test_a_trial_stopped_before_it_starts_never_launches(tmp_path):
-    from grpo_ablate.trainer.launchers import run_trial
+    from grpo_ablate.launch import run_trial
 
     s = spec(tmp_path)
     s.path.mkdir(parents=True)

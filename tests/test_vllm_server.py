@@ -16,7 +16,7 @@ import pytest
 
 from helpers import ROOT
 
-from grpo_ablate.trainer.vllm_server import (
+from grpo_ablate.launch.vllm_server import (
     VllmServerError,
     block_gpus,
     server_command,
@@ -186,7 +186,7 @@ def test_the_studys_engine_settings_reach_the_server():
 def test_launch_forwards_the_engine_settings():
     import inspect
 
-    from grpo_ablate.trainer.launchers.process import ProcessLauncher
+    from grpo_ablate.launch.process import ProcessLauncher
 
     assert "**server_engine_args(spec.trainer)" in inspect.getsource(ProcessLauncher._serve_vllm)
 
@@ -320,7 +320,7 @@ def test_interrupt_while_waiting_stops_the_server(tmp_path, standin):
 _HOLDER = r'''
 import os, sys, time
 from grpo_ablate.children import die_with_parent
-from grpo_ablate.trainer.vllm_server import vllm_server
+from grpo_ablate.launch.vllm_server import vllm_server
 hw = {"gpus": 2, "num_processes": 1, "vllm": {"mode": "server", "server_gpus": 1, "port": 18200}}
 command = sys.argv[1:]
 with vllm_server(hw, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, sys.argv[0] + ".log", command=command, poll_interval=0.1,

@@ -31,7 +31,7 @@ from grpo_ablate.files.probe_file import load_probe, probe_table
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.plan import baseline_arm
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.launchers import describe_launch
+from grpo_ablate.launch import describe_launch
 from grpo_ablate.vocab import Cell
 
 if TYPE_CHECKING:
@@ -282,7 +282,7 @@ def launch_plan(study: "Study") -> list[dict[str, Any]]:
         row["spec"] = json.loads(spec.to_json())
         rows.append(row)
     payload = [{"spec": r.pop("spec"), "world_size": study.world_size, "gpu": bool(study.hardware.gpus)} for r in rows]
-    out = subprocess.run([sys.executable, "-m", "grpo_ablate.trainer.dry_run"], input=json.dumps(payload),
+    out = subprocess.run([sys.executable, "-m", "grpo_ablate.launch.dry_run"], input=json.dumps(payload),
                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
                          preexec_fn=die_with_parent())
     if out.returncode != 0:

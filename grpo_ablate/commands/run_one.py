@@ -30,10 +30,10 @@ from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.config.load import parse_override
 from grpo_ablate.plan import baseline_arm
 from grpo_ablate.report.text import fmt
-from grpo_ablate.study.devices import cpu_slot
+from grpo_ablate.launch.devices import cpu_slot
 from grpo_ablate.study.owner import claim_output_dir
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.launchers import run_trial
+from grpo_ablate.launch import run_trial
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome
 

@@ -255,7 +255,7 @@ class HardwareSection(_Section):
     launcher: Literal["auto", "process", "warm", "slurm"] = Field(default="auto", description=(
         "Where trials run: `process` (a process tree each), `warm` (each single-process trial in a fresh fork of "
         "a pre-imported template), `slurm` (each trial a SLURM batch job submitted from this host), `auto` (the "
-        "registry's choice: warm for single-process CPU trials, else process); trainer/launchers/registry.py. "
+        "registry's choice: warm for single-process CPU trials, else process); launch/registry.py. "
         "GRPO_ABLATE_LAUNCHER overrides it."))
     command: Literal["auto", "python", "torchrun", "accelerate"] = Field(default="auto", description=(
         "What starts a trial's processes; `auto`: python for one process, accelerate with accelerate_config, "

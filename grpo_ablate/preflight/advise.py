@@ -31,7 +31,7 @@ from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, 
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.storage import is_rdb_url, open_storage
-from grpo_ablate.study.devices import cpu_slot
+from grpo_ablate.launch.devices import cpu_slot
 from grpo_ablate.trainer.sample import PROGRESS_PREFIX
 
 if TYPE_CHECKING:

@@ -2,14 +2,14 @@
 
 Practitioners find capacity by hand: smallest G first, the largest generation batch that does
 not run out of memory, then larger G with the batch shrunk to fit. This does the same with real
-trials (trainer/launchers, `steps` optimizer steps each) on the study's own model, data,
+trials (launch/, `steps` optimizer steps each) on the study's own model, data,
 rewards and hardware, in <output_dir>/probe/. Only feasible batches are tried; each G's batch is
 bisected, for a larger G below the previous G's largest fit; no point runs twice. Out of memory means
 CUDA's error on GPUs and hardware.memory_limit_mb on CPU (trainer/memory_cap.py). A point that
 fails otherwise (a reward that raises, a timeout, too few prompts for the batch, a full disk) is
 recorded with its reason and bounds the search like an out-of-memory point, but is not one:
 probe.json keeps it as `failed`, and the study's space does not leave pairs out for it. The
-probe holds a host CPU slot while it runs (study/devices.py).
+probe holds a host CPU slot while it runs (launch/devices.py).
 
     grpo-ablate probe studies/tiny-cpu.yaml [--steps 2]
 """
@@ -30,7 +30,7 @@ from grpo_ablate.vocab import METRICS_FILE, PROBE_FILE, Arm, Cell, Outcome
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
-    from grpo_ablate.trainer.launchers import LauncherPool
+    from grpo_ablate.launch import LauncherPool
 
 __all__ = ["candidate_batches", "failed_points", "measure_point", "run_probe"]
 
@@ -103,12 +103,12 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
                   pool: "LauncherPool | None" = None, env: dict[str, str] | None = None) -> ProbePoint:
     """Run one real trial of `steps` optimizer steps at (G, batch) and measure it.
 
-    With the launcher chosen for it (trainer/launchers/registry.py), from `pool` when given
+    With the launcher chosen for it (launch/registry.py), from `pool` when given
     (the probe's pool: each point in a fresh fork of the warm session's template).
     `env`: the trial's extra environment (the threads of the host CPU slot the probe holds).
     """
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.launchers import run_trial
+    from grpo_ablate.launch import run_trial
     from grpo_ablate.trainer.memory_cap import read_peak_memory
 
     known = study.data.num_prompts if study.data.task else study.data.max_samples  # None: the dataset's size is unknown here
@@ -149,13 +149,13 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
     """Bisect each G's generation batch; write and return probe.json's content.
 
     Each point runs in a fresh fork of one pre-imported template where the trial allows it
-    (trainer/launchers/template.py), so imports are paid once and nothing a point left behind (a
+    (launch/template.py), so imports are paid once and nothing a point left behind (a
     CUDA allocator that ran out included) reaches the next; where no template serves (a visible
     GPU), each point is a process of its own.
     """
     from grpo_ablate.config import Problem, StudyError
-    from grpo_ablate.study.devices import cpu_slot
-    from grpo_ablate.trainer.launchers import LauncherPool
+    from grpo_ablate.launch.devices import cpu_slot
+    from grpo_ablate.launch import LauncherPool
 
     candidates = candidate_batches(study)
     if not candidates:

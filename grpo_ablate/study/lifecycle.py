@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
-from grpo_ablate.study.devices import claim_cpu_share
+from grpo_ablate.launch.devices import claim_cpu_share
 from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.errors import machine_fault
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
-from grpo_ablate.trainer.launchers import finish, launcher_for, request_stop
+from grpo_ablate.launch import finish, launcher_for, request_stop
 from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, RESULT_FILE, SPEC_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
 from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
 from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum

@@ -37,7 +37,7 @@ from grpo_ablate.gpu_hours import Budget, budget_of, measured_estimate
 from grpo_ablate.plan import resolved_trial_count, study_plan
 from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.console import Counts, StudyConsole
-from grpo_ablate.study.devices import worker_envs
+from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir, dead_owner
@@ -45,7 +45,7 @@ from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_
                                      queue_first_plan, queue_plan, race_rule_changed, space_changed,
                                      wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
-from grpo_ablate.trainer.launchers import release_thread_launchers
+from grpo_ablate.launch import release_thread_launchers
 from grpo_ablate.vocab import Outcome
 
 if TYPE_CHECKING:

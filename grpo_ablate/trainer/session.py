@@ -1,6 +1,6 @@
 """The warm session's process: one trial in a fresh fork of a template that has done the imports, then gone.
 
-    python -m grpo_ablate.trainer.session              # a session (trainer/launchers/warm.py starts it)
+    python -m grpo_ablate.trainer.session              # a session (launch/warm.py starts it)
     python -m grpo_ablate.trainer.session --template   # a template that forks sessions (launchers/template.py)
 
 A session reads one request on stdin ({"spec": path, "env": {...}}), runs that trial as a trial

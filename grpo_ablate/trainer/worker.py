@@ -64,7 +64,7 @@ __all__ = [
 
 EXIT_FAILED = 1
 EXIT_OOM = 3
-# The launch/worker environment contract (trainer/launchers set these; only the two sides read them).
+# The launch/worker environment contract (launch/ set these; only the two sides read them).
 PARENT_PID_ENV = "GRPO_ABLATE_PARENT_PID"  # the orchestrator's pid: the trial ends when it is gone
 LAUNCHED_AT_ENV = "GRPO_ABLATE_LAUNCHED_AT"  # time.time() at launch, for startup_seconds
 

@@ -16,7 +16,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from grpo_ablate.trainer.vllm_server import _port_free
+from grpo_ablate.launch.vllm_server import _port_free
 from helpers import free_port, run_cli, write_study
 from tier import jsonl
 

@@ -15,7 +15,7 @@ A launcher declares what it is (base.Capabilities), whether `auto` may take it
 (chosen_by_auto) and the command lines it would run (describe, for `plan --commands`).
 
 
-    python -m grpo_ablate.trainer.launchers runs/x/trials/00000/spec.json    # re-run one trial from its spec
+    python -m grpo_ablate.launch runs/x/trials/00000/spec.json    # re-run one trial from its spec
 """
 
 from __future__ import annotations

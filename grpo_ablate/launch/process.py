@@ -23,7 +23,7 @@ from typing import IO, Callable, Protocol
 
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.trainer.spec import TrialSpec
-from grpo_ablate.trainer.vllm_server import (DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys,
+from grpo_ablate.launch.vllm_server import (DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys,
                                              vllm_server)
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
 
@@ -138,7 +138,7 @@ class ProcessLauncher(LocalLauncher):
         self._server = contextlib.ExitStack()
 
     def _serve_vllm(self, spec: TrialSpec, env: dict[str, str]) -> dict[str, str]:
-        """Start the trial's vLLM server (trainer/vllm_server.py); point the trainer at it.
+        """Start the trial's vLLM server (launch/vllm_server.py); point the trainer at it.
 
         Returns the training processes' environment (CUDA_VISIBLE_DEVICES without the server GPUs).
         """

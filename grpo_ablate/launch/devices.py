@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
 
 from grpo_ablate.children import die_with_parent
-from grpo_ablate.trainer.launchers import LAUNCHER_ENV, LAUNCHERS
+from grpo_ablate.launch import LAUNCHER_ENV, LAUNCHERS
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import sys
 
-from . import build
-from .spec import TrialSpec
+from grpo_ablate.trainer import build
+from grpo_ablate.trainer.spec import TrialSpec
 
 __all__ = ["config_kwargs"]
 

@@ -1,4 +1,4 @@
-"""`python -m grpo_ablate.trainer.launchers <trial_dir>/spec.json`: re-run one trial from its spec, as a study would."""
+"""`python -m grpo_ablate.launch <trial_dir>/spec.json`: re-run one trial from its spec, as a study would."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .registry import run_trial
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m grpo_ablate.trainer.launchers <trial_dir>/spec.json", file=sys.stderr)
+        print("usage: python -m grpo_ablate.launch <trial_dir>/spec.json", file=sys.stderr)
         return 2
     spec = TrialSpec.load(argv[0])
     result = run_trial(spec, on_progress=lambda row: print(json.dumps({k: row.get(k) for k in ("step", "train_seconds", "reward")})))

@@ -63,7 +63,7 @@ class Capabilities:
       here; a dead orchestrator's trial can be found by pid);
     - `cgroup_oom`: this host's memory cgroup counts the trial's OOM kills (outcome.oom_kill_count);
     - `remote`: the trial runs where a scheduler puts it, with the GPUs it grants (this host's
-      GPUs and CPU slots are not the trial's: study/devices.py leaves them alone);
+      GPUs and CPU slots are not the trial's: launch/devices.py leaves them alone);
     - `auto`: `hardware.launcher: auto` may choose it (registry.launcher_name asks `chosen_by_auto`).
     """
 
