@@ -2,8 +2,9 @@
 
 A cell (launcher x fault) submits sweeps/slurm/grpo-ablate-array.sbatch (with the resource
 header `grpo-ablate slurm-script` writes for the study) as one array task on a real PostgreSQL
-study of the tiny built-in model (one arm, 12 steps, a checkpoint every 4), waits on events
-(trial 0's checkpoint at step 4 and 6 metrics rows), applies the fault, waits for every process
+study of the tiny built-in model (one arm, 60 steps, a checkpoint every 4), waits on events
+(trial 0's checkpoint at step 4 and 6 metrics rows), applies the fault (54 steps before the trial's end: a
+fault that lands after the last step tests nothing, and 12 steps left that to chance on a loaded machine), waits for every process
 of the job to end, and submits again (a node set DOWN is SLURM's own requeue: the job runs again
 once the node is back). What it returns is read from the storage and the job's records, for
 tests/test_slurm_faults.py (the cells that prove each mechanism) and benchmarks/slurm_matrix.py
@@ -125,7 +126,7 @@ def _script(cluster: SlurmCluster, study: Path, folder: Path, env: dict[str, str
     return path
 
 
-def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault: str, *, steps: int = 12) -> Cell:
+def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault: str, *, steps: int = 60) -> Cell:
     """Run one cell in `folder` on `cluster` with the study on PostgreSQL `url` (a fresh database)."""
     import optuna
 

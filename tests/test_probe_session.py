@@ -69,10 +69,10 @@ def test_each_point_gets_a_fresh_fork_and_an_in_process_oom_reaches_no_other_poi
 def test_a_point_past_its_timeout_is_killed_and_the_next_gets_a_fresh_process(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))  # the test above's startup environment: its template serves
     study = _study(tmp_path)
-    slow = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "slow")
-    slow.timeout_s = 1.0  # the imports alone take about 4 s here, the whole point more: it cannot finish in time
-    normal = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "normal")
-    normal.budget = {**normal.budget, "max_steps": 1}
+    # 2,000 steps cannot finish in a second, even forked from a template that did every import already
+    slow = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "slow", probe_steps=2000)
+    slow.timeout_s = 1.0
+    normal = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "normal", probe_steps=1)
     assert shares_a_session(normal)
     with LauncherPool(probe=True) as pool:
         timed_out = pool.for_spec(slow).run(slow)

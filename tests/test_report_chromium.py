@@ -9,6 +9,8 @@ over the DevTools protocol, and collects console messages, page errors and faile
 
 from __future__ import annotations
 
+import re
+
 import os
 import shutil
 from pathlib import Path
@@ -164,7 +166,7 @@ def test_held_out_study_shows_its_answer_and_completions(eval_page):
     assert [s["id"] for s in r["sections"] if not (s["present"] and s["height"] > 0)] == []
     # the answer leads with the configuration, its probability of being within min_effect of the best, and the eps-best set
     # the answer leads in three lines: what to use and how sure, what is as good, what is worse
-    assert r["answer"].startswith("Use num_generations=4") and "probability 0.6" in r["answer"]
+    assert r["answer"].startswith("Use num_generations=4") and re.search(r"probability (0\.\d\d|1\.00) that", r["answer"])
     assert "that it is within 0.05 of the best held-out reward" in r["answer"] and len(r["lines"]) == 3
     assert r["lines"][1].startswith("As good") and r["lines"][2].startswith("Nothing is shown worse")
     assert XSS in r["samplesText"] and "reward 0" in r["samplesText"]

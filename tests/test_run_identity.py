@@ -56,7 +56,7 @@ def test_a_gone_pid_is_a_dead_owner():
 
 
 @pytest.mark.slow
-def test_a_killed_run_whose_pid_was_reused_is_run_again(study_here, tmp_path, other_process):
+def test_a_killed_run_whose_pid_was_reused_is_run_again(study_here, tmp_path):
     """kill -9 of `run`, and its pid now names another live process: the next run requeues the trial and trains it
     (it used to print "running 1", train nothing and exit 0, every time)."""
     import optuna
@@ -86,9 +86,15 @@ def test_a_killed_run_whose_pid_was_reused_is_run_again(study_here, tmp_path, ot
     storage = open_storage(str(out / "study.journal"))
     study = optuna.load_study(study_name="reuse", storage=storage)
     (running,) = study.get_trials(deepcopy=False)
-    storage.set_trial_user_attr(running._trial_id, PID, other_process)  # the kernel gave its pid to a live process
-
-    res = study_here(*args, "--set", "budget.max_steps=2")
+    # The kernel gives the dead run's pid to a process started after it died (as real reuse is): started before
+    # the first run, the stand-in could share its start tick (10 ms) and pass for the same process.
+    later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        storage.set_trial_user_attr(running._trial_id, PID, later.pid)
+        res = study_here(*args, "--set", "budget.max_steps=2")
+    finally:
+        later.kill()
+        later.wait()
     assert res.returncode == 0, res.stdout + res.stderr
     trials = optuna.load_study(study_name="reuse", storage=open_storage(str(out / "study.journal"))).get_trials()
     assert [(t.state.name, record.outcome(t).value) for t in trials] == [("FAIL", "interrupted"), ("COMPLETE", "completed")]
