@@ -32,7 +32,8 @@ from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tasks import task_dataset
 from .builtin.tokenizer import dataset_characters, load_builtin_tokenizer, unencodable_prompts
 from . import checkpoints
-from .callbacks import Checkpointer, MetricsRecorder, StopSwitch
+from .callbacks import MetricsRecorder, StopSwitch
+from .checkpointer import Checkpointer
 from .rewards import RewardContext, build_rewards
 from .spec import TrialSpec
 from .vllm_cpu import keep_weights_loadable

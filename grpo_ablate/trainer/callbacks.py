@@ -29,11 +29,10 @@ from transformers import TrainerCallback
 from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
 
 from . import trl_adapter
-from .checkpointer import Checkpointer  # moved to its own module; kept importable from here
 from .collective import from_rank0
 from .text import plain_text
 
-__all__ = ["Checkpointer", "MetricsRecorder", "StopSwitch", "engine_memory_mb", "peak_memory_mb"]
+__all__ = ["MetricsRecorder", "StopSwitch", "engine_memory_mb", "peak_memory_mb"]
 
 # TRL's log keys that we rename (slashes make awkward column names in reports).
 _RENAMED = {
