@@ -47,8 +47,9 @@ __all__ = ["EvalBudget", "StartFrom", "TrialResult", "TrialSpec"]
 class StartFrom:
     """A branch point: the trial starts from this checkpoint instead of from the model's weights.
 
-    `checkpoint`: a trainer checkpoint folder (`<trial_dir>/trainer/checkpoint-<step>` of another
-    trial: weights, optimizer, scheduler, RNG states, trainer_state.json); `step`: the optimizer
+    `checkpoint`: a checkpoint folder holding weights, optimizer, scheduler, RNG states and
+    trainer_state.json: another trial's sealed `<trial_dir>/checkpoints/checkpoint-<step>`
+    (trainer/checkpoints.py), or any folder TRL's Trainer saved; `step`: the optimizer
     step it holds (checked against the folder). The child resumes model, optimizer and scheduler
     state from it (trainer/checkpoints.py's resume path, `trainer.train(resume_from_checkpoint=...)`)
     and trains from step + 1 to `max_steps`; when the folder is a complete checkpoint of this
