@@ -38,7 +38,7 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from grpo_ablate.children import adopt_orphans, end_descendants
+from grpo_ablate.children import adopt_orphans, end_descendants, process_start_time
 from grpo_ablate.errors import machine_fault, write_probe
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
@@ -80,30 +80,6 @@ _CPU_ALLOCATOR_OOM = "DefaultCPUAllocator: can't allocate memory"
 _CUDA_OOM = ("CUDA out of memory", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
-def _alive_since(pid: int) -> str | None:
-    """An identity of a live process (its start time), None when it is gone or a zombie.
-
-    The start time tells a reused pid from the original; a zombie (killed, not yet reaped by
-    its own parent) counts as gone.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return None
-    except OSError:  # no /proc here: only whether the pid exists
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return "alive"
-    fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return fields[19]  # field 22 of /proc/<pid>/stat: start time in clock ticks after boot
-
-
 def watch_parent(pid: int, interval: float = 1.0) -> threading.Thread | None:
     """Kill this trial's process group once process `pid` (the orchestrator) is gone.
 
@@ -112,7 +88,7 @@ def watch_parent(pid: int, interval: float = 1.0) -> threading.Thread | None:
     orchestrator's group too, only this process is killed. None when `pid` is already gone
     at the start: then the caller ends at once.
     """
-    identity = _alive_since(pid)
+    identity = process_start_time(pid)
     if identity is None:
         return None
     try:
@@ -121,7 +97,7 @@ def watch_parent(pid: int, interval: float = 1.0) -> threading.Thread | None:
         shared_group = False
 
     def watch() -> None:
-        while _alive_since(pid) == identity:
+        while process_start_time(pid) == identity:
             time.sleep(interval)
         print(f"[grpo-ablate] the orchestrator (pid {pid}) is gone: ending this trial", flush=True)
         if shared_group:
