@@ -25,7 +25,7 @@ FLOORS: list[set[str]] = [
     {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
     {"files", "trial_record", "gpu_hours"},  # the files the tool reads back; what a trial leaves in its study; what trials spent
     {"config"},  # the study file
-    {"plan", "estimate"},  # the trial plan and the baseline; what a trial of it costs (measured, else assumed)
+    {"plan", "estimate", "branching"},  # the trial plan and the baseline; what a trial costs; where arms branch
     {"search"},  # arm encoding, samplers, pruning at equal compute
     {"trainer"},  # one trial: the child side (the trial process, its trainer, callbacks, checkpoints)
     {"launch"},  # the parent side of a trial: launchers and their registry, the vLLM server, dry run, device placement

@@ -370,12 +370,33 @@ class BudgetSection(_Section):
         "compressed."))
     full_run: FullRunSection | None = Field(default=None, description=(
         "The recipe's own run, set by trainer_from; null: unknown."))
+    branch_from: int | str | None = Field(default=None, description=(
+        "Arms that branch from one shared prefix: for each seed the baseline trains once up to this step and is "
+        "checkpointed, and every arm of that seed starts from that checkpoint with its own G, temperature and "
+        "generation batch, the learning-rate schedule going on as the full run's; each arm then trains the "
+        "trial's budget from there. `none`/null: every trial starts from step 0; `warmup`: the end of the "
+        "trainer's warmup_steps; a step count; or a share of the full run (`0.1x`). grpo_ablate/branching.py."))
+
+    @field_validator("branch_from", mode="before")
+    @classmethod
+    def _branch_point(cls, v: Any) -> Any:
+        if v is None or isinstance(v, bool):
+            return None if v is None else _bad_branch(v)
+        if isinstance(v, int):
+            return v if v >= 1 else _bad_branch(v)
+        if isinstance(v, str) and (v in ("none", "warmup") or parse_share(v) is not None):
+            return None if v == "none" else v
+        return _bad_branch(v)
 
     @model_validator(mode="after")
     def _some_budget(self) -> "BudgetSection":
         if not any(v is not None for v in (self.max_steps, self.completions, self.tokens, self.seconds)):
             raise ValueError("give each trial a budget: max_steps, completions, tokens or seconds")
         return self
+
+
+def _bad_branch(v: Any) -> Any:
+    raise ValueError(f"{v!r}: give `none`, `warmup`, a step count (>= 1) or a share of the full run (e.g. \"0.1x\")")
 
 
 class CompareSection(_Section):

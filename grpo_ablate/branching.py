@@ -1,0 +1,71 @@
+"""Where the arms of a seed branch from one shared prefix (budget.branch_from), as an optimizer step.
+
+    budget: {branch_from: warmup}   # or a step count, or a share of the full run ("0.1x")
+
+For each seed the baseline trains once up to this step (the prefix cell, role "prefix") and is
+checkpointed; every arm of that seed then starts from that checkpoint with its own G, temperature
+and generation batch and trains the trial's budget from there, the learning-rate schedule going
+on as the full run's. The prefix's compute is paid once per seed, not once per arm, and the arms
+are compared where the run trains (past warmup), not inside its first steps.
+
+Pure: reads a validated Study; the plan (plan.py) turns the step into cells, the study queues a
+seed's branches once its prefix is sealed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from grpo_ablate.cost import full_run_steps, parse_share
+from grpo_ablate.estimate import training_prompts
+
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study
+
+__all__ = ["PREFIX_ROLE", "branch_step", "BranchError"]
+
+PREFIX_ROLE = "prefix"  # the role of a seed's shared prefix cell (the baseline, trained to the branch step)
+
+
+class BranchError(ValueError):
+    """budget.branch_from names a point this study cannot place (no warmup, no known full run); says which key fixes it."""
+
+
+def _full_run_steps(study: "Study") -> int | None:
+    full_run = study.budget.full_run.model_dump() if study.budget.full_run else None
+    known = training_prompts(study) if full_run and not full_run.get("prompts") else None
+    return full_run_steps(full_run, study.space.shape.generated_per_step, known[0] if known else None)
+
+
+def branch_step(study: "Study") -> int | None:
+    """The optimizer step every arm of a seed branches at; None when trials start from step 0.
+
+    `warmup`: the trainer's warmup_steps (a value below 1 is a share of the full run, as transformers
+    reads it); a share ("0.1x"): that share of the full run's steps, rounded up. Raises BranchError
+    when the point cannot be placed.
+    """
+    raw = study.budget.branch_from
+    if raw is None or raw == "none":
+        return None
+    if isinstance(raw, int):
+        return raw
+    if raw == "warmup":
+        warmup = study.trainer.get("warmup_steps") or 0
+        if not warmup:
+            raise BranchError("budget.branch_from: warmup, but the trainer has no warmup (trainer.warmup_steps "
+                              "unset or 0): give a step count instead")
+        if float(warmup) >= 1:
+            return int(warmup)
+        full = _full_run_steps(study)
+        if full is None:
+            raise BranchError(f"budget.branch_from: warmup is {warmup:g} of the full run, whose length is not known "
+                              "here: set budget.full_run.max_steps (or budget.full_run.prompts)")
+        return max(1, math.ceil(float(warmup) * full - 1e-9))
+    share = parse_share(raw)
+    assert share is not None  # the schema let only shares through
+    full = _full_run_steps(study)
+    if full is None:
+        raise BranchError(f"budget.branch_from: {raw} of the full run, whose length is not known here: set "
+                          "budget.full_run.max_steps (or budget.full_run.prompts)")
+    return max(1, math.ceil(share * full - 1e-9))
