@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING
 
 from grpo_ablate.cost import full_run_steps, parse_share
 from grpo_ablate.estimate import training_prompts
+from grpo_ablate.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["PREFIX_ROLE", "branch_step", "BranchError"]
-
-PREFIX_ROLE = "prefix"  # the role of a seed's shared prefix cell (the baseline, trained to the branch step)
 
 
 class BranchError(ValueError):

@@ -26,6 +26,7 @@ from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, generations_text,
 
 __all__ = [
     "PLANNED_SAMPLERS",
+    "PREFIX_ROLE",
     "Arm",
     "Cell",
     "Schedule",
@@ -150,12 +151,18 @@ def parse_pair_label(label: str) -> tuple[int, int]:
     return parse_generations(g), int(b)
 
 
+PREFIX_ROLE = "prefix"  # a seed's shared prefix (budget.branch_from): the baseline trained to the branch step
+
+
 @dataclass(frozen=True)
 class Cell:
     """One trial's run: an arm on one seed, in a role.
 
     The role says why the trial exists: the ablation's "baseline" or the factor it varies
-    ("num_generations=4"), "grid", or the adaptive sampler's name.
+    ("num_generations=4"), "grid", the adaptive sampler's name, or PREFIX_ROLE: the baseline
+    trained once per seed up to the branch point every arm of that seed starts from
+    (grpo_ablate/branching.py). A prefix is not an arm's result: its key differs from the
+    baseline cell's on the same seed.
     """
 
     arm: Arm
@@ -165,7 +172,7 @@ class Cell:
     @property
     def key(self) -> str:
         """Unique within a study: the plan's duplicate check and requeueing use it."""
-        return f"{self.arm.key}|seed{self.seed}"
+        return f"{self.arm.key}|seed{self.seed}" + ("|prefix" if self.role == PREFIX_ROLE else "")
 
     @property
     def slug(self) -> str:
