@@ -29,7 +29,7 @@ PARAMETERS = BOUNDS["parameters"]
 
 __all__ = ["Gpu", "GPU_TYPES", "REFERENCE_GPU", "Assumptions", "ASSUMED", "TrialEstimate", "full_run_steps",
            "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range",
-           "Price", "price", "RunShare", "parse_share", "fmt_multiple"]
+           "Price", "price", "RunShare", "parse_share", "fmt_multiple", "Branching", "study_total"]
 
 
 # ------------------------------------------------------------------ GPUs (hardware.gpu_type)
@@ -316,6 +316,34 @@ def fmt_multiple(lo: float, hi: float | None = None) -> str:
 
 
 @dataclass(frozen=True)
+class Branching:
+    """How a branched study (budget.branch_from) is counted: per seed, one shared prefix of `step` optimizer steps,
+    paid once, however many arms branch from it; each arm's branch is priced as a trial of `branch_steps` from there."""
+
+    step: int
+    prefixes: int  # one per seed (planned), or those that ran (spent)
+    branch_steps: int | None = None
+
+    def words(self) -> str:
+        branch = f", then each arm's branch of {self.branch_steps} steps from there" if self.branch_steps else ""
+        return (f"per seed one shared prefix of {self.step} steps, counted once ({self.prefixes} prefix"
+                f"{'' if self.prefixes == 1 else 'es'}){branch}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"branch_step": self.step, "prefixes": self.prefixes, "branch_steps": self.branch_steps}
+
+
+def study_total(trials: int, per_trial: tuple[float, float] | None, prefixes: int = 0,
+                per_prefix: tuple[float, float] | None = None) -> tuple[float, float] | None:
+    """A study's (low, high) total of a per-trial figure (seconds, GPU-hours, steps): every trial once, and each
+    shared prefix once (not once per arm that branches from it). None when a figure it needs is not known."""
+    if per_trial is None or (prefixes and per_prefix is None):
+        return None
+    pre = per_prefix if prefixes and per_prefix is not None else (0.0, 0.0)
+    return (trials * per_trial[0] + prefixes * pre[0], trials * per_trial[1] + prefixes * pre[1])
+
+
+@dataclass(frozen=True)
 class Price:
     """A study's GPU-hours as a multiple of the full run's (see above). `spent`: the hours are what its
     trials used, not what its plan would. `unknown`: why the multiple is not known, naming the key that fixes it."""
@@ -329,6 +357,7 @@ class Price:
     unknown: str | None = None
     spent: bool = False
     at_most: bool = False  # a race may stop before its planned maximum, which this prices
+    branching: Branching | None = None  # arms branch from a shared prefix per seed, counted once
 
     def words(self) -> str:
         """One line: "this study costs 0.4x your run (48 of 120 GPU-h)"."""
@@ -341,14 +370,18 @@ class Price:
             same = math.isclose(slo, shi, rel_tol=0.005) and math.isclose(flo, fhi, rel_tol=0.005)
             figures = (f"{_h(slo)} of {_h(flo)} GPU-h" if same else
                        f"{_h(slo)}-{_h(shi)} of {_h(flo)}-{_h(fhi)} GPU-h, each end at the same assumed rates")
-            return f"{head} ({figures})"
-        return f"{head} in optimizer steps, start-up left out (no GPU-hours here: {self.no_hours})"
+            return f"{head} ({figures}{self._how()})"
+        return f"{head} in optimizer steps, start-up left out (no GPU-hours here: {self.no_hours}{self._how()})"
+
+    def _how(self) -> str:
+        return f"; {self.branching.words()}" if self.branching else ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"multiple": list(self.multiple) if self.multiple else None, "trials": self.trials,
                 "study_gpu_hours": list(self.study_h) if self.study_h else None,
                 "full_run_gpu_hours": list(self.full_run_h) if self.full_run_h else None, "basis": self.basis,
-                "spent": self.spent, "at_most": self.at_most, "unknown": self.unknown, "words": self.words()}
+                "spent": self.spent, "at_most": self.at_most, "unknown": self.unknown,
+                "branching": self.branching.as_dict() if self.branching else None, "words": self.words()}
 
 
 def _h(x: float) -> str:
@@ -357,15 +390,17 @@ def _h(x: float) -> str:
 
 def price(trials: int, *, study_h: tuple[float, float] | None, full_run_h: tuple[float, float] | None,
           study_steps: float | None, full_run_steps: int | None, no_hours: str = "", unknown: str = "",
-          spent: bool = False, at_most: bool = False) -> Price:
+          spent: bool = False, at_most: bool = False, branching: Branching | None = None) -> Price:
     """The study's price as a multiple of the full run: GPU-hours over GPU-hours when both are known, else
-    optimizer steps over optimizer steps (`study_steps`: every trial's together), else unknown (`unknown`: why)."""
+    optimizer steps over optimizer steps (`study_steps`: every trial's together, each shared prefix once), else
+    unknown (`unknown`: why). `branching`: how the prefixes were counted, said in the words."""
     if study_h and full_run_h and full_run_h[0] > 0 and full_run_h[1] > 0:
         a, b = study_h[0] / full_run_h[0], study_h[1] / full_run_h[1]
-        return Price(trials, (min(a, b), max(a, b)), study_h, full_run_h, spent=spent, at_most=at_most)
+        return Price(trials, (min(a, b), max(a, b)), study_h, full_run_h, spent=spent, at_most=at_most,
+                     branching=branching)
     if study_steps is not None and full_run_steps:
         m = study_steps / full_run_steps
         return Price(trials, (m, m), basis="optimizer steps", no_hours=no_hours or "no GPU-hour estimate",
-                     spent=spent, at_most=at_most)
+                     spent=spent, at_most=at_most, branching=branching)
     return Price(trials, None, unknown=unknown or "the full run's length is not known here", spent=spent,
-                 at_most=at_most)
+                 at_most=at_most, branching=branching)

@@ -9,13 +9,15 @@ import pytest
 import yaml
 
 from helpers import ROOT, cli_inprocess
-from grpo_ablate.commands.init import InitAnswers, seeds_to_decide, warmup_steps, write_study
+from grpo_ablate.branching import branch_step
+from grpo_ablate.commands.init import InitAnswers, effect_for_seeds, seeds_to_decide, warmup_steps, write_study
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.cost import RunShare, fmt_multiple, parse_share, price
+from grpo_ablate.cost import Branching, RunShare, fmt_multiple, parse_share, price, study_total
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.gpu_hours import budget_of
+from grpo_ablate import trial_record as record
 from grpo_ablate.stats.selection import bechhofer_seeds
-from grpo_ablate.study.price import planned_price, price_line, resolve_budget
+from grpo_ablate.study.price import planned_price, prefix_estimate, price_line, resolve_budget, spent_price
 
 FIXTURES = ROOT / "tests/fixtures/open-r1"
 DEMO = FIXTURES / "qwen2.5-1.5b-instruct-grpo-config_demo.yaml"
@@ -125,8 +127,11 @@ def test_init_fits_the_budget_and_prints_the_price_plan_prints(tmp_path):
     k = len(study.generations())
     assert study.study.racing.design == "group_sequential" and k >= 2
     assert len(study.study.seeds) >= bechhofer_seeds(k, 0.05, 0.05, 0.95) == seeds_to_decide(k)
-    # the trials leave the recipe's warmup (3% of 500 steps), and train no longer than the default
-    assert warmup_steps(study.trainer, 500) < study.budget.max_steps <= 100
+    # the arms branch at the end of the recipe's warmup (3% of 500 steps), each branch 10+ steps, no longer than the default
+    assert study.budget.branch_from == "warmup" and branch_step(study) == warmup_steps(study.trainer, 500) == 15
+    assert 10 <= study.budget.max_steps <= 100
+    assert p.branching is not None and p.branching.step == 15 and p.branching.prefixes == len(study.study.seeds)
+    assert "per seed one shared prefix of 15 steps, counted once" in said
     written = yaml.safe_load(out.read_text())
     assert written["search"]["temperature"] == 1.0  # the recipe's, fixed: the study decides G
     assert written["study"]["baseline"]["num_generations"] == 14
@@ -143,6 +148,16 @@ def test_a_study_that_cannot_fit_says_what_it_would_take_and_writes_nothing(tmp_
                           "--out", str(out))
     assert again.returncode == 0, again.stderr  # what it said it would take is enough
     assert planned_price(load_study(out)).multiple[1] <= parse_share(need)
+    # the other way out it names: a larger min_effect, at which fewer seeds decide and the study fits the budget
+    effect = re.search(r"--min-effect (\S+) \(Bechhofer's design then needs (\d+) seeds", res.stderr)
+    assert effect, res.stderr
+    fewer = tmp_path / "fewer.yaml"
+    third = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--min-effect", effect.group(1),
+                          "--out", str(fewer))
+    assert third.returncode == 0, third.stderr
+    study = load_study(fewer)
+    assert planned_price(study).multiple[1] <= 0.5 and study.study.min_effect == float(effect.group(1))
+    assert len(study.study.seeds) >= seeds_to_decide(len(study.generations()), 1.1, float(effect.group(1)))
 
 
 def test_init_cannot_fit_a_budget_it_cannot_price(tmp_path):
@@ -168,3 +183,80 @@ def test_run_refuses_a_share_budget_nothing_prices_before_anything_runs(tmp_path
     res = cli_inprocess("run", str(path), "--set", f"study.output_dir={out}", "--set", "study.budget_gpu_hours=0.5x")
     assert res.returncode == 2 and "study.budget_gpu_hours" in res.stderr and "'0.5x' is a share of the full run" in res.stderr
     assert "budget.full_run.max_steps" in res.stderr and not out.exists()  # nothing started, nothing written
+
+
+def test_a_branched_study_counts_each_seeds_prefix_once():
+    # 3 arms x 4 seeds of 20-step branches, one 30-step prefix per seed: 4 prefixes, not 12 (one per arm and seed)
+    assert study_total(12, (2.0, 3.0), 4, (1.5, 2.0)) == (12 * 2.0 + 4 * 1.5, 12 * 3.0 + 4 * 2.0)
+    assert study_total(12, (2.0, 3.0)) == (24.0, 36.0)  # from scratch: no prefix
+    assert study_total(12, None) is None and study_total(12, (2.0, 3.0), 4, None) is None  # a prefix priced unknown
+    how = Branching(30, 4, 20)
+    steps = price(12, study_h=None, full_run_h=None, study_steps=12 * 20 + 4 * 30, full_run_steps=1000,
+                  no_hours="a CPU study", branching=how)
+    assert steps.multiple == (0.36, 0.36)
+    assert "per seed one shared prefix of 30 steps, counted once (4 prefixes), then each arm's branch of 20 steps" in steps.words()
+    assert steps.as_dict()["branching"] == {"branch_step": 30, "prefixes": 4, "branch_steps": 20}
+    hours = price(12, study_h=(30.0, 30.0), full_run_h=(100.0, 100.0), study_steps=None, full_run_steps=None,
+                  branching=how)
+    assert hours.words() == ("this study costs 0.3x your run (30 of 100 GPU-h; per seed one shared prefix of 30 steps, "
+                             "counted once (4 prefixes), then each arm's branch of 20 steps from there)")
+
+
+def test_plan_prices_a_branched_study_with_one_prefix_per_seed(tmp_path):
+    scratch = load_study(_study(tmp_path, name="s"))
+    path = _study(tmp_path, name="b")
+    path.write_text(path.read_text().replace("budget: {max_steps: 50", "budget: {branch_from: 40, max_steps: 50"))
+    branched = load_study(path)
+    assert branch_step(branched) == 40
+    est = estimate_trial(branched)
+    p = planned_price(branched, est)
+    # 2 arms x 3 seeds of 50-step branches, and 3 prefixes of 40 steps: each GPU-hour end is trials + prefixes
+    assert p.trials == 6 and p.branching == Branching(40, 3, 50)
+    per, full, prefix = est.gpu_hours, est.full_run_gpu_hours, prefix_estimate(branched, 40).gpu_hours
+    assert prefix[1] < per[1]  # 40 steps cost less than 50, start-up included in both
+    assert p.study_h == pytest.approx((6 * per[0] + 3 * prefix[0], 6 * per[1] + 3 * prefix[1]))
+    assert p.multiple[1] == pytest.approx(max(p.study_h[0] / full[0], p.study_h[1] / full[1]))
+    plain = planned_price(scratch)
+    assert plain.branching is None and plain.multiple[1] < p.multiple[1]  # the prefixes are paid on top of 6 trials
+    res = cli_inprocess("plan", str(path))
+    assert res.returncode == 0, res.stderr
+    assert f"Price: {p.words()}." in res.stdout and "counted once (3 prefixes)" in res.stdout
+
+
+def test_a_min_effect_is_the_smallest_bechhofer_tells_apart_at_those_seeds():
+    for k, n in ((2, 5), (3, 4), (5, 9)):
+        e = effect_for_seeds(k, n)
+        assert bechhofer_seeds(k, e, 0.05, 0.95) <= n < bechhofer_seeds(k, e * 0.98, 0.05, 0.95) + 1
+        assert seeds_to_decide(k, 1.0, e) <= n
+    assert effect_for_seeds(2, 6) <= 0.05 < effect_for_seeds(2, 5)  # the default effect needs 6 seeds for 2 arms
+
+
+def _ended(number: int, role: str, hours: float):
+    import datetime as dt
+
+    from optuna.distributions import IntDistribution
+    from optuna.trial import FrozenTrial, TrialState
+
+    start = dt.datetime(2026, 1, 1)
+    return FrozenTrial(number=number, state=TrialState.COMPLETE, value=0.5, datetime_start=start,
+                       datetime_complete=start + dt.timedelta(hours=hours), params={"seed": 0},
+                       distributions={"seed": IntDistribution(0, 10)}, user_attrs={record.ROLE: role}, system_attrs={},
+                       intermediate_values={}, trial_id=number)
+
+
+def test_the_spent_price_counts_a_prefix_once_and_not_as_a_baseline_trial(tmp_path):
+    path = _study(tmp_path, name="b")
+    path.write_text(path.read_text().replace("budget: {max_steps: 50", "budget: {branch_from: 40, max_steps: 50"))
+    study = load_study(path)
+    ran = [_ended(0, "prefix", 0.5), _ended(1, "baseline", 1.0), _ended(2, "num_generations=7", 1.0)]
+    p = spent_price(study, ran)
+    full = estimate_trial(study).full_run_gpu_hours
+    assert p.trials == 2 and p.study_h == pytest.approx((2.5 * 8, 2.5 * 8))  # wall time x 8 GPUs, the prefix once
+    assert p.multiple == pytest.approx((20 / full[1], 20 / full[0]))
+    assert p.branching == Branching(40, 1, 50) and "spent" in p.words() and "counted once (1 prefix)" in p.words()
+    cpu = path.read_text().replace("gpus: 8, vllm: {mode: server}", "gpus: 0").replace("[7, 14]", "[4, 8]")
+    (tmp_path / "cpu.yaml").write_text(cpu.replace("name: b,", "name: c,"))
+    on_cpu = load_study(tmp_path / "cpu.yaml")
+    steps = spent_price(on_cpu, ran)  # no GPU-hours: 2 branches of 50 steps + 1 prefix of 40
+    assert steps.basis == "optimizer steps"
+    assert steps.multiple[0] == pytest.approx((2 * 50 + 40) / estimate_trial(on_cpu).full_run_steps)

@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "full run can be priced); none: the design that can decide, at its price")
     p.add_argument("--full-run-prompts", type=int, help="the training set's rows, for a recipe that counts epochs: "
                                                         "prices the study in units of the full run")
+    p.add_argument("--min-effect", type=float, help="the smallest held-out reward difference worth acting on "
+                                                    "(default 0.05 of the reward's range): sizes the seeds")
     p.set_defaults(func=init.run)
     p = sub.add_parser("probe", help="each G's largest generation batch that fits, from a few real optimizer steps")
     add_study(p)

@@ -7,11 +7,15 @@ The study is written to reach a decision at a price: held-out reward (eval_final
 objective on held-out prompts; the baseline is the recipe's own num_generations (or the nearest G
 this hardware accepts) at the recipe's temperature (as its own TRL meant it), fixed; the arms are the
 G values nearest it; the seeds are those Bechhofer's design needs to pick an arm within min_effect
-of the best, as the group-sequential race's planned maximum (the race is on). Where the full run can
-be priced (its steps, or its epochs and --full-run-prompts), `fit_design` chooses the most arms and
-the longest trial (trained past the recipe's LR warmup) whose plan fits --budget (default half the
-full run), prints the price as `plan` does, and refuses (exit 2, nothing written) when no design that
-can decide fits, saying what the smallest would cost. The file is checked before it is written, and
+of the best (at --min-effect, default 0.05 of the reward's range), as the group-sequential race's
+planned maximum (the race is on). Where the full run can be priced (its steps, or its epochs and
+--full-run-prompts), `fit_design` chooses the most arms and the longest trial whose plan fits --budget
+(default half the full run): where the recipe has a learning-rate warmup, the arms branch past it
+(budget.branch_from: warmup: per seed the baseline trains once to the end of warmup, every arm
+branches from there, the prefix paid once), so the arms are compared where the run trains; without
+warmup every trial starts from step 0. It prints the price as `plan` does, and refuses (exit 2,
+nothing written) when no design that can decide fits, saying what it would take: the budget the
+smallest such design needs, or the min_effect at which one fits this budget. The file is checked before it is written, and
 an existing file is only replaced with --force; the recipe or dataset init reads is never replaced,
 however --out spells it.
 """
@@ -25,7 +29,7 @@ import os
 import re
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,14 +47,14 @@ from grpo_ablate.config.trl_releases import known_releases
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.config.hardware import trainer_batch_shape
 from grpo_ablate.space import feasible_space, nearest_generations
-from grpo_ablate.stats.selection import bechhofer_seeds
+from grpo_ablate.stats.selection import bechhofer_pcs, bechhofer_seeds
 from grpo_ablate.cost import Price, fmt_multiple, parse_share
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.study.price import planned_price
 from grpo_ablate.vocab import BUILTIN_TASKS
 
 __all__ = ["run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations",
-           "Design", "fit_design", "seeds_to_decide", "warmup_steps"]
+           "Design", "fit_design", "seeds_to_decide", "effect_for_seeds", "warmup_steps"]
 
 CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
 MAX_ARMS = 5  # G values in the search: the baseline and its nearest feasible neighbours
@@ -82,6 +86,7 @@ class InitAnswers:
     name: str | None = None
     budget: str | None = None  # --budget: a share of the full run ("0.5x"); None: DEFAULT_BUDGET where it can be priced
     full_run_prompts: int | None = None  # --full-run-prompts: the training set's rows, when the recipe counts epochs
+    min_effect: float | None = None  # --min-effect: in reward units; None: REWARD_MIN_EFFECT of the reward's range
     recipe_values: dict[str, Any] = field(default_factory=dict)
     recipe_trl: str | None = None  # the TRL release a `trl grpo` recipe was written for (config/trl_releases.py)
 
@@ -218,20 +223,33 @@ class Design:
 
     generations: tuple[int, ...]
     seeds: int
-    steps: int
+    steps: int  # a trial's optimizer steps; a branch's, from the branch point on, when `branch`
     why: str
     price: Price | None = None
+    branch: bool = False  # budget.branch_from: warmup (one shared prefix per seed, the arms branching past warmup)
 
     @property
     def trials(self) -> int:
         return len(self.generations) * self.seeds
 
 
-def seeds_to_decide(arms: int, span: float = 1.0) -> int:
+def seeds_to_decide(arms: int, span: float = 1.0, min_effect: float | None = None) -> int:
     """Seeds per arm Bechhofer's indifference-zone design needs to pick an arm within min_effect of the best with
     probability RACE_CONFIDENCE, when arms vary between seeds as on the built-in tasks (sd SEED_SD_SHARE of the
-    reward's range; min_effect REWARD_MIN_EFFECT of it): the race's planned maximum must reach it to decide."""
-    return max(2, bechhofer_seeds(arms, REWARD_MIN_EFFECT * span, SEED_SD_SHARE * span, RACE_CONFIDENCE))
+    reward's range; min_effect REWARD_MIN_EFFECT of it unless given): the race's planned maximum must reach it."""
+    effect = min_effect if min_effect is not None else REWARD_MIN_EFFECT * span
+    return max(2, bechhofer_seeds(arms, effect, SEED_SD_SHARE * span, RACE_CONFIDENCE))
+
+
+def effect_for_seeds(arms: int, seeds: int, span: float = 1.0) -> float:
+    """The smallest min_effect (reward units, rounded up to three significant digits) at which Bechhofer's design picks
+    within it of the best of `arms` with probability RACE_CONFIDENCE from `seeds` seeds (sd as seeds_to_decide)."""
+    from scipy.optimize import brentq
+
+    sd = SEED_SD_SHARE * span
+    exact = brentq(lambda d: bechhofer_pcs(arms, seeds, d, sd) - RACE_CONFIDENCE, 1e-6 * sd, 100 * sd, xtol=1e-12)
+    step = 10.0 ** (math.floor(math.log10(exact)) - 2)  # three significant digits, rounded up: never below what it needs
+    return round(math.ceil(exact / step - 1e-9) * step, 12)
 
 
 def warmup_steps(trainer: dict[str, Any], full_steps: int) -> int:
@@ -257,7 +275,7 @@ def study_text(a: InitAnswers, out: Path, design: Design | None = None) -> str:
     span = _reward_range(a)
     if design is None:
         arms = tuple(_by_closeness(base, gens)[:UNPRICED_ARMS])
-        design = Design(arms, seeds_to_decide(len(arms), span), 20 if a.task else TRIAL_STEPS_CAP,
+        design = Design(arms, seeds_to_decide(len(arms), span, a.min_effect), 20 if a.task else TRIAL_STEPS_CAP,
                         "not fitted to a budget: the full run's price is not known here")
     temp = float(a.value("temperature") or trl_default("temperature"))
     seeds = list(range(design.seeds))
@@ -280,7 +298,9 @@ def study_text(a: InitAnswers, out: Path, design: Design | None = None) -> str:
         "the answer is still open",
         "  objectives:",
         "    - metric: eval_final_reward   # held-out reward at the end of each trial (docs/your-own-run.md)",
-        (f"  min_effect: {REWARD_MIN_EFFECT * span:g}   # the smallest held-out reward difference worth acting on: "
+        (f"  min_effect: {a.min_effect:g}   # the smallest held-out reward difference worth acting on (--min-effect)"
+         if a.min_effect is not None else
+         f"  min_effect: {REWARD_MIN_EFFECT * span:g}   # the smallest held-out reward difference worth acting on: "
          f"{REWARD_MIN_EFFECT:g} per unit of reward range ({span:g} here)" if span != 1 else
          f"  # min_effect: the smallest difference worth acting on; default {REWARD_MIN_EFFECT:g} of a reward in [0, 1]"),
         f"  # budget_gpu_hours: {a.budget or DEFAULT_BUDGET}   # uncomment for a hard cap: no trial starts that would cross "
@@ -325,8 +345,13 @@ def study_text(a: InitAnswers, out: Path, design: Design | None = None) -> str:
         "nearest the baseline's",
         f"  temperature: {round(temp, 2)}   # fixed at the {'recipe' + chr(39) + 's' if a.recipe else 'default'}: the study decides G",
         "budget:",
-        f"  max_steps: {design.steps}   # per trial: every arm trains the same optimizer steps",
+        f"  max_steps: {design.steps}   # per trial: every arm trains the same optimizer steps"
+        + (" from the branch point" if design.branch else ""),
     ]
+    if design.branch:
+        lines += ["  branch_from: warmup   # per seed the baseline trains once to the end of the recipe's learning-rate "
+                  "warmup, checkpointed;",
+                  "  #   every arm branches from there (its prefix paid once), so G is compared where the run trains"]
     if a.full_run_prompts:
         lines += [f"  full_run: {{prompts: {a.full_run_prompts}}}   # the training set's rows (--full-run-prompts): "
                   "prices the study in units of the full run"]
@@ -351,9 +376,11 @@ def _priced(a: InitAnswers, out: Path, design: Design) -> tuple[Any, Price]:
 def fit_design(a: InitAnswers, out: Path) -> Design:
     """The design init writes: the most G arms (nearest the baseline first), with the seeds Bechhofer's design
     needs for them and the longest trial up to TRIAL_STEPS_CAP, that the plan prices within the budget (a share of
-    the full run, the high end of the estimate), each trial training MIN_STEPS_PAST_WARMUP steps past the recipe's
-    warmup. Without a price (no full run known here) the unfitted design, unless --budget asked for one.
-    StudyError when no design that can decide fits: it says what the smallest would cost."""
+    the full run, the high end of the estimate). Where the recipe has a learning-rate warmup the arms branch at its
+    end (one shared prefix per seed, counted once) and each branch trains at least MIN_STEPS_PAST_WARMUP steps;
+    without warmup each trial trains that many from step 0. Without a price (no full run known here) the unfitted
+    design, unless --budget asked for one. StudyError when no design that can decide fits: it says what the
+    smallest would cost, and at which min_effect one would fit."""
     base, gens = choose_generations(a)
     order = _by_closeness(base, gens)
     span = _reward_range(a)
@@ -362,32 +389,39 @@ def fit_design(a: InitAnswers, out: Path) -> Design:
     if budget is None and not unfitted:
         raise StudyError([Problem(path="--budget", message=(
             f"{a.budget!r} is not a share of the full run (e.g. 0.5x), nor `none` (no budget)"))])
+    if a.min_effect is not None and not 0 < a.min_effect < span:
+        raise StudyError([Problem(path="--min-effect", message=(
+            f"{a.min_effect:g} is not a reward difference inside the reward's range (0, {span:g}): give e.g. "
+            f"{REWARD_MIN_EFFECT * span:g}"))])
     probe_design = Design(tuple(order[:2]), 2, TRIAL_STEPS_CAP, "probe")
     study, first = _priced(a, out, probe_design)
     est = estimate_trial(study)
     full = est.full_run_steps
     warm = warmup_steps(study.trainer, full) if full else 0
-    shortest = min(full, warm + MIN_STEPS_PAST_WARMUP) if full else MIN_STEPS_PAST_WARMUP
+    branch = bool(full and 0 < warm < full - MIN_STEPS_PAST_WARMUP)
+    shortest = MIN_STEPS_PAST_WARMUP if branch or not full else min(full, warm + MIN_STEPS_PAST_WARMUP)
+    longest = min((full or 0) - warm, TRIAL_STEPS_CAP) if branch else min(full or 0, max(TRIAL_STEPS_CAP, shortest))
     if unfitted or first.multiple is None or not full:
         if a.budget is not None and not unfitted:
             raise StudyError([Problem(path="--budget", message=f"cannot fit {a.budget}: {first.words()}"
                                       + ("" if a.full_run_prompts else "; or pass --full-run-prompts N"))])
         why = ("not fitted to a budget (--budget none)" if unfitted else f"not fitted to a budget: {first.words()}"
                + ("" if a.full_run_prompts or not a.recipe else " (or pass init --full-run-prompts N)"))
-        return Design(tuple(order[:UNPRICED_ARMS]), seeds_to_decide(min(UNPRICED_ARMS, len(order)), span),
-                      max(20 if a.task else TRIAL_STEPS_CAP, shortest if full else 0), why)
+        steps = longest if full else 20 if a.task else TRIAL_STEPS_CAP
+        return Design(tuple(order[:UNPRICED_ARMS]), seeds_to_decide(min(UNPRICED_ARMS, len(order)), span, a.min_effect),
+                      steps, why, branch=branch)
     assert budget is not None
-    longest = min(full, max(TRIAL_STEPS_CAP, shortest))
-    past = f", {MIN_STEPS_PAST_WARMUP}+ past the recipe's {warm}-step warmup" if warm else ""
+    past = (f", branched at the end of the recipe's {warm}-step warmup (one prefix per seed, counted once)" if branch
+            else f", {MIN_STEPS_PAST_WARMUP}+ past the recipe's {warm}-step warmup" if warm else "")
     smallest: Design | None = None
     for k in range(min(MAX_ARMS, len(order)), 1, -1):
-        arms, n = tuple(order[:k]), seeds_to_decide(k, span)
+        arms, n = tuple(order[:k]), seeds_to_decide(k, span, a.min_effect)
 
         def at(steps: int, arms: tuple[int, ...] = arms, n: int = n) -> Design:
-            return Design(arms, n, steps, "")
+            return Design(arms, n, steps, "", branch=branch)
 
         low = _priced(a, out, at(shortest))[1]
-        smallest = Design(arms, n, shortest, "", low)
+        smallest = Design(arms, n, shortest, "", low, branch)
         if low.multiple is None or low.multiple[1] > budget:
             continue
         steps = shortest
@@ -402,13 +436,31 @@ def fit_design(a: InitAnswers, out: Path) -> Design:
             priced = _priced(a, out, at(steps))[1]
         why = (f"{k} G arms x {n} seeds x {steps} steps{past}, raced: the largest design whose planned maximum "
                f"{priced.words().removeprefix('this study ')}, within the budget {fmt_multiple(budget)}")
-        return Design(arms, n, steps, why, priced)
+        return Design(arms, n, steps, why, priced, branch)
     assert smallest is not None and smallest.price is not None and smallest.price.multiple is not None
     need = smallest.price.multiple[1]
+    k = len(smallest.generations)
     raise StudyError([Problem(path="--budget", message=(
-        f"no study that can decide fits {fmt_multiple(budget)} of your run: the smallest ({len(smallest.generations)} G "
-        f"arms x {smallest.seeds} seeds, the fewest for Bechhofer's design at min_effect, x {smallest.steps} steps{past}) "
-        f"{smallest.price.words().removeprefix('this study ')}; pass --budget {math.ceil(need * 10) / 10:g}x to write it"))])
+        f"no study that can decide fits {fmt_multiple(budget)} of your run: the smallest ({k} G arms x "
+        f"{smallest.seeds} seeds, the fewest for Bechhofer's design at min_effect "
+        f"{a.min_effect if a.min_effect is not None else REWARD_MIN_EFFECT * span:g}, x {smallest.steps} steps{past}) "
+        f"{smallest.price.words().removeprefix('this study ')}; pass --budget {math.ceil(need * 10) / 10:g}x to write "
+        f"it{_effect_that_fits(a, out, smallest, budget, span)}"))])
+
+
+def _effect_that_fits(a: InitAnswers, out: Path, smallest: Design, budget: float, span: float) -> str:
+    """", or --min-effect E ..." : the smallest min_effect at which the smallest design, with fewer seeds, fits the
+    budget (the most seeds that fit, and the effect Bechhofer's design can then tell apart); "" when none fits."""
+    for n in range(smallest.seeds - 1, 1, -1):
+        priced = _priced(a, out, replace(smallest, seeds=n, price=None))[1]
+        if priced.multiple is not None and priced.multiple[1] <= budget:
+            effect = effect_for_seeds(len(smallest.generations), n, span)
+            if a.min_effect is not None and effect <= a.min_effect:
+                continue
+            return (f", or accept a larger smallest difference worth acting on: --min-effect {effect:g} (Bechhofer's "
+                    f"design then needs {n} seeds, and that study {priced.words().removeprefix('this study ')})")
+    return (f"; no min_effect makes one fit: even {len(smallest.generations)} arms x 2 seeds costs more than "
+            f"{fmt_multiple(budget)}")
 
 
 def _input_at(a: InitAnswers, out: Path) -> str | None:
@@ -496,7 +548,8 @@ def run(args: argparse.Namespace) -> int:
     answers = InitAnswers(recipe=Path(args.recipe) if args.recipe else None, model=args.model, dataset=args.dataset,
                           task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name,
                           recipe_trl=getattr(args, "recipe_trl", None),
-                          budget=getattr(args, "budget", None), full_run_prompts=getattr(args, "full_run_prompts", None))
+                          budget=getattr(args, "budget", None), full_run_prompts=getattr(args, "full_run_prompts", None),
+                          min_effect=getattr(args, "min_effect", None))
     out = write_study(ask_missing(answers), Path(args.out), force=args.force)
     study = load_study(out)
     print(f"wrote {out}: {planned_price(study).words()}\n")  # the figure plan prints below, from the same call

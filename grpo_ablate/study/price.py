@@ -9,8 +9,12 @@ first lines and the report say one figure, computed one way:
   at estimate.estimate_trial's per-trial GPU-hours, over the full run's at the same rates;
 - spent: the GPU-hours the trials used (gpu_hours.spent_seconds x hardware.gpus), over the same
   full run.
-The full run is the recipe's (budget.full_run: its max_steps, or epochs x training prompts / prompts
-per step). A budget written as a share ("0.5x") becomes GPU-hours at the low end of the full run's
+A branched study (budget.branch_from) is counted as it runs: per seed, one shared prefix of B steps
+(the baseline trained to the branch step, branching.branch_step), counted ONCE however many arms
+branch from it, plus each arm's branch of the trial's steps from B on; the words say so. The prefix
+count is taken from the plan's seeds (not from its prefix cells), so it holds whether or not the
+plan lists the prefixes as cells. The full run is the recipe's (budget.full_run: its max_steps, or
+epochs x training prompts / prompts per step). A budget written as a share ("0.5x") becomes GPU-hours at the low end of the full run's
 estimate (the cap is never more than that share of what the run may cost), when the study is loaded
 by a command (`resolve_budget`); it stays a share when nothing prices the run, and `run` refuses it
 before anything starts (`price_line`).
@@ -18,20 +22,25 @@ before anything starts (`price_line`).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Iterable
 
-from grpo_ablate.cost import Price, RunShare, parse_share, price
+from grpo_ablate.branching import BranchError, branch_step
+from grpo_ablate.cost import Branching, Price, RunShare, parse_share, price, study_total
 from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.estimate import TrialEstimate, estimate_trial
 from grpo_ablate.gpu_hours import spent_seconds
-from grpo_ablate.plan import resolved_trial_count
+from grpo_ablate.plan import resolved_trial_count, study_plan
+from grpo_ablate.trial_record import role_of
+from grpo_ablate.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
 
-__all__ = ["planned_price", "spent_price", "price_line", "resolve_budget", "unknown_why"]
+__all__ = ["planned_price", "spent_price", "price_line", "resolve_budget", "unknown_why", "planned_counts",
+           "prefix_estimate"]
 
 
 def unknown_why(study: "Study", est: TrialEstimate) -> str:
@@ -56,31 +65,76 @@ def _no_hours(study: "Study", est: TrialEstimate) -> str:
 
 
 def _price(study: "Study", est: TrialEstimate, trials: int, study_h: tuple[float, float] | None,
-           study_steps: float | None, *, spent: bool) -> Price:
+           study_steps: float | None, *, spent: bool, branching: Branching | None = None) -> Price:
     return price(trials, study_h=study_h, full_run_h=est.full_run_gpu_hours, study_steps=study_steps,
                  full_run_steps=est.full_run_steps, no_hours=_no_hours(study, est), unknown=unknown_why(study, est),
-                 spent=spent, at_most=not spent and study.study.racing is not None)
+                 spent=spent, at_most=not spent and study.study.racing is not None, branching=branching)
+
+
+def _trial_steps(est: TrialEstimate) -> int | None:
+    """One trial's optimizer steps (a branch's, from the branch step on); None for a budget of tokens or seconds."""
+    if not (est.full_run_share and est.full_run_steps and est.completions):
+        return None
+    return round(est.full_run_share * est.full_run_steps)
+
+
+def planned_counts(study: "Study") -> tuple[int, int]:
+    """(trials, shared prefixes) the plan aims for: every arm x seed trial (a branch, when the study branches) and,
+    when it branches, one prefix per seed. Prefix cells the plan may list are not counted as trials. BranchError
+    when budget.branch_from cannot be placed."""
+    step = branch_step(study)
+    if study.study.n_trials or not study.is_planned:
+        return resolved_trial_count(study), (len(set(study.study.seeds)) if step is not None else 0)
+    arms = [c for c in study_plan(study) if c.role != PREFIX_ROLE]
+    return len(arms), (len({c.seed for c in arms}) if step is not None else 0)
+
+
+def prefix_estimate(study: "Study", step: int) -> TrialEstimate:
+    """What one shared prefix costs: a trial of the baseline trained `step` optimizer steps (start-up included),
+    at the same rates as the study's trials (estimate_trial on the study with that budget)."""
+    budget = study.budget.model_copy(update={"max_steps": step, "completions": None, "tokens": None, "seconds": None})
+    return estimate_trial(dataclasses.replace(study, file=study.file.model_copy(update={"budget": budget})))
 
 
 def planned_price(study: "Study", est: TrialEstimate | None = None) -> Price:
-    """What the study's plan costs as a multiple of the full run (a race: its planned maximum)."""
+    """What the study's plan costs as a multiple of the full run (a race: its planned maximum); a branched study's
+    shared prefixes counted once per seed."""
     est = est or estimate_trial(study)
-    trials = resolved_trial_count(study)
-    steps = (trials * est.full_run_share * est.full_run_steps
-             if est.full_run_share and est.full_run_steps and est.completions else None)
-    return _price(study, est, trials, est.study_gpu_hours(trials), steps, spent=False)
+    try:
+        trials, prefixes = planned_counts(study)
+        step = branch_step(study)
+    except BranchError as e:
+        return Price(resolved_trial_count(study), None, unknown=str(e), at_most=study.study.racing is not None)
+    per_steps = _trial_steps(est)
+    if step is None:
+        steps = trials * per_steps if per_steps is not None else None
+        return _price(study, est, trials, est.study_gpu_hours(trials), steps, spent=False)
+    pre = prefix_estimate(study, step)
+    hours = study_total(trials, est.gpu_hours, prefixes, pre.gpu_hours)
+    steps = trials * per_steps + prefixes * step if per_steps is not None else None
+    return _price(study, est, trials, hours, steps, spent=False, branching=Branching(step, prefixes, per_steps))
 
 
 def spent_price(study: "Study", trials: Iterable["FrozenTrial"]) -> Price:
-    """What the study's trials used, as a multiple of the full run (every attempt's wall time x hardware.gpus)."""
+    """What the study's trials used, as a multiple of the full run (every attempt's wall time x hardware.gpus).
+
+    A shared prefix's attempts are counted once, as what they held (not as a trial of the baseline arm)."""
     ran = list(trials)
     est = estimate_trial(study)
     gpus = int(study.hardware.gpus or 0)
     h = spent_seconds(ran) * gpus / 3600.0
-    done = sum(1 for t in ran if t.datetime_complete is not None)
-    # without GPU-hours: each ended attempt counted as one whole trial's steps (an upper bound)
-    steps = done * est.full_run_share * est.full_run_steps if est.full_run_share and est.full_run_steps else None
-    return _price(study, est, done, (h, h) if gpus else None, steps, spent=True)
+    ended = [t for t in ran if t.datetime_complete is not None]
+    prefixes = sum(1 for t in ended if role_of(t) == PREFIX_ROLE)
+    done = len(ended) - prefixes
+    try:
+        step = branch_step(study)
+    except BranchError:
+        step = None
+    per_steps = _trial_steps(est)
+    # without GPU-hours: each ended attempt counted as one whole trial's (or prefix's) steps (an upper bound)
+    steps = (done * per_steps + prefixes * (step or 0)) if per_steps is not None else None
+    branching = Branching(step, prefixes, per_steps) if step is not None and prefixes else None
+    return _price(study, est, done, (h, h) if gpus else None, steps, spent=True, branching=branching)
 
 
 def price_line(study: "Study") -> str:
