@@ -6,11 +6,14 @@
 For each Open R1 recipe in tests/fixtures/open-r1 and studies/recipes, runs the real command
 `grpo-ablate init --from RECIPE --gpus 8 --vllm server --budget B --out TMP/study.yaml` (in this
 process, through the CLI's own entry point, offline), then, where a study was written, prices it
-the way `grpo-ablate plan` does (study/price.planned_price) and checks that its design can decide:
-the group-sequential race is on and its planned maximum (the seeds list) reaches the seeds
-Bechhofer's design needs for its arms at min_effect (stats/selection.bechhofer_seeds, sd as init
+the way `grpo-ablate plan` does (study/price.planned_price: where the arms branch past the recipe's
+warmup, one shared prefix per seed counted once) and checks that its design can decide: the
+group-sequential race is on and its planned maximum (the seeds list) reaches the seeds Bechhofer's
+design needs for its arms at the study's min_effect (stats/selection.bechhofer_seeds, sd as init
 assumes it). A recipe passes when init wrote such a study at <= the budget, or refused saying so
-(exit 2, nothing written).
+(exit 2, nothing written). Where it refused naming a --min-effect at which a design fits, that is
+tried too (the `with --min-effect` column): it passes when init then writes a study within the
+budget that can decide at that min_effect.
 
 A recipe whose length is in epochs needs the training set's size, which this machine cannot read
 offline: the rows given below are the published splits' (NuminaMath-TIR train 72,441, as
@@ -37,7 +40,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from grpo_ablate.commands.cli import main  # noqa: E402
-from grpo_ablate.commands.init import SEED_SD_SHARE, RACE_CONFIDENCE  # noqa: E402
+import re  # noqa: E402
+
+from grpo_ablate.commands.init import SEED_SD_SHARE, RACE_CONFIDENCE, InitAnswers, reward_range  # noqa: E402
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.config.recipes import read_recipe, recipe_stack, OPEN_R1_STACK  # noqa: E402
 from grpo_ablate.cost import parse_share  # noqa: E402
@@ -62,10 +67,11 @@ def recipes() -> list[Path]:
     return out
 
 
-def one(recipe: Path, budget: str, tmp: Path) -> dict[str, Any]:
+def one(recipe: Path, budget: str, tmp: Path, min_effect: str | None = None) -> dict[str, Any]:
     values = read_recipe(recipe).values
-    out = tmp / f"{recipe.stem}.yaml"
+    out = tmp / f"{recipe.stem}{'-effect' if min_effect else ''}.yaml"
     argv = ["init", "--from", str(recipe), "--gpus", "8", "--vllm", "server", "--budget", budget, "--out", str(out)]
+    argv += ["--min-effect", min_effect] if min_effect else []
     rows = TRAIN_ROWS.get(str(values.get("dataset_name")))
     if rows and not (isinstance(values.get("max_steps"), int) and values["max_steps"] > 0):
         argv += ["--full-run-prompts", str(rows)]
@@ -77,16 +83,24 @@ def one(recipe: Path, budget: str, tmp: Path) -> dict[str, Any]:
         row["said"] = stderr.getvalue().strip().splitlines()[-1] if stderr.getvalue().strip() else ""
         row["pass"] = code == 2
         row["full_run_steps"] = _full_run_steps(recipe, rows, tmp)
+        need = re.search(r"pass --budget (\S+) to write it", row["said"])
+        effect = re.search(r"--min-effect (\S+) \(", row["said"])
+        row["needs_budget"], row["needs_min_effect"] = (need.group(1) if need else None), (effect.group(1) if effect else None)
+        if effect and not min_effect:
+            row["with_min_effect"] = one(recipe, budget, tmp, effect.group(1))
         return row
     study = load_study(out)
     est = estimate_trial(study)
     price = planned_price(study, est)
     k = len(study.generations())
-    need = bechhofer_seeds(k, 0.05, SEED_SD_SHARE, RACE_CONFIDENCE)
+    span = reward_range(InitAnswers(recipe=recipe, recipe_values=values))
+    effect = study.study.min_effect if study.study.min_effect is not None else 0.05 * span
+    need = bechhofer_seeds(k, effect, SEED_SD_SHARE * span, RACE_CONFIDENCE)
     decides = (study.study.racing is not None and study.study.racing.design == "group_sequential"
                and len(study.study.seeds) >= need)
     within = price.multiple is not None and price.multiple[1] <= (parse_share(budget) or 0) + 1e-9
     row.update(price=price.words(), multiple=list(price.multiple) if price.multiple else None, arms=k,
+               min_effect=effect, branch_from=study.budget.branch_from,
                seeds=len(study.study.seeds), bechhofer_seeds=need, steps=study.budget.max_steps,
                full_run_steps=est.full_run_steps, can_decide=decides, within_budget=within, **{"pass": decides and within})
     return row
@@ -104,10 +118,14 @@ def _full_run_steps(recipe: Path, rows: int | None, tmp: Path) -> int | None:
 def line(r: dict[str, Any]) -> str:
     name = Path(r["recipe"]).name
     if not r["written"]:
-        return (f"{'PASS' if r['pass'] else 'FAIL'}  {name} (full run {r['full_run_steps'] or 'unknown'} steps): not written "
+        head = (f"{'PASS' if r['pass'] else 'FAIL'}  {name} (full run {r['full_run_steps'] or 'unknown'} steps): not written "
                 f"(exit {r['exit']}): {r['said'].split('--budget: ', 1)[-1]}")
+        alt = r.get("with_min_effect")
+        return head + (f"\n      with --min-effect {r['needs_min_effect']}: {line(alt).strip()}" if alt else "")
+    branch = f", branched at the {r['branch_from']} end" if r.get("branch_from") else ""
     return (f"{'PASS' if r['pass'] else 'FAIL'}  {name}: {r['arms']} arms x {r['seeds']} seeds (Bechhofer needs "
-            f"{r['bechhofer_seeds']}) x {r['steps']} of {r['full_run_steps']} steps, raced: {r['price']}")
+            f"{r['bechhofer_seeds']} at min_effect {r['min_effect']:g}) x {r['steps']} of {r['full_run_steps']} steps"
+            f"{branch}, raced: {r['price']}")
 
 
 def main_(argv: list[str] | None = None) -> int:
@@ -122,7 +140,7 @@ def main_(argv: list[str] | None = None) -> int:
     else:
         for r in rows:
             print(line(r))
-    return 0 if all(r["pass"] for r in rows) else 1
+    return 0 if all(r["pass"] and r.get("with_min_effect", {"pass": True})["pass"] for r in rows) else 1
 
 
 if __name__ == "__main__":

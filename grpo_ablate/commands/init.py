@@ -54,7 +54,7 @@ from grpo_ablate.study.price import planned_price
 from grpo_ablate.vocab import BUILTIN_TASKS
 
 __all__ = ["run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations",
-           "Design", "fit_design", "seeds_to_decide", "effect_for_seeds", "warmup_steps"]
+           "Design", "fit_design", "seeds_to_decide", "effect_for_seeds", "warmup_steps", "reward_range"]
 
 CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
 MAX_ARMS = 5  # G values in the search: the baseline and its nearest feasible neighbours
@@ -124,7 +124,7 @@ def choose_generations(a: InitAnswers) -> tuple[int, list[int]]:
     return base, sorted(near)
 
 
-def _reward_range(a: InitAnswers) -> float:
+def reward_range(a: InitAnswers) -> float:
     """The held-out reward's range: the recipe's weights summed, each reward taken as scoring in [0, 1]."""
     weights = a.recipe_values.get("reward_weights")
     if isinstance(weights, list) and weights and all(isinstance(w, (int, float)) for w in weights):
@@ -272,7 +272,7 @@ def _by_closeness(base: int, gens: list[int]) -> list[int]:
 def study_text(a: InitAnswers, out: Path, design: Design | None = None) -> str:
     """The commented study file for these answers (a design that fits no budget when none is given)."""
     base, gens = choose_generations(a)
-    span = _reward_range(a)
+    span = reward_range(a)
     if design is None:
         arms = tuple(_by_closeness(base, gens)[:UNPRICED_ARMS])
         design = Design(arms, seeds_to_decide(len(arms), span, a.min_effect), 20 if a.task else TRIAL_STEPS_CAP,
@@ -383,7 +383,7 @@ def fit_design(a: InitAnswers, out: Path) -> Design:
     smallest would cost, and at which min_effect one would fit."""
     base, gens = choose_generations(a)
     order = _by_closeness(base, gens)
-    span = _reward_range(a)
+    span = reward_range(a)
     unfitted = (a.budget or "").strip().lower() == "none"
     budget = parse_share(a.budget or DEFAULT_BUDGET)
     if budget is None and not unfitted:
