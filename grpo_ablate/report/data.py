@@ -4,7 +4,10 @@
 print(collect(load_study('studies/tiny-cpu.yaml')).recommendation)"
 
 No plotting and no HTML: the numbers here are what tests assert on and what summary.json
-carries. Each step lives in its own module (records, arms, findings, groups, objectives,
+carries. A branched study's prefix trials (role "prefix": the baseline trained to the branch step
+once per seed) are no arm's trials: they are left out of the arms, the verdict and every per-arm
+compute and reward-per-hour figure (each arm's figures count its branch's own steps from the branch
+step on), and shown once as `shared_prefix` ("shared prefix: X GPU-h over N seeds, counted once"). Each step lives in its own module (records, arms, findings, groups, objectives,
 importance, text); this one runs them in order.
 """
 
@@ -30,11 +33,12 @@ from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, l
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Verdict, decide
 from grpo_ablate import trial_record as record
+from grpo_ablate.branching import BranchError, branch_step
 from grpo_ablate.cost import lr_schedule_of
-from grpo_ablate.gpu_hours import budget_of
+from grpo_ablate.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
 from grpo_ablate.storage import mask_url
 from grpo_ablate.study.price import spent_price
-from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, Arm, Metric,
+from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
                                Outcome, finite, metric)
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.owned import Owner
@@ -46,7 +50,7 @@ if TYPE_CHECKING:
     from grpo_ablate.files.owned import Owner
 
 __all__ = ["ReportData", "build_report_data", "collect", "read_advice", "report_metrics", "eval_samples",
-           "EVAL_PROMPTS_SHOWN"]
+           "EVAL_PROMPTS_SHOWN", "shared_prefix"]
 
 
 @dataclass
@@ -88,6 +92,8 @@ class ReportData:
     gpu_budget: dict[str, Any] | None = None  # study.budget_gpu_hours: spent and left (gpu_hours.Budget.as_dict)
     price: str | None = None  # what the trials spent as a multiple of the full run's GPU-hours (study/price.py)
     lr_schedule: str | None = None  # "prefix" (of the recipe's full run) or "compressed" (into each trial)
+    branched_at: int | None = None  # the step the arms branched at from one shared prefix per seed (budget.branch_from)
+    shared_prefix: dict[str, Any] | None = None  # the prefixes' compute, counted once (`shared_prefix`)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -118,8 +124,12 @@ def build_report_data(
     fallback_config: Mapping[str, Any] | None = None,
     storage_url: str | None = None,
     advice: Mapping[str, Any] | None = None,
+    branched_at: int | None = None,
 ) -> ReportData:
-    """Extract everything from a study's attributes and trials (and the trial folders they point to)."""
+    """Extract everything from a study's attributes and trials (and the trial folders they point to).
+
+    `branched_at`: the step the arms branched at (collect reads it from the study: branching.branch_step); else
+    budget.branch_from when the config gives it as a step count."""
     objectives = study_objectives(study, fallback_objectives)
     all_metrics = report_metrics(objectives)
     records: list[TrialRecord] = []
@@ -129,8 +139,11 @@ def build_report_data(
     tokens: dict[int, float] = {}
     bad_lines = 0
     copies = [ft for ft in frozen if record.is_copy(ft)]
+    prefixes = [ft for ft in frozen if record.role_of(ft) == PREFIX_ROLE and record.ran_here(ft)]
     for ft in sorted(frozen, key=lambda t: t.number):
         if record.is_copy(ft) or record.is_cancelled(ft):  # a warm start's copy, a settled arm's cancelled cell: never ran here
+            continue
+        if record.role_of(ft) == PREFIX_ROLE:  # a seed's shared prefix: no arm's trial (shown once, shared_prefix)
             continue
         tdir = record.trial_dir(ft)
         files = read_trial_files(Path(tdir) if tdir else None)
@@ -178,9 +191,12 @@ def build_report_data(
     # a study that ran the anytime race looked after every round with no plan: its calls rest on the
     # confidence sequences its rounds used; a group-sequential race ends at the fixed-sample look
     anytime = isinstance(raced, Mapping) and bool(raced.get("path")) and raced.get("design", "anytime") == "anytime"
+    if branched_at is None:
+        given = (config.get("budget") or {}).get("branch_from")
+        branched_at = given if isinstance(given, int) and not isinstance(given, bool) else None
     verdict = decide(arms, records, objectives, metrics, has_eval, tokens, by_arm, advice,
                      min_effect=float(min_effect) if isinstance(min_effect, (int, float)) else None,
-                     sequential=anytime)
+                     sequential=anytime, branched_at=branched_at)
     extra = [Finding("timing_noise", verdict.timing.words)] if verdict.timing and verdict.timing.exceeds else []
     if copies:
         extra.append(imported_note(copies))
@@ -227,7 +243,26 @@ def build_report_data(
         advice=dict(advice) if advice is not None else None,
         gpu_budget=_gpu_budget(config, frozen),
         lr_schedule=_lr_schedule(config),
+        branched_at=branched_at,
+        shared_prefix=shared_prefix(prefixes, int((config.get("hardware") or {}).get("gpus") or 0), branched_at),
     )
+
+
+def shared_prefix(prefixes: Sequence["FrozenTrial"], gpus: int, step: int | None) -> dict[str, Any] | None:
+    """The branched study's prefixes, counted once: their seeds, what their attempts held (wall time x `gpus`, as
+    the budget counts it) and one line saying so; None when the study ran none and names no branch step."""
+    if not prefixes and step is None:
+        return None
+    seconds = spent_seconds(prefixes)
+    seeds = sorted({s for ft in prefixes if (s := record.seed_of(ft)) is not None})
+    hours = seconds * gpus / 3600.0 if gpus else None
+    cost = gpu_hours_text(hours) if hours is not None else f"{duration_text(seconds)} of wall time"
+    at = f" to step {step}" if step else ""
+    words = (f"shared prefix: {cost} over {len(seeds)} seed{'' if len(seeds) == 1 else 's'}, counted once (the "
+             f"baseline trained{at} once per seed, every arm branching from it; each arm's compute and reward per hour "
+             f"count only its own steps{f' from step {step} on' if step else ''})")
+    return {"branch_step": step, "prefixes": len(prefixes), "seeds": seeds, "wall_seconds": round(seconds, 3),
+            "gpu_hours": round(hours, 4) if hours is not None else None, "words": words}
 
 
 def _lr_schedule(config: Mapping[str, Any]) -> str | None:
@@ -318,8 +353,13 @@ def collect(study: "Study", read_from: str | None = None) -> ReportData:
     trials from instead of the study's own (a private copy: report.snapshot), still shown as the study's."""
     attrs, frozen = load_trials(read_from or study.storage_url, study.study.name)
 
+    try:
+        step = branch_step(study)
+    except BranchError:  # a point this study cannot place: plan says why; the page shows no branch step
+        step = None
     data = build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
-                             study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)))
+                             study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)),
+                             branched_at=step)
     data.price = spent_price(study, frozen).words()  # in units of the run it tunes, as plan and run say it
     return data
 

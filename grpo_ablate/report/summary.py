@@ -79,6 +79,10 @@ def summary_dict(data: ReportData) -> dict[str, Any]:
         "hardware": data.hardware,
         "trials": data.counts,
         "gpu_budget": data.gpu_budget,  # study.budget_gpu_hours: spent and left; null without one
+        "price": data.price,  # what the trials spent as a multiple of the full run (prefixes counted once)
+        # a branched study: the step the arms branched at, and the shared prefixes' compute, counted once
+        "branched_at": data.branched_at,
+        "shared_prefix": data.shared_prefix,
     })
 
 

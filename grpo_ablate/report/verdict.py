@@ -158,6 +158,7 @@ class Verdict:
     secondary: tuple[Secondary, ...] = ()
     metric_low: float | None = None  # the range the metric can take (its intervals are cut to it)
     metric_high: float | None = None
+    branched_at: int | None = None  # the arms branched at this optimizer step from one shared prefix per seed
     # the words (report/wording.py): three lines first, then the details, each said once
     lines: tuple[str, ...] = ()
     details: tuple[str, ...] = ()
@@ -230,6 +231,7 @@ class Verdict:
             "min_effect": self.min_effect,
             "calls_method": self.calls_method,
             "selection": self.selection_dict(),
+            "branched_at": self.branched_at,
         }
 
     def selection_dict(self) -> dict[str, Any] | None:
@@ -311,10 +313,12 @@ def arm_call(c: Comparison | None, base: Mapping[int, float], arm: Mapping[int, 
 def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
            metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None,
            success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None, *,
-           min_effect: float | None = None, sequential: bool = False) -> Verdict:
-    """The study's answer: `judge`'s record with its words (report/wording.py) filled in."""
+           min_effect: float | None = None, sequential: bool = False, branched_at: int | None = None) -> Verdict:
+    """The study's answer: `judge`'s record with its words (report/wording.py) filled in. `branched_at`: the step
+    the arms branched at (budget.branch_from), which the words say the answer is about G from."""
     v = judge(arms, records, objectives, metrics, has_eval, tokens, success, advice, min_effect=min_effect,
               sequential=sequential)
+    v = dataclasses.replace(v, branched_at=branched_at)
     return dataclasses.replace(v, lines=answer_lines(v), details=details(v), notes=notes(v))
 
 

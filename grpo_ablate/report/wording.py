@@ -101,8 +101,9 @@ def _cost(v: "Verdict", arm: str) -> str:
     sel = v.selection
     assert sel is not None
     hours = v.hours.get(arm)
+    per = f"branch (from step {v.branched_at} on, the shared prefix not in it)" if v.branched_at else "trial"
     return (f"{fmt(sel.costs.get(arm))} {v.cost_unit or 'cost'}"
-            + (f", {fmt(hours)} device-hours per trial" if hours is not None else ""))
+            + (f", {fmt(hours)} device-hours per {per}" if hours is not None else ""))
 
 
 def _as_good_line(v: "Verdict") -> str:
@@ -214,8 +215,14 @@ def details(v: "Verdict") -> tuple[str, ...]:
 
 
 def notes(v: "Verdict") -> tuple[str, ...]:
-    """Why the answer rests on another metric than the study's objective (timing noise; held-out evaluation)."""
+    """Where the arms started, when they branched from a shared prefix; why the answer rests on another metric
+    than the study's objective (timing noise; held-out evaluation)."""
     out = []
+    if v.branched_at:
+        out.append(f"The arms branched at step {v.branched_at}: per seed the baseline trained once to step "
+                   f"{v.branched_at} (a shared prefix, its compute counted once, in no arm's), and every arm went on "
+                   f"from that checkpoint with its own settings, so this answer is about G from step {v.branched_at} on, "
+                   f"not about the first {v.branched_at} steps.")
     if v.replaced and v.metric and v.timing is not None:
         out.append(f"The study optimised {metric(v.replaced).label}, a time-based metric, but timing noise "
                    f"({v.timing.cv * 100:.0f}%) exceeds its differences between configurations; this answer rests "
