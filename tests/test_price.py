@@ -12,7 +12,7 @@ from helpers import ROOT, cli_inprocess
 from grpo_ablate.branching import branch_step
 from grpo_ablate.commands.init import InitAnswers, effect_for_seeds, seeds_to_decide, warmup_steps, write_study
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.cost import Branching, RunShare, fmt_multiple, parse_share, price, study_total
+from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.gpu_hours import budget_of
 from grpo_ablate import trial_record as record
@@ -221,6 +221,9 @@ def test_plan_prices_a_branched_study_with_one_prefix_per_seed(tmp_path):
     res = cli_inprocess("plan", str(path))
     assert res.returncode == 0, res.stderr
     assert f"Price: {p.words()}." in res.stdout and "counted once (3 prefixes)" in res.stdout
+    # the GPU time line adds the same prefixes once, and `run`'s first line is the same price
+    assert f"{fmt_range(*p.study_h)} for 6 trials and 3 shared prefixes of 40 steps (one per seed" in res.stdout
+    assert price_line(branched) == f"Price: {p.words()}."
 
 
 def test_a_min_effect_is_the_smallest_bechhofer_tells_apart_at_those_seeds():

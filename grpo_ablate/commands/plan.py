@@ -19,11 +19,12 @@ from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes import RecipeDifference, RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of
+from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of, study_total
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.plan import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.study import limits
-from grpo_ablate.study.price import planned_price
+from grpo_ablate.branching import BranchError, branch_step
+from grpo_ablate.study.price import planned_counts, planned_price, prefix_estimate
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import EXIT_OK, load
 from grpo_ablate.files.owned import Owner
@@ -71,11 +72,18 @@ def trial_cost(study: "Study") -> TrialCost:
                      seconds_source=est.source if est.measured else None, estimate=est.as_dict())
     if est.pace:
         cost["seconds_per_completion"], cost["overhead_seconds"] = est.pace
-    trials = resolved_trial_count(study)
+    try:  # a branched study: its trials (the arms' branches) and one shared prefix per seed, each counted once
+        trials, prefixes = planned_counts(study)
+        step = branch_step(study)
+    except BranchError:  # plan's Price line says why the branch point cannot be placed
+        trials, prefixes, step = resolved_trial_count(study), 0, None
+    pre = prefix_estimate(study, step) if step is not None and prefixes else None
+    cost["prefixes"] = {"count": prefixes, "branch_step": step,
+                        "gpu_hours_each": list(pre.gpu_hours) if pre and pre.gpu_hours else None} if pre else None
     gpu = est.gpu_hours
     cost["gpu_time"] = None
     if gpu is not None:
-        study_h = est.study_gpu_hours(trials)
+        study_h = study_total(trials, gpu, prefixes, pre.gpu_hours if pre else None)
         source = (f"{est.gpus} GPU(s) x the wall time above ({est.source})" if est.measured else est.source)
         cost["gpu_time"] = {"gpus_per_trial": est.gpus, "trials": trials, "gpu_hours_per_trial": list(gpu),
                             "gpu_hours_study": list(study_h) if study_h else None, "source": source}
@@ -220,23 +228,27 @@ def _cost_lines(study: "Study") -> list[str]:
         return ["Per trial: generated tokens unknown (the budget is tokens or seconds only)."]
     out = [f"Per trial: {n:,} completions x max_completion_length {cost['max_completion_length']} = "
            f"at most {cost['max_tokens']:,} generated tokens."]
+    gpu = cost.get("gpu_time")
+    prefixes = cost.get("prefixes")
+    with_prefixes = (f" and {prefixes['count']} shared prefix{'' if prefixes['count'] == 1 else 'es'} of "
+                     f"{prefixes['branch_step']} steps (one per seed, each counted once)" if prefixes else "")
     if cost["seconds"] is not None:
-        trials = resolved_trial_count(study)
+        trials = gpu["trials"] if gpu else resolved_trial_count(study)
         per = cost.get("seconds_per_completion")
         rate = ""
         if per:
             rate = f" ({per:.3g} s per completion"
             rate += f" + {cost['overhead_seconds']:.0f} s start-up and evaluation)" if cost.get("overhead_seconds") else ")"
         out.append(f"Wall time: about {_duration(cost['seconds'])} per trial, {_duration(cost['seconds'] * trials)} "
-                   f"for {trials} trials{rate}; from {cost['seconds_source']}.")
+                   f"for {trials} trials{' (the shared prefixes not included)' if prefixes else ''}{rate}; "
+                   f"from {cost['seconds_source']}.")
     else:
         out.append("Wall time: no measurement yet (no finished trial in this study's storage, no probe.json).")
-    gpu = cost.get("gpu_time")
-    if gpu:
+    if gpu and gpu["gpu_hours_study"]:
         lo, hi = gpu["gpu_hours_per_trial"]
         slo, shi = gpu["gpu_hours_study"]
-        out.append(f"GPU time (estimate): {fmt_range(lo, hi)} per trial, {fmt_range(slo, shi)} for {gpu['trials']} trials "
-                   f"at {gpu['gpus_per_trial']} GPU(s) each; {gpu['source']}.")
+        out.append(f"GPU time (estimate): {fmt_range(lo, hi)} per trial, {fmt_range(slo, shi)} for {gpu['trials']} trials"
+                   f"{with_prefixes} at {gpu['gpus_per_trial']} GPU(s) each; {gpu['source']}.")
     elif cost.get("gpu_time_note"):
         out.append(f"GPU time: {cost['gpu_time_note']}.")
     out.append(f"Price: {planned_price(study).words()}.")
