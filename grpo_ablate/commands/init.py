@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from scipy.optimize import brentq
+
 from grpo_ablate.commands.common import EXIT_OK, check_out
 from grpo_ablate.commands.plan import plan_text
 from grpo_ablate.config import load_study
@@ -244,8 +246,6 @@ def seeds_to_decide(arms: int, span: float = 1.0, min_effect: float | None = Non
 def effect_for_seeds(arms: int, seeds: int, span: float = 1.0) -> float:
     """The smallest min_effect (reward units, rounded up to three significant digits) at which Bechhofer's design picks
     within it of the best of `arms` with probability RACE_CONFIDENCE from `seeds` seeds (sd as seeds_to_decide)."""
-    from scipy.optimize import brentq
-
     sd = SEED_SD_SHARE * span
     exact = brentq(lambda d: bechhofer_pcs(arms, seeds, d, sd) - RACE_CONFIDENCE, 1e-6 * sd, 100 * sd, xtol=1e-12)
     step = 10.0 ** (math.floor(math.log10(exact)) - 2)  # three significant digits, rounded up: never below what it needs

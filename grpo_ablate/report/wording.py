@@ -16,23 +16,19 @@ here: a sentence that needs a number reads it from the record.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
+from grpo_ablate.report.verdict_record import Stuck, Verdict
 from grpo_ablate.stats.selection import HOW
 from grpo_ablate.stats.seeds import MetricStat
 from grpo_ablate.vocab import metric
-
-if TYPE_CHECKING:  # the record's module fills its words in with these functions
-    from grpo_ablate.report.verdict import Stuck, Verdict
 
 __all__ = ["answer_lines", "details", "notes", "bounded_interval", "LINES"]
 
 LINES = 3  # the answer's lead: what to use, what is as good, what is worse
 
 
-def _label(v: "Verdict") -> str:
+def _label(v: Verdict) -> str:
     return metric(v.metric).label if v.metric else "the objective"
 
 
@@ -44,11 +40,11 @@ def _seeds(n: int) -> str:
     return "1 seed" if n == 1 else f"{n} seeds"
 
 
-def _eps(v: "Verdict") -> str:
+def _eps(v: Verdict) -> str:
     return f"{(v.min_effect or 0.0):.3g}"
 
 
-def _name(v: "Verdict", arm: str) -> str:
+def _name(v: Verdict, arm: str) -> str:
     return v.names.get(arm, arm)
 
 
@@ -70,7 +66,7 @@ def bounded_interval(ci: tuple[float, float] | None, low: float | None, high: fl
     return text
 
 
-def answer_lines(v: "Verdict") -> tuple[str, ...]:
+def answer_lines(v: Verdict) -> tuple[str, ...]:
     """The answer's three lines (one for a study with nothing to rank yet)."""
     if v.kind == "no_objective":
         return ("The study has no objectives: nothing to recommend.",)
@@ -84,7 +80,7 @@ def answer_lines(v: "Verdict") -> tuple[str, ...]:
     return (_use_line(v), _as_good_line(v), _worse_line(v))
 
 
-def _use_line(v: "Verdict") -> str:
+def _use_line(v: Verdict) -> str:
     sel = v.selection
     assert sel is not None and v.recommended is not None
     keep = v.recommended == v.baseline
@@ -97,7 +93,7 @@ def _use_line(v: "Verdict") -> str:
             f"({seeds} seeds per configuration){clearly}.")
 
 
-def _cost(v: "Verdict", arm: str) -> str:
+def _cost(v: Verdict, arm: str) -> str:
     sel = v.selection
     assert sel is not None
     hours = v.hours.get(arm)
@@ -106,7 +102,7 @@ def _cost(v: "Verdict", arm: str) -> str:
             + (f", {fmt(hours)} device-hours per {per}" if hours is not None else ""))
 
 
-def _as_good_line(v: "Verdict") -> str:
+def _as_good_line(v: Verdict) -> str:
     sel = v.selection
     assert sel is not None
     others = [a for a in sel.eps_best if a != sel.recommended]
@@ -125,7 +121,7 @@ def _as_good_line(v: "Verdict") -> str:
     return line + f". The cheapest of these: {_name(v, sel.cheapest)} ({_cost(v, sel.cheapest)})."
 
 
-def _worse_line(v: "Verdict") -> str:
+def _worse_line(v: Verdict) -> str:
     worse = v.worse
     if not worse:
         if v.baseline is None:
@@ -144,7 +140,7 @@ def _worse_line(v: "Verdict") -> str:
     return f"Worse ({_label(v)}): " + "; ".join(parts) + "."
 
 
-def _untested_lines(v: "Verdict") -> tuple[str, ...]:
+def _untested_lines(v: Verdict) -> tuple[str, ...]:
     s = v.recommended_stat
     mean = fmt(s.mean if s is not None else None)
     assert v.recommended is not None
@@ -161,7 +157,7 @@ def _untested_lines(v: "Verdict") -> tuple[str, ...]:
             "Nothing is shown worse; add seeds (study.seeds) before switching for good.")
 
 
-def _stuck_lines(s: "Stuck") -> tuple[str, ...]:
+def _stuck_lines(s: Stuck) -> tuple[str, ...]:
     what = "held-out reward" if s.has_eval else "training reward"
     head = (f"This study cannot rank G: no configuration's {what} changed measurably during training, so there is "
             f"no difference between configurations to measure." if s.flat else
@@ -172,7 +168,7 @@ def _stuck_lines(s: "Stuck") -> tuple[str, ...]:
             "partial credit), a longer budget (budget.max_steps), or a stronger starting model.")
 
 
-def _stuck_details(s: "Stuck") -> list[str]:
+def _stuck_details(s: Stuck) -> list[str]:
     out = []
     if s.gains:
         out.append(f"{metric(s.gain_metric).label.capitalize()} per configuration: " + "; ".join(
@@ -196,7 +192,7 @@ def _stuck_details(s: "Stuck") -> list[str]:
     return out
 
 
-def details(v: "Verdict") -> tuple[str, ...]:
+def details(v: Verdict) -> tuple[str, ...]:
     """The numbers behind the three lines, each said once."""
     if v.kind in ("no_objective", "no_data") or v.metric is None:
         return notes(v)
@@ -214,7 +210,7 @@ def details(v: "Verdict") -> tuple[str, ...]:
     return tuple(out)
 
 
-def notes(v: "Verdict") -> tuple[str, ...]:
+def notes(v: Verdict) -> tuple[str, ...]:
     """Where the arms started, when they branched from a shared prefix; why the answer rests on another metric
     than the study's objective (timing noise; held-out evaluation)."""
     out = []
@@ -234,7 +230,7 @@ def notes(v: "Verdict") -> tuple[str, ...]:
     return tuple(out)
 
 
-def _mean(v: "Verdict") -> list[str]:
+def _mean(v: Verdict) -> list[str]:
     s: MetricStat | None = v.recommended_stat
     if s is None or s.mean is None or v.recommended_name is None:
         return []
@@ -243,7 +239,7 @@ def _mean(v: "Verdict") -> list[str]:
     return [f"{_name(v, v.recommended_name)}: {_label(v)} {fmt(s.mean)} over {_seeds(s.n)}{spread}."]
 
 
-def _against_baseline(v: "Verdict") -> list[str]:
+def _against_baseline(v: Verdict) -> list[str]:
     label, base = _label(v), v.baseline
     if base is None:
         return ["The baseline was not run, so there is no comparison to the default."]
@@ -286,7 +282,7 @@ def _against_baseline(v: "Verdict") -> list[str]:
     return out
 
 
-def _probability(v: "Verdict") -> list[str]:
+def _probability(v: Verdict) -> list[str]:
     sel = v.selection
     if sel is None or not sel.p_within:
         return []
@@ -300,7 +296,7 @@ def _probability(v: "Verdict") -> list[str]:
     return out
 
 
-def _calls(v: "Verdict") -> list[str]:
+def _calls(v: Verdict) -> list[str]:
     if not v.arms:
         return []
     if v.sequential:
