@@ -174,6 +174,9 @@ def test_budget_none_writes_the_design_that_can_decide_at_its_price(tmp_path):
     assert planned_price(study).multiple[0] > 1  # priced, not fitted: 24 trials of 100 of 500 steps
     with pytest.raises(StudyError, match="nor `none`"):
         write_study(InitAnswers(recipe=CODE, gpus=8, vllm="server", budget="half"), tmp_path / "bad.yaml")
+    with pytest.raises(StudyError, match=r"--min-effect: 2 is not a reward difference inside the reward's range \(0, 1.1\)"):
+        write_study(InitAnswers(recipe=CODE, gpus=8, vllm="server", min_effect=2.0), tmp_path / "bad.yaml")
+    assert not (tmp_path / "bad.yaml").exists()
 
 
 def test_run_refuses_a_share_budget_nothing_prices_before_anything_runs(tmp_path):
