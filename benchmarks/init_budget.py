@@ -13,7 +13,8 @@ design needs for its arms at the study's min_effect (stats/selection.bechhofer_s
 assumes it). A recipe passes when init wrote such a study at <= the budget, or refused saying so
 (exit 2, nothing written). Where it refused naming a --min-effect at which a design fits, that is
 tried too (the `with --min-effect` column): it passes when init then writes a study within the
-budget that can decide at that min_effect.
+budget that can decide at that min_effect. The `from step 0` line is the same init with
+--branch-from none (every trial from step 0, trained past warmup): what branching saves.
 
 A recipe whose length is in epochs needs the training set's size, which this machine cannot read
 offline: the rows given below are the published splits' (NuminaMath-TIR train 72,441, as
@@ -42,7 +43,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from grpo_ablate.commands.cli import main  # noqa: E402
 import re  # noqa: E402
 
-from grpo_ablate.commands.init import SEED_SD_SHARE, RACE_CONFIDENCE, InitAnswers, reward_range  # noqa: E402
+from grpo_ablate.commands.init import (MIN_STEPS_PAST_WARMUP as MIN_STEPS, SEED_SD_SHARE, RACE_CONFIDENCE,  # noqa: E402
+                                       InitAnswers, reward_range)
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.config.recipes import read_recipe, recipe_stack, OPEN_R1_STACK  # noqa: E402
 from grpo_ablate.cost import parse_share  # noqa: E402
@@ -67,11 +69,12 @@ def recipes() -> list[Path]:
     return out
 
 
-def one(recipe: Path, budget: str, tmp: Path, min_effect: str | None = None) -> dict[str, Any]:
+def one(recipe: Path, budget: str, tmp: Path, min_effect: str | None = None, scratch: bool = False) -> dict[str, Any]:
     values = read_recipe(recipe).values
-    out = tmp / f"{recipe.stem}{'-effect' if min_effect else ''}.yaml"
+    out = tmp / f"{recipe.stem}{'-effect' if min_effect else ''}{'-scratch' if scratch else ''}.yaml"
     argv = ["init", "--from", str(recipe), "--gpus", "8", "--vllm", "server", "--budget", budget, "--out", str(out)]
     argv += ["--min-effect", min_effect] if min_effect else []
+    argv += ["--branch-from", "none"] if scratch else []
     rows = TRAIN_ROWS.get(str(values.get("dataset_name")))
     if rows and not (isinstance(values.get("max_steps"), int) and values["max_steps"] > 0):
         argv += ["--full-run-prompts", str(rows)]
@@ -86,7 +89,7 @@ def one(recipe: Path, budget: str, tmp: Path, min_effect: str | None = None) -> 
         need = re.search(r"pass --budget (\S+) to write it", row["said"])
         effect = re.search(r"--min-effect (\S+) \(", row["said"])
         row["needs_budget"], row["needs_min_effect"] = (need.group(1) if need else None), (effect.group(1) if effect else None)
-        if effect and not min_effect:
+        if effect and not min_effect and not scratch:
             row["with_min_effect"] = one(recipe, budget, tmp, effect.group(1))
         return row
     study = load_study(out)
@@ -121,11 +124,21 @@ def line(r: dict[str, Any]) -> str:
         head = (f"{'PASS' if r['pass'] else 'FAIL'}  {name} (full run {r['full_run_steps'] or 'unknown'} steps): not written "
                 f"(exit {r['exit']}): {r['said'].split('--budget: ', 1)[-1]}")
         alt = r.get("with_min_effect")
-        return head + (f"\n      with --min-effect {r['needs_min_effect']}: {line(alt).strip()}" if alt else "")
+        return head + (f"\n      with --min-effect {r['needs_min_effect']}: {line(alt).strip()}" if alt else "") + _scratch(r)
     branch = f", branched at the {r['branch_from']} end" if r.get("branch_from") else ""
     return (f"{'PASS' if r['pass'] else 'FAIL'}  {name}: {r['arms']} arms x {r['seeds']} seeds (Bechhofer needs "
             f"{r['bechhofer_seeds']} at min_effect {r['min_effect']:g}) x {r['steps']} of {r['full_run_steps']} steps"
-            f"{branch}, raced: {r['price']}")
+            f"{branch}, raced: {r['price']}") + _scratch(r)
+
+
+def _scratch(r: dict[str, Any]) -> str:
+    s = r.get("from_scratch")
+    if not s:
+        return ""
+    said = re.search(r"the smallest \((.*?), the fewest.*?\) costs at most (\S+) your run", s.get("said", ""))
+    what = (f"smallest {said.group(1)} x {MIN_STEPS} steps past warmup costs at most {said.group(2)}" if said else
+            f"{s['arms']} arms x {s['seeds']} seeds x {s['steps']} steps, {s['price']}" if s["written"] else s["said"])
+    return f"\n      from step 0 (--branch-from none): {what}"
 
 
 def main_(argv: list[str] | None = None) -> int:
@@ -134,7 +147,12 @@ def main_(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [one(r, args.budget, Path(tmp)) for r in recipes()]
+        rows = []
+        for recipe in recipes():
+            row = one(recipe, args.budget, Path(tmp))
+            if row.get("branch_from") or "branched at" in row.get("said", ""):  # what branching saves
+                row["from_scratch"] = one(recipe, args.budget, Path(tmp), scratch=True)
+            rows.append(row)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

@@ -132,6 +132,14 @@ def test_init_fits_the_budget_and_prints_the_price_plan_prints(tmp_path):
     assert 10 <= study.budget.max_steps <= 100
     assert p.branching is not None and p.branching.step == 15 and p.branching.prefixes == len(study.study.seeds)
     assert "per seed one shared prefix of 15 steps, counted once" in said
+    # --branch-from none: every trial from step 0, trained past the warmup, and dearer for it
+    scratch = tmp_path / "scratch.yaml"
+    res = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--budget", "1x",
+                        "--branch-from", "none", "--out", str(scratch))
+    assert res.returncode == 0, res.stderr
+    plain = load_study(scratch)
+    assert plain.budget.branch_from is None and planned_price(plain).branching is None
+    assert warmup_steps(plain.trainer, 500) < plain.budget.max_steps <= 100
     written = yaml.safe_load(out.read_text())
     assert written["search"]["temperature"] == 1.0  # the recipe's, fixed: the study decides G
     assert written["study"]["baseline"]["num_generations"] == 14

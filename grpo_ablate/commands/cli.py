@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "prices the study in units of the full run")
     p.add_argument("--min-effect", type=float, help="the smallest held-out reward difference worth acting on "
                                                     "(default 0.05 of the reward's range): sizes the seeds")
+    p.add_argument("--branch-from", choices=["warmup", "none"], default="warmup",
+                   help="warmup (default, where the recipe has one): per seed the baseline trains once to the end of "
+                        "warmup and every arm branches from there; none: every trial from step 0")
     p.set_defaults(func=init.run)
     p = sub.add_parser("probe", help="each G's largest generation batch that fits, from a few real optimizer steps")
     add_study(p)

@@ -13,7 +13,7 @@ planned maximum (the race is on). Where the full run can be priced (its steps, o
 (default half the full run): where the recipe has a learning-rate warmup, the arms branch past it
 (budget.branch_from: warmup: per seed the baseline trains once to the end of warmup, every arm
 branches from there, the prefix paid once), so the arms are compared where the run trains; without
-warmup every trial starts from step 0. It prints the price as `plan` does, and refuses (exit 2,
+warmup, or with --branch-from none, every trial starts from step 0. It prints the price as `plan` does, and refuses (exit 2,
 nothing written) when no design that can decide fits, saying what it would take: the budget the
 smallest such design needs, or the min_effect at which one fits this budget. The file is checked before it is written, and
 an existing file is only replaced with --force; the recipe or dataset init reads is never replaced,
@@ -89,6 +89,7 @@ class InitAnswers:
     budget: str | None = None  # --budget: a share of the full run ("0.5x"); None: DEFAULT_BUDGET where it can be priced
     full_run_prompts: int | None = None  # --full-run-prompts: the training set's rows, when the recipe counts epochs
     min_effect: float | None = None  # --min-effect: in reward units; None: REWARD_MIN_EFFECT of the reward's range
+    branch: bool = True  # --branch-from warmup (the default) | none: every trial from step 0
     recipe_values: dict[str, Any] = field(default_factory=dict)
     recipe_trl: str | None = None  # the TRL release a `trl grpo` recipe was written for (config/trl_releases.py)
 
@@ -398,7 +399,7 @@ def fit_design(a: InitAnswers, out: Path) -> Design:
     est = estimate_trial(study)
     full = est.full_run_steps
     warm = warmup_steps(study.trainer, full) if full else 0
-    branch = bool(full and 0 < warm < full - MIN_STEPS_PAST_WARMUP)
+    branch = bool(a.branch and full and 0 < warm < full - MIN_STEPS_PAST_WARMUP)
     shortest = MIN_STEPS_PAST_WARMUP if branch or not full else min(full, warm + MIN_STEPS_PAST_WARMUP)
     longest = min((full or 0) - warm, TRIAL_STEPS_CAP) if branch else min(full or 0, max(TRIAL_STEPS_CAP, shortest))
     if unfitted or first.multiple is None or not full:
@@ -549,7 +550,8 @@ def run(args: argparse.Namespace) -> int:
                           task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name,
                           recipe_trl=getattr(args, "recipe_trl", None),
                           budget=getattr(args, "budget", None), full_run_prompts=getattr(args, "full_run_prompts", None),
-                          min_effect=getattr(args, "min_effect", None))
+                          min_effect=getattr(args, "min_effect", None),
+                          branch=getattr(args, "branch_from", "warmup") != "none")
     out = write_study(ask_missing(answers), Path(args.out), force=args.force)
     study = load_study(out)
     print(f"wrote {out}: {planned_price(study).words()}\n")  # the figure plan prints below, from the same call
