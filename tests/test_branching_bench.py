@@ -85,3 +85,20 @@ def test_best_g_shows_a_changed_winner_with_its_uncertainty():
     tied = bench.best_g(bench.Design("tied", values, 60), 0.02)
     assert 0.05 < tied["arms"]["a"]["p_best"] < 0.95 and set(tied["eps_best"]) == {"a", "b"}  # no winner claimed
     assert tied["arms"]["c"]["p_best"] == 0.0 and tied["arms"]["a"]["ci95"] > 0
+
+
+def test_figures_pair_every_branched_design_with_every_scratch_one_on_the_seeds_all_of_them_have():
+    full = _flat({"a": 0.5, "b": 0.6, "c": 0.4}, 12)
+    table = _table(full, _flat({"a": 0.2, "b": 0.1, "c": 0.3}, 12))
+    for r in table["rows"]:
+        r["curve"].insert(2, [40 * bench.PER_STEP, r["objective"] - 0.1])
+    rows = [{"kind": "branch", "arm": a, "seed": s, "outcome": "completed", "seconds": 5.0,
+             "curve": [[20, 0.1], [30, v - 0.2], [40, v - 0.1], [60, v]]}
+            for a in ARMS for s, v in full[a].items() if s < 10]  # two seeds short: the pool is the 10 all designs have
+    fig = bench.figures(table, {"rows": rows}, k=4, replays=5)
+    assert fig["pool"] == 10 and len(fig["rows"]) == 6 * len(bench.MIN_EFFECTS)
+    assert len(fig["paired"]) == 3 * 3 * len(bench.MIN_EFFECTS)
+    by = {(r["design"], r["min_effect"]): r for r in fig["rows"]}
+    assert by[("branched at 20, +40 steps", 0.02)]["within"] == 1.0  # it measures what the full run gets
+    assert by[("scratch, 20 steps", 0.02)]["within"] == 0.0  # at step 20 this table ranks c first
+    assert by[("branched at 20, +20 steps", 0.02)]["share_of_full"] == pytest.approx((20 + 5 * 20) / (5 * 60))
