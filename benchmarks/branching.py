@@ -191,6 +191,29 @@ def replay(design: Design, truth: Design, k: int, me: float, replays: int, seed:
             "steps": k * design.steps_per_seed, "answers": answers}
 
 
+def fixed_answer(arm: str, truth: Design, seens: Sequence[Sequence[int]], me: float) -> dict[str, Any]:
+    """The control that needs no study: always answer `arm` (the baseline), scored on the replays' held-out seeds.
+
+    Where it is within min_effect as often as a design, the benchmark cannot tell that design from
+    keeping the default (issue 40's point about a guarantee that cannot fail)."""
+    gaps = []
+    for seen in seens:
+        full = _means(truth.values, [s for s in truth.seeds if s not in seen])
+        gaps.append(max(full.values()) - full[arm])
+    g = np.array(gaps)
+    return {"within": float(np.mean(g < me - 1e-12)), "regret": float(np.mean(g))}
+
+
+def truth_error(truth: Design, held: int) -> dict[str, float]:
+    """The held-out truth's own noise: the standard error of the paired difference between the two best arms
+    (on all the truth's seeds) when it is a mean over `held` seeds. A gap smaller than a few of these is
+    the truth's noise, not a wrong answer."""
+    means = _means(truth.values, truth.seeds)
+    first, second = sorted(means, key=lambda a: -means[a])[:2]
+    d = np.array([truth.values[first][s] - truth.values[second][s] for s in truth.seeds])
+    return {"arms": [first, second], "sd": float(d.std(ddof=1)), "held": held, "se": float(d.std(ddof=1) / math.sqrt(held))}
+
+
 def paired_difference(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], me: float) -> dict[str, float]:
     """within(a) - within(b) over the same replays (same seeds), with its standard error over replays.
 
@@ -223,6 +246,26 @@ def best_g(design: Design, me: float, boot: int = 2000, seed: int = 0) -> dict[s
             "eps_best": sorted(keep, key=lambda a: -means[arms.index(a)])}
 
 
+def effect_change(a: Design, b: Design, baseline: str) -> dict[str, dict[str, float]]:
+    """Per arm: its effect (arm minus baseline, paired over seeds) under `a` and under `b`, and the change
+    a - b with a 95% t interval paired over the seeds both have (a seed's branch and its from-scratch
+    trial share the seed, so the pairing removes what the seed does to both)."""
+    seeds = sorted(set(a.seeds) & set(b.seeds))
+    out: dict[str, dict[str, float]] = {}
+    if len(seeds) < 3:
+        return out
+    for arm in sorted(a.values):
+        if arm == baseline:
+            continue
+        ea = np.array([a.values[arm][s] - a.values[baseline][s] for s in seeds])
+        eb = np.array([b.values[arm][s] - b.values[baseline][s] for s in seeds])
+        d = ea - eb
+        half = float(sps.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)))
+        out[arm] = {"effect_a": float(ea.mean()), "effect_b": float(eb.mean()), "change": float(d.mean()),
+                    "ci95": half, "seeds": len(seeds)}
+    return out
+
+
 def figures(table: Mapping[str, Any], branch: Mapping[str, Any], k: int = K, replays: int = 400) -> dict[str, Any]:
     """Every design replayed at every min_effect, the paired differences against the full run, and the best G of each."""
     ds = designs(table, branch.get("rows", []))
@@ -233,8 +276,14 @@ def figures(table: Mapping[str, Any], branch: Mapping[str, Any], k: int = K, rep
                            "seconds": _seconds(table, branch)}
     pool = sorted(set.intersection(*(set(d.seeds) for d in have)))  # every design draws the same seeds
     out["pool"] = len(pool)
+    base = next(r["arm"] for r in table["rows"] if r["role"] == "baseline")
+    out["truth_error"] = truth_error(truth, len(truth.seeds) - k)
     for me in MIN_EFFECTS:
         reps = {d.name: replay(d, truth, k, me, replays, pool=pool) for d in have}
+        control = fixed_answer(base, truth, [a["seen"] for a in reps[truth.name]["answers"]], me)
+        out["rows"].append({"design": f"no study: keep the baseline ({labels[base].split(',')[0]})", "k": 0,
+                            "min_effect": me, "replays": replays, **control, "own_within": None, "own_regret": None,
+                            "steps": 0, "share_of_full": 0.0, "answer_counts": {base: replays}})
         for d in have:
             row = {key: v for key, v in reps[d.name].items() if key != "answers"}
             row["share_of_full"] = d.steps_per_seed / truth.steps_per_seed
@@ -250,12 +299,20 @@ def figures(table: Mapping[str, Any], branch: Mapping[str, Any], k: int = K, rep
                                       **paired_difference(reps[d.name]["answers"], reps[other.name]["answers"], me)})
     for d in have:
         out["best"].append(best_g(d, MIN_EFFECTS[0]))
+    named = {d.name: d for d in have}
+    out["changes"] = []
+    for branched, scratch in ((f"branched at {BRANCH}, +40 steps", f"scratch, {FULL} steps"),
+                              (f"branched at {BRANCH}, +20 steps", "scratch, 40 steps")):  # the same last step
+        if branched in named and scratch in named:
+            out["changes"].append({"design": branched, "against": scratch,
+                                   "arms": effect_change(named[branched], named[scratch], base)})
     out["reproduced"] = _reproduced(table, branch.get("rows", []))
     return out
 
 
 def _seconds(table: Mapping[str, Any], branch: Mapping[str, Any]) -> dict[str, float | None]:
-    """Measured seconds per seed: the full run's 5 trials (table) and the branched design's prefix + 5 branches."""
+    """Measured seconds per seed (medians): the full run's 5 trials (the table, built at another time and load) and
+    the branched design's prefix + 5 branches."""
     full = [r["seconds"] for r in table["rows"] if r.get("seconds") is not None]
     rows = branch.get("rows", [])
     per_seed: dict[int, float] = {}
@@ -263,8 +320,9 @@ def _seconds(table: Mapping[str, Any], branch: Mapping[str, Any]) -> dict[str, f
         if r.get("seconds") is not None:
             per_seed[r["seed"]] = per_seed.get(r["seed"], 0.0) + float(r["seconds"])
     whole = [v for s, v in per_seed.items() if sum(1 for r in rows if r["seed"] == s) == 1 + len(GENERATIONS)]
-    return {"full_per_seed": statistics.fmean(full) * len(GENERATIONS) if full else None,
-            "branched_per_seed": statistics.fmean(whole) if whole else None}
+    # medians: a session's first trial carries its start-up
+    return {"full_per_seed": statistics.median(full) * len(GENERATIONS) if full else None,
+            "branched_per_seed": statistics.median(whole) if whole else None}
 
 
 def _reproduced(table: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -407,13 +465,18 @@ def _print(fig: dict[str, Any]) -> None:
     rep = fig["reproduced"]
     print(f"rebuilt prefix equals the table's baseline at step {BRANCH}: {rep['prefix_equal']}/{rep['prefix_total']}; "
           f"branched baseline equals it at step {BRANCH + BRANCH_STEPS}: {rep['resume_equal']}/{rep['resume_total']}")
+    te = fig["truth_error"]
+    print(f"the full-run truth's own noise: {fig['labels'][te['arms'][0]].split(',')[0]} minus "
+          f"{fig['labels'][te['arms'][1]].split(',')[0]} (its two best arms) over {te['held']} held-out seeds has a "
+          f"standard error of {te['se']:.4f}; replays draw from the {fig['pool']} seeds every design has")
     print()
     print("| design | steps per seed | share of full-run trials | min_effect | within (full-run truth) | regret | within (own truth) | answers |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for r in fig["rows"]:
         counts = ", ".join(f"{fig['labels'][a].split(',')[0]}: {n}" for a, n in r["answer_counts"].items() if n)
-        print(f"| {r['design']} | {r['steps'] // r['k']} | {r['share_of_full']:.2f} | {r['min_effect']:g} | "
-              f"{r['within']:.3f} | {r['regret']:.4f} | {r['own_within']:.3f} | {counts} |")
+        own = "" if r["own_within"] is None else f"{r['own_within']:.3f}"
+        print(f"| {r['design']} | {r['steps'] // r['k'] if r['k'] else 0} | {r['share_of_full']:.2f} | {r['min_effect']:g} | "
+              f"{r['within']:.3f} | {r['regret']:.4f} | {own} | {counts} |")
     print()
     for p in fig["paired"]:
         print(f"within({p['design']}) - within({p['against']}) at {p['min_effect']:g}: {p['difference']:+.3f} "
@@ -425,6 +488,12 @@ def _print(fig: dict[str, Any]) -> None:
                          for a, v in arms)
         eps = ", ".join(fig["labels"][a].split(",")[0] for a in b["eps_best"])
         print(f"{b['design']} ({b['seeds']} seeds): {text}; within {MIN_EFFECTS[0]} of the best: {{{eps}}}")
+    for c in fig["changes"]:
+        print()
+        print(f"G's effect (arm minus the baseline) under {c['design']} vs {c['against']}, paired over seeds:")
+        for a, v in c["arms"].items():
+            print(f"  {fig['labels'][a].split(',')[0]}: {v['effect_a']:+.3f} vs {v['effect_b']:+.3f}, change "
+                  f"{v['change']:+.3f} ± {v['ci95']:.3f} (95%, {v['seeds']} seeds)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -96,9 +96,22 @@ def test_figures_pair_every_branched_design_with_every_scratch_one_on_the_seeds_
              "curve": [[20, 0.1], [30, v - 0.2], [40, v - 0.1], [60, v]]}
             for a in ARMS for s, v in full[a].items() if s < 10]  # two seeds short: the pool is the 10 all designs have
     fig = bench.figures(table, {"rows": rows}, k=4, replays=5)
-    assert fig["pool"] == 10 and len(fig["rows"]) == 6 * len(bench.MIN_EFFECTS)
+    assert fig["pool"] == 10 and len(fig["rows"]) == (1 + 6) * len(bench.MIN_EFFECTS)  # the no-study control too
     assert len(fig["paired"]) == 3 * 3 * len(bench.MIN_EFFECTS)
     by = {(r["design"], r["min_effect"]): r for r in fig["rows"]}
     assert by[("branched at 20, +40 steps", 0.02)]["within"] == 1.0  # it measures what the full run gets
     assert by[("scratch, 20 steps", 0.02)]["within"] == 0.0  # at step 20 this table ranks c first
+    control = by[("no study: keep the baseline (G=a)", 0.02)]
+    assert control["within"] == 0.0 and control["regret"] == pytest.approx(0.1, abs=0.01) and control["steps"] == 0
+    assert fig["truth_error"]["arms"] == ["b", "a"] and fig["truth_error"]["held"] == 12 - 4
     assert by[("branched at 20, +20 steps", 0.02)]["share_of_full"] == pytest.approx((20 + 5 * 20) / (5 * 60))
+
+
+def test_a_change_in_one_arms_effect_is_measured_paired_over_seeds():
+    scratch = bench.Design("scratch", _flat({"a": 0.5, "b": 0.5, "c": 0.4}, 20), 300)
+    values = {arm: dict(v) for arm, v in scratch.values.items()}
+    values["b"] = {s: v - 0.07 for s, v in values["b"].items()}  # b loses 0.07 when it branches; c does not
+    change = bench.effect_change(bench.Design("branched", values, 220), scratch, "a")
+    assert change["b"]["change"] == pytest.approx(-0.07) and change["b"]["ci95"] < 0.01
+    assert change["c"]["change"] == pytest.approx(0.0, abs=1e-12)
+    assert change["b"]["effect_b"] == pytest.approx(change["b"]["effect_a"] + 0.07) and set(change) == {"b", "c"}
