@@ -56,9 +56,9 @@ def test_a_design_that_ranks_the_arms_backwards_is_never_within_and_pays_the_gap
     r = bench.replay(backwards, truth, 6, 0.02, replays=20)
     assert r["within"] == 0.0 and r["regret"] == pytest.approx(0.2, abs=0.01)  # it answers c; the run's best is b
     assert r["own_within"] == 1.0 and r["own_regret"] < 0.01  # by its own measure it looks right: why both are shown
-    assert r["steps"] == 6 * 60
+    assert r["steps"] == 6 * 60 and r["wrong"] == 1.0  # c is 0.2 behind b on all the truth's seeds
     same = bench.replay(truth, truth, 6, 0.02, replays=20)
-    assert same["within"] == 1.0 and same["regret"] < 0.01
+    assert same["within"] == 1.0 and same["regret"] < 0.01 and same["wrong"] == 0.0
 
 
 def test_every_replay_is_scored_on_seeds_it_did_not_see_and_designs_share_the_draws():
@@ -103,6 +103,7 @@ def test_figures_pair_every_branched_design_with_every_scratch_one_on_the_seeds_
     assert by[("scratch, 20 steps", 0.02)]["within"] == 0.0  # at step 20 this table ranks c first
     control = by[("no study: keep the baseline (G=a)", 0.02)]
     assert control["within"] == 0.0 and control["regret"] == pytest.approx(0.1, abs=0.01) and control["steps"] == 0
+    assert control["wrong"] == 1.0
     assert fig["truth_error"]["arms"] == ["b", "a"] and fig["truth_error"]["held"] == 12 - 4
     assert by[("branched at 20, +20 steps", 0.02)]["share_of_full"] == pytest.approx((20 + 5 * 20) / (5 * 60))
 
