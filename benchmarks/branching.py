@@ -1,6 +1,6 @@
 """Arms that branch from one shared prefix against arms trained from scratch: which G, at what compute.
 
-    nice -n 19 python benchmarks/branching.py --seeds 40     # train the branches (resumable, ~1 min a seed on 1 core)
+    nice -n 19 python benchmarks/branching.py --seeds 40     # train the branches (resumable; 40 seeds took 25 min on 1 shared core)
     python benchmarks/branching.py --from-table               # the figures from the committed tables, no training
 
 Issue 39 asks whether a study whose arms branch from one shared prefix answers "which G" as often
