@@ -3,6 +3,7 @@ validation and the ledger's dependency, without training (tests/test_branching_e
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import optuna
@@ -122,3 +123,16 @@ def test_a_queued_prefix_is_not_cancelled_with_its_arm():
     study = branching()
     ostudy = _study_with_plan(study)
     assert ledger.cancel_queued(ostudy, [study_plan(study)[0].arm.key], "dropped") == 0
+
+
+def test_a_branch_point_placed_only_when_the_dataset_is_read_is_refused_like_a_validation_problem():
+    """Open R1's recipe warms up for 0.1 of a full run counted in epochs over a hub dataset: without its size
+    (budget.full_run.prompts) the branch point cannot be placed, and `plan` says so as it says any problem."""
+    from helpers import cli_inprocess
+
+    openr1 = str(ROOT / "studies/openr1-1.5b-numina-8gpu.yaml")
+    res = cli_inprocess("plan", openr1, "--set", "budget.branch_from=warmup")
+    assert res.returncode == 2 and "budget.branch_from: warmup is 0.1 of the full run" in res.stderr, res.stderr
+    assert "budget.full_run.prompts" in res.stderr
+    placed = cli_inprocess("plan", openr1, "--set", "budget.branch_from=warmup", "--set", "budget.full_run.prompts=93733")
+    assert placed.returncode == 0 and re.search(r"^\s+0\. prefix\s+G=7", placed.stdout, re.M), placed.stdout
