@@ -13,6 +13,7 @@ from grpo_ablate import trial_record as record
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.plan import racing_round, resolved_trial_count, study_plan
 from grpo_ablate.study import ledger
+from grpo_ablate.study.runner import blocked_branches
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.spec import StartFrom, TrialResult
@@ -110,6 +111,9 @@ def test_branches_are_queued_only_once_their_seeds_prefix_completed(tmp_path):
     assert queue_ready_branches(ostudy, study) == 0  # a failed prefix starts no branch
     trials = ostudy.get_trials(deepcopy=False)
     assert {record.seed_of(t) for t in trials if not record.is_prefix(t)} == {0}
+    # the end of the run says why seed 1's arms never ran
+    assert blocked_branches(ostudy, study) == ["seed 1: its prefix (trial 1) failed (it broke), so its 3 branch(es) "
+                                               "did not run"]
     prefix = trials[0]
     # a prefix is no arm's result: the report, the race and the verdict read arms through these
     assert record.is_prefix(prefix) and not record.is_result(prefix) and record.arm_of(prefix) is None
@@ -136,3 +140,17 @@ def test_a_branch_point_placed_only_when_the_dataset_is_read_is_refused_like_a_v
     assert "budget.full_run.prompts" in res.stderr
     placed = cli_inprocess("plan", openr1, "--set", "budget.branch_from=warmup", "--set", "budget.full_run.prompts=93733")
     assert placed.returncode == 0 and re.search(r"^\s+0\. prefix\s+G=7", placed.stdout, re.M), placed.stdout
+
+
+def test_a_race_queues_the_branches_of_its_live_arms_only(tmp_path):
+    study = branching("study.seeds=[0, 1, 2]", "study.racing={first_round_seeds: 2}")
+    ostudy = optuna.create_study(storage=optuna.storages.InMemoryStorage(), directions=study.directions)
+    assert ledger.queue(ostudy, study, racing_round(study, 1)) == 2  # the round's two prefixes, no branch yet
+    _finish(ostudy, study, 0, Outcome.COMPLETED, tmp_path / "00000")
+    live = study_plan(study)[2].arm.key
+    ledger.set_race(ostudy, {"round": 1, "live": [live], "decided": False})
+    assert queue_ready_branches(ostudy, study) == 1
+    assert [record.cell_key(t) for t in ostudy.get_trials(deepcopy=False)][-1] == study_plan(study)[2].key
+    ledger.set_race(ostudy, {"round": 1, "live": [live], "decided": True})
+    _finish(ostudy, study, 1, Outcome.COMPLETED, tmp_path / "00001")
+    assert queue_ready_branches(ostudy, study) == 0  # a decided race runs nothing more
