@@ -173,7 +173,8 @@ def _run_until(path_of: "callable", study: Path, log: Path) -> None:
         proc.wait(timeout=60)
 
 
-def test_killing_the_run_during_the_prefix_and_during_a_branch_loses_nothing_and_trains_nothing_twice(tmp_path):
+def test_killing_the_run_during_the_prefix_and_during_a_branch_loses_nothing_and_trains_nothing_twice(tmp_path,
+                                                                                                        warm_session):
     """One seed, one arm (the baseline: its branch is the one trial after the prefix), and longer trials than the
     module's study (a prefix of 6 steps, a branch of 4, a checkpoint every step), so each kill, sent once a
     checkpoint is sealed, lands seconds before the trial could end."""
@@ -191,9 +192,9 @@ def test_killing_the_run_during_the_prefix_and_during_a_branch_loses_nothing_and
 
     # 2. rerun: the prefix resumes; killed in the branch once its step-7 checkpoint is sealed (three steps before its end)
     _run_until(branch_checkpoint, study, log)
-    # 3. rerun to the end
-    res = subprocess.run([sys.executable, "-m", "grpo_ablate", "run", str(study)], cwd=ROOT, capture_output=True,
-                         text=True, env=cli_env(PYTHONPATH=str(TESTS)), timeout=600)
+    # 3. rerun to the end (in this process, its trial in the suite's warm session: no kill here)
+    with lend_launchers(LauncherPool(launchers={"warm": warm_session})):
+        res = cli_inprocess("run", str(study), PYTHONPATH=str(TESTS))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     trials = _trials(out)
     done = [record.cell_key(t) for t in trials if record.outcome(t).value == "completed"]
