@@ -146,6 +146,21 @@ def test_a_branch_starts_from_the_shared_checkpoint_bit_for_bit(branched, tmp_pa
         assert resumed[key] == first[key], key
 
 
+def test_a_prefix_seals_its_last_step_even_when_the_study_takes_no_checkpoints(tmp_path, warm_session):
+    """study.checkpoint_steps: null still seals the prefix's last step (checkpoint "final"), verified as a resume is."""
+    from dataclasses import replace
+
+    from grpo_ablate.trainer import checkpoints
+    from helpers import tiny_spec
+
+    spec = replace(tiny_spec(tmp_path / "prefix", steps=2, num_prompts=200, per_device_train_batch_size=16),
+                   checkpoint={"every": None, "keep": False, "final": True})
+    assert warm_session.run(spec).outcome.value == "completed"
+    sealed = checkpoints.sealed_checkpoints(spec.path)
+    assert [c.step for c in sealed] == [2]
+    assert checkpoints.verify(sealed[0], checkpoints.spec_fingerprint(json.loads(spec.to_json()))) is None
+
+
 # ---------------------------------------------------------------- killed and rerun
 
 
