@@ -18,6 +18,7 @@ import math
 from typing import TYPE_CHECKING
 
 from grpo_ablate.cost import full_run_steps, parse_share
+from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.estimate import training_prompts
 from grpo_ablate.vocab import PREFIX_ROLE
 
@@ -27,8 +28,15 @@ if TYPE_CHECKING:
 __all__ = ["PREFIX_ROLE", "branch_step", "BranchError"]
 
 
-class BranchError(ValueError):
-    """budget.branch_from names a point this study cannot place (no warmup, no known full run); says which key fixes it."""
+class BranchError(StudyError):
+    """budget.branch_from names a point this study cannot place (no warmup, no known full run); says which key fixes it.
+
+    A StudyError with one problem at budget.branch_from, so every command reports it as it reports a
+    validation problem (config/validate.py catches what the file alone shows; a full run counted in
+    epochs over a dataset whose size is read only here is placed, or refused, here)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([Problem(path="budget.branch_from", message=message.removeprefix("budget.branch_from: "))])
 
 
 def _full_run_steps(study: "Study") -> int | None:

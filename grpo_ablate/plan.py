@@ -13,15 +13,21 @@ each into a trial.
   `grpo-ablate advise --enqueue` adds its top prediction as one more arm (role "advise") when
   the ablation lacks it; the arm is kept in advise.json (`advised_arms`), so `plan`, `run` and
   every later run count and queue the same cells.
+
+With `budget.branch_from` (branching.py) each seed's cells start with its prefix (role
+PREFIX_ROLE): the baseline arm trained once to the branch step B. The seed's other cells are its
+branches: each trains the study's per-trial budget from step B on, from the prefix's sealed
+checkpoint; the ledger queues them only once that prefix has completed.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from grpo_ablate.branching import branch_step
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import default_pair, generated_completions
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.vocab import PREFIX_ROLE, Arm, Cell
 from grpo_ablate.files.advise_file import advised_arms as saved
 from grpo_ablate.files.owned import Owner
 
@@ -29,7 +35,8 @@ if TYPE_CHECKING:
     from grpo_ablate.config import FloatRange, Study
 
 __all__ = ["racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
-           "batch_is_searched", "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE"]
+           "batch_is_searched", "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "prefix_cell",
+           "is_prefix_cell"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 ADVISE_ROLE = "advise"  # the role of a cell advise queued
@@ -91,8 +98,31 @@ def completions_per_trial(study: "Study") -> int | None:
     return generated_completions(study.space.shape, max_steps=steps, completions=study.budget.completions)
 
 
+def prefix_cell(study: "Study", seed: int) -> Cell:
+    """The seed's shared prefix (budget.branch_from): the baseline arm, trained once to the branch step."""
+    return Cell(baseline_arm(study), seed, PREFIX_ROLE)
+
+
+def is_prefix_cell(cell: Cell) -> bool:
+    return cell.role == PREFIX_ROLE
+
+
 def study_plan(study: "Study") -> list[Cell]:
-    """Every trial a grid or ablation study runs, in order; empty for adaptive samplers."""
+    """Every trial a grid or ablation study runs, in order; empty for adaptive samplers.
+
+    A branching study (branching.branch_step is not None) puts each seed's prefix before that
+    seed's cells, which are then its branches."""
+    cells = _arm_cells(study)
+    if not cells or branch_step(study) is None:
+        return cells
+    out: list[Cell] = []
+    for seed in dict.fromkeys(c.seed for c in cells):
+        out.append(prefix_cell(study, seed))
+        out.extend(c for c in cells if c.seed == seed)
+    return out
+
+
+def _arm_cells(study: "Study") -> list[Cell]:
     seeds = list(study.study.seeds)
     if study.study.sampler == "grid":
         cells = [
@@ -114,18 +144,22 @@ def study_plan(study: "Study") -> list[Cell]:
 
 def racing_round(study: "Study", round_no: int, live: set[str] | None = None) -> list[Cell]:
     """The cells a racing study queues for a round: round 1 is every arm on the first seeds,
-    each later round one more seed for the arms still in contention (`live`, arm keys)."""
+    each later round one more seed for the arms still in contention (`live`, arm keys). A
+    branching study's round includes its seeds' prefixes, whatever arms are live (every branch
+    of the seed starts from it)."""
     racing = study.study.racing
     assert racing is not None
     seeds = list(study.study.seeds)
     first = racing.first_round_seeds
     chosen = seeds[:first] if round_no <= 1 else seeds[first + round_no - 2:first + round_no - 1]
     cells = [c for c in study_plan(study) if c.seed in chosen]
-    return [c for c in cells if live is None or c.arm.key in live]
+    return [c for c in cells if live is None or c.arm.key in live or is_prefix_cell(c)]
 
 
 def resolved_trial_count(study: "Study") -> int:
-    """The number of finished trials the study aims for, over every run and host."""
+    """The number of finished trials the study aims for, over every run and host.
+
+    A branching study's prefixes are trials and count (one per seed): the plan holds them."""
     if study.study.n_trials:
         return study.study.n_trials
     if study.is_planned:

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.vocab import HEADLINE_METRICS, Arm, Cell, Outcome
+from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Arm, Cell, Outcome
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial, Trial
@@ -32,6 +32,7 @@ __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "OWNER_RUN", "TRIAL_DIR",
     "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "CANCELLED", "RESUMED_FROM",
+    "BRANCHED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # roles
@@ -40,7 +41,7 @@ __all__ = [
     "outcome_of", "outcome", "reason", "is_cancelled", "is_copy", "ran_here", "is_finished", "is_result", "seed_of",
     "arm_of", "cell_of", "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED", "REASON_CHARS",
     "trial_dir", "role_of", "cell_key", "copy_source", "retry_of", "resumed_from", "recorded_metrics", "queued_params",
-    "orchestrator_rss_mb", "stored_attrs",
+    "orchestrator_rss_mb", "stored_attrs", "is_prefix", "branched_from",
     # the study's own attributes, typed
     "StudyAttrs", "study_attrs",
 ]
@@ -67,6 +68,7 @@ PRUNED_AT = "pruned_at_completions"
 CANCELLED = "cancelled"  # why a queued cell was removed before it ran (a settled arm's): never a result, never run
 ORCHESTRATOR_RSS = "orchestrator_rss_mb"  # benchmarks/workers.py checks it stays flat
 RESUMED_FROM = "resumed_from_step"  # a retry that resumed its predecessor's checkpoint: the step it resumed at
+BRANCHED_FROM = "branched_from"  # a branch: {"trial": its seed's prefix trial, "step": the step it started from}
 OOM_CONSTRAINT = "oom"  # the constraint: -1 fits in memory, +1 ran out (a COMPLETE trial the sampler learns from)
 
 # study user attributes
@@ -154,8 +156,29 @@ def is_finished(ft: "FrozenTrial") -> bool:
 
 
 def is_result(ft: "FrozenTrial") -> bool:
-    """A completed trial with objective values: never an out-of-memory trial's placeholder zeros."""
-    return outcome(ft) is Outcome.COMPLETED and bool(ft.values)
+    """An arm's result: a completed trial with objective values, never an out-of-memory trial's
+    placeholder zeros, never a branching study's prefix (the shared start of its seed's arms)."""
+    return outcome(ft) is Outcome.COMPLETED and bool(ft.values) and not is_prefix(ft)
+
+
+def is_prefix(ft: "FrozenTrial | Trial") -> bool:
+    """A branching study's prefix (budget.branch_from): the baseline trained once per seed to the branch step.
+
+    It is no arm's result (`is_result`, `arm_of` leave it out: the report, the race and the verdict
+    read arms through them), but it ran and spent compute: it is finished, counted and priced once
+    per seed."""
+    return ft.user_attrs.get(ROLE) == PREFIX_ROLE
+
+
+def branched_from(ft: "FrozenTrial | Trial") -> tuple[int, int] | None:
+    """A branch's (prefix trial number, step it started from); None for a trial that started from the model."""
+    raw = ft.user_attrs.get(BRANCHED_FROM)
+    if not isinstance(raw, Mapping):
+        return None
+    number, step = raw.get("trial"), raw.get("step")
+    if isinstance(number, int) and isinstance(step, int) and not isinstance(number, bool) and not isinstance(step, bool):
+        return number, step
+    return None
 
 
 def seed_of(trial: "FrozenTrial | Trial | Mapping[str, Any]") -> int | None:
@@ -172,10 +195,13 @@ def seed_of(trial: "FrozenTrial | Trial | Mapping[str, Any]") -> int | None:
 
 
 def arm_of(ft: "FrozenTrial | Trial", params: Mapping[str, Any] | None = None) -> Arm | None:
-    """The trial's arm from its attributes (Cell.as_attrs wrote its knobs); None before they were written.
+    """The trial's arm from its attributes (Cell.as_attrs wrote its knobs); None before they were written,
+    and None for a branching study's prefix, which is no arm's trial (`is_prefix`).
 
     `params`: knobs to fall back on (the report passes the arm fields of the trial's params, for a
     trial that failed before writing its attributes); an attribute wins over a param."""
+    if is_prefix(ft):
+        return None
     return Arm.from_mapping({**(params or {}), **ft.user_attrs})
 
 

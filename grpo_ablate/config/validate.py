@@ -60,6 +60,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_search(sf, space)
     problems += _check_study(sf, space)
     problems += _check_budget(sf, warnings)
+    problems += _check_branching(sf)
     problems += _check_gpus(sf)
     _note_cpu_precision(sf, warnings)
     problems += _check_trackers(sf)
@@ -269,6 +270,42 @@ def _check_budget(sf: StudyFile, warnings: list[str]) -> list[Problem]:
                 problems.append(Problem(path="budget.max_steps", message=(
                     f"{cap} step(s) log {rows} reward row(s), and the objective {o.metric} needs {need} "
                     f"(bounds.py): every trial would end without it; raise budget.max_steps")))
+    return problems
+
+
+def _check_branching(sf: StudyFile) -> list[Problem]:
+    """budget.branch_from: what a shared prefix needs, checked here on the file; grpo_ablate/branching.py places
+    the step (a share of a full run counted in epochs over the dataset is placed when the dataset is read)."""
+    b = sf.budget
+    raw = b.branch_from
+    if raw is None:
+        return []
+    path = "budget.branch_from"
+    problems: list[Problem] = []
+    if sf.study.sampler not in ("grid", "ablation"):
+        problems.append(Problem(path=path, message=(
+            f"arms branch from a prefix planned per seed, which study.sampler {sf.study.sampler!r} has no plan for: "
+            "use the grid or ablation sampler, or set budget.branch_from: none")))
+    if b.max_steps is None and b.completions is None:
+        problems.append(Problem(path=path, message=(
+            "a branch trains its budget from the branch point on, counted in steps: give budget.max_steps or "
+            "budget.completions (tokens or seconds alone cannot place its end)")))
+    if b.lr_schedule == "compressed" or b.full_run is None:
+        problems.append(Problem(path=path, message=(
+            "every branch continues the learning-rate schedule of the full run from the branch point, so the "
+            "schedule must be the full run's: set budget.full_run (max_steps, or num_train_epochs with "
+            "num_generations) and leave budget.lr_schedule unset or `prefix`")))
+    given = sf.trainer.get("warmup_steps")
+    warmup = float(given) if isinstance(given, (int, float)) and not isinstance(given, bool) else 0.0
+    if raw == "warmup" and not warmup > 0:
+        problems.append(Problem(path=path, message=(
+            "warmup, but the trainer has no warmup (trainer.warmup_steps unset or 0): give a step count instead")))
+    full = b.full_run.max_steps if b.full_run is not None else None
+    step = raw if isinstance(raw, int) else (int(warmup) if raw == "warmup" and warmup >= 1 else None)
+    if step is not None and full is not None and step >= full:
+        problems.append(Problem(path=path, message=(
+            f"the branch point, step {step}, is not inside the full run's {full} steps (budget.full_run.max_steps): "
+            "branch earlier")))
     return problems
 
 

@@ -35,14 +35,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.trial_record import (ARM_KEY, BASELINE, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
+from grpo_ablate.branching import branch_step
+from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
                                       HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, OWNER_RUN, PID,
                                       PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
                                       RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, StudyAttrs, arm_of,
                                       cell_key, cell_of, counted_retries, is_cancelled, is_copy, is_finished, is_result,
-                                      outcome, outcome_of, owner, owner_run, predecessor_dirs, ran_here, reason, retry_of,
-                                      seed_of, study_attrs, trial_dir)
-from grpo_ablate.vocab import HEADLINE_METRICS, Cell, Outcome
+                                      is_prefix, outcome, outcome_of, owner, owner_run, predecessor_dirs, ran_here, reason,
+                                      retry_of, seed_of, study_attrs, trial_dir, branched_from)
+from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Cell, Outcome
 from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
 if TYPE_CHECKING:
@@ -56,13 +57,15 @@ if TYPE_CHECKING:
 __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "OWNER_RUN", "TRIAL_DIR",
-    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "RESUMED_FROM",
+    "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "RESUMED_FROM", "BRANCHED_FROM",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # reading (trial_record's)
     "outcome_of", "outcome", "reason", "is_copy", "ran_here", "is_finished", "is_result", "seed_of", "arm_of", "cell_of",
     "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED", "cell_key", "trial_dir", "retry_of",
-    "StudyAttrs", "study_attrs",
+    "StudyAttrs", "study_attrs", "is_prefix", "branched_from",
+    # branching
+    "completed_prefixes", "record_branched_from",
     # writing
     "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at", "record_resumed_from",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
@@ -93,18 +96,34 @@ def queue(ostudy: "optuna.Study", study: "Study", cells: Iterable[Cell]) -> int:
     """Queue the cells the study does not hold yet (run, running, queued or imported); how many were queued.
 
     Cells are matched on CELL, so two seeds of one arm (the same params) are both queued, and a
-    cell a warm start imported is never run again.
+    cell a warm start imported is never run again. In a branching study (budget.branch_from) a
+    seed's branches wait for its prefix: a cell other than a prefix is queued only once its
+    seed's prefix has completed (`completed_prefixes`); the lifecycle queues them then, and a
+    resumed run queues those a crash left behind.
     """
-    have = {t.user_attrs.get(CELL) for t in ostudy.get_trials(deepcopy=False)}
+    trials = ostudy.get_trials(deepcopy=False)
+    have = {t.user_attrs.get(CELL) for t in trials}
+    ready = completed_prefixes(trials) if branch_step(study) is not None else None
     n = 0
     for c in cells:
         encoded = cell_params(study, c.arm)
         if c.key in have or encoded is None:
             continue
+        if ready is not None and c.role != PREFIX_ROLE and c.seed not in ready:
+            continue
         enqueue(ostudy, encoded[0], {ROLE: c.role, CELL: c.key})
         have.add(c.key)
         n += 1
     return n
+
+
+def completed_prefixes(trials: Sequence["FrozenTrial"]) -> dict[int, "FrozenTrial"]:
+    """Each seed's completed prefix trial (the last one, should a seed have two), by seed."""
+    out: dict[int, "FrozenTrial"] = {}
+    for t in trials:
+        if is_prefix(t) and outcome(t) is Outcome.COMPLETED and (seed := seed_of(t)) is not None:
+            out[seed] = t
+    return out
 
 
 def ask(ostudy: "optuna.Study", planned: bool) -> "optuna.Trial | None":
@@ -227,6 +246,11 @@ def record_orchestrator_rss(trial: "optuna.Trial", megabytes: float) -> None:
 def record_resumed_from(trial: "optuna.Trial", step: int) -> None:
     """A retry that resumed its predecessor's checkpoint: the optimizer step it resumed at."""
     trial.set_user_attr(RESUMED_FROM, step)
+
+
+def record_branched_from(trial: "optuna.Trial", prefix: int, step: int) -> None:
+    """A branch's prefix trial and the step it starts from: who depends on whom."""
+    trial.set_user_attr(BRANCHED_FROM, {"trial": int(prefix), "step": int(step)})
 
 
 def record_pruned_at(trial: "optuna.Trial", completions: int) -> None:
@@ -371,7 +395,7 @@ def cancel_queued(ostudy: "optuna.Study", arm_keys: Iterable[str], why: str) -> 
         key = cell.arm.key if cell is not None else t.user_attrs.get(ARM_KEY)
         if key is None and isinstance(t.user_attrs.get(CELL), str):
             key = t.user_attrs[CELL].rsplit("|seed", 1)[0]
-        if key not in keys:
+        if key not in keys or is_prefix(t):  # a prefix is every arm's start on its seed, no arm's own
             continue
         trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
         if storage.get_trial(trial_id).state != TrialState.WAITING:

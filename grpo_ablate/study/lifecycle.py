@@ -17,6 +17,7 @@ trial in the study goes through study/ledger.py, which maps outcomes to Optuna s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -33,9 +34,14 @@ from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.errors import machine_fault
+from grpo_ablate.branching import branch_step
+from grpo_ablate.study.setup import queue_ready_branches
+from grpo_ablate.trainer import checkpoints
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
+from grpo_ablate.trainer.spec import StartFrom
 from grpo_ablate.launch import finish, launcher_for, request_stop
-from grpo_ablate.vocab import EVAL_FILE, LOG_FILE, RESULT_FILE, SPEC_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name
+from grpo_ablate.vocab import (EVAL_FILE, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, TRIALS_DIR, Cell, Outcome,
+                               trial_dir_name)
 from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
 from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
 
@@ -49,6 +55,10 @@ __all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "StorageUna
 
 # a trial that ended with one of these left a result worth recording; a retry records it instead of training again
 _RECORDABLE = (Outcome.COMPLETED.value, Outcome.PRUNED.value, Outcome.OOM.value)
+
+
+class BranchNotReady(Exception):
+    """A branch whose seed's prefix has not completed, or whose checkpoint is gone: it cannot start."""
 
 
 class StorageUnavailable(Exception):
@@ -194,9 +204,14 @@ class TrialLifecycle:
                 if env.get("CUDA_VISIBLE_DEVICES") == "":
                     share = claim_cpu_share(self.workers, self.study.world_size)
                     env = {**env, **share.env()}
-                spec = build_spec(self.study, cell, run.trial_dir, env, timeout=self.trial_timeout_s)
+                start_from = self._branch_point(trial, cell)
+                spec = build_spec(self.study, cell, run.trial_dir, env, timeout=self.trial_timeout_s, start_from=start_from)
                 finished = self._finished_predecessor(trial, spec)
+                if finished is not None and cell.role == PREFIX_ROLE:  # its sealed last step is its branches' start
+                    carry_over(finished, run.trial_dir, move=_inside(finished, (self.study.output_dir / TRIALS_DIR).resolve()))
                 resumed = None if finished is not None else self._resume_predecessor(trial, run.trial_dir)
+            except BranchNotReady as e:
+                return self._failed(trial, str(e))
             except OSError as e:
                 return self._fault(trial, "preparing the trial", e)
             except Exception as e:  # noqa: BLE001 - a trial that cannot be set up fails, the study goes on
@@ -205,6 +220,10 @@ class TrialLifecycle:
             self.say(f"[trial {trial.number}] start {cell.role}: {cell.arm.label}, seed {cell.seed}"
                      + (f", {share.threads} thread(s)" if share else "")
                      + (f", resuming trial {resumed[0]}'s checkpoint at step {resumed[1]}" if resumed else "")
+                     + (f", branching from step {start_from.step} of {Path(start_from.checkpoint).parent.parent.name}"
+                        if start_from is not None and not resumed else "")
+                     + (f", steps 1-{spec.max_steps}: the shared prefix of seed {cell.seed}'s arms"
+                        if cell.role == PREFIX_ROLE else "")
                      + f" -> {run.trial_dir}")
             if self.heartbeat:
                 self._start_heartbeat(trial.number, beat)
@@ -222,7 +241,10 @@ class TrialLifecycle:
             try:  # from here on the result is on disk, and stays there until the storage has recorded it
                 upload_trial_artifacts(self.artifacts, trial, run.trial_dir)
                 ledger.record_orchestrator_rss(trial, _rss_mb())
-                ended = self._tell(trial, result)
+                if cell.role == PREFIX_ROLE:
+                    ended = self._tell_prefix(trial, cell, spec, result)
+                else:
+                    ended = self._tell(trial, result)
             except Exception as e:
                 fault = machine_fault(e)
                 if fault is None:
@@ -232,7 +254,9 @@ class TrialLifecycle:
                     f"Its result.json and last checkpoint are kept in {run.trial_dir}; once the storage is back, run the "
                     "same `grpo-ablate run` again: it records this trial from its files instead of training it again."
                 ) from None
-            if ended.outcome != Outcome.INTERRUPTED.value and not self.study.study.keep_checkpoints:
+            # a prefix's last checkpoint is the study's shared state: its branches (and their retries) start there
+            if ended.outcome != Outcome.INTERRUPTED.value and not self.study.study.keep_checkpoints \
+                    and not (cell.role == PREFIX_ROLE and ended.outcome == Outcome.COMPLETED.value):
                 remove_checkpoints(run.trial_dir)  # ended for good and recorded: no retry will resume them
                 if finished is not None and _inside(finished, (self.study.output_dir / TRIALS_DIR).resolve()):
                     remove_checkpoints(finished)
@@ -242,6 +266,44 @@ class TrialLifecycle:
             if share is not None:
                 share.release()
             self.registry.unregister(trial.number)
+
+    def _branch_point(self, trial: "optuna.Trial", cell: Cell) -> StartFrom | None:
+        """A branching study's branch: its seed's completed prefix's sealed checkpoint at the branch step
+        (recorded on the trial: who depends on whom); None for a prefix or a study that does not branch."""
+        step = branch_step(self.study)
+        if step is None or cell.role == PREFIX_ROLE:
+            return None
+        prefix = ledger.completed_prefixes(self.ostudy.get_trials(deepcopy=False)).get(cell.seed)
+        if prefix is None:
+            raise BranchNotReady(f"seed {cell.seed}'s prefix has not completed: a branch starts from its checkpoint "
+                                 f"at step {step} (budget.branch_from)")
+        folder = ledger.trial_dir(prefix)
+        point = checkpoints.checkpoints_dir(folder) / f"checkpoint-{step}" if folder else None
+        if point is None or not point.is_dir():
+            raise BranchNotReady(f"seed {cell.seed}'s prefix (trial {prefix.number}) left no checkpoint at step {step} "
+                                 f"({point or 'no trial folder'}): was it removed by hand? Remove the prefix trial's "
+                                 "record (or the study) to train it again")
+        ledger.record_branched_from(trial, prefix.number, step)
+        return StartFrom(os.fspath(point), step)
+
+    def _tell_prefix(self, trial: "optuna.Trial", cell: Cell, spec: Any, result: "TrialResult") -> Ended:
+        """A prefix's end. Completed only with its sealed, verified checkpoint at the branch step (else it failed:
+        no branch could start); then, under the registry's lock (no worker sees an empty queue with nothing
+        running in between), its seed's branches are queued."""
+        if result.outcome is Outcome.COMPLETED:
+            found = next((c for c in checkpoints.sealed_checkpoints(spec.path) if c.step == spec.max_steps), None)
+            why = "no sealed checkpoint at its last step" if found is None else \
+                checkpoints.verify(found, checkpoints.spec_fingerprint(json.loads(spec.to_json())))
+            if why is not None:
+                result = dataclasses.replace(result, outcome=Outcome.FAILED,
+                                             reason=f"the prefix finished, but its branches cannot start from it: {why}")
+        with self.registry.lock:
+            ended = self._tell(trial, result)
+            if ended.outcome == Outcome.COMPLETED.value:
+                n = queue_ready_branches(self.ostudy, self.study)
+                self.say(f"[trial {trial.number}] seed {cell.seed}'s prefix is sealed at step {spec.max_steps}: "
+                         f"queued {n} branch(es)")
+        return ended
 
     def _predecessor_folders(self, trial: "optuna.Trial") -> list[Path]:
         """The folders of the attempts this retry follows, nearest first; this study's own copy of one where the
@@ -309,7 +371,8 @@ class TrialLifecycle:
         """
 
         rows: list[dict[str, Any]] = []
-        prune = self.study.study.pruner != "none" and len(self.study.directions) == 1
+        prune = self.study.study.pruner != "none" and len(self.study.directions) == 1 \
+            and not (run.cell is not None and run.cell.role == PREFIX_ROLE)  # a prefix is no arm's result: never pruned
         metric = self.study.metric_names[0]
         held_out = metric in EVAL_KEYS
         largest = max((p.generation_batch_size for p in self.study.space.feasible), default=1)

@@ -30,6 +30,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from grpo_ablate.branching import branch_step
 from grpo_ablate.config import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
@@ -42,11 +43,11 @@ from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir, dead_owner
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
-                                     queue_first_plan, queue_plan, race_rule_changed, space_changed,
-                                     wait_for_plan)
+                                     queue_first_plan, queue_plan, queue_ready_branches, race_rule_changed,
+                                     space_changed, wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.launch import release_thread_launchers
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.vocab import PREFIX_ROLE, Outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -54,10 +55,11 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["run_study", "StudyRun", "StudyRunner", "kills", "queued_cells", "queued_beyond_budget", "all_oom_message",
-           "all_failed_reasons"]
+           "all_failed_reasons", "blocked_branches"]
 
 WAIT = "wait"
 RACE_WAIT = "race-wait"  # a racing round's last trials are still running
+BRANCH_WAIT = "branch-wait"  # a branching study's queue is empty while a prefix (or a branch) still runs
 BUDGET_WAIT = "budget-wait"  # the GPU-hour budget cannot take one more trial until a running one has ended
 STATUS_EVERY_S = 30.0
 
@@ -97,6 +99,7 @@ class StudyRunner:
         self.envs = worker_envs(study, workers)
         self.workers = len(self.envs)
         self.n_trials = resolved_trial_count(study)
+        self.branches = branch_step(study) is not None
         self.heartbeat = is_rdb_url(study.storage_url)
         self.registry = Registry()
         self.console = StudyConsole()
@@ -155,6 +158,8 @@ class StudyRunner:
             trial = self.lifecycle.ask_and_register()
             if trial is None and self.study.study.racing is not None:
                 return self._next_round(running)
+            if trial is None and running > 0 and self.branches:
+                return BRANCH_WAIT  # a prefix still running queues its seed's branches when it completes
             if trial is None:
                 return WAIT if may_wait else None
             return trial
@@ -231,7 +236,7 @@ class StudyRunner:
             if trial == WAIT:
                 self.registry.stop.wait(max(1, self.study.study.heartbeat_interval))
                 continue
-            if trial in (RACE_WAIT, BUDGET_WAIT):
+            if trial in (RACE_WAIT, BUDGET_WAIT, BRANCH_WAIT):
                 self.registry.stop.wait(1.0)
                 continue
             assert not isinstance(trial, str)
@@ -412,6 +417,9 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
             say(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
             if (note := queued_beyond_budget(ostudy, study)) is not None:
                 warn(f"grpo-ablate: {note}")
+    elif cells and branch_step(study) is not None:  # a resumed race: the branches of prefixes that completed
+        if added := queue_ready_branches(ostudy, study):
+            say(f"grpo-ablate: queued {added} branch(es) of prefixes that completed before the last run ended")
 
     try:
         runner = StudyRunner(study, ostudy, storage, study.study.workers)
@@ -446,12 +454,34 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         runner.wakeup.close()
 
     runner.console.summary(study, ostudy)
+    for line in blocked_branches(ostudy, study):
+        warn(f"grpo-ablate: {line}")
     if study.study.budget_gpu_hours is not None:
         runner.console.say(runner.spending().words())
     return StudyRun(interrupted=runner.interrupted,
                     stopped=runner.stop_reason if runner.storage_error or runner.failures_stop else None,
                     stop_reason=runner.stop_reason, failed_reasons=all_failed_reasons(ostudy),
                     nothing_fit=all_oom_message(ostudy, study), queued=queued_cells(ostudy))
+
+
+def blocked_branches(ostudy: "optuna.Study", study: "Study") -> list[str]:
+    """A branching study: each seed whose prefix failed for good, and why its branches never ran (nothing else
+    queues them: a rerun trains the prefix again only once its failed record is removed)."""
+    if branch_step(study) is None:
+        return []
+    trials = ostudy.get_trials(deepcopy=False)
+    ready = ledger.completed_prefixes(trials)
+    out = []
+    for t in trials:
+        seed = ledger.seed_of(t)
+        if not ledger.is_prefix(t) or seed is None or seed in ready or ledger.outcome(t) not in ledger.FINISHED:
+            continue
+        if any(ledger.is_prefix(o) and ledger.seed_of(o) == seed and ledger.outcome(o) is Outcome.RUNNING for o in trials):
+            continue  # a retry of it is queued or running
+        branches = [c for c in study_plan(study) if c.seed == seed and c.role != PREFIX_ROLE]
+        out.append(f"seed {seed}: its prefix (trial {t.number}) {ledger.outcome(t).value}"
+                   f" ({ledger.reason(t) or 'no reason recorded'}), so its {len(branches)} branch(es) did not run")
+    return out
 
 
 def queued_cells(ostudy: "optuna.Study") -> list[str]:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["open_study", "describe_study", "space_changed", "race_rule_changed", "queue_plan", "queue_first_plan", "wait_for_plan",
+           "queue_ready_branches",
            "library_versions", "name_objectives", "enqueue_shortlist", "check_warm_source", "discard_new_study",
            "started_study"]
 
@@ -241,6 +242,27 @@ def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
 
 def queue_plan(ostudy: "optuna.Study", study: "Study", cells: list[Cell]) -> int:
     """Queue every planned cell not already in the study (finished, running or queued); how many were queued."""
+    return ledger.queue(ostudy, study, cells)
+
+
+def queue_ready_branches(ostudy: "optuna.Study", study: "Study") -> int:
+    """A branching study: queue the branches of every seed whose prefix has completed; how many were queued.
+
+    The lifecycle calls it when a prefix completes, a resumed run once at its start (a crash
+    between a prefix's end and its branches' queueing loses none). A racing study queues the
+    branches of the arms still live (the race's state; every arm before its first decision),
+    and only for seeds a round queued a prefix for."""
+    ready = ledger.completed_prefixes(ostudy.get_trials(deepcopy=False))
+    if not ready:
+        return 0
+    live = None
+    if study.study.racing is not None:
+        race = study_attrs(ostudy).racing
+        if race and race.get("decided"):
+            return 0
+        stored = race.get("live") if race else None
+        live = set(stored) if isinstance(stored, list) else None
+    cells = [c for c in study_plan(study) if c.seed in ready and (live is None or c.arm.key in live)]
     return ledger.queue(ostudy, study, cells)
 
 

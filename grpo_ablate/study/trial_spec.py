@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from pydantic import BaseModel
 
+from grpo_ablate.branching import branch_step
 from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
 from grpo_ablate.config.hardware import trainer_batch_shape
 from grpo_ablate.schedule import Schedule, generations_text
@@ -27,7 +28,7 @@ from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.study.trackers import tracker_settings
 from grpo_ablate.trainer.spec import EvalBudget, StartFrom, TrialSpec
-from grpo_ablate.vocab import TRIAL_KEYS, Cell
+from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -84,10 +85,15 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
           model: Mapping[str, Any] | None, data: Mapping[str, Any] | None, rewards: Sequence[Mapping[str, Any] | str],
           trainer: Mapping[str, Any] | None, budget: Mapping[str, Any] | None, hardware: Mapping[str, Any] | None,
           evaluation: Mapping[str, Any] | None, timeout_s: float | None, env: Mapping[str, str] | None,
-          checkpoint: Mapping[str, Any] | None = None, start_from: StartFrom | None = None) -> TrialSpec:
+          checkpoint: Mapping[str, Any] | None = None, start_from: StartFrom | None = None,
+          branch_at: int | None = None) -> TrialSpec:
     """The one resolution: the trial's knobs go into the trainer keywords, except G, which is the
     plan's own typed field; a generation batch given displaces steps_per_generation (TRL refuses
-    both); the budget owns max_steps; then the batch arithmetic, from space.py's rule."""
+    both); the budget owns max_steps; then the batch arithmetic, from space.py's rule.
+
+    `branch_at`: a branch trial's start step B. The budget is the branch's own (its completions,
+    its evaluation points); the trainer's max_steps is B plus those steps, as the global step
+    goes on from the prefix's checkpoint."""
     merged = dict(trainer or {})
     g = _generations(knobs.get("num_generations", merged.get("num_generations")))
     merged.pop("num_generations", None)
@@ -106,6 +112,9 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
     gbs = merged.get("generation_batch_size")
     max_steps = optimizer_steps(shape, max_steps=spent.get("max_steps"), completions=spent.get("completions"))
     completions = generated_completions(shape, max_steps=max_steps) if max_steps else None
+    eval_budget = _eval_budget(spent, completions, max_steps)
+    if branch_at is not None and max_steps:
+        max_steps += int(branch_at)
     return TrialSpec(
         trial_dir=str(trial_dir),
         model=_merged(ModelSection, model),
@@ -124,7 +133,7 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         rounds=shape.rounds(gbs if isinstance(gbs, int) and not isinstance(gbs, bool) and gbs > 0 else None),
         generated_per_step=shape.generated_per_step,
         completions=completions,
-        eval_budget=_eval_budget(spent, completions, max_steps),
+        eval_budget=eval_budget,
         start_from=start_from,
     )
 
@@ -139,17 +148,25 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
     seconds (the runner resolves study.trial_timeout with what the study measured); by default it
     is resolved here from the planned estimate (run-one, probe). `probe_steps`: a probe point
     (preflight/probe.py): the cell's generation batch whatever the study searches, and a budget of
-    exactly that many steps. `start_from`: a branch point (trainer/spec.py's StartFrom).
+    exactly that many steps. `start_from`: a branch point (trainer/spec.py's StartFrom): the
+    trial trains its budget from that step on (the lifecycle gives a branch its prefix's
+    checkpoint). A prefix cell (plan.PREFIX_ROLE) trains exactly the branch step's many steps and
+    seals a checkpoint at its last step (checkpoint "final"), the one its branches start from.
     """
     setting = study.study.trial_timeout
     if timeout is None and setting is not None:  # the estimate is read only when auto needs it
         timeout, _ = resolve_timeout(setting, planned_estimate(study) if setting == "auto" else None)
 
     arm = cell.arm
+    prefix = cell.role == PREFIX_ROLE
     knobs: dict[str, Any] = {"num_generations": arm.num_generations, "temperature": arm.temperature, "seed": cell.seed}
-    if study.space.batch_searched or probe_steps is not None:
+    if study.space.batch_searched or (probe_steps is not None and not prefix):
         knobs["generation_batch_size"] = arm.generation_batch_size
     budget = study.budget.model_dump()
+    if prefix:
+        probe_steps = branch_step(study)
+        if probe_steps is None:
+            raise ValueError(f"{cell.key} is a prefix cell, but the study does not branch (budget.branch_from)")
     if probe_steps is not None:
         budget = {**budget, "max_steps": probe_steps, "completions": None, "tokens": None, "seconds": None}
     tracked, tracker_env = tracker_settings(study, cell)
@@ -160,8 +177,9 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
                  trainer={**study.trainer, **tracked}, budget=budget, hardware=hardware,
                  evaluation=study.file.evaluation.model_dump() if study.file.evaluation is not None else None,
                  timeout_s=timeout, env={**tracker_env, **(env or {})},
-                 checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints},
-                 start_from=start_from)
+                 checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints,
+                             "final": prefix},
+                 start_from=start_from, branch_at=start_from.step if start_from is not None else None)
 
 
 def spec_from_sections(

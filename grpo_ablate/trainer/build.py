@@ -395,7 +395,13 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
 
 
 def _checkpoints_asked(spec: TrialSpec) -> bool:
-    return spec.checkpoint is not None and spec.checkpoint.get("every") is not None
+    """Checkpoints every so often (study.checkpoint_steps), or a prefix's final one (its branches start there)."""
+    return spec.checkpoint is not None and (spec.checkpoint.get("every") is not None or _final_asked(spec))
+
+
+def _final_asked(spec: TrialSpec) -> bool:
+    """A branching study's prefix: a checkpoint sealed at its last step, where every branch of its seed starts."""
+    return spec.checkpoint is not None and bool(spec.checkpoint.get("final"))
 
 
 def _checkpointing(spec: TrialSpec) -> bool:
@@ -417,7 +423,10 @@ def _check_rounds(spec: TrialSpec, config: Any) -> None:
 def _start_from(spec: TrialSpec, checkpointer: Any, log: Callable[[str], None]) -> str | None:
     """The branch point's folder, checked: a trainer checkpoint holding the plan's step.
 
-    Its package state (metrics, clock) continues too when it has one and the trial checkpoints."""
+    The trainer resumes its weights, optimizer, scheduler and RNG states; of the package's state
+    only the data sampler's goes on (Checkpointer.branch_from). The branch's metrics, completions
+    and seconds start at zero: its result is about its own steps, and the prefix's compute stays
+    counted once, in the prefix's trial."""
     start = spec.start_from
     assert start is not None
     folder = Path(start.checkpoint)
@@ -429,7 +438,7 @@ def _start_from(spec: TrialSpec, checkpointer: Any, log: Callable[[str], None]) 
         raise ValueError(f"start_from: {folder} holds step {held}, the plan says {start.step}")
     found = checkpoints.Checkpoint(folder, start.step)
     if checkpointer is not None and (folder / checkpoints.STATE_DIR / checkpoints.CLOCK_FILE).is_file():
-        checkpointer.resume(found, files=int(os.environ.get("RANK", "0")) == 0)
+        checkpointer.branch_from(found)
     log(f"starting from the branch point {folder} (step {start.step})")
     return os.fspath(folder)
 
@@ -507,7 +516,8 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     if spec.checkpoint is not None and _checkpointing(spec):
         checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,
                                     evaluator=evaluator, round_steps=spec.rounds.period_steps,
-                                    fingerprint=checkpoints.spec_fingerprint(json.loads(spec.to_json())))
+                                    fingerprint=checkpoints.spec_fingerprint(json.loads(spec.to_json())),
+                                    final=_final_asked(spec))
     elif _checkpoints_asked(spec):  # a schedule's round state (phase, pass rates) is not in a checkpoint
         log("checkpoints: off for a G schedule (its round state is not saved); a retried trial starts over")
     scheduled: dict[str, Any] = {"schedule": schedule, "rounds": spec.rounds, "events_dir": spec.trial_dir} if schedule else {}

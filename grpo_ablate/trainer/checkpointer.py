@@ -55,7 +55,8 @@ class Checkpointer(TrainerCallback):
     The trainer writes its folder (save_strategy "steps") under a staging name; this callback
     decides when: every `interval` optimizer steps (checkpoints.interval_steps from the trial's
     max_steps), and at an interrupt (a stop the parent asked for, which queues the trial again),
-    never inside a round nor at the last step (the trial is complete then). With "auto", a
+    never inside a round nor at the last step (the trial is complete then), except with `final`:
+    a branching study's prefix seals its last step, which every branch of its seed starts from. With "auto", a
     checkpoint is also skipped until `min_seconds` of training passed since the last one: a short
     trial saves none, a long one loses at most ~10% of itself. Rank 0 decides, every rank follows
     (saving is collective under ZeRO/FSDP). Once every rank has written its part, rank 0 seals the
@@ -68,7 +69,8 @@ class Checkpointer(TrainerCallback):
     """
 
     def __init__(self, trial_dir: str | Path, *, every: int | str | None, recorder: "MetricsRecorder", stopper: "StopSwitch",
-                 fingerprint: str, evaluator: Any = None, round_steps: int = 1, min_seconds: float | None = None) -> None:
+                 fingerprint: str, evaluator: Any = None, round_steps: int = 1, min_seconds: float | None = None,
+                 final: bool = False) -> None:
         self.trial_dir = Path(trial_dir)
         self.every = every
         self.recorder = recorder
@@ -77,6 +79,7 @@ class Checkpointer(TrainerCallback):
         self.fingerprint = fingerprint
         self.round_steps = max(1, int(round_steps))
         self.min_seconds = (checkpoints.AUTO_MIN_SECONDS if every == "auto" else 0.0) if min_seconds is None else min_seconds
+        self.final = final  # also seal the last step (a branching study's prefix: its branches start there)
         self.interval: int | None = None
         self.resumed_step: int | None = None
         self.restored = False  # a resumed run's first step began: every restore is behind it
@@ -112,6 +115,8 @@ class Checkpointer(TrainerCallback):
         if candidate:  # the same on every rank; the clock is rank 0's
             trained = self.recorder.train_seconds - self.saved_at_seconds
             save = from_rank0(int(trained >= self.min_seconds) if state.is_world_process_zero else 0)
+        if self.final and step >= state.max_steps and reason in (None, "interrupted"):
+            save = 1  # the prefix's last step: the shared state its branches start from, whatever it cost
         control.should_save = bool(save)
         return control
 
@@ -185,6 +190,15 @@ class Checkpointer(TrainerCallback):
             (self.trial_dir / name).unlink(missing_ok=True)
         if log is not None:
             log("starting over")
+
+    def branch_from(self, checkpoint: checkpoints.Checkpoint) -> None:
+        """A branch starts from another trial's checkpoint (trainer/spec.py's StartFrom): only the data sampler's
+        state goes on, so the data order is the one a plain resume of that checkpoint would see. The branch's
+        metrics, completions, tokens and seconds start at zero (its own steps; the prefix counts its own)."""
+        sampler = checkpoint.clock.get("sampler_state")
+        if sampler is not None and not (isinstance(sampler, list) and all(isinstance(b, int) and 0 <= b < 256 for b in sampler)):
+            raise ValueError(f"{checkpoint.path}: sampler_state is not a list of bytes")
+        self._resume_sampler = sampler
 
     def resume(self, checkpoint: checkpoints.Checkpoint, *, files: bool = True) -> None:
         """Put the clock of `checkpoint` back before training starts, and (`files`: rank 0) its per-step files."""

@@ -11,15 +11,18 @@ build, scheduled, evaluation) executes it: it never re-derives the batch arithme
 G from text and never reads the study-file schema. The fields of spec.json:
 
 - `trial_dir`; `model`, `data`, `rewards`, `hardware`, `evaluation`, `env`, `timeout_s`,
-  `checkpoint` ({"every", "keep"} or null): the study's sections, every key filled;
+  `checkpoint` ({"every", "keep", "final"} or null; "final": seal the last step too, a branching
+  study's prefix): the study's sections, every key filled;
 - `trainer`: GRPOConfig keyword arguments verbatim (temperature, seed and a searched
   generation_batch_size included), never num_generations and never max_steps;
 - `num_generations`: the arm's G, an int or a schedule object (schedule.generations_data:
   `{"kind": "schedule", "label": "4→8@40%", "phases": [4, 8], "switches": [...]}`); null: TRL's default;
 - `max_steps`: the optimizer steps (budget.max_steps and/or completions; null: tokens/seconds only);
+  a branch (`start_from`) trains to its branch step plus its budget's steps;
 - `rounds`: TRL's generation cadence (space.Rounds: steps_per_generation, gradient_accumulation_steps,
   num_iterations): reward rows, round-aligned checkpoints and a schedule's round steps follow from it;
-- `generated_per_step`, `completions`: completions generated per optimizer step and in all;
+- `generated_per_step`, `completions`: completions generated per optimizer step and in all (a
+  branch: in its own steps);
 - `eval_budget`: {"unit", "total"}, what the held-out evaluation points divide;
 - `budget`: the rest of the study's budget (tokens, seconds: the stop switch; lr_schedule, full_run);
 - `params`: the searched values, for the record (display text; the child never reads G from it);
@@ -53,8 +56,10 @@ class StartFrom:
     step it holds (checked against the folder). The child resumes model, optimizer and scheduler
     state from it (trainer/checkpoints.py's resume path, `trainer.train(resume_from_checkpoint=...)`)
     and trains from step + 1 to `max_steps`; when the folder is a complete checkpoint of this
-    package (it has its clock) and the trial checkpoints, its metrics and clock continue too. The
-    trial's own newer checkpoint, when it has one (a retry), wins. Arms that branch from one
+    package (it has its clock) and the trial checkpoints, the data sampler's state goes on too.
+    The trial's own metrics, completions and seconds start at zero: a branch's result is about
+    its own steps, and the prefix's compute is counted once, in the prefix. The trial's own
+    newer checkpoint, when it has one (a retry), wins. Arms that branch from one
     shared prefix (issue 39) set it; None (the default): the trial starts from the model.
     """
 
@@ -90,7 +95,7 @@ class TrialSpec:
     evaluation: dict[str, Any] | None = None  # the study's resolved `evaluation:` section; None: no held-out scoring
     timeout_s: float | None = None
     env: dict[str, str] = field(default_factory=dict)
-    # {"every": steps or "auto", "keep": bool}: checkpoint and resume (trainer/checkpoints.py); None: never
+    # {"every": steps or "auto" or None, "keep": bool, "final": bool}: checkpoint and resume (trainer/checkpoints.py); None: never
     checkpoint: dict[str, Any] | None = None
     num_generations: int | None = None  # an int or a schedule.Schedule (never text); None: TRL's default
     max_steps: int | None = None
