@@ -32,7 +32,6 @@ from grpo_ablate.vocab import metric as registry_metric
 from grpo_ablate.report.verdict import arm_call
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
-from grpo_ablate.stats.seeds import compare_to_baseline
 
 __all__ = ["render_html", "view_model", "target_cell", "delta_cell", "held_out_used", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
 
@@ -269,8 +268,8 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
                 continue
             arm = by[a.config.key]
             if sequential:
-                call, _ = arm_call(compare_to_baseline(b, arm, low=0.0, high=1.0), b, arm, maximize=True,
-                                   min_effect=min_effect, sequential=True)
+                # the race's anytime rule: the confidence sequence over the paired seeds, no fixed-sample test
+                call, _ = arm_call(None, b, arm, maximize=True, min_effect=min_effect, sequential=True)
             else:
                 call = family[a.config.key].call
             calls.append(f"{a.config.label} {call}")

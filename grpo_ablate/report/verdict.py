@@ -19,8 +19,9 @@ The rules, in order:
    cannot be excluded from being within min_effect of the best (family-wise 5%), and the cheapest
    of those in generated tokens and training hours. A recommendation is not "the baseline unless
    beaten": a configuration need not be significantly better to be the one most likely best.
-3. Each arm against the baseline on that metric (stats.seeds.mean_difference's one rule, chosen
-   from the design before any value is seen: paired over shared seeds, else Welch): better /
+3. Each arm against the baseline on that metric (report.arms.baseline_calls: the t tests of
+   stats/model.py's one fit over every arm, paired over shared seeds, variance pooled and floored,
+   no test below 3 seeds; the effects table reads the same family): better /
    worse when its Holm-adjusted p is below 5% (the family-wise error over all the arms' calls
    held at 5%), equivalent when both one-sided tests of a difference beyond +-min_effect reject
    (Holm-adjusted too), undecided otherwise. A study that ran the anytime race looked after every
@@ -46,16 +47,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from grpo_ablate.files.advise_file import NO_SPREAD_FRACTION
-from grpo_ablate.report.arms import ArmSummary, arm_vs_baseline
+from grpo_ablate.report.arms import ArmSummary, baseline_calls, baseline_comparison
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.timing_noise import TIME_TWINS, TimingNoise, timing_noise
 from grpo_ablate.report.wording import answer_lines, details, notes
-from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.calls import method as calls_model
 from grpo_ablate.stats.min_effect import default_min_effect
 from grpo_ablate.stats.multiplicity import METHOD as HOLM
 from grpo_ablate.stats.seeds import (ALPHA, MODEL_PAIRED, POWER, Comparison, MetricStat, detectable_difference,
-                                     model_comparison, seeds_needed, stat)
+                                     seeds_needed, stat)
 from grpo_ablate.stats.selection import Selection, select
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.vocab import Arm, Metric, Outcome, finite, metric
@@ -340,16 +340,14 @@ def _choose_metric(objectives: Sequence[tuple[str, str]], records: Sequence[Tria
 def _arm_verdicts(ran: Sequence[ArmSummary], base: ArmSummary, name: str, *, maximize: bool, min_effect: float,
                   sequential: bool, costs: Mapping[Arm, float], hours: Mapping[Arm, float]) -> list[ArmVerdict]:
     """Rule 3: every other arm's call against the baseline."""
-    by_seed = {a.name: a.by_seed.get(name, {}) for a in ran}
-    family = {} if sequential else holm_calls(by_seed, base.name, min_effect=min_effect, maximize=maximize, level=ALPHA)
+    model = baseline_calls(ran, name, maximize=maximize, min_effect=min_effect)  # the one model's contrasts
+    family = {} if sequential else model
     out = []
     for a in ran:
         if a.is_baseline:
             continue
-        c = arm_vs_baseline(base, a, name)
+        c = baseline_comparison(model.get(a.name), base, a, name)  # the interval and p of the model the call read
         fc = family.get(a.name)
-        if fc is not None and fc.difference is not None:  # the interval and p of the model the call read
-            c = model_comparison(fc.difference, low=metric(name).low, high=metric(name).high)
         if sequential:
             call, cs = arm_call(c, base.by_seed.get(name, {}), a.by_seed.get(name, {}), maximize=maximize,
                                 min_effect=min_effect, sequential=True)
