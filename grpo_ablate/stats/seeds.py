@@ -260,8 +260,11 @@ def compare_to_baseline(base: Mapping[int, float], arm: Mapping[int, float], *,
                         low: float | None = None, high: float | None = None) -> Comparison | None:
     """The arm minus the baseline on one metric, by seed ({seed: value}); None when either is empty.
 
-    `mean_difference`'s one rule (paired over shared seeds, else Welch), at 95%. The interval is
-    cut to the range a difference of the quantity can take ([low - high, high - low]).
+    `mean_difference`'s one rule (paired over shared seeds, else Welch), at 95%, one comparison
+    alone: no floor under a tie's spread and a test from two seeds. The report never calls it (its
+    calls read stats/model.py's one model: report.arms.baseline_calls); the older benchmarks
+    (per_prompt_g.py, adaptive.py) keep it so their committed figures stay reproducible. The
+    interval is cut to the range a difference of the quantity can take ([low - high, high - low]).
     """
     b = {s: v for s, v in ((s, finite(x)) for s, x in base.items()) if v is not None}
     a = {s: v for s, v in ((s, finite(x)) for s, x in arm.items()) if v is not None}
