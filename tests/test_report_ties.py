@@ -1,5 +1,6 @@
 """Ties are never certainty, anywhere on the page: the effects table, the answer and summary.json all
-read stats/model.py's one model (issue 40's example: two seeds whose differences repeat exactly).
+read stats/model.py's one model (issue 40's example: two seeds whose differences repeat exactly);
+and after a race that stopped early every call is held to the level its last look spent.
 
     pytest tests/test_report_ties.py
 """
@@ -11,11 +12,13 @@ import json
 import pytest
 
 from _report_fixtures import SeedRun, load_custom, make_custom_study
-from grpo_ablate.report.arms import DELTA_METHOD
+from grpo_ablate.report.arms import DELTA_METHOD, baseline_deltas
 from grpo_ablate.report.html import render_html
 from grpo_ablate.report.summary import summary_dict
+from grpo_ablate.report.verdict import decide
 from grpo_ablate.stats.calls import calls
 from grpo_ablate.stats.seeds import TOO_FEW
+from grpo_ablate.study.racing import calls_level
 from grpo_ablate.vocab import Arm
 
 BASE, G4 = Arm(8, 32, 1.0), Arm(4, 32, 1.0)
@@ -88,3 +91,18 @@ def test_three_tied_pairs_keep_the_floored_spread_on_the_page(tied3):
     # the table's call is the answer's: one model, one Holm family on the answer's metric
     assert arm.p_adjusted == pytest.approx(d.p_adjusted) and (arm.call == "better") == bool(d.diff.clear)
     assert arm.comparison.ci95 == pytest.approx(d.diff.ci95)
+
+
+def test_a_race_that_stopped_early_holds_every_call_to_its_last_looks_level(tmp_path):
+    assert calls_level(None) == 0.05 and calls_level({"design": "anytime", "path": [{"level": 0.001}]}) == 0.05
+    race = {"design": "group_sequential", "path": [{"round": 1, "level": 0.0002}]}
+    assert calls_level(race) == 0.0002  # stopped at an early look: its spent level
+    assert calls_level({**race, "path": [*race["path"], {"round": 2, "level": 0.05}]}) == 0.05  # ran to the end
+    clear = {"base": {0: 0.30, 1: 0.50, 2: 0.70}, "a": {0: 0.36, 1: 0.57, 2: 0.75}}  # Holm-adjusted p 0.036
+    data = load_custom(make_custom_study(tmp_path, study(clear), evaluation={"num_prompts": 4})[0])
+    assert data.verdict.kind == "winner"  # at 5%
+    args = (data.arms, data.records, data.objectives, data.metrics, data.has_eval)
+    strict = decide(*args, level=calls_level(race))
+    assert strict.kind != "winner" and not any(a.better for a in strict.arms) and "0.0002" in strict.calls_method
+    deltas = baseline_deltas(data.arms, data.metrics, calls_level(race))
+    assert deltas["num_generations=4"][METRIC].diff.clear is False  # the effects table holds the same level

@@ -191,15 +191,16 @@ class Delta:
 
 
 def baseline_calls(arms: Sequence[ArmSummary], name: str, *, maximize: bool = True,
-                   min_effect: float = 0.0) -> dict[str, ArmCall]:
+                   min_effect: float = 0.0, level: float = ALPHA) -> dict[str, ArmCall]:
     """Every other arm's call against the baseline on metric `name`: stats.calls, the t tests of
     stats/model.py's one fit over every arm's seeds (the fit the verdict's calls and probability
-    read), Holm-adjusted over the arms. {} without a baseline."""
+    read), Holm-adjusted over the arms, at family-wise `level` (below ALPHA after a race that
+    stopped early: study.racing.calls_level). {} without a baseline."""
     base = next((a for a in arms if a.is_baseline), None)
     if base is None:
         return {}
     return calls({a.name: a.by_seed.get(name, {}) for a in arms}, base.name, min_effect=min_effect,
-                 maximize=maximize, level=ALPHA)
+                 maximize=maximize, level=level)
 
 
 def baseline_comparison(call: ArmCall | None, base: ArmSummary, arm: ArmSummary, name: str) -> Comparison | None:
@@ -217,12 +218,14 @@ def baseline_comparison(call: ArmCall | None, base: ArmSummary, arm: ArmSummary,
     return Comparison(TOO_FEW, delta, None, None, min(len(a), len(b)), None)
 
 
-def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric]) -> dict[str, dict[str, Delta]]:
+def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric],
+                    level: float = ALPHA) -> dict[str, dict[str, Delta]]:
     """Every arm against the baseline arm, per metric with a direction, in numbers and in words.
 
     The calls are `baseline_calls` (DELTA_METHOD): per metric one Holm family over the arms, so on
     the verdict's metric the table says what the verdict says; a tie among a few seeds keeps the
-    model's floored spread and is never a certainty; no test below 3 seeds.
+    model's floored spread and is never a certainty; no test below 3 seeds. `level`: the family-wise
+    level (the verdict's: below ALPHA after a race that stopped early).
     """
     base = next((a for a in arms if a.is_baseline), None)
     if base is None:
@@ -249,7 +252,7 @@ def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric]) -
             relative = delta / abs(a.mean) if a.mean != 0 else None
             # clear: the family's adjusted p below 5%, the model's estimate on the side the means moved
             # (the two can differ in sign only when seeds are unbalanced: then no colour)
-            clear = (bool(fc.p_adjusted < ALPHA and comp is not None and comp.delta * delta > 0)  # type: ignore[union-attr,operator]
+            clear = (bool(fc.p_adjusted < level and comp is not None and comp.delta * delta > 0)  # type: ignore[union-attr,operator]
                      if tested else None)
             diff = Difference(delta, relative, comp.ci95 if comp else None, clear)
             better = None if diff.delta == 0 else ((diff.delta > 0) == m.higher_is_better)

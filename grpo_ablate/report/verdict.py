@@ -311,10 +311,10 @@ def arm_call(c: Comparison | None, base: Mapping[int, float], arm: Mapping[int, 
 def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
            metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None,
            success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None, *,
-           min_effect: float | None = None, sequential: bool = False) -> Verdict:
+           min_effect: float | None = None, sequential: bool = False, level: float = ALPHA) -> Verdict:
     """The study's answer: `judge`'s record with its words (report/wording.py) filled in."""
     v = judge(arms, records, objectives, metrics, has_eval, tokens, success, advice, min_effect=min_effect,
-              sequential=sequential)
+              sequential=sequential, level=level)
     return dataclasses.replace(v, lines=answer_lines(v), details=details(v), notes=notes(v))
 
 
@@ -338,9 +338,10 @@ def _choose_metric(objectives: Sequence[tuple[str, str]], records: Sequence[Tria
 
 
 def _arm_verdicts(ran: Sequence[ArmSummary], base: ArmSummary, name: str, *, maximize: bool, min_effect: float,
-                  sequential: bool, costs: Mapping[Arm, float], hours: Mapping[Arm, float]) -> list[ArmVerdict]:
+                  sequential: bool, costs: Mapping[Arm, float], hours: Mapping[Arm, float],
+                  level: float = ALPHA) -> list[ArmVerdict]:
     """Rule 3: every other arm's call against the baseline."""
-    model = baseline_calls(ran, name, maximize=maximize, min_effect=min_effect)  # the one model's contrasts
+    model = baseline_calls(ran, name, maximize=maximize, min_effect=min_effect, level=level)  # the one model's contrasts
     family = {} if sequential else model
     out = []
     for a in ran:
@@ -384,8 +385,11 @@ def _power(verdicts: Sequence[ArmVerdict], bmean: float, sign: float) -> dict[st
 def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
           metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None,
           success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None, *,
-          min_effect: float | None = None, sequential: bool = False) -> Verdict:
+          min_effect: float | None = None, sequential: bool = False, level: float = ALPHA) -> Verdict:
     """The study's answer as a record without words (see the module docstring).
+
+    `level`: the family-wise level of the calls and the eps-best set's exclusions, ALPHA unless a
+    group-sequential race stopped early (study.racing.calls_level: the level its last look spent).
 
     `min_effect`: study.min_effect (None: stats/min_effect.py's default for the metric);
     `sequential`: the study ran the anytime race (it looked after every round with no plan), so
@@ -411,15 +415,17 @@ def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives
     if min_effect is None:
         reference = (base or max(ran, key=lambda a: sign * a.metrics[name].mean)).metrics[name].mean  # type: ignore[operator]
         min_effect = default_min_effect(m, reference) or 0.0
-    selection = select({a.name: a.by_seed.get(name, {}) for a in ran}, min_effect, maximize=maximize, alpha=ALPHA,
+    selection = select({a.name: a.by_seed.get(name, {}) for a in ran}, min_effect, maximize=maximize, alpha=level,
                        costs={a.name: costs[a.config] for a in ran if a.config in costs})
     verdicts = [] if base is None else _arm_verdicts(ran, base, name, maximize=maximize, min_effect=min_effect,
-                                                    sequential=sequential, costs=costs, hours=hours)
+                                                    sequential=sequential, costs=costs, hours=hours, level=level)
     common: dict[str, Any] = dict(
         arms=tuple(verdicts), cost_unit=cost_unit, timing=timing, selection=selection,
         names={a.name: a.config.label for a in ran}, hours={a.name: hours[a.config] for a in ran if a.config in hours},
         min_effect=min_effect, sequential=sequential,
-        calls_method=SEQUENTIAL_METHOD if sequential else f"{calls_model({a.name: a.by_seed.get(name, {}) for a in ran})}, {HOLM}",
+        calls_method=SEQUENTIAL_METHOD if sequential else f"{calls_model({a.name: a.by_seed.get(name, {}) for a in ran})}, {HOLM}"
+        + (f" (held at {level:.2g}, the level the group-sequential race had spent at the look where it stopped early)"
+           if level < ALPHA else ""),
         baseline_name=base.name if base else None, baseline=base.config if base else None,
         baseline_mean=base.metrics[name].mean if base else None, replaced=replaced, objective=other,
         metric_low=m.low, metric_high=m.high)

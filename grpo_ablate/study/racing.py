@@ -54,7 +54,8 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import Study
 
-__all__ = ["Drop", "RaceState", "Rule", "decide", "arm_results", "advance", "describe", "rule_of", "DESIGNS"]
+__all__ = ["Drop", "RaceState", "Rule", "decide", "arm_results", "advance", "describe", "rule_of", "calls_level",
+           "DESIGNS"]
 
 GROUP_SEQUENTIAL, ANYTIME = "group_sequential", "anytime"
 DESIGNS = (GROUP_SEQUENTIAL, ANYTIME)
@@ -145,6 +146,22 @@ class RaceState:
         return cls(int(d.get("round", 0)), [a for a in arms if a not in gone and a in stored], drops,
                    d.get("leader"), bool(d.get("decided")), list(d.get("settled") or []), dict(d.get("calls") or {}),
                    list(d.get("path") or []), str(d.get("design") or ANYTIME), d.get("pcs"), list(d.get("eps_best") or []))
+
+
+def calls_level(race: Mapping[str, Any] | None) -> float:
+    """The family-wise level the answer's calls and exclusions are held to after a race: the level
+    the group-sequential race had spent at its last look. That is ALPHA when it ran to its planned
+    seeds (so a race that never stops early gives the fixed-sample answer), but the strict early
+    level when it stopped early (its probability reached the target, or one arm was left): testing
+    at 5% at a look the race chose from the data is optional stopping (on the all-equal null of
+    addition_rare with 48 planned seeds, 8 of 150 races then made a false better/worse call, none
+    at the look's own level: benchmarks/sequential_frontier.py). ALPHA for no race, or the anytime
+    race (its calls are the confidence sequences')."""
+    if not isinstance(race, Mapping) or race.get("design") != GROUP_SEQUENTIAL:
+        return ALPHA
+    path = [r for r in race.get("path") or [] if isinstance(r, Mapping)]
+    level = path[-1].get("level") if path else None
+    return min(ALPHA, float(level)) if isinstance(level, (int, float)) and level > 0 else ALPHA
 
 
 def rule_of(study: "Study") -> Rule:
