@@ -19,7 +19,9 @@ the report say which ran.
   one arm is left in it, or the probability that the leading arm is within min_effect of the best
   (the posterior PCS, stats/selection.p_within) reaches `confidence`, or the seeds run out. A
   race that never stops early ends at the last look at 5% on the same values as a fixed-sample
-  study, so its answer is exactly the fixed-sample answer, whether or not it dropped arms on the way.
+  study, so its answer is exactly the fixed-sample answer, whether or not it dropped arms on the way;
+  one that stops early holds the report's calls and exclusions to the level its last look spent
+  (`calls_level`), never to 5% at a look the data chose.
 - anytime (for open-ended use, kept from round 3): Lai's t confidence sequence of each arm's paired
   differences (stats/sequential.py), valid however often it is looked at; an arm is dropped once
   its sequence against the leader lies wholly below zero; with `stop_when_settled` an arm stops
