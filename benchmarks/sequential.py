@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from grpo_ablate.stats.calls import calls as holm_calls  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_pcs, select  # noqa: E402
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, WORSE  # noqa: E402
-from grpo_ablate.study.racing import RaceState, Rule, decide  # noqa: E402
+from grpo_ablate.study.racing import RaceState, Rule, calls_level, decide  # noqa: E402
 
 __all__ = ["Task", "tasks_of", "World", "Outcome", "planted_worlds", "replay", "score", "calibration", "main"]
 
@@ -151,9 +151,11 @@ def _seen(world: World, n: int) -> dict[str, dict[int, float]]:
     return {a: dict(list(v.items())[:n]) for a, v in world.values.items()}
 
 
-def answer(vals: dict[str, dict[int, float]], baseline: str, me: float) -> tuple[str, float | None, dict[str, str], set[str]]:
-    sel = select(vals, me, draws=DRAWS)
-    c = holm_calls(vals, baseline, min_effect=me)
+def answer(vals: dict[str, dict[int, float]], baseline: str, me: float,
+           level: float = 0.05) -> tuple[str, float | None, dict[str, str], set[str]]:
+    """The report's answer: recommendation, stated probability, calls, exclusions (at family-wise `level`)."""
+    sel = select(vals, me, draws=DRAWS, alpha=level)
+    c = holm_calls(vals, baseline, min_effect=me, level=level)
     return str(sel.recommended), sel.pcs, {a: x.call for a, x in c.items()}, set(sel.excluded)
 
 
@@ -170,7 +172,8 @@ def run_argmax(world: World, me: float, n: int) -> Outcome:
 
 
 def run_race(world: World, rule: Rule) -> Outcome:
-    """study/racing.decide round by round, then the report's answer on what ran."""
+    """study/racing.decide round by round, then the report's answer on what ran, its calls and exclusions
+    at the level the race's last look spent (5% when it ran to the planned seeds)."""
     arms = list(world.values)
     order = list(world.values[arms[0]])
     state = RaceState(0, list(arms))
@@ -187,7 +190,9 @@ def run_race(world: World, rule: Rule) -> Outcome:
         if state.decided:
             break
         used += 1
-    rec, pcs, calls, excl = answer({a: v for a, v in seen.items() if v}, world.baseline, rule.min_effect)
+    # the report holds its calls to the level the race's last look spent (study.racing.calls_level)
+    rec, pcs, calls, excl = answer({a: v for a, v in seen.items() if v}, world.baseline, rule.min_effect,
+                                   calls_level(state.as_dict()))
     return Outcome(rec, pcs, calls, excl | {d.arm for d in state.dropped}, trials)
 
 

@@ -16,7 +16,7 @@ from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.findings import consistent
 from grpo_ablate.report.html import render_html, target_cell
 from grpo_ablate.report.records import load_trials
-from grpo_ablate.stats.seeds import compare_to_baseline, detectable_difference, difference, seeds_needed, stat
+from grpo_ablate.stats.seeds import TOO_FEW, compare_to_baseline, detectable_difference, difference, seeds_needed, stat
 from grpo_ablate.report.summary import summary_dict
 from grpo_ablate.vocab import METRICS, Arm
 
@@ -132,7 +132,9 @@ def test_clear_study_names_the_winner_and_the_paired_comparison(clear):
     assert "adjusted p = 0.036" in v.words and "Holm" in v.calls_method and v.calls_method.startswith("t tests of one model")
     assert v.comparison.kind == "model paired" and v.comparison.p_value < 0.05
     d = clear.deltas["num_generations=4"]["eval_final_reward"]
-    assert d.comparison.kind == "paired" and d.diff.clear is True and d.better is True
+    # the effects table reads the answer's model and family: the same interval, the same call
+    assert d.comparison.kind == "model paired" and d.diff.clear is True and d.better is True
+    assert d.diff.ci95 == pytest.approx(v.comparison.ci95) and d.p_adjusted == pytest.approx(0.036, abs=5e-4)
 
 
 def test_the_answer_rests_on_held_out_reward_even_when_the_objective_is_training_reward(tmp_path):
@@ -340,5 +342,5 @@ def test_single_seed_study_only_suggests_something_to_try(tmp_path):
     v = data.verdict
     assert v.kind == "untested" and v.recommended == G4 and v.reason == "best_mean_untested"
     assert v.words.startswith("Try num_generations=4") and "no test was possible" in v.words
-    assert v.comparison is not None and v.comparison.kind == "single seed"
+    assert v.comparison is not None and v.comparison.kind == TOO_FEW and v.comparison.p_value is None
     assert [w.kind for w in data.warnings if w.kind == "single_seed"] == ["single_seed"]

@@ -17,12 +17,19 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.evaluation import CensoredStat
-from grpo_ablate.stats.seeds import Comparison, Difference, MetricStat, compare_to_baseline, stat
+from grpo_ablate.stats.calls import ArmCall, calls
+from grpo_ablate.stats.multiplicity import METHOD as HOLM
+from grpo_ablate.stats.seeds import ALPHA, TOO_FEW, Comparison, Difference, MetricStat, model_comparison, stat
 from grpo_ablate.report.text import delta_words
 from grpo_ablate.vocab import DIAGNOSTIC_METRICS, Arm, Metric, Outcome, finite, metric
 
 __all__ = ["ArmSummary", "Best", "Delta", "summarize_arms", "study_baseline", "best_per_objective",
-           "baseline_deltas", "arm_vs_baseline", "names_an_arm"]
+           "baseline_deltas", "baseline_calls", "baseline_comparison", "names_an_arm", "DELTA_METHOD"]
+
+# What the effects table's colours rest on (the page's legend and summary.json say it)
+DELTA_METHOD = (f"t tests of one model of every arm over its seeds (paired over shared seeds, variance pooled "
+                f"over the arms and floored at the values' rounding error; no test below 3 seeds), {HOLM}, "
+                f"one family per metric")
 
 
 def names_an_arm(role: str) -> bool:
@@ -136,6 +143,13 @@ def best_per_objective(arms: Sequence[ArmSummary], objectives: Sequence[tuple[st
 
 @dataclass(frozen=True)
 class Delta:
+    """One arm against the baseline on one metric: the change, its direction, and the one model's call.
+
+    `better` is the change's direction (True: the metric moved the good way; None: no change);
+    whether the data support it is `diff.clear` (the Holm-adjusted p below 5%; None: no test, fewer
+    than 3 seeds or a diagnostic) and `call`.
+    """
+
     metric: str
     arm: str
     baseline: MetricStat
@@ -143,7 +157,17 @@ class Delta:
     diff: Difference
     better: bool | None  # None: no change
     words: str
-    comparison: Comparison | None = None  # the test behind diff: paired, Welch or a single seed
+    comparison: Comparison | None = None  # the one model's contrast behind diff (TOO_FEW: no test)
+    p_adjusted: float | None = None  # Holm-adjusted p over the arms' comparisons on this metric
+
+    @property
+    def call(self) -> str | None:
+        """better / worse (the test says so) / undecided (it does not); None without a test."""
+        if self.diff.clear is None:
+            return None
+        if not self.diff.clear:
+            return "undecided"
+        return "better" if self.better else "worse"
 
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison
@@ -154,27 +178,60 @@ class Delta:
             "relative": self.diff.relative,
             "ci95": list(self.diff.ci95) if self.diff.ci95 else None,
             "clear": self.diff.clear,
-            "better": self.better,
+            # a call, never a direction alone: True / False only where the test backs it
+            "better": self.call == "better" if self.call is not None else None,
+            "call": self.call,
+            "improves": self.better,
             "comparison": c.kind if c else None,
             "p_value": c.p_value if c else None,
+            "p_adjusted": self.p_adjusted,
+            "method": DELTA_METHOD,
             "words": self.words,
         }
 
 
-def arm_vs_baseline(base: ArmSummary, arm: ArmSummary, name: str) -> Comparison | None:
-    """The arm minus the baseline on one metric: paired on shared seeds, else Welch (stats.seeds.mean_difference)."""
+def baseline_calls(arms: Sequence[ArmSummary], name: str, *, maximize: bool = True,
+                   min_effect: float = 0.0, level: float = ALPHA) -> dict[str, ArmCall]:
+    """Every other arm's call against the baseline on metric `name`: stats.calls, the t tests of
+    stats/model.py's one fit over every arm's seeds (the fit the verdict's calls and probability
+    read), Holm-adjusted over the arms, at family-wise `level` (below ALPHA after a race that
+    stopped early: study.racing.calls_level). {} without a baseline."""
+    base = next((a for a in arms if a.is_baseline), None)
+    if base is None:
+        return {}
+    return calls({a.name: a.by_seed.get(name, {}) for a in arms}, base.name, min_effect=min_effect,
+                 maximize=maximize, level=level)
+
+
+def baseline_comparison(call: ArmCall | None, base: ArmSummary, arm: ArmSummary, name: str) -> Comparison | None:
+    """The arm minus the baseline on `name` as the page shows it: the one model's contrast (`call`'s,
+    from `baseline_calls`: its 95% interval cut to the range the metric can take, its unadjusted p),
+    or, for an arm the model left out (fewer than 3 seeds on either side), the difference of the
+    means with no interval and no test (TOO_FEW). None when either arm has no value."""
     m = metric(name)
-    return compare_to_baseline(base.by_seed.get(name, {}), arm.by_seed.get(name, {}), low=m.low, high=m.high)
+    if call is not None and call.difference is not None:
+        return model_comparison(call.difference, low=m.low, high=m.high)
+    b, a = base.by_seed.get(name, {}), arm.by_seed.get(name, {})
+    if not a or not b:
+        return None
+    delta = sum(a.values()) / len(a) - sum(b.values()) / len(b)
+    return Comparison(TOO_FEW, delta, None, None, min(len(a), len(b)), None)
 
 
-def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric]) -> dict[str, dict[str, Delta]]:
+def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric],
+                    level: float = ALPHA) -> dict[str, dict[str, Delta]]:
     """Every arm against the baseline arm, per metric with a direction, in numbers and in words.
 
-    The test is `stats.seeds.compare_to_baseline` (paired over shared seeds, else Welch; one rule).
+    The calls are `baseline_calls` (DELTA_METHOD): per metric one Holm family over the arms, so on
+    the verdict's metric the table says what the verdict says; a tie among a few seeds keeps the
+    model's floored spread and is never a certainty; no test below 3 seeds. `level`: the family-wise
+    level (the verdict's: below ALPHA after a race that stopped early).
     """
     base = next((a for a in arms if a.is_baseline), None)
     if base is None:
         return {}
+    family = {name: baseline_calls(arms, name, maximize=m.higher_is_better) for name, m in metrics.items()
+              if m.direction is not None and name not in DIAGNOSTIC_METRICS}
     out: dict[str, dict[str, Delta]] = {}
     for arm in arms:
         if arm.is_baseline:
@@ -188,12 +245,19 @@ def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric]) -
                 continue
             if a.mean is None or b.mean is None:
                 continue
-            comp = arm_vs_baseline(base, arm, name) if name not in DIAGNOSTIC_METRICS else None
+            fc = family[name].get(arm.name) if name in family else None
+            comp = baseline_comparison(fc, base, arm, name) if name in family else None
+            tested = fc is not None and fc.p_adjusted is not None
             delta = b.mean - a.mean
             relative = delta / abs(a.mean) if a.mean != 0 else None
-            diff = Difference(delta, relative, comp.ci95 if comp else None, comp.clear if comp else None)
+            # clear: the family's adjusted p below 5%, the model's estimate on the side the means moved
+            # (the two can differ in sign only when seeds are unbalanced: then no colour)
+            clear = (bool(fc.p_adjusted < level and comp is not None and comp.delta * delta > 0)  # type: ignore[union-attr,operator]
+                     if tested else None)
+            diff = Difference(delta, relative, comp.ci95 if comp else None, clear)
             better = None if diff.delta == 0 else ((diff.delta > 0) == m.higher_is_better)
-            words = delta_words(m, arm.title, f"the baseline ({base.config.label})", b, a, diff, better, comp)
-            row[name] = Delta(name, arm.name, a, b, diff, better, words, comp)
+            p_adj = fc.p_adjusted if tested else None  # type: ignore[union-attr]
+            words = delta_words(m, arm.title, f"the baseline ({base.config.label})", b, a, diff, better, comp, p_adj)
+            row[name] = Delta(name, arm.name, a, b, diff, better, words, comp, p_adj)
         out[arm.name] = row
     return out

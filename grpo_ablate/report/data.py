@@ -38,6 +38,7 @@ from grpo_ablate.cost import lr_schedule_of
 from grpo_ablate.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
 from grpo_ablate.storage import mask_url
 from grpo_ablate.study.price import spent_price
+from grpo_ablate.study.racing import calls_level
 from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
                                Outcome, finite, metric)
 from grpo_ablate.files.advise_file import load_advice
@@ -181,7 +182,9 @@ def build_report_data(
             targets = {n: to_target(rows_, target) for n, rows_ in eval_rows.items()}
             arms = [_with_targets(a, records, targets) for a in arms]
     best = best_per_objective(arms, objectives)
-    deltas = baseline_deltas(arms, metrics)
+    # a group-sequential race that stopped early looked last at a strict level: every call is held to it
+    level = calls_level(study.racing)
+    deltas = baseline_deltas(arms, metrics, level)
     p, unit = success_rate(records, groups, steps)
     by_arm = success_rates_by_arm(records, groups, steps)
     config = study.config or dict(fallback_config or {})
@@ -189,14 +192,14 @@ def build_report_data(
     raced = study.racing
     min_effect = study_cfg.get("min_effect") if isinstance(study_cfg, Mapping) else None
     # a study that ran the anytime race looked after every round with no plan: its calls rest on the
-    # confidence sequences its rounds used; a group-sequential race ends at the fixed-sample look
+    # confidence sequences its rounds used; a group-sequential race ends at its last look's level (`level`)
     anytime = isinstance(raced, Mapping) and bool(raced.get("path")) and raced.get("design", "anytime") == "anytime"
     if branched_at is None:
         given = (config.get("budget") or {}).get("branch_from")
         branched_at = given if isinstance(given, int) and not isinstance(given, bool) else None
     verdict = decide(arms, records, objectives, metrics, has_eval, tokens, by_arm, advice,
                      min_effect=float(min_effect) if isinstance(min_effect, (int, float)) else None,
-                     sequential=anytime, branched_at=branched_at)
+                     sequential=anytime, branched_at=branched_at, level=level)
     extra = [Finding("timing_noise", verdict.timing.words)] if verdict.timing and verdict.timing.exceeds else []
     if copies:
         extra.append(imported_note(copies))

@@ -32,7 +32,7 @@ from grpo_ablate.vocab import metric as registry_metric
 from grpo_ablate.report.verdict import arm_call
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
-from grpo_ablate.stats.seeds import compare_to_baseline
+from grpo_ablate.study.racing import calls_level
 
 __all__ = ["render_html", "view_model", "target_cell", "delta_cell", "held_out_used", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
 
@@ -244,7 +244,7 @@ def race_path(race: Mapping[str, Any], data: ReportData, label: Any) -> tuple[li
 def eval_path(data: ReportData) -> list[dict[str, Any]]:
     """The verdict at each shared evaluation point: every arm's call against the baseline on the
     held-out reward measured there, by the answer's own rule (the CS when the study ran the anytime
-    race, else the Holm-adjusted family of stats.calls), with study.min_effect."""
+    race, else the Holm-adjusted family of stats.calls at the answer's level), with study.min_effect."""
 
     ev = data.evals
     base = next((a for a in data.arms if a.is_baseline), None)
@@ -256,6 +256,7 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
     min_effect = float(given) if isinstance(given, (int, float)) else default_min_effect("eval_final_reward") or 0.0
     race = data.racing or {}
     sequential = bool(race.get("path")) and race.get("design", "anytime") == "anytime"
+    level = calls_level(data.racing)  # the answer's level: below 5% after a group-sequential race stopped early
     rows = []
     for point, at in ev.groupby("point"):
         by = {k: dict(zip(g["seed"], g["reward"])) for k, g in at.groupby("config")}
@@ -263,14 +264,14 @@ def eval_path(data: ReportData) -> list[dict[str, Any]]:
         if not b or int(point) == 0:  # point 0 is before the first step: every arm is the same model
             continue
         calls = []
-        family = {} if sequential else holm_calls(by, base.config.key, min_effect=min_effect)
+        family = {} if sequential else holm_calls(by, base.config.key, min_effect=min_effect, level=level)
         for a in data.arms:
             if a.is_baseline or a.config.key not in by:
                 continue
             arm = by[a.config.key]
             if sequential:
-                call, _ = arm_call(compare_to_baseline(b, arm, low=0.0, high=1.0), b, arm, maximize=True,
-                                   min_effect=min_effect, sequential=True)
+                # the race's anytime rule: the confidence sequence over the paired seeds, no fixed-sample test
+                call, _ = arm_call(None, b, arm, maximize=True, min_effect=min_effect, sequential=True)
             else:
                 call = family[a.config.key].call
             calls.append(f"{a.config.label} {call}")

@@ -99,8 +99,12 @@ def clip(text: str, n: int) -> str:
 
 
 def delta_words(m: Metric, arm_title: str, base_title: str, value: MetricStat, base: MetricStat,
-                diff: Difference, better: bool | None, comparison: Comparison | None = None) -> str:
-    """One sentence a person can act on: how much, which way, and whether noise could explain it."""
+                diff: Difference, better: bool | None, comparison: Comparison | None = None,
+                p_adjusted: float | None = None) -> str:
+    """One sentence a person can act on: how much, which way, and whether noise could explain it.
+
+    `diff.clear` is the call (report.arms.baseline_deltas: the Holm-adjusted p of the one model's
+    test); `p_adjusted` is printed beside the test that made it."""
     how = f"({fmt(value.mean)} vs {fmt(base.mean)})"
     if diff.delta == 0:
         return f"{arm_title}: {m.label} is the same as {base_title} {how}."
@@ -108,13 +112,21 @@ def delta_words(m: Metric, arm_title: str, base_title: str, value: MetricStat, b
         size = f"{abs(diff.relative) * 100:.0f}% {'higher' if diff.delta > 0 else 'lower'}"
     else:
         size = f"{fmt(abs(diff.delta))} {'higher' if diff.delta > 0 else 'lower'}"
-    test = f"{comparison.words}, {fmt_p(comparison.p_value)}" if comparison is not None and \
-        comparison.p_value is not None else f"{value.n} vs {base.n} seeds"
+    test = f"{value.n} vs {base.n} seeds"
+    if comparison is not None and comparison.p_value is not None:
+        test = f"{comparison.words}, {fmt_p(comparison.p_value)}"
+        if p_adjusted is not None:
+            test += f", Holm-adjusted over the configurations {fmt_p(p_adjusted)}"
     # "better"/"worse" only where the test says so: a skimmer must not take a winner from noise
     if diff.clear is True:
         tail = f"{'better' if better else 'worse'}, a difference larger than the seed-to-seed spread ({test})"
     elif diff.clear is False:
-        tail = f"not distinguishable from it: the difference is within the seed-to-seed spread ({test})"
-    else:
+        tail = (f"not distinguishable from it: the difference is within the seed-to-seed spread once every "
+                f"configuration's comparison is counted ({test})")
+    elif comparison is None and min(value.n, base.n) >= 3:
+        tail = "not tested: a diagnostic, which explains rather than decides"
+    elif min(value.n, base.n) <= 1:
         tail = "from a single seed, so the seed-to-seed spread is unknown: no call"
+    else:
+        tail = f"from {min(value.n, base.n)} seeds, fewer than the 3 a test needs: no call"
     return f"{arm_title}: {m.label} is {size} than {base_title} {how}: {tail}."

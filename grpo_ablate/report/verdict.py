@@ -19,8 +19,9 @@ The rules, in order:
    cannot be excluded from being within min_effect of the best (family-wise 5%), and the cheapest
    of those in generated tokens and training hours. A recommendation is not "the baseline unless
    beaten": a configuration need not be significantly better to be the one most likely best.
-3. Each arm against the baseline on that metric (stats.seeds.mean_difference's one rule, chosen
-   from the design before any value is seen: paired over shared seeds, else Welch): better /
+3. Each arm against the baseline on that metric (report.arms.baseline_calls: the t tests of
+   stats/model.py's one fit over every arm, paired over shared seeds, variance pooled and floored,
+   no test below 3 seeds; the effects table reads the same family): better /
    worse when its Holm-adjusted p is below 5% (the family-wise error over all the arms' calls
    held at 5%), equivalent when both one-sided tests of a difference beyond +-min_effect reject
    (Holm-adjusted too), undecided otherwise. A study that ran the anytime race looked after every
@@ -45,17 +46,16 @@ import math
 from typing import Any, Mapping, Sequence
 
 from grpo_ablate.files.advise_file import NO_SPREAD_FRACTION
-from grpo_ablate.report.arms import ArmSummary, arm_vs_baseline
+from grpo_ablate.report.arms import ArmSummary, baseline_calls, baseline_comparison
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.timing_noise import TIME_TWINS, TimingNoise, timing_noise
 from grpo_ablate.report.verdict_record import ArmVerdict, Secondary, Stuck, Verdict
 from grpo_ablate.report.wording import answer_lines, details, notes
-from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.calls import method as calls_model
 from grpo_ablate.stats.min_effect import default_min_effect
 from grpo_ablate.stats.multiplicity import METHOD as HOLM
 from grpo_ablate.stats.seeds import (ALPHA, MODEL_PAIRED, Comparison, MetricStat, detectable_difference,
-                                     model_comparison, seeds_needed, stat)
+                                     seeds_needed, stat)
 from grpo_ablate.stats.selection import select
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.vocab import Arm, Metric, Outcome, finite, metric
@@ -136,11 +136,13 @@ def arm_call(c: Comparison | None, base: Mapping[int, float], arm: Mapping[int, 
 def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
            metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None,
            success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None, *,
-           min_effect: float | None = None, sequential: bool = False, branched_at: int | None = None) -> Verdict:
+           min_effect: float | None = None, sequential: bool = False, branched_at: int | None = None,
+           level: float = ALPHA) -> Verdict:
     """The study's answer: `judge`'s record with its words (report/wording.py) filled in. `branched_at`: the step
-    the arms branched at (budget.branch_from), which the words say the answer is about G from."""
+    the arms branched at (budget.branch_from), which the words say the answer is about G from; `level`: the
+    family-wise level of the calls (a race that stopped early: its last look's, study.racing.calls_level)."""
     v = judge(arms, records, objectives, metrics, has_eval, tokens, success, advice, min_effect=min_effect,
-              sequential=sequential)
+              sequential=sequential, level=level)
     v = dataclasses.replace(v, branched_at=branched_at)
     return dataclasses.replace(v, lines=answer_lines(v), details=details(v), notes=notes(v))
 
@@ -165,18 +167,17 @@ def _choose_metric(objectives: Sequence[tuple[str, str]], records: Sequence[Tria
 
 
 def _arm_verdicts(ran: Sequence[ArmSummary], base: ArmSummary, name: str, *, maximize: bool, min_effect: float,
-                  sequential: bool, costs: Mapping[Arm, float], hours: Mapping[Arm, float]) -> list[ArmVerdict]:
+                  sequential: bool, costs: Mapping[Arm, float], hours: Mapping[Arm, float],
+                  level: float = ALPHA) -> list[ArmVerdict]:
     """Rule 3: every other arm's call against the baseline."""
-    by_seed = {a.name: a.by_seed.get(name, {}) for a in ran}
-    family = {} if sequential else holm_calls(by_seed, base.name, min_effect=min_effect, maximize=maximize, level=ALPHA)
+    model = baseline_calls(ran, name, maximize=maximize, min_effect=min_effect, level=level)  # the one model's contrasts
+    family = {} if sequential else model
     out = []
     for a in ran:
         if a.is_baseline:
             continue
-        c = arm_vs_baseline(base, a, name)
+        c = baseline_comparison(model.get(a.name), base, a, name)  # the interval and p of the model the call read
         fc = family.get(a.name)
-        if fc is not None and fc.difference is not None:  # the interval and p of the model the call read
-            c = model_comparison(fc.difference, low=metric(name).low, high=metric(name).high)
         if sequential:
             call, cs = arm_call(c, base.by_seed.get(name, {}), a.by_seed.get(name, {}), maximize=maximize,
                                 min_effect=min_effect, sequential=True)
@@ -213,8 +214,11 @@ def _power(verdicts: Sequence[ArmVerdict], bmean: float, sign: float) -> dict[st
 def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
           metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None,
           success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None, *,
-          min_effect: float | None = None, sequential: bool = False) -> Verdict:
+          min_effect: float | None = None, sequential: bool = False, level: float = ALPHA) -> Verdict:
     """The study's answer as a record without words (see the module docstring).
+
+    `level`: the family-wise level of the calls and the eps-best set's exclusions, ALPHA unless a
+    group-sequential race stopped early (study.racing.calls_level: the level its last look spent).
 
     `min_effect`: study.min_effect (None: stats/min_effect.py's default for the metric);
     `sequential`: the study ran the anytime race (it looked after every round with no plan), so
@@ -240,15 +244,17 @@ def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives
     if min_effect is None:
         reference = (base or max(ran, key=lambda a: sign * a.metrics[name].mean)).metrics[name].mean  # type: ignore[operator]
         min_effect = default_min_effect(m, reference) or 0.0
-    selection = select({a.name: a.by_seed.get(name, {}) for a in ran}, min_effect, maximize=maximize, alpha=ALPHA,
+    selection = select({a.name: a.by_seed.get(name, {}) for a in ran}, min_effect, maximize=maximize, alpha=level,
                        costs={a.name: costs[a.config] for a in ran if a.config in costs})
     verdicts = [] if base is None else _arm_verdicts(ran, base, name, maximize=maximize, min_effect=min_effect,
-                                                    sequential=sequential, costs=costs, hours=hours)
+                                                    sequential=sequential, costs=costs, hours=hours, level=level)
     common: dict[str, Any] = dict(
         arms=tuple(verdicts), cost_unit=cost_unit, timing=timing, selection=selection,
         names={a.name: a.config.label for a in ran}, hours={a.name: hours[a.config] for a in ran if a.config in hours},
         min_effect=min_effect, sequential=sequential,
-        calls_method=SEQUENTIAL_METHOD if sequential else f"{calls_model({a.name: a.by_seed.get(name, {}) for a in ran})}, {HOLM}",
+        calls_method=SEQUENTIAL_METHOD if sequential else f"{calls_model({a.name: a.by_seed.get(name, {}) for a in ran})}, {HOLM}"
+        + (f" (held at {level:.2g}, the level the group-sequential race had spent at the look where it stopped early)"
+           if level < ALPHA else ""),
         baseline_name=base.name if base else None, baseline=base.config if base else None,
         baseline_mean=base.metrics[name].mean if base else None, replaced=replaced, objective=other,
         metric_low=m.low, metric_high=m.high)

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 from grpo_ablate.vocab import finite
 
 __all__ = ["MetricStat", "Difference", "stat", "difference", "t975", "Comparison", "compare_to_baseline",
-           "model_comparison", "MODEL_PAIRED", "MODEL_UNPAIRED",
+           "model_comparison", "MODEL_PAIRED", "MODEL_UNPAIRED", "TOO_FEW",
            "MeanDifference", "mean_difference",
            "detectable_difference", "seeds_needed", "coefficient_of_variation", "ALPHA", "POWER", "MAX_SEEDS"]
 
@@ -135,6 +135,7 @@ MAX_SEEDS = 1000  # "seeds needed" beyond this is reported as more than this
 
 
 MODEL_PAIRED, MODEL_UNPAIRED = "model paired", "model unpaired"  # Comparison.kind of a one-model contrast
+TOO_FEW = "too few seeds"  # Comparison.kind of an arm the one model left out (fewer than 3 seeds): no test
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,10 @@ class Comparison:
     `kind` says which comparison was used (`mean_difference`'s rule): "paired" (Student t on the
     per-seed differences, at least two seeds shared by both arms), "welch" (unpaired, unequal
     variances), or "single seed" (no spread, so no test); or, for a contrast of stats/model.py's
-    one model (the model the calls and the probability read), MODEL_PAIRED / MODEL_UNPAIRED. `sd` and `n` are what the power figures use: the SD of the paired
-    differences over n pairs, or the pooled per-arm SD with n seeds per arm.
+    one model (the model the calls and the probability read), MODEL_PAIRED / MODEL_UNPAIRED; TOO_FEW
+    for an arm that model left out (fewer than 3 seeds: the difference of the means, no interval, no
+    test). `sd` and `n` are what the power figures use: the SD of the paired differences over n
+    pairs, or the pooled per-arm SD with n seeds per arm.
     """
 
     kind: str
@@ -174,6 +177,8 @@ class Comparison:
             return f"t test over {self.n} seeds per arm, in one model of every arm's mean (variance pooled, floored)"
         if self.kind == "welch":
             return f"Welch t test (unpaired) over {self.n} seeds per arm"
+        if self.kind == TOO_FEW and self.n > 1:
+            return f"{self.n} seeds, fewer than the 3 a test needs (no test)"
         return "a single seed (no test possible)"
 
     def as_dict(self) -> dict[str, object]:
@@ -255,8 +260,11 @@ def compare_to_baseline(base: Mapping[int, float], arm: Mapping[int, float], *,
                         low: float | None = None, high: float | None = None) -> Comparison | None:
     """The arm minus the baseline on one metric, by seed ({seed: value}); None when either is empty.
 
-    `mean_difference`'s one rule (paired over shared seeds, else Welch), at 95%. The interval is
-    cut to the range a difference of the quantity can take ([low - high, high - low]).
+    `mean_difference`'s one rule (paired over shared seeds, else Welch), at 95%, one comparison
+    alone: no floor under a tie's spread and a test from two seeds. The report never calls it (its
+    calls read stats/model.py's one model: report.arms.baseline_calls); the older benchmarks
+    (per_prompt_g.py, adaptive.py) keep it so their committed figures stay reproducible. The
+    interval is cut to the range a difference of the quantity can take ([low - high, high - low]).
     """
     b = {s: v for s, v in ((s, finite(x)) for s, x in base.items()) if v is not None}
     a = {s: v for s, v in ((s, finite(x)) for s, x in arm.items()) if v is not None}

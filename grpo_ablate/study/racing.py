@@ -19,7 +19,9 @@ the report say which ran.
   one arm is left in it, or the probability that the leading arm is within min_effect of the best
   (the posterior PCS, stats/selection.p_within) reaches `confidence`, or the seeds run out. A
   race that never stops early ends at the last look at 5% on the same values as a fixed-sample
-  study, so its answer is exactly the fixed-sample answer, whether or not it dropped arms on the way.
+  study, so its answer is exactly the fixed-sample answer, whether or not it dropped arms on the way;
+  one that stops early holds the report's calls and exclusions to the level its last look spent
+  (`calls_level`), never to 5% at a look the data chose.
 - anytime (for open-ended use, kept from round 3): Lai's t confidence sequence of each arm's paired
   differences (stats/sequential.py), valid however often it is looked at; an arm is dropped once
   its sequence against the leader lies wholly below zero; with `stop_when_settled` an arm stops
@@ -54,7 +56,8 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import Study
 
-__all__ = ["Drop", "RaceState", "Rule", "decide", "arm_results", "advance", "describe", "rule_of", "DESIGNS"]
+__all__ = ["Drop", "RaceState", "Rule", "decide", "arm_results", "advance", "describe", "rule_of", "calls_level",
+           "DESIGNS"]
 
 GROUP_SEQUENTIAL, ANYTIME = "group_sequential", "anytime"
 DESIGNS = (GROUP_SEQUENTIAL, ANYTIME)
@@ -145,6 +148,22 @@ class RaceState:
         return cls(int(d.get("round", 0)), [a for a in arms if a not in gone and a in stored], drops,
                    d.get("leader"), bool(d.get("decided")), list(d.get("settled") or []), dict(d.get("calls") or {}),
                    list(d.get("path") or []), str(d.get("design") or ANYTIME), d.get("pcs"), list(d.get("eps_best") or []))
+
+
+def calls_level(race: Mapping[str, Any] | None) -> float:
+    """The family-wise level the answer's calls and exclusions are held to after a race: the level
+    the group-sequential race had spent at its last look. That is ALPHA when it ran to its planned
+    seeds (so a race that never stops early gives the fixed-sample answer), but the strict early
+    level when it stopped early (its probability reached the target, or one arm was left): testing
+    at 5% at a look the race chose from the data is optional stopping (on the all-equal null of
+    addition_rare with 48 planned seeds, 8 of 150 races then made a false better/worse call, none
+    at the look's own level: benchmarks/sequential_frontier.py). ALPHA for no race, or the anytime
+    race (its calls are the confidence sequences')."""
+    if not isinstance(race, Mapping) or race.get("design") != GROUP_SEQUENTIAL:
+        return ALPHA
+    path = [r for r in race.get("path") or [] if isinstance(r, Mapping)]
+    level = path[-1].get("level") if path else None
+    return min(ALPHA, float(level)) if isinstance(level, (int, float)) and level > 0 else ALPHA
 
 
 def rule_of(study: "Study") -> Rule:
