@@ -11,7 +11,7 @@ every `BUILTIN_TASKS` name scores its task); `REWARD_FACTORIES` holds the code f
 those names. `accuracy`, `format` and `tag_count` are written here and score as Open R1's
 rewards of those names do (tests/test_openr1_rewards.py checks them on Open R1's layouts);
 `accuracy` needs `pip install 'grpo-ablate[math]'`. A recipe that names Open R1's rewards uses
-Open R1's own functions where `open_r1` is importable (config/recipes.py).
+Open R1's own functions where `open_r1` is importable (config/recipes/rewards.py).
 
     python -c "from grpo_ablate.trainer.rewards import describe; print(describe())"
 
