@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from grpo_ablate.vocab import Arm, generations_data, generations_text, pair_label
 from grpo_ablate.config import FloatRange
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: optuna loads in the functions that use it; a space is handed in
     import optuna
 
     from grpo_ablate.space import FeasibleSpace
