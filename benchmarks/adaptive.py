@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 from grpo_ablate.stats.seeds import compare_to_baseline  # noqa: E402
 from grpo_ablate.report.text import fmt_interval, fmt_p  # noqa: E402
 from grpo_ablate.trainer.spec import TrialSpec  # noqa: E402
-from grpo_ablate.vocab import generations_text, metric, parse_generations  # noqa: E402
+from grpo_ablate.vocab import metric  # noqa: E402
 
 FIXED = [2, 4, 8, 16]  # 8 is the baseline (TRL's default)
 ADAPTIVE = ["dynamic:8", "adaptive:8[2-16]"]
@@ -72,7 +72,7 @@ def run_study(task: str, out: Path, seeds: list[int], steps: int, prompts: int, 
         "study.workers": "1",
         "data.task": task,
         "data.num_prompts": str(prompts),
-        "search.num_generations": json.dumps([generations_text(parse_generations(g)) for g in gens]),
+        "search.num_generations": json.dumps(gens),  # the study file's own text: the loader reads it
         "search.temperature": "[1.0]",
         "budget.max_steps": str(steps),
         "evaluation.num_prompts": str(eval_prompts),
@@ -153,7 +153,8 @@ def summarise(task: str, folder: Path) -> None:
     m = metric(METRIC)
     print(f"\nper arm ({METRIC}; held-out gain; informative groups per step and per 1,000 generated completions; "
           "completions and tokens generated; tokens per held-out gain):")
-    for lab in sorted(by, key=lambda x: parse_generations(x)):
+    g_of = {t["label"]: t["g"] for t in ts}  # each label's G as the plan carried it (a value, not text)
+    for lab in sorted(by, key=lambda x: g_of[x]):
         v = by[lab].values()
         gain = sum(t["m"]["eval_gain"] for t in v) / len(v)
         tokens = sum(t["m"].get("generated_tokens") or 0 for t in v) / len(v)

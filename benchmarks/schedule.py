@@ -40,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from grpo_ablate.study.trial_spec import spec_from_sections  # noqa: E402
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER  # noqa: E402
 from grpo_ablate.launch import run_trial  # noqa: E402
-from grpo_ablate.vocab import EVENTS_FILE, parse_generations  # noqa: E402
+from grpo_ablate.config.hardware import read_generations  # noqa: E402  (the loader's reader of G's text)
+from grpo_ablate.vocab import EVENTS_FILE  # noqa: E402
 
 DEFAULT_ARMS = ["2", "8", "2->8@50%", "2->8@zero_std<0.6"]
 REFERENCE = "8"
@@ -74,9 +75,12 @@ def main() -> int:
     print(f"budget: {budget['completions']} completions per trial ({args.steps} steps x {per_step}); trials in {root}")
     results: dict[str, dict[str, dict[int, float]]] = {}
     print(f"{'arm':>22} {'seed':>4} {'final':>6} {'held-out':>8} {'switch step':>11} {'completions':>11}")
+    gens, unreadable = read_generations([*args.arms, REFERENCE])
+    if unreadable:
+        parser.error("; ".join(f"{r.num_generations}: {r.reason}" for r in unreadable))
+    *arms, reference = gens
     for seed in args.seeds:
-        for arm in args.arms:
-            g = parse_generations(arm)
+        for g in arms:
             label = str(g)
             folder = root / f"G{getattr(g, 'slug', g)}-s{seed}"
             spec = spec_from_sections(folder, data={"task": "addition"},
@@ -96,7 +100,7 @@ def main() -> int:
             held = m.get("eval_final_reward")
             print(f"{label:>22} {seed:>4} {m['final_reward']:>6.3f} {'-' if held is None else f'{held:.3f}':>8} "
                   f"{','.join(map(str, switch)) or '-':>11} {made:>11}", flush=True)
-    ref = str(parse_generations(REFERENCE))
+    ref = str(reference)
     for key, by_arm in results.items():
         print(f"\nVerdict on {key} (arm - G={ref}, paired by seed):")
         for label, values in by_arm.items():

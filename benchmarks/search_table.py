@@ -29,13 +29,17 @@ class GridRow:
     curve: list[tuple[int, dict[str, float | None]]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"arm": self.arm.key, "seed": self.seed, "metrics": self.metrics,
+        return {"arm": self.arm.key, "knobs": self.arm.as_dict(), "seed": self.seed, "metrics": self.metrics,
                 "curve": [[c, v] for c, v in self.curve]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "GridRow":
-        return cls(Arm.from_key(d["arm"]), int(d["seed"]), dict(d["metrics"]),
-                   [(int(c), dict(v)) for c, v in d.get("curve", [])])
+        """The arm from its knobs (G as data); the key is for reading the file only, never parsed."""
+        arm = Arm.from_mapping(d.get("knobs") or {})
+        if arm is None:
+            raise ValueError(f"grid row {d.get('arm')!r} has no readable knobs: a cache from an older version; "
+                             "delete it and run the grid again")
+        return cls(arm, int(d["seed"]), dict(d["metrics"]), [(int(c), dict(v)) for c, v in d.get("curve", [])])
 
 
 @dataclass

@@ -35,20 +35,19 @@ from grpo_ablate.storage_url import mask_url
 from grpo_ablate import trial_record as record
 from grpo_ablate.vocab import Outcome
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a Study it is handed
     from grpo_ablate.config import Study
 
 __all__ = ["estimate_trial", "training_prompts", "TrialEstimate"]
 
 
-def _measured_pace(study: "Study") -> tuple[float, float, str] | None:
+def _measured_pace(url: str) -> tuple[float, float, str] | None:
     """(training seconds per completion, seconds of a trial outside training, where from): medians
     over finished trials in the study's storage. The second is the trial's wall time less its
     training time (start-up, model load, evaluation), so a short trial is not estimated at 0 s.
 
     Read-only: a journal file or SQLite file that exists; a server storage is not contacted.
     """
-    url = study.storage_url
     try:
         storage = read_existing(url)  # read only: nothing created or repaired
         if storage is None:
@@ -125,43 +124,51 @@ def _trainer_value(study: "Study", key: str) -> Any:
 
 
 def estimate_trial(study: "Study") -> TrialEstimate:
-    """One trial's wall seconds and GPU-hours: measured where possible, else assumed (see the module docstring)."""
+    """One trial's wall seconds and GPU-hours: measured where possible, else assumed (see the module docstring);
+    budget.seconds caps the training time of every kind of estimate."""
+    return _capped(study.budget.seconds, _estimate(study))
+
+
+def _estimate(study: "Study") -> TrialEstimate:
+    """The estimate before the cap. What is read of the study's files and storage is read first, in one
+    place, so the arithmetic below works on plain values (the storage is read even for a tokens-only
+    budget, where the pace goes unused: it is read-only and a missing file reads as nothing)."""
+    full_run = study.budget.full_run.model_dump() if study.budget.full_run else None
+    known = training_prompts(study) if full_run and not full_run.get("prompts") else None
+    measured = _measured_pace(study.storage_url)
     shape = study.space.shape
     steps = study.budget.max_steps or _int(study.trainer.get("max_steps"))
     n = generated_completions(shape, max_steps=steps, completions=study.budget.completions)
     gpus = int(study.hardware.gpus or 0)
-    full_run = study.budget.full_run.model_dump() if study.budget.full_run else None
-    known = training_prompts(study) if full_run and not full_run.get("prompts") else None
     full_steps = full_run_steps(full_run, shape.generated_per_step, known[0] if known else None)
     trial_steps = math.ceil(n / shape.generated_per_step - 1e-9) if n else None
     share = trial_steps / full_steps if full_steps and trial_steps else None
     common: dict[str, Any] = {"gpus": gpus, "completions": n, "full_run_steps": full_steps, "full_run_share": share}
     full_n = full_steps * shape.generated_per_step if full_steps else None
 
-    measured = _measured_pace(study) if n else None
     if measured and n:
         per, overhead, where = measured
         s = overhead + per * n
         full = (per * full_n, per * full_n) if full_n else None
-        return _capped(study, TrialEstimate((s, s), measured=True, source=where, full_run_seconds=full,
-                                            pace=(per, overhead), **common))
+        return TrialEstimate((s, s), measured=True, source=where, full_run_seconds=full,
+                                            pace=(per, overhead), **common)
     probe = load_probe(study.output_dir, Owner.of(study))
     if probe is not None and probe.one_trial_estimate_s:
         s = float(probe.one_trial_estimate_s)
         source = ("the probe's pace (probe.json: its measured start-up plus the budget's steps at the baseline G's "
                   "largest fitting batch)")
-        return _capped(study, TrialEstimate((s, s), measured=True, source=source, **common))
+        return TrialEstimate((s, s), measured=True, source=source, **common)
     if not gpus:
-        return _capped(study, TrialEstimate(None, measured=False, source=(
+        return TrialEstimate(None, measured=False, source=(
             "no measurement yet (no finished trial in this study's storage, no probe.json); the study runs on CPU, "
-            "where no rates are assumed"), **common))
+            "where no rates are assumed"), **common)
     params, where = model_parameters(study.model.name_or_path, study.model.revision)
     if params is None:
-        return _capped(study, TrialEstimate(None, measured=False, source=(
-            f"model size {where}; run `grpo-ablate probe` or a first trial to measure"), **common))
+        return TrialEstimate(None, measured=False, source=(
+            f"model size {where}; run `grpo-ablate probe` or a first trial to measure"), **common)
     if not n:
-        return _capped(study, TrialEstimate(None, measured=False, source=(
-            "the budget is tokens or seconds only; run `grpo-ablate probe` to measure"), **common))
+        return TrialEstimate(None, measured=False, source=(
+            "the budget is tokens or seconds only; run `grpo-ablate probe` to measure"), **common)
     hw = study.hardware
     vllm = hw.vllm.mode in ("server", "colocate")
     gpu = GPU_TYPES[hw.gpu_type] if hw.gpu_type else REFERENCE_GPU
@@ -194,7 +201,7 @@ def estimate_trial(study: "Study") -> TrialEstimate:
         f"assumed, not measured: model {params / 1e9:.2g} B parameters ({where})",
         f"{flops / params:g} x parameters FLOPs per trained token", length_words, prompt_words,
         ASSUMED.words(vllm, gpu, bool(hw.gpu_type))) if x)
-    return _capped(study, TrialEstimate((lo, hi), measured=False, source=source, full_run_seconds=full, **common))
+    return TrialEstimate((lo, hi), measured=False, source=source, full_run_seconds=full, **common)
 
 
 def _probe_tokens_per_completion(probe: Any) -> float | None:
@@ -208,9 +215,8 @@ def _probe_tokens_per_completion(probe: Any) -> float | None:
     return float(best.tokens_per_second) / float(best.samples_per_second)
 
 
-def _capped(study: "Study", est: TrialEstimate) -> TrialEstimate:
-    """budget.seconds caps a trial's training time: no estimate runs past it."""
-    cap = study.budget.seconds
+def _capped(cap: float | None, est: TrialEstimate) -> TrialEstimate:
+    """budget.seconds (`cap`) caps a trial's training time: no estimate runs past it."""
     if not cap or est.seconds is None or est.seconds[1] <= cap:
         return est
     return replace(est, seconds=(min(est.seconds[0], cap), cap), source=est.source + "; capped by budget.seconds")

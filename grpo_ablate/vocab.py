@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import enum
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, generations_text, parse_generations
+from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, generations_data, generations_from_data, generations_text
 
 __all__ = [
     "PLANNED_SAMPLERS",
@@ -32,10 +31,9 @@ __all__ = [
     "Schedule",
     "Dynamic",
     "PerPrompt",
-    "parse_generations",
     "generations_text",
+    "generations_data",
     "pair_label",
-    "parse_pair_label",
     "Metric",
     "METRICS",
     "HEADLINE_METRICS",
@@ -85,9 +83,6 @@ PLANNED_SAMPLERS = ("grid", "ablation")  # every trial is planned and queued; th
 
 # ---------------------------------------------------------------- arms and cells
 
-_KEY = re.compile(r"^G(?P<g>.+?)xB(?P<b>\d+)\|T(?P<t>[-+0-9.eE]+)$")
-
-
 @dataclass(frozen=True, order=True)
 class Arm:
     """One configuration: the three knobs this tool decides.
@@ -95,6 +90,10 @@ class Arm:
     `num_generations` is an int or a `Schedule` (an int subclass whose str is its label, e.g.
     `4→8@40%`), so every reader goes through `key`, `label` and `as_dict` rather than formatting
     it itself. Plain-int arms keep the keys and labels they always had.
+
+    G is never read back from text here: `as_dict` stores a schedule as its numbers
+    (schedule.generations_data) and `from_mapping` rebuilds it from them. The key and the labels
+    are for matching and reading only; text becomes a G in the study-file loader alone (config/).
     """
 
     num_generations: int
@@ -118,37 +117,27 @@ class Arm:
                 f"temperature={self.temperature:g}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"num_generations": generations_text(self.num_generations),
+        """JSON-safe knobs (trial attributes, a study's baseline, summary.json, advise.json): G as data,
+        an int or a schedule's numbers, so `from_mapping` never parses it."""
+        return {"num_generations": generations_data(self.num_generations),
                 "generation_batch_size": self.generation_batch_size, "temperature": self.temperature}
 
     @classmethod
-    def from_key(cls, key: str) -> "Arm":
-        m = _KEY.match(key.strip())
-        if not m:
-            raise ValueError(f"not an arm key (expected like 'G8xB64|T0.9'): {key!r}")
-        return cls(parse_generations(m["g"]), int(m["b"]), float(m["t"]))
-
-    @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "Arm | None":
-        """From trial attributes or params; None when a knob is missing or not a number."""
+        """`as_dict`'s inverse (trial attributes, saved files); None when a knob is missing or not a
+        number. A schedule stored as its label (studies before G travelled as data) reads as None:
+        rebuilding it would mean parsing text outside the loader."""
         try:
-            return cls(parse_generations(values["num_generations"]), int(values["generation_batch_size"]),
+            return cls(generations_from_data(values["num_generations"]), int(values["generation_batch_size"]),
                        float(values["temperature"]))
         except (KeyError, TypeError, ValueError):
             return None
 
 
 def pair_label(num_generations: int, generation_batch_size: int) -> str:
-    """The single categorical param ("8x64") a trial draws when batches are searched too."""
+    """The single categorical param ("8x64") a trial draws when batches are searched too; read back
+    through the study's feasible space (FeasibleSpace.by_label), never split."""
     return f"{num_generations}x{generation_batch_size}"
-
-
-def parse_pair_label(label: str) -> tuple[int, int]:
-    """(G, batch); G is a `Schedule` when the label names one ("4→8@40%x64")."""
-    g, sep, b = label.rpartition("x")
-    if not sep:
-        raise ValueError(f"not a (num_generations x generation_batch_size) label: {label!r}")
-    return parse_generations(g), int(b)
 
 
 PREFIX_ROLE = "prefix"  # a seed's shared prefix (budget.branch_from): the baseline trained to the branch step

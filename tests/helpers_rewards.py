@@ -66,6 +66,12 @@ async def async_all_none(prompts, completions, **kwargs):
     return [None] * len(completions)
 
 
+def half_none(prompts, completions, **kwargs):
+    """Scores every other completion (by its position), abstains on the rest: alone, half the rows are
+    unscorable, which TRL leaves out of the group's baseline (the zero-weight recorder must not score them)."""
+    return [None if i % 2 else i / 100.0 for i in range(len(completions))]
+
+
 def position_tiebreak(prompts, completions, **kwargs):
     """A tiny reward that differs for every completion of a group (its position in the batch): added
     to the task's 0/1 reward, no group ever has zero spread (the dynamic-sampling equivalence)."""

@@ -19,6 +19,7 @@ from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advis
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, zero_spread_empirical
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.search.encoding import encode_arm
+from grpo_ablate.schedule import generations_data, parse_generations
 from grpo_ablate.vocab import METRICS_FILE, Arm
 from grpo_ablate import trial_record as record
 from helpers import write_study
@@ -213,8 +214,8 @@ def _advice(study):
     return predict(study, samples)
 
 
-def _finished_trial(tmp_path: Path, number: int, g: str, temperature: float, zero_std: list[float], outcome: str = "completed"):
-    """A trial as the runner leaves it: the cell's attrs, the outcome, the trial folder with metrics.jsonl."""
+def _finished_trial(tmp_path: Path, number: int, g: int | dict, temperature: float, zero_std: list[float], outcome: str = "completed"):
+    """A trial as the runner leaves it (G as Arm.as_dict stores it: an int, a schedule's numbers): the cell's attrs, the outcome, the trial folder with metrics.jsonl."""
     import optuna
 
     trial_dir = tmp_path / "run" / "trials" / f"{number:05d}"
@@ -236,10 +237,10 @@ def test_the_plot_overlays_what_the_studys_trials_measured(tmp_path):
     Path(study.storage_url).parent.mkdir(parents=True)
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(study.storage_url))
     ostudy = optuna.create_study(study_name="advise-test", storage=storage)
-    ostudy.add_trial(_finished_trial(tmp_path, 0, "4", 0.7, [0.5, 0.25]))
-    ostudy.add_trial(_finished_trial(tmp_path, 1, "8", 1.0, [0.1, 0.3]))
-    ostudy.add_trial(_finished_trial(tmp_path, 2, "2", 1.0, [0.9], outcome="oom"))  # ran out of memory: not a measure
-    ostudy.add_trial(_finished_trial(tmp_path, 3, "4→8@40%", 1.0, [0.4]))  # a schedule has no single G
+    ostudy.add_trial(_finished_trial(tmp_path, 0, 4, 0.7, [0.5, 0.25]))
+    ostudy.add_trial(_finished_trial(tmp_path, 1, 8, 1.0, [0.1, 0.3]))
+    ostudy.add_trial(_finished_trial(tmp_path, 2, 2, 1.0, [0.9], outcome="oom"))  # ran out of memory: not a measure
+    ostudy.add_trial(_finished_trial(tmp_path, 3, generations_data(parse_generations("4→8@40%")), 1.0, [0.4]))  # a schedule has no single G
     measured = _measured(study)
     assert measured == [Measured(4, 0.7, pytest.approx(0.375)), Measured(8, 1.0, pytest.approx(0.2))]
     fig = advise_figure(advice, measured)

@@ -86,7 +86,8 @@ def test_batches_searched_name_the_pair_and_readers_decode_it(tmp_path):
     study = _grid(tmp_path, "generation_batch_size=[32, 64]")
     params, dists = ledger.cell_params(study, Arm(8, 64, 1.0))
     assert params == {LABEL_PARAM: "8x64", "temperature": 1.0} and set(dists) == set(params)
-    assert Arm.from_mapping(arm_fields(params)) == Arm(8, 64, 1.0)  # the report reads a trial that wrote no attrs
+    assert Arm.from_mapping(arm_fields(params, study.space)) == Arm(8, 64, 1.0)  # a trial that wrote no attrs, through the space
+    assert arm_fields(params) == {"temperature": 1.0}  # without the study's space a label is not parsed
     assert ledger.cell_params(study, Arm(3, 64, 1.0)) is None  # not feasible: never queued
 
 

@@ -62,7 +62,7 @@ def _with_advised(tmp_path: Path, *overrides: str, arms: list[dict]):
 def test_an_advised_arm_joins_the_ablation_on_every_seed_and_is_counted(tmp_path):
     before = load_study(TINY, [f"study.output_dir={tmp_path / 'run'}"])
     assert resolved_trial_count(before) == 12 and advised_arms(before) == []
-    new = {"num_generations": "2", "generation_batch_size": 32, "temperature": 0.3}  # G=2 and T=0.3 at once: no factor has it
+    new = {"num_generations": 2, "generation_batch_size": 32, "temperature": 0.3}  # G=2 and T=0.3 at once: no factor has it
     study = _with_advised(tmp_path, arms=[new])
     cells = study_plan(study)
     assert [(c.role, c.seed) for c in cells] == [
@@ -74,8 +74,8 @@ def test_an_advised_arm_joins_the_ablation_on_every_seed_and_is_counted(tmp_path
 
 
 def test_an_advised_arm_the_ablation_has_or_cannot_run_changes_nothing(tmp_path):
-    already = {"num_generations": "2", "generation_batch_size": 32, "temperature": 1.0}  # the G factor's arm
-    foreign = {"num_generations": "8", "generation_batch_size": 32, "temperature": 0.7}  # T=0.7 is not searched
+    already = {"num_generations": 2, "generation_batch_size": 32, "temperature": 1.0}  # the G factor's arm
+    foreign = {"num_generations": 8, "generation_batch_size": 32, "temperature": 0.7}  # T=0.7 is not searched
     study = _with_advised(tmp_path, arms=[already, foreign])
     assert advised_arms(study) == [Arm(2, 32, 1.0)]
     cells = study_plan(study)

@@ -167,7 +167,9 @@ def test_user_dataset_local_model_path_chat_template_and_reward_registry(tmp_pat
     for name in ("accuracy", "format", "tag_count", "length_penalty", "solution_length"):
         assert f"rewards/{name}/mean" in rows[0], name
     resolved = json.loads((tmp_path / "user" / "resolved_config.json").read_text())
-    assert resolved["reward_weights"] == [1.0, 1.0, 0.5, 0.1, 1.0] and resolved["max_steps"] == 2
+    # the study's weights, then groups.jsonl's recorder at weight 0 (trainer/rewards.py record_groups)
+    assert resolved["reward_weights"] == [1.0, 1.0, 0.5, 0.1, 1.0, 0.0] and resolved["max_steps"] == 2
+    assert all("grpo_ablate_groups" not in k for k in rows[0])  # the recorder is no reward of the study
     group = json.loads((tmp_path / "user" / "groups.jsonl").read_text().splitlines()[0])
     assert group["prompt"].startswith("what is") and group["num_generations"] == 4
 

@@ -87,9 +87,13 @@ def test_the_private_attributes_are_set_and_used_where_the_adapter_expects():
     assert "frac_reward_zero_std" in score and "self._metrics" in score, (
         "GRPOTrainer._generate_and_score_completions no longer logs frac_reward_zero_std in self._metrics; "
         "ScheduledGRPOTrainer._per_prompt_round overwrites that entry")
-    for line in ('self._logs["prompt"].extend(gather_object(', 'self._logs["completion"].extend(gather_object(',
-                 'self._logs["rewards"][name].extend(rewards_per_func[:, i].tolist())'):
-        assert line in score, f"TRL no longer logs the round as {line!r}: trl_adapter.generation_batch reads it"
+    # groups.jsonl's recorder is a reward of weight 0 that returns None (rewards.GroupsRecorder): it changes nothing
+    # only while TRL sums weighted rewards with nansum and calls a completion unscorable when every reward is NaN
+    for line in ("(rewards_per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)",
+                 "unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)"):
+        assert line in score, f"TRL no longer aggregates rewards as {line!r}: the zero-weight groups recorder may move them"
+    assert "reward if reward is not None else torch.nan" in inspect.getsource(GRPOTrainer._calculate_rewards), (
+        "TRL no longer reads a reward's None as NaN: the groups recorder's None would then count")
     # the engine's weights: TRL syncs when the step moved, sleeps and marks them discarded, as evaluation mirrors
     assert "self._last_loaded_step = self.state.global_step" in trainer
     assert "self._dist.summon_full_params(self.model_wrapped, recurse=False)" in trainer
@@ -173,10 +177,10 @@ def test_an_unchecked_trl_refuses_what_could_mislead_and_degrades_the_rest_loudl
         with pytest.raises(trl_adapter.TrlUnchecked, match="vLLM engine"):
             trl_adapter.gate(plain, vllm_evaluation=True)
         trl_adapter.gate(plain)  # a plain GRPOTrainer without vLLM evaluation trains as before
-        assert trl_adapter.generation_batch(plain) is None and trl_adapter.generation_batch(plain) is None
+        assert not trl_adapter.time_rollouts(plain, lambda s: None)
         assert not trl_adapter.time_rollouts(plain, lambda s: None)
         err = capsys.readouterr().err
-        assert err.count("groups.jsonl stays empty") == 1 and "no generation_seconds" in err  # once per feature
+        assert err.count("no generation_seconds") == 1  # once per feature
 
         version = trl.__version__  # a checked version whose source changed: named by method
         monkeypatch.setattr(trl_adapter, "CHECKED", {version: {m: "0" * 16 for m in trl_adapter.OVERRIDDEN}})

@@ -3,7 +3,7 @@
     grpo-ablate validate studies/tiny-cpu.yaml --set num_generations=[2,4] --set study.n_trials=4
 
 A recipe (an Open R1 / `trl grpo` script config, as published) fills the trainer section;
-config/recipes.py translates its keys and notes what it did; the study's own keys win. A relative
+config/recipes/ translates its keys and notes what it did; the study's own keys win. A relative
 path in the study file means from the study file's folder; one given with `--set` or `--storage`,
 from the current directory (load_study says why).
 """

@@ -29,7 +29,8 @@ from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
 from grpo_ablate.space import FeasibleSpace
-from grpo_ablate.vocab import METRICS, SEARCHED_KEYS, Schedule, parse_generations
+from grpo_ablate.schedule import parse_generations
+from grpo_ablate.vocab import METRICS, SEARCHED_KEYS, Schedule
 from grpo_ablate.files.probe_file import probe_path
 from grpo_ablate.prompt_file import prompt_file_problem
 

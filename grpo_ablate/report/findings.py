@@ -51,7 +51,7 @@ def consistent(finding: Finding, recommended: Arm | None) -> bool:
     if recommended is None or finding.arm is None:
         return True
     for knob, way in finding.suggests:
-        mine, theirs = finding.arm.as_dict()[knob], recommended.as_dict()[knob]
+        mine, theirs = getattr(finding.arm, knob), getattr(recommended, knob)  # a schedule compares by its final G
         if (way == "lower" and not theirs < mine) or (way == "higher" and not theirs > mine):
             return False
     return True

@@ -27,7 +27,7 @@ from grpo_ablate.report.summary import EXPORTS
 from grpo_ablate.report.evaluation import TARGET_KEYS, CensoredStat
 from grpo_ablate.report.groups import RANKING_RULE
 from grpo_ablate.report.text import clip, fmt, fmt_stat, fmt_stat_short
-from grpo_ablate.vocab import TARGET_METRICS, Arm, Outcome
+from grpo_ablate.vocab import TARGET_METRICS, Outcome
 from grpo_ablate.vocab import metric as registry_metric
 from grpo_ablate.report.verdict import arm_call
 from grpo_ablate.stats.calls import calls as holm_calls
@@ -286,11 +286,10 @@ def racing_view(data: ReportData) -> dict[str, Any] | None:
     if not race:
         return None
 
+    labels = {r.config.key: r.config.label for r in data.records if r.config is not None}  # keys looked up, not parsed
+
     def label(key: object) -> str:
-        try:
-            return Arm.from_key(str(key)).label
-        except ValueError:
-            return str(key)
+        return labels.get(str(key), str(key))
 
     settings = (data.config.get("study") or {}).get("racing") or {}
     if race.get("decided"):

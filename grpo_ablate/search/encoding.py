@@ -11,6 +11,8 @@ Each param name is spelled here once. Three encodings:
 - PLAN (grid and ablation studies, whose trials are all queued): G as its text
   (`num_generations`, a schedule's label included) when every G has one feasible batch, which
   keeps the dashboard's plots clean; the LABEL param when batches are searched too.
+A categorical's text is only ever looked up in the study's feasible space (which the loader
+built), never parsed back into a G.
 ORDINAL and LABEL are compared by benchmarks/search_efficiency.py.
 Temperature is a float when the study gives a range, a categorical when it gives a list.
 Seeds are never params: they are replicates, carried by a queued cell (study/ledger.py).
@@ -20,10 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from grpo_ablate.vocab import Arm, generations_text, pair_label, parse_pair_label
+from grpo_ablate.vocab import Arm, generations_data, generations_text, pair_label
 from grpo_ablate.config import FloatRange
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: optuna loads in the functions that use it; a space is handed in
     import optuna
 
     from grpo_ablate.space import FeasibleSpace
@@ -131,18 +133,28 @@ def encode_arm(arm: Arm, space: "FeasibleSpace", temps: Any, encoding: str = DEF
     return params, dists
 
 
-def arm_fields(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The arm's knobs that a trial's params name by themselves (G and batch from a "GxB" label,
-    G from its text, the temperature), for readers that have no feasible space at hand."""
+def arm_fields(params: Mapping[str, Any], space: "FeasibleSpace | None" = None) -> dict[str, Any]:
+    """The arm's knobs that a trial's params name (for a trial that failed before writing its
+    attributes), in `Arm.as_dict`'s form. A categorical's text (a "GxB" label, a schedule's label)
+    is looked up in `space`, the study's feasible space built by the loader, never parsed: without
+    a space only what needs no text is read (a plain-int G, the temperature)."""
     out: dict[str, Any] = {}
     label = params.get(LABEL_PARAM)
-    if isinstance(label, str):
+    if isinstance(label, str) and space is not None:
         try:
-            out["num_generations"], out["generation_batch_size"] = parse_pair_label(label)
-        except ValueError:
+            pair = space.by_label(label)
+        except KeyError:
             pass
-    if params.get(G_PARAM) is not None:
-        out.setdefault("num_generations", params[G_PARAM])
+        else:
+            out["num_generations"] = generations_data(pair.num_generations)
+            out["generation_batch_size"] = pair.generation_batch_size
+    g = params.get(G_PARAM)
+    if isinstance(g, int) and not isinstance(g, bool):
+        out.setdefault("num_generations", g)
+    elif isinstance(g, str) and space is not None:
+        by_text = {generations_text(x): x for x in space.generations}
+        if g in by_text:
+            out.setdefault("num_generations", generations_data(by_text[g]))
     if params.get(TEMPERATURE_PARAM) is not None:
         out["temperature"] = params[TEMPERATURE_PARAM]
     return out

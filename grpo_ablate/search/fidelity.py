@@ -15,7 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 from grpo_ablate.plan import completions_per_trial
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a Study it is handed
     from grpo_ablate.config import Study
 
 __all__ = ["ComputeClock", "budget_completions", "quantum", "CHECKPOINTS"]

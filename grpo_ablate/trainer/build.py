@@ -34,7 +34,7 @@ from .builtin.tokenizer import dataset_characters, load_builtin_tokenizer, unenc
 from . import checkpoints
 from .callbacks import MetricsRecorder, StopSwitch
 from .checkpointer import Checkpointer
-from .rewards import RewardContext, build_rewards
+from .rewards import RewardContext, build_rewards, record_groups
 from .spec import TrialSpec
 from .vllm_cpu import keep_weights_loadable
 from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
@@ -496,6 +496,8 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
             f"trainer.reward_weights has {len(config.reward_weights)} values for {len(funcs)} rewards {names}"
         )
     effective_weights = list(config.reward_weights) if config.reward_weights is not None else [1.0] * len(funcs)
+    # groups.jsonl's recorder joins TRL's reward functions with weight 0 (rewards.record_groups: no reward changes)
+    trl_funcs, config.reward_weights, groups = record_groups(funcs, names, effective_weights, config.generation_batch_size)
     recorder = MetricsRecorder(
         spec.trial_dir,
         reward_names=names,
@@ -503,6 +505,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         num_generations=config.num_generations,
         generation_batch_size=config.generation_batch_size,
         completions_per_step=config.per_device_train_batch_size * config.world_size * config.gradient_accumulation_steps,
+        groups=groups,
         echo=echo,
     )
     stopper = StopSwitch(spec.trial_dir, max_tokens=spec.budget.get("tokens"), max_seconds=spec.budget.get("seconds"))
@@ -536,7 +539,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     trainer = (ScheduledGRPOTrainer if schedule else GRPOTrainer)(
         **scheduled,
         model=model,
-        reward_funcs=funcs,
+        reward_funcs=trl_funcs,
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,

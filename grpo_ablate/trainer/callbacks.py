@@ -30,6 +30,7 @@ from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
 
 from . import trl_adapter
 from .collective import from_rank0
+from .rewards import GROUPS_RECORDER, GenerationRound, GroupsRecorder
 from .text import plain_text
 
 __all__ = ["MetricsRecorder", "StopSwitch", "engine_memory_mb", "peak_memory_mb"]
@@ -94,8 +95,8 @@ class MetricsRecorder(TrainerCallback):
     """Append one row per optimizer step to metrics.jsonl and the prompt groups to groups.jsonl.
 
     Runs on every rank (TRL's metrics are already gathered) but writes only on the main one.
-    `attach(trainer)` after building the trainer gives it the generation batch it reads groups
-    from (TRL's last generation round, gathered over processes: trl_adapter.generation_batch).
+    The groups come from `groups`, the zero-weight reward TRL calls with each round's completions
+    (rewards.GroupsRecorder): every rank gathers the round at the log that follows it.
     """
 
     def __init__(
@@ -107,6 +108,7 @@ class MetricsRecorder(TrainerCallback):
         num_generations: int,
         generation_batch_size: int,
         completions_per_step: int,
+        groups: GroupsRecorder | None = None,
         echo: bool = True,
     ) -> None:
         self.trial_dir = Path(trial_dir)
@@ -115,6 +117,7 @@ class MetricsRecorder(TrainerCallback):
         self.num_generations = num_generations
         self.generation_batch_size = generation_batch_size
         self.completions_per_step = completions_per_step
+        self.groups = groups
         self.echo = echo
         self.trainer: Any = None
         self.started: float | None = None
@@ -132,7 +135,7 @@ class MetricsRecorder(TrainerCallback):
         self.timed = False  # the rollouts are timed (trl_adapter.time_rollouts): generation_seconds is written
 
     def attach(self, trainer: Any) -> None:
-        """Read the trainer's rounds, and time them: TRL 1.16 logs one `step_time` for generation
+        """Read the trainer's G and round statistics, and time its rounds: TRL 1.16 logs one `step_time` for generation
         and training together, so the probe could only split them when some steps did not generate.
         The TRL version gate runs here (trl_adapter.gate): every trial's trainer is attached once."""
         trl_adapter.gate(trainer)
@@ -185,11 +188,14 @@ class MetricsRecorder(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         started = time.perf_counter()
         try:
-            self._record(state, logs)
+            step_log = bool(logs) and not (_END_OF_TRAINING & set(logs) or any(k.startswith("eval_") for k in logs))
+            # every rank takes the round (a gather), at the same log: TRL's logs are the same on every rank
+            batch = self.groups.latest() if step_log and "reward" in logs and self.groups is not None else None
+            self._record(state, logs, batch)
         finally:
             self.seconds_spent += time.perf_counter() - started
 
-    def _record(self, state, logs) -> None:
+    def _record(self, state, logs, batch: GenerationRound | None = None) -> None:
         if not logs or not state.is_world_process_zero or self._metrics_handle is None:
             return
         if _END_OF_TRAINING & set(logs) or any(k.startswith("eval_") for k in logs):
@@ -197,6 +203,8 @@ class MetricsRecorder(TrainerCallback):
         generated = "reward" in logs
         row: dict[str, Any] = {"step": state.global_step, "train_seconds": round(self.train_seconds, 4)}
         for key, value in logs.items():
+            if key.startswith(f"rewards/{GROUPS_RECORDER}/"):
+                continue  # the zero-weight recorder scores nothing: not a reward of the study
             row[_RENAMED.get(key, key)] = _clean(value)
         row["num_generations"] = self.group_size  # the G in force (a schedule changes it during the run)
         if self.timed:
@@ -223,15 +231,14 @@ class MetricsRecorder(TrainerCallback):
             row["engine_memory_mb"] = round(self.engine_mb, 2)
         self._metrics_handle.write(json.dumps(row) + "\n")
         self._metrics_handle.flush()
-        if generated:
-            self._write_groups(state.global_step)
+        if generated and batch is not None:
+            self._write_groups(state.global_step, batch)
         if self.echo:
             shown = {k: row[k] for k in ("step", "train_seconds", "reward", "frac_reward_zero_std", "loss") if row.get(k) is not None}
             print("[grpo-ablate] " + json.dumps(shown), flush=True)
 
-    def _write_groups(self, step: int) -> None:
-        batch = trl_adapter.generation_batch(self.trainer)
-        if batch is None or self._groups_handle is None:
+    def _write_groups(self, step: int, batch: GenerationRound) -> None:
+        if self._groups_handle is None:
             return
         prompts, completions = batch.prompts, batch.completions
         per_func = [list(batch.rewards.get(name, [])) for name in self.reward_names]

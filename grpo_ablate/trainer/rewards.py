@@ -11,9 +11,18 @@ every `BUILTIN_TASKS` name scores its task); `REWARD_FACTORIES` holds the code f
 those names. `accuracy`, `format` and `tag_count` are written here and score as Open R1's
 rewards of those names do (tests/test_openr1_rewards.py checks them on Open R1's layouts);
 `accuracy` needs `pip install 'grpo-ablate[math]'`. A recipe that names Open R1's rewards uses
-Open R1's own functions where `open_r1` is importable (config/recipes.py).
+Open R1's own functions where `open_r1` is importable (config/recipes/rewards.py).
 
     python -c "from grpo_ablate.trainer.rewards import describe; print(describe())"
+
+groups.jsonl comes through TRL's public reward interface too (`record_groups`): TRL calls each
+reward function with the round's prompts and completions, so each study reward also notes its
+scores, and one more reward function, `GroupsRecorder`, is given weight 0 in GRPOConfig's
+`reward_weights` and returns None for every completion. TRL weights and sums the rewards with
+`nansum` (and marks a completion no reward scored by "every reward is NaN"), so a reward that is
+NaN everywhere adds nothing and changes no advantage: the loss is the one without it
+(tests/test_groups_recorder.py trains one step both ways). TRL calls it only for its own rounds,
+never for the held-out evaluation, which scores with the study's functions alone.
 """
 
 from __future__ import annotations
@@ -23,9 +32,11 @@ import importlib
 import inspect
 import math
 import re
+import struct
 import sys
 import threading
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from grpo_ablate.bounds import BOUNDS
@@ -33,6 +44,7 @@ from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
 
 from .builtin.tasks import TASKS, task_reward
+from .collective import all_gather
 from .text import plain_text
 
 __all__ = [
@@ -43,6 +55,10 @@ __all__ = [
     "build_rewards",
     "describe",
     "open_r1_accuracy_reward",
+    "GROUPS_RECORDER",
+    "GenerationRound",
+    "GroupsRecorder",
+    "record_groups",
 ]
 
 RewardFunc = Callable[..., Any]  # a list of rewards, or (an async reward) a coroutine that gives one
@@ -441,3 +457,128 @@ def build_rewards(
         names.append(name)
         weights.append(float(entry.get("weight", 1.0)))
     return funcs, names, weights
+
+
+# --------------------------------------------------------------------------------------------
+# groups.jsonl: the round's completions and scores, through the reward interface
+# --------------------------------------------------------------------------------------------
+
+GROUPS_RECORDER = "grpo_ablate_groups"  # the zero-weight recorder's name (TRL logs rewards/<name>/mean, std)
+_UNCLAIMED = 16  # batches scored outside a TRL round (none today) kept before the oldest is forgotten
+
+
+def _as_logged(value: float | None) -> float | None:
+    """A score as TRL holds it: float32 (its rewards tensor), so the recorded totals are the ones it trained on."""
+    return None if value is None else struct.unpack("f", struct.pack("f", value))[0]
+
+
+@dataclass(frozen=True)
+class GenerationRound:
+    """TRL's last generation batch over every process, in TRL's order: one entry per completion."""
+
+    prompts: list[Any]
+    completions: list[Any]
+    rewards: dict[str, list[float | None]]  # reward name -> its unweighted score per completion (None: no score)
+
+
+@dataclass
+class _Batch:
+    """One process's share of one reward call: TRL passes every reward function the same lists."""
+
+    completions: list[Any]
+    prompts: list[Any] = field(default_factory=list)
+    scores: dict[str, list[float | None]] = field(default_factory=dict)
+    claimed: bool = False  # the recorder saw it: TRL scored it as a round
+
+
+class GroupsRecorder:
+    """A reward function of weight 0 that keeps TRL's rounds for groups.jsonl (the module docstring says why
+    it changes nothing). `latest()` is what TRL's own log of the generation batch would hold: the last
+    `keep` (generation_batch_size) completions, gathered over processes in rank order."""
+
+    def __init__(self, names: Sequence[str], keep: int) -> None:
+        self.__name__ = GROUPS_RECORDER  # TRL names a reward function by its __name__
+        self.names = list(names)
+        self.keep = int(keep)
+        self._batches: dict[int, _Batch] = {}  # id(completions) -> its batch; the batch holds the list, so ids stay unique
+        self._rounds: deque[_Batch] = deque()
+        self._lock = threading.Lock()
+
+    def _batch(self, completions: Sequence[Any]) -> _Batch:
+        batch = self._batches.get(id(completions))
+        if batch is None:
+            batch = self._batches[id(completions)] = _Batch(completions)  # type: ignore[arg-type]
+            unclaimed = [k for k, b in self._batches.items() if not b.claimed]
+            for k in unclaimed[:-_UNCLAIMED]:
+                del self._batches[k]
+        return batch
+
+    def note(self, completions: Sequence[Any], name: str, scores: Sequence[float | None]) -> None:
+        """A study reward's scores of a batch (an async reward notes after the recorder's call: same batch)."""
+        with self._lock:
+            self._batch(completions).scores[name] = [_as_logged(v) for v in scores]
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[None]:
+        with self._lock:
+            batch = self._batch(completions)
+            batch.prompts, batch.claimed = list(prompts), True
+            self._rounds.append(batch)
+            while sum(len(b.completions) for b in list(self._rounds)[1:]) >= self.keep:
+                del self._batches[id(self._rounds.popleft().completions)]
+        return [None] * len(completions)
+
+    def latest(self) -> GenerationRound | None:
+        """The last generation batch over every process; None before the first. A collective in a
+        multi-process trial: every rank calls it at the same log (MetricsRecorder.on_log)."""
+        with self._lock:
+            mine = [(b.prompts, list(b.completions), {n: b.scores.get(n) for n in self.names}) for b in self._rounds]
+        ranks = all_gather(mine)
+        prompts: list[Any] = []
+        completions: list[Any] = []
+        rewards: dict[str, list[float | None]] = {n: [] for n in self.names}
+        for i in range(min(len(r) for r in ranks)):
+            for rank in ranks:
+                p, c, scored = rank[i]
+                prompts += p
+                completions += c
+                for n in self.names:
+                    rewards[n] += scored[n] if scored[n] is not None and len(scored[n]) == len(c) else [None] * len(c)
+        if not completions:
+            return None
+        cut = max(0, len(completions) - self.keep)  # TRL's log is a deque of generation_batch_size entries
+        return GenerationRound(prompts[cut:], completions[cut:], {n: v[cut:] for n, v in rewards.items()})
+
+
+def _noting(func: RewardFunc, name: str, recorder: GroupsRecorder) -> RewardFunc:
+    """`func` as TRL calls it, also handing its scores to the recorder; same name, same kind (sync or async)."""
+    if _is_async(func):
+
+        async def async_noted(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+            out = await func(*args, prompts=prompts, completions=completions, **kwargs)
+            recorder.note(completions, name, out)
+            return out
+
+        wrapper: RewardFunc = async_noted
+    else:
+
+        def noted(prompts: Sequence[Any], completions: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+            out = func(*args, prompts=prompts, completions=completions, **kwargs)
+            recorder.note(completions, name, out)
+            return out
+
+        wrapper = noted
+    wrapper.__name__ = wrapper.__qualname__ = name
+    return wrapper
+
+
+def record_groups(funcs: Sequence[RewardFunc], names: Sequence[str], weights: Sequence[float],
+                  generation_batch_size: int) -> tuple[list[RewardFunc], list[float], GroupsRecorder]:
+    """(reward functions for GRPOTrainer, their `reward_weights` for GRPOConfig, the recorder).
+
+    The study's functions (build_rewards' checked ones) come first, each noting its scores, then the
+    recorder with weight 0. The weights are the study's, unchanged, plus that 0."""
+    if GROUPS_RECORDER in names:
+        raise ValueError(f"a reward may not be named {GROUPS_RECORDER!r}: grpo-ablate's groups recorder has that name")
+    recorder = GroupsRecorder(names, generation_batch_size)
+    return ([*(_noting(f, n, recorder) for f, n in zip(funcs, names)), recorder], [*map(float, weights), 0.0],
+            recorder)

@@ -9,12 +9,12 @@ installed TRL: the four GRPOTrainer methods the G-schedule trainer (trainer/sche
 subclass) overrides and the rollout this module times are hashed per TRL version (CHECKED), and
 the private attributes read here must still be set where TRL sets them.
 
-Where a public route exists it is used instead (the per-step metrics come from `on_log`, the
-reward functions are plain callables). None exists for these:
+Where a public route exists it is used instead: the per-step metrics come from `on_log`, the
+reward functions are plain callables, and the round's completions with each reward (groups.jsonl)
+are recorded by a reward function of weight 0 (trainer/rewards.py GroupsRecorder), no longer read
+from GRPOTrainer._logs. None exists for these:
 - the rollout's time: TRL times it with `profiling_context`, which reports to wandb, mlflow and
   trackio only, never to `on_log`; so `time_rollouts` wraps `_generate_and_score_completions`;
-- the round's completions with each reward (groups.jsonl): `_logs` holds the last generation
-  batch, gathered over processes, with each reward function's values (`generation_batch`);
 - evaluating with the trainer's own engine between steps (trainer/evaluation.py): which step's
   weights vLLM holds (`_last_loaded_step`), whether sleep mode discarded them
   (`_llm_weights_sleeping`), and FSDP's full-parameter context (`_dist`);
@@ -27,8 +27,8 @@ changed member would do to the numbers:
   G: trainer/scheduled.py) and evaluation with a vLLM engine. A changed member there trains with a
   wrong grouping or scores stale weights and still finishes: a wrong answer, so the trial fails
   with TrlUnchecked, naming the version and the fix;
-- DEGRADED (a warning on stderr, once): groups.jsonl (left empty), the rollout timing
-  (generation_seconds left out), and engine_memory_mb (left out): each only loses a column.
+- DEGRADED (a warning on stderr, once): the rollout timing (generation_seconds left out) and
+  engine_memory_mb (left out): each only loses a column.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["CHECKED", "OVERRIDDEN", "TIMED", "PRIVATE_ATTRIBUTES", "REFUSED", "DEGRADED", "TrlUnchecked", "Support",
-           "support", "gate", "degraded", "time_rollouts", "GenerationBatch", "generation_batch", "vllm_generation",
+           "support", "gate", "degraded", "time_rollouts", "vllm_generation",
            "engine_memory_bytes", "weights_sleeping", "mark_weights_sleeping", "loaded_step", "mark_loaded_step",
            "full_params", "dist_description"]
 
@@ -56,8 +56,7 @@ OVERRIDDEN = {
     "_calculate_rewards": "returns the (completions, reward functions) tensor before weighting, gathered over "
                           "processes (_total_rewards re-weights it with reward_weights)",
     "_generate_and_score_completions": "groups rewards as rewards.view(-1, self.num_generations) for advantages, "
-                                       "appends frac_reward_zero_std to self._metrics[mode], and extends "
-                                       "self._logs with the gathered prompts, completions and rewards",
+                                       "and appends frac_reward_zero_std to self._metrics[mode]",
 }
 # The method this module times (time_rollouts): one call is one generation round.
 TIMED = "_generate_and_score_completions"
@@ -66,7 +65,6 @@ PRIVATE_ATTRIBUTES = {
     ("GRPOTrainer", "_step"): "scheduled.py: the micro-step counter _prepare_inputs starts a round from",
     ("GRPOTrainer", "_buffered_inputs"): "scheduled.py: the round's generated batch, served between rounds",
     ("GRPOTrainer", "_metrics"): "scheduled.py: overwrites frac_reward_zero_std of a per-prompt round",
-    ("GRPOTrainer", "_logs"): "generation_batch: the last round's prompts, completions and rewards (groups.jsonl)",
     ("GRPOTrainer", "_last_loaded_step"): "loaded_step: the step whose weights vLLM holds (evaluation re-syncs)",
     ("GRPOTrainer", "_dist"): "full_params, dist_description: FSDP's summon_full_params for evaluation",
     ("VLLMGeneration", "_llm_weights_sleeping"): "weights_sleeping: sleep mode discarded the engine's weights",
@@ -88,7 +86,6 @@ REFUSED = {
     "vllm evaluation": "held-out evaluation with the trainer's vLLM engine reads which weights it holds",
 }
 DEGRADED = {
-    "groups": "groups.jsonl stays empty (it reads GRPOTrainer._logs)",
     "rollout timing": "metrics.jsonl has no generation_seconds (it wraps GRPOTrainer._generate_and_score_completions)",
     "engine memory": "metrics.jsonl has no engine_memory_mb (it reads vLLM's model runner)",
 }
@@ -188,30 +185,6 @@ def time_rollouts(trainer: Any, add_seconds: Callable[[float], None]) -> bool:
 
     setattr(trainer, TIMED, timed)
     return True
-
-
-# ---------------------------------------------------------------- the round's completions
-
-
-@dataclass(frozen=True)
-class GenerationBatch:
-    """The last generation round as TRL logged it, gathered over processes, one entry per completion."""
-
-    prompts: list[Any]
-    completions: list[Any]
-    rewards: dict[str, list[float | None]]  # reward function name -> its value per completion (unweighted)
-
-
-def generation_batch(trainer: Any) -> GenerationBatch | None:
-    """The trainer's last generation round; None on an unchecked TRL or before the first round."""
-    if degraded("groups"):
-        return None
-    logs = getattr(trainer, "_logs", None)
-    if not logs:
-        return None
-    rewards = logs.get("rewards", {})
-    return GenerationBatch(list(logs.get("prompt", [])), list(logs.get("completion", [])),
-                           {name: list(values) for name, values in rewards.items()})
 
 
 # ---------------------------------------------------------------- the vLLM engine

@@ -1,0 +1,58 @@
+"""A recipe file as read: its top-level keys with their lines, and the notes the merge writes about them.
+
+Every note and every error names the recipe file and the line of the key (`Recipe.at`, `Recipe.problem`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, ScalarNode
+
+from grpo_ablate.config.yaml_io import read_yaml_file
+from grpo_ablate.errors import Problem, StudyError, echo
+
+__all__ = ["RecipeNote", "RecipeDifference", "Recipe", "read_recipe"]
+
+
+class RecipeNote(str):
+    """What the study did with a recipe key, e.g. "recipe.yaml:12: max_prompt_length -> data.max_prompt_tokens".
+
+    A str, so it travels in Study.warnings; `plan` and `validate` print it as a note.
+    """
+
+
+class RecipeDifference(RecipeNote):
+    """A value a trial uses that differs from what the recipe's own run used: plan lists these together."""
+
+
+@dataclass
+class Recipe:
+    path: Path
+    values: dict[str, Any]
+    lines: dict[str, int]
+
+    def at(self, key: str) -> str:
+        line = self.lines.get(key)
+        return f"{self.path.name}:{line}" if line else self.path.name
+
+    def problem(self, key: str, message: str) -> Problem:
+        return Problem(path=f"trainer_from {self.path}:{self.lines.get(key, '?')}", message=f"{key}: {message}")
+
+
+def read_recipe(path: Path) -> Recipe:
+    """The recipe's top-level keys with their line numbers (from PyYAML's nodes). Raises StudyError."""
+    values = read_yaml_file(path, what="trainer_from recipe")
+    if not isinstance(values, dict):
+        raise StudyError([Problem(path="trainer_from", message=(
+            f"{echo(str(path))} must be a mapping of keys, got {type(values).__name__}"))])
+    lines: dict[str, int] = {}
+    node = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)  # size-checked above
+    if isinstance(node, MappingNode):
+        for k, _ in node.value:
+            if isinstance(k, ScalarNode):
+                lines.setdefault(str(k.value), k.start_mark.line + 1)
+    return Recipe(path=path, values={str(k): v for k, v in values.items()}, lines=lines)
