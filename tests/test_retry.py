@@ -28,8 +28,8 @@ from grpo_ablate import trial_record as record
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
-# One arm on two seeds; the first run's trainer section is refused by the scheduler at train(), which validate
-# cannot see (the kwargs are the scheduler's own); the fix adds them.
+# One arm on two seeds; the first run's trainer section is refused by the scheduler at train(), which the study file's
+# own checks (run's) cannot see: `grpo-ablate validate` does (it creates the scheduler); the fix adds its kwargs.
 STUDY = """\
 study:
   name: rt
