@@ -90,8 +90,10 @@ def test_failed_cells_run_again_once_the_file_changes_and_only_then(tmp_path):
     waiting = _waiting(ostudy)
     assert sorted(record.retry_of(t) for t in waiting) == failed
     assert sorted(record.cell_key(t) for t in waiting) == sorted(c.key for c in study_plan(after))
-    # a failed attempt another trial retries no longer counts toward n_trials
+    # a failed attempt another trial retries no longer counts toward n_trials, nor as a fault retry of its cell
     assert superseded(ostudy.get_trials(deepcopy=False)) == set(failed)
+    trials = {t.number: t for t in ostudy.get_trials(deepcopy=False)}
+    assert [record.counted_retries(trials, t) for t in waiting] == [0, 0]
 
     # a second rerun while the retries wait queues nothing more
     assert requeue_changed(ostudy, after) is None
