@@ -282,13 +282,14 @@ def owner_run(ft: "FrozenTrial") -> dict[str, str]:
 
 
 def counted_retries(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -> int:
-    """How often this trial's cell was already requeued for a fault (a stopped study's requeues are free)."""
+    """How often this trial's cell was already requeued for a fault (a stopped study's requeues are free, and so is
+    a failed attempt queued again for a changed study file: study/retry.py)."""
     n, seen = 0, set()
     parent = trial.user_attrs.get(RETRY_OF)
     while isinstance(parent, int) and parent in trials and parent not in seen:
         seen.add(parent)
         before = trials[parent]
-        if before.user_attrs.get(RETRY_COUNTED, True):
+        if before.user_attrs.get(RETRY_COUNTED, True) and outcome(before) is not Outcome.FAILED:
             n += 1
         parent = before.user_attrs.get(RETRY_OF)
     return n

@@ -60,6 +60,7 @@ if _WORKER:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+os.environ.setdefault("GRPO_ABLATE_VALIDATE", "quick")  # the file checks only; test_validate_trial_start.py runs the rest
 
 
 def _pg_bin(name: str) -> str | None:

@@ -10,6 +10,7 @@ Open R1's own scores below.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
 from pathlib import Path
@@ -92,17 +93,31 @@ def test_the_stand_ins_score_every_case_as_open_r1s_own_functions():
     stand-ins a recipe gets without open_r1 match every one, None included."""
     pytest.importorskip("math_verify")
     cases = CASES_TABLE["cases"]
-    assert len(cases) >= 30
+    assert len(cases) >= 45
+    installed = importlib.metadata.version("math-verify")
+    column = next(col for col, v in CASES_TABLE["scored_with"].items() if v["math-verify"] == installed)
     messages = [[{"role": "assistant", "content": c["completion"]}] for c in cases]
     for name, (stand_in, _) in OPEN_R1_STAND_INS.items():
         _, func = build_reward(stand_in, RewardContext())
         got = func(prompts=["p"] * len(cases), completions=messages, solution=[c["solution"] for c in cases])
-        wrong = [(c["case"], c[name], g) for c, g in zip(cases, got) if g != c[name] or type(g) is not type(c[name])]
+        key = column if name == "accuracy" else name
+        wrong = [(c["case"], c[key], g) for c, g in zip(cases, got) if g != c[key] or type(g) is not type(c[key])]
         assert wrong == [], name
     scores = {c["case"]: c["accuracy"] for c in cases}
     # the issue's cases: a tagged plain 42 is 0.0 for Open R1, an unparseable, empty or letter gold is None
     assert scores["plain gold 42, plain tagged"] == 0.0 and scores["letter gold A"] is None
     assert scores["empty gold"] is None and scores["unparseable gold"] is None
+
+
+def test_the_table_holds_the_pinned_math_verify_s_scores_beside_the_installed_one_s():
+    """Open R1's recipes install math-verify 0.5.2; the suite runs the installed one. Both columns are Open R1's
+    procedure (benchmarks/reward_cases.py); `disagree` names the cases they score differently (none, measured)."""
+    scored = CASES_TABLE["scored_with"]
+    assert scored["accuracy_pinned"]["math-verify"] == "0.5.2"
+    assert scored["accuracy"]["math-verify"] != "0.5.2"  # else the two columns say the same thing twice
+    cases = CASES_TABLE["cases"]
+    assert all("accuracy" in c and "accuracy_pinned" in c for c in cases)
+    assert CASES_TABLE["disagree"] == [c["case"] for c in cases if c["accuracy"] != c["accuracy_pinned"]]
 
 
 def test_a_recipe_naming_accuracy_gets_the_stand_in_without_open_r1(tmp_path):

@@ -16,7 +16,7 @@
 Exit codes (commands/common.py): 0 success, 1 the job ran and failed (or compare found a
 regression), 2 bad input (an invalid study, a malformed `--set`, a missing file or unusable path:
 one line on stderr), 130 interrupted. Each subcommand's work is in its own module of this room
-(commands/run.py, plan.py, ...); the two small ones, validate and report, are here.
+(commands/run.py, validate.py, plan.py, ...); the small one, report, is here.
 """
 
 from __future__ import annotations
@@ -28,16 +28,13 @@ from typing import Callable, Sequence
 
 from grpo_ablate import __version__
 from grpo_ablate.commands import (advise, compare, dashboard, explain, init, plan, probe, run, run_one, schema,
-                                  slurm_script, smoke)
+                                  slurm_script, smoke, validate)
 from grpo_ablate.commands.common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_study, check_out, err, load,
                                          set_value)
-from grpo_ablate.commands.plan import limits_json
 from grpo_ablate.config import StudyError
-from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
 from grpo_ablate.report.snapshot import writes_into_study
-from grpo_ablate.storage import mask_url
 from grpo_ablate.study.owner import check_output_dir
 
 __all__ = ["main", "build_parser"]
@@ -48,9 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"grpo-ablate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("validate", help="check a study file; every problem at once")
+    p = sub.add_parser("validate", help="every check a trial start runs, without training; every problem at once")
     add_study(p)
-    p.set_defaults(func=cmd_validate)
+    p.add_argument("--quick", action="store_true", help="the study file's checks only (no trial-start child process)")
+    p.set_defaults(func=validate.run)
 
     p = sub.add_parser("plan", help="the feasible (num_generations, generation batch) pairs on this hardware")
     add_study(p)
@@ -150,18 +148,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=slurm_script.run)
     return parser
 
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    study = load(args)
-    for w in study.warnings:
-        print(f"{'note' if isinstance(w, RecipeNote) else 'warning'}: {w}", file=sys.stderr)
-    if (late := limits_json(study)["timeout_warning"]) is not None:  # a timeout below the per-trial estimate
-        print(f"warning: {late}", file=sys.stderr)
-    n = len(study.space.feasible)
-    print(f"OK: {args.study} (study {study.study.name!r}, {n} feasible pair(s), sampler {study.sampler_kind}, "
-          f"storage {mask_url(study.storage_url)})")
-    return EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:

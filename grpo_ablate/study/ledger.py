@@ -69,7 +69,7 @@ __all__ = [
     # writing
     "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at", "record_resumed_from",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
-    "record_metrics", "objective_values", "requeue", "StaleTrialRequeue", "cancel_queued", "is_cancelled", "CANCELLED",
+    "record_metrics", "objective_values", "requeue", "retry_cell", "StaleTrialRequeue", "cancel_queued", "is_cancelled", "CANCELLED",
 ]
 
 _OUTCOMES = {o.value: o for o in Outcome}
@@ -342,6 +342,12 @@ def _retry(ostudy: "optuna.Study", me: "FrozenTrial") -> None:
         attrs[CELL] = me.user_attrs[CELL]
     # a trial that faulted before its params were suggested still has the params it was queued with
     enqueue(ostudy, dict(me.params) or dict(me.user_attrs.get(QUEUED_PARAMS) or {}), attrs)
+
+
+def retry_cell(ostudy: "optuna.Study", me: "FrozenTrial") -> None:
+    """Queue a trial's cell again after it failed for good, naming it (RETRY_OF), in the params it ran with:
+    study/retry.py's cells that failed under an earlier version of the study file."""
+    _retry(ostudy, me)
 
 
 def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", number: int, why: str, *,

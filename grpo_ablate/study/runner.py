@@ -40,6 +40,7 @@ from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.study import ledger, limits
+from grpo_ablate.study.retry import requeue_changed, superseded
 from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir, dead_owner
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
@@ -130,7 +131,8 @@ class StudyRunner:
         from optuna.trial import TrialState
 
         trials = [t for t in self.ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
-        done = sum(1 for t in trials if ledger.is_finished(t))
+        retried = superseded(trials)  # failed cells queued again for a changed study file (study/retry.py)
+        done = sum(1 for t in trials if ledger.is_finished(t) and t.number not in retried)
         running = sum(1 for t in trials if t.state == TrialState.RUNNING)
         return done, running
 
@@ -421,6 +423,8 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         if added := queue_ready_branches(ostudy, study):
             say(f"grpo-ablate: queued {added} branch(es) of prefixes that completed before the last run ended")
 
+    if not created and (retried_note := requeue_changed(ostudy, study)) is not None:
+        say(f"grpo-ablate: {retried_note}")
     try:
         runner = StudyRunner(study, ostudy, storage, study.study.workers)
     except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json

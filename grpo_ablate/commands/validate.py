@@ -1,0 +1,54 @@
+"""`grpo-ablate validate STUDY [--quick]`: every check a trial start runs, without training; every problem at once.
+
+    grpo-ablate validate study.yaml            # the study file's checks, then each arm's trial start (a child process)
+    grpo-ablate validate study.yaml --quick    # the study file's checks only (no torch, under a second)
+
+First the study file (config/validate.py: schema, types as TRL casts them, the feasible space,
+the evaluation section, the inputs); then what each arm's trial start runs short of training
+(preflight/trial_start.py: the trial's plan, the launcher's refusals, GRPOConfig and the trial's
+own checks, the optimizer and scheduler of the first step, vLLM and DeepSpeed where used).
+Exit 0 when a trial start would pass, 2 with every problem otherwise. `GRPO_ABLATE_VALIDATE=quick`
+in the environment is `--quick` (the test suite sets it: its many validate calls check the file;
+tests/test_validate_trial_start.py runs the whole of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from grpo_ablate.commands.common import EXIT_OK, EXIT_USAGE, err, load
+from grpo_ablate.commands.plan import limits_json
+from grpo_ablate.config.recipes import RecipeNote
+from grpo_ablate.errors import StudyError
+from grpo_ablate.preflight.trial_start import trial_start_checks
+from grpo_ablate.storage import mask_url
+
+__all__ = ["run", "QUICK_ENV"]
+
+QUICK_ENV = "GRPO_ABLATE_VALIDATE"  # "quick": the study file's checks only
+
+
+def run(args: argparse.Namespace) -> int:
+    study = load(args)
+    for w in study.warnings:
+        print(f"{'note' if isinstance(w, RecipeNote) else 'warning'}: {w}", file=sys.stderr)
+    if (late := limits_json(study)["timeout_warning"]) is not None:  # a timeout below the per-trial estimate
+        print(f"warning: {late}", file=sys.stderr)
+    quick = args.quick or os.environ.get(QUICK_ENV) == "quick"
+    checked = "the study file" if quick else "the study file and each arm's trial start"
+    if not quick:
+        try:
+            report = trial_start_checks(study)
+        except (RuntimeError, OSError) as e:
+            err(f"{e}; `--quick` checks the study file alone")
+            return EXIT_USAGE
+        for note in report.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if report.problems:
+            raise StudyError(report.problems, args.study)  # the command's refusal: every problem, exit 2
+    n = len(study.space.feasible)
+    print(f"OK: {args.study} (study {study.study.name!r}, {n} feasible pair(s), sampler {study.sampler_kind}, "
+          f"storage {mask_url(study.storage_url)}; checked {checked})")
+    return EXIT_OK
