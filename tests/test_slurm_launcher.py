@@ -25,6 +25,7 @@ def test_a_trials_resources_become_sbatch_options(tmp_path):
     assert "--gres=gpu:2" in options and "--mem=4096M" in options and "--cpus-per-task=1" in options
     assert "--time=11" in options  # 600 s + the 60 s stop grace, in whole minutes
     assert "--job-name=grpo-ablate-00003" in options
+    assert "--no-requeue" in options  # retries are the orchestrator's: a job SLURM requeued would train its steps again
     cpu = resource_options(tiny_spec(tmp_path / "x"))
     assert not [o for o in cpu if o.startswith(("--gres", "--mem", "--time"))]
 

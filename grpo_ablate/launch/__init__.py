@@ -15,7 +15,7 @@ from .outcome import classify, oom_kill_count, oom_kill_evidence, oom_kill_files
 from .process import ProcessLauncher, build_command, command_name, kill_tree
 from .slurm import SlurmLauncher
 from .registry import (LAUNCHER_ENV, LAUNCHERS, LauncherPool, describe_launch, launcher_for, launcher_name, lend_launchers,
-                       release_thread_launchers, run_trial)
+                       reclaim_trial, release_thread_launchers, run_trial)
 from .warm import WarmSession, shares_a_session
 from .watch import MetricsTail, finish, prepare, request_stop, requested_stop
 
@@ -44,6 +44,7 @@ __all__ = [
     "oom_kill_files",
     "parse_oom_kills",
     "prepare",
+    "reclaim_trial",
     "release_thread_launchers",
     "request_stop",
     "requested_stop",

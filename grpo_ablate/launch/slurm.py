@@ -18,10 +18,26 @@ after its step first); a node failure is SIGKILL (-9: interrupted). Out of memor
 OUT_OF_MEMORY state (its cgroup's kill), read from `sacct` where the cluster keeps accounting,
 else from `scontrol show job` while the controller remembers the job (MinJobAge, 300 s by
 default) — a cluster without accounting, like the tests' (tests/slurm_cluster.py), has only that.
+A job counts as ended only once its processes are gone (not while COMPLETING): the retry's
+resume point is read after the stopped trial wrote its last checkpoint.
+
+Retries are the orchestrator's, not SLURM's: every job is `--no-requeue`, since a job SLURM
+requeues (a node failure) would run the same trial folder again from the spec's start, training
+twice what the checkpoint holds; the orchestrator queues the interrupted trial again and its
+retry resumes the checkpoint.
+
+The job id is kept in the trial folder (JOB_FILE). When the orchestrator dies its jobs run on;
+the next run that queues the dead run's trial again first calls `reclaim(trial_dir)`, which
+cancels the job (SIGTERM: the trial stops after its step and checkpoints it) and waits for its
+end, so two jobs never train one trial and the retry resumes from the old job's last step.
+Cancelled, not adopted: the dead run's trial is already recorded as lost and its cell queued
+again under a new trial number, and a job cannot be handed to another Optuna trial; adopting it
+would mean waiting on a trial no live run records, so its result would reach no record.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
@@ -35,7 +51,9 @@ from grpo_ablate.trainer.spec import TrialSpec
 from .base import STOP_GRACE_SECONDS, Launcher
 from .process import build_command
 
-__all__ = ["SLURM_OPTIONS_ENV", "SlurmLauncher", "exit_status", "resource_options"]
+__all__ = ["JOB_FILE", "SLURM_OPTIONS_ENV", "SlurmLauncher", "exit_status", "read_job", "resource_options"]
+
+JOB_FILE = "slurm-job.json"  # in the trial folder: {"job": "<id>"} of the job that runs it
 
 SLURM_OPTIONS_ENV = "GRPO_ABLATE_SLURM_OPTIONS"
 POLL_FLOOR_S = 2.0  # the controller is asked at most this often per trial
@@ -48,7 +66,7 @@ _LOST = {"NODE_FAIL", "BOOT_FAIL"}  # the node went away under the job
 
 def resource_options(spec: TrialSpec, *, grace_s: float = STOP_GRACE_SECONDS) -> list[str]:
     """The sbatch options for the trial's GPUs, CPUs, memory and time limit."""
-    options = [f"--job-name=grpo-ablate-{Path(spec.trial_dir).name}", "--nodes=1", "--ntasks=1",
+    options = [f"--job-name=grpo-ablate-{Path(spec.trial_dir).name}", "--nodes=1", "--ntasks=1", "--no-requeue",
                f"--cpus-per-task={max(1, spec.num_processes)}"]
     gpus = spec.hardware.get("gpus")
     if gpus:
@@ -80,6 +98,51 @@ def exit_status(state: str, exit_code: str) -> int | None:
     return number
 
 
+def read_job(trial_dir: str | os.PathLike[str]) -> str | None:
+    """The id of the job that ran (or runs) the trial in `trial_dir`; None if none was submitted from it."""
+    try:
+        job = json.loads((Path(trial_dir) / JOB_FILE).read_text()).get("job")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return job if isinstance(job, str) and job else None
+
+
+def _write_job(trial_dir: str | os.PathLike[str], job: str) -> None:
+    path = Path(trial_dir) / JOB_FILE
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps({"job": job}) + "\n")
+    os.replace(part, path)  # whole or absent: a reader never sees half an id
+
+
+def _client(env: dict[str, str] | None, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), env=env or None, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
+
+
+def job_state(job: str, env: dict[str, str] | None = None, before: str = "") -> tuple[str, str]:
+    """(state, ExitCode) of a job: sacct where there is accounting, else scontrol, else squeue.
+
+    A job whose processes are still ending reads COMPLETING (squeue's word), whatever state it
+    will end in; `before` is the state read last, for a job the controller has forgotten.
+    """
+    state, code = "", ""
+    acct = _client(env, "sacct", "-n", "-P", "-X", "-j", job, "-o", "State,ExitCode")
+    line = acct.stdout.strip().splitlines()[0] if acct.returncode == 0 and acct.stdout.strip() else ""
+    if line and "|" in line:
+        state, code = line.split("|", 1)
+    else:
+        show = _client(env, "scontrol", "-o", "show", "job", job)
+        if show.returncode == 0 and "JobState=" in show.stdout:
+            fields = dict(part.split("=", 1) for part in show.stdout.split() if "=" in part)
+            state, code = fields.get("JobState", ""), fields.get("ExitCode", "")
+    queued = _client(env, "squeue", "-h", "-j", job, "-o", "%T")
+    now = queued.stdout.strip() if queued.returncode == 0 else ""
+    if now == "COMPLETING" or (now and not state):  # its processes are not all gone yet
+        return now, code
+    if not state:  # forgotten by the controller and no accounting: it ended, how is unknown
+        return ("COMPLETED" if before == "COMPLETING" else "NODE_FAIL"), ""
+    return state, code
+
+
 class SlurmLauncher(Launcher):
     """Each trial a SLURM batch job, submitted from this host (registry name "slurm")."""
 
@@ -97,7 +160,24 @@ class SlurmLauncher(Launcher):
                            "exec " + shlex.join(build_command(spec, spec_path))]}
 
     def _client(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(list(argv), env=self._env or None, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
+        return _client(self._env, *argv)
+
+    @classmethod
+    def reclaim(cls, trial_dir: str | os.PathLike[str]) -> str | None:
+        """Cancel the job still running a dead run's trial, and return once it has ended (see the module's words)."""
+        job = read_job(trial_dir)
+        if job is None:
+            return None
+        state, code = job_state(job)
+        if exit_status(state, code) is not None:
+            return None
+        _client(None, "scancel", job)  # SIGTERM to its processes: the trial stops after its step, checkpointed
+        deadline = time.monotonic() + STOP_GRACE_SECONDS + CLIENT_TIMEOUT_S
+        while exit_status(state, code) is None and time.monotonic() < deadline:
+            time.sleep(POLL_FLOOR_S)
+            state, code = job_state(job, before=state)
+        ended = "ended" if exit_status(state, code) is not None else f"still {state or 'unknown'} after the wait"
+        return f"cancelled SLURM job {job}, which still ran trial folder {Path(trial_dir).name} of a dead run ({ended})"
 
     def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:
         spec_path = spec.save()
@@ -114,27 +194,13 @@ class SlurmLauncher(Launcher):
         if out.returncode != 0:
             raise RuntimeError(f"sbatch refused the trial (exit {out.returncode}): {(out.stderr or out.stdout).strip()[:500]}")
         self._job = out.stdout.strip().split(";")[0]
+        _write_job(spec.trial_dir, self._job)
         self._state, self._exit_code = "PENDING", ""
         self.processes_started += 1
 
     def _read_state(self) -> None:
-        """The job's state and exit code: sacct where there is accounting, else scontrol, else squeue."""
         assert self._job is not None
-        acct = self._client("sacct", "-n", "-P", "-X", "-j", self._job, "-o", "State,ExitCode")
-        line = acct.stdout.strip().splitlines()[0] if acct.returncode == 0 and acct.stdout.strip() else ""
-        if line and "|" in line:
-            self._state, self._exit_code = line.split("|", 1)
-            return
-        show = self._client("scontrol", "-o", "show", "job", self._job)
-        if show.returncode == 0 and "JobState=" in show.stdout:
-            fields = dict(part.split("=", 1) for part in show.stdout.split() if "=" in part)
-            self._state, self._exit_code = fields.get("JobState", ""), fields.get("ExitCode", "")
-            return
-        queued = self._client("squeue", "-h", "-j", self._job, "-o", "%T")
-        if queued.returncode == 0 and queued.stdout.strip():
-            self._state = queued.stdout.strip()
-        else:  # forgotten by the controller and no accounting: it ended, how is unknown
-            self._state, self._exit_code = "COMPLETED" if self._state == "COMPLETING" else "NODE_FAIL", ""
+        self._state, self._exit_code = job_state(self._job, self._env, before=self._state)
 
     def poll(self) -> int | None:
         if self._job is None:
