@@ -30,6 +30,31 @@ def test_a_trials_resources_become_sbatch_options(tmp_path):
     assert not [o for o in cpu if o.startswith(("--gres", "--mem", "--time"))]
 
 
+def test_without_a_memory_limit_the_jobs_memory_is_the_probes_measured_peak_with_a_margin(tmp_path):
+    import json
+
+    from grpo_ablate.launch.slurm import MEMORY_MARGIN, memory_mb
+    from grpo_ablate.vocab import PROBE_FILE
+
+    spec = tiny_spec(tmp_path / "runs" / "trials" / "00000", hardware={"num_processes": 1})
+    spec.num_generations = 4
+    assert memory_mb(spec) is None  # no probe: the cluster's default
+    points = [{"num_generations": 4, "generation_batch_size": 8, "fits": True, "peak_memory_mb": 1000.0, "memory_kind": "rss"},
+              {"num_generations": 4, "generation_batch_size": 16, "fits": True, "peak_memory_mb": 1800.0, "memory_kind": "rss"},
+              {"num_generations": 4, "generation_batch_size": 32, "fits": False, "peak_memory_mb": 9000.0},
+              {"num_generations": 2, "generation_batch_size": 8, "fits": True, "peak_memory_mb": 5000.0}]
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / PROBE_FILE).write_text(json.dumps({"points": points}))
+    assert memory_mb(spec) == round(1800 * MEMORY_MARGIN)  # its G's fitting points, the largest
+    spec.trainer["generation_batch_size"] = 8
+    assert f"--mem={round(1000 * MEMORY_MARGIN)}M" in resource_options(spec)  # its own batch when the spec names one
+    points[0]["memory_kind"] = "cuda"  # a GPU's peak says nothing of the host's memory
+    (tmp_path / "runs" / PROBE_FILE).write_text(json.dumps({"points": points}))
+    assert memory_mb(spec) is None
+    spec.hardware["memory_limit_mb"] = 4096  # the study's own cap comes first
+    assert memory_mb(spec) == 4096
+
+
 @pytest.mark.parametrize("state, code, expected", [
     ("RUNNING", "0:0", None), ("PENDING", "0:0", None), ("COMPLETING", "0:0", None),
     ("COMPLETED", "0:0", 0), ("FAILED", "1:0", 1), ("FAILED", "3:0", 3),  # the worker's own: failed, oom

@@ -5,8 +5,12 @@
 
 `start` submits the trial's own command (process.build_command: python, torchrun or accelerate,
 the worker reading spec.json) with the trial's resources: `--gres=gpu:N` for hardware.gpus,
-`--cpus-per-task` for its processes, `--mem` from hardware.memory_limit_mb, `--time` from the
-trial's timeout (the study's estimate, study/limits.py) plus the stop grace. The job's output
+`--cpus-per-task` for its processes, `--mem` from hardware.memory_limit_mb, else the host
+memory `grpo-ablate probe` measured for the trial's shape (probe.json in the study's folder,
+CPU points only: on GPUs the probe measures CUDA memory, which says nothing of the host's)
+times MEMORY_MARGIN, `--time` from the trial's timeout plus the stop grace (`study.trial_timeout:
+auto` is the estimate's long end, measured or assumed, times a margin plus slack:
+study/limits.py). `plan --commands` shows the line (describe). The job's output
 is the trial's log.txt. `poll` reads the job's state; `stop` is `scancel` (after the STOP file's
 grace: Launcher.run). The trial folder is the contract, so it must be on a filesystem the
 nodes share, as SLURM clusters have.
@@ -47,12 +51,15 @@ import time
 from pathlib import Path
 
 from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.vocab import PROBE_FILE
 
 from .base import STOP_GRACE_SECONDS, Launcher
 from .process import build_command
 
-__all__ = ["JOB_FILE", "SLURM_OPTIONS_ENV", "SlurmLauncher", "exit_status", "read_job", "resource_options"]
+__all__ = ["JOB_FILE", "MEMORY_MARGIN", "SLURM_OPTIONS_ENV", "SlurmLauncher", "exit_status", "memory_mb", "read_job",
+           "resource_options"]
 
+MEMORY_MARGIN = 1.5  # --mem over the probe's measured peak: a longer trial's data, logs and allocator growth
 JOB_FILE = "slurm-job.json"  # in the trial folder: {"job": "<id>"} of the job that runs it
 
 SLURM_OPTIONS_ENV = "GRPO_ABLATE_SLURM_OPTIONS"
@@ -71,12 +78,30 @@ def resource_options(spec: TrialSpec, *, grace_s: float = STOP_GRACE_SECONDS) ->
     gpus = spec.hardware.get("gpus")
     if gpus:
         options.append(f"--gres=gpu:{int(gpus)}")
-    memory = spec.hardware.get("memory_limit_mb")
+    memory = memory_mb(spec)
     if memory:
-        options.append(f"--mem={int(memory)}M")
+        options.append(f"--mem={memory}M")
     if spec.timeout_s is not None:  # its own timeout ends it first; the job's limit is the backstop
         options.append(f"--time={max(1, math.ceil((spec.timeout_s + grace_s) / 60))}")
     return options
+
+
+def memory_mb(spec: TrialSpec) -> int | None:
+    """The job's memory in MB: hardware.memory_limit_mb, else the probe's host-memory peak for the trial's
+    (G, generation batch) times MEMORY_MARGIN; None without either (the cluster's default applies)."""
+    limit = spec.hardware.get("memory_limit_mb")
+    if limit:
+        return int(limit)
+    try:  # the study's own probe.json: its folder is the study's (study/owner.py), so the file is this study's
+        points = json.loads((Path(spec.trial_dir).parents[1] / PROBE_FILE).read_text()).get("points") or []
+    except (OSError, ValueError, AttributeError, IndexError):
+        return None
+    batch = spec.trainer.get("generation_batch_size")
+    peaks = [float(p["peak_memory_mb"]) for p in points if isinstance(p, dict) and p.get("fits")
+             and p.get("memory_kind", "rss") == "rss" and isinstance(p.get("peak_memory_mb"), (int, float))
+             and p.get("num_generations") == spec.num_generations
+             and (batch is None or p.get("generation_batch_size") == batch)]
+    return math.ceil(max(peaks) * MEMORY_MARGIN) if peaks else None
 
 
 def exit_status(state: str, exit_code: str) -> int | None:
