@@ -27,6 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def resumed(row: dict) -> str:
+    """Where the retry started; a retry that trained nothing (it recorded the finished attempt's result) says so."""
+    return "none: the attempt had finished, its result recorded" if row.get("adopted") else str(row["resumed_from_step"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launcher", action="append", help="only these launchers (process, warm, slurm)")
@@ -48,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in sorted(rows, key=lambda r: (r["launcher"], r["fault"])):
         print(f"| {r['launcher']} | {r['fault']} | {' → '.join(r['outcomes'])} | "
               f"{'once' if r['lost_nothing'] else 'NO: ' + json.dumps(r['arms_completed'])} | "
-              f"{r['resumed_from_step']} ({r['interrupted_steps']}) | {r['first_exit']} | {r['seconds_to_end']:.1f} | "
+              f"{resumed(r)} ({r['interrupted_steps']}) | {r['first_exit']} | {r['seconds_to_end']:.1f} | "
               f"{r['seconds']:.0f} |")
     return code
 

@@ -88,6 +88,7 @@ class Cell:
     seconds_to_end: float = 0.0  # from the fault to the last process of the job gone
     seconds: float = 0.0  # the whole cell
     min_resume: int = 4  # the checkpoint the fault came after: the retry starts there or later
+    adopted: bool = False  # the retry trained nothing: the faulted attempt had finished, its result was recorded
     log: str = ""
 
     @property
@@ -95,7 +96,7 @@ class Cell:
         resumed = (self.resumed_from_step is not None and self.resumed_from_step >= self.min_resume) \
             or (self.min_resume == 0 and not self.interrupted_steps)  # stopped before its first step: nothing to resume
         return self.arms_completed == {"4": 1} and "failed" not in self.outcomes and self.outcomes[-1] == "completed" \
-            and resumed
+            and (resumed or self.adopted)
 
     def row(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "log"} | {"lost_nothing": self.lost_nothing}
@@ -227,6 +228,8 @@ def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault
             cell.arms_completed[g] = cell.arms_completed.get(g, 0) + 1
         if outcome == "interrupted" and cell.interrupted_steps is None:
             cell.interrupted_steps = record.recorded_metrics(t, ["steps"])["steps"]
+            if cell.interrupted_steps is None:  # requeued for a dead run, not recorded by the trial: what its folder holds
+                cell.interrupted_steps = _last_step(record.trial_dir(t))
         if record.retry_of(t) is not None and cell.resumed_from_step is None:
             cell.resumed_from_step = record.resumed_from(t)
     cell.seconds = time.monotonic() - started
@@ -275,6 +278,8 @@ def _read_study(cell: Cell, name: str, url: str) -> None:
             cell.arms_completed[g] = cell.arms_completed.get(g, 0) + 1
         if outcome == "interrupted" and cell.interrupted_steps is None:
             cell.interrupted_steps = record.recorded_metrics(t, ["steps"])["steps"]
+            if cell.interrupted_steps is None:  # requeued for a dead run, not recorded by the trial: what its folder holds
+                cell.interrupted_steps = _last_step(record.trial_dir(t))
         if record.retry_of(t) is not None and cell.resumed_from_step is None:
             cell.resumed_from_step = record.resumed_from(t)
 
@@ -290,8 +295,10 @@ def run_launcher_cell(cluster: SlurmCluster, url: str, folder: Path, fault: str,
     name = f"slurm-slurm-{fault}"
     out = folder / "runs"
     study = folder / "study.yaml"
-    if fault == "time-limit":  # the shortest limit is a minute: the trial must outlast it on an idle machine
-        steps = max(steps, 150)
+    if fault == "time-limit":  # the limit (a minute, checked every 30 s) must come first: 150 steps took 48 s here
+        steps = max(steps, 600)
+    if fault == "orchestrator-kill":  # the job must still run when the rerun comes (60 steps took 20 s here): reclaim's case
+        steps = max(steps, 300)
     study.write_text(STUDY.format(name=name, out=out, steps=steps))
     env = dict(cluster.env, GRPO_ABLATE_STORAGE=url, GRPO_ABLATE_LAUNCHER="slurm", CUDA_VISIBLE_DEVICES="",
                HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
@@ -335,6 +342,7 @@ def run_launcher_cell(cluster: SlurmCluster, url: str, folder: Path, fault: str,
             _wait(lambda: cluster.job_state(job) not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"),
                   "the rerun's reclaim of the job", log=logs)
             cell.seconds_to_end = time.monotonic() - fault_at
+            cell.first_exit += f" → {cluster.job_state(job)} by the rerun"
             final = rerun
         else:
             _wait(lambda: read_job(trial0) is not None and not [p for p in cluster.job_processes()
@@ -342,8 +350,8 @@ def run_launcher_cell(cluster: SlurmCluster, url: str, folder: Path, fault: str,
                   "end of the faulted job's processes", log=logs)
             cell.seconds_to_end = time.monotonic() - fault_at
             cell.first_state = cluster.job_state(job)
-            if fault == "node-down":
-                cluster.resume_node()
+            if fault == "node-down":  # back up; the orchestrator's retry job (pending meanwhile) takes the node at once
+                cluster.run("scontrol", "update", f"nodename={cluster.node}", "state=resume", check=False)  # refused: it is up
             final = first
         code = final.wait(timeout=EVENT_WAIT_S * 2)
         cell.first_exit = cell.first_exit or f"exit {code}"
@@ -355,9 +363,23 @@ def run_launcher_cell(cluster: SlurmCluster, url: str, folder: Path, fault: str,
                 proc.kill()
                 proc.wait()
     _read_study(cell, name, url)
+    retry = out / "trials" / "00001"  # its job file came with the files it adopted, or names a job of its own
+    cell.adopted = cell.resumed_from_step is None and read_job(retry) is not None and read_job(retry) == read_job(trial0)
     cell.seconds = time.monotonic() - started
     cell.log = logs()
     return cell
+
+
+def _last_step(trial_dir: str | None) -> int | None:
+    """The last optimizer step in a trial folder's metrics.jsonl (what the trial trained, recorded or not)."""
+    import json
+
+    from grpo_ablate.vocab import METRICS_FILE
+
+    if trial_dir is None or not (Path(trial_dir) / METRICS_FILE).exists():
+        return None
+    steps = [json.loads(line).get("step") for line in (Path(trial_dir) / METRICS_FILE).read_text().splitlines() if line.strip()]
+    return max((s for s in steps if isinstance(s, int)), default=None)
 
 
 def _runs_job(pid: int, job: str) -> bool:
