@@ -141,10 +141,7 @@ def _script(cluster: SlurmCluster, study: Path, folder: Path, env: dict[str, str
 
 def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault: str, *, steps: int = 60) -> Cell:
     """Run one cell in `folder` on `cluster` with the study on PostgreSQL `url` (a fresh database)."""
-    import optuna
-
     from grpo_ablate.storage import normalize_url, open_storage
-    from grpo_ablate.study import ledger
 
     started = time.monotonic()
     cell = Cell(launcher, fault)
@@ -181,28 +178,7 @@ def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault
         _wait(_checkpointed_past(trial0, 4, 6), "checkpoint at step 4 and 6 metrics rows in trial 0", log=logs)
     fault_at = time.monotonic()
     job_id = f"{first}_0"
-    if fault == "scancel":
-        cluster.run("scancel", first)
-    elif fault == "scancel-twice":
-        cluster.run("scancel", first)
-        time.sleep(1.0)
-        cluster.run("scancel", "--signal=TERM", "--full", job_id, check=False)  # the job is ending: a TERM to all again
-    elif fault == "batch-term":
-        cluster.run("scancel", "--batch", "--signal=TERM", job_id)
-    elif fault == "signal-kill":
-        cluster.run("scancel", "--signal=KILL", first)
-    elif fault == "full-kill":
-        cluster.run("scancel", "--full", "--signal=KILL", job_id)
-    elif fault == "hard-kill":
-        for pid in cluster.job_processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    elif fault == "node-down":
-        cluster.run("scontrol", "update", f"nodename={cluster.node}", "state=down", "reason=grpo-ablate-test")
-    elif fault != "time-limit":
-        raise ValueError(f"unknown fault {fault!r}")
+    _apply(cluster, fault, first, job_id)
     _wait(lambda: not cluster.job_processes(), "end of the job's processes", log=logs)
     cell.seconds_to_end = time.monotonic() - fault_at
     cell.first_state = _state(cluster, job_id)[0]
@@ -219,19 +195,7 @@ def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault
           and not cluster.job_processes(), "the second run's end", log=logs)
     cell.final_state, cell.final_exit = _state(cluster, f"{second}_0")
 
-    trials = optuna.load_study(study_name=name, storage=open_storage(url)).get_trials(deepcopy=False)
-    cell.outcomes = [ledger.outcome(t).value for t in trials]  # a trial lost with its worker: its heartbeat's record
-    for t, outcome in zip(trials, cell.outcomes):
-        if outcome == "completed":
-            arm = record.arm_of(t)
-            g = str(arm.num_generations if arm is not None else None)
-            cell.arms_completed[g] = cell.arms_completed.get(g, 0) + 1
-        if outcome == "interrupted" and cell.interrupted_steps is None:
-            cell.interrupted_steps = record.recorded_metrics(t, ["steps"])["steps"]
-            if cell.interrupted_steps is None:  # requeued for a dead run, not recorded by the trial: what its folder holds
-                cell.interrupted_steps = _last_step(record.trial_dir(t))
-        if record.retry_of(t) is not None and cell.resumed_from_step is None:
-            cell.resumed_from_step = record.resumed_from(t)
+    _read_study(cell, name, url)
     cell.seconds = time.monotonic() - started
     cell.log = logs()
     return cell

@@ -23,7 +23,9 @@ OUT_OF_MEMORY state (its cgroup's kill), read from `sacct` where the cluster kee
 else from `scontrol show job` while the controller remembers the job (MinJobAge, 300 s by
 default) — a cluster without accounting, like the tests' (tests/slurm_cluster.py), has only that.
 A job counts as ended only once its processes are gone (not while COMPLETING): the retry's
-resume point is read after the stopped trial wrote its last checkpoint.
+resume point is read after the stopped trial wrote its last checkpoint. A job lost with its node
+(NODE_FAIL) is marked ended at once while a node set DOWN may still be ending its processes, so
+it counts as ended once the trial's result.json is there, or LOST_GRACE_S later.
 
 Retries are the orchestrator's, not SLURM's: every job is `--no-requeue`, since a job SLURM
 requeues (a node failure) would run the same trial folder again from the spec's start, training
@@ -51,7 +53,7 @@ import time
 from pathlib import Path
 
 from grpo_ablate.trainer.spec import TrialSpec
-from grpo_ablate.vocab import PROBE_FILE
+from grpo_ablate.vocab import PROBE_FILE, RESULT_FILE
 
 from .base import STOP_GRACE_SECONDS, Launcher
 from .process import build_command
@@ -65,6 +67,7 @@ JOB_FILE = "slurm-job.json"  # in the trial folder: {"job": "<id>"} of the job t
 SLURM_OPTIONS_ENV = "GRPO_ABLATE_SLURM_OPTIONS"
 POLL_FLOOR_S = 2.0  # the controller is asked at most this often per trial
 CLIENT_TIMEOUT_S = 60.0
+LOST_GRACE_S = 30.0  # a node set DOWN may still run the job's processes while SLURM ends them: their result may yet come
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
           "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
 _TERMINATED = {"CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE", "REVOKED"}  # SLURM sent SIGTERM, then SIGKILL
@@ -176,6 +179,8 @@ class SlurmLauncher(Launcher):
         self._state = ""
         self._exit_code = ""
         self._env: dict[str, str] = {}
+        self._result: Path | None = None
+        self._lost_at: float | None = None
 
     @classmethod
     def describe(cls, spec: TrialSpec, spec_path: Path) -> dict[str, list[str]]:
@@ -220,6 +225,7 @@ class SlurmLauncher(Launcher):
             raise RuntimeError(f"sbatch refused the trial (exit {out.returncode}): {(out.stderr or out.stdout).strip()[:500]}")
         self._job = out.stdout.strip().split(";")[0]
         _write_job(spec.trial_dir, self._job)
+        self._result, self._lost_at = Path(spec.trial_dir) / RESULT_FILE, None
         self._state, self._exit_code = "PENDING", ""
         self.processes_started += 1
 
@@ -232,7 +238,12 @@ class SlurmLauncher(Launcher):
             return None
         if exit_status(self._state, self._exit_code) is None:
             self._read_state()
-        return exit_status(self._state, self._exit_code)
+        status = exit_status(self._state, self._exit_code)
+        if self._state.split()[0:1] == ["NODE_FAIL"] and self._result is not None and not self._result.exists():
+            self._lost_at = self._lost_at or time.monotonic()
+            if time.monotonic() - self._lost_at < LOST_GRACE_S:  # its processes may still be stopping on the node
+                return None
+        return status
 
     def wait(self, seconds: float) -> int | None:
         time.sleep(max(seconds, POLL_FLOOR_S))
