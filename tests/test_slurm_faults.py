@@ -6,8 +6,9 @@ submits again (tests/slurm_cells.py). Every cell must end with the arm completed
 the faulted trial recorded as interrupted (never failed), its retry resumed from the checkpoint
 and not from step 0, and the faulted run's exit status saying the study did not finish.
 
-The cells here prove one mechanism each; the whole matrix (every fault x process and warm, with
-times) is `python benchmarks/slurm_matrix.py`, its figures in the README.
+The cells here prove one mechanism each; the whole matrix (every fault x process, warm and slurm,
+the slurm launcher's cells also with its orchestrator killed and rerun, tests/slurm_cells.py
+run_launcher_cell; with times) is `python benchmarks/slurm_matrix.py`, its figures in the README.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@
 - `SlurmLauncher` ("slurm"): each trial a SLURM batch job submitted from this host (slurm.py);
 - `LAUNCHERS` (registry.py) names them for `hardware.launcher`; `launcher_name(spec)` chooses,
   `launcher_for` (a study's worker thread), `LauncherPool` (the probe) and `run_trial`
-  (run-one, tests) run what it chose. `Launcher.run` is a trial's whole life.
+  (run-one, tests) run what it chose. `Launcher.run` is a trial's whole life; `reclaim_trial`
+  ends what a dead orchestrator's trial left running (a SLURM job) before it is queued again.
 """
 
 from .base import Capabilities, Launcher, trial_environment
