@@ -39,6 +39,9 @@ __all__ = ["FAULTS", "LAUNCHER_FAULTS", "ORCHESTRATOR_FAULTS", "Cell", "run_cell
 
 SCRIPT = ROOT / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
 EVENT_WAIT_S = 600
+# The shortest job limit is a minute, and slurmctld checks limits every 30 s: the trial must outlast 90 s on an idle
+# machine, where this model trains 10 to 17 steps a second (150 and 600 steps both finished inside the limit).
+TIME_LIMIT_STEPS = 2000
 
 STUDY = """\
 study:
@@ -149,8 +152,8 @@ def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault
     name = f"slurm-{launcher}-{fault}"
     out = folder / "runs"
     study = folder / "study.yaml"
-    if fault == "time-limit":  # long enough to outlast the shortest limit (one minute) on an idle machine
-        steps = max(steps, 150)
+    if fault == "time-limit":
+        steps = max(steps, TIME_LIMIT_STEPS)
     study.write_text(STUDY.format(name=name, out=out, steps=steps))
     env = dict(cluster.env, GRPO_ABLATE_STORAGE=url, GRPO_ABLATE_VENV=str(Path(sys.executable).parent.parent),
                GRPO_ABLATE_LAUNCHER=launcher, CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1",
@@ -259,8 +262,8 @@ def run_launcher_cell(cluster: SlurmCluster, url: str, folder: Path, fault: str,
     name = f"slurm-slurm-{fault}"
     out = folder / "runs"
     study = folder / "study.yaml"
-    if fault == "time-limit":  # the limit (a minute, checked every 30 s) must come first: 150 steps took 48 s here
-        steps = max(steps, 600)
+    if fault == "time-limit":
+        steps = max(steps, TIME_LIMIT_STEPS)
     if fault == "orchestrator-kill":  # the job must still run when the rerun comes (60 steps took 20 s here): reclaim's case
         steps = max(steps, 300)
     study.write_text(STUDY.format(name=name, out=out, steps=steps))
