@@ -106,3 +106,15 @@ def test_a_remote_launchers_workers_take_no_gpus_of_this_host(monkeypatch):
     assert remote_launcher(study) and worker_envs(study, 2) == [{}, {}]
     with pytest.raises(RuntimeError, match="each trial needs 8 GPU"):
         worker_envs(load_study(ROOT / "studies/openr1-1.5b-numina-8gpu.yaml", ["hardware.launcher=process"]), 2)
+
+
+def test_reclaim_without_the_slurm_clients_says_so_and_never_stops_the_requeue(tmp_path, monkeypatch):
+    """A rerun on a host without sbatch/scancel (the login node's PATH changed): the requeue goes on, the reason is kept."""
+    from grpo_ablate.launch import reclaim_trial
+    from grpo_ablate.launch.slurm import JOB_FILE
+
+    assert reclaim_trial(None) == [] and reclaim_trial(tmp_path) == []  # no folder, or no job submitted from it
+    (tmp_path / JOB_FILE).write_text('{"job": "42"}\n')
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    words = reclaim_trial(tmp_path)
+    assert len(words) == 1 and words[0].startswith("slurm: could not reclaim") and "FileNotFoundError" in words[0], words
