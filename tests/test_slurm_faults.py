@@ -6,8 +6,9 @@ submits again (tests/slurm_cells.py). Every cell must end with the arm completed
 the faulted trial recorded as interrupted (never failed), its retry resumed from the checkpoint
 and not from step 0, and the faulted run's exit status saying the study did not finish.
 
-The cells here prove one mechanism each; the whole matrix (every fault x process and warm, with
-times) is `python benchmarks/slurm_matrix.py`, its figures in the README.
+The cells here prove one mechanism each; the whole matrix (every fault x process, warm and slurm,
+the slurm launcher's cells also with its orchestrator killed and rerun, tests/slurm_cells.py
+run_launcher_cell; with times) is `python benchmarks/slurm_matrix.py`, its figures in the README.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 
 import pytest
 
-from slurm_cells import FAULTS, run_cell
+from slurm_cells import LAUNCHER_FAULTS, run_cell, run_launcher_cell
 
 pytestmark = pytest.mark.slow
 
@@ -49,11 +50,31 @@ def test_a_node_set_down_mid_trial_is_requeued_by_slurm_and_resumes(slurm_cluste
 MATRIX = os.environ.get("GRPO_ABLATE_SLURM_MATRIX")  # a JSONL file: benchmarks/slurm_matrix.py runs every cell
 
 
+GRACEFUL = {"scancel", "scancel-twice", "batch-term", "signal-kill", "full-kill"}  # the trial's SIGTERM handler runs
+
+
+def _check_launcher_cell(cell) -> None:
+    """A slurm-launcher cell: the one orchestrator (or its rerun) finished the study, nothing trained twice."""
+    assert cell.lost_nothing, cell.row() | {"log": cell.log[-4000:]}
+    assert cell.outcomes == ["interrupted", "completed"], cell.row()
+    assert cell.final_exit == "exit 0", cell.row()
+    if cell.adopted:  # the orphaned job finished the trial before the rerun came: its result recorded, nothing retrained
+        assert cell.fault == "orchestrator-kill" and cell.resumed_from_step is None, cell.row()
+    elif cell.fault in GRACEFUL | {"time-limit", "orchestrator-kill"}:  # a SIGTERM reached the trial: it checkpointed its step
+        assert cell.resumed_from_step == cell.interrupted_steps, cell.row()
+
+
 @pytest.mark.skipif(not MATRIX, reason="the whole matrix runs from benchmarks/slurm_matrix.py")
-@pytest.mark.parametrize("fault", sorted(FAULTS))
-@pytest.mark.parametrize("launcher", ["process", "warm"])
+@pytest.mark.parametrize("launcher, fault", [(launcher, fault) for launcher, faults in LAUNCHER_FAULTS.items()
+                                             for fault in faults])
 def test_matrix_cell(slurm_cluster, fresh_pg_db, tmp_path, launcher, fault):
-    cell = run_cell(slurm_cluster, fresh_pg_db, tmp_path, launcher, fault)
+    if launcher == "slurm":
+        cell = run_launcher_cell(slurm_cluster, fresh_pg_db, tmp_path, fault)
+    else:
+        cell = run_cell(slurm_cluster, fresh_pg_db, tmp_path, launcher, fault)
     with open(str(MATRIX), "a") as out:
         out.write(json.dumps(cell.row()) + "\n")
-    _check(cell, graceful=fault in ("scancel", "scancel-twice", "batch-term", "signal-kill", "full-kill"))
+    if launcher == "slurm":
+        _check_launcher_cell(cell)
+    else:
+        _check(cell, graceful=fault in GRACEFUL)

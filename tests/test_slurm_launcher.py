@@ -25,8 +25,34 @@ def test_a_trials_resources_become_sbatch_options(tmp_path):
     assert "--gres=gpu:2" in options and "--mem=4096M" in options and "--cpus-per-task=1" in options
     assert "--time=11" in options  # 600 s + the 60 s stop grace, in whole minutes
     assert "--job-name=grpo-ablate-00003" in options
+    assert "--no-requeue" in options  # retries are the orchestrator's: a job SLURM requeued would train its steps again
     cpu = resource_options(tiny_spec(tmp_path / "x"))
     assert not [o for o in cpu if o.startswith(("--gres", "--mem", "--time"))]
+
+
+def test_without_a_memory_limit_the_jobs_memory_is_the_probes_measured_peak_with_a_margin(tmp_path):
+    import json
+
+    from grpo_ablate.launch.slurm import MEMORY_MARGIN, memory_mb
+    from grpo_ablate.vocab import PROBE_FILE
+
+    spec = tiny_spec(tmp_path / "runs" / "trials" / "00000", hardware={"num_processes": 1})
+    spec.num_generations = 4
+    assert memory_mb(spec) is None  # no probe: the cluster's default
+    points = [{"num_generations": 4, "generation_batch_size": 8, "fits": True, "peak_memory_mb": 1000.0, "memory_kind": "rss"},
+              {"num_generations": 4, "generation_batch_size": 16, "fits": True, "peak_memory_mb": 1800.0, "memory_kind": "rss"},
+              {"num_generations": 4, "generation_batch_size": 32, "fits": False, "peak_memory_mb": 9000.0},
+              {"num_generations": 2, "generation_batch_size": 8, "fits": True, "peak_memory_mb": 5000.0}]
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / PROBE_FILE).write_text(json.dumps({"points": points}))
+    assert memory_mb(spec) == round(1800 * MEMORY_MARGIN)  # its G's fitting points, the largest
+    spec.trainer["generation_batch_size"] = 8
+    assert f"--mem={round(1000 * MEMORY_MARGIN)}M" in resource_options(spec)  # its own batch when the spec names one
+    points[0]["memory_kind"] = "cuda"  # a GPU's peak says nothing of the host's memory
+    (tmp_path / "runs" / PROBE_FILE).write_text(json.dumps({"points": points}))
+    assert memory_mb(spec) is None
+    spec.hardware["memory_limit_mb"] = 4096  # the study's own cap comes first
+    assert memory_mb(spec) == 4096
 
 
 @pytest.mark.parametrize("state, code, expected", [
@@ -80,3 +106,15 @@ def test_a_remote_launchers_workers_take_no_gpus_of_this_host(monkeypatch):
     assert remote_launcher(study) and worker_envs(study, 2) == [{}, {}]
     with pytest.raises(RuntimeError, match="each trial needs 8 GPU"):
         worker_envs(load_study(ROOT / "studies/openr1-1.5b-numina-8gpu.yaml", ["hardware.launcher=process"]), 2)
+
+
+def test_reclaim_without_the_slurm_clients_says_so_and_never_stops_the_requeue(tmp_path, monkeypatch):
+    """A rerun on a host without sbatch/scancel (the login node's PATH changed): the requeue goes on, the reason is kept."""
+    from grpo_ablate.launch import reclaim_trial
+    from grpo_ablate.launch.slurm import JOB_FILE
+
+    assert reclaim_trial(None) == [] and reclaim_trial(tmp_path) == []  # no folder, or no job submitted from it
+    (tmp_path / JOB_FILE).write_text('{"job": "42"}\n')
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    words = reclaim_trial(tmp_path)
+    assert len(words) == 1 and words[0].startswith("slurm: could not reclaim") and "FileNotFoundError" in words[0], words

@@ -1,5 +1,7 @@
 """The `slurm` launcher end to end on the test cluster (tests/slurm_cluster.py): one `grpo-ablate run`, two workers,
-each trial a SLURM batch job, both jobs running at once, both completed.
+each trial a SLURM batch job, both jobs running at once, both completed; and `reclaim`, which ends the job a dead
+orchestrator left running before its trial is queued again (the whole fault: benchmarks/slurm_matrix.py,
+"orchestrator-kill").
 """
 
 from __future__ import annotations
@@ -69,3 +71,31 @@ def test_a_study_submits_each_trial_as_a_job_two_at_once(slurm_cluster, tmp_path
         assert log.startswith("$ sbatch --parsable"), log[:500]
         assert "--cpus-per-task=1" in log.splitlines()[0]
     assert most_running == 2, "the two trials never ran as SLURM jobs at the same time"
+
+
+@pytest.mark.slow
+def test_reclaim_cancels_the_job_a_dead_run_left_and_returns_once_it_has_ended(slurm_cluster, tmp_path, monkeypatch):
+    """The job gets SIGTERM (its handler, like a trial's, finishes its step first) and reclaim waits for its end."""
+    from grpo_ablate.launch import reclaim_trial
+    from grpo_ablate.launch.slurm import JOB_FILE, read_job
+
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
+    trial_dir = tmp_path / "00007"
+    trial_dir.mkdir()
+    assert reclaim_trial(trial_dir) == []  # no job was submitted from it: nothing to do
+    stopped = tmp_path / "stopped"
+    script = f"trap 'sleep 3; echo step checkpointed > {stopped}; exit 0' TERM; sleep 300 & wait"
+    job = slurm_cluster.run("sbatch", "--parsable", "--no-requeue", "--output=/dev/null", "--wrap", script).stdout.strip()
+    (trial_dir / JOB_FILE).write_text(f'{{"job": "{job}"}}\n')
+    assert read_job(trial_dir) == job
+    deadline = time.monotonic() + 60
+    while slurm_cluster.job_state(job) != "RUNNING" or not slurm_cluster.job_processes():
+        assert time.monotonic() < deadline, slurm_cluster.run("squeue").stdout
+        time.sleep(0.2)
+    time.sleep(1.0)  # the batch shell has set its trap
+    words = reclaim_trial(trial_dir)
+    assert len(words) == 1 and f"cancelled SLURM job {job}" in words[0] and "(ended)" in words[0], words
+    assert slurm_cluster.job_state(job) == "CANCELLED" and not slurm_cluster.job_processes()
+    assert stopped.read_text().strip() == "step checkpointed"  # ended through its handler, before reclaim returned
+    assert reclaim_trial(trial_dir) == []  # an ended job is left alone
+

@@ -6,7 +6,8 @@
 - `SlurmLauncher` ("slurm"): each trial a SLURM batch job submitted from this host (slurm.py);
 - `LAUNCHERS` (registry.py) names them for `hardware.launcher`; `launcher_name(spec)` chooses,
   `launcher_for` (a study's worker thread), `LauncherPool` (the probe) and `run_trial`
-  (run-one, tests) run what it chose. `Launcher.run` is a trial's whole life.
+  (run-one, tests) run what it chose. `Launcher.run` is a trial's whole life; `reclaim_trial`
+  ends what a dead orchestrator's trial left running (a SLURM job) before it is queued again.
 """
 
 from .base import Capabilities, Launcher, trial_environment
@@ -15,7 +16,7 @@ from .outcome import classify, oom_kill_count, oom_kill_evidence, oom_kill_files
 from .process import ProcessLauncher, build_command, command_name, kill_tree
 from .slurm import SlurmLauncher
 from .registry import (LAUNCHER_ENV, LAUNCHERS, LauncherPool, describe_launch, launcher_for, launcher_name, lend_launchers,
-                       release_thread_launchers, run_trial)
+                       reclaim_trial, release_thread_launchers, run_trial)
 from .warm import WarmSession, shares_a_session
 from .watch import MetricsTail, finish, prepare, request_stop, requested_stop
 
@@ -44,6 +45,7 @@ __all__ = [
     "oom_kill_files",
     "parse_oom_kills",
     "prepare",
+    "reclaim_trial",
     "release_thread_launchers",
     "request_stop",
     "requested_stop",

@@ -10,7 +10,9 @@ registry (registry.py) that names it for `hardware.launcher`:
 - `start(spec, env, log_path)`: begin running the trial whose spec.json is written;
 - `wait(seconds)` / `poll()`: the trial's exit status once it has ended, else None;
 - `stop()`: end the trial now, and return once it has ended (after the STOP file's grace);
-- `collect(...)`: the TrialResult (by default: read the trial's files and classify them).
+- `collect(...)`: the TrialResult (by default: read the trial's files and classify them);
+- `reclaim(trial_dir)` (a classmethod): end what a dead orchestrator's trial left running
+  before it is queued again (a remote job; local trials end with their orchestrator).
 
 Launchers are parent side: no torch here, so the orchestrator's memory stays flat.
 """
@@ -87,6 +89,17 @@ class Launcher(ABC):
     def describe(cls, spec: TrialSpec, spec_path: Path) -> dict[str, list[str]]:
         """The command lines that would run `spec` (for `plan --commands`), by role ("launch", ...); nothing is started."""
         return {}
+
+    @classmethod
+    def reclaim(cls, trial_dir: str | os.PathLike[str]) -> str | None:
+        """A dead run's trial in `trial_dir` is being queued again: end whatever of it this kind of launcher left running.
+
+        Called before the requeue (study/runner.py, study/ledger.StaleTrialRequeue), for every
+        registered launcher, so two runs never train one trial. Return once it has ended, with
+        words for the log, or None when there was nothing of this launcher's. Local launchers
+        leave nothing: their trials watch the orchestrator's pid and stop when it dies.
+        """
+        return None
 
     @abstractmethod
     def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:

@@ -38,7 +38,7 @@ from .slurm import SlurmLauncher
 from .warm import WarmSession, shares_a_session
 
 __all__ = ["LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "describe_launch", "launcher_for", "launcher_name", "lend_launchers",
-           "release_thread_launchers", "run_trial"]
+           "reclaim_trial", "release_thread_launchers", "run_trial"]
 
 # In the order `auto` asks them (Capabilities.auto, then chosen_by_auto): the first that takes the trial runs it.
 LAUNCHERS: dict[str, type[Launcher]] = {
@@ -51,6 +51,25 @@ LAUNCHERS: dict[str, type[Launcher]] = {
 def describe_launch(spec: TrialSpec, spec_path: Path) -> dict[str, list[str]]:
     """The command lines the launcher chosen for `spec` would run (`plan --commands`), by role; nothing starts."""
     return LAUNCHERS[launcher_name(spec)].describe(spec, spec_path)
+
+
+def reclaim_trial(trial_dir: str | os.PathLike[str] | None) -> list[str]:
+    """Before a dead run's trial is queued again: every launcher ends what it left of it (Launcher.reclaim).
+
+    Every launcher is asked, not the one the trial's spec names: GRPO_ABLATE_LAUNCHER may have
+    chosen another, and a launcher acts only on marks of its own in the folder. Returns what was
+    done, in words; never raises (a requeue must not fail on a client command)."""
+    if not trial_dir:
+        return []
+    done = []
+    for name, kind in LAUNCHERS.items():
+        try:
+            words = kind.reclaim(trial_dir)
+        except Exception as exc:  # noqa: BLE001 - the requeue goes on; say why this one could not
+            words = f"{name}: could not reclaim {trial_dir}: {type(exc).__name__}: {exc}"
+        if words:
+            done.append(words)
+    return done
 
 
 def launcher_name(spec: TrialSpec, *, probe: bool = False) -> str:

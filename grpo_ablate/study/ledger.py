@@ -43,6 +43,7 @@ from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLE
                                       cell_key, cell_of, counted_retries, is_cancelled, is_copy, is_finished, is_result,
                                       is_prefix, outcome, outcome_of, owner, owner_run, predecessor_dirs, ran_here, reason,
                                       retry_of, seed_of, study_attrs, trial_dir, branched_from)
+from grpo_ablate.launch.registry import reclaim_trial
 from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Cell, Outcome
 from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
@@ -439,5 +440,6 @@ class StaleTrialRequeue:
         else:  # it died before it started (or ran under an earlier version): decide now
             trials = {t.number: t for t in ostudy.get_trials(deepcopy=False)}
             retry = counted_retries(trials, trial) < self.max_retry
+        reclaim_trial(trial.user_attrs.get(TRIAL_DIR))  # a job its dead run left running ends before the cell is queued again
         if retry:
             _retry(ostudy, trial)

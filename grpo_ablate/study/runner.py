@@ -41,13 +41,14 @@ from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.retry import requeue_changed, superseded
+from grpo_ablate.trial_record import trial_dir
 from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir, dead_owner
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
                                      queue_first_plan, queue_plan, queue_ready_branches, race_rule_changed,
                                      space_changed, wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
-from grpo_ablate.launch import release_thread_launchers
+from grpo_ablate.launch import reclaim_trial, release_thread_launchers
 from grpo_ablate.vocab import PREFIX_ROLE, Outcome
 
 if TYPE_CHECKING:
@@ -218,6 +219,8 @@ class StudyRunner:
             dead = dead_owner(host, pid, ledger.owner_run(t), self.lifecycle.run_identity)  # host+pid+start+run id
             if t.number in self.registry.running or dead is None:
                 continue
+            for words in reclaim_trial(trial_dir(t)):  # its remote job, if any, ends first
+                self.console.say(words)
             ledger.requeue(self.ostudy, self.storage, t.number, dead,
                            max_retry=self.study.study.max_retry, counted=True)
 
