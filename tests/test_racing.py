@@ -211,10 +211,10 @@ def test_the_elimination_race_is_the_procedure_read_seed_by_seed():
     assert {d.arm: len(d.seeds) for d in state.dropped} == {a: r for a, (_, r) in once.eliminated.items()}
     assert trials == sum(r for _, r in once.eliminated.values()) + once.seeds < 3 * len(seeds)
     assert all("not a call" in d.reason and "Kim & Nelson" in d.reason for d in state.dropped)
-    assert state.path[-1]["stop"] == "one configuration left in the race" and state.path[-1]["level"] == 0.05
+    assert state.path[-1]["stop"] == "one configuration left in the race" and state.path[-1]["level"] == 0.01
     assert describe(state).startswith("racing (fully sequential elimination, Kim & Nelson)")
     assert RaceState.from_dict(state.as_dict(), list(table)).design == "elimination"
-    assert calls_level(state.as_dict()) == 0.05  # the report's calls at 5%, as a fixed-sample study's
+    assert calls_level(state.as_dict()) == 0.01  # the report's calls at 1%: an eliminated arm stopped when it looked worst
     with pytest.raises(ValueError, match="study.min_effect"):
         decide(RaceState(0, list(table)), table, maximize=True, seeds_left=True,
                rule=Rule(min_effect=0.0, design="elimination"))
