@@ -5,7 +5,8 @@
 benchmarks/sequential.py scores strategies at one planned size (12 seeds); this asks where the goal
 (P(recommendation within 0.02 of the best) >= 0.90, at a median compute <= 50% of the best fixed
 design reaching the same probability) could be reached on `addition_rare` (the committed 40-seed
-table, benchmarks/data/sequential_table_rare.json), and what stands in the way. Three parts:
+table, benchmarks/data/sequential_table_rare.json), and what stands in the way. Four parts
+(part 4 alone, keeping parts 1-3 of the file: add --only-elimination; 1 minute):
 
 1. held-out truth, n = 3 ... 20 seeds: the report's answer (stats/selection.select) on n drawn
    seeds, scored against the mean of the 40 - n seeds it did not draw. Beside it a ceiling: an arm
@@ -200,6 +201,7 @@ def main() -> int:
     p.add_argument("--race-studies", type=int, default=100, help="replayed races per race setting (and per null)")
     p.add_argument("--min-effect", type=float, default=0.02)
     p.add_argument("--planned", type=int, default=256, help="the elimination race's planned seeds per arm")
+    p.add_argument("--elimination-races", type=int, default=400, help="replayed elimination races per setting")
     p.add_argument("--only-elimination", action="store_true",
                    help="run part 4 only, keeping parts 1-3 of --json (part 4 draws from its own seed either way)")
     p.add_argument("--json", type=Path)
@@ -214,7 +216,7 @@ def main() -> int:
     rng = random.Random(0)
     if a.only_elimination:
         out = json.loads(a.json.read_text()) if a.json and a.json.exists() else {}
-        out["elimination"] = elimination_part(task, me, a.planned, a.race_studies, sd_paired, random.Random(1))
+        out["elimination"] = elimination_part(task, me, a.planned, a.elimination_races, sd_paired, random.Random(1))
         if a.json:
             a.json.write_text(json.dumps(out, indent=1))
         return 0
@@ -272,7 +274,7 @@ def main() -> int:
     out["bechhofer_target"] = {str(t): bechhofer_n(k, me, sd_paired, t) for t in (0.8, 0.9, 0.95)}
     print("\n  Bechhofer's paired fixed design at the least-favourable configuration: "
           + ", ".join(f"P {t} needs {n} seeds per arm" for t, n in out["bechhofer_target"].items()))
-    out["elimination"] = elimination_part(task, me, a.planned, a.race_studies, sd_paired, random.Random(1))
+    out["elimination"] = elimination_part(task, me, a.planned, a.elimination_races, sd_paired, random.Random(1))
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))
     return 0
