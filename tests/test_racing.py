@@ -278,3 +278,13 @@ def test_the_report_page_names_the_elimination_race():
     html = render_html(build_report_data("race", attrs, trials), figures=[])
     assert "fully sequential elimination" in html and "it is not a call" in html
     assert "lay wholly below zero" not in html  # the anytime race's sentence is not said of another race
+
+
+def test_an_elimination_race_needs_an_explicit_min_effect(tmp_path):
+    from grpo_ablate.config import StudyError
+
+    over = ["study.sampler=grid", "num_generations=[2, 4]", "study.seeds=[0, 1, 2, 3, 4, 5]",
+            "study.racing={design: elimination, first_round_seeds: 3}", f"study.output_dir={tmp_path}"]
+    with pytest.raises(StudyError, match="study.min_effect"):
+        load_study(TINY, over)
+    assert load_study(TINY, over + ["study.min_effect=0.02"]).study.racing.design == "elimination"
