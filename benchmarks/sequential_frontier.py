@@ -5,7 +5,8 @@
 benchmarks/sequential.py scores strategies at one planned size (12 seeds); this asks where the goal
 (P(recommendation within 0.02 of the best) >= 0.90, at a median compute <= 50% of the best fixed
 design reaching the same probability) could be reached on `addition_rare` (the committed 40-seed
-table, benchmarks/data/sequential_table_rare.json), and what stands in the way. Three parts:
+table, benchmarks/data/sequential_table_rare.json), and what stands in the way. Four parts
+(part 4 alone, keeping parts 1-3 of the file: add --only-elimination; 1 minute):
 
 1. held-out truth, n = 3 ... 20 seeds: the report's answer (stats/selection.select) on n drawn
    seeds, scored against the mean of the 40 - n seeds it did not draw. Beside it a ceiling: an arm
@@ -27,6 +28,15 @@ table, benchmarks/data/sequential_table_rare.json), and what stands in the way. 
    0.9 or 0.95) with 48 or 96 planned seeds: its median seeds per arm against Bechhofer's seeds
    for the P(within) it realised. Beside each race its FWER under the all-equal null (the same
    noise): P(any arm excluded or dropped, or any false better/worse/equivalent call).
+4. the elimination race (racing.design: elimination; Kim & Nelson's procedure, stats/elimination.py)
+   on the same least-favourable and all-equal worlds, capped at `--planned` seeds per arm, and on the
+   held-out truth (the race on 20 drawn seeds of the table, scored against the other 20). A race is
+   the procedure run once on the world's whole table, which replays exactly what the race reads
+   seed by seed (tests/test_racing.py checks that); the answer is then the report's own on the seeds
+   each arm ran (at study/racing.ELIMINATION_LEVEL, 1%, the level the report holds it to). Reported: P(within 0.02) of the report's recommendation
+   (and of the procedure's survivor), median and p90 seeds per arm, Bechhofer's seeds for the same
+   P and the share, and the FWER of the report's statements (its eps-best exclusions and its
+   better/worse/equivalent calls; an elimination is where seeds go, not a statement).
 """
 
 from __future__ import annotations
@@ -40,16 +50,18 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import beta
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
 from sequential import DATA, Outcome, Task, World, answer, false_statement, run_race, tasks_of  # noqa: E402
+from grpo_ablate.stats.elimination import eliminate  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_pcs  # noqa: E402
-from grpo_ablate.study.racing import Rule  # noqa: E402
+from grpo_ablate.study.racing import ELIMINATION_LEVEL, Rule  # noqa: E402
 
-__all__ = ["held_out", "planted", "bechhofer_n", "main"]
+__all__ = ["held_out", "planted", "bechhofer_n", "elimination_race", "main"]
 
 TABLE = DATA / "sequential_table_rare.json"
 TARGET = 0.90
@@ -130,6 +142,45 @@ def race(task: Task, means: list[float], max_seeds: int, confidence: float, me: 
             "p90_seeds_per_arm": float(np.percentile(per_arm, 90))}
 
 
+def _eliminated(w: World, me: float, confidence: float, n0: int) -> tuple[Outcome, str | None]:
+    """The elimination race on the world's table: the report's answer on what each arm ran, and the survivor."""
+    order = list(w.values[w.baseline])
+    e = eliminate(w.values, delta=me, alpha=1.0 - confidence, n0=n0, order=order)
+    ran = {a: (e.eliminated[a][1] if a in e.eliminated else (e.seeds if e.stopped else len(order))) for a in w.values}
+    seen = {a: {s: w.values[a][s] for s in order[:ran[a]]} for a in w.values}
+    rec, pcs, calls, excl = answer(seen, w.baseline, me, ELIMINATION_LEVEL)  # the level the report holds it to
+    return Outcome(rec, pcs, calls, excl, sum(ran.values())), e.selected
+
+
+def elimination_race(task: Task, means: list[float] | None, planned: int, confidence: float, n0: int, me: float,
+                     studies: int, rng: random.Random) -> dict[str, float]:
+    """The elimination race on planted worlds of `planned` seeds (means None: the held-out truth, 20 drawn
+    seeds of the table, scored against the other 20): P(within), regret, FWER, seeds per arm."""
+    cov = np.cov(task.residual_rows(), rowvar=False)
+    k = len(task.arms)
+    hits, survivor, gaps, false, per_arm, stated = [], [], [], [], [], []
+    for _ in range(studies):
+        if means is None:
+            drawn = rng.sample(task.seeds, planned)
+            rest = [s for s in task.seeds if s not in drawn]
+            w = World({a: {s: task.values[a][s] for s in drawn} for a in task.arms},
+                      {a: statistics.fmean(task.values[a][s] for s in rest) for a in task.arms}, task.arms[0])
+        else:
+            w = gaussian_world(task, cov, means, planned, rng)
+        out, sel = _eliminated(w, me, confidence, n0)
+        best = max(w.truth.values())
+        gaps.append(best - w.truth[out.recommended])
+        hits.append(gaps[-1] < me - 1e-12)
+        survivor.append(sel is not None and best - w.truth[sel] < me - 1e-12)
+        false.append(false_statement(w, out, me))
+        per_arm.append(out.trials / k)
+        stated.append(out.stated if out.stated is not None else float("nan"))
+    return {"planned": planned, "confidence": confidence, "n0": n0, "within": float(np.mean(hits)),
+            "survivor_within": float(np.mean(survivor)), "regret": float(np.mean(gaps)),
+            "fwer": float(np.mean(false)), "stated": float(np.nanmean(stated)),
+            "median_seeds_per_arm": float(np.median(per_arm)), "p90_seeds_per_arm": float(np.percentile(per_arm, 90))}
+
+
 def bechhofer_n(k: int, me: float, sd: float, target: float) -> int | None:
     """The fewest seeds per arm of Bechhofer's fixed design reaching `target` (None: not below 2000)."""
     if target <= 1.0 / k:
@@ -149,6 +200,10 @@ def main() -> int:
     p.add_argument("--studies", type=int, default=200, help="replayed studies per fixed-size point")
     p.add_argument("--race-studies", type=int, default=100, help="replayed races per race setting (and per null)")
     p.add_argument("--min-effect", type=float, default=0.02)
+    p.add_argument("--planned", type=int, default=256, help="the elimination race's planned seeds per arm")
+    p.add_argument("--elimination-races", type=int, default=400, help="replayed elimination races per setting")
+    p.add_argument("--only-elimination", action="store_true",
+                   help="run part 4 only, keeping parts 1-3 of --json (part 4 draws from its own seed either way)")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     me = a.min_effect
@@ -159,6 +214,12 @@ def main() -> int:
     sd_paired = float(math.sqrt((within_seed**2).sum() / ((len(seeds) - 1) * (k - 1))))
     full = {x: statistics.fmean(task.values[x][s] for s in seeds) for x in task.arms}
     rng = random.Random(0)
+    if a.only_elimination:
+        out = json.loads(a.json.read_text()) if a.json and a.json.exists() else {}
+        out["elimination"] = elimination_part(task, me, a.planned, a.elimination_races, sd_paired, random.Random(1))
+        if a.json:
+            a.json.write_text(json.dumps(out, indent=1))
+        return 0
     out: dict = {"task": task.name, "min_effect": me, "seeds": len(seeds), "sd_paired": sd_paired,
                  "means": {task.labels[x]: full[x] for x in task.arms}}
     print(f"== {task.name}: {k} arms x {len(seeds)} seeds, min_effect {me}, target P(within) {TARGET} ==")
@@ -213,9 +274,49 @@ def main() -> int:
     out["bechhofer_target"] = {str(t): bechhofer_n(k, me, sd_paired, t) for t in (0.8, 0.9, 0.95)}
     print("\n  Bechhofer's paired fixed design at the least-favourable configuration: "
           + ", ".join(f"P {t} needs {n} seeds per arm" for t, n in out["bechhofer_target"].items()))
+    out["elimination"] = elimination_part(task, me, a.planned, a.elimination_races, sd_paired, random.Random(1))
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))
     return 0
+
+
+def elimination_part(task: Task, me: float, planned: int, studies: int, sd_paired: float,
+                     rng: random.Random) -> list[dict]:
+    """Part 4: the elimination race (module docstring) at the least-favourable configuration, under the
+    all-equal null, and on the held-out truth; the goal's test printed for each setting."""
+    k = len(task.arms)
+    lfc = [0.5 + me] + [0.5] * (k - 1)
+    print(f"\n4. the elimination race (Kim & Nelson; {studies} races per setting, planned {planned} seeds per arm): "
+          f"the report's answer on what ran")
+    print("    within: the report's pick; KN pick: the procedure stopped and its survivor is within; P low: the")
+    print("    realised within's one-sided 95% lower bound, at which Bechhofer's seeds are counted (share = median / them;")
+    print("    at P: the same at the realised within itself); goal: within >= 0.90 and share <= 0.5")
+    print(f"    {'world':<17} {'conf':>4} {'n0':>3} {'within':>6} {'KN pick':>7} {'regret':>7} {'FWER':>6} "
+          f"{'stated':>6} {'median n':>8} {'p90 n':>6} {'P low':>5} {'Bechhofer n':>11} {'share':>6} {'at P':>5}  goal")
+    rows = []
+    for conf, n0 in ((0.8, 20), (0.8, 30), (0.9, 20), (0.9, 30)):
+        for world, means, n in (("least favourable", lfc, planned), ("all equal", [0.5] * k, planned),
+                                ("held-out (20/20)", None, 20)):
+            r = elimination_race(task, means, n, conf, n0, me, studies, rng)
+            r["world"] = world
+            if world == "least favourable":
+                # Bechhofer at the realised P's one-sided 95% lower bound (Clopper-Pearson): a realised 1.000
+                # of a few hundred races does not mean Bechhofer would need infinitely many seeds
+                hits = round(r["within"] * studies)
+                low = float(beta.ppf(0.05, hits, studies - hits + 1)) if hits else 0.0
+                b = bechhofer_n(k, me, sd_paired, low)
+                at = bechhofer_n(k, me, sd_paired, r["within"]) if r["within"] < 1 else None
+                r.update(within_low=low, bechhofer_n=b, share=(r["median_seeds_per_arm"] / b) if b else None,
+                         bechhofer_n_at_point=at, share_at_point=(r["median_seeds_per_arm"] / at) if at else None)
+                r["goal"] = bool(r["within"] >= TARGET and r["share"] is not None and r["share"] <= 0.5)
+            rows.append(r)
+            share = f"{r['share']:.2f}" if r.get("share") is not None else "-"
+            point = f"{r['share_at_point']:.2f}" if r.get("share_at_point") is not None else "-"
+            goal = ("reached" if r["goal"] else "not reached") if "goal" in r else ""
+            print(f"    {world:<17} {conf:>4g} {n0:>3} {r['within']:>6.3f} {r['survivor_within']:>7.3f} "
+                  f"{r['regret']:>7.4f} {r['fwer']:>6.3f} {r['stated']:>6.3f} {r['median_seeds_per_arm']:>8.1f} "
+                  f"{r['p90_seeds_per_arm']:>6.1f} {r.get('within_low', float('nan')):>5.3f} {r.get('bechhofer_n') or '-':>11} {share:>6} {point:>5}  {goal}", flush=True)
+    return rows
 
 
 if __name__ == "__main__":

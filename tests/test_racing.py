@@ -169,3 +169,122 @@ def test_the_group_sequential_race_says_which_design_ran_and_why_it_stopped():
     line = describe(state)
     assert line.startswith("racing (group-sequential, Haybittle-Peto spending)") and state.path[-1]["stop"] in line
     assert RaceState.from_dict(state.as_dict(), list(TABLE)).design == "group_sequential"
+
+
+def _kn_table(seeds: int = 40) -> dict[str, dict[int, float]]:
+    """Three arms on a 1/128 grid: "best" leads "mid" by ~0.05 and "low" by ~0.3 (noise sd ~0.03)."""
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    common = rng.normal(0, 0.05, seeds)
+    table = {}
+    for name, mean in (("best", 0.6), ("mid", 0.55), ("low", 0.3)):
+        x = mean + common + rng.normal(0, 0.03, seeds)
+        table[name] = {s: float(round(v * 128) / 128) for s, v in enumerate(x)}
+    return table
+
+
+def test_the_elimination_race_is_the_procedure_read_seed_by_seed():
+    """Round by round, one seed per round after the first stage: the drops are exactly the procedure's on
+    the whole table (stats/elimination replays), the answer is the report's own, the page names the design."""
+    from grpo_ablate.stats.elimination import eliminate
+    from grpo_ablate.study.racing import Rule, calls_level, describe
+
+    table = _kn_table()
+    seeds = sorted(table["best"])
+    rule = Rule(min_effect=0.02, confidence=0.9, design="elimination", max_seeds=len(seeds), first=5,
+                order=tuple(seeds))
+    state, used, trials = RaceState(0, list(table)), 5, 0
+    seen: dict[str, dict[int, float]] = {a: {} for a in table}
+    while True:
+        for a in state.live:
+            for s in seeds[:used]:
+                if s not in seen[a]:
+                    seen[a][s], trials = table[a][s], trials + 1
+        state = decide(state, seen, maximize=True, seeds_left=used < len(seeds), rule=rule, baseline="mid")
+        if state.decided:
+            break
+        used += 1
+    once = eliminate(table, delta=0.02, alpha=0.1, n0=5)
+    assert once.stopped and once.selected == "best"
+    assert state.design == "elimination" and state.live == ["best"] and state.leader == "best"
+    assert {d.arm: len(d.seeds) for d in state.dropped} == {a: r for a, (_, r) in once.eliminated.items()}
+    assert trials == sum(r for _, r in once.eliminated.values()) + once.seeds < 3 * len(seeds)
+    assert all("not a call" in d.reason and "Kim & Nelson" in d.reason for d in state.dropped)
+    assert state.path[-1]["stop"] == "one configuration left in the race" and state.path[-1]["level"] == 0.01
+    assert describe(state).startswith("racing (fully sequential elimination, Kim & Nelson)")
+    assert RaceState.from_dict(state.as_dict(), list(table)).design == "elimination"
+    assert calls_level(state.as_dict()) == 0.01  # the report's calls at 1%: an eliminated arm stopped when it looked worst
+    with pytest.raises(ValueError, match="study.min_effect"):
+        decide(RaceState(0, list(table)), table, maximize=True, seeds_left=True,
+               rule=Rule(min_effect=0.0, design="elimination"))
+
+
+def test_an_elimination_study_queues_one_seed_per_round(tmp_path):
+    """A real Optuna study (no training): advance() reads every arm, queues the next seed for the live ones."""
+    table = _kn_table(30)
+    study = load_study(TINY, ["study.sampler=grid", "temperature=1.0", "num_generations=[2, 4, 8]",
+                              f"study.seeds={list(range(30))}", "study.min_effect=0.02",
+                              "study.racing={design: elimination, confidence: 0.9, first_round_seeds: 5}",
+                              f"study.output_dir={tmp_path}", "study.objectives=[{metric: final_reward}]"])
+    ostudy = optuna.create_study(direction="maximize")
+    value = {2: table["best"], 4: table["mid"], 8: table["low"]}
+    queue(ostudy, study, racing_round(study, 1))
+
+    def drain() -> int:
+        n = 0
+        while (trial := ask(ostudy, planned=True)) is not None:
+            cell = suggest_cell(trial, study)
+            for k, v in cell.as_attrs().items():
+                trial.set_user_attr(k, v)
+            ostudy.tell(trial, value[cell.arm.num_generations][cell.seed])
+            n += 1
+        return n
+
+    rounds = [drain()]
+    while not (state := advance(ostudy, study)).decided:
+        rounds.append(drain())
+    assert rounds[0] == 15 and all(r <= 3 for r in rounds[1:])
+    stored = record.study_attrs(ostudy).racing
+    assert stored["design"] == "elimination" and stored["decided"]
+    assert state.leader == Arm(2, 32, study.fixed_temperature()).key and len(state.live) == 1
+
+
+def test_the_page_says_which_race_ran():
+    from grpo_ablate.study.racing import design_words
+
+    assert "Kim & Nelson" in design_words({"design": "elimination"})
+    assert "not a call" in design_words({"design": "elimination"})
+    assert "group-sequential" in design_words({"design": "group_sequential"})
+    assert "confidence sequence" in design_words({}) and "confidence sequence" in design_words({"design": "anytime"})
+
+
+def test_the_report_page_names_the_elimination_race():
+    from optuna.trial import create_trial
+
+    from grpo_ablate.report.data import build_report_data
+    from grpo_ablate.report.html import render_html
+    from grpo_ablate.trial_record import StudyAttrs
+    from grpo_ablate.vocab import Cell
+
+    worse, best = Arm(8, 32, 1.0), Arm(2, 32, 1.0)
+    race = {"round": 8, "decided": True, "leader": best.key, "live": [best.key], "design": "elimination",
+            "path": [{"round": 8, "seeds": 12, "calls": {}, "live": [best.key], "dropped": [worse.key]}],
+            "dropped": [{"arm": worse.key, "round": 8, "seeds": list(range(12)), "p_value": None,
+                         "reason": "eliminated by the fully sequential procedure (Kim & Nelson) at 12 seeds"}]}
+    attrs = StudyAttrs(config={"study": {"racing": {"confidence": 0.9, "first_round_seeds": 5,
+                                                    "design": "elimination"}}}, racing=race)
+    trials = [create_trial(value=0.0, user_attrs=Cell(a, 0, "grid").as_attrs()) for a in (worse, best)]
+    html = render_html(build_report_data("race", attrs, trials), figures=[])
+    assert "fully sequential elimination" in html and "it is not a call" in html
+    assert "lay wholly below zero" not in html  # the anytime race's sentence is not said of another race
+
+
+def test_an_elimination_race_needs_an_explicit_min_effect(tmp_path):
+    from grpo_ablate.config import StudyError
+
+    over = ["study.sampler=grid", "num_generations=[2, 4]", "study.seeds=[0, 1, 2, 3, 4, 5]",
+            "study.racing={design: elimination, first_round_seeds: 3}", f"study.output_dir={tmp_path}"]
+    with pytest.raises(StudyError, match="study.min_effect"):
+        load_study(TINY, over)
+    assert load_study(TINY, over + ["study.min_effect=0.02"]).study.racing.design == "elimination"

@@ -69,13 +69,16 @@ class Objective(_Section):
 class RacingSection(_Section):
     """grid/ablation only: add seeds only where the answer is still open (study/racing.py)."""
 
-    design: Literal["group_sequential", "anytime"] = Field(default="group_sequential", description=(
+    design: Literal["group_sequential", "anytime", "elimination"] = Field(default="group_sequential", description=(
         "`group_sequential`: error spending over the planned seeds; stops when one arm is left within "
         "study.min_effect of the best, or `confidence` is reached, or the seeds run out. `anytime`: confidence "
-        "sequences valid at unplanned looks (open-ended use)."))
+        "sequences valid at unplanned looks (open-ended use). `elimination`: Kim & Nelson's fully sequential "
+        "indifference-zone procedure (first stage `first_round_seeds`, at least 3; then one seed per round); "
+        "P(the arm kept is the best) >= `confidence` when it leads by study.min_effect; plan many seeds "
+        "(about 100 per arm at min_effect 0.02)."))
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0, description=(
         "group_sequential: the target probability that the leader is within study.min_effect of the best; "
-        "anytime: the confidence sequences' level."))
+        "anytime: the confidence sequences' level; elimination: the probability of correct selection."))
     first_round_seeds: int = Field(default=2, ge=2, description=(
         "Every arm runs on this many seeds before any arm is dropped."))
     stop_when_settled: bool = Field(default=True, description=(

@@ -235,6 +235,10 @@ def _check_study(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
                 f"the first round needs {st.racing.first_round_seeds} seeds but study.seeds has {len(st.seeds)}")))
         if len(st.objectives) > 1:
             problems.append(Problem(path="study.racing", message="racing compares one objective; keep one"))
+        if st.racing.design == "elimination" and not (st.min_effect or 0) > 0:
+            problems.append(Problem(path="study.min_effect", message=(
+                "racing.design elimination selects the best against an indifference zone of study.min_effect, "
+                "and its seeds grow as 1/min_effect^2; set it explicitly, e.g. study.min_effect: 0.02")))
         if st.racing.method == "betting" and st.objectives:
             m = METRICS.get(st.objectives[0].metric)
             if m is None or m.low is None or m.high is None:

@@ -4,7 +4,7 @@
             racing: {design: group_sequential, confidence: 0.95, first_round_seeds: 3}}
 
 Round 1 runs every arm on the first `first_round_seeds` seeds; every later round adds one seed to
-the arms still in the race, until the planned seeds are spent. Two designs; the racing state and
+the arms still in the race, until the planned seeds are spent. Three designs; the racing state and
 the report say which ran.
 
 - group_sequential (the default; a planned study knows its maximum seeds): after each round, a
@@ -22,6 +22,17 @@ the report say which ran.
   study, so its answer is exactly the fixed-sample answer, whether or not it dropped arms on the way;
   one that stops early holds the report's calls and exclusions to the level its last look spent
   (`calls_level`), never to 5% at a look the data chose.
+- elimination: Kim & Nelson's fully sequential indifference-zone procedure (stats/elimination.py)
+  with common seeds: the first `first_round_seeds` seeds (at least 3) are its first stage, then
+  one seed per round for the arms still in; an arm leaves when the procedure eliminates it, and
+  the race stops when one arm is left or the seeds run out. Its guarantee is the selection's:
+  P(the arm kept is the best) >= `confidence` when the best leads by at least study.min_effect,
+  which the group-sequential stop (a posterior probability that counts an arm exactly min_effect
+  behind as within) does not give at the least-favourable configuration. It plans for many seeds
+  (about 100 per arm at min_effect 0.02 and a paired sd of 0.08: benchmarks/sequential_frontier.py).
+  The elimination only decides where seeds go; the answer (recommendation, probability, eps-best
+  set, calls) is the report's own, from the one model over every arm's seeds, its calls and
+  exclusions at ELIMINATION_LEVEL (1%): an eliminated arm stopped when it looked worst.
 - anytime (for open-ended use, kept from round 3): Lai's t confidence sequence of each arm's paired
   differences (stats/sequential.py), valid however often it is looked at; an arm is dropped once
   its sequence against the leader lies wholly below zero; with `stop_when_settled` an arm stops
@@ -43,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from grpo_ablate.plan import baseline_arm, racing_round, study_plan
 from grpo_ablate.search.early_rank import race_decides_at
 from grpo_ablate.stats.calls import calls as holm_calls
+from grpo_ablate.stats.elimination import eliminate
 from grpo_ablate.stats.min_effect import default_min_effect
 from grpo_ablate.stats.model import MIN_SEEDS
 from grpo_ablate.stats.selection import select
@@ -57,11 +69,16 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["Drop", "RaceState", "Rule", "decide", "arm_results", "advance", "describe", "rule_of", "calls_level",
-           "DESIGNS"]
+           "design_words", "DESIGNS", "ELIMINATION_LEVEL"]
 
-GROUP_SEQUENTIAL, ANYTIME = "group_sequential", "anytime"
-DESIGNS = (GROUP_SEQUENTIAL, ANYTIME)
+GROUP_SEQUENTIAL, ANYTIME, ELIMINATION = "group_sequential", "anytime", "elimination"
+DESIGNS = (GROUP_SEQUENTIAL, ANYTIME, ELIMINATION)
 ALPHA = 0.05  # the family-wise level of exclusions and calls at the last look
+# after an elimination race, the answer's calls and exclusions (calls_level): an eliminated arm stopped taking
+# seeds when it looked worst, so its mean is biased low; on all-equal planted worlds of addition_rare the
+# report's better/worse calls were then false in 9% of 300 races at 5%, 5% at 2%, 3% at 1%
+# (benchmarks/sequential_frontier.py, part 4)
+ELIMINATION_LEVEL = 0.01
 
 
 @dataclass(frozen=True)
@@ -90,6 +107,7 @@ class Rule:
     max_seeds: int | None = None  # group_sequential: the planned seeds (None: the results' own count at the end)
     first: int = MIN_SEEDS  # group_sequential: seeds at the first look (never below MIN_SEEDS)
     spending: str = "haybittle-peto"
+    order: tuple[int, ...] = ()  # elimination: the order the study runs its seeds in (study.seeds)
 
     def call(self, diffs: Sequence[float], maximize: bool) -> str:
         return classify(diffs, min_effect=self.min_effect, maximize=maximize, method=self.method,
@@ -158,12 +176,34 @@ def calls_level(race: Mapping[str, Any] | None) -> float:
     at 5% at a look the race chose from the data is optional stopping (on the all-equal null of
     addition_rare with 48 planned seeds, 8 of 150 races then made a false better/worse call, none
     at the look's own level: benchmarks/sequential_frontier.py). ALPHA for no race, or the anytime
-    race (its calls are the confidence sequences')."""
+    race (its calls are the confidence sequences'). ELIMINATION_LEVEL after an elimination race (its
+    arms stopped when they looked worst: see the constant)."""
+    if isinstance(race, Mapping) and race.get("design") == ELIMINATION:
+        return ELIMINATION_LEVEL
     if not isinstance(race, Mapping) or race.get("design") != GROUP_SEQUENTIAL:
         return ALPHA
     path = [r for r in race.get("path") or [] if isinstance(r, Mapping)]
     level = path[-1].get("level") if path else None
     return min(ALPHA, float(level)) if isinstance(level, (int, float)) and level > 0 else ALPHA
+
+
+def design_words(race: Mapping[str, Any] | None) -> str:
+    """One sentence for the page: which race ran and when it dropped an arm (a stored race without a
+    design is the anytime race of earlier versions)."""
+    design = race.get("design") if isinstance(race, Mapping) else None
+    if design == ELIMINATION:
+        return ("The race was Kim & Nelson's fully sequential elimination: an arm stopped taking seeds when the "
+                "procedure eliminated it (P(the arm kept is the best) at least the confidence when the best leads "
+                "by study.min_effect); an elimination decides where seeds go, it is not a call: the answer above "
+                "reads every arm's seeds, its calls at family-wise 1% (an eliminated arm stopped when it looked "
+                "worst).")
+    if design == GROUP_SEQUENTIAL:
+        return ("The race was group-sequential (Haybittle-Peto spending over the planned seeds): an arm was dropped "
+                "when it left the min_effect-best set at the look's family-wise level, and the race stopped when "
+                "one arm was left or the probability that the leader is within min_effect of the best reached "
+                "the confidence.")
+    return ("The race was anytime: an arm was dropped only when its confidence sequence against the leader (valid "
+            "however often it is looked at) lay wholly below zero.")
 
 
 def rule_of(study: "Study") -> Rule:
@@ -178,7 +218,7 @@ def rule_of(study: "Study") -> Rule:
     return Rule(float(min_effect) if min_effect is not None else 0.0, racing.confidence if racing else 0.95,
                 racing.method if racing else "t", bound, bool(racing and racing.stop_when_settled),
                 racing.design if racing else GROUP_SEQUENTIAL, len(study.study.seeds),
-                racing.first_round_seeds if racing else MIN_SEEDS)
+                racing.first_round_seeds if racing else MIN_SEEDS, order=tuple(study.study.seeds))
 
 
 def _diffs(results: Mapping[str, Mapping[int, float]], arm: str, ref: str) -> tuple[list[float], list[int]]:
@@ -201,6 +241,9 @@ def decide(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maxi
     stopping.
     """
     rule = rule or Rule(confidence=confidence, design=ANYTIME)
+    if rule.design == ELIMINATION:
+        return _decide_elimination(state, results, maximize=maximize, seeds_left=seeds_left, rule=rule,
+                                   baseline=baseline)
     if rule.design == GROUP_SEQUENTIAL:
         return _decide_group_sequential(state, results, maximize=maximize, seeds_left=seeds_left, rule=rule,
                                         baseline=baseline)
@@ -246,6 +289,52 @@ def _decide_group_sequential(state: RaceState, results: Mapping[str, Mapping[int
                                 "settled": [], "dropped": list(excluded), "level": level, "pcs": pcs,
                                 "eps_best": list(sel.eps_best), "stop": stop}]
     return RaceState(rnd, keep, dropped, leader, stop is not None, [], calls, path, GROUP_SEQUENTIAL, pcs,
+                     list(sel.eps_best))
+
+
+def _decide_elimination(state: RaceState, results: Mapping[str, Mapping[int, float]], *, maximize: bool,
+                        seeds_left: bool, rule: Rule, baseline: str | None) -> RaceState:
+    """One elimination look (module docstring): KN on every arm's table decides which arms take the next
+    seed; the leader, probability, eps-best set and calls are the report's own (stats/selection, at 5%)."""
+    if rule.min_effect <= 0:
+        raise ValueError("racing.design elimination: the indifference zone is study.min_effect, which is "
+                         f"{rule.min_effect:g}; set study.min_effect > 0 (e.g. 0.02)")
+    rnd = state.round + 1
+    live = [a for a in state.live if results.get(a)]
+    dropped = list(state.dropped) + _no_result(state, live, rnd)
+    if not live:
+        return RaceState(rnd, [], dropped, state.leader, True, [], dict(state.calls), list(state.path), ELIMINATION)
+    gone = {d.arm for d in dropped if d.reason.startswith("no result")}
+    values = {a: dict(results[a]) for a in sorted(results) if results[a] and a not in gone}
+    n0 = max(rule.first, MIN_SEEDS)
+    elim = eliminate(values, delta=rule.min_effect, alpha=1.0 - rule.confidence, n0=n0, maximize=maximize,
+                     order=rule.order)
+    keep = [a for a in live if a not in elim.eliminated]
+    out = [a for a in live if a in elim.eliminated]
+    for a in out:
+        by, r = elim.eliminated[a]
+        seeds = tuple(sorted(values[a]))
+        dropped.append(Drop(a, rnd, f"eliminated by the fully sequential procedure (Kim & Nelson) at {r} seeds: {by} "
+                                    f"leads it by more than the procedure's continuation region allows at "
+                                    f"P(correct selection) >= {rule.confidence:g} with min_effect {rule.min_effect:g}; "
+                                    f"it takes no more seeds (this decides where seeds go, it is not a call)",
+                            None, seeds))
+    # the report's own answer, at the level it holds an elimination race's answer to (calls_level)
+    sel = select(values, rule.min_effect, maximize=maximize, alpha=ELIMINATION_LEVEL)
+    ref = baseline if baseline is not None and values.get(baseline) else None
+    calls = {}
+    if ref is not None:
+        calls = {a: c.call for a, c in holm_calls(values, ref, min_effect=rule.min_effect, maximize=maximize,
+                                                  level=ELIMINATION_LEVEL).items()}
+    n = len(set.intersection(*(set(values[a]) for a in keep))) if keep and all(a in values for a in keep) else 0
+    stop = ("one configuration left in the race" if len(keep) <= 1 else
+            "the planned seeds ran out" if not seeds_left else None)
+    path = list(state.path) + [{"round": rnd, "seeds": n, "leader": sel.recommended, "calls": dict(calls),
+                                "live": list(keep), "settled": [], "dropped": out, "level": ELIMINATION_LEVEL,
+                                "pcs": sel.pcs,
+                                "eps_best": list(sel.eps_best), "stop": stop, "stage": elim.seeds,
+                                "max_seeds": elim.max_seeds}]
+    return RaceState(rnd, keep, dropped, sel.recommended, stop is not None, [], calls, path, ELIMINATION, sel.pcs,
                      list(sel.eps_best))
 
 
@@ -361,7 +450,7 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
     base = baseline_arm(study).key if study.study.sampler == "ablation" else None
     base = base if base in arms else None
     # the group-sequential look reads every arm (dropped ones with the seeds they ran), as the report does
-    wanted = set(arms) if rule_of(study).design == GROUP_SEQUENTIAL else set(state.live) | ({base} if base else set())
+    wanted = set(arms) if rule_of(study).design in (GROUP_SEQUENTIAL, ELIMINATION) else set(state.live) | ({base} if base else set())
     state = decide(state, {a: results.get(a, {}) for a in wanted}, maximize=study.directions[0] == "maximize",
                    seeds_left=queue_next and used < len(study.study.seeds), rule=rule_of(study), baseline=base)
     ledger.set_race(ostudy, {**state.as_dict(), "decides_at": race_decides_at()})  # which point, and why (the page)
@@ -374,6 +463,13 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
 
 def describe(state: RaceState) -> str:
     """One line for the console when the race ends, naming the design that ran."""
+    if state.design == ELIMINATION:
+        last = state.path[-1] if state.path else {}
+        why = last.get("stop") or "the race was stopped"
+        pcs = f", P(within min_effect of the best) {state.pcs:.2f}" if state.pcs is not None else ""
+        return (f"racing (fully sequential elimination, Kim & Nelson) decided after round {state.round} "
+                f"({last.get('seeds', 0)} seeds): {why}; {state.leader} leads{pcs}; "
+                f"{len(state.dropped)} arm(s) eliminated")
     if state.design == GROUP_SEQUENTIAL:
         pcs = f", P(within min_effect of the best) {state.pcs:.2f}" if state.pcs is not None else ""
         last = state.path[-1] if state.path else {}
