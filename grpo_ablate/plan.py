@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
            "batch_is_searched", "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "prefix_cell",
-           "is_prefix_cell", "ablation_arms", "seed_cells"]
+           "is_prefix_cell", "ablation_arms", "seed_cells", "round_cells"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 ADVISE_ROLE = "advise"  # the role of a cell advise queued
@@ -153,11 +153,15 @@ def racing_round(study: "Study", round_no: int, live: set[str] | None = None) ->
     of the seed starts from it)."""
     racing = study.study.racing
     assert racing is not None
-    seeds = list(study.study.seeds)
-    first = racing.first_round_seeds
+    return round_cells(study_plan(study), list(study.study.seeds), racing.first_round_seeds, round_no, live)
+
+
+def round_cells(cells: Sequence[Cell], seeds: Sequence[int], first: int, round_no: int,
+                live: set[str] | None = None) -> list[Cell]:
+    """racing_round on a plan already made: the round's seeds (the `first` seeds, then one more
+    each round) and, of their cells, those of live arms and every prefix."""
     chosen = seeds[:first] if round_no <= 1 else seeds[first + round_no - 2:first + round_no - 1]
-    cells = [c for c in study_plan(study) if c.seed in chosen]
-    return [c for c in cells if live is None or c.arm.key in live or is_prefix_cell(c)]
+    return [c for c in cells if c.seed in chosen and (live is None or c.arm.key in live or is_prefix_cell(c))]
 
 
 def resolved_trial_count(study: "Study") -> int:

@@ -20,7 +20,7 @@ from grpo_ablate.vocab import Arm, Cell
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
 from grpo_ablate.files.owned import Owner
-from grpo_ablate.plan import ADVISE_ROLE, is_plannable, racing_round, study_plan
+from grpo_ablate.plan import ADVISE_ROLE, is_plannable, round_cells, study_plan
 from grpo_ablate.search.fidelity import budget_completions, quantum
 from grpo_ablate.search.samplers import build_pruner, build_sampler
 from grpo_ablate.storage import is_rdb_url
@@ -81,13 +81,13 @@ def open_study(
             kwargs = {"heartbeat_interval": study.study.heartbeat_interval, "grace_period": study.study.grace_period,
                       "stale_trial_callback": ledger.StaleTrialRequeue(study.study.max_retry)}
         storage = open_storage(study.storage_url, **kwargs)
+    sampler, pruner = make_sampler(study), make_pruner(study)  # a duplicate name raises before either is used
     try:
         ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=[optuna.study.StudyDirection[d.upper()] for d in study.directions],
-                                     sampler=make_sampler(study), pruner=make_pruner(study), load_if_exists=False)
+                                     sampler=sampler, pruner=pruner, load_if_exists=False)
         return ostudy, True
     except optuna.exceptions.DuplicatedStudyError:
-        ostudy = optuna.load_study(study_name=study.study.name, storage=storage, sampler=make_sampler(study),
-                                   pruner=make_pruner(study))
+        ostudy = optuna.load_study(study_name=study.study.name, storage=storage, sampler=sampler, pruner=pruner)
         stored = [d.name.lower() for d in ostudy.directions]
         if stored != study.directions:
 
@@ -287,8 +287,9 @@ def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
     """
 
     cells = study_plan(study)
-    if cells and study.study.racing is not None:  # a race queues each later round once the queue runs dry
-        queue_plan(ostudy, study, racing_round(study, 1))
+    racing = study.study.racing
+    if cells and racing is not None:  # a race queues each later round once the queue runs dry
+        queue_plan(ostudy, study, round_cells(cells, list(study.study.seeds), racing.first_round_seeds, 1))
     elif cells:
         queue_plan(ostudy, study, cells)
     ledger.mark_plan_ready(ostudy)
