@@ -164,14 +164,15 @@ def round_cells(cells: Sequence[Cell], seeds: Sequence[int], first: int, round_n
     return [c for c in cells if c.seed in chosen and (live is None or c.arm.key in live or is_prefix_cell(c))]
 
 
-def resolved_trial_count(study: "Study") -> int:
+def resolved_trial_count(study: "Study", plan: list[Cell] | None = None) -> int:
     """The number of finished trials the study aims for, over every run and host.
 
-    A branching study's prefixes are trials and count (one per seed): the plan holds them."""
+    A branching study's prefixes are trials and count (one per seed): the plan holds them.
+    `plan`: study_plan(study) when the caller has it already."""
     if study.study.n_trials:
         return study.study.n_trials
     if study.is_planned:
-        return len(study_plan(study))
+        return len(study_plan(study) if plan is None else plan)
     return DEFAULT_ADAPTIVE_TRIALS
 
 

@@ -340,19 +340,21 @@ class Location:
     """A storage URL read once (locate): what storage.py decides by, so it parses nothing itself.
 
     `file` is the local file the URL names (the journal, an SQLite database), None for a server
-    or an in-memory SQLite; `masked` is how the URL may be shown; `secrets` what a driver's error
-    text quoting the URL must not show (scrub)."""
+    or an in-memory SQLite. How it may be shown (masked, scrub) is worked out only when a message
+    needs it."""
 
     url: str  # canonical_url: the scheme lower-cased, a path unchanged
     database: bool  # an SQLAlchemy URL; otherwise a journal path
     file: Path | None
     sqlite: bool
-    masked: str
-    secrets: tuple[str, ...]
+
+    @property
+    def masked(self) -> str:
+        return mask_url(self.url)
 
     def scrub(self, text: str) -> str:
-        """`text` (an exception's message) with this URL's secrets and every credential masked."""
-        for secret in self.secrets:
+        """`text` (an exception's message, which may quote the URL) with this URL's secrets and every credential masked."""
+        for secret in secrets_in(self.url):
             text = text.replace(secret, "***")
         return mask_url(text)
 
@@ -361,8 +363,7 @@ def locate(url: str) -> Location:
     """The Location a storage string names; call url_problem first (a malformed URL is a path here)."""
     url = canonical_url(url)
     database = is_rdb_url(url)
-    return Location(url, database, local_file(url), database and url.startswith("sqlite:"), mask_url(url),
-                    tuple(secrets_in(url)))
+    return Location(url, database, local_file(url), database and url.startswith("sqlite:"))
 
 
 _DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433, "oracle": 1521}

@@ -407,7 +407,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
             return StudyRun(refused=f"cannot warm-start from {warm_start}: {e}")
     cells = study_plan(study)
     if created:
-        queue_first_plan(ostudy, study)
+        queue_first_plan(ostudy, study, cells)
     elif cells and not wait_for_plan(ostudy):
         if study.study.racing is not None:
             return StudyRun(unplanned="the study exists but its first racing round was never queued")
@@ -417,10 +417,10 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         added = queue_plan(ostudy, study, cells)
         if added:
             say(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
-            if (note := queued_beyond_budget(ostudy, study)) is not None:
+            if (note := queued_beyond_budget(ostudy, resolved_trial_count(study, cells))) is not None:
                 warn(f"grpo-ablate: {note}")
     elif cells and branch_step(study) is not None:  # a resumed race: the branches of prefixes that completed
-        if added := queue_ready_branches(ostudy, study):
+        if added := queue_ready_branches(ostudy, study, cells):
             say(f"grpo-ablate: queued {added} branch(es) of prefixes that completed before the last run ended")
 
     if not created and (retried_note := requeue_changed(ostudy, study)) is not None:
@@ -496,8 +496,9 @@ def queued_cells(ostudy: "optuna.Study") -> list[str]:
             for t in ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if ledger.ran_here(t)]
 
 
-def queued_beyond_budget(ostudy: "optuna.Study", study: "Study") -> str | None:
-    """Why the queued cells will not all run in this study's budget (n_trials), None when they will."""
+def queued_beyond_budget(ostudy: "optuna.Study", target: int) -> str | None:
+    """Why the queued cells will not all run in the study's budget (`target`: plan.resolved_trial_count, its
+    n_trials), None when they will."""
     from optuna.trial import TrialState
 
     trials = [t for t in ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
@@ -505,7 +506,6 @@ def queued_beyond_budget(ostudy: "optuna.Study", study: "Study") -> str | None:
     # what ran or runs: finished for good, or running now (a requeued trial's retry is among the waiting)
     others = sum(1 for t in trials if t.state != TrialState.WAITING
                  and (ledger.is_finished(t) or ledger.outcome(t) is Outcome.RUNNING))
-    target = resolved_trial_count(study)
     if waiting == 0 or others + waiting <= target:
         return None
     return (f"only {max(0, target - others)} of the {waiting} queued trial(s) can run within study.n_trials={target} "

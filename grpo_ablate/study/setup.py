@@ -245,13 +245,14 @@ def queue_plan(ostudy: "optuna.Study", study: "Study", cells: list[Cell]) -> int
     return ledger.queue(ostudy, study, cells)
 
 
-def queue_ready_branches(ostudy: "optuna.Study", study: "Study") -> int:
+def queue_ready_branches(ostudy: "optuna.Study", study: "Study", plan: list[Cell] | None = None) -> int:
     """A branching study: queue the branches of every seed whose prefix has completed; how many were queued.
 
     The lifecycle calls it when a prefix completes, a resumed run once at its start (a crash
     between a prefix's end and its branches' queueing loses none). A racing study queues the
     branches of the arms still live (the race's state; every arm before its first decision),
-    and only for seeds a round queued a prefix for."""
+    and only for seeds a round queued a prefix for. `plan`: the study's plan when the caller has it
+    (plan.study_plan reads advise.json)."""
     ready = ledger.completed_prefixes(ostudy.get_trials(deepcopy=False))
     if not ready:
         return 0
@@ -262,7 +263,7 @@ def queue_ready_branches(ostudy: "optuna.Study", study: "Study") -> int:
             return 0
         stored = race.get("live") if race else None
         live = set(stored) if isinstance(stored, list) else None
-    cells = [c for c in study_plan(study) if c.seed in ready and (live is None or c.arm.key in live)]
+    cells = [c for c in (study_plan(study) if plan is None else plan) if c.seed in ready and (live is None or c.arm.key in live)]
     return ledger.queue(ostudy, study, cells)
 
 
@@ -279,14 +280,14 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
 # ------------------------------------------------------------------ pre-flight: probe and advise
 
 
-def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
+def queue_first_plan(ostudy: "optuna.Study", study: "Study", plan: list[Cell] | None = None) -> None:
     """Queue a planned study's first cells (a racing study's first round) and mark the plan ready.
 
     Whoever creates the study calls it (`run`, `advise --enqueue`), so a later `run`
-    on any host finds the plan queued rather than waiting for one (wait_for_plan).
+    on any host finds the plan queued rather than waiting for one (wait_for_plan). `plan`: the
+    study's plan when the caller has it.
     """
-
-    cells = study_plan(study)
+    cells = study_plan(study) if plan is None else plan
     racing = study.study.racing
     if cells and racing is not None:  # a race queues each later round once the queue runs dry
         queue_plan(ostudy, study, round_cells(cells, list(study.study.seeds), racing.first_round_seeds, 1))
