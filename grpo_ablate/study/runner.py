@@ -21,6 +21,7 @@ Trial state (what finished, what a dead orchestrator left running) is read throu
 
 from __future__ import annotations
 
+from collections import Counter
 import os
 import select
 import signal
@@ -48,7 +49,7 @@ from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_
                                      space_changed, wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.launch import release_thread_launchers
-from grpo_ablate.vocab import PREFIX_ROLE, Outcome
+from grpo_ablate.vocab import PREFIX_ROLE, Cell, Outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -93,13 +94,14 @@ class Wakeup:
 
 
 class StudyRunner:
-    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", workers: int):
+    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", workers: int,
+                 plan: list[Cell] | None = None):
         self.study = study
         self.ostudy = ostudy
         self.storage = storage
         self.envs = worker_envs(study, workers)
         self.workers = len(self.envs)
-        self.n_trials = resolved_trial_count(study)
+        self.n_trials = resolved_trial_count(study, plan)  # `plan`: study_plan(study) when the caller has made it
         self.branches = branch_step(study) is not None
         self.heartbeat = is_rdb_url(study.storage_url)
         self.registry = Registry()
@@ -426,7 +428,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
     if not created and (retried_note := requeue_changed(ostudy, study)) is not None:
         say(f"grpo-ablate: {retried_note}")
     try:
-        runner = StudyRunner(study, ostudy, storage, study.study.workers)
+        runner = StudyRunner(study, ostudy, storage, study.study.workers, cells)
     except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json
         return StudyRun(refused=str(e))
     done, _ = runner.finished_count()
@@ -475,6 +477,7 @@ def blocked_branches(ostudy: "optuna.Study", study: "Study") -> list[str]:
         return []
     trials = ostudy.get_trials(deepcopy=False)
     ready = ledger.completed_prefixes(trials)
+    branches = Counter(c.seed for c in study_plan(study) if c.role != PREFIX_ROLE)  # each seed's, from one plan
     out = []
     for t in trials:
         seed = ledger.seed_of(t)
@@ -482,9 +485,8 @@ def blocked_branches(ostudy: "optuna.Study", study: "Study") -> list[str]:
             continue
         if any(ledger.is_prefix(o) and ledger.seed_of(o) == seed and ledger.outcome(o) is Outcome.RUNNING for o in trials):
             continue  # a retry of it is queued or running
-        branches = [c for c in study_plan(study) if c.seed == seed and c.role != PREFIX_ROLE]
         out.append(f"seed {seed}: its prefix (trial {t.number}) {ledger.outcome(t).value}"
-                   f" ({ledger.reason(t) or 'no reason recorded'}), so its {len(branches)} branch(es) did not run")
+                   f" ({ledger.reason(t) or 'no reason recorded'}), so its {branches[seed]} branch(es) did not run")
     return out
 
 
