@@ -49,6 +49,7 @@ from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_
                                      space_changed, wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.launch import release_thread_launchers
+from grpo_ablate.trial_record import study_attrs
 from grpo_ablate.vocab import PREFIX_ROLE, Cell, Outcome
 
 if TYPE_CHECKING:
@@ -397,7 +398,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         return StudyRun(refused=f"cannot write the study's output folder {study.output_dir}: {e}")
     if created:
         describe_study(ostudy, study)
-    elif (changed := space_changed(ostudy, study) or race_rule_changed(ostudy, study)) is not None:
+    elif (changed := space_changed(stored := study_attrs(ostudy), study) or race_rule_changed(stored, study)) is not None:
         return StudyRun(refused=changed)
     if warm_start and not created:
         say(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")

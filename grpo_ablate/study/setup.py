@@ -187,21 +187,21 @@ def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
     ledger.describe(ostudy, attrs.as_attrs())
 
 
-def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
+def space_changed(stored: StudyAttrs, study: "Study") -> str | None:
     """Why this study file's feasible space is not the one the stored study was created with; None if it is.
 
     The stored trials' params mean configurations of that space (G is a rank over its Gs, each
     G's batch a choice among its batches; a plan's cells were drawn from it). A probe.json
     written since, or an edited search section, would make them mean others, or run a pair
     the probe saw run out of memory. Studies from before the attribute existed are not checked.
+    `stored`: the study's attributes as trial_record.study_attrs reads them.
     """
-    stored = study_attrs(ostudy).space
-    if stored is None:
+    if stored.space is None:
         return None
     now = sorted(p.label for p in study.space.feasible)
-    if sorted(stored) == now:
+    if sorted(stored.space) == now:
         return None
-    gone, new = sorted(set(stored) - set(now)), sorted(set(now) - set(stored))
+    gone, new = sorted(set(stored.space) - set(now)), sorted(set(now) - set(stored.space))
     parts = ([f"without {', '.join(gone)}"] if gone else []) + ([f"with {', '.join(new)}"] if new else [])
     return (f"the study {study.study.name!r} was created with another feasible (G x batch) space; this file's is "
             f"{' and '.join(parts)} (a probe.json written since the study began or missing on this host, or an edited "
@@ -210,15 +210,15 @@ def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
             "start a new study.name")
 
 
-def race_rule_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
+def race_rule_changed(stored: StudyAttrs, study: "Study") -> str | None:
     """Why a raced study's decision rule (study.min_effect, the racing section) is not the one it
     began with; None when it is, or when the study is not raced.
 
     A race drops and settles arms by that rule at every round; changed half-way, earlier rounds
     were decided by one rule and later ones by another, and the report would state one of them.
+    `stored`: the study's attributes as trial_record.study_attrs reads them.
     """
-    stored = study_attrs(ostudy).config
-    section = stored.get("study") if stored is not None else None
+    section = stored.config.get("study") if stored.config is not None else None
     if not isinstance(section, dict) or (section.get("racing") is None and study.study.racing is None):
         return None
     now = study.to_dict()["study"]
