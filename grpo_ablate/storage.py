@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 # the URL functions live in storage_url; re-exported here, where callers have always found them
 __all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url", "url_problem",
            "canonical_url", "local_file", "DATABASE_SCHEMES", "JOURNAL_PREFIX", "repair_journal", "check_foreign_file",
-           "read_existing"]
+           "read_existing", "Location", "locate"]
 
 
 def _refuse(where: Location, why: str, exc: BaseException | None = None) -> NoReturn:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.plan import baseline_arm
-from grpo_ablate.storage import mask_url, open_storage
+from grpo_ablate.storage import locate, mask_url, open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.trial_record import StudyAttrs, cell_key, study_attrs
 from grpo_ablate.vocab import Arm, Cell
@@ -23,7 +23,6 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.plan import ADVISE_ROLE, is_plannable, round_cells, study_plan
 from grpo_ablate.search.fidelity import budget_completions, quantum
 from grpo_ablate.search.samplers import build_pruner, build_sampler
-from grpo_ablate.storage import is_rdb_url
 from grpo_ablate.study.warm import load_source
 
 if TYPE_CHECKING:
@@ -108,11 +107,11 @@ def check_warm_source(study: "Study", source: str, storage_url: str | None) -> N
     """
 
 
-    url = storage_url or study.storage_url
+    where = locate(storage_url or study.storage_url)
     named = not (Path(source).suffix in (".yaml", ".yml") and Path(source).exists())
-    if named and not is_rdb_url(url) and not Path(url.removeprefix("journal:")).is_file():
+    if named and not where.database and not (where.file is not None and where.file.is_file()):
         raise StudyError([Problem(path="--warm-start", message=(
-            f"cannot warm-start from {source}: it is not a study file, and there is no journal {mask_url(url)} to find "
+            f"cannot warm-start from {source}: it is not a study file, and there is no journal {where.masked} to find "
             "a study of that name in; give a finished study's file, or its name with --warm-start-storage"))])
     try:
         load_source(source, storage_url, study.storage_url)
@@ -147,16 +146,14 @@ def started_study(study: "Study") -> str | None:
     import optuna
 
 
-    url = study.storage_url
-    if not is_rdb_url(url):
-        journal = Path(url.removeprefix("journal:"))
-        if not journal.is_file() or journal.stat().st_size == 0:
-            return None
-    storage = open_storage(url)
+    where = locate(study.storage_url)
+    if not where.database and (where.file is None or not where.file.is_file() or where.file.stat().st_size == 0):
+        return None
+    storage = open_storage(study.storage_url)
     if study.study.name not in optuna.study.get_all_study_names(storage):
         return None
     trials = optuna.load_study(study_name=study.study.name, storage=storage).get_trials(deepcopy=False)
-    return f"the study {study.study.name!r} already exists in {mask_url(url)} ({len(trials)} trial(s))"
+    return f"the study {study.study.name!r} already exists in {where.masked} ({len(trials)} trial(s))"
 
 
 def masked_config(study: "Study") -> dict[str, Any]:
