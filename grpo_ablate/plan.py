@@ -22,12 +22,12 @@ checkpoint; the ledger queues them only once that prefix has completed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.branching import branch_step
 from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.space import default_pair, generated_completions
-from grpo_ablate.vocab import PREFIX_ROLE, Arm, Cell
+from grpo_ablate.space import FeasibleSpace, default_pair, generated_completions
+from grpo_ablate.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
 from grpo_ablate.files.advise_file import advised_arms as saved
 from grpo_ablate.files.owned import Owner
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
            "batch_is_searched", "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "prefix_cell",
-           "is_prefix_cell"]
+           "is_prefix_cell", "ablation_arms", "seed_cells", "round_cells"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 ADVISE_ROLE = "advise"  # the role of a cell advise queued
@@ -112,34 +112,38 @@ def study_plan(study: "Study") -> list[Cell]:
 
     A branching study (branching.branch_step is not None) puts each seed's prefix before that
     seed's cells, which are then its branches."""
-    cells = _arm_cells(study)
-    if not cells or branch_step(study) is None:
+    sampler = study.study.sampler
+    if sampler not in PLANNED_SAMPLERS:
+        return []
+    temperatures = _temperatures(study)
+    branching = branch_step(study) is not None
+    base = baseline_arm(study) if sampler == "ablation" or branching else None
+    if base is None or sampler == "grid":
+        arms = [(Arm(p.num_generations, p.generation_batch_size, t), "grid") for p in study.space.feasible for t in temperatures]
+    else:
+        searched = temperatures if study.temperatures() is not None else None
+        arms = [*ablation_arms(study.space, base, searched), *((a, ADVISE_ROLE) for a in advised_arms(study))]
+    return seed_cells(arms, list(study.study.seeds), base if branching else None)
+
+
+def seed_cells(arms: Sequence[tuple[Arm, str]], seeds: Sequence[int], prefix: Arm | None = None) -> list[Cell]:
+    """The plan's cells from its arms (each with its role): seed by seed, every arm once per seed.
+
+    An arm listed twice keeps its first role (an advised arm the ablation already has stays the
+    ablation's). With a `prefix` arm (a branching study) each seed starts with its prefix cell."""
+    unique: dict[str, Cell] = {}
+    for s in seeds:
+        for arm, role in arms:
+            c = Cell(arm, s, role)
+            unique.setdefault(c.key, c)
+    cells = list(unique.values())
+    if prefix is None:
         return cells
     out: list[Cell] = []
     for seed in dict.fromkeys(c.seed for c in cells):
-        out.append(prefix_cell(study, seed))
+        out.append(Cell(prefix, seed, PREFIX_ROLE))
         out.extend(c for c in cells if c.seed == seed)
     return out
-
-
-def _arm_cells(study: "Study") -> list[Cell]:
-    seeds = list(study.study.seeds)
-    if study.study.sampler == "grid":
-        cells = [
-            Cell(Arm(p.num_generations, p.generation_batch_size, t), s, "grid")
-            for s in seeds
-            for p in study.space.feasible
-            for t in _temperatures(study)
-        ]
-    elif study.study.sampler == "ablation":
-        advised = advised_arms(study)
-        cells = [c for s in seeds for c in [*_ablation_cells(study, s), *(Cell(a, s, ADVISE_ROLE) for a in advised)]]
-    else:
-        return []
-    unique: dict[str, Cell] = {}
-    for c in cells:
-        unique.setdefault(c.key, c)  # an advised arm the ablation already has keeps its ablation role
-    return list(unique.values())
 
 
 def racing_round(study: "Study", round_no: int, live: set[str] | None = None) -> list[Cell]:
@@ -149,21 +153,26 @@ def racing_round(study: "Study", round_no: int, live: set[str] | None = None) ->
     of the seed starts from it)."""
     racing = study.study.racing
     assert racing is not None
-    seeds = list(study.study.seeds)
-    first = racing.first_round_seeds
+    return round_cells(study_plan(study), list(study.study.seeds), racing.first_round_seeds, round_no, live)
+
+
+def round_cells(cells: Sequence[Cell], seeds: Sequence[int], first: int, round_no: int,
+                live: set[str] | None = None) -> list[Cell]:
+    """racing_round on a plan already made: the round's seeds (the `first` seeds, then one more
+    each round) and, of their cells, those of live arms and every prefix."""
     chosen = seeds[:first] if round_no <= 1 else seeds[first + round_no - 2:first + round_no - 1]
-    cells = [c for c in study_plan(study) if c.seed in chosen]
-    return [c for c in cells if live is None or c.arm.key in live or is_prefix_cell(c)]
+    return [c for c in cells if c.seed in chosen and (live is None or c.arm.key in live or is_prefix_cell(c))]
 
 
-def resolved_trial_count(study: "Study") -> int:
+def resolved_trial_count(study: "Study", plan: list[Cell] | None = None) -> int:
     """The number of finished trials the study aims for, over every run and host.
 
-    A branching study's prefixes are trials and count (one per seed): the plan holds them."""
+    A branching study's prefixes are trials and count (one per seed): the plan holds them.
+    `plan`: study_plan(study) when the caller has it already."""
     if study.study.n_trials:
         return study.study.n_trials
     if study.is_planned:
-        return len(study_plan(study))
+        return len(study_plan(study) if plan is None else plan)
     return DEFAULT_ADAPTIVE_TRIALS
 
 
@@ -189,24 +198,26 @@ def advised_arms(study: "Study") -> list[Arm]:
     return [a for a in saved(study.output_dir, Owner.of(study)) if is_plannable(study, a)]
 
 
-def _ablation_cells(study: "Study", seed: int) -> list[Cell]:
-    base = baseline_arm(study)
+def ablation_arms(space: FeasibleSpace, base: Arm, temperatures: Sequence[float] | None) -> list[tuple[Arm, str]]:
+    """The ablation's arms with their roles: the baseline, then one factor at a time.
+
+    `temperatures` are the searched ones (None when the study does not search temperature); a
+    function of the space and the baseline only, so every seed gets the same arms."""
     g0, b0, t0 = base.num_generations, base.generation_batch_size, base.temperature
-    cells = [Cell(base, seed, "baseline")]
+    arms = [(base, "baseline")]
     # factor 1: num_generations, at the baseline's batch when that holds whole groups, else its own
-    for g in study.space.generations:
+    for g in space.generations:
         if g == g0:
             continue
-        p = default_pair(study.space, g, b0)
-        cells.append(Cell(Arm(p.num_generations, p.generation_batch_size, t0), seed, f"num_generations={g}"))
+        p = default_pair(space, g, b0)
+        arms.append((Arm(p.num_generations, p.generation_batch_size, t0), f"num_generations={g}"))
     # factor 2: temperature
-    if study.temperatures() is not None:
-        for t in _temperatures(study):
-            if t != t0:
-                cells.append(Cell(Arm(g0, b0, t), seed, f"temperature={t:g}"))
+    for t in temperatures or ():
+        if t != t0:
+            arms.append((Arm(g0, b0, t), f"temperature={t:g}"))
     # factor 3: generation batch, at the baseline's G
-    if batch_is_searched(study):
-        for p in study.space.feasible:
+    if space.batch_choice:
+        for p in space.feasible:
             if p.num_generations == g0 and p.generation_batch_size != b0:
-                cells.append(Cell(Arm(g0, p.generation_batch_size, t0), seed, f"generation_batch_size={p.generation_batch_size}"))
-    return cells
+                arms.append((Arm(g0, p.generation_batch_size, t0), f"generation_batch_size={p.generation_batch_size}"))
+    return arms

@@ -28,12 +28,13 @@ from grpo_ablate.journal import Scan, TolerantJournalBackend, looks_like_journal
 from grpo_ablate.storage_url import (
     DATABASE_SCHEMES,
     JOURNAL_PREFIX,
+    Location,
     canonical_url,
     is_rdb_url,
     local_file,
+    locate,
     mask_url,
     normalize_url,
-    secrets_in,
     url_problem,
 )
 from grpo_ablate.errors import Problem, StudyError
@@ -45,20 +46,17 @@ if TYPE_CHECKING:
 # the URL functions live in storage_url; re-exported here, where callers have always found them
 __all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url", "url_problem",
            "canonical_url", "local_file", "DATABASE_SCHEMES", "JOURNAL_PREFIX", "repair_journal", "check_foreign_file",
-           "read_existing"]
+           "read_existing", "Location", "locate"]
 
 
-def _refuse(url: str, why: str, exc: BaseException | None = None) -> NoReturn:
+def _refuse(where: Location, why: str, exc: BaseException | None = None) -> NoReturn:
     """One line, password masked, raised as the StudyError every command turns into exit 2."""
 
     detail = ""
     if exc is not None:
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-        detail = f": {type(exc).__name__}: {first[:300]}"
-        for secret in secrets_in(url):
-            detail = detail.replace(secret, "***")
-        detail = mask_url(detail)
-    raise StudyError([Problem(path="", message=f"cannot open the storage {mask_url(url)} ({why}){detail}")]) from None
+        detail = where.scrub(f": {type(exc).__name__}: {first[:300]}")
+    raise StudyError([Problem(path="", message=f"cannot open the storage {where.masked} ({why}){detail}")]) from None
 
 
 def open_storage(
@@ -83,28 +81,28 @@ def open_storage(
     problem = url_problem(url)
     if problem:
         raise StudyError([Problem(path="study.storage", message=problem)])
-    url = canonical_url(url)
-    if is_rdb_url(url):
+    where = locate(url)
+    if where.database:
         kwargs: dict[str, object] = {}
         if heartbeat_interval:
             kwargs["heartbeat_interval"] = heartbeat_interval
             kwargs["grace_period"] = grace_period or 3 * heartbeat_interval
             if stale_trial_callback is not None:
                 kwargs["heartbeat_stale_trial_callback"] = stale_trial_callback
-        check_foreign_file(url)
+        check_foreign_file(where)
         try:
-            if (db_file := local_file(url)) is not None:  # SQLite creates the file, not its folder
-                db_file.parent.mkdir(parents=True, exist_ok=True)
-            return _rdb_with_retry(normalize_url(url), kwargs)
+            if where.file is not None:  # SQLite creates the file, not its folder
+                where.file.parent.mkdir(parents=True, exist_ok=True)
+            return _rdb_with_retry(normalize_url(where.url), kwargs)
         except Exception as exc:  # connection refused, no such database, bad port, no driver
-            _refuse(url, "is the server up and the URL right?", exc)
-    path = Path(url.removeprefix("journal:"))
+            _refuse(where, "is the server up and the URL right?", exc)
+    path = Path(where.url.removeprefix(JOURNAL_PREFIX))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        repair_journal(path)
+        _repair(path, where)
         backend = TolerantJournalBackend(str(path))
     except OSError as exc:
-        _refuse(url, "a journal file needs a writable folder", exc)
+        _refuse(where, "a journal file needs a writable folder", exc)
     return JournalStorage(backend)  # type: ignore[arg-type]  # duck-typed: journal.py stays free of optuna
 
 
@@ -114,12 +112,13 @@ def read_existing(url: str) -> "optuna.storages.BaseStorage | None":
     URL names a server; StudyError for a SQLite file that is not Optuna's (check_foreign_file)."""
     import optuna
 
-    path = local_file(url)
+    where = locate(url)
+    path = where.file
     if path is None or not path.is_file() or not path.stat().st_size:
         return None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    check_foreign_file(url)  # RDBStorage writes Optuna's tables into any SQLite file it opens
-    if is_rdb_url(url):
+    check_foreign_file(where)  # RDBStorage writes Optuna's tables into any SQLite file it opens
+    if where.database:
         return optuna.storages.RDBStorage(url, skip_compatibility_check=True)  # a SQLite file: local_file found it
     # the journal's own reader: a torn or damaged line is skipped, not a traceback
     return optuna.storages.JournalStorage(TolerantJournalBackend(str(path)))  # type: ignore[arg-type]
@@ -129,7 +128,7 @@ SQLITE_HEAD = b"SQLite format 3\x00"
 _HEAD_BYTES = 1 << 20  # enough of a file to find a journal entry among its first lines
 
 
-def check_foreign_file(url: str) -> None:
+def check_foreign_file(where: Location) -> None:
     """Refuse (StudyError, file untouched) an existing file that is not the storage the URL says.
 
     `--storage notes.txt` must not turn someone's notes into a journal, nor a `sqlite:///` URL
@@ -138,15 +137,14 @@ def check_foreign_file(url: str) -> None:
     may be the damaged one), and an SQLite file only when it holds no table that is not Optuna's.
     Anything that is not a regular file (a FIFO, a device, a folder) is refused before it is read.
     """
-    if is_rdb_url(url):
-        path = local_file(url)
-        if path is None or not canonical_url(url).startswith("sqlite:"):
+    if where.database:
+        if where.file is None or not where.sqlite:
             return
-        kind = "an SQLite database"
+        path, kind = where.file, "an SQLite database"
     else:
-        path, kind = Path(url.removeprefix(JOURNAL_PREFIX)), "an Optuna journal"
+        path, kind = Path(where.url.removeprefix(JOURNAL_PREFIX)), "an Optuna journal"
     if (problem := kind_problem(path)) is not None:
-        _refuse(url, f"{path} {problem}; point --storage (study.storage) at a file")
+        _refuse(where, f"{path} {problem}; point --storage (study.storage) at a file")
     try:
         if not path.is_file() or path.stat().st_size == 0:
             return
@@ -157,15 +155,15 @@ def check_foreign_file(url: str) -> None:
         return  # opening it says why, in its own words
     if kind == "an SQLite database":
         if not head.startswith(SQLITE_HEAD):
-            _refuse(url, f"{path} exists and is not {kind}; it was left untouched. Point --storage (study.storage) at "
+            _refuse(where, f"{path} exists and is not {kind}; it was left untouched. Point --storage (study.storage) at "
                          "a new file or at the study's own storage")
         foreign = _foreign_tables(path)
         if foreign:
-            _refuse(url, f"{path} is another application's SQLite database (tables {', '.join(foreign[:5])}); "
+            _refuse(where, f"{path} is another application's SQLite database (tables {', '.join(foreign[:5])}); "
                          "it was left untouched. Point --storage (study.storage) at a new file or at the study's own storage")
         return
     if not looks_like_journal(head, whole):
-        _refuse(url, f"{path} exists and is not {kind}; it was left untouched. Point --storage (study.storage) at "
+        _refuse(where, f"{path} exists and is not {kind}; it was left untouched. Point --storage (study.storage) at "
                      "a new file or at the study's own storage")
 
 
@@ -200,9 +198,14 @@ def repair_journal(path: Path) -> bool:
     mistaken for a torn one. When the copy cannot be written the file is left as it is and a
     StudyError says what to do. A file that is not a journal is refused first (check_foreign_file).
     """
+    return _repair(path, locate(str(path)))
+
+
+def _repair(path: Path, where: Location) -> bool:
+    """repair_journal on the journal `where` names (its file: `path`)."""
     from optuna.storages.journal import JournalFileSymlinkLock
 
-    check_foreign_file(str(path))  # first: a FIFO is refused before anything opens it
+    check_foreign_file(where)  # first: a FIFO is refused before anything opens it
     if not path.exists() or path.stat().st_size == 0:
         return False
     lock = JournalFileSymlinkLock(str(path))
@@ -212,12 +215,12 @@ def repair_journal(path: Path) -> bool:
             found = scan(f.read())
         if found.sound:
             return False
-        return _recover(path, found)
+        return _recover(path, found, where)
     finally:
         lock.release()
 
 
-def _recover(path: Path, found: Scan) -> bool:
+def _recover(path: Path, found: Scan, where: Location) -> bool:
     """Rewrite the journal with its entries (atomically), the original copied aside first."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     backup = path.with_name(f"{path.name}.corrupt-{stamp}")
@@ -234,7 +237,7 @@ def _recover(path: Path, found: Scan) -> bool:
     except OSError as exc:
         backup.unlink(missing_ok=True)
         tmp.unlink(missing_ok=True)
-        _refuse(str(path), (
+        _refuse(where, (
             f"it needs repair ({found.summary()}), and no copy could be written to recover it; free some space "
             f"next to it and run again, or copy it somewhere safe and keep only its readable lines"), exc)
     print(f"grpo-ablate: {path} was damaged (a crash, a full disk or an edit): {found.summary()}; "

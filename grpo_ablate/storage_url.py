@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
 __all__ = ["mask_url", "url_problem", "is_rdb_url", "canonical_url", "local_file", "normalize_url", "secrets_in",
-           "storage_identity", "DATABASE_SCHEMES", "JOURNAL_PREFIX"]
+           "storage_identity", "Location", "locate", "DATABASE_SCHEMES", "JOURNAL_PREFIX"]
 
 JOURNAL_PREFIX = "journal:"  # forces a journal file, e.g. for a file name with a colon
 
@@ -334,6 +335,37 @@ def normalize_url(url: str) -> str:
 
 
 # the port a server listens on when a URL names none (each dialect's documented default)
+@dataclass(frozen=True)
+class Location:
+    """A storage URL read once (locate): what storage.py decides by, so it parses nothing itself.
+
+    `file` is the local file the URL names (the journal, an SQLite database), None for a server
+    or an in-memory SQLite. How it may be shown (masked, scrub) is worked out only when a message
+    needs it."""
+
+    url: str  # canonical_url: the scheme lower-cased, a path unchanged
+    database: bool  # an SQLAlchemy URL; otherwise a journal path
+    file: Path | None
+    sqlite: bool
+
+    @property
+    def masked(self) -> str:
+        return mask_url(self.url)
+
+    def scrub(self, text: str) -> str:
+        """`text` (an exception's message, which may quote the URL) with this URL's secrets and every credential masked."""
+        for secret in secrets_in(self.url):
+            text = text.replace(secret, "***")
+        return mask_url(text)
+
+
+def locate(url: str) -> Location:
+    """The Location a storage string names; call url_problem first (a malformed URL is a path here)."""
+    url = canonical_url(url)
+    database = is_rdb_url(url)
+    return Location(url, database, local_file(url), database and url.startswith("sqlite:"))
+
+
 _DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433, "oracle": 1521}
 _LOCAL = "localhost"
 

@@ -13,6 +13,7 @@ import optuna
 from grpo_ablate import trial_record as record
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
+from grpo_ablate.plan import resolved_trial_count
 from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study.runner import all_oom_message, queued_beyond_budget, queued_cells
@@ -66,9 +67,9 @@ def test_queued_cells_beyond_n_trials_are_named(tmp_path):
     ostudy = _ostudy(study)
     _finished(ostudy, "completed", 8, 32)
     _finished(ostudy, "completed", 2, 32)
-    assert queued_cells(ostudy) == [] and queued_beyond_budget(ostudy, study) is None
+    assert queued_cells(ostudy) == [] and queued_beyond_budget(ostudy, resolved_trial_count(study)) is None
     for seed in (1, 2):
         ostudy.enqueue_trial({"g": 0}, user_attrs={record.CELL: f"G8-B32-T1.0-s{seed}", record.ROLE: "ablation"})
     assert queued_cells(ostudy) == ["G8-B32-T1.0-s1", "G8-B32-T1.0-s2"]
-    note = queued_beyond_budget(ostudy, study)
+    note = queued_beyond_budget(ostudy, resolved_trial_count(study))
     assert note is not None and "only 0 of the 2 queued" in note and "raise study.n_trials to 4" in note

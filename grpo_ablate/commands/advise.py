@@ -12,6 +12,7 @@ from grpo_ablate.commands.common import EXIT_OK, EXIT_USAGE, err, load
 from grpo_ablate.preflight.advise import advise_text, run_advise
 from grpo_ablate.study.owner import claim_output_dir
 from grpo_ablate.study.setup import describe_study, enqueue_shortlist, open_study, space_changed
+from grpo_ablate.trial_record import study_attrs
 
 __all__ = ["run"]
 
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         ostudy, created = open_study(study)
         if created:
             describe_study(ostudy, study)
-        elif (changed := space_changed(ostudy, study)) is not None:
+        elif (changed := space_changed(study_attrs(ostudy), study)) is not None:
             err(changed)
             return EXIT_USAGE
         print(f"enqueued {enqueue_shortlist(ostudy, study, advice.shortlist)} trial(s) from the shortlist")

@@ -22,15 +22,20 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.config.hardware import batch_shape
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, probe_table, save_probe
+from grpo_ablate.launch import LauncherPool, run_trial
+from grpo_ablate.launch.devices import cpu_slot
+from grpo_ablate.plan import baseline_arm
 from grpo_ablate.space import feasible_space
+from grpo_ablate.study.trial_spec import build_spec
+from grpo_ablate.trainer.memory_cap import read_peak_memory
 from grpo_ablate.vocab import METRICS_FILE, PROBE_FILE, Arm, Cell, Outcome
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
-    from grpo_ablate.launch import LauncherPool
 
 __all__ = ["candidate_batches", "failed_points", "measure_point", "run_probe"]
 
@@ -107,10 +112,6 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
     (the probe's pool: each point in a fresh fork of the warm session's template).
     `env`: the trial's extra environment (the threads of the host CPU slot the probe holds).
     """
-    from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.launch import run_trial
-    from grpo_ablate.trainer.memory_cap import read_peak_memory
-
     known = study.data.num_prompts if study.data.task else study.data.max_samples  # None: the dataset's size is unknown here
     needed = generation_batch_size // max(1, num_generations)  # prompts per round, over every process
     if known is not None and known < needed:  # the trainer would wait for a round it can never fill, until the timeout
@@ -153,10 +154,6 @@ def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = pr
     CUDA allocator that ran out included) reaches the next; where no template serves (a visible
     GPU), each point is a process of its own.
     """
-    from grpo_ablate.config import Problem, StudyError
-    from grpo_ablate.launch.devices import cpu_slot
-    from grpo_ablate.launch import LauncherPool
-
     candidates = candidate_batches(study)
     if not candidates:
         raise StudyError([Problem(path="search.num_generations", message=(
@@ -237,8 +234,6 @@ def _one_trial_estimate(study: "Study", probe: Probe) -> float | None:
     The start-up is the probe's own: a point that started a process paid it on top of its steps
     (the largest such overhead seen), else STARTUP_ESTIMATE_S.
     """
-    from grpo_ablate.plan import baseline_arm
-
     best = probe.best()
     if not best:
         return None

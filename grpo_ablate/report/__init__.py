@@ -45,7 +45,7 @@ def write_outputs(data: "ReportData", html_path: Path) -> dict[str, Path]:
 def study_summary(study: "Study") -> dict[str, Any]:
     """summary.json's content, computed from the study's storage without writing the report (compare)."""
     from grpo_ablate.report.data import collect  # deferred as above: data loads pandas and the statistics
-    from grpo_ablate.report.summary import summary_dict
+    from grpo_ablate.report.summary import summary_dict  # deferred as above: pandas
 
     return summary_dict(collect(study))
 
@@ -62,8 +62,8 @@ def write_report(study: "Study", out: str | os.PathLike[str] | None = None) -> d
     written), prompts_csv, summary_json.
     """
     from grpo_ablate.report.data import collect  # deferred as above
-    from grpo_ablate.report.publish import publish
-    from grpo_ablate.report.snapshot import storage_snapshot, writes_into_study
+    from grpo_ablate.report.publish import publish  # deferred as above: numpy and scipy
+    from grpo_ablate.report.snapshot import storage_snapshot, writes_into_study  # deferred: nothing loads with the package
 
     html_path = Path(out) if out is not None else study.output_dir / "report.html"
     if writes_into_study(html_path, study.output_dir):

@@ -21,6 +21,7 @@ Trial state (what finished, what a dead orchestrator left running) is read throu
 
 from __future__ import annotations
 
+from collections import Counter
 import os
 import select
 import signal
@@ -41,7 +42,7 @@ from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.retry import requeue_changed, superseded
-from grpo_ablate.trial_record import trial_dir
+from grpo_ablate.trial_record import study_attrs, trial_dir
 from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir, dead_owner
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
@@ -49,7 +50,7 @@ from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_
                                      space_changed, wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.launch import reclaim_trial, release_thread_launchers
-from grpo_ablate.vocab import PREFIX_ROLE, Outcome
+from grpo_ablate.vocab import PREFIX_ROLE, Cell, Outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -94,13 +95,14 @@ class Wakeup:
 
 
 class StudyRunner:
-    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", workers: int):
+    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", workers: int,
+                 plan: list[Cell] | None = None):
         self.study = study
         self.ostudy = ostudy
         self.storage = storage
         self.envs = worker_envs(study, workers)
         self.workers = len(self.envs)
-        self.n_trials = resolved_trial_count(study)
+        self.n_trials = resolved_trial_count(study, plan)  # `plan`: study_plan(study) when the caller has made it
         self.branches = branch_step(study) is not None
         self.heartbeat = is_rdb_url(study.storage_url)
         self.registry = Registry()
@@ -398,7 +400,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         return StudyRun(refused=f"cannot write the study's output folder {study.output_dir}: {e}")
     if created:
         describe_study(ostudy, study)
-    elif (changed := space_changed(ostudy, study) or race_rule_changed(ostudy, study)) is not None:
+    elif (changed := space_changed(stored := study_attrs(ostudy), study) or race_rule_changed(stored, study)) is not None:
         return StudyRun(refused=changed)
     if warm_start and not created:
         say(f"grpo-ablate: the study was already started; --warm-start {warm_start} applies only to a new study")
@@ -410,7 +412,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
             return StudyRun(refused=f"cannot warm-start from {warm_start}: {e}")
     cells = study_plan(study)
     if created:
-        queue_first_plan(ostudy, study)
+        queue_first_plan(ostudy, study, cells)
     elif cells and not wait_for_plan(ostudy):
         if study.study.racing is not None:
             return StudyRun(unplanned="the study exists but its first racing round was never queued")
@@ -420,16 +422,16 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         added = queue_plan(ostudy, study, cells)
         if added:
             say(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
-            if (note := queued_beyond_budget(ostudy, study)) is not None:
+            if (note := queued_beyond_budget(ostudy, resolved_trial_count(study, cells))) is not None:
                 warn(f"grpo-ablate: {note}")
     elif cells and branch_step(study) is not None:  # a resumed race: the branches of prefixes that completed
-        if added := queue_ready_branches(ostudy, study):
+        if added := queue_ready_branches(ostudy, study, cells):
             say(f"grpo-ablate: queued {added} branch(es) of prefixes that completed before the last run ended")
 
     if not created and (retried_note := requeue_changed(ostudy, study)) is not None:
         say(f"grpo-ablate: {retried_note}")
     try:
-        runner = StudyRunner(study, ostudy, storage, study.study.workers)
+        runner = StudyRunner(study, ostudy, storage, study.study.workers, cells)
     except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json
         return StudyRun(refused=str(e))
     done, _ = runner.finished_count()
@@ -478,6 +480,7 @@ def blocked_branches(ostudy: "optuna.Study", study: "Study") -> list[str]:
         return []
     trials = ostudy.get_trials(deepcopy=False)
     ready = ledger.completed_prefixes(trials)
+    branches = Counter(c.seed for c in study_plan(study) if c.role != PREFIX_ROLE)  # each seed's, from one plan
     out = []
     for t in trials:
         seed = ledger.seed_of(t)
@@ -485,9 +488,8 @@ def blocked_branches(ostudy: "optuna.Study", study: "Study") -> list[str]:
             continue
         if any(ledger.is_prefix(o) and ledger.seed_of(o) == seed and ledger.outcome(o) is Outcome.RUNNING for o in trials):
             continue  # a retry of it is queued or running
-        branches = [c for c in study_plan(study) if c.seed == seed and c.role != PREFIX_ROLE]
         out.append(f"seed {seed}: its prefix (trial {t.number}) {ledger.outcome(t).value}"
-                   f" ({ledger.reason(t) or 'no reason recorded'}), so its {len(branches)} branch(es) did not run")
+                   f" ({ledger.reason(t) or 'no reason recorded'}), so its {branches[seed]} branch(es) did not run")
     return out
 
 
@@ -499,8 +501,9 @@ def queued_cells(ostudy: "optuna.Study") -> list[str]:
             for t in ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if ledger.ran_here(t)]
 
 
-def queued_beyond_budget(ostudy: "optuna.Study", study: "Study") -> str | None:
-    """Why the queued cells will not all run in this study's budget (n_trials), None when they will."""
+def queued_beyond_budget(ostudy: "optuna.Study", target: int) -> str | None:
+    """Why the queued cells will not all run in the study's budget (`target`: plan.resolved_trial_count, its
+    n_trials), None when they will."""
     from optuna.trial import TrialState
 
     trials = [t for t in ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
@@ -508,7 +511,6 @@ def queued_beyond_budget(ostudy: "optuna.Study", study: "Study") -> str | None:
     # what ran or runs: finished for good, or running now (a requeued trial's retry is among the waiting)
     others = sum(1 for t in trials if t.state != TrialState.WAITING
                  and (ledger.is_finished(t) or ledger.outcome(t) is Outcome.RUNNING))
-    target = resolved_trial_count(study)
     if waiting == 0 or others + waiting <= target:
         return None
     return (f"only {max(0, target - others)} of the {waiting} queued trial(s) can run within study.n_trials={target} "

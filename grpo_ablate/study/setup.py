@@ -13,17 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.plan import baseline_arm
-from grpo_ablate.storage import mask_url, open_storage
+from grpo_ablate.storage import locate, mask_url, open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.trial_record import StudyAttrs, cell_key, study_attrs
 from grpo_ablate.vocab import Arm, Cell
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
 from grpo_ablate.files.owned import Owner
-from grpo_ablate.plan import ADVISE_ROLE, is_plannable, racing_round, study_plan
+from grpo_ablate.plan import ADVISE_ROLE, is_plannable, round_cells, study_plan
 from grpo_ablate.search.fidelity import budget_completions, quantum
 from grpo_ablate.search.samplers import build_pruner, build_sampler
-from grpo_ablate.storage import is_rdb_url
 from grpo_ablate.study.warm import load_source
 
 if TYPE_CHECKING:
@@ -81,13 +80,13 @@ def open_study(
             kwargs = {"heartbeat_interval": study.study.heartbeat_interval, "grace_period": study.study.grace_period,
                       "stale_trial_callback": ledger.StaleTrialRequeue(study.study.max_retry)}
         storage = open_storage(study.storage_url, **kwargs)
+    sampler, pruner = make_sampler(study), make_pruner(study)  # a duplicate name raises before either is used
     try:
         ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=[optuna.study.StudyDirection[d.upper()] for d in study.directions],
-                                     sampler=make_sampler(study), pruner=make_pruner(study), load_if_exists=False)
+                                     sampler=sampler, pruner=pruner, load_if_exists=False)
         return ostudy, True
     except optuna.exceptions.DuplicatedStudyError:
-        ostudy = optuna.load_study(study_name=study.study.name, storage=storage, sampler=make_sampler(study),
-                                   pruner=make_pruner(study))
+        ostudy = optuna.load_study(study_name=study.study.name, storage=storage, sampler=sampler, pruner=pruner)
         stored = [d.name.lower() for d in ostudy.directions]
         if stored != study.directions:
 
@@ -108,11 +107,11 @@ def check_warm_source(study: "Study", source: str, storage_url: str | None) -> N
     """
 
 
-    url = storage_url or study.storage_url
+    where = locate(storage_url or study.storage_url)
     named = not (Path(source).suffix in (".yaml", ".yml") and Path(source).exists())
-    if named and not is_rdb_url(url) and not Path(url.removeprefix("journal:")).is_file():
+    if named and not where.database and not (where.file is not None and where.file.is_file()):
         raise StudyError([Problem(path="--warm-start", message=(
-            f"cannot warm-start from {source}: it is not a study file, and there is no journal {mask_url(url)} to find "
+            f"cannot warm-start from {source}: it is not a study file, and there is no journal {where.masked} to find "
             "a study of that name in; give a finished study's file, or its name with --warm-start-storage"))])
     try:
         load_source(source, storage_url, study.storage_url)
@@ -147,16 +146,14 @@ def started_study(study: "Study") -> str | None:
     import optuna
 
 
-    url = study.storage_url
-    if not is_rdb_url(url):
-        journal = Path(url.removeprefix("journal:"))
-        if not journal.is_file() or journal.stat().st_size == 0:
-            return None
-    storage = open_storage(url)
+    where = locate(study.storage_url)
+    if not where.database and (where.file is None or not where.file.is_file() or where.file.stat().st_size == 0):
+        return None
+    storage = open_storage(study.storage_url)
     if study.study.name not in optuna.study.get_all_study_names(storage):
         return None
     trials = optuna.load_study(study_name=study.study.name, storage=storage).get_trials(deepcopy=False)
-    return f"the study {study.study.name!r} already exists in {mask_url(url)} ({len(trials)} trial(s))"
+    return f"the study {study.study.name!r} already exists in {where.masked} ({len(trials)} trial(s))"
 
 
 def masked_config(study: "Study") -> dict[str, Any]:
@@ -187,21 +184,21 @@ def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
     ledger.describe(ostudy, attrs.as_attrs())
 
 
-def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
+def space_changed(stored: StudyAttrs, study: "Study") -> str | None:
     """Why this study file's feasible space is not the one the stored study was created with; None if it is.
 
     The stored trials' params mean configurations of that space (G is a rank over its Gs, each
     G's batch a choice among its batches; a plan's cells were drawn from it). A probe.json
     written since, or an edited search section, would make them mean others, or run a pair
     the probe saw run out of memory. Studies from before the attribute existed are not checked.
+    `stored`: the study's attributes as trial_record.study_attrs reads them.
     """
-    stored = study_attrs(ostudy).space
-    if stored is None:
+    if stored.space is None:
         return None
     now = sorted(p.label for p in study.space.feasible)
-    if sorted(stored) == now:
+    if sorted(stored.space) == now:
         return None
-    gone, new = sorted(set(stored) - set(now)), sorted(set(now) - set(stored))
+    gone, new = sorted(set(stored.space) - set(now)), sorted(set(now) - set(stored.space))
     parts = ([f"without {', '.join(gone)}"] if gone else []) + ([f"with {', '.join(new)}"] if new else [])
     return (f"the study {study.study.name!r} was created with another feasible (G x batch) space; this file's is "
             f"{' and '.join(parts)} (a probe.json written since the study began or missing on this host, or an edited "
@@ -210,15 +207,15 @@ def space_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
             "start a new study.name")
 
 
-def race_rule_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
+def race_rule_changed(stored: StudyAttrs, study: "Study") -> str | None:
     """Why a raced study's decision rule (study.min_effect, the racing section) is not the one it
     began with; None when it is, or when the study is not raced.
 
     A race drops and settles arms by that rule at every round; changed half-way, earlier rounds
     were decided by one rule and later ones by another, and the report would state one of them.
+    `stored`: the study's attributes as trial_record.study_attrs reads them.
     """
-    stored = study_attrs(ostudy).config
-    section = stored.get("study") if stored is not None else None
+    section = stored.config.get("study") if stored.config is not None else None
     if not isinstance(section, dict) or (section.get("racing") is None and study.study.racing is None):
         return None
     now = study.to_dict()["study"]
@@ -245,13 +242,14 @@ def queue_plan(ostudy: "optuna.Study", study: "Study", cells: list[Cell]) -> int
     return ledger.queue(ostudy, study, cells)
 
 
-def queue_ready_branches(ostudy: "optuna.Study", study: "Study") -> int:
+def queue_ready_branches(ostudy: "optuna.Study", study: "Study", plan: list[Cell] | None = None) -> int:
     """A branching study: queue the branches of every seed whose prefix has completed; how many were queued.
 
     The lifecycle calls it when a prefix completes, a resumed run once at its start (a crash
     between a prefix's end and its branches' queueing loses none). A racing study queues the
     branches of the arms still live (the race's state; every arm before its first decision),
-    and only for seeds a round queued a prefix for."""
+    and only for seeds a round queued a prefix for. `plan`: the study's plan when the caller has it
+    (plan.study_plan reads advise.json)."""
     ready = ledger.completed_prefixes(ostudy.get_trials(deepcopy=False))
     if not ready:
         return 0
@@ -262,7 +260,7 @@ def queue_ready_branches(ostudy: "optuna.Study", study: "Study") -> int:
             return 0
         stored = race.get("live") if race else None
         live = set(stored) if isinstance(stored, list) else None
-    cells = [c for c in study_plan(study) if c.seed in ready and (live is None or c.arm.key in live)]
+    cells = [c for c in (study_plan(study) if plan is None else plan) if c.seed in ready and (live is None or c.arm.key in live)]
     return ledger.queue(ostudy, study, cells)
 
 
@@ -279,16 +277,17 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
 # ------------------------------------------------------------------ pre-flight: probe and advise
 
 
-def queue_first_plan(ostudy: "optuna.Study", study: "Study") -> None:
+def queue_first_plan(ostudy: "optuna.Study", study: "Study", plan: list[Cell] | None = None) -> None:
     """Queue a planned study's first cells (a racing study's first round) and mark the plan ready.
 
     Whoever creates the study calls it (`run`, `advise --enqueue`), so a later `run`
-    on any host finds the plan queued rather than waiting for one (wait_for_plan).
+    on any host finds the plan queued rather than waiting for one (wait_for_plan). `plan`: the
+    study's plan when the caller has it.
     """
-
-    cells = study_plan(study)
-    if cells and study.study.racing is not None:  # a race queues each later round once the queue runs dry
-        queue_plan(ostudy, study, racing_round(study, 1))
+    cells = study_plan(study) if plan is None else plan
+    racing = study.study.racing
+    if cells and racing is not None:  # a race queues each later round once the queue runs dry
+        queue_plan(ostudy, study, round_cells(cells, list(study.study.seeds), racing.first_round_seeds, 1))
     elif cells:
         queue_plan(ostudy, study, cells)
     ledger.mark_plan_ready(ostudy)

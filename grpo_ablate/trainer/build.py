@@ -29,11 +29,13 @@ from grpo_ablate.prompt_file import prompt_file_problem
 from grpo_ablate.schedule import Schedule
 
 from .builtin.model import builtin_model_path, is_builtin_model
-from .builtin.tasks import task_dataset
+from .builtin.tasks import held_out_problems, task_dataset
 from .builtin.tokenizer import dataset_characters, load_builtin_tokenizer, unencodable_prompts
 from . import checkpoints
 from .callbacks import MetricsRecorder, StopSwitch
 from .checkpointer import Checkpointer
+from .evaluation import Evaluator
+from .g_policy import advice_prior
 from .rewards import RewardContext, build_rewards, record_groups
 from .spec import TrialSpec
 from .vllm_cpu import keep_weights_loadable
@@ -272,8 +274,6 @@ def load_prompt_sets(
         return format_prompts(train, column, data, tokenizer), None
     n = int(evaluation.get("num_prompts") or 128)
     if data.get("task"):
-        from .builtin.tasks import held_out_problems
-
         pairs = held_out_problems(data["task"], n, exclude=set(train["prompt"]))
         held = Dataset.from_dict({"prompt": [p for p, _ in pairs], "answer": [a for _, a in pairs]})
     elif evaluation.get("dataset") or evaluation.get("split"):
@@ -462,7 +462,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     load_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
-    from .scheduled import ScheduledGRPOTrainer
+    from .scheduled import ScheduledGRPOTrainer  # here: TRL's trainer modules load inside the timed build
 
     kwargs = build_config_kwargs(spec, world_size=world_size, reward_weights=weights)
     schedule = spec.num_generations if isinstance(spec.num_generations, Schedule) else None
@@ -530,8 +530,6 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         if spec.completions:
             scheduled["completions_budget"] = int(spec.completions)
         if schedule.kind == "adaptive":
-            from .g_policy import advice_prior
-
             prior = advice_prior(Path(spec.trial_dir).parent.parent, float(config.temperature))
             scheduled["prior"] = prior
             log(f"per-prompt G {schedule.label}: prior of each prompt's pass rate "
@@ -601,8 +599,6 @@ def _lr_schedule(trainer: Any, budget: dict[str, Any], generated_per_step: float
 
 def _evaluator(spec: TrialSpec, config: Any, prompts: Any, tokenizer: Any, funcs: list, weights: list[float],
                recorder: MetricsRecorder, stopper: StopSwitch):
-    from .evaluation import Evaluator
-
     settings = dict(spec.evaluation or {})
     settings["max_completion_length"] = settings.get("max_completion_length") or config.max_completion_length
     return Evaluator(spec.trial_dir, prompts=prompts, tokenizer=tokenizer, reward_funcs=funcs, reward_weights=weights,

@@ -35,7 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from grpo_ablate.files.advise_file import load_advice
+from grpo_ablate.files.owned import Owner
 from grpo_ablate.stats.zero_spread import zero_spread_beta
+from grpo_ablate.vocab import ADVISE_FILE
 
 __all__ = ["PromptPosterior", "allocate", "expected_informative", "group_advantages", "zero_spread_groups",
            "advice_prior", "merge_rows", "prompt_key"]
@@ -125,10 +128,6 @@ def advice_prior(output_dir: str | Path, temperature: float) -> tuple[float, flo
     Read with files/advise_file.py's reader (schema checked); the study checked the file's owner
     when it started, so the owner written in the file is taken as is here.
     """
-    from grpo_ablate.files.advise_file import load_advice
-    from grpo_ablate.files.owned import Owner
-    from grpo_ablate.vocab import ADVISE_FILE
-
     path = Path(output_dir) / ADVISE_FILE
     try:
         owner = Owner(**json.loads(path.read_text())["owner"])

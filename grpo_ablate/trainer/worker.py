@@ -158,7 +158,7 @@ def classify_exception(exc: BaseException, folder: str | os.PathLike[str] | None
     """(outcome, reason) for an exception: a reward's own error first, then a storage fault by type and errno
     (errors.machine_fault; else, for an error that lost its errno, a write probe in `folder`): interrupted, to be
     queued again; then OOM by type (oom_evidence)."""
-    from .rewards import RewardFunctionError
+    from .rewards import RewardFunctionError  # here: rewards loads torch, and the parent (launch/) imports this module
 
     chain = _chain(exc)
     for item in chain:
@@ -210,6 +210,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         import trl
         from trl import GRPOConfig, GRPOTrainer  # noqa: F401 - lazy modules: pay the import here, timed
 
+        # the trial's own modules load torch and transformers: here, timed, never in the parent that imports this one
         from .build import build_trial
         from .checkpointer import restore_failed
         from .collective import leave_process_group
