@@ -26,6 +26,7 @@ import tempfile
 import warnings
 from typing import Any
 
+from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.launch.dry_run import config_kwargs
 from grpo_ablate.space import Rounds
 from grpo_ablate.trainer.spec import TrialSpec
@@ -46,7 +47,7 @@ def check_spec(spec: TrialSpec, *, gpu: bool, cuda_here: bool) -> list[str]:
         kwargs.update(bf16=False, fp16=False, use_cpu=True)
         kwargs.pop("tf32", None)
     if spec.num_processes > 1:  # this process is one: give TRL the plan's generation batch of all processes
-        per_device = int(kwargs.get("per_device_train_batch_size") or 8)
+        per_device = int(kwargs.get("per_device_train_batch_size") or trl_default("per_device_train_batch_size"))
         kwargs.pop("steps_per_generation", None)
         kwargs["generation_batch_size"] = (kwargs.get("generation_batch_size")
                                            or per_device * spec.num_processes * spec.rounds.steps_per_generation)
