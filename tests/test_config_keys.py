@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel
 
 from grpo_ablate.config import schema
+from grpo_ablate.commands.common import key_choices
 from grpo_ablate.config.keys import find_key, json_schema, key_docs, key_table
 from helpers import ROOT, cli_inprocess
 
@@ -41,7 +42,7 @@ def test_every_key_of_the_study_file_is_listed_once():
 def test_the_readme_key_table_is_the_one_the_schema_generates():
     found = README_TABLE.search((ROOT / "README.md").read_text())
     assert found, "README.md lost its generated study-file key table markers"
-    assert found.group(1) == key_table(), (
+    assert found.group(1) == key_table(key_choices()), (
         "README's study-file key table differs from config/schema.py: paste `grpo-ablate schema --markdown` "
         "between the markers in \"## The study file\"")
 
@@ -58,10 +59,25 @@ def test_a_key_shows_its_type_default_bounds_and_description():
         find_key("budget.max_step")
 
 
+def test_choices_the_schema_cannot_hold_come_from_the_caller():
+    """hardware.launcher is any string in the schema (config cannot see the launcher registry above it);
+    the commands pass the registry's names, and every view shows them."""
+    assert find_key("hardware.launcher").allowed == ""
+    choices = {"hardware.launcher": ["auto", "here", "there"]}
+    assert find_key("hardware.launcher", choices).allowed == '"auto", "here", "there"'
+    assert '`"auto", "here", "there"`' in key_table(choices)
+    assert json_schema(choices)["$defs"]["HardwareSection"]["properties"]["launcher"]["enum"] == ["auto", "here", "there"]
+    with pytest.raises(ValueError, match="hardware.launch"):
+        key_docs({"hardware.launch": ["auto"]})
+    assert key_choices()["hardware.launcher"][0] == "auto"
+
+
 def test_explain_command_prints_one_key_or_every_key():
     code, out, err = cli_inprocess("explain", "hardware.vllm.mode")
     assert code == 0 and err == ""
     assert out.splitlines()[0] == "hardware.vllm.mode" and '"colocate"' in out and "default: \"none\"" in out
+    code, out, _ = cli_inprocess("explain", "hardware.launcher")
+    assert code == 0 and 'allowed: "auto", "warm", "process", "slurm"' in out  # the launcher registry's names
     code, out, _ = cli_inprocess("explain", "hardware.vllm")
     assert code == 0 and "hardware.vllm.server_gpus" in out
     code, out, _ = cli_inprocess("explain")
@@ -76,7 +92,7 @@ def test_schema_command_writes_a_json_schema_that_accepts_the_shipped_studies(tm
     code, stdout, _ = cli_inprocess("schema", "--out", str(out))
     assert code == 0 and str(out) in stdout
     written = json.loads(out.read_text())
-    assert written == json_schema()
+    assert written == json_schema(key_choices())
     assert written["properties"]["budget"]["description"]
     validator = jsonschema.Draft202012Validator(written)
     for path in sorted((ROOT / "studies").glob("*.yaml")):
@@ -85,4 +101,7 @@ def test_schema_command_writes_a_json_schema_that_accepts_the_shipped_studies(tm
     bad = {"study": {"name": "t", "sampler": "annealing"}, "data": {"task": "addition"}}
     assert any("annealing" in e.message for e in validator.iter_errors(bad))
     code, stdout, _ = cli_inprocess("schema", "--markdown")
-    assert code == 0 and stdout == key_table()
+    assert code == 0 and stdout == key_table(key_choices())
+    assert not list(validator.iter_errors({"study": {"name": "t"}, "hardware": {"launcher": "slurm"}}))
+    assert any("kubernetes" in e.message for e in validator.iter_errors(
+        {"study": {"name": "t"}, "hardware": {"launcher": "kubernetes"}}))

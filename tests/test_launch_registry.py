@@ -1,26 +1,27 @@
-"""One registry of launchers, one config key naming them, and launchers that assume this host only where they say so.
+"""One registry of launchers, the one list of the names `hardware.launcher` may take, and launchers that assume this host only where they say so.
 
     pytest tests/test_launch_registry.py
 """
 
 from __future__ import annotations
 
+import json
 import os
-import typing
 
 import pytest
 
 from grpo_ablate.config.schema import HardwareSection
 from grpo_ablate.study.trial_spec import spec_from_sections
-from grpo_ablate.launch import LAUNCHERS, Launcher, LocalLauncher, trial_environment
+from grpo_ablate.launch import (LAUNCHERS, Capabilities, Launcher, LauncherPool, LocalLauncher, launcher_name,
+                                registry, trial_environment)
+from grpo_ablate.launch.registry import launcher_choices
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
-from helpers import ROOT
+from helpers import ROOT, cli_inprocess
 
 
-def test_hardware_launcher_names_exactly_the_registry():
-    choices = typing.get_args(HardwareSection.model_fields["launcher"].annotation)
-    assert set(choices) == {"auto", *LAUNCHERS}, "add a new launcher's name to config/schema.py's hardware.launcher"
+def test_every_registered_launcher_is_a_launcher_and_a_valid_name():
     assert all(issubclass(kind, Launcher) for kind in LAUNCHERS.values())
+    assert launcher_choices() == ["auto", *LAUNCHERS]
 
 
 def test_an_unknown_launcher_in_the_environment_is_refused_when_the_study_loads(monkeypatch, capsys):
@@ -30,14 +31,75 @@ def test_an_unknown_launcher_in_the_environment_is_refused_when_the_study_loads(
     monkeypatch.setenv("GRPO_ABLATE_LAUNCHER", "kubernetes")
     assert main(["validate", str(ROOT / "studies/tiny-cpu.yaml")]) == 2
     err = capsys.readouterr()
-    assert "GRPO_ABLATE_LAUNCHER='kubernetes' names no launcher: use one of ['auto', 'process', 'warm', 'slurm']" in err.out + err.err
+    assert "GRPO_ABLATE_LAUNCHER='kubernetes' names no launcher: use one of ['auto', 'warm', 'process', 'slurm']" in err.out + err.err
+    assert main(["plan", str(ROOT / "studies/tiny-cpu.yaml")]) == 2
+    assert "GRPO_ABLATE_LAUNCHER='kubernetes' names no launcher" in capsys.readouterr().err
+    # with the file's own problems: one list, every problem at once
+    assert main(["validate", str(ROOT / "studies/tiny-cpu.yaml"), "--set", "budget.max_steps=0"]) == 2
+    err = capsys.readouterr().err
+    assert "budget.max_steps" in err and "GRPO_ABLATE_LAUNCHER='kubernetes'" in err
     monkeypatch.setenv("GRPO_ABLATE_LAUNCHER", "Process")  # the launchers read it case-blind, so validate does too
     assert main(["validate", str(ROOT / "studies/tiny-cpu.yaml")]) == 0
+
+
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_an_unknown_hardware_launcher_is_refused_at_its_key_with_the_registrys_choices(command):
+    code, out, err = cli_inprocess(command, str(ROOT / "studies/tiny-cpu.yaml"), "--set", "hardware.launcher=kubernetes")
+    assert code == 2 and out == ""
+    assert ("hardware.launcher: 'kubernetes' names no launcher: use one of ['auto', 'warm', 'process', 'slurm']"
+            in err), err
+
+
+class _Nearby(Launcher):
+    """A launcher this repository does not ship: registered by a test with one line, nothing else edited."""
+
+    capabilities = Capabilities(local_processes=False, cgroup_oom=False, remote=True, auto=True)
+
+    @classmethod
+    def chosen_by_auto(cls, spec, *, probe=False):
+        return spec.hardware.get("gpus") == 7  # a trial shape no shipped launcher is told apart by
+
+    def start(self, spec, env, log_path):  # pragma: no cover - never started here
+        raise NotImplementedError
+
+    def poll(self):  # pragma: no cover
+        return None
+
+    def stop(self):  # pragma: no cover
+        pass
+
+
+def test_a_new_launcher_is_one_class_and_one_registry_line(monkeypatch, tmp_path):
+    """Registered in LAUNCHERS, its name validates, is documented, and is the one chosen; before, it is refused."""
+    study = str(ROOT / "studies/tiny-cpu.yaml")
+    assert cli_inprocess("validate", study, "--set", "hardware.launcher=nearby")[0] == 2
+    monkeypatch.setitem(LAUNCHERS, "nearby", _Nearby)  # the one registry line
+    assert launcher_choices()[-1] == "nearby"
+    code, out, err = cli_inprocess("validate", study, "--set", "hardware.launcher=Nearby")
+    assert code == 0, err
+    code, out, _ = cli_inprocess("explain", "hardware.launcher")
+    assert code == 0 and '"nearby"' in out
+    code, out, _ = cli_inprocess("schema")
+    assert code == 0 and json.loads(out)["$defs"]["HardwareSection"]["properties"]["launcher"]["enum"][-1] == "nearby"
+    spec = spec_from_sections(tmp_path / "t", data={"task": "addition"}, trainer={}, budget={"max_steps": 1},
+                              hardware={"launcher": "nearby"})
+    assert launcher_name(spec) == "nearby"
+    with LauncherPool() as pool:
+        assert isinstance(pool.for_spec(spec), _Nearby)
+    # auto asks it in registry order, as it asks the shipped ones
+    asked_first = {"nearby": _Nearby, **{k: v for k, v in LAUNCHERS.items() if k != "nearby"}}
+    monkeypatch.setattr(registry, "LAUNCHERS", asked_first)
+    auto = spec_from_sections(tmp_path / "a", data={"task": "addition"}, trainer={}, budget={"max_steps": 1},
+                              hardware={"gpus": 7})
+    assert launcher_name(auto) == "nearby"
+    assert launcher_name(spec_from_sections(tmp_path / "b", data={"task": "addition"}, trainer={},
+                                            budget={"max_steps": 1}, hardware={"gpus": 1})) != "nearby"
 
 
 def test_the_old_command_values_of_hardware_launcher_say_where_they_moved():
     with pytest.raises(ValueError, match="write `command: torchrun`"):
         HardwareSection(launcher="torchrun")
+    assert HardwareSection(launcher=" Warm ").launcher == "warm"
     assert HardwareSection(command="torchrun", launcher="process").command == "torchrun"
 
 

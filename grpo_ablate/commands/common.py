@@ -4,6 +4,10 @@ made on the command line before any work.
 Exit codes: 0 success, 1 the job ran and failed (or compare found a regression), 2 bad input
 (an invalid study, a malformed `--set`, a missing file or unusable path: one line on stderr),
 130 interrupted.
+
+Every command loads a study file through this module's `load_study` (config's, then the launcher
+registry's check of the names in `hardware.launcher` and GRPO_ABLATE_LAUNCHER: config sits below
+launch and cannot see the registry), and documents the keys with `key_choices`.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from grpo_ablate.config import Problem, Study, StudyError, apply_overrides, load_study
+from grpo_ablate.config import Problem, Study, StudyError, apply_overrides
+from grpo_ablate.config import load_study as load_study_file
+from grpo_ablate.config.keys import Choices
 from grpo_ablate.config.places import writable_dir_problem
+from grpo_ablate.launch.registry import launcher_choices, launcher_problems
 from grpo_ablate.study.price import resolve_budget
 
-__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "add_study", "load", "set_value",
-           "check_sets", "check_out", "err"]
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "add_study", "load", "load_study", "key_choices",
+           "set_value", "check_sets", "check_out", "err"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -30,6 +37,28 @@ def add_study(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a study key (dotted path, e.g. study.n_trials=4; bare GRPOConfig keys go to trainer, "
                         "num_generations/temperature/generation_batch_size to search); repeatable")
+
+
+def load_study(path: "str | os.PathLike[str]", overrides: list[str] | None = None) -> Study:
+    """config's load_study, and the launcher names checked against the registry: StudyError (exit 2) with every problem.
+
+    When the file itself is invalid, a bad GRPO_ABLATE_LAUNCHER is reported with its problems, as one list."""
+    try:
+        study = load_study_file(path, overrides)
+    except StudyError as e:
+        env = launcher_problems(None)
+        if env:
+            raise StudyError([*e.problems, *env], e.source) from None
+        raise
+    problems = launcher_problems(study)
+    if problems:
+        raise StudyError(problems, str(path))
+    return study
+
+
+def key_choices() -> Choices:
+    """The allowed values the schema cannot hold, for `explain`, `schema` and the README's key table (config/keys.py)."""
+    return {"hardware.launcher": launcher_choices()}
 
 
 def load(args: argparse.Namespace, extra: Sequence[str] = ()) -> Study:

@@ -45,7 +45,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
-from grpo_ablate.config import StudyError, load_study
+from grpo_ablate.commands.common import load_study  # the launcher registry's check too
+from grpo_ablate.config import StudyError
 from grpo_ablate.files.summary_file import read_summary
 from grpo_ablate.report import study_summary
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p

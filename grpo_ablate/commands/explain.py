@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from grpo_ablate.commands.common import EXIT_OK, EXIT_USAGE, err
+from grpo_ablate.commands.common import EXIT_OK, EXIT_USAGE, err, key_choices
 from grpo_ablate.config.keys import explain_text, find_key, key_docs
 
 __all__ = ["add_parser", "run"]
@@ -24,16 +24,18 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 
 
 def run(args: argparse.Namespace) -> int:
+    choices = key_choices()  # hardware.launcher's names, from the launcher registry
+    docs = key_docs(choices)
     if args.key is None:
-        print("\n\n".join(explain_text(d) for d in key_docs()))
+        print("\n\n".join(explain_text(d) for d in docs))
         return EXIT_OK
     try:
-        doc = find_key(args.key)
+        doc = find_key(args.key, choices)
     except KeyError as e:
         err(str(e.args[0]))
         return EXIT_USAGE
     print(explain_text(doc))
-    below = [d for d in key_docs() if d.key.startswith(doc.key + ".") or d.key.startswith(doc.key + "[].")]
+    below = [d for d in docs if d.key.startswith(doc.key + ".") or d.key.startswith(doc.key + "[].")]
     if below:
         print("\nkeys: " + ", ".join(d.key for d in below))
     return EXIT_OK

@@ -35,9 +35,8 @@ from typing import Any, Callable
 
 from scipy.optimize import brentq
 
-from grpo_ablate.commands.common import EXIT_OK, check_out
+from grpo_ablate.commands.common import EXIT_OK, check_out, load_study
 from grpo_ablate.commands.plan import plan_text
-from grpo_ablate.config import load_study
 from grpo_ablate.config.inputs import peek_rows
 from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe,
                                         recipe_accelerate_config, recipe_stack,

@@ -25,8 +25,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from grpo_ablate.commands.common import check_sets
-from grpo_ablate.config import StudyError, load_study
+from grpo_ablate.commands.common import check_sets, load_study
+from grpo_ablate.config import StudyError
 from grpo_ablate.config.load import parse_override
 from grpo_ablate.plan import baseline_arm
 from grpo_ablate.report.text import fmt

@@ -15,7 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from grpo_ablate.commands.common import EXIT_OK, check_out
+from grpo_ablate.commands.common import EXIT_OK, check_out, key_choices
 from grpo_ablate.config.keys import json_schema, key_table
 
 __all__ = ["add_parser", "run"]
@@ -29,7 +29,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 
 
 def run(args: argparse.Namespace) -> int:
-    text = key_table() if args.markdown else json.dumps(json_schema(), indent=2) + "\n"
+    choices = key_choices()  # hardware.launcher's names, from the launcher registry
+    text = key_table(choices) if args.markdown else json.dumps(json_schema(choices), indent=2) + "\n"
     if args.out is None:
         print(text, end="")
         return EXIT_OK

@@ -6,18 +6,20 @@
 
 The schema (config/schema.py) is the one place a key is documented; `explain`, the JSON Schema
 for editors and the README's key table ("The study file") are all read from it here, so they
-cannot drift apart. A section (a nested model) is a key of its own and its fields are keys below
+cannot drift apart. Allowed values the schema cannot hold come in from the caller as `choices`
+(dotted key to names): `hardware.launcher`'s are the launcher registry's (launch/registry.py), a
+floor above config, so the commands pass them in (commands/common.py's key_choices). A section (a nested model) is a key of its own and its fields are keys below
 it; a list of sections (`study.objectives`, `rewards`) names its items' keys with `[]`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import types
 import typing
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Mapping, Sequence
 
 import annotated_types
 from pydantic import BaseModel
@@ -25,13 +27,15 @@ from pydantic.fields import FieldInfo
 
 from grpo_ablate.config.schema import StudyFile
 
-__all__ = ["KeyDoc", "key_docs", "find_key", "json_schema", "key_table", "explain_text"]
+__all__ = ["Choices", "KeyDoc", "key_docs", "find_key", "json_schema", "key_table", "explain_text"]
+
+Choices = Mapping[str, Sequence[str]]  # a dotted key's allowed values, given by the caller (e.g. the launcher registry's names)
 
 _BOUNDS = ((annotated_types.Gt, "gt", ">"), (annotated_types.Ge, "ge", ">="),
            (annotated_types.Lt, "lt", "<"), (annotated_types.Le, "le", "<="))
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class KeyDoc:
     """One key of the study file as its schema defines it."""
 
@@ -42,14 +46,22 @@ class KeyDoc:
     description: str
 
 
-def key_docs() -> list[KeyDoc]:
-    """Every key of the study file, sections before their fields, in the schema's order."""
-    return list(_walk(StudyFile, ""))
+def key_docs(choices: Choices | None = None) -> list[KeyDoc]:
+    """Every key of the study file, sections before their fields, in the schema's order.
+
+    `choices` gives keys their allowed values where the schema takes any string; a key it names that the
+    schema lacks is a ValueError (a renamed key must not silently lose its choices)."""
+    docs = list(_walk(StudyFile, ""))
+    given = dict(choices or {})
+    unknown = sorted(set(given) - {d.key for d in docs})
+    if unknown:
+        raise ValueError(f"choices given for keys the study file does not have: {unknown}")
+    return [dataclasses.replace(d, allowed=_choices_text(given[d.key])) if d.key in given else d for d in docs]
 
 
-def find_key(key: str) -> KeyDoc:
+def find_key(key: str, choices: Choices | None = None) -> KeyDoc:
     """The documentation of one dotted key (`[]` optional); KeyError naming the closest keys when unknown."""
-    docs = {d.key: d for d in key_docs()}
+    docs = {d.key: d for d in key_docs(choices)}
     plain = {k.replace("[]", ""): k for k in docs}
     wanted = key.strip().replace("[]", "")
     if wanted in plain:
@@ -68,21 +80,25 @@ def explain_text(doc: KeyDoc) -> str:
     return "\n".join(lines)
 
 
-def json_schema() -> dict[str, Any]:
+def json_schema(choices: Choices | None = None) -> dict[str, Any]:
     """The study file's JSON Schema (draft 2020-12, pydantic's), descriptions included, for editors.
 
     It describes the file as written, before a `trainer_from` recipe is merged in: a recipe may give the
     data section (its dataset_name), so only `study` is required here; `validate` checks the merged file.
+    Each key of `choices` gets its names as an `enum`.
     """
     schema = StudyFile.model_json_schema(mode="validation")
     schema["required"] = [k for k in schema.get("required", []) if k != "data"]
+    key_docs(choices)  # the same refusal of a key the schema lacks
+    for key, names in (choices or {}).items():
+        _property(schema, key)["enum"] = list(names)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "grpo-ablate study file", **schema}
 
 
-def key_table() -> str:
-    """The README's key table ("The study file"), one row per key, generated from the schema."""
+def key_table(choices: Choices | None = None) -> str:
+    """The README's key table ("The study file"), one row per key, generated from the schema (and `choices`)."""
     rows = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
-    for d in key_docs():
+    for d in key_docs(choices):
         cells = [f"`{d.key}`", _code(d.type), _code(d.default) if d.default != "required" else "required",
                  _code(d.allowed) if d.allowed else "", d.description]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
@@ -91,6 +107,24 @@ def key_table() -> str:
 
 def _code(text: str) -> str:
     return f"`{text}`"
+
+
+def _choices_text(names: Sequence[str]) -> str:
+    return ", ".join(json.dumps(n) for n in names)
+
+
+def _property(schema: dict[str, Any], key: str) -> dict[str, Any]:
+    """The JSON Schema of one dotted key's value: the sections' models lead through `$defs` (pydantic names them so)."""
+    *sections, name = key.replace("[]", "").split(".")
+    model: type[BaseModel] = StudyFile
+    node = schema
+    for part in sections:
+        sub, _ = _submodel(model.model_fields[part].annotation)
+        if sub is None:
+            raise ValueError(f"{key}: {part} is no section")
+        model, node = sub, schema["$defs"][sub.__name__]
+    prop: dict[str, Any] = node["properties"][name]
+    return prop
 
 
 def _walk(model: type[BaseModel], prefix: str) -> typing.Iterator[KeyDoc]:

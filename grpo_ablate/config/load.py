@@ -18,7 +18,7 @@ from typing import Any
 from grpo_ablate.errors import Problem, StudyError, echo
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.recipes import RecipeNote, merge_recipe
-from grpo_ablate.config.schema import LAUNCHER_ENV, SearchSection, StudyFile, StudySection, launcher_env_problem
+from grpo_ablate.config.schema import SearchSection, StudyFile, StudySection
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.validate import validate_dict
 from grpo_ablate.config.yaml_io import YamlLimitError, parse_yaml, read_yaml_file
@@ -57,9 +57,6 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
         raw, notes, recipe_problems = merge_recipe(raw, base)
         problems += recipe_problems
         resolve_paths(raw, base)  # what the recipe added (a dataset file, a reward module), beside the study
-    launcher = launcher_env_problem()
-    if launcher:
-        problems.append(Problem(path=LAUNCHER_ENV, message=launcher))
     study = validate_dict(raw, source=str(p), problems=problems)
     study.path = p
     study.warnings[:0] = notes

@@ -10,8 +10,6 @@ verbatim, checked against the installed TRL in trainer_fields.py.
 
 from __future__ import annotations
 
-import os
-import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -255,11 +253,12 @@ class HardwareSection(_Section):
         "size then comes from num_processes or accelerate_config, else 1)."))
     accelerate_config: str | None = Field(default=None, description=(
         "An accelerate config file; its num_processes counts unless vLLM server mode sets it."))
-    launcher: Literal["auto", "process", "warm", "slurm"] = Field(default="auto", description=(
-        "Where trials run: `process` (a process tree each), `warm` (each single-process trial in a fresh fork of "
-        "a pre-imported template), `slurm` (each trial a SLURM batch job submitted from this host), `auto` (the "
-        "registry's choice: warm for single-process CPU trials, else process); launch/registry.py. "
-        "GRPO_ABLATE_LAUNCHER overrides it."))
+    launcher: str = Field(default="auto", description=(
+        "Where trials run: a launcher of launch/registry.py's LAUNCHERS (the allowed values, which `grpo-ablate "
+        "explain hardware.launcher` lists), or `auto`: the first launcher of the registry that takes the trial "
+        "(today warm, a fresh fork of a pre-imported template, for single-process CPU trials, else process, a "
+        "process tree each; never a remote one such as slurm). GRPO_ABLATE_LAUNCHER overrides it; every command "
+        "that loads the study refuses a name the registry does not hold."))
     command: Literal["auto", "python", "torchrun", "accelerate"] = Field(default="auto", description=(
         "What starts a trial's processes; `auto`: python for one process, accelerate with accelerate_config, "
         "else torchrun."))
@@ -284,20 +283,14 @@ class HardwareSection(_Section):
     @field_validator("launcher", mode="before")
     @classmethod
     def _command_moved(cls, value: Any) -> Any:
+        """Read case-blind, as GRPO_ABLATE_LAUNCHER is; the name itself is checked against the launcher registry
+        by the commands (launch/registry.py's launcher_problems): config sits below launch and cannot see it."""
+        if isinstance(value, str):
+            value = value.strip().lower()
         if value in ("python", "torchrun", "accelerate"):
-            raise ValueError(f"hardware.launcher now names where trials run (auto, process, warm); "
-                             f"the command moved to its own key: write `command: {value}`")
+            raise ValueError(f"hardware.launcher now names where trials run (`grpo-ablate explain hardware.launcher` "
+                             f"lists them); the command moved to its own key: write `command: {value}`")
         return value
-
-
-def launcher_env_problem(env: Any = os.environ) -> str | None:
-    """What is wrong with GRPO_ABLATE_LAUNCHER, checked where the study loads (validate, plan, run)
-    rather than at the first trial's launch; None when it is unset or names a launcher."""
-    value = str(env.get(LAUNCHER_ENV, "")).strip().lower()
-    choices = typing.get_args(HardwareSection.model_fields["launcher"].annotation)
-    if not value or value in choices:
-        return None
-    return f"{LAUNCHER_ENV}={value!r} names no launcher: use one of {list(choices)} or unset it"
 
 
 class FloatRange(_Section):

@@ -9,8 +9,11 @@ trials is one `Launcher` subclass and one line here:
 
     LAUNCHERS = {"warm": WarmSession, "process": ProcessLauncher, "slurm": SlurmLauncher}
 
-(slurm.py was added so: its file and its line here; its name in config/schema.py's
-`hardware.launcher` choices, which tests/test_launch_registry.py keeps equal to this table).
+(slurm.py was added so: its file and its line here). This table is the one list of names:
+config/schema.py takes `hardware.launcher` as any string, since config sits below launch;
+`launcher_problems` checks it, and GRPO_ABLATE_LAUNCHER, where each command loads the study
+(commands/common.py's load_study), and `launcher_choices` gives `explain`, `schema` and the
+README's key table the allowed values.
 A launcher declares what it is (base.Capabilities), whether `auto` may take it
 (chosen_by_auto) and the command lines it would run (describe, for `plan --commands`).
 
@@ -27,9 +30,10 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from grpo_ablate.config.schema import LAUNCHER_ENV  # a launcher's name: overrides hardware.launcher for every trial
+from grpo_ablate.errors import Problem
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 
 from .base import Launcher
@@ -37,8 +41,11 @@ from .process import ProcessLauncher
 from .slurm import SlurmLauncher
 from .warm import WarmSession, shares_a_session
 
-__all__ = ["LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "describe_launch", "launcher_for", "launcher_name", "lend_launchers",
-           "reclaim_trial", "release_thread_launchers", "run_trial"]
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study
+
+__all__ = ["AUTO", "LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "describe_launch", "launcher_choices", "launcher_for",
+           "launcher_name", "launcher_problems", "lend_launchers", "reclaim_trial", "release_thread_launchers", "run_trial"]
 
 # In the order `auto` asks them (Capabilities.auto, then chosen_by_auto): the first that takes the trial runs it.
 LAUNCHERS: dict[str, type[Launcher]] = {
@@ -46,6 +53,34 @@ LAUNCHERS: dict[str, type[Launcher]] = {
     "process": ProcessLauncher,  # a fresh process tree per trial (python, torchrun or accelerate: hardware.command)
     "slurm": SlurmLauncher,  # each trial a SLURM batch job submitted from this host
 }
+
+AUTO = "auto"  # not a launcher: the registry's choice per trial (launcher_name)
+
+
+def launcher_choices() -> list[str]:
+    """What `hardware.launcher` and GRPO_ABLATE_LAUNCHER may name: `auto`, then the registry's launchers in auto's order.
+
+    Read from `LAUNCHERS` at each call, so a launcher registered there is a valid name with no other edit."""
+    return [AUTO, *LAUNCHERS]
+
+
+def launcher_problems(study: Study | None, env: Mapping[str, str] = os.environ) -> list[Problem]:
+    """A name the registry does not hold, in the study's `hardware.launcher` or in GRPO_ABLATE_LAUNCHER, as Problems.
+
+    Checked where each command loads the study (so validate, plan and run refuse it before anything
+    starts, exit 2 with the key path), not at the first trial's launch. `study` None: the study did
+    not load (its own problems are being reported), so only the environment is checked.
+    """
+    choices = launcher_choices()
+    problems = []
+    if study is not None and study.hardware.launcher not in choices:
+        problems.append(Problem(path="hardware.launcher", message=(
+            f"{study.hardware.launcher!r} names no launcher: use one of {choices} (launch/registry.py's LAUNCHERS)")))
+    value = str(env.get(LAUNCHER_ENV, "")).strip().lower()
+    if value and value not in choices:
+        problems.append(Problem(path=LAUNCHER_ENV, message=(
+            f"{LAUNCHER_ENV}={value!r} names no launcher: use one of {choices} or unset it")))
+    return problems
 
 
 def describe_launch(spec: TrialSpec, spec_path: Path) -> dict[str, list[str]]:
@@ -81,11 +116,12 @@ def launcher_name(spec: TrialSpec, *, probe: bool = False) -> str:
     rest; a remote launcher is never auto's choice. A trial that cannot share a session (several
     processes, vLLM: shares_a_session) never runs in one, whatever was asked.
     """
-    choice = os.environ.get(LAUNCHER_ENV, "").strip().lower() or str(spec.hardware.get("launcher") or "auto")
-    if choice not in LAUNCHERS and choice != "auto":
-        raise ValueError(f"the launcher must be auto or one of {sorted(LAUNCHERS)}, got {choice!r} "
+    choice = (os.environ.get(LAUNCHER_ENV, "").strip().lower()
+              or str(spec.hardware.get("launcher") or AUTO).strip().lower())
+    if choice not in launcher_choices():
+        raise ValueError(f"the launcher must be one of {launcher_choices()}, got {choice!r} "
                          f"(from {LAUNCHER_ENV if os.environ.get(LAUNCHER_ENV, '').strip() else 'hardware.launcher'})")
-    if choice == "auto":
+    if choice == AUTO:
         choice = next(name for name, kind in LAUNCHERS.items()
                       if kind.capabilities.auto and kind.chosen_by_auto(spec, probe=probe))
     if choice == "warm" and not shares_a_session(spec):
