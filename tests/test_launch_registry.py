@@ -14,6 +14,8 @@ from grpo_ablate.config.schema import HardwareSection
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.launch import (LAUNCHERS, Capabilities, Launcher, LauncherPool, LocalLauncher, launcher_name,
                                 registry, trial_environment)
+from grpo_ablate.commands.common import load_study
+from grpo_ablate.launch.devices import remote_launcher
 from grpo_ablate.launch.registry import launcher_choices
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
 from helpers import ROOT, cli_inprocess
@@ -79,6 +81,8 @@ def test_a_new_launcher_is_one_class_and_one_registry_line(monkeypatch, tmp_path
     assert code == 0, err
     code, out, _ = cli_inprocess("explain", "hardware.launcher")
     assert code == 0 and '"nearby"' in out
+    nearby = load_study(study, ["hardware.launcher=nearby"])  # its capabilities, not its name, say it is remote
+    assert remote_launcher(nearby) and not remote_launcher(load_study(study, ["hardware.launcher=process"]))
     code, out, _ = cli_inprocess("schema")
     assert code == 0 and json.loads(out)["$defs"]["HardwareSection"]["properties"]["launcher"]["enum"][-1] == "nearby"
     spec = spec_from_sections(tmp_path / "t", data={"task": "addition"}, trainer={}, budget={"max_steps": 1},

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.children import die_with_parent
 from grpo_ablate.config import Problem
+from grpo_ablate.launch.devices import remote_launcher
 from grpo_ablate.plan import baseline_arm, study_plan
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, Cell
@@ -123,7 +124,7 @@ def trial_start_checks(study: "Study") -> TrialStartReport:
                               else {"cuda_devices": 0, "results": []})
     cuda = int(result.get("cuda_devices") or 0)
     gpus = study.hardware.gpus or 0
-    report.for_this_machine = study.hardware.launcher != "slurm" and cuda >= gpus
+    report.for_this_machine = not remote_launcher(study) and cuda >= gpus  # the launcher declares it (Capabilities.remote)
     if gpus and cuda < gpus:
         report.notes.append(f"the study names {gpus} GPU(s) per trial and this machine has {cuda}: its trials run on "
                             f"another machine; {SMOKE_HINT}")
