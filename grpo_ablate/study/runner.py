@@ -50,6 +50,7 @@ from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_
                                      space_changed, wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.launch import reclaim_trial, release_thread_launchers
+from grpo_ablate.launch.registry import launcher_problems
 from grpo_ablate.vocab import PREFIX_ROLE, Cell, Outcome
 
 if TYPE_CHECKING:
@@ -384,6 +385,8 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     url = mask_url(study.storage_url)
     try:
+        if problems := launcher_problems(study):  # a caller of the Python API skipped the command's check
+            raise StudyError(problems, str(study.path or ""))
         check_output_dir(study)  # checks first: nothing is created for a run that is refused
         if warm_start:
             check_warm_source(study, warm_start, warm_start_storage)
