@@ -62,8 +62,8 @@ branched at W, +(N-W), +2(N-W)/3, +(N-W)/3. The scoring is the mode above's (`sc
 seeds in the "wrong" column, and two checks printed: the prefix's score at W equals the full G=8 run's
 at W, and the G=8 branch's at N equals the full run's at N (a branch of the same G is the run resumed).
 
-    nice -n 19 python benchmarks/branching.py --warmup 15 --seeds 40 --k 12   # build and score (resumable)
-    python benchmarks/branching.py --warmup 15 --from-table --k 12            # the figures only
+    nice -n 19 python benchmarks/branching.py --warmup 15 --seeds 40 --k 12   # build and score (resumable; 40 seeds took 25 min on 1 shared core)
+    python benchmarks/branching.py --warmup 15 --from-table --k 12 --json benchmarks/data/branching_warmup_figures.json
 """
 
 from __future__ import annotations
