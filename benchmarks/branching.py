@@ -48,6 +48,22 @@ min_effect or more behind on all 40 seeds, i.e. G=16 or G=32, 0.077 and 0.13 beh
 are what separate the designs here.
 
     python benchmarks/branching.py --from-table --json benchmarks/data/branching_figures.json
+
+The warmup mode (`--warmup W`, its own table benchmarks/data/branching_warmup.json, resumable the same way)
+measures what the mode above cannot: a full run WITH a warmup. The full run is `--full` N steps (60) under
+a cosine schedule whose first W steps warm the learning rate up to 2e-4 (transformers' `cosine`: linear
+warmup, then cosine decay to zero at step N), every trial with `budget.lr_schedule: prefix` and
+`budget.full_run.max_steps: N`, so step k has the full run's rate whatever the trial's length. Per seed it
+trains every G over the whole full run from step 0 (the truth, scored at N; and every from-scratch design,
+since a T-step trial is the full run's first T steps, scored at N/4, N/2 and 3N/4: from-scratch trials that
+start inside the warmup), then the G=8 prefix of W steps (checkpointed) and every G branched from it to
+step N, scored at W and at thirds of the branch. Designs: scratch N (the full run), 3N/4, N/2, N/4;
+branched at W, +(N-W), +2(N-W)/3, +(N-W)/3. The scoring is the mode above's (`score`), with the truth's
+seeds in the "wrong" column, and two checks printed: the prefix's score at W equals the full G=8 run's
+at W, and the G=8 branch's at N equals the full run's at N (a branch of the same G is the run resumed).
+
+    nice -n 19 python benchmarks/branching.py --warmup 15 --seeds 40 --k 12   # build and score (resumable; 40 seeds took 25 min on 1 shared core)
+    python benchmarks/branching.py --warmup 15 --from-table --k 12 --json benchmarks/data/branching_warmup_figures.json
 """
 
 from __future__ import annotations
@@ -74,8 +90,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grpo_ablate.stats.selection import eps_best, select  # noqa: E402
 
-__all__ = ["DATA", "TRUTH", "Design", "scratch_design", "branched_design", "designs", "replay", "best_g",
-           "build", "figures", "main"]
+__all__ = ["DATA", "TRUTH", "WARMUP_DATA", "Design", "scratch_design", "branched_design", "designs", "replay",
+           "best_g", "score", "full_run_design", "warmup_designs", "warmup_figures", "build", "build_warmup", "figures",
+           "main"]
 
 DATA = Path(__file__).resolve().parent / "data" / "branching.json"
 TRUTH = Path(__file__).resolve().parent / "data" / "sequential_table_rare.json"
@@ -286,15 +303,29 @@ def effect_change(a: Design, b: Design, baseline: str) -> dict[str, dict[str, fl
 
 def figures(table: Mapping[str, Any], branch: Mapping[str, Any], k: int = K, replays: int = 400) -> dict[str, Any]:
     """Every design replayed at every min_effect, the paired differences against the full run, and the best G of each."""
-    ds = designs(table, branch.get("rows", []))
+    labels = {r["arm"]: r["label"] for r in table["rows"]}
+    base = next(r["arm"] for r in table["rows"] if r["role"] == "baseline")
+    out = score(designs(table, branch.get("rows", [])), labels, base, k, replays,
+                [(f"branched at {BRANCH}, +40 steps", f"scratch, {FULL} steps"),
+                 (f"branched at {BRANCH}, +20 steps", "scratch, 40 steps")])  # the same last step
+    out["seconds"] = _seconds(table, branch)
+    out["reproduced"] = _reproduced(table, branch.get("rows", []))
+    out["branch"], out["full"] = BRANCH, FULL
+    return out
+
+
+def score(ds: Sequence[Design], labels: Mapping[str, str], base: str, k: int, replays: int,
+          same_end: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The page's figures for designs whose first is the full run (the truth): each design with enough seeds
+    replayed at every min_effect beside the no-study control, each branched design paired with each
+    from-scratch one, each design's best G, and G's effects compared for the (branched, scratch) pairs
+    of `same_end` (designs that end at the same step)."""
     truth = ds[0]
     have = [d for d in ds if len(set(d.seeds) & set(truth.seeds)) > k and set(d.values) == set(truth.values)]
-    labels = {r["arm"]: r["label"] for r in table["rows"]}
-    out: dict[str, Any] = {"k": k, "replays": replays, "labels": labels, "rows": [], "paired": [], "best": [],
-                           "seconds": _seconds(table, branch)}
+    out: dict[str, Any] = {"k": k, "replays": replays, "labels": dict(labels), "rows": [], "paired": [], "best": [],
+                           "truth_seeds": len(truth.seeds)}
     pool = sorted(set.intersection(*(set(d.seeds) for d in have)))  # every design draws the same seeds
     out["pool"] = len(pool)
-    base = next(r["arm"] for r in table["rows"] if r["role"] == "baseline")
     out["truth_error"] = truth_error(truth, len(truth.seeds) - k)
     for me in MIN_EFFECTS:
         reps = {d.name: replay(d, truth, k, me, replays, pool=pool) for d in have}
@@ -319,12 +350,75 @@ def figures(table: Mapping[str, Any], branch: Mapping[str, Any], k: int = K, rep
         out["best"].append(best_g(d, MIN_EFFECTS[0]))
     named = {d.name: d for d in have}
     out["changes"] = []
-    for branched, scratch in ((f"branched at {BRANCH}, +40 steps", f"scratch, {FULL} steps"),
-                              (f"branched at {BRANCH}, +20 steps", "scratch, 40 steps")):  # the same last step
-        if branched in named and scratch in named:
-            out["changes"].append({"design": branched, "against": scratch,
-                                   "arms": effect_change(named[branched], named[scratch], base)})
-    out["reproduced"] = _reproduced(table, branch.get("rows", []))
+    for branched, scratch_name in same_end:
+        if branched in named and scratch_name in named:
+            out["changes"].append({"design": branched, "against": scratch_name,
+                                   "arms": effect_change(named[branched], named[scratch_name], base)})
+    return out
+
+
+def full_run_design(rows: Sequence[Mapping[str, Any]], steps: int, arms: int = len(GENERATIONS)) -> Design:
+    """Every arm trained `steps` from step 0: the warmup table's full-run rows (kind "full") read at step `steps`.
+
+    Under `budget.lr_schedule: prefix` a trial of `steps` steps is the full run's first `steps` steps
+    (the schedule is the full run's; the held-out evaluation is greedy and leaves training's random
+    stream alone), so its score is the full run's at that step."""
+    values: dict[str, dict[int, float]] = {}
+    for r in rows:
+        if r["kind"] != "full" or r["outcome"] != "completed":
+            continue
+        v = next((float(x) for s, x in r["curve"] if int(s) == steps), None)
+        if v is not None:
+            values.setdefault(r["arm"], {})[int(r["seed"])] = v
+    return Design(f"scratch, {steps} steps", values, arms * steps)
+
+
+def warmup_designs(rows: Sequence[Mapping[str, Any]], warmup: int, full: int) -> list[Design]:
+    """The warmup mode's designs: from scratch for the full run (the truth) and its quarters (from step 0,
+    through the warmup), and branched at the warmup's end for the rest of the run and its thirds."""
+    out = [full_run_design(rows, full)] + [full_run_design(rows, full * q // 4) for q in (3, 2, 1)]
+    rest = full - warmup
+    out += [branched_design(rows, warmup, rest * q // 3) for q in (3, 2, 1)]
+    return out
+
+
+def warmup_figures(table: Mapping[str, Any], k: int, replays: int = 400) -> dict[str, Any]:
+    """The warmup mode's page: `score` on warmup_designs, with the checks that the branched runs are the full run's."""
+    st = table["settings"]
+    warmup, full = int(st["branch"]), int(st["full_run"])
+    rows = table["rows"]
+    labels = {r["arm"]: r["label"] for r in rows}
+    base = next(r["arm"] for r in rows if r["kind"] == "prefix")
+    rest = full - warmup
+    same = [(f"branched at {warmup}, +{rest * q // 3} steps", f"scratch, {warmup + rest * q // 3} steps") for q in (3, 2, 1)]
+    out = score(warmup_designs(rows, warmup, full), labels, base, k, replays, same)
+    out["branch"], out["full"], out["settings"] = warmup, full, dict(st)
+    per_seed: dict[str, dict[int, float]] = {}
+    for r in rows:
+        if r.get("seconds") is not None:
+            side = "full" if r["kind"] == "full" else "branched"
+            per_seed.setdefault(side, {})[r["seed"]] = per_seed.get(side, {}).get(r["seed"], 0.0) + float(r["seconds"])
+    count = {(side, s): sum(1 for r in rows if r["seed"] == s and (r["kind"] == "full") == (side == "full"))
+             for side in ("full", "branched") for s in {r["seed"] for r in rows}}
+    arms = len({r["arm"] for r in rows})
+    whole = {side: [v for s, v in per_seed.get(side, {}).items() if count[(side, s)] == arms + (side != "full")]
+             for side in ("full", "branched")}
+    out["seconds"] = {"full_per_seed": statistics.median(whole["full"]) if whole["full"] else None,
+                      "branched_per_seed": statistics.median(whole["branched"]) if whole["branched"] else None}
+    ref = {r["seed"]: r["curve"] for r in rows if r["kind"] == "full" and r["arm"] == base and r["outcome"] == "completed"}
+    rep = {"prefix_equal": 0, "prefix_total": 0, "resume_equal": 0, "resume_total": 0}
+    for r in rows:
+        if r["seed"] not in ref or r["outcome"] != "completed" or r["kind"] == "full":
+            continue
+        at = dict((int(s), x) for s, x in ref[r["seed"]])
+        mine = dict((int(s), x) for s, x in r["curve"])
+        if r["kind"] == "prefix":
+            rep["prefix_total"] += 1
+            rep["prefix_equal"] += int(mine.get(warmup) is not None and mine.get(warmup) == at.get(warmup))
+        elif r["arm"] == base:
+            rep["resume_total"] += 1
+            rep["resume_equal"] += int(mine.get(full) is not None and mine.get(full) == at.get(full))
+    out["reproduced"] = rep
     return out
 
 
@@ -397,7 +491,7 @@ def build(seeds: int, path: Path = DATA, work: Path = ROOT / ".cache" / "branchi
     from grpo_ablate.plan import study_plan
     from grpo_ablate.study.setup import library_versions
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.spec import EvalBudget, StartFrom
+    from grpo_ablate.trainer.spec import StartFrom
     from grpo_ablate.vocab import Outcome
     from sequential_table import study_text
 
@@ -419,7 +513,7 @@ def build(seeds: int, path: Path = DATA, work: Path = ROOT / ".cache" / "branchi
         return s, study_plan(s)
 
     prefix_study, prefix_plan = study(BRANCH, 0)
-    branch_study, branch_plan = study(BRANCH + BRANCH_STEPS, BRANCH_POINTS)
+    branch_study, branch_plan = study(BRANCH_STEPS, BRANCH_POINTS)  # the branch's own steps: build_spec adds BRANCH
 
     def record(kind: str, cell: Any, folder: Path, result: Any, seconds: float) -> dict[str, Any]:
         evals = _evals(folder)
@@ -460,14 +554,135 @@ def build(seeds: int, path: Path = DATA, work: Path = ROOT / ".cache" / "branchi
                     continue
                 folder = work / f"seed{seed:03d}" / cell.arm.key.replace("|", "_")
                 shutil.rmtree(folder, ignore_errors=True)
+                # scored over the branch's own completions: at its start (the branch point), every 10 steps, and its end
                 spec = build_spec(branch_study, cell, folder, env, start_from=StartFrom(str(checkpoint), BRANCH))
-                # the branch's own completions: scored at its start (the branch point), every 10 steps, and its end
-                spec = dataclasses.replace(spec, eval_budget=EvalBudget("completions", float(BRANCH_STEPS * PER_STEP)))
                 t0 = time.monotonic()
                 result = session.run(spec)
                 record("branch", cell, folder, result, time.monotonic() - t0)
                 shutil.rmtree(folder, ignore_errors=True)
             shutil.rmtree(work / f"seed{seed:03d}", ignore_errors=True)
+    return table
+
+
+# ------------------------------------------------------------------ the warmup mode (--warmup W)
+
+
+WARMUP_DATA = Path(__file__).resolve().parent / "data" / "branching_warmup.json"
+WARMUP_FULL = 60  # the warmup mode's full run: N steps, the first W of them warmup
+WARMUP_SCHEDULE = "cosine"  # linear warmup to the peak rate over W steps, then cosine decay to zero at step N
+
+
+def warmup_settings(warmup: int, full: int = WARMUP_FULL) -> dict[str, Any]:
+    return {"task": TASK, "generations": GENERATIONS, "full_run": full, "warmup_steps": warmup, "branch": warmup,
+            "lr_scheduler_type": WARMUP_SCHEDULE, "learning_rate": 2.0e-4, "eval_prompts": EVAL_PROMPTS,
+            "per_step": PER_STEP}
+
+
+def warmup_study_text(warmup: int, full: int, steps: int, points: int, seeds: int) -> dict[str, Any]:
+    """The warmup mode's study file: sequential_table's settings with the full run's schedule (`WARMUP_SCHEDULE`
+    over `full` steps, `warmup` of them warmup) and `budget.lr_schedule: prefix`, so a trial of `steps`
+    steps, or a branch ending at step `full`, has the full run's learning rate at every step."""
+    from sequential_table import study_text
+
+    text = study_text(TASK, steps, EVAL_PROMPTS, points, seeds, GENERATIONS, [1.0])
+    text["trainer"].update({"lr_scheduler_type": WARMUP_SCHEDULE, "warmup_steps": warmup})
+    text["budget"].update({"lr_schedule": "prefix", "full_run": {"max_steps": full}})
+    text["study"]["checkpoint_steps"] = None  # the prefix saves its one checkpoint itself (build_warmup)
+    return text
+
+
+def build_warmup(seeds: int, warmup: int, full: int = WARMUP_FULL, path: Path = WARMUP_DATA,
+                 work: Path = ROOT / ".cache" / "branching-warmup") -> dict[str, Any]:
+    """Train what the warmup table lacks, seeds outermost, saving after every trial.
+
+    Per seed: every G trained the full run from step 0 (kind "full": the truth, and every from-scratch
+    design, whose T-step trial is this run's first T steps under `lr_schedule: prefix`), scored at
+    steps 0, full/4, full/2, 3 full/4 and full; the G=8 prefix of `warmup` steps (kind "prefix",
+    checkpointed); every G branched from it to step `full` (kind "branch"), scored at the branch point
+    and at thirds of the branch."""
+    import yaml
+
+    from grpo_ablate.config import load_study
+    from grpo_ablate.launch import WarmSession
+    from grpo_ablate.plan import study_plan
+    from grpo_ablate.study.setup import library_versions
+    from grpo_ablate.study.trial_spec import build_spec
+    from grpo_ablate.trainer.spec import StartFrom
+    from grpo_ablate.vocab import Outcome
+
+    if not 0 < warmup < full:
+        raise ValueError(f"--warmup {warmup}: give a warmup of at least 1 step and fewer than the full run's {full}")
+    want = warmup_settings(warmup, full)
+    table = load(path)
+    if table.get("settings") != want:
+        if table["rows"]:
+            print(f"settings changed ({table.get('settings')} -> {want}): rebuilding", flush=True)
+        table = {"settings": want, "versions": library_versions(), "rows": []}
+    done = {(r["kind"], r["arm"], r["seed"]) for r in table["rows"]}
+    work.mkdir(parents=True, exist_ok=True)
+    env = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+    def study(name: str, steps: int, points: int):
+        f = work / f"study-{name}.yaml"
+        f.write_text(yaml.safe_dump(warmup_study_text(warmup, full, steps, points, seeds)))
+        s = load_study(f)
+        return s, study_plan(s)
+
+    full_study, full_plan = study("full", full, 3)
+    prefix_study, prefix_plan = study("prefix", warmup, 0)
+    branch_study, branch_plan = study("branch", full - warmup, 2)  # the branch's own steps: it ends at step `full`
+
+    def record(kind: str, cell: Any, folder: Path, result: Any, seconds: float) -> None:
+        evals = _evals(folder)
+        row = {"kind": kind, "task": TASK, "arm": cell.arm.key, "label": cell.arm.label, "seed": cell.seed,
+               "outcome": result.outcome.value, "objective": (result.metrics or {}).get("eval_final_reward"),
+               "curve": [[e["step"], e["reward"]] for e in evals],
+               "per_prompt": evals[-1].get("per_prompt") if evals else None, "seconds": round(seconds, 1)}
+        table["rows"].append(row)
+        done.add((kind, cell.arm.key, cell.seed))
+        _save(table, path)
+        print(f"{time.strftime('%H:%M:%S')} {kind} {cell.arm.label} seed {cell.seed}: {row['outcome']} "
+              f"curve={[(s, round(r, 3)) for s, r in row['curve']]} ({row['seconds']} s)", flush=True)
+        if result.outcome is not Outcome.COMPLETED:
+            print(result.reason, (result.log_tail or "")[-2000:], flush=True)
+
+    def train(kind: str, study_: Any, cell: Any, folder: Path, **kw: Any) -> Any:
+        shutil.rmtree(folder, ignore_errors=True)
+        spec = build_spec(study_, cell, folder, env, **kw)
+        if kind == "prefix":
+            spec = dataclasses.replace(spec, trainer={**spec.trainer, "save_strategy": "steps", "save_steps": warmup})
+        t0 = time.monotonic()
+        result = session.run(spec)
+        record(kind, cell, folder, result, time.monotonic() - t0)
+        return result
+
+    with WarmSession() as session:
+        for seed in range(seeds):
+            here = work / f"seed{seed:03d}"
+            for cell in (c for c in full_plan if c.seed == seed):
+                if ("full", cell.arm.key, seed) not in done:
+                    train("full", full_study, cell, here / ("full-" + cell.arm.key.replace("|", "_")))
+                    shutil.rmtree(here / ("full-" + cell.arm.key.replace("|", "_")), ignore_errors=True)
+            arms = [c for c in branch_plan if c.seed == seed]
+            if all(("branch", c.arm.key, seed) in done for c in arms):
+                shutil.rmtree(here, ignore_errors=True)
+                continue
+            base = next(c for c in prefix_plan if c.seed == seed and c.role == "baseline")
+            pfolder = here / "prefix"
+            checkpoint = pfolder / "trainer" / f"checkpoint-{warmup}"
+            if not (checkpoint / "trainer_state.json").is_file():  # a build killed mid-seed trains its prefix again
+                if ("prefix", base.arm.key, seed) in done:  # keep one prefix row per seed: drop the old one
+                    table["rows"] = [r for r in table["rows"] if (r["kind"], r["arm"], r["seed"]) != ("prefix", base.arm.key, seed)]
+                result = train("prefix", prefix_study, base, pfolder)
+                if result.outcome is not Outcome.COMPLETED or not checkpoint.is_dir():
+                    print(f"seed {seed}: the prefix did not leave {checkpoint}; its branches are skipped", flush=True)
+                    continue
+            for cell in arms:
+                if ("branch", cell.arm.key, seed) not in done:
+                    folder = here / cell.arm.key.replace("|", "_")
+                    train("branch", branch_study, cell, folder, start_from=StartFrom(str(checkpoint), warmup))
+                    shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(here, ignore_errors=True)
     return table
 
 
@@ -477,19 +692,20 @@ def build(seeds: int, path: Path = DATA, work: Path = ROOT / ".cache" / "branchi
 def _print(fig: dict[str, Any]) -> None:
     secs = fig["seconds"]
     print(f"replays: {fig['replays']} studies of {fig['k']} seeds each, truth over the seeds each did not see")
+    b, n = fig["branch"], fig["full"]
     if secs["full_per_seed"] and secs["branched_per_seed"]:
         print(f"measured seconds per seed: full run's 5 trials {secs['full_per_seed']:.0f} s, "
-              f"branched (prefix + 5 branches of {BRANCH_STEPS}) {secs['branched_per_seed']:.0f} s")
+              f"branched (prefix + 5 branches of {n - b}) {secs['branched_per_seed']:.0f} s")
     rep = fig["reproduced"]
-    print(f"rebuilt prefix equals the table's baseline at step {BRANCH}: {rep['prefix_equal']}/{rep['prefix_total']}; "
-          f"branched baseline equals it at step {BRANCH + BRANCH_STEPS}: {rep['resume_equal']}/{rep['resume_total']}")
+    print(f"rebuilt prefix equals the full run's baseline at step {b}: {rep['prefix_equal']}/{rep['prefix_total']}; "
+          f"branched baseline equals it at step {n}: {rep['resume_equal']}/{rep['resume_total']}")
     te = fig["truth_error"]
     print(f"the full-run truth's own noise: {fig['labels'][te['arms'][0]].split(',')[0]} minus "
           f"{fig['labels'][te['arms'][1]].split(',')[0]} (its two best arms) over {te['held']} held-out seeds has a "
           f"standard error of {te['se']:.4f}; replays draw from the {fig['pool']} seeds every design has")
     print()
     print("| design | steps per seed | share of full-run trials | min_effect | within (full-run truth) | regret | "
-          "within (own truth) | wrong (>= min_effect behind on 40 seeds) | answers |")
+          f"within (own truth) | wrong (>= min_effect behind on all {fig['truth_seeds']} seeds) | answers |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in fig["rows"]:
         counts = ", ".join(f"{fig['labels'][a].split(',')[0]}: {n}" for a, n in r["answer_counts"].items() if n)
@@ -523,10 +739,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replays", type=int, default=400)
     p.add_argument("--k", type=int, default=K, help="seeds in a replayed study")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    p.add_argument("--warmup", type=int, default=None, metavar="W",
+                   help=f"the warmup mode: a full run of --full steps whose first W are warmup ({WARMUP_SCHEDULE}), "
+                        f"branched at step W; its own table ({WARMUP_DATA.name} unless --out)")
+    p.add_argument("--full", type=int, default=WARMUP_FULL, help="the warmup mode's full run in steps")
     a = p.parse_args(argv)
-    if not a.from_table:
-        build(a.seeds, a.out)
-    fig = figures(json.loads(TRUTH.read_text()), load(a.out), a.k, a.replays)
+    if a.warmup is not None:
+        out = a.out if a.out != DATA else WARMUP_DATA
+        if not a.from_table:
+            build_warmup(a.seeds, a.warmup, a.full, out)
+        fig = warmup_figures(load(out), a.k, a.replays)
+    else:
+        if not a.from_table:
+            build(a.seeds, a.out)
+        fig = figures(json.loads(TRUTH.read_text()), load(a.out), a.k, a.replays)
     _print(fig)
     if a.json:
         a.json.write_text(json.dumps(fig, indent=1))

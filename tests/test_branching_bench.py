@@ -116,3 +116,59 @@ def test_a_change_in_one_arms_effect_is_measured_paired_over_seeds():
     assert change["b"]["change"] == pytest.approx(-0.07) and change["b"]["ci95"] < 0.01
     assert change["c"]["change"] == pytest.approx(0.0, abs=1e-12)
     assert change["b"]["effect_b"] == pytest.approx(change["b"]["effect_a"] + 0.07) and set(change) == {"b", "c"}
+
+
+def _warmup_rows(full: dict[str, dict[int, float]], branched: dict[str, dict[int, float]], w: int = 15, n: int = 60) -> list[dict]:
+    """The warmup table's rows: per seed every arm's full run (scored at quarters), the baseline's prefix, every branch.
+
+    A full run scores `v - 0.1 * (quarters left)` along the way and 0 inside the warmup; the baseline's branch
+    reproduces its full run at the end exactly (seed 0's prefix does not: one broken reproduction)."""
+    rows = []
+    for a in ARMS:
+        for s, v in full[a].items():
+            rows.append({"kind": "full", "arm": a, "label": f"G={a}, batch 32, T=1", "seed": s, "outcome": "completed",
+                         "seconds": 4.0, "curve": [[0, 0.0], [w, 0.0], [30, v - 0.2], [45, v - 0.1], [n, v]]})
+            end = v if a == "a" else branched[a][s]
+            rows.append({"kind": "branch", "arm": a, "label": f"G={a}, batch 32, T=1", "seed": s, "outcome": "completed",
+                         "seconds": 3.0, "curve": [[w, 0.0], [30, end - 0.2], [45, end - 0.1], [n, end]]})
+    for s in full["a"]:
+        rows.append({"kind": "prefix", "arm": "a", "label": "G=a, batch 32, T=1", "seed": s, "outcome": "completed",
+                     "seconds": 1.0, "curve": [[0, 0.0], [w, 0.01 if s == 0 else 0.0]]})
+    return rows
+
+
+def test_warmup_designs_read_the_full_run_at_each_length_and_price_the_prefix_once():
+    full = _flat({"a": 0.5, "b": 0.6, "c": 0.4}, 6)
+    rows = _warmup_rows(full, _flat({"a": 0.5, "b": 0.4, "c": 0.6}, 6))
+    ds = {d.name: d for d in bench.warmup_designs(rows, 15, 60)}
+    assert list(ds) == ["scratch, 60 steps", "scratch, 45 steps", "scratch, 30 steps", "scratch, 15 steps",
+                        "branched at 15, +45 steps", "branched at 15, +30 steps", "branched at 15, +15 steps"]
+    assert ds["scratch, 60 steps"].values == full
+    assert ds["scratch, 30 steps"].values["b"] == {s: v - 0.2 for s, v in full["b"].items()}
+    assert ds["scratch, 15 steps"].values["c"] == {s: 0.0 for s in range(6)}  # inside the warmup nothing has moved
+    assert ds["scratch, 45 steps"].steps_per_seed == len(bench.GENERATIONS) * 45
+    assert ds["branched at 15, +15 steps"].steps_per_seed == 15 + len(bench.GENERATIONS) * 15
+    assert bench.full_run_design(rows, 50).values == {}  # no point at step 50: nothing invented
+
+
+def test_warmup_figures_score_against_the_full_run_and_count_the_reproductions():
+    full = _flat({"a": 0.5, "b": 0.6, "c": 0.4}, 12)
+    table = {"settings": bench.warmup_settings(15, 60), "rows": _warmup_rows(full, _flat({"a": 0.5, "b": 0.4, "c": 0.6}, 12))}
+    fig = bench.warmup_figures(table, k=4, replays=5)
+    by = {(r["design"], r["min_effect"]): r for r in fig["rows"]}
+    assert by[("scratch, 60 steps", 0.02)]["within"] == 1.0 and by[("scratch, 60 steps", 0.02)]["share_of_full"] == 1.0
+    assert by[("branched at 15, +45 steps", 0.02)]["within"] == 0.0  # its branches rank c first; the full run's best is b
+    assert by[("branched at 15, +45 steps", 0.02)]["wrong"] == 1.0
+    assert by[("branched at 15, +15 steps", 0.05)]["share_of_full"] == pytest.approx((15 + 5 * 15) / (5 * 60))  # priced at the benchmark's 5 arms
+    assert fig["reproduced"] == {"prefix_equal": 11, "prefix_total": 12, "resume_equal": 12, "resume_total": 12}
+    assert [(c["design"], c["against"]) for c in fig["changes"]] == [
+        ("branched at 15, +45 steps", "scratch, 60 steps"), ("branched at 15, +30 steps", "scratch, 45 steps"),
+        ("branched at 15, +15 steps", "scratch, 30 steps")]
+    assert fig["changes"][0]["arms"]["b"]["change"] == pytest.approx(-0.2, abs=0.02)  # b loses its lead when it branches
+    assert fig["seconds"] == {"full_per_seed": 12.0, "branched_per_seed": 10.0} and fig["truth_seeds"] == 12
+    assert fig["branch"] == 15 and fig["full"] == 60
+
+
+def test_the_warmup_build_refuses_a_branch_point_outside_the_run(tmp_path):
+    with pytest.raises(ValueError, match="warmup"):
+        bench.build_warmup(1, 60, 60, tmp_path / "t.json", tmp_path / "work")
