@@ -74,7 +74,7 @@ def one(recipe: Path, budget: str, tmp: Path, min_effect: str | None = None, scr
     out = tmp / f"{recipe.stem}{'-effect' if min_effect else ''}{'-scratch' if scratch else ''}.yaml"
     argv = ["init", "--from", str(recipe), "--gpus", "8", "--vllm", "server", "--budget", budget, "--out", str(out)]
     argv += ["--min-effect", min_effect] if min_effect else []
-    argv += ["--branch-from", "none"] if scratch else []
+    argv += ["--branch-from", "none" if scratch else "warmup"]  # both explicit: the figures do not follow init's default
     rows = TRAIN_ROWS.get(str(values.get("dataset_name")))
     if rows and not (isinstance(values.get("max_steps"), int) and values["max_steps"] > 0):
         argv += ["--full-run-prompts", str(rows)]

@@ -115,7 +115,8 @@ def _printed_price(stdout: str) -> str:
 
 def test_init_fits_the_budget_and_prints_the_price_plan_prints(tmp_path):
     out = tmp_path / "fit.yaml"
-    res = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--budget", "1x", "--out", str(out))
+    res = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--budget", "1x",
+                        "--branch-from", "warmup", "--out", str(out))
     assert res.returncode == 0, res.stderr
     said = _printed_price(res.stdout)
     plan = cli_inprocess("plan", str(out))
@@ -132,10 +133,10 @@ def test_init_fits_the_budget_and_prints_the_price_plan_prints(tmp_path):
     assert 10 <= study.budget.max_steps <= 100
     assert p.branching is not None and p.branching.step == 15 and p.branching.prefixes == len(study.study.seeds)
     assert "per seed one shared prefix of 15 steps, counted once" in said
-    # --branch-from none: every trial from step 0, trained past the warmup, and dearer for it
+    # the default (--branch-from none): every trial from step 0, trained past the warmup, and dearer for it
     scratch = tmp_path / "scratch.yaml"
     res = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--budget", "1x",
-                        "--branch-from", "none", "--out", str(scratch))
+                        "--out", str(scratch))
     assert res.returncode == 0, res.stderr
     plain = load_study(scratch)
     assert plain.budget.branch_from is None and planned_price(plain).branching is None

@@ -118,9 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "prices the study in units of the full run")
     p.add_argument("--min-effect", type=float, help="the smallest held-out reward difference worth acting on "
                                                     "(default 0.05 of the reward's range): sizes the seeds")
-    p.add_argument("--branch-from", choices=["warmup", "none"], default="warmup",
-                   help="warmup (default, where the recipe has one): per seed the baseline trains once to the end of "
-                        "warmup and every arm branches from there; none: every trial from step 0")
+    p.add_argument("--branch-from", choices=["warmup", "none"], default="none",
+                   help="none (default): every trial from step 0; warmup (where the recipe has one): per seed the "
+                        "baseline trains once to the end of warmup and every arm branches from there, which is "
+                        "cheaper but measured to change which G is best (README, 'Does branching change the answer?')")
     p.set_defaults(func=init.run)
     p = sub.add_parser("probe", help="each G's largest generation batch that fits, from a few real optimizer steps")
     add_study(p)

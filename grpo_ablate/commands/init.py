@@ -10,10 +10,11 @@ G values nearest it; the seeds are those Bechhofer's design needs to pick an arm
 of the best (at --min-effect, default 0.05 of the reward's range), as the group-sequential race's
 planned maximum (the race is on). Where the full run can be priced (its steps, or its epochs and
 --full-run-prompts), `fit_design` chooses the most arms and the longest trial whose plan fits --budget
-(default half the full run): where the recipe has a learning-rate warmup, the arms branch past it
-(budget.branch_from: warmup: per seed the baseline trains once to the end of warmup, every arm
-branches from there, the prefix paid once), so the arms are compared where the run trains; without
-warmup, or with --branch-from none, every trial starts from step 0. It prints the price as `plan` does, and refuses (exit 2,
+(default half the full run). Every trial starts from step 0 and trains past the recipe's warmup
+(the default); with --branch-from warmup, where the recipe has a learning-rate warmup, the arms
+branch past it instead (budget.branch_from: warmup: per seed the baseline trains once to the end
+of warmup, every arm branches from there, the prefix paid once). Branching is cheaper, but on the
+CPU benchmark it changed which G is best (benchmarks/branching.py --warmup), so it is opt-in. It prints the price as `plan` does, and refuses (exit 2,
 nothing written) when no design that can decide fits, saying what it would take: the budget the
 smallest such design needs, or the min_effect at which one fits this budget. The file is checked before it is written, and
 an existing file is only replaced with --force; the recipe or dataset init reads is never replaced,
@@ -88,7 +89,7 @@ class InitAnswers:
     budget: str | None = None  # --budget: a share of the full run ("0.5x"); None: DEFAULT_BUDGET where it can be priced
     full_run_prompts: int | None = None  # --full-run-prompts: the training set's rows, when the recipe counts epochs
     min_effect: float | None = None  # --min-effect: in reward units; None: REWARD_MIN_EFFECT of the reward's range
-    branch: bool = True  # --branch-from warmup (the default) | none: every trial from step 0
+    branch: bool = False  # --branch-from warmup | none (the default): every trial from step 0
     recipe_values: dict[str, Any] = field(default_factory=dict)
     recipe_trl: str | None = None  # the TRL release a `trl grpo` recipe was written for (config/trl_releases.py)
 
@@ -376,7 +377,7 @@ def _priced(a: InitAnswers, out: Path, design: Design) -> tuple[Any, Price]:
 def fit_design(a: InitAnswers, out: Path) -> Design:
     """The design init writes: the most G arms (nearest the baseline first), with the seeds Bechhofer's design
     needs for them and the longest trial up to TRIAL_STEPS_CAP, that the plan prices within the budget (a share of
-    the full run, the high end of the estimate). Where the recipe has a learning-rate warmup the arms branch at its
+    the full run, the high end of the estimate). With --branch-from warmup, where the recipe has a learning-rate warmup, the arms branch at its
     end (one shared prefix per seed, counted once) and each branch trains at least MIN_STEPS_PAST_WARMUP steps;
     without warmup each trial trains that many from step 0. Without a price (no full run known here) the unfitted
     design, unless --budget asked for one. StudyError when no design that can decide fits: it says what the
@@ -550,7 +551,7 @@ def run(args: argparse.Namespace) -> int:
                           recipe_trl=getattr(args, "recipe_trl", None),
                           budget=getattr(args, "budget", None), full_run_prompts=getattr(args, "full_run_prompts", None),
                           min_effect=getattr(args, "min_effect", None),
-                          branch=getattr(args, "branch_from", "warmup") != "none")
+                          branch=getattr(args, "branch_from", "none") == "warmup")
     out = write_study(ask_missing(answers), Path(args.out), force=args.force)
     study = load_study(out)
     print(f"wrote {out}: {planned_price(study).words()}\n")  # the figure plan prints below, from the same call
