@@ -9,6 +9,7 @@ Bare `num_generations`, `temperature` and `generation_batch_size` pick this tria
 `budget.max_steps=20`, bare GRPOConfig keys go to the trainer section). Unset values come from
 the study's baseline, then the default-arm rule the ablation's baseline uses (plan.baseline_arm).
 
+Ctrl-C stops the trial after its current step (interrupted, exit 130); a second Ctrl-C ends it now.
 Exit status: 0 completed, 1 failed/oom, 2 a study that does not validate, 130 interrupted.
 """
 
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,6 +37,7 @@ from grpo_ablate.launch.devices import cpu_slot
 from grpo_ablate.study.owner import claim_output_dir
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.launch import run_trial
+from grpo_ablate.launch.watch import request_stop
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome
 
@@ -133,6 +137,35 @@ def run_one(study_path: str, sets: list[str], trial_dir: str | None = None) -> i
         return _run(study, params, folder, build_spec(study, params, folder.resolve(), threads or None), console)
 
 
+class _first_interrupt_stops:
+    """The first Ctrl-C (SIGINT) writes the trial's STOP file: it stops after its current step and is recorded
+    interrupted (exit 130), as a study's first Ctrl-C. Only a second one raises KeyboardInterrupt (the launcher
+    then ends the trial now). A KeyboardInterrupt raised at whatever the parent was doing (a fork's at-fork hook
+    inside logging, starting the trial) could leave a lock held or the trial unwatched, and hang the exit."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.asked = folder, False
+        self.previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.asked:
+            raise KeyboardInterrupt
+        self.asked = True
+        try:
+            request_stop(self.folder, Outcome.INTERRUPTED.value)
+        except OSError:  # no STOP can be written: end it now
+            raise KeyboardInterrupt from None
+
+    def __enter__(self) -> "_first_interrupt_stops":
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
 def _run(study: Any, params: Cell, folder: Path, spec: TrialSpec, console: Any) -> int:
     """The trial with a progress bar, then the table; the exit status."""
     steps = spec.max_steps  # the plan's optimizer steps (a completions budget resolved too)
@@ -160,7 +193,8 @@ def _run(study: Any, params: Cell, folder: Path, spec: TrialSpec, console: Any) 
             progress.update(task, completed=int(row.get("step", 0)), status=f"{reward}  {row.get('train_seconds', 0):.1f}s training")
 
         try:
-            result = run_trial(spec, on_progress=on_progress)
+            with _first_interrupt_stops(folder):
+                result = run_trial(spec, on_progress=on_progress)
         except KeyboardInterrupt:
             console.print("interrupted: the trial was stopped; partial metrics are in " + str(folder), markup=False)
             return 130
