@@ -73,7 +73,8 @@ def test_evaluation_reward_does_not_depend_on_the_training_temperature(two_arms)
 
 
 def test_evaluation_prompts_never_appear_in_training(two_arms, tmp_path):
-    from grpo_ablate.trainer.build import load_model_and_tokenizer, load_prompt_sets
+    from grpo_ablate.trainer.build import load_model_and_tokenizer
+    from grpo_ablate.trainer.prompts import load_prompt_sets
 
     shown = {s["prompt"] for r in _eval(two_arms["g8"]) for s in r["samples"]}
     for trial in two_arms.values():

@@ -99,7 +99,7 @@ def test_the_trainer_refuses_bad_rows_with_line_numbers_and_never_trains_on_none
     pytest.importorskip("datasets")
     from datasets import Dataset
 
-    from grpo_ablate.trainer.build import _load_source, format_prompts
+    from grpo_ablate.trainer.prompts import _load_source, format_prompts
 
     bad = _lines(tmp_path / "d.jsonl", '{"prompt": "a"}', '{"prompt": null}')
     with pytest.raises(ValueError, match="line 2 prompt is null"):

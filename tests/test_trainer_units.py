@@ -174,7 +174,7 @@ def _jsonl(path, rows):
 
 def test_prompts_from_a_local_jsonl_as_open_r1_builds_them(tmp_path):
     pytest.importorskip("datasets")
-    from grpo_ablate.trainer.build import load_prompts
+    from grpo_ablate.trainer.prompts import load_prompts
     from grpo_ablate.trainer.builtin.tokenizer import build_tokenizer
 
     rows = [{"problem": f"what is {i}+1?", "solution": f"${i + 1}$"} for i in range(5)]
@@ -197,7 +197,7 @@ def test_prompts_from_a_local_jsonl_as_open_r1_builds_them(tmp_path):
 
 def test_prompts_from_parquet_and_a_saved_dataset(tmp_path):
     datasets = pytest.importorskip("datasets")
-    from grpo_ablate.trainer.build import load_prompts
+    from grpo_ablate.trainer.prompts import load_prompts
     from grpo_ablate.trainer.builtin.tokenizer import build_tokenizer
 
     ds = datasets.Dataset.from_dict({"prompt": ["a", "b"], "answer": ["1", "2"]})
@@ -215,7 +215,7 @@ def test_prompts_from_parquet_and_a_saved_dataset(tmp_path):
 
 def test_max_prompt_tokens_drops_long_prompts(tmp_path):
     pytest.importorskip("datasets")
-    from grpo_ablate.trainer.build import load_prompts
+    from grpo_ablate.trainer.prompts import load_prompts
     from grpo_ablate.trainer.builtin.tokenizer import build_tokenizer
 
     path = _jsonl(tmp_path / "d.jsonl", [{"prompt": "x" * n} for n in (3, 8, 12)])

@@ -1,4 +1,4 @@
-"""Build one trial from its spec: model, tokenizer, prompts (and held-out prompts), rewards,
+"""Build one trial from its spec: model, tokenizer, prompts (trainer/prompts.py), rewards,
 GRPOConfig, GRPOTrainer, and the callbacks (recorder, stop switch, held-out evaluator).
 
 The single place where a study's sections meet TRL. Every trial builds a *fresh* GRPOConfig
@@ -25,12 +25,11 @@ from grpo_ablate.config.precision import MIXED_PRECISION_ENV, trainer_flags, tri
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import full_run_steps, lr_schedule_of
 from grpo_ablate.space import Rounds
-from grpo_ablate.prompt_file import prompt_file_problem
 from grpo_ablate.schedule import Schedule
 
 from .builtin.model import builtin_model_path, is_builtin_model
-from .builtin.tasks import held_out_problems, task_dataset
 from .builtin.tokenizer import dataset_characters, load_builtin_tokenizer, unencodable_prompts
+from .prompts import _load_source, load_prompt_sets
 from . import checkpoints
 from .callbacks import MetricsRecorder, StopSwitch
 from .checkpointer import Checkpointer
@@ -46,14 +45,7 @@ __all__ = [
     "build_config_kwargs",
     "build_trial",
     "load_model_and_tokenizer",
-    "format_prompts",
-    "load_prompt_sets",
-    "load_prompts",
 ]
-
-DEFAULT_TASK_PROMPTS = 2000
-# Dataset files by extension -> the `datasets` builder that reads them.
-_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
 
 @dataclass
@@ -151,178 +143,6 @@ def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> s
     chosen = resolve_attn(requested, _cuda() and flash_attn_imports())
     log(f"model.attn_implementation auto: {chosen}")
     return chosen
-
-
-# --------------------------------------------------------------------------------------------
-# Prompts
-# --------------------------------------------------------------------------------------------
-
-
-def _load_source(data: dict[str, Any]):
-    """The raw dataset: a local file, a saved dataset folder, a loadable folder, or a hub id."""
-    from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
-
-    source = str(data["dataset"])
-    split = data.get("split") or "train"
-    path = Path(source).expanduser()
-    if path.is_file():
-        builder = _FILE_BUILDERS.get(path.suffix.lower())
-        if builder is None:
-            raise ValueError(
-                f"data.dataset {source!r}: unknown file type {path.suffix!r}; use one of {sorted(_FILE_BUILDERS)}"
-            )
-        problem = prompt_file_problem(path, data.get("prompt_column") or "prompt", data.get("max_samples"))
-        if problem:  # datasets would train on "None", or fail with no line number
-            raise ValueError(problem)
-        return load_dataset(builder, data_files=str(path), split="train")
-    if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()):
-        loaded = load_from_disk(str(path))
-        if isinstance(loaded, DatasetDict):
-            if split not in loaded:
-                raise ValueError(f"data.split {split!r} not in the saved dataset {source!r} (has {sorted(loaded)})")
-            loaded = loaded[split]
-        assert isinstance(loaded, Dataset)
-        return loaded
-    return load_dataset(source, name=data.get("config_name"), split=split)
-
-
-def _use_chat(data: dict[str, Any], tokenizer) -> bool:
-    """Whether prompts become chat messages: `chat_template` null = when the tokenizer has one."""
-    setting = data.get("chat_template")
-    if isinstance(setting, str) and setting.strip():
-        tokenizer.chat_template = setting  # a Jinja template given in the study
-        return True
-    if setting is False:
-        return False
-    has_template = bool(getattr(tokenizer, "chat_template", None))
-    if setting is True and not has_template:
-        raise ValueError("data.chat_template is true but the tokenizer has no chat template; give one as a string")
-    return has_template
-
-
-def _raw_dataset(data: dict[str, Any], *, seed: int) -> tuple[Any, str]:
-    """(dataset, prompt column) before formatting: a built-in task's draw or the named dataset."""
-    if data.get("task"):
-        return task_dataset(data["task"], int(data.get("num_prompts") or DEFAULT_TASK_PROMPTS), seed=seed), "prompt"
-    dataset = _load_source(data)
-    column = data.get("prompt_column") or "prompt"
-    if column not in dataset.column_names:
-        raise ValueError(
-            f"data.prompt_column {column!r} is not a column of {data['dataset']!r}; columns are {dataset.column_names}"
-        )
-    if data.get("max_samples"):
-        dataset = dataset.select(range(min(int(data["max_samples"]), len(dataset))))
-    return dataset, column
-
-
-def format_prompts(dataset: Any, column: str, data: dict[str, Any], tokenizer) -> Any:
-    """Rows with a `prompt` column, built as Open R1 builds it.
-
-    With a chat template: [system?, user] messages (TRL applies the template). Without: plain
-    text, the system prompt (if any) prepended. Other columns stay, so rewards read them
-    (`solution`, `answer`, ...). Prompts longer than data.max_prompt_tokens are dropped.
-    """
-    chat = _use_chat(data, tokenizer)
-    system = data.get("system_prompt")
-
-    def to_prompt(row: dict[str, Any], index: int) -> dict[str, Any]:
-        value = row[column]
-        if value is None or (isinstance(value, (str, list)) and not value) or (isinstance(value, str) and not value.strip()):
-            # a hub dataset is not checked row by row beforehand: never train on "None" or on nothing
-            raise ValueError(f"row {index + 1} of the prompts: {column} is {'null' if value is None else 'empty'}; "
-                             "fix or filter that row (data.dataset)")
-        if isinstance(value, list):  # already messages
-            messages = list(value)
-            if system and not (messages and messages[0].get("role") == "system"):
-                messages = [{"role": "system", "content": system}, *messages]
-            return {"prompt": messages}
-        if chat:
-            messages = [{"role": "user", "content": str(value)}]
-            if system:
-                messages.insert(0, {"role": "system", "content": system})
-            return {"prompt": messages}
-        return {"prompt": f"{system}\n\n{value}" if system else str(value)}
-
-    remove = [column] if column != "prompt" else []
-    dataset = dataset.map(to_prompt, with_indices=True, remove_columns=remove, desc="building prompts")
-    limit = data.get("max_prompt_tokens")
-    if limit:
-        dataset = _drop_long_prompts(dataset, tokenizer, int(limit))
-    return dataset
-
-
-def load_prompts(data: dict[str, Any], tokenizer, *, seed: int = 1234):
-    """The training dataset with a `prompt` column (see format_prompts); no evaluation hold-out."""
-    dataset, column = _raw_dataset(data, seed=seed)
-    return format_prompts(dataset, column, data, tokenizer)
-
-
-def load_prompt_sets(
-    data: dict[str, Any], evaluation: dict[str, Any] | None, tokenizer, *, seed: int = 1234, log: Callable[[str], None] = print
-) -> tuple[Any, Any | None]:
-    """(training prompts, held-out evaluation prompts or None), disjoint by construction.
-
-    - built-in task: its own held-out draw (another seed), every training prompt excluded;
-    - evaluation.dataset / evaluation.split: those prompts, the first num_prompts rows;
-    - otherwise: the last num_prompts rows of the training data, removed from training.
-    In every case an evaluation prompt that also occurs in the training prompts is dropped.
-    """
-    from datasets import Dataset
-
-    train, column = _raw_dataset(data, seed=seed)
-    if not evaluation:
-        return format_prompts(train, column, data, tokenizer), None
-    n = int(evaluation.get("num_prompts") or 128)
-    if data.get("task"):
-        pairs = held_out_problems(data["task"], n, exclude=set(train["prompt"]))
-        held = Dataset.from_dict({"prompt": [p for p, _ in pairs], "answer": [a for _, a in pairs]})
-    elif evaluation.get("dataset") or evaluation.get("split"):
-        source = {**data, "dataset": evaluation.get("dataset") or data["dataset"], "split": evaluation.get("split") or "train"}
-        held, _ = _raw_dataset({**source, "max_samples": None}, seed=seed)
-        if column not in held.column_names:
-            raise ValueError(f"the evaluation prompts have no {column!r} column; columns are {held.column_names}")
-        held = held.select(range(min(n, len(held))))
-    else:
-        if len(train) <= n:
-            raise ValueError(f"evaluation.num_prompts={n} would hold out all {len(train)} training prompts; lower it")
-        held = train.select(range(len(train) - n, len(train)))
-        train = train.select(range(len(train) - n))
-    train = format_prompts(train, column, data, tokenizer)
-    held = format_prompts(held, column, data, tokenizer)
-    seen = {_prompt_key(p) for p in train["prompt"]}
-    keep = [i for i, p in enumerate(held["prompt"]) if _prompt_key(p) not in seen]
-    if len(keep) < len(held):
-        log(f"evaluation: dropped {len(held) - len(keep)} held-out prompts that also occur in training")
-        held = held.select(keep)
-    if len(held) == 0:
-        raise ValueError("no evaluation prompt is left once training prompts are excluded")
-    if len(held) < n:
-        log(f"evaluation: {len(held)} held-out prompts (asked for {n})")
-    return train, held
-
-
-def _prompt_key(prompt: Any) -> str:
-    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True)
-
-
-def _prompt_length(prompt: Any, tokenizer) -> int:
-    if isinstance(prompt, list):
-        ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
-        if hasattr(ids, "keys"):  # transformers 5 may return a BatchEncoding
-            ids = ids["input_ids"]
-        return len(ids)
-    return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-
-
-def _drop_long_prompts(dataset, tokenizer, limit: int):
-    """Keep prompts of at most `limit` tokens (as the model sees them): TRL no longer truncates."""
-    before = len(dataset)
-    kept = dataset.filter(lambda row: _prompt_length(row["prompt"], tokenizer) <= limit, desc="dropping long prompts")
-    if len(kept) == 0:
-        raise ValueError(f"data.max_prompt_tokens={limit} drops every one of the {before} prompts; raise it")
-    if len(kept) < before:
-        print(f"[grpo-ablate] data.max_prompt_tokens={limit}: dropped {before - len(kept)} of {before} prompts", flush=True)
-    return kept
 
 
 # --------------------------------------------------------------------------------------------

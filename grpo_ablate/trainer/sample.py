@@ -145,7 +145,8 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     """{prompts, temperatures, rewards[t][prompt][k], completions[t][prompt][k], reward_names, seconds, tokens}."""
     # here, not at the top: preflight/advise.py imports this module (PROGRESS_PREFIX) in the orchestrator,
     # which never imports torch, transformers or trl; only the sampling process runs this function
-    from .build import load_model_and_tokenizer, load_prompts
+    from .build import load_model_and_tokenizer
+    from .prompts import load_prompts
     from .rewards import RewardContext, build_rewards
 
     started = time.perf_counter()
