@@ -465,14 +465,16 @@ def settings() -> dict[str, Any]:
 
 
 def load(path: Path = DATA) -> dict[str, Any]:
-    return json.loads(Path(path).read_text()) if Path(path).exists() else {"settings": {}, "versions": {}, "rows": []}
+    """The table at `path` (an empty one when there is none yet): sequential_table's reader, this table's default."""
+    from sequential_table import load as load_table
+
+    return load_table(path)
 
 
 def _save(table: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(table, indent=0, separators=(",", ":")))
-    tmp.replace(path)
+    from sequential_table import _save as save_table  # one writer of these tables (whole, then renamed into place)
+
+    save_table(table, path)
 
 
 def _evals(folder: Path) -> list[dict[str, Any]]:
