@@ -146,6 +146,7 @@ def test_a_branch_starts_from_the_shared_checkpoint_bit_for_bit(branched, tmp_pa
         assert resumed[key] == first[key], key
 
 
+@pytest.mark.usefixtures("addition_model")  # its deadline times a trial's start, not the model's first build
 def test_a_prefix_seals_its_last_step_even_when_the_study_takes_no_checkpoints(tmp_path, warm_session):
     """study.checkpoint_steps: null still seals the prefix's last step (checkpoint "final"), verified as a resume is."""
     from dataclasses import replace

@@ -110,6 +110,7 @@ run_trial(TrialSpec.load(sys.argv[1]))
 
 @pytest.mark.slow
 @pytest.mark.parametrize("processes", [1, 2], ids=["python", "torchrun"])
+@pytest.mark.usefixtures("addition_model")  # its deadline times a trial's start, not the model's first build
 def test_trial_dies_with_a_sigkilled_orchestrator(tmp_path, processes):
     spec = _long_trial(tmp_path / "t", processes)
     spec_path = spec.save()

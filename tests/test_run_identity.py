@@ -56,6 +56,7 @@ def test_a_gone_pid_is_a_dead_owner():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("addition_model")  # its deadline times a trial's start, not the model's first build
 def test_a_killed_run_whose_pid_was_reused_is_run_again(study_here, tmp_path):
     """kill -9 of `run`, and its pid now names another live process: the next run requeues the trial and trains it
     (it used to print "running 1", train nothing and exit 0, every time)."""

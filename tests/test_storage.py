@@ -287,6 +287,7 @@ def test_optuna_info_lines_are_silenced_and_its_warnings_kept(tmp_path, caplog):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("addition_model")  # its deadline times a trial's start, not the model's first build
 def test_a_live_run_survives_a_line_torn_by_another_process(tmp_path, capsys):
     """A real `run`, a real second writer killed mid-line while the trial trains: the run finishes
     (its appends end the torn line, its reads skip it) and the next command repairs the file."""
