@@ -132,9 +132,16 @@ def estimate_trial(study: "Study") -> TrialEstimate:
 def _estimate(study: "Study") -> TrialEstimate:
     """The estimate before the cap. What is read of the study's files and storage is read first, in one
     place, so the arithmetic below works on plain values (the storage is read even for a tokens-only
-    budget, where the pace goes unused: it is read-only and a missing file reads as nothing)."""
+    budget, where the pace goes unused: it is read-only and a missing file reads as nothing; a bad
+    probe.json or advise.json is refused whether or not a measurement makes it unneeded)."""
     full_run = study.budget.full_run.model_dump() if study.budget.full_run else None
     known = training_prompts(study) if full_run and not full_run.get("prompts") else None
+    owner = Owner.of(study)
+    probe = load_probe(study.output_dir, owner)
+    advice = load_advice(study.output_dir, owner)
+    sampled = float(advice.get("mean_completion_tokens") or 0) if advice else 0.0
+    tokens = _probe_tokens_per_completion(probe)
+    checkpointing, beta, iterations = (_trainer_value(study, k) for k in ("gradient_checkpointing", "beta", "num_iterations"))
     measured = _measured_pace(study.storage_url)
     shape = study.space.shape
     steps = study.budget.max_steps or _int(study.trainer.get("max_steps"))
@@ -152,7 +159,6 @@ def _estimate(study: "Study") -> TrialEstimate:
         full = (per * full_n, per * full_n) if full_n else None
         return TrialEstimate((s, s), measured=True, source=where, full_run_seconds=full,
                                             pace=(per, overhead), **common)
-    probe = load_probe(study.output_dir, Owner.of(study))
     if probe is not None and probe.one_trial_estimate_s:
         s = float(probe.one_trial_estimate_s)
         source = ("the probe's pace (probe.json: its measured start-up plus the budget's steps at the baseline G's "
@@ -180,18 +186,14 @@ def _estimate(study: "Study") -> TrialEstimate:
     prompts = (ASSUMED.prompt_share[0] * prompt_cap, ASSUMED.prompt_share[1] * prompt_cap) if prompt_cap else (0.0, 0.0)
     prompt_words = (f"mean prompt {ASSUMED.prompt_share[0]:.0%}-{ASSUMED.prompt_share[1]:.0%} of data.max_prompt_tokens "
                     f"{prompt_cap}" if prompt_cap else "prompt tokens not counted (data.max_prompt_tokens unset)")
-    advice = load_advice(study.output_dir, Owner.of(study))
-    sampled = float(advice.get("mean_completion_tokens") or 0) if advice else 0.0
-    tokens = _probe_tokens_per_completion(probe)
     if sampled > 0:  # advise sampled completions at the study's settings: their mean length
         lengths = (sampled, sampled)
         length_words = f"mean completion {sampled:.0f} tokens (measured by advise, advise.json)"
     elif tokens:  # the probe counted prompt + completion tokens per completion: that bounds both
         lengths, prompts = (tokens, tokens), (0.0, 0.0)
         length_words, prompt_words = f"{tokens:.0f} tokens per completion, prompt included (measured by the probe)", ""
-    flops = flops_per_token(params, checkpointing=bool(_trainer_value(study, "gradient_checkpointing")),
-                            reference_model=float(_trainer_value(study, "beta") or 0) != 0,
-                            old_logprobs=int(_trainer_value(study, "num_iterations")) > 1)
+    flops = flops_per_token(params, checkpointing=bool(checkpointing), reference_model=float(beta or 0) != 0,
+                            old_logprobs=int(iterations) > 1)
     server = hw.vllm.mode == "server"
     kwargs: dict[str, Any] = dict(training_gpus=study.world_size, generation_gpus=hw.vllm.server_gpus if server else study.world_size,
                   vllm=vllm, flops_per_trained_token=flops, gpu=gpu)
