@@ -6,7 +6,7 @@
 Reads a committed many-seed table (benchmarks/sequential_table.py wrote it: every arm on every seed,
 each trial's held-out reward at every evaluation point) and prints, per task and earlier point,
 Kendall's tau of the arms' mean reward at that point against the final point with its 95% bootstrap
-interval over seeds (grpo_ablate/search/early_rank.py), and whether the point is shown to rank as
+interval over seeds (grpo_ablate/study/search/early_rank.py), and whether the point is shown to rank as
 the final one does. The race may use a point only where it is (it is on none of them today).
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_ablate.search.early_rank import TAU_SHOWN, point_ranks, race_decides_at  # noqa: E402
+from grpo_ablate.study.search.early_rank import TAU_SHOWN, point_ranks, race_decides_at  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grpo_ablate.metrics import read_rows, summarize  # noqa: E402
 from grpo_ablate.study.trial_spec import spec_from_sections  # noqa: E402
-from grpo_ablate.search.encoding import LABEL, ORDINAL  # noqa: E402
+from grpo_ablate.study.search.encoding import LABEL, ORDINAL  # noqa: E402
 from grpo_ablate.study.setup import library_versions  # noqa: E402
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER  # noqa: E402
 from grpo_ablate.launch import run_trial  # noqa: E402

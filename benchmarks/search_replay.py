@@ -2,7 +2,7 @@
 
     python benchmarks/search_efficiency.py --replays 30
 
-Each replay is one study run by the real Optuna sampler (and pruner) through search/encoding.py.
+Each replay is one study run by the real Optuna sampler (and pruner) through study/search/encoding.py.
 Asking for an arm costs one trial and returns one of its seeds' results from the table (each
 arm's seeds in an order drawn by the replay's seed); a pruned trial costs its share of the
 completions. Planned strategies (the full grid, racing) replay the same way. Compute is in
@@ -16,10 +16,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_ablate.search.encoding import ORDINAL, suggest_arm
-from grpo_ablate.search.fidelity import ComputeClock, quantum
+from grpo_ablate.study.search.encoding import ORDINAL, suggest_arm
+from grpo_ablate.study.search.fidelity import ComputeClock, quantum
 from grpo_ablate.study.racing import RaceState, decide
-from grpo_ablate.search.samplers import build_pruner, build_sampler
+from grpo_ablate.study.search.samplers import build_pruner, build_sampler
 from grpo_ablate.space import BatchShape, FeasiblePair, FeasibleSpace
 from grpo_ablate.vocab import Arm
 from search_table import GridTable

@@ -18,7 +18,7 @@ from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advis
                                          write_completions)
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, zero_spread_empirical
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
-from grpo_ablate.search.encoding import encode_arm
+from grpo_ablate.study.search.encoding import encode_arm
 from grpo_ablate.schedule import generations_data, parse_generations
 from grpo_ablate.vocab import METRICS_FILE, Arm
 from grpo_ablate import trial_record as record
@@ -255,7 +255,7 @@ def _prediction(g: int, b: int, t: float) -> Prediction:
 
 
 def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_path):
-    from grpo_ablate.plan import resolved_trial_count, study_plan
+    from grpo_ablate.study.plan import resolved_trial_count, study_plan
     from grpo_ablate.study import ledger
     from grpo_ablate.study.setup import enqueue_shortlist, open_study
 

@@ -11,7 +11,7 @@ import pytest
 
 from grpo_ablate import trial_record as record
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.plan import racing_round, resolved_trial_count, study_plan
+from grpo_ablate.study.plan import racing_round, resolve_plan, resolved_trial_count, study_plan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.runner import blocked_branches
 from grpo_ablate.study.setup import queue_ready_branches
@@ -114,7 +114,7 @@ def test_branches_are_queued_only_once_their_seeds_prefix_completed(tmp_path):
     trials = ostudy.get_trials(deepcopy=False)
     assert {record.seed_of(t) for t in trials if not record.is_prefix(t)} == {0}
     # the end of the run says why seed 1's arms never ran
-    assert blocked_branches(ostudy, study) == ["seed 1: its prefix (trial 1) failed (it broke), so its 3 branch(es) "
+    assert blocked_branches(ostudy, resolve_plan(study)) == ["seed 1: its prefix (trial 1) failed (it broke), so its 3 branch(es) "
                                                "did not run"]
     prefix = trials[0]
     # a prefix is no arm's result: the report, the race and the verdict read arms through these

@@ -10,9 +10,9 @@ import pytest
 from grpo_ablate.config import load_study
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.commands.init import InitAnswers, choose_generations
-from grpo_ablate.plan import baseline_arm, completions_per_trial, default_temperature, study_plan
+from grpo_ablate.study.plan import baseline_arm, completions_per_trial, default_temperature, study_plan
 from grpo_ablate.commands.plan import plan_json
-from grpo_ablate.search.fidelity import CHECKPOINTS, budget_completions, quantum
+from grpo_ablate.study.search.fidelity import CHECKPOINTS, quantum
 from grpo_ablate.space import BatchShape, default_pair, feasible_space, generated_completions, nearest_generations, optimizer_steps
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,10 +29,9 @@ def test_num_iterations_two_gives_one_completions_figure_everywhere(budget, tmp_
     # 32 completions per micro-step, each trained on twice: an optimizer step generates 16 new ones
     assert study.space.shape.generated_per_step == 16
     expected = 800 if "max_steps" in budget else 1600
-    assert completions_per_trial(study) == expected
+    assert completions_per_trial(study) == expected  # pruning's checkpoints divide this figure
     assert plan_json(study)["trial_cost"]["completions"] == expected
-    assert budget_completions(study) == expected  # pruning's checkpoints divide this figure
-    assert quantum(32, budget_completions(study)) * CHECKPOINTS >= expected
+    assert quantum(32, completions_per_trial(study)) * CHECKPOINTS >= expected
     spec = build_spec(study, study_plan(study)[0], tmp_path)  # the trial plan's own figures
     assert spec.max_steps is not None and spec.max_steps * spec.generated_per_step == expected == spec.completions
     assert spec.eval_budget.total == expected and spec.rounds.num_iterations == 2
@@ -40,7 +39,7 @@ def test_num_iterations_two_gives_one_completions_figure_everywhere(budget, tmp_
 
 def test_a_completions_budget_alone_gives_checkpoints():
     study = load_study(TINY, ["budget={completions: 960}"])
-    assert budget_completions(study) == 960  # it returned None before: pruning had no checkpoints
+    assert completions_per_trial(study) == 960  # it returned None before: pruning had no checkpoints
     assert quantum(32, 960) == 96
 
 

@@ -1,4 +1,4 @@
-"""The race's fidelity check (search/early_rank.py): computed from the committed 40-seed table, and able to fail."""
+"""The race's fidelity check (study/search/early_rank.py): computed from the committed 40-seed table, and able to fail."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from helpers import ROOT
-from grpo_ablate.search.early_rank import EVIDENCE, PointRank, point_ranks, race_decides_at, shown_points
+from grpo_ablate.study.search.early_rank import EVIDENCE, PointRank, point_ranks, race_decides_at, shown_points
 
 TABLE = ROOT / "benchmarks/data/sequential_table.json"
 

@@ -25,11 +25,10 @@ FLOORS: list[set[str]] = [
     {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
     {"files", "trial_record", "gpu_hours"},  # the files the tool reads back; what a trial leaves in its study; what trials spent
     {"config"},  # the study file
-    {"plan", "estimate", "branching"},  # the trial plan and the baseline; what a trial costs; where arms branch
-    {"search"},  # arm encoding, samplers, pruning at equal compute
+    {"estimate"},  # what a trial costs
     {"trainer"},  # one trial: the child side (the trial process, its trainer, callbacks, checkpoints)
     {"launch"},  # the parent side of a trial: launchers and their registry, the vLLM server, dry run, device placement
-    {"study"},  # the Optuna study: ledger, lifecycle, runner, warm start
+    {"study"},  # the Optuna study: its plan (cells, branch points), its search (encoding, samplers, pruning), ledger, lifecycle, runner, warm start
     {"preflight"},  # probe and advise, before any full trial
     {"report"},  # reads records, never runs trials
     {"commands", "__main__"},  # every `grpo-ablate` subcommand
@@ -155,7 +154,7 @@ def test_the_bottom_layer_imports_nothing_of_the_package() -> None:
 
 def test_config_and_plan_do_not_reach_into_preflight() -> None:
     graph = import_graph()
-    for name in ("grpo_ablate.plan", *(m for m in graph if m.startswith("grpo_ablate.config"))):
+    for name in ("grpo_ablate.study.plan", *(m for m in graph if m.startswith("grpo_ablate.config"))):
         assert not any(d.startswith("grpo_ablate.preflight") for d in graph[name]), (name, graph[name])
 
 

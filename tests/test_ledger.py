@@ -14,8 +14,8 @@ import pytest
 from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
-from grpo_ablate.plan import study_plan
-from grpo_ablate.search.encoding import G_PARAM, LABEL_PARAM, arm_fields
+from grpo_ablate.study.plan import study_plan
+from grpo_ablate.study.search.encoding import G_PARAM, LABEL_PARAM, arm_fields
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Arm, Cell, Outcome

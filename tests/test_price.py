@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from helpers import ROOT, cli_inprocess
-from grpo_ablate.branching import branch_step
+from grpo_ablate.study.branching import branch_step
 from grpo_ablate.commands.init import InitAnswers, effect_for_seeds, seeds_to_decide, warmup_steps, write_study
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total

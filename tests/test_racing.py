@@ -9,8 +9,8 @@ import optuna
 import pytest
 
 from grpo_ablate.config import load_study
-from grpo_ablate.plan import racing_round
-from grpo_ablate.search.early_rank import race_decides_at
+from grpo_ablate.study.plan import racing_round
+from grpo_ablate.study.search.early_rank import race_decides_at
 from grpo_ablate.study.racing import RaceState, advance, arm_results, decide
 from grpo_ablate.study.ledger import queue
 from grpo_ablate.study.ledger import ask, suggest_cell

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grpo_ablate.config import FloatRange
-from grpo_ablate.search.encoding import LABEL, ORDINAL, batch_param, encode_arm, suggest_arm
-from grpo_ablate.search.fidelity import ComputeClock, quantum
-from grpo_ablate.search.samplers import build_sampler
+from grpo_ablate.study.search.encoding import LABEL, ORDINAL, batch_param, encode_arm, suggest_arm
+from grpo_ablate.study.search.fidelity import ComputeClock, quantum
+from grpo_ablate.study.search.samplers import build_sampler
 from grpo_ablate.space import BatchShape, check_pair, feasible_space
 from grpo_ablate.vocab import Arm
 
@@ -125,12 +125,13 @@ def test_summary_full_grid_is_one_and_right():
 
 def test_study_pruner_counts_completions():
     from grpo_ablate.config import load_study
-    from grpo_ablate.study.setup import make_pruner
+    from grpo_ablate.study.plan import completions_per_trial
+    from grpo_ablate.study.search.samplers import study_pruner
     from helpers import TINY_CPU
 
     tiny = str(TINY_CPU)
     study = load_study(tiny, ["study.sampler=tpe", "study.pruner=median", "study.objectives=[{metric: final_reward}]"])
-    pruner = make_pruner(study)
+    pruner = study_pruner(study, completions_per_trial(study))
     # 50 steps x 32 completions = 1600 completions; checkpoints every 192 (6 x the largest batch, 32)
     assert isinstance(pruner, optuna.pruners.MedianPruner)
     assert pruner._n_warmup_steps % 32 == 0 and 160 <= pruner._n_warmup_steps <= 640

@@ -7,6 +7,7 @@ import json
 import optuna
 
 from grpo_ablate.config import load_study
+from grpo_ablate.study.plan import resolve_plan
 from grpo_ablate.study.lifecycle import Registry, TrialLifecycle
 from grpo_ablate.storage import open_artifact_store
 from grpo_ablate.vocab import EVAL_FILE
@@ -19,7 +20,7 @@ def test_held_out_objective_is_reported_at_the_evaluation_points(tmp_path):
     assert study.metric_names == ["eval_final_reward"]  # the demo has evaluation: the held-out default
     ostudy = optuna.create_study(direction="maximize", pruner=optuna.pruners.NopPruner())
     life = TrialLifecycle(study, ostudy, ostudy._storage, open_artifact_store(tmp_path), Registry(), workers=1,
-                          heartbeat=False, say=lambda _: None)
+                          heartbeat=False, say=lambda _: None, plan=resolve_plan(study))
     trial = ostudy.ask()
     run = Registry().register(trial.number, tmp_path / "t0")
     on_progress = life._progress(trial, run)

@@ -50,7 +50,7 @@ def _study(tmp_path: Path, batches: str, temperature: str = "[0.7, 1.0]"):
 def _tpe_proposals(study, ostudy, n: int, caplog, group: bool = False) -> list:
     """n proposals of a multivariate TPE, each told back: a pair the probe saw run out of memory is
     told as OOM, as the lifecycle would. Without groups TPE is the strictest about one shared space;
-    searched batches are conditional params, which need `group` (as search/samplers.py sets it)."""
+    searched batches are conditional params, which need `group` (as study/search/samplers.py sets it)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # multivariate is experimental; warn_independent_sampling deprecated
         sampler = optuna.samplers.TPESampler(seed=0, n_startup_trials=4, multivariate=True, group=group,

@@ -12,7 +12,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
-from grpo_ablate.plan import baseline_arm, racing_round, study_plan
+from grpo_ablate.study.plan import baseline_arm, racing_round, study_plan
 from grpo_ablate.study.racing import advance
 from grpo_ablate.study.ledger import queue as queue_cells
 from grpo_ablate.study import ledger

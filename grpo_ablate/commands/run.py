@@ -14,7 +14,7 @@ import sys
 
 from grpo_ablate.commands.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
 from grpo_ablate.config import Study
-from grpo_ablate.plan import study_plan
+from grpo_ablate.study.plan import study_plan
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
 from grpo_ablate.study.price import price_line

@@ -26,7 +26,7 @@ from typing import Any
 
 from grpo_ablate.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_study, err, load_study, set_value
 from grpo_ablate.config import Study
-from grpo_ablate.plan import study_plan
+from grpo_ablate.study.plan import study_plan
 from grpo_ablate.study.runner import run_study
 from grpo_ablate.study.setup import open_study
 from grpo_ablate.schedule import Schedule

@@ -167,7 +167,7 @@ class StudySection(_Section):
 
     @property
     def is_planned(self) -> bool:
-        """A grid or an ablation: plan.py lists every trial, the study runs only those."""
+        """A grid or an ablation: study/plan.py lists every trial, the study runs only those."""
         return self.sampler in PLANNED_SAMPLERS
 
 
@@ -371,7 +371,7 @@ class BudgetSection(_Section):
         "checkpointed, and every arm of that seed starts from that checkpoint with its own G, temperature and "
         "generation batch, the learning-rate schedule going on as the full run's; each arm then trains the "
         "trial's budget from there. `none`/null: every trial starts from step 0; `warmup`: the end of the "
-        "trainer's warmup_steps; a step count; or a share of the full run (`0.1x`). grpo_ablate/branching.py."))
+        "trainer's warmup_steps; a step count; or a share of the full run (`0.1x`). grpo_ablate/study/branching.py."))
 
     @field_validator("branch_from", mode="before")
     @classmethod

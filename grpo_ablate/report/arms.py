@@ -77,7 +77,7 @@ def _arm_name(roles: Iterable[str], config: Arm) -> str:
 def study_baseline(attr: Mapping[str, Any] | None, records: Sequence[TrialRecord]) -> Arm | None:
     """The study's baseline arm, when some trial ran it.
 
-    The study stores it as its "baseline" attr (grpo_ablate.plan.baseline_arm). A study without
+    The study stores it as its "baseline" attr (grpo_ablate.study.plan.baseline_arm). A study without
     that attr falls back to the arm of the trials whose role is "baseline".
     """
     ran = {r.config for r in records if r.config is not None}

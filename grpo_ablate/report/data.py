@@ -33,7 +33,7 @@ from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, l
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Verdict, decide
 from grpo_ablate import trial_record as record
-from grpo_ablate.branching import BranchError, branch_step
+from grpo_ablate.study.branching import BranchError, branch_step
 from grpo_ablate.cost import lr_schedule_of
 from grpo_ablate.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
 from grpo_ablate.storage import mask_url

@@ -308,7 +308,7 @@ def racing_view(data: ReportData) -> dict[str, Any] | None:
         "settled": settled,
         "stop_when_settled": settings.get("stop_when_settled", True) if race.get("path") else False,
         "design": design_words(race) if race.get("path") else None,  # which race ran (study/racing.py)
-        "decides_at": race.get("decides_at"),  # which evaluation point the race decides at (search/early_rank.py)
+        "decides_at": race.get("decides_at"),  # which evaluation point the race decides at (study/search/early_rank.py)
         "rows": [{"arm": label(d.get("arm")), "round": d.get("round"),
                   "seeds": ", ".join(str(s) for s in d.get("seeds") or []), "why": d.get("reason", "")}
                  for d in race.get("dropped") or []],

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.metrics import read_jsonl  # the one torn-line-tolerant reader of trial files
 from grpo_ablate.report.evaluation import read_eval
-from grpo_ablate.search.encoding import arm_fields
+from grpo_ablate.study.search.encoding import arm_fields
 from grpo_ablate import trial_record as record
 from grpo_ablate.storage import mask_url
 from grpo_ablate.trial_record import outcome_of

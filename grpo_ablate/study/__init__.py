@@ -2,11 +2,14 @@
 
     grpo-ablate run studies/tiny-cpu.yaml --workers 2
 
+- plan: the planned cells (grid, ablation, racing rounds) and the one default arm; branching: where a
+  seed's arms branch from its shared prefix;
+- search/: how the study searches: arm encoding (ordinal G, conditional batch), the sampler and pruner,
+  pruning at equal generated compute, the race's fidelity check;
 - setup: open or create the study, its sampler and pruner, the attributes that describe it, the plan's queue;
 - ledger: every write of a trial's state (queueing a cell, telling, requeue); the attribute names
   and their reads are the trial-record schema's (grpo_ablate/trial_record.py), re-exported here;
 - trial_spec: a trial process's input (spec.json) from the study and a cell; no Optuna;
-- devices: each worker's GPUs, or its share of the host's CPU threads;
 - lifecycle: one trial from ask to tell, and the running trials' registry;
 - racing: a planned study's race over seeds (group-sequential, or anytime when asked);
 - runner: worker threads, the main loop, signals; `run_study` returns how the run ended (`StudyRun`),

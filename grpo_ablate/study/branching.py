@@ -25,7 +25,7 @@ from grpo_ablate.vocab import PREFIX_ROLE
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["PREFIX_ROLE", "branch_step", "BranchError"]
+__all__ = ["PREFIX_ROLE", "branch_step", "branches", "BranchError"]
 
 
 class BranchError(StudyError):
@@ -43,6 +43,12 @@ def _full_run_steps(study: "Study") -> int | None:
     full_run = study.budget.full_run.model_dump() if study.budget.full_run else None
     known = training_prompts(study) if full_run and not full_run.get("prompts") else None
     return full_run_steps(full_run, study.space.shape.generated_per_step, known[0] if known else None)
+
+
+def branches(study: "Study") -> bool:
+    """Whether the study's arms branch from a shared prefix: read off the file alone (branch_step places
+    the point, which may need the dataset; a point that cannot be placed is refused when the plan is made)."""
+    return study.budget.branch_from not in (None, "none")
 
 
 def branch_step(study: "Study") -> int | None:

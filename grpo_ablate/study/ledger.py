@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.branching import branch_step
+from grpo_ablate.study.branching import branches
 from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
                                       HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, OWNER_RUN, PID,
                                       PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
@@ -45,7 +45,7 @@ from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLE
                                       retry_of, seed_of, study_attrs, trial_dir, branched_from)
 from grpo_ablate.launch.registry import reclaim_trial
 from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Cell, Outcome
-from grpo_ablate.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
+from grpo_ablate.study.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
 if TYPE_CHECKING:
     import optuna
@@ -104,7 +104,7 @@ def queue(ostudy: "optuna.Study", study: "Study", cells: Iterable[Cell]) -> int:
     """
     trials = ostudy.get_trials(deepcopy=False)
     have = {t.user_attrs.get(CELL) for t in trials}
-    ready = completed_prefixes(trials) if branch_step(study) is not None else None
+    ready = completed_prefixes(trials) if branches(study) else None
     n = 0
     for c in cells:
         encoded = cell_params(study, c.arm)

@@ -34,7 +34,7 @@ from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.errors import machine_fault
-from grpo_ablate.branching import branch_step
+from grpo_ablate.study.plan import StudyPlan
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
@@ -43,7 +43,7 @@ from grpo_ablate.launch import finish, launcher_for, request_stop
 from grpo_ablate.vocab import (EVAL_FILE, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, TRIALS_DIR, Cell, Outcome,
                                trial_dir_name)
 from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
-from grpo_ablate.search.fidelity import ComputeClock, budget_completions, quantum
+from grpo_ablate.study.search.fidelity import ComputeClock, quantum
 
 if TYPE_CHECKING:
     import optuna
@@ -165,8 +165,9 @@ class Ended:
 class TrialLifecycle:
     def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
                  artifacts: "optuna.artifacts.FileSystemArtifactStore", registry: Registry, *, workers: int,
-                 heartbeat: bool, say: Callable[[str], None]) -> None:
+                 heartbeat: bool, say: Callable[[str], None], plan: StudyPlan) -> None:
         self.study = study
+        self.plan = plan
         self.ostudy = ostudy
         self.storage = storage
         self.artifacts = artifacts
@@ -270,7 +271,7 @@ class TrialLifecycle:
     def _branch_point(self, trial: "optuna.Trial", cell: Cell) -> StartFrom | None:
         """A branching study's branch: its seed's completed prefix's sealed checkpoint at the branch step
         (recorded on the trial: who depends on whom); None for a prefix or a study that does not branch."""
-        step = branch_step(self.study)
+        step = self.plan.branch_step
         if step is None or cell.role == PREFIX_ROLE:
             return None
         prefix = ledger.completed_prefixes(self.ostudy.get_trials(deepcopy=False)).get(cell.seed)
@@ -300,7 +301,7 @@ class TrialLifecycle:
         with self.registry.lock:
             ended = self._tell(trial, result)
             if ended.outcome == Outcome.COMPLETED.value:
-                n = queue_ready_branches(self.ostudy, self.study)
+                n = queue_ready_branches(self.ostudy, self.study, self.plan.cells)
                 self.say(f"[trial {trial.number}] seed {cell.seed}'s prefix is sealed at step {spec.max_steps}: "
                          f"queued {n} branch(es)")
         return ended
@@ -376,7 +377,7 @@ class TrialLifecycle:
         metric = self.study.metric_names[0]
         held_out = metric in EVAL_KEYS
         largest = max((p.generation_batch_size for p in self.study.space.feasible), default=1)
-        clock = ComputeClock(quantum(largest, budget_completions(self.study)))
+        clock = ComputeClock(quantum(largest, self.plan.completions))
         reported: set[int] = set()
         asked = False
 

@@ -2,9 +2,10 @@
 
     grpo-ablate plan studies/tiny-cpu.yaml
 
-Pure: reads a validated Study, imports no optuna. study/setup.py queues these cells through
-study/ledger.py (their params: search/encoding.py's PLAN encoding, a floor above this one); study/lifecycle.py turns
-each into a trial.
+Pure: reads a validated Study, imports no optuna. setup.py queues these cells through ledger.py
+(their params: search/encoding.py's PLAN encoding); lifecycle.py turns each into a trial. It lives
+in study/ because only the study and the commands above it plan cells: the search floor below
+takes the figures it needs (completions per trial) from its caller.
 
 - grid: every feasible (num_generations, generation batch) pair x every temperature x every seed.
 - ablation: the baseline first, then one factor at a time (the other factors held at the
@@ -22,9 +23,10 @@ checkpoint; the ledger queues them only once that prefix has completed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.branching import branch_step
+from grpo_ablate.study.branching import branch_step
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import FeasibleSpace, default_pair, generated_completions
 from grpo_ablate.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
@@ -34,7 +36,7 @@ from grpo_ablate.files.owned import Owner
 if TYPE_CHECKING:
     from grpo_ablate.config import FloatRange, Study
 
-__all__ = ["racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
+__all__ = ["StudyPlan", "resolve_plan", "racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
            "batch_is_searched", "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "prefix_cell",
            "is_prefix_cell", "ablation_arms", "seed_cells", "round_cells"]
 
@@ -71,11 +73,11 @@ def baseline_arm(study: "Study", chosen: Mapping[str, Any] | None = None) -> Arm
     g = given.get("num_generations")
     target = g if g is not None else int(trl_default("num_generations"))
     b = given.get("generation_batch_size")
-    pair = default_pair(study.space, target, int(b) if b is not None else None)
     if "temperature" in given:
         temp = float(given["temperature"])
     else:
         temp = default_temperature(study.temperatures(), study.fixed_temperature())
+    pair = default_pair(study.space, target, int(b) if b is not None else None)
     return Arm(pair.num_generations, pair.generation_batch_size, temp)
 
 
@@ -112,18 +114,55 @@ def study_plan(study: "Study") -> list[Cell]:
 
     A branching study (branching.branch_step is not None) puts each seed's prefix before that
     seed's cells, which are then its branches."""
+    if study.study.sampler not in PLANNED_SAMPLERS:
+        return []
+    return _cells(study, baseline_arm(study), branch_step(study))
+
+
+def _cells(study: "Study", base: Arm, step: int | None) -> list[Cell]:
     sampler = study.study.sampler
     if sampler not in PLANNED_SAMPLERS:
         return []
     temperatures = _temperatures(study)
-    branching = branch_step(study) is not None
-    base = baseline_arm(study) if sampler == "ablation" or branching else None
-    if base is None or sampler == "grid":
+    if sampler == "grid":
         arms = [(Arm(p.num_generations, p.generation_batch_size, t), "grid") for p in study.space.feasible for t in temperatures]
     else:
+        advised = [(a, ADVISE_ROLE) for a in advised_arms(study)]
         searched = temperatures if study.temperatures() is not None else None
-        arms = [*ablation_arms(study.space, base, searched), *((a, ADVISE_ROLE) for a in advised_arms(study))]
-    return seed_cells(arms, list(study.study.seeds), base if branching else None)
+        arms = [*ablation_arms(study.space, base, searched), *advised]
+    return seed_cells(arms, list(study.study.seeds), base if step is not None else None)
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """The study file resolved once for a run (resolve_plan), and handed to every part of it.
+
+    `cells`: study_plan's (empty for adaptive samplers); `baseline`: baseline_arm's; `branch_step`:
+    the step a seed's arms branch at (None: from step 0); `completions`: completions_per_trial's;
+    `trial_count`: resolved_trial_count's. Made once, so no part of the run re-reads advise.json or
+    the dataset, or disagrees with another about the plan, while the run goes on.
+    """
+
+    cells: tuple[Cell, ...]
+    baseline: Arm
+    branch_step: int | None
+    completions: int | None
+    trial_count: int
+
+    def round(self, study: "Study", round_no: int, live: set[str] | None = None) -> list[Cell]:
+        """racing_round on this plan."""
+        racing = study.study.racing
+        assert racing is not None
+        return round_cells(self.cells, list(study.study.seeds), racing.first_round_seeds, round_no, live)
+
+
+def resolve_plan(study: "Study") -> StudyPlan:
+    """The run's StudyPlan. Raises BranchError (a StudyError) when budget.branch_from cannot be placed."""
+    step = branch_step(study)
+    base = baseline_arm(study)
+    cells = _cells(study, base, step)
+    count = resolved_trial_count(study, cells)
+    return StudyPlan(tuple(cells), base, step, completions=completions_per_trial(study), trial_count=count)
 
 
 def seed_cells(arms: Sequence[tuple[Arm, str]], seeds: Sequence[int], prefix: Arm | None = None) -> list[Cell]:

@@ -51,8 +51,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.plan import baseline_arm, racing_round, study_plan
-from grpo_ablate.search.early_rank import race_decides_at
+from grpo_ablate.study.plan import StudyPlan, resolve_plan
+from grpo_ablate.study.search.early_rank import race_decides_at
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.elimination import eliminate
 from grpo_ablate.stats.min_effect import default_min_effect
@@ -431,14 +431,16 @@ def arm_results(ostudy: "optuna.Study") -> dict[str, dict[int, float]]:
     return out
 
 
-def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> RaceState:
+def advance(ostudy: "optuna.Study", study: "Study", plan: StudyPlan | None = None, queue_next: bool = True) -> RaceState:
     """Close the round that just finished and queue the next one; the new state is written by the ledger (set_race).
 
-    `queue_next=False`: the study's trial budget is spent, so the race ends with this round.
+    `plan`: the run's (made here when None). `queue_next=False`: the study's trial budget is spent, so the
+    race ends with this round.
     """
     racing = study.study.racing
     assert racing is not None
-    arms = list(dict.fromkeys(c.arm.key for c in study_plan(study)))
+    plan = resolve_plan(study) if plan is None else plan
+    arms = list(dict.fromkeys(c.arm.key for c in plan.cells))
 
     state = RaceState.from_dict(ledger.study_attrs(ostudy).racing, arms)
     if state.decided:  # a rerun of a finished race: cells queued behind its back (another host) are not run
@@ -447,7 +449,7 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
 
     used = racing.first_round_seeds + state.round
     results = arm_results(ostudy)
-    base = baseline_arm(study).key if study.study.sampler == "ablation" else None
+    base = plan.baseline.key if study.study.sampler == "ablation" else None
     base = base if base in arms else None
     # the group-sequential look reads every arm (dropped ones with the seeds they ran), as the report does
     wanted = set(arms) if rule_of(study).design in (GROUP_SEQUENTIAL, ELIMINATION) else set(state.live) | ({base} if base else set())
@@ -457,7 +459,7 @@ def advance(ostudy: "optuna.Study", study: "Study", queue_next: bool = True) -> 
     stopped = set(arms) - set(state.live) if not state.decided else set(arms)
     ledger.cancel_queued(ostudy, stopped, f"racing settled the arm in round {state.round}")
     if not state.decided:
-        ledger.queue(ostudy, study, racing_round(study, state.round + 1, set(state.live)))
+        ledger.queue(ostudy, study, plan.round(study, state.round + 1, set(state.live)))
     return state
 
 

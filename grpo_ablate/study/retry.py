@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.plan import study_plan
+from grpo_ablate.study.plan import study_plan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.checkpoints import spec_fingerprint
@@ -103,10 +103,11 @@ def note(count: int) -> str:
     return f"queued again {count} cell(s) that failed under an earlier version of the study file"
 
 
-def requeue_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
+def requeue_changed(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> str | None:
     """Queue again each cell that failed only under earlier versions of the study file (module docstring).
 
-    Returns the line to print (`note`), None when nothing was queued.
+    Returns the line to print (`note`), None when nothing was queued. `plan`: the study's cells when the
+    caller has them (plan.study_plan reads advise.json).
     """
     from optuna.trial import TrialState
 
@@ -117,7 +118,7 @@ def requeue_changed(ostudy: "optuna.Study", study: "Study") -> str | None:
     for t in trials:
         if (key := ledger.cell_key(t)) is not None:
             by_cell.setdefault(key, []).append(t)
-    planned = {c.key for c in study_plan(study) or []} if study.is_planned else None
+    planned = {c.key for c in (study_plan(study) if plan is None else plan)} if study.is_planned else None
     queued = 0
     for key, attempts in by_cell.items():
         if planned is not None and key not in planned:

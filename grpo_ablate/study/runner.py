@@ -31,12 +31,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from grpo_ablate.branching import branch_step
 from grpo_ablate.config import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.gpu_hours import Budget, budget_of, measured_estimate
-from grpo_ablate.plan import resolved_trial_count, study_plan
+from grpo_ablate.study.plan import StudyPlan, resolve_plan
 from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs
@@ -51,7 +50,7 @@ from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.launch import reclaim_trial, release_thread_launchers
 from grpo_ablate.launch.registry import launcher_problems
-from grpo_ablate.vocab import PREFIX_ROLE, Cell, Outcome
+from grpo_ablate.vocab import PREFIX_ROLE, Outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -97,20 +96,21 @@ class Wakeup:
 
 class StudyRunner:
     def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", workers: int,
-                 plan: list[Cell] | None = None):
+                 plan: StudyPlan):
         self.study = study
         self.ostudy = ostudy
         self.storage = storage
         self.envs = worker_envs(study, workers)
         self.workers = len(self.envs)
-        self.n_trials = resolved_trial_count(study, plan)  # `plan`: study_plan(study) when the caller has made it
-        self.branches = branch_step(study) is not None
+        self.plan = plan
+        self.n_trials = plan.trial_count
+        self.branches = plan.branch_step is not None
         self.heartbeat = is_rdb_url(study.storage_url)
         self.registry = Registry()
         self.console = StudyConsole()
         self.counts = Counts()
         self.lifecycle = TrialLifecycle(study, ostudy, storage, open_artifact_store(study.output_dir), self.registry,
-                                        workers=self.workers, heartbeat=self.heartbeat, say=self.console.say)
+                                        workers=self.workers, heartbeat=self.heartbeat, say=self.console.say, plan=plan)
         self.wakeup = Wakeup()
         self.interrupt_requests = 0  # SIGINTs (Ctrl-C): the second one kills the running trials
         self.term_requests = 0  # SIGTERMs: each one a graceful stop, never a kill
@@ -201,7 +201,7 @@ class StudyRunner:
 
         if running > 0:
             return RACE_WAIT
-        state = advance(self.ostudy, self.study, queue_next=not close_only)
+        state = advance(self.ostudy, self.study, self.plan, queue_next=not close_only)
         if state.decided:
             self.stop_reason = self.stop_reason or describe(state)
             return None
@@ -390,19 +390,20 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         check_output_dir(study)  # checks first: nothing is created for a run that is refused
         if warm_start:
             check_warm_source(study, warm_start, warm_start_storage)
+        plan = resolve_plan(study)  # once: every part of the run reads this one
         study.output_dir.mkdir(parents=True, exist_ok=True)
         storage = open_storage(study.storage_url, heartbeat_interval=study.study.heartbeat_interval,
                                grace_period=study.study.grace_period,
                                stale_trial_callback=ledger.StaleTrialRequeue(study.study.max_retry))
         check_unowned_folder(study, optuna.study.get_all_study_names(storage))
         claim_output_dir(study)
-        ostudy, created = open_study(study, for_run=True, storage=storage)
+        ostudy, created = open_study(study, for_run=True, storage=storage, plan=plan)
     except StudyError as e:
         return StudyRun(refused=str(e))
     except OSError as e:
         return StudyRun(refused=f"cannot write the study's output folder {study.output_dir}: {e}")
     if created:
-        describe_study(ostudy, study)
+        describe_study(ostudy, study, plan.baseline)
     elif (changed := space_changed(stored := study_attrs(ostudy), study) or race_rule_changed(stored, study)) is not None:
         return StudyRun(refused=changed)
     if warm_start and not created:
@@ -413,7 +414,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         except (ValueError, KeyError, OSError, StudyError) as e:
             discard_new_study(ostudy, storage)  # a rerun with the source fixed creates it afresh, rather than waiting for a plan
             return StudyRun(refused=f"cannot warm-start from {warm_start}: {e}")
-    cells = study_plan(study)
+    cells = list(plan.cells)
     if created:
         queue_first_plan(ostudy, study, cells)
     elif cells and not wait_for_plan(ostudy):
@@ -425,16 +426,16 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         added = queue_plan(ostudy, study, cells)
         if added:
             say(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
-            if (note := queued_beyond_budget(ostudy, resolved_trial_count(study, cells))) is not None:
+            if (note := queued_beyond_budget(ostudy, plan.trial_count)) is not None:
                 warn(f"grpo-ablate: {note}")
-    elif cells and branch_step(study) is not None:  # a resumed race: the branches of prefixes that completed
+    elif cells and plan.branch_step is not None:  # a resumed race: the branches of prefixes that completed
         if added := queue_ready_branches(ostudy, study, cells):
             say(f"grpo-ablate: queued {added} branch(es) of prefixes that completed before the last run ended")
 
-    if not created and (retried_note := requeue_changed(ostudy, study)) is not None:
+    if not created and (retried_note := requeue_changed(ostudy, study, plan.cells)) is not None:
         say(f"grpo-ablate: {retried_note}")
     try:
-        runner = StudyRunner(study, ostudy, storage, study.study.workers, cells)
+        runner = StudyRunner(study, ostudy, storage, study.study.workers, plan)
     except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json
         return StudyRun(refused=str(e))
     done, _ = runner.finished_count()
@@ -466,7 +467,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         runner.wakeup.close()
 
     runner.console.summary(study, ostudy)
-    for line in blocked_branches(ostudy, study):
+    for line in blocked_branches(ostudy, plan):
         warn(f"grpo-ablate: {line}")
     if study.study.budget_gpu_hours is not None:
         runner.console.say(runner.spending().words())
@@ -476,14 +477,14 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
                     nothing_fit=all_oom_message(ostudy, study), queued=queued_cells(ostudy))
 
 
-def blocked_branches(ostudy: "optuna.Study", study: "Study") -> list[str]:
+def blocked_branches(ostudy: "optuna.Study", plan: StudyPlan) -> list[str]:
     """A branching study: each seed whose prefix failed for good, and why its branches never ran (nothing else
     queues them: a rerun trains the prefix again only once its failed record is removed)."""
-    if branch_step(study) is None:
+    if plan.branch_step is None:
         return []
     trials = ostudy.get_trials(deepcopy=False)
     ready = ledger.completed_prefixes(trials)
-    branches = Counter(c.seed for c in study_plan(study) if c.role != PREFIX_ROLE)  # each seed's, from one plan
+    branches = Counter(c.seed for c in plan.cells if c.role != PREFIX_ROLE)  # each seed's
     out = []
     for t in trials:
         seed = ledger.seed_of(t)

@@ -10,9 +10,8 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
-from grpo_ablate.plan import baseline_arm
 from grpo_ablate.storage import locate, mask_url, open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.trial_record import StudyAttrs, cell_key, study_attrs
@@ -20,9 +19,9 @@ from grpo_ablate.vocab import Arm, Cell
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
 from grpo_ablate.files.owned import Owner
-from grpo_ablate.plan import ADVISE_ROLE, is_plannable, round_cells, study_plan
-from grpo_ablate.search.fidelity import budget_completions, quantum
-from grpo_ablate.search.samplers import build_pruner, build_sampler
+from grpo_ablate.study.plan import (ADVISE_ROLE, StudyPlan, baseline_arm, is_plannable, resolve_plan, round_cells,
+                                    study_plan)
+from grpo_ablate.study.search.samplers import study_pruner, study_sampler
 from grpo_ablate.study.warm import load_source
 
 if TYPE_CHECKING:
@@ -49,38 +48,24 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def make_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
-    """The study's sampler (search/samplers.py holds the settings the benchmark chose)."""
-
-    return build_sampler(study.sampler_kind, study.study.sampler_seed, n_trials=study.study.n_trials,
-                         n_objectives=len(study.directions))
-
-
-def make_pruner(study: "Study") -> "optuna.pruners.BasePruner":
-    """The study's pruner; its steps are generated completions (search/fidelity.py)."""
-
-    budget = budget_completions(study)
-    largest = max((p.generation_batch_size for p in study.space.feasible), default=1)
-    return build_pruner(study.study.pruner, budget, quantum(largest, budget))
-
-
 def open_study(
-    study: "Study", *, for_run: bool = False, storage: "optuna.storages.BaseStorage | None" = None
-) -> tuple["optuna.Study", bool]:
+    study: "Study", *, for_run: bool = False, storage: "optuna.storages.BaseStorage | None" = None,
+    plan: StudyPlan | None = None) -> tuple["optuna.Study", bool]:
     """Create the Optuna study or load it; returns (study, created_here).
 
     `storage` is the one `run` opened itself (it keeps the handle for heartbeats); otherwise
-    the study's URL is opened here, with heartbeats when `for_run`.
+    the study's URL is opened here, with heartbeats when `for_run`. `plan`: the run's, when it has one.
     """
     import optuna
 
+    plan = resolve_plan(study) if plan is None else plan
     if storage is None:
         kwargs: dict[str, Any] = {}
         if for_run:
             kwargs = {"heartbeat_interval": study.study.heartbeat_interval, "grace_period": study.study.grace_period,
                       "stale_trial_callback": ledger.StaleTrialRequeue(study.study.max_retry)}
         storage = open_storage(study.storage_url, **kwargs)
-    sampler, pruner = make_sampler(study), make_pruner(study)  # a duplicate name raises before either is used
+    sampler, pruner = study_sampler(study), study_pruner(study, plan.completions)  # a duplicate name raises before either is used
     try:
         ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=[optuna.study.StudyDirection[d.upper()] for d in study.directions],
                                      sampler=sampler, pruner=pruner, load_if_exists=False)
@@ -165,7 +150,9 @@ def masked_config(study: "Study") -> dict[str, Any]:
     return config
 
 
-def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
+def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm | None = None) -> None:
+    """Record what the study is (its masked file, versions, objectives, baseline, shape, space) on the
+    Optuna study; `baseline`: the run's plan's, when it has one."""
     name_objectives(ostudy, study)
     evaluation: dict[str, Any] | None = None
     if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction
@@ -176,7 +163,7 @@ def describe_study(ostudy: "optuna.Study", study: "Study") -> None:
         config=masked_config(study),
         versions=library_versions(),
         objectives=tuple(zip(study.metric_names, study.directions)),
-        baseline=baseline_arm(study).as_dict(),
+        baseline=(baseline or baseline_arm(study)).as_dict(),
         hardware=study.space.shape.describe(),
         space=tuple(sorted(p.label for p in study.space.feasible)),
         evaluation=evaluation,
@@ -237,12 +224,12 @@ def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
         ostudy.set_metric_names(list(study.metric_names))
 
 
-def queue_plan(ostudy: "optuna.Study", study: "Study", cells: list[Cell]) -> int:
+def queue_plan(ostudy: "optuna.Study", study: "Study", cells: Sequence[Cell]) -> int:
     """Queue every planned cell not already in the study (finished, running or queued); how many were queued."""
     return ledger.queue(ostudy, study, cells)
 
 
-def queue_ready_branches(ostudy: "optuna.Study", study: "Study", plan: list[Cell] | None = None) -> int:
+def queue_ready_branches(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> int:
     """A branching study: queue the branches of every seed whose prefix has completed; how many were queued.
 
     The lifecycle calls it when a prefix completes, a resumed run once at its start (a crash
@@ -277,7 +264,7 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
 # ------------------------------------------------------------------ pre-flight: probe and advise
 
 
-def queue_first_plan(ostudy: "optuna.Study", study: "Study", plan: list[Cell] | None = None) -> None:
+def queue_first_plan(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> None:
     """Queue a planned study's first cells (a racing study's first round) and mark the plan ready.
 
     Whoever creates the study calls it (`run`, `advise --enqueue`), so a later `run`

@@ -1,6 +1,6 @@
 """How an arm becomes Optuna params, so that samplers see the structure of the space.
 
-    from grpo_ablate.search.encoding import suggest_arm, encode_arm, ORDINAL
+    from grpo_ablate.study.search.encoding import suggest_arm, encode_arm, ORDINAL
 
 Each param name is spelled here once. Three encodings:
 - ORDINAL (the adaptive samplers' default): G is an ordinal rank over the feasible Gs

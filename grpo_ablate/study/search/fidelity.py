@@ -12,22 +12,11 @@ the checkpoint itself. A pruner then judges every trial at the same compute.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping
-from grpo_ablate.plan import completions_per_trial
+from typing import Any, Mapping
 
-if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a Study it is handed
-    from grpo_ablate.config import Study
-
-__all__ = ["ComputeClock", "budget_completions", "quantum", "CHECKPOINTS"]
+__all__ = ["ComputeClock", "quantum", "CHECKPOINTS"]
 
 CHECKPOINTS = 10  # checkpoints per trial when its compute budget is known
-
-
-def budget_completions(study: "Study") -> int | None:
-    """Completions one trial generates under the budget (None when the budget is tokens or time only):
-    plan.completions_per_trial, the figure `plan` prints and the trainer's max_steps agrees with."""
-
-    return completions_per_trial(study)
 
 
 def quantum(largest_batch: int, budget: int | None, checkpoints: int = CHECKPOINTS) -> int:

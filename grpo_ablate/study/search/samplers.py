@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from grpo_ablate.study.search.fidelity import quantum
 from grpo_ablate.vocab import PLANNED_SAMPLERS
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["build_sampler", "build_pruner", "tpe_startup_trials"]
+    from grpo_ablate.config import Study
+
+__all__ = ["build_sampler", "build_pruner", "study_sampler", "study_pruner", "tpe_startup_trials"]
 
 
 def tpe_startup_trials(n_trials: int | None) -> int:
@@ -50,3 +53,16 @@ def build_pruner(kind: str, budget: int | None, quantum: int) -> "optuna.pruners
     if kind == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=quantum * 2, max_resource=budget or "auto")
     return optuna.pruners.NopPruner()
+
+
+def study_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
+    """The study's sampler, from its file (the kind `auto` resolved to, its seed, n_trials, objectives)."""
+    return build_sampler(study.sampler_kind, study.study.sampler_seed, n_trials=study.study.n_trials,
+                         n_objectives=len(study.directions))
+
+
+def study_pruner(study: "Study", budget: int | None) -> "optuna.pruners.BasePruner":
+    """The study's pruner; its steps are generated completions (fidelity.py), `budget` one trial's
+    (study/plan.py's completions_per_trial)."""
+    largest = max((p.generation_batch_size for p in study.space.feasible), default=1)
+    return build_pruner(study.study.pruner, budget, quantum(largest, budget))
