@@ -4,8 +4,8 @@
 
 Pure: reads a validated Study, imports no optuna. setup.py queues these cells through ledger.py
 (their params: search/encoding.py's PLAN encoding); lifecycle.py turns each into a trial. It lives
-in study/ because only the study and the commands above it plan cells: the search floor below
-takes the figures it needs (completions per trial) from its caller.
+in study/ because only the study and the commands above it plan cells; the search (search/) takes
+the one figure it needs, each trial's completions, from its caller.
 
 - grid: every feasible (num_generations, generation batch) pair x every temperature x every seed.
 - ablation: the baseline first, then one factor at a time (the other factors held at the
@@ -14,6 +14,10 @@ takes the figures it needs (completions per trial) from its caller.
   `grpo-ablate advise --enqueue` adds its top prediction as one more arm (role "advise") when
   the ablation lacks it; the arm is kept in advise.json (`advised_arms`), so `plan`, `run` and
   every later run count and queue the same cells.
+
+`run` resolves all of it once per run (`resolve_plan` -> `StudyPlan`: the cells, the baseline, the
+branch step, each trial's completions, the trial target) and hands that on; the functions below
+serve the commands that need one figure of it.
 
 With `budget.branch_from` (branching.py) each seed's cells start with its prefix (role
 PREFIX_ROLE): the baseline arm trained once to the branch step B. The seed's other cells are its
@@ -120,6 +124,7 @@ def study_plan(study: "Study") -> list[Cell]:
 
 
 def _cells(study: "Study", base: Arm, step: int | None) -> list[Cell]:
+    """study_plan's cells from the baseline and branch step already resolved."""
     sampler = study.study.sampler
     if sampler not in PLANNED_SAMPLERS:
         return []
