@@ -89,6 +89,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grpo_ablate.stats.selection import eps_best, select  # noqa: E402
+from grpo_ablate.vocab import Outcome  # noqa: E402
 
 __all__ = ["DATA", "TRUTH", "WARMUP_DATA", "Design", "scratch_design", "branched_design", "designs", "replay",
            "best_g", "score", "full_run_design", "warmup_designs", "warmup_figures", "build", "build_warmup", "figures",
@@ -477,6 +478,24 @@ def _save(table: dict[str, Any], path: Path) -> None:
     save_table(table, path)
 
 
+def _record(table: dict[str, Any], path: Path, kind: str, cell: Any, folder: Path, result: Any,
+            seconds: float) -> dict[str, Any]:
+    """One trained trial's row (its held-out curve and per-prompt outcomes), added to the table and saved at
+    once (a stopped build resumes after it); a failure's reason and log tail are printed."""
+    evals = _evals(folder)
+    row = {"kind": kind, "task": TASK, "arm": cell.arm.key, "label": cell.arm.label, "seed": cell.seed,
+           "outcome": result.outcome.value, "objective": (result.metrics or {}).get("eval_final_reward"),
+           "curve": [[e["step"], e["reward"]] for e in evals],
+           "per_prompt": evals[-1].get("per_prompt") if evals else None, "seconds": round(seconds, 1)}
+    table["rows"].append(row)
+    _save(table, path)
+    print(f"{time.strftime('%H:%M:%S')} {kind} {cell.arm.label} seed {cell.seed}: {row['outcome']} "
+          f"curve={[(s, round(r, 3)) for s, r in row['curve']]} ({row['seconds']} s)", flush=True)
+    if result.outcome is not Outcome.COMPLETED:
+        print(result.reason, (result.log_tail or "")[-2000:], flush=True)
+    return row
+
+
 def _evals(folder: Path) -> list[dict[str, Any]]:
     from grpo_ablate.vocab import EVAL_FILE
 
@@ -494,7 +513,6 @@ def build(seeds: int, path: Path = DATA, work: Path = ROOT / ".cache" / "branchi
     from grpo_ablate.study.setup import library_versions
     from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.spec import StartFrom
-    from grpo_ablate.vocab import Outcome
     from sequential_table import study_text
 
     table = load(path)
@@ -518,18 +536,7 @@ def build(seeds: int, path: Path = DATA, work: Path = ROOT / ".cache" / "branchi
     branch_study, branch_plan = study(BRANCH_STEPS, BRANCH_POINTS)  # the branch's own steps: build_spec adds BRANCH
 
     def record(kind: str, cell: Any, folder: Path, result: Any, seconds: float) -> dict[str, Any]:
-        evals = _evals(folder)
-        row = {"kind": kind, "task": TASK, "arm": cell.arm.key, "label": cell.arm.label, "seed": cell.seed,
-               "outcome": result.outcome.value, "objective": (result.metrics or {}).get("eval_final_reward"),
-               "curve": [[e["step"], e["reward"]] for e in evals],
-               "per_prompt": evals[-1].get("per_prompt") if evals else None, "seconds": round(seconds, 1)}
-        table["rows"].append(row)
-        _save(table, path)
-        print(f"{kind} {cell.arm.label} seed {cell.seed}: {row['outcome']} curve={[(s, round(r, 3)) for s, r in row['curve']]} "
-              f"({row['seconds']} s)", flush=True)
-        if result.outcome is not Outcome.COMPLETED:
-            print(result.reason, (result.log_tail or "")[-2000:], flush=True)
-        return row
+        return _record(table, path, kind, cell, folder, result, seconds)
 
     with WarmSession() as session:
         for seed in range(seeds):
@@ -610,7 +617,6 @@ def build_warmup(seeds: int, warmup: int, full: int = WARMUP_FULL, path: Path = 
     from grpo_ablate.study.setup import library_versions
     from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.spec import StartFrom
-    from grpo_ablate.vocab import Outcome
 
     if not 0 < warmup < full:
         raise ValueError(f"--warmup {warmup}: give a warmup of at least 1 step and fewer than the full run's {full}")
@@ -635,18 +641,8 @@ def build_warmup(seeds: int, warmup: int, full: int = WARMUP_FULL, path: Path = 
     branch_study, branch_plan = study("branch", full - warmup, 2)  # the branch's own steps: it ends at step `full`
 
     def record(kind: str, cell: Any, folder: Path, result: Any, seconds: float) -> None:
-        evals = _evals(folder)
-        row = {"kind": kind, "task": TASK, "arm": cell.arm.key, "label": cell.arm.label, "seed": cell.seed,
-               "outcome": result.outcome.value, "objective": (result.metrics or {}).get("eval_final_reward"),
-               "curve": [[e["step"], e["reward"]] for e in evals],
-               "per_prompt": evals[-1].get("per_prompt") if evals else None, "seconds": round(seconds, 1)}
-        table["rows"].append(row)
+        _record(table, path, kind, cell, folder, result, seconds)
         done.add((kind, cell.arm.key, cell.seed))
-        _save(table, path)
-        print(f"{time.strftime('%H:%M:%S')} {kind} {cell.arm.label} seed {cell.seed}: {row['outcome']} "
-              f"curve={[(s, round(r, 3)) for s, r in row['curve']]} ({row['seconds']} s)", flush=True)
-        if result.outcome is not Outcome.COMPLETED:
-            print(result.reason, (result.log_tail or "")[-2000:], flush=True)
 
     def train(kind: str, study_: Any, cell: Any, folder: Path, **kw: Any) -> Any:
         shutil.rmtree(folder, ignore_errors=True)
