@@ -52,14 +52,8 @@ def test_an_unknown_hardware_launcher_is_refused_at_its_key_with_the_registrys_c
             in err), err
 
 
-class _Nearby(Launcher):
-    """A launcher this repository does not ship: registered by a test with one line, nothing else edited."""
-
-    capabilities = Capabilities(local_processes=False, cgroup_oom=False, remote=True, auto=True)
-
-    @classmethod
-    def chosen_by_auto(cls, spec, *, probe=False):
-        return spec.hardware.get("gpus") == 7  # a trial shape no shipped launcher is told apart by
+class _Elsewhere(Launcher):
+    """A launcher on another node, as SLURM's would be: only the four methods."""
 
     def start(self, spec, env, log_path):  # pragma: no cover - never started here
         raise NotImplementedError
@@ -69,6 +63,16 @@ class _Nearby(Launcher):
 
     def stop(self):  # pragma: no cover
         pass
+
+
+class _Nearby(_Elsewhere):
+    """A launcher this repository does not ship: registered by a test with one line, nothing else edited."""
+
+    capabilities = Capabilities(local_processes=False, cgroup_oom=False, remote=True, auto=True)
+
+    @classmethod
+    def chosen_by_auto(cls, spec, *, probe=False):
+        return spec.hardware.get("gpus") == 7  # a trial shape no shipped launcher is told apart by
 
 
 def test_run_study_refuses_an_unknown_launcher_before_it_creates_anything(tmp_path):
@@ -117,19 +121,6 @@ def test_the_old_command_values_of_hardware_launcher_say_where_they_moved():
         HardwareSection(launcher="torchrun")
     assert HardwareSection(launcher=" Warm ").launcher == "warm"
     assert HardwareSection(command="torchrun", launcher="process").command == "torchrun"
-
-
-class _Elsewhere(Launcher):
-    """A launcher on another node, as SLURM's would be: only the four methods."""
-
-    def start(self, spec, env, log_path):  # pragma: no cover - never started here
-        raise NotImplementedError
-
-    def poll(self):  # pragma: no cover
-        return None
-
-    def stop(self):  # pragma: no cover
-        pass
 
 
 def test_a_launcher_elsewhere_gets_no_same_host_assumption(tmp_path):
