@@ -38,6 +38,8 @@ unknown metric, nothing in common).
 
 from __future__ import annotations
 
+import argparse
+
 import json
 import math
 import sys
@@ -52,7 +54,7 @@ from grpo_ablate.report import study_summary
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
 from grpo_ablate.vocab import METRICS, Arm
 
-__all__ = ["run", "compare_main", "compare_summaries", "compare_verdicts", "study_differences", "load_summary", "parse_tolerances", "Row",
+__all__ = ["add_parser", "run", "compare_main", "compare_summaries", "compare_verdicts", "study_differences", "load_summary", "parse_tolerances", "Row",
            "CompareError", "DEFAULT_TOLERANCE"]
 
 DEFAULT_TOLERANCE = 0.10
@@ -335,6 +337,19 @@ def _arm_label(best: Mapping[str, Any]) -> str:
     params = best.get("params")
     arm = Arm.from_mapping(params) if isinstance(params, Mapping) else None
     return arm.label if arm is not None else str(params)
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`compare`'s arguments (commands/cli.py registers every command module the same way)."""
+    p = sub.add_parser("compare", help="deltas between two studies; non-zero exit on a regression")
+    p.add_argument("a", help="the accepted baseline: a summary.json, a run folder or a study file")
+    p.add_argument("b", help="the candidate: a summary.json, a run folder or a study file")
+    p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=FRACTION",
+                   help="allowed relative worsening, e.g. reward_per_hour=0.1; repeatable")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--allow-different", action="store_true",
+                   help="compare two studies that differ in name, objectives or search space (refused otherwise)")
+    p.set_defaults(func=run)
 
 
 def run(args: Any) -> int:

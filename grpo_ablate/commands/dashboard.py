@@ -20,12 +20,22 @@ import sys
 from typing import Any, Callable, Iterable
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from grpo_ablate.commands.common import load, set_value
+from grpo_ablate.commands.common import add_study, load, set_value
 from grpo_ablate.config import Study
 from grpo_ablate.storage import mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.setup import name_objectives
 
-__all__ = ["run", "serve", "banner", "answer_first", "landing_path"]
+__all__ = ["add_parser", "run", "serve", "banner", "answer_first", "landing_path"]
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`dashboard`'s arguments (commands/cli.py registers every command module the same way)."""
+    p = sub.add_parser("dashboard", help="optuna-dashboard on the study's storage and artifacts")
+    add_study(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--storage", help="read the study from this storage URL")
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

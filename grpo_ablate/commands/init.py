@@ -55,7 +55,7 @@ from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.study.price import planned_price
 from grpo_ablate.vocab import BUILTIN_TASKS
 
-__all__ = ["run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations",
+__all__ = ["add_parser", "run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations",
            "Design", "fit_design", "seeds_to_decide", "effect_for_seeds", "warmup_steps", "reward_range"]
 
 CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
@@ -541,6 +541,34 @@ def ask_missing(a: InitAnswers, ask: Callable[[str], str] = input, interactive: 
         if a.gpus > 1 and a.vllm == "none":
             a.vllm = (ask("vLLM: none, colocate or server [none]: ").strip() or "none")
     return a
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`init`'s arguments (commands/cli.py registers every command module the same way)."""
+    p = sub.add_parser("init", help="write a commented study file from a recipe (or a few answers), then plan it")
+    p.add_argument("--from", dest="recipe", help="an Open R1 or `trl grpo` recipe file, used as published")
+    p.add_argument("--recipe-trl", metavar="VERSION", help="the TRL release a `trl grpo` recipe was written for "
+                                                            "(its implicit keys take that release's defaults; asked when unknown)")
+    p.add_argument("--gpus", type=int, help="GPUs per trial (0: CPU)")
+    p.add_argument("--vllm", choices=["none", "server", "colocate"], default="none",
+                   help="vLLM generation: server takes one GPU of each trial's block")
+    p.add_argument("--model", help="without --from: a hub id or local folder")
+    p.add_argument("--dataset", help="without --from: a hub id or a data file")
+    p.add_argument("--task", help="without --from: a built-in offline task instead of a dataset")
+    p.add_argument("--name", help="the study name (default from the recipe and the hardware)")
+    p.add_argument("--out", default="study.yaml", help="the study file to write (default study.yaml)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.add_argument("--budget", help="the study's price as a share of the full run, e.g. 0.5x (default 0.5x where the "
+                                    "full run can be priced); none: the design that can decide, at its price")
+    p.add_argument("--full-run-prompts", type=int, help="the training set's rows, for a recipe that counts epochs: "
+                                                        "prices the study in units of the full run")
+    p.add_argument("--min-effect", type=float, help="the smallest held-out reward difference worth acting on "
+                                                    "(default 0.05 of the reward's range): sizes the seeds")
+    p.add_argument("--branch-from", choices=["warmup", "none"], default="none",
+                   help="none (default): every trial from step 0; warmup (where the recipe has one): per seed the "
+                        "baseline trains once to the end of warmup and every arm branches from there, which is "
+                        "cheaper but measured to change which G is best (README, 'Does branching change the answer?')")
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

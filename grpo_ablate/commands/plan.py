@@ -26,7 +26,7 @@ from grpo_ablate.study import limits
 from grpo_ablate.study.branching import BranchError, branch_step
 from grpo_ablate.study.price import planned_counts, planned_price, prefix_estimate
 from grpo_ablate.vocab import Schedule
-from grpo_ablate.commands.common import EXIT_OK, load
+from grpo_ablate.commands.common import add_study, EXIT_OK, load
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
 from grpo_ablate.children import die_with_parent
@@ -38,7 +38,17 @@ from grpo_ablate.vocab import Cell
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["run", "plan_json", "plan_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
+__all__ = ["add_parser", "run", "plan_json", "plan_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`plan`'s arguments (commands/cli.py registers every command module the same way)."""
+    p = sub.add_parser("plan", help="the feasible (num_generations, generation batch) pairs on this hardware")
+    add_study(p)
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--commands", action="store_true",
+                   help="a dry run: each arm's launch command lines and GRPOConfig arguments, nothing started")
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

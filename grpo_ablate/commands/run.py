@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo_ablate.commands.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
+from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
 from grpo_ablate.config import Study
 from grpo_ablate.study.plan import study_plan
 from grpo_ablate.report import write_report
@@ -20,7 +20,22 @@ from grpo_ablate.report.publish import say_answer
 from grpo_ablate.study.price import price_line
 from grpo_ablate.study.runner import StudyRun, run_study
 
-__all__ = ["run", "exit_status"]
+__all__ = ["add_parser", "run", "exit_status"]
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`run`'s arguments (commands/cli.py registers every command module the same way)."""
+    p = sub.add_parser("run", help="run (or resume) the Optuna study of real GRPO trials, then write the report")
+    add_study(p)
+    p.add_argument("--n-trials", type=int, help="total trials of the study (finished ones count)")
+    p.add_argument("--workers", type=int, help="parallel trial processes on this machine")
+    p.add_argument("--storage", help="Optuna storage URL (e.g. postgresql://user@host/db) shared by many machines")
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
+    p.add_argument("--warm-start", metavar="OTHER_STUDY",
+                   help="seed a new study from a finished one: its study file, or its name (see --warm-start-storage)")
+    p.add_argument("--warm-start-storage", metavar="URL",
+                   help="the storage of --warm-start given as a name (default: this study's storage)")
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from grpo_ablate.commands.common import check_sets, load_study
+from grpo_ablate.commands.common import add_study, check_sets, load_study
 from grpo_ablate.config import StudyError
 from grpo_ablate.config.load import parse_override
 from grpo_ablate.study.plan import baseline_arm
@@ -41,7 +41,15 @@ from grpo_ablate.launch.watch import request_stop
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome
 
-__all__ = ["run", "run_one", "print_result"]
+__all__ = ["add_parser", "run", "run_one", "print_result"]
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`run-one`'s arguments (commands/cli.py registers every command module the same way)."""
+    p = sub.add_parser("run-one", help="one trial without Optuna, e.g. --set num_generations=4")
+    add_study(p)
+    p.add_argument("--trial-dir", help="where the trial writes (default <output_dir>/run-one/<date-time>)")
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_ablate.commands.common import EXIT_OK, EXIT_USAGE, err, load
+from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
 from grpo_ablate.config import Study
 
-__all__ = ["SCRIPT", "Resources", "resources", "render", "run"]
+__all__ = ["add_parser", "SCRIPT", "Resources", "resources", "render", "run"]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
 _RESOURCE_OPTIONS = ("--gres", "--cpus-per-task", "--exclusive", "--time", "--partition", "--mem")
@@ -82,6 +82,17 @@ def render(script: str, res: Resources, study_path: str) -> str:
     if default not in body:
         raise ValueError(f"the array script no longer reads {default}: update slurm_script.render")
     return body.replace(default, f'"${{GRPO_ABLATE_WORKERS:-{res.workers}}}"')
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`slurm-script`'s arguments (commands/cli.py registers every command module the same way)."""
+    p = sub.add_parser("slurm-script", help="the SLURM array script with a resource header fitting this study")
+    add_study(p)
+    p.add_argument("--workers", type=int, help="trials side by side in each array task (default study.workers)")
+    p.add_argument("--cpus-per-task", type=int, help="CPUs per task (default: the whole node on GPUs, else one per process)")
+    p.add_argument("--time", default="24:00:00", help="the task's time limit (default 24:00:00)")
+    p.add_argument("--partition", help="the SLURM partition")
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ from grpo_ablate.study.setup import open_study
 from grpo_ablate.schedule import Schedule
 from grpo_ablate.trial_record import arm_of, reason
 
-__all__ = ["run", "smoke_overrides", "SMOKE_STEPS"]
+__all__ = ["add_parser", "run", "smoke_overrides", "SMOKE_STEPS"]
 
 SMOKE_STEPS = 2
 SMOKE_COMPLETION_TOKENS = 8

@@ -18,16 +18,24 @@ import argparse
 import os
 import sys
 
-from grpo_ablate.commands.common import EXIT_OK, EXIT_USAGE, err, load
+from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
 from grpo_ablate.commands.plan import limits_json
 from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.errors import StudyError
 from grpo_ablate.preflight.trial_start import trial_start_checks
 from grpo_ablate.storage import mask_url
 
-__all__ = ["run", "QUICK_ENV"]
+__all__ = ["add_parser", "run", "QUICK_ENV"]
 
 QUICK_ENV = "GRPO_ABLATE_VALIDATE"  # "quick": the study file's checks only
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`validate`'s arguments (commands/cli.py registers every command module the same way)."""
+    p = sub.add_parser("validate", help="every check a trial start runs, without training; every problem at once")
+    add_study(p)
+    p.add_argument("--quick", action="store_true", help="the study file's checks only (no trial-start child process)")
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
