@@ -37,10 +37,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-__all__ = ["TREE_ENV", "adopt_orphans", "descendants", "die_with_parent", "end_descendants", "marked", "popen_for_process",
+__all__ = ["PACKAGE_ROOT", "TREE_ENV", "adopt_orphans", "importing_this_checkout", "descendants", "die_with_parent", "end_descendants", "marked", "popen_for_process",
            "process_start_time", "tree_token"]
 
 _PR_SET_PDEATHSIG = 1
+
+# The folder that holds the `grpo_ablate` package (the checkout, or site-packages): a child process started with
+# it first on PYTHONPATH imports this very copy of the package, installed or not. Anything else first there (the
+# checkout's parent, say) could shadow real packages inside trials with a sibling folder named `trl` or `datasets`.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def importing_this_checkout(env: dict[str, str]) -> dict[str, str]:
+    """`env` with PACKAGE_ROOT first on PYTHONPATH (what was there before kept after it): for every child
+    process that runs a module of this package by name (`python -m grpo_ablate...`)."""
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_ROOT]
+    return {**env, "PYTHONPATH": os.pathsep.join([PACKAGE_ROOT, *rest])}
 
 
 def die_with_parent() -> Callable[[], None]:

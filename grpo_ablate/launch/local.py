@@ -17,18 +17,15 @@ record (result.json), or whatever the scheduler reports, through `Launcher.oom_e
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from grpo_ablate.children import TREE_ENV, tree_token
+from grpo_ablate.children import TREE_ENV, importing_this_checkout, tree_token
 from grpo_ablate.trainer.spec import TrialSpec
 from grpo_ablate.trainer.worker import PARENT_PID_ENV
 
 from .base import Capabilities, Launcher, trial_environment
 from .outcome import oom_kill_count, oom_kill_evidence
 
-__all__ = ["LocalLauncher", "PACKAGE_ROOT"]
-
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+__all__ = ["LocalLauncher"]
 
 
 class LocalLauncher(Launcher):
@@ -37,9 +34,7 @@ class LocalLauncher(Launcher):
     capabilities = Capabilities(local_processes=True, cgroup_oom=True, remote=False, auto=True)
 
     def environment(self, spec: TrialSpec) -> dict[str, str]:
-        env = trial_environment(spec)
-        # The worker imports this package by module name, installed or not.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.fspath(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+        env = importing_this_checkout(trial_environment(spec))  # the worker imports this package by module name
         env[PARENT_PID_ENV] = str(os.getpid())  # the worker ends its trial when this pid is gone
         env[TREE_ENV] = tree_token()  # and the tree supervisor ends all it started, however it left
         return env

@@ -28,7 +28,7 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.metrics import summarize_file
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Schedule
-from grpo_ablate.children import die_with_parent
+from grpo_ablate.children import die_with_parent, importing_this_checkout
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.storage import is_rdb_url, open_storage
 from grpo_ablate.launch.devices import cpu_slot
@@ -44,7 +44,6 @@ __all__ = ["Advice", "Measured", "Prediction", "advise_figure", "advise_text", "
            "run_advise", "sample", "will_not_help", "write_completions"]
 
 ADVISE_PLOT = "advise.png"
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -110,8 +109,7 @@ def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float
             "temperatures": temperatures, "seed": seed}
     (folder / "sample_spec.json").write_text(json.dumps(spec, indent=2, default=str))
     (folder / SAMPLES_FILE).unlink(missing_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.fspath(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    env = importing_this_checkout(dict(os.environ))
     if study.model.name_or_path.startswith(BUILTIN_MODEL_PREFIX):
         env["HF_HUB_OFFLINE"] = "1"
     log_path = folder / "log.txt"
