@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Callable
 
 from pydantic import Field
 
 __all__ = ["Bound", "BOUNDS", "Generations", "BatchSize", "Seconds", "Megabytes", "Rate", "Fraction", "Finite",
-           "Steps", "Temperature", "MAX_SEARCHED_VALUES", "REWARD_ROWS_NEEDED"]
+           "Steps", "Temperature", "TrialSteps", "Completions", "Tokens", "Prompts", "PromptTokens", "Workers", "Trials",
+           "Retries", "Processes", "Gpus", "MAX_SEARCHED_VALUES", "REWARD_ROWS_NEEDED", "flag_value"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ class Bound:
         if self.integer and not float(value).is_integer():
             return f"must be a whole number, got {value}"
         if not self.low <= value <= self.high:
-            return f"must lie in [{self.low:g}, {self.high:g}] ({self.why}), got {value:g}"
+            got = f"{value:g}" if isinstance(value, float) else str(value)
+            return f"must lie in [{self.low:g}, {self.high:g}] ({self.why}), got {got}"
         return None
 
     def field(self) -> Any:
@@ -66,7 +68,41 @@ BOUNDS: dict[str, Bound] = {
     # |r| <= 1e12: the group's mean and variance (squares, summed over G) stay far from overflow
     "reward": Bound(-1e12, 1e12, "a reward value; beyond it the group's mean and variance overflow"),
     "parameters": Bound(1e3, 1e14, "a model's parameter count"),
+    # Counts a user types into a study file. Past these bounds a value can only be a typo (an exponent
+    # too many): a billion steps is centuries of training, a billion prompts more than any dataset a
+    # study samples from, and the plan, the price and the loaders would take the number at its word.
+    "completions": Bound(1, 10**15, "completions generated per trial", integer=True),
+    "tokens": Bound(1, 10**15, "tokens processed per trial", integer=True),
+    "prompts": Bound(1, 10**9, "prompts in a dataset or a held-out set", integer=True),
+    "prompt_tokens": Bound(1, 10**7, "tokens in one prompt", integer=True),
+    "workers": Bound(1, 1024, "parallel trials on one machine", integer=True),
+    "trials": Bound(1, 10**6, "trials in one study", integer=True),
+    "retries": Bound(0, 1000, "retries or failures in a row", integer=True),
+    "processes": Bound(1, 65536, "processes of one trial", integer=True),
+    "gpus": Bound(0, 65536, "GPUs of one trial", integer=True),
 }
+
+def flag_value(bound: str, *, low: float | None = None) -> Callable[[str], int]:
+    """An argparse `type` for a command-line count checked against BOUNDS[bound] (at least `low` when given):
+    argparse then refuses the value with the flag's name, the range and why (exit 2), as the schema does a key."""
+    import argparse  # here: only the commands' parsers need it
+
+    b = BOUNDS[bound]
+    if low is not None:
+        b = Bound(low, b.high, b.why, b.integer)
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r:.40}") from None
+        if (problem := b.problem(value)) is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    parse.__name__ = bound  # argparse names the type in its messages
+    return parse
+
 
 # the values a searched range may enumerate (`num_generations: {low, high, step}`): every value is
 # a feasible-space check and an Optuna choice; real studies search a handful
@@ -75,6 +111,16 @@ MAX_SEARCHED_VALUES = 4096
 Generations = Annotated[int, BOUNDS["num_generations"].field()]
 BatchSize = Annotated[int, BOUNDS["generation_batch_size"].field()]
 Steps = Annotated[int, Field(ge=0, le=10**9)]
+TrialSteps = Annotated[int, BOUNDS["max_steps"].field()]
+Completions = Annotated[int, BOUNDS["completions"].field()]
+Tokens = Annotated[int, BOUNDS["tokens"].field()]
+Prompts = Annotated[int, BOUNDS["prompts"].field()]
+PromptTokens = Annotated[int, BOUNDS["prompt_tokens"].field()]
+Workers = Annotated[int, BOUNDS["workers"].field()]
+Trials = Annotated[int, BOUNDS["trials"].field()]
+Retries = Annotated[int, BOUNDS["retries"].field()]
+Processes = Annotated[int, BOUNDS["processes"].field()]
+Gpus = Annotated[int, BOUNDS["gpus"].field()]
 Seconds = Annotated[float, BOUNDS["seconds"].field()]
 Megabytes = Annotated[float, BOUNDS["megabytes"].field()]
 Rate = Annotated[float, BOUNDS["rate"].field()]

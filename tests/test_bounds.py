@@ -153,3 +153,27 @@ def test_a_budget_too_short_for_the_objective_is_refused_by_validate(tmp_path_fa
 def test_max_steps_1_with_the_default_objective_is_refused(tmp_path):
     code, out, err = cli_inprocess("validate", str(_study(tmp_path)), "--set", "budget.max_steps=1")
     assert code == 2 and "budget.max_steps" in err and "reward_per_hour" in err, err
+
+
+# every count a user types into a study file, at a value only a typo gives (an exponent too many); issue 52 item 7
+_TYPED_COUNTS = {
+    "budget.max_steps": 10**26, "budget.completions": 10**20, "budget.tokens": 10**20, "study.workers": 10**8,
+    "study.n_trials": 10**9, "study.max_retry": 10**6, "study.max_consecutive_failures": 10**7,
+    "study.checkpoint_steps": 10**12, "data.num_prompts": 10**14, "data.max_samples": 10**14,
+    "data.max_prompt_tokens": 10**12, "hardware.num_processes": 10**8, "hardware.gpus": 10**8,
+    "hardware.memory_limit_mb": 10**18, "budget.full_run.max_steps": 10**26, "evaluation.num_prompts": 10**14,
+}
+
+
+@pytest.mark.parametrize("key, value", sorted(_TYPED_COUNTS.items()))
+def test_a_count_only_a_typo_gives_is_refused_naming_its_key(tmp_path, key, value):
+    code, out, err = cli_inprocess("validate", str(_study(tmp_path)), "--set", f"{key}={value}")
+    assert code == 2 and f"{key}: " in err and "less than or equal to" in err, err
+
+
+@pytest.mark.parametrize("flag, value, words", [("--workers", "100000000", "parallel trials on one machine"),
+                                                ("--n-trials", "10000000000", "trials in one study"),
+                                                ("--workers", "0", "must lie in [1, 1024]")])
+def test_a_count_on_the_command_line_is_bounded_too(tmp_path, flag, value, words):
+    code, out, err = cli_inprocess("run", str(_study(tmp_path)), flag, value)
+    assert code == 2 and flag in err and words in err, err

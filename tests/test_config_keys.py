@@ -49,7 +49,7 @@ def test_the_readme_key_table_is_the_one_the_schema_generates():
 
 def test_a_key_shows_its_type_default_bounds_and_description():
     doc = find_key("budget.max_steps")
-    assert (doc.type, doc.default, doc.allowed) == ("int | null", "null", ">= 1")
+    assert (doc.type, doc.default, doc.allowed) == ("int | null", "null", ">= 1, <= 1000000000")
     assert "Optimizer steps per trial" in doc.description
     sampler = find_key("study.sampler")
     assert sampler.allowed.split(", ") == ['"auto"', '"tpe"', '"random"', '"gp"', '"grid"', '"ablation"']

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from grpo_ablate.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
 from grpo_ablate.preflight.advise import advise_text, run_advise
 from grpo_ablate.study.owner import claim_output_dir
@@ -21,8 +22,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     """`advise`'s arguments (commands/cli.py registers every command module the same way)."""
     p = sub.add_parser("advise", help="predict which G pays off from samples of the starting model (no training)")
     add_study(p)
-    p.add_argument("--k", type=int, default=16, help="completions sampled per prompt (>= 2)")
-    p.add_argument("--prompts", type=int, default=64, help="training prompts sampled")
+    p.add_argument("--k", type=flag_value("num_generations"), default=16, help="completions sampled per prompt (>= 2)")
+    p.add_argument("--prompts", type=flag_value("prompts"), default=64, help="training prompts sampled")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, action="append", help="a candidate temperature (default: the study's)")
     p.add_argument("--enqueue", action="store_true", help="seed the study with the shortlist, best first")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from grpo_ablate.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_OK, err, load
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.probe_file import probe_table
@@ -25,7 +26,7 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     """`probe`'s arguments (commands/cli.py registers every command module the same way)."""
     p = sub.add_parser("probe", help="each G's largest generation batch that fits, from a few real optimizer steps")
     add_study(p)
-    p.add_argument("--steps", type=int, default=2, help="optimizer steps per probed point")
+    p.add_argument("--steps", type=flag_value("max_steps"), default=2, help="optimizer steps per probed point")
     p.add_argument("--keep", action="store_true", help="keep the probe's trial folders (<output_dir>/probe/)")
     p.set_defaults(func=run)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from grpo_ablate.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
 from grpo_ablate.config import Study
 from grpo_ablate.study.plan import study_plan
@@ -27,8 +28,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     """`run`'s arguments (commands/cli.py registers every command module the same way)."""
     p = sub.add_parser("run", help="run (or resume) the Optuna study of real GRPO trials, then write the report")
     add_study(p)
-    p.add_argument("--n-trials", type=int, help="total trials of the study (finished ones count)")
-    p.add_argument("--workers", type=int, help="parallel trial processes on this machine")
+    p.add_argument("--n-trials", type=flag_value("trials"), help="total trials of the study (finished ones count)")
+    p.add_argument("--workers", type=flag_value("workers"), help="parallel trial processes on this machine")
     p.add_argument("--storage", help="Optuna storage URL (e.g. postgresql://user@host/db) shared by many machines")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
     p.add_argument("--warm-start", metavar="OTHER_STUDY",

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_ablate.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
 from grpo_ablate.config import Study
 
@@ -88,8 +89,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     """`slurm-script`'s arguments (commands/cli.py registers every command module the same way)."""
     p = sub.add_parser("slurm-script", help="the SLURM array script with a resource header fitting this study")
     add_study(p)
-    p.add_argument("--workers", type=int, help="trials side by side in each array task (default study.workers)")
-    p.add_argument("--cpus-per-task", type=int, help="CPUs per task (default: the whole node on GPUs, else one per process)")
+    p.add_argument("--workers", type=flag_value("workers"), help="trials side by side in each array task (default study.workers)")
+    p.add_argument("--cpus-per-task", type=flag_value("processes"), help="CPUs per task (default: the whole node on GPUs, else one per process)")
     p.add_argument("--time", default="24:00:00", help="the task's time limit (default 24:00:00)")
     p.add_argument("--partition", help="the SLURM partition")
     p.set_defaults(func=run)

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from grpo_ablate.cost import GPU_TYPES, parse_share
 
-from grpo_ablate.bounds import MAX_SEARCHED_VALUES, BatchSize, Generations
+from grpo_ablate.bounds import (MAX_SEARCHED_VALUES, BatchSize, Completions, Generations, Gpus, Processes,
+                                 PromptTokens, Prompts, Retries, Tokens, Trials, TrialSteps, Workers)
 from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
 
 __all__ = [
@@ -77,7 +78,7 @@ class RacingSection(_Section):
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0, description=(
         "group_sequential: the target probability that the leader is within study.min_effect of the best; "
         "anytime: the confidence sequences' level; elimination: the probability of correct selection."))
-    first_round_seeds: int = Field(default=2, ge=2, description=(
+    first_round_seeds: Annotated[Trials, Field(ge=2)] = Field(default=2, description=(
         "Every arm runs on this many seeds before any arm is dropped."))
     stop_when_settled: bool = Field(default=True, description=(
         "anytime only: an arm whose call (better, worse, or equivalent within study.min_effect) is known takes "
@@ -105,7 +106,7 @@ class StudySection(_Section):
         "Seeds the sampler itself, so the same study proposes the same trials; null: a fresh seed each run."))
     pruner: Literal["none", "median", "hyperband"] = Field(default="none", description=(
         "Stops unpromising trials early at equal compute; single-objective studies only."))
-    n_trials: int | None = Field(default=None, ge=1, description=(
+    n_trials: Trials | None = Field(default=None, description=(
         "Finished trials the study aims for, over every run, worker and host; null: the plan size for grid and "
         "ablation, else 20."))
     timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS, description=(
@@ -118,13 +119,13 @@ class StudySection(_Section):
     baseline: dict[str, float | int] = Field(default_factory=dict, description=(
         "The ablation's baseline arm, e.g. `{num_generations: 8, temperature: 0.9}`; a value not given is "
         "TRL's default (G=8) or the feasible value nearest to it."))
-    workers: int = Field(default=1, ge=1, description="Parallel trial processes on this machine.")
+    workers: Workers = Field(default=1, description="Parallel trial processes on this machine.")
     trial_timeout: float | Literal["auto"] | None = Field(default="auto", gt=0, le=MAX_SECONDS, description=(
         "Seconds before a trial is stopped and failed. `auto`: 2 x the long per-trial estimate + 10 min (measured "
         "once a trial finished or a probe ran, else the assumption-based range; 1 h while nothing estimates a "
         "trial: study/limits.py); null: never. `plan` prints it, and `plan`, `validate` and `run` warn of a "
         "number below the estimate."))
-    checkpoint_steps: int | Literal["auto"] | None = Field(default="auto", ge=1, description=(
+    checkpoint_steps: TrialSteps | Literal["auto"] | None = Field(default="auto", description=(
         "Optimizer steps between a trial's checkpoints, so a killed, pre-empted or requeued trial resumes where "
         "it was, with its metrics and compute clock. `auto`: every ~10% of the trial's steps once 5 min of "
         "training passed since the last (a short trial saves none); null: never (then the trainer section's "
@@ -137,14 +138,14 @@ class StudySection(_Section):
         "starts that the per-trial estimate says would cross it (measured once trials finished). Or a share of "
         "the full run, e.g. `0.5x`: that share of the full run's GPU-hours as `plan` estimates them (the low end; "
         "study/price.py), resolved when a command loads the study. null: no limit."))
-    max_consecutive_failures: int = Field(default=5, ge=1, description=(
+    max_consecutive_failures: Annotated[Retries, Field(ge=1)] = Field(default=5, description=(
         "The study stops after this many failed trials in a row."))
     heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600, description=(
         "RDB storages (PostgreSQL, SQLite): seconds between a running trial's heartbeats."))
     grace_period: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description=(
         "RDB storages: seconds without a heartbeat after which a trial is failed and retried; null: 3 x "
         "heartbeat_interval."))
-    max_retry: int = Field(default=2, ge=0, description="How often a trial whose worker died is retried.")
+    max_retry: Retries = Field(default=2, description="How often a trial whose worker died is retried.")
     trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(
         default_factory=list, description=(
             "`report_to` for every trial, e.g. `[tensorboard]` or `[wandb]`; runs are grouped under the study's "
@@ -202,11 +203,11 @@ class DataSection(_Section):
     chat_template: bool | str | None = Field(default=None, description=(
         "null: the tokenizer's chat template when it has one; false: plain text; true: the tokenizer's "
         "template, required; a string: this Jinja template."))
-    max_samples: int | None = Field(default=None, ge=1, description=(
+    max_samples: Prompts | None = Field(default=None, description=(
         "Use at most this many training prompts; null: all."))
-    num_prompts: int | None = Field(default=None, ge=1, description=(
+    num_prompts: Prompts | None = Field(default=None, description=(
         "The size of a built-in task's dataset; null: the task's default."))
-    max_prompt_tokens: int | None = Field(default=None, ge=1, description=(
+    max_prompt_tokens: PromptTokens | None = Field(default=None, description=(
         "Drop prompts longer than this many tokens (TRL no longer truncates); null: keep all."))
 
     @model_validator(mode="after")
@@ -233,7 +234,7 @@ class VllmSection(_Section):
     mode: Literal["none", "colocate", "server"] = Field(default="none", description=(
         "`none`: generate with transformers; `colocate`: vLLM inside each training process; `server`: a vLLM "
         "server per trial on GPUs of its own."))
-    server_gpus: int = Field(default=1, ge=1, description=(
+    server_gpus: Annotated[Gpus, Field(ge=1)] = Field(default=1, description=(
         "server mode: GPUs the vLLM server takes from each trial's block."))
     port: int = Field(default=8000, ge=1, le=65535, description=(
         "server mode: the vLLM server's HTTP port, the first one tried (a busy port moves on to the next free one)."))
@@ -245,10 +246,10 @@ LAUNCHER_ENV = "GRPO_ABLATE_LAUNCHER"  # a launcher's name: overrides hardware.l
 class HardwareSection(_Section):
     """Where and how each trial's processes run."""
 
-    num_processes: int | None = Field(default=None, ge=1, description=(
+    num_processes: Processes | None = Field(default=None, description=(
         "Training processes per trial (the world size); wins over `gpus` and `accelerate_config`. null: from "
         "those, else 1."))
-    gpus: int | None = Field(default=None, ge=0, description=(
+    gpus: Gpus | None = Field(default=None, description=(
         "GPUs per trial; with vLLM server mode, gpus - server_gpus of them train. null: none given (the world "
         "size then comes from num_processes or accelerate_config, else 1)."))
     accelerate_config: str | None = Field(default=None, description=(
@@ -263,7 +264,7 @@ class HardwareSection(_Section):
         "What starts a trial's processes; `auto`: python for one process, accelerate with accelerate_config, "
         "else torchrun."))
     vllm: VllmSection = Field(default_factory=VllmSection, description="vLLM generation (see its keys).")
-    memory_limit_mb: int | None = Field(default=None, ge=1, description=(
+    memory_limit_mb: Annotated[int, Field(ge=1, le=2**40)] | None = Field(default=None, description=(
         "CPU: a trial whose processes' resident memory passes this many MB is an OOM (so `probe` works without a "
         "GPU); null: no limit."))
     gpu_type: str | None = Field(default=None, description=(
@@ -338,24 +339,24 @@ class SearchSection(_Section):
 class FullRunSection(_Section):
     """The run a recipe describes (its own length), which a trial is the first part of. `trainer_from` fills it."""
 
-    max_steps: int | None = Field(default=None, ge=1, description=(
+    max_steps: TrialSteps | None = Field(default=None, description=(
         "The full run in optimizer steps, when the recipe gives them."))
     num_train_epochs: float | None = Field(default=None, gt=0, description=(
         "Else the full run in epochs over the training prompts."))
-    num_generations: int | None = Field(default=None, ge=1, description=(
+    num_generations: Generations | None = Field(default=None, description=(
         "The G the full run's steps are counted at (the recipe's)."))
-    prompts: int | None = Field(default=None, ge=1, description=(
+    prompts: Prompts | None = Field(default=None, description=(
         "Training prompts, when known before the trial loads them."))
 
 
 class BudgetSection(_Section):
     """How much each trial trains: at least one of max_steps, completions, tokens, seconds (the first reached stops it)."""
 
-    max_steps: int | None = Field(default=None, ge=1, description=(
+    max_steps: TrialSteps | None = Field(default=None, description=(
         "Optimizer steps per trial (also a cap when another budget is set)."))
-    completions: int | None = Field(default=None, ge=1, description=(
+    completions: Completions | None = Field(default=None, description=(
         "Generated completions per trial, equal for every arm."))
-    tokens: int | None = Field(default=None, ge=1, description=(
+    tokens: Tokens | None = Field(default=None, description=(
         "Stop once this many tokens were processed (TRL's num_tokens)."))
     seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS, description=(
         "Stop after this many seconds of training wall time."))
@@ -408,20 +409,20 @@ class EvaluationSection(_Section):
     `points` equal fractions of the budget in generated completions (tokens when the budget is in tokens), and
     at the end. Rows go to <trial_dir>/eval.jsonl."""
 
-    num_prompts: int = Field(default=128, ge=1, description=(
+    num_prompts: Prompts = Field(default=128, description=(
         "How many held-out prompts (held out of the training data; a built-in task draws its own disjoint set)."))
     dataset: str | None = Field(default=None, description=(
         "A hub id, folder or file of evaluation prompts; null: held out of the training data."))
     split: str | None = Field(default=None, description=(
         "A split of `dataset` (or of data.dataset when `dataset` is not set)."))
     temperature: float = Field(default=0.0, ge=0, description="The evaluation's decoding temperature; 0: greedy.")
-    samples_per_prompt: int = Field(default=1, ge=1, description="Completions scored per held-out prompt.")
-    max_completion_length: int | None = Field(default=None, ge=1, description=(
+    samples_per_prompt: Annotated[int, Field(ge=1, le=65536)] = Field(default=1, description="Completions scored per held-out prompt.")
+    max_completion_length: PromptTokens | None = Field(default=None, description=(
         "Tokens per evaluation completion; null: trainer.max_completion_length."))
-    points: int = Field(default=4, ge=0, description=(
+    points: Annotated[int, Field(ge=0, le=10_000)] = Field(default=4, description=(
         "Evaluation points between the start and the end, at equal generated compute."))
-    batch_size: int = Field(default=64, ge=1, description="Prompts per generate() call.")
-    show_prompts: int = Field(default=4, ge=0, description=(
+    batch_size: BatchSize = Field(default=64, description="Prompts per generate() call.")
+    show_prompts: Annotated[int, Field(ge=0, le=10_000)] = Field(default=4, description=(
         "The first prompts whose completions each row keeps (shown side by side in the report)."))
     target: float | None = Field(default=None, description=(
         "An absolute held-out reward for the *_to_target metrics; null: from target_fraction."))

@@ -116,7 +116,7 @@ def schema_problems(err: ValidationError) -> list[Problem]:
 
 def _is_union_tag(x: Any) -> bool:
     return isinstance(x, str) and (x in {"list[int]", "list[float]", "float", "str", "int"} or
-                                   x.startswith(("list[", "function-", "literal[", "IntRange", "FloatRange", "RewardSpec")))
+                                   x.startswith(("list[", "function-", "literal[", "constrained-", "IntRange", "FloatRange", "RewardSpec")))
 
 
 # ---------------------------------------------------------------- meaning
