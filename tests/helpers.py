@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 TINY_CPU = ROOT / "studies" / "tiny-cpu.yaml"
 
-__all__ = ["ROOT", "TESTS", "TINY_CPU", "TRIAL_ENV", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "fill_disk", "free_port", "run_cli",
+__all__ = ["ROOT", "TESTS", "TINY_CPU", "TRIAL_ENV", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "fill_disk", "free_port", "read_only_bind", "run_cli",
            "tiny_spec", "tmpfs", "unavailable", "write_study"]
 
 
@@ -216,6 +216,26 @@ def tmpfs(folder: Path, size: str, *, read_only: bool = False) -> Iterator[Path]
                 subprocess.run(["umount", "-l", str(folder)], capture_output=True)
                 if passed:  # else the test's own failure is the one to show
                     raise AssertionError(f"{folder} was still in use 20 s after the block: a file was kept open there")
+                break
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def read_only_bind(folder: Path, at: Path) -> Iterator[Path]:
+    """`folder` bind-mounted read-only at `at` for the block: a real read-only mount, which stops root too (chmod
+    does not). Needs root (else `unavailable`: a skip locally, a failure under CI); unmounted at the end."""
+    at.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or subprocess.run(["mount", "--bind", str(folder), str(at)], capture_output=True).returncode:
+        unavailable("a read-only bind mount needs root")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(at)], capture_output=True).returncode:
+            unavailable("this kernel refused to remount a bind mount read-only")
+        yield at
+    finally:
+        deadline = time.monotonic() + 20
+        while subprocess.run(["umount", str(at)], capture_output=True).returncode != 0:
+            if time.monotonic() > deadline:
+                subprocess.run(["umount", "-l", str(at)], capture_output=True)
                 break
             time.sleep(0.2)
 

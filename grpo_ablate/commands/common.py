@@ -39,12 +39,12 @@ def add_study(p: argparse.ArgumentParser) -> None:
                         "num_generations/temperature/generation_batch_size to search); repeatable")
 
 
-def load_study(path: "str | os.PathLike[str]", overrides: list[str] | None = None) -> Study:
+def load_study(path: "str | os.PathLike[str]", overrides: list[str] | None = None, *, reads_only: bool = False) -> Study:
     """config's load_study, and the launcher names checked against the registry: StudyError (exit 2) with every problem.
 
     When the file itself is invalid, a bad GRPO_ABLATE_LAUNCHER is reported with its problems, as one list."""
     try:
-        study = load_study_file(path, overrides)
+        study = load_study_file(path, overrides, reads_only=reads_only)
     except StudyError as e:
         env = launcher_problems(None)
         if env:
@@ -61,9 +61,10 @@ def key_choices() -> Choices:
     return {"hardware.launcher": launcher_choices()}
 
 
-def load(args: argparse.Namespace, extra: Sequence[str] = ()) -> Study:
-    """The study with `--set`s applied; a budget written as a share of the full run ("0.5x") in GPU-hours."""
-    study = load_study(args.study, list(args.sets) + list(extra))
+def load(args: argparse.Namespace, extra: Sequence[str] = (), *, reads_only: bool = False) -> Study:
+    """The study with `--set`s applied; a budget written as a share of the full run ("0.5x") in GPU-hours.
+    `reads_only`: the command writes nothing into the study's folder (config.load_study)."""
+    study = load_study(args.study, list(args.sets) + list(extra), reads_only=reads_only)
     resolve_budget(study)
     return study
 

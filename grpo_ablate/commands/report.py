@@ -12,6 +12,8 @@ import argparse
 import os
 
 from grpo_ablate.commands.common import EXIT_OK, add_study, check_out, load, set_value
+from grpo_ablate.config import Problem, StudyError
+from grpo_ablate.config.places import writable_dir_problem
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
 from grpo_ablate.report.snapshot import writes_into_study
@@ -31,9 +33,13 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 
 def run(args: argparse.Namespace) -> int:
     extra = [set_value("study.storage", args.storage)] if args.storage else []
-    study = load(args, extra)
+    # with --out the study's folder may only be read (a read-only mount): checked as written only if --out lands there
+    study = load(args, extra, reads_only=args.out is not None)
     if args.out is None or os.path.abspath(os.path.dirname(args.out) or ".") == os.path.abspath(study.output_dir):
         check_output_dir(study)  # report.html and summary.json of another study would replace the owner's
+        if args.out is not None and (problem := writable_dir_problem(study.output_dir)) is not None:
+            raise StudyError([Problem(path="study.output_dir", message=f"{problem}; give --out a file elsewhere")],
+                             args.study)
     check_out(args.out or study.output_dir / "report.html", "--out")
     paths = write_report(study, out=args.out)
     say_answer(paths)  # the answer run prints, in the report's words, and the report's path

@@ -27,7 +27,7 @@ from grpo_ablate.vocab import SEARCHED_KEYS
 
 __all__ = ["load_study", "apply_overrides", "parse_override", "resolve_paths"]
 
-def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None) -> Study:
+def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None, *, reads_only: bool = False) -> Study:
     """Read, apply `--set` overrides, merge the recipe, validate. Raises StudyError.
 
     One path rule: a relative path written in the study file (storage, output_dir, dataset,
@@ -35,7 +35,8 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
     command finds the same files from wherever it is run; a relative path given on the command
     line (`--set`, `--storage`) means from the current directory, as a shell path does. The
     overrides apply before the recipe merges, so `--set trainer_from=RECIPE` merges that recipe,
-    and the study's own keys (overrides included) win over the recipe's.
+    and the study's own keys (overrides included) win over the recipe's. `reads_only`: the command only reads
+    the study's folder and storage, which may then be on a read-only mount (`report --out` elsewhere).
     """
     p = Path(path)
     raw = read_yaml_file(p, what="study file")
@@ -57,7 +58,7 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
         raw, notes, recipe_problems = merge_recipe(raw, base)
         problems += recipe_problems
         resolve_paths(raw, base)  # what the recipe added (a dataset file, a reward module), beside the study
-    study = validate_dict(raw, source=str(p), problems=problems)
+    study = validate_dict(raw, source=str(p), problems=problems, reads_only=reads_only)
     study.path = p
     study.warnings[:0] = notes
     return study

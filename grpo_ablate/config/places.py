@@ -18,7 +18,8 @@ from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.safe_read import kind_problem
 from grpo_ablate.storage_url import DATABASE_SCHEMES, JOURNAL_PREFIX, is_rdb_url, url_problem
 
-__all__ = ["check_places", "check_storage", "writable_dir_problem", "DATABASE_SCHEMES", "is_local_dataset"]
+__all__ = ["check_places", "check_storage", "writable_dir_problem", "readable_dir_problem", "read_only_mount",
+           "DATABASE_SCHEMES", "is_local_dataset"]
 
 # the `+driver` of a URL (postgresql+psycopg://) -> its module, where the names differ
 _DRIVER_MODULES = {"mysqldb": "MySQLdb", "mysqlconnector": "mysql.connector", "mariadbconnector": "mariadb",
@@ -37,8 +38,37 @@ def _installed(module: str) -> bool:
         return False
 
 
+def read_only_mount(path: Path) -> bool:
+    """Whether the file system holding `path` is mounted read-only (statvfs's ST_RDONLY: the kernel's own flag)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def _write_refused(folder: Path) -> OSError | None:
+    """The kernel's answer to creating a file in `folder` (created and removed at once), None when it may.
+
+    Permission bits say nothing for root (chmod 0555 does not stop root; a read-only mount does), and
+    access(2) judges by the real, not the effective, ids: trying is the one answer that holds for
+    every user on every mount."""
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".grpo-ablate-write-check-", dir=folder)
+    except OSError as e:
+        return e
+    os.close(fd)
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
+    return None
+
+
 def writable_dir_problem(path: Path) -> str | None:
-    """Why a folder could not be created or written here, or None."""
+    """Why a folder could not be created or written here, or None: the nearest existing folder on the way is
+    asked as the kernel would be (a read-only mount by statvfs, then a real file created and removed)."""
     try:
         if path.exists() and not path.is_dir():
             return f"{echo(str(path))} is a file, not a folder"
@@ -47,27 +77,49 @@ def writable_dir_problem(path: Path) -> str | None:
             existing = existing.parent
         if not existing.is_dir():
             return f"{echo(str(existing))} is a file, so {echo(str(path))} cannot be created"
-        if not os.access(existing, os.W_OK | os.X_OK):
-            return f"cannot write in {echo(str(existing))} (read-only or no permission)"
+        if read_only_mount(existing):
+            return f"cannot write in {echo(str(existing))} (a read-only file system)"
+        refused = _write_refused(existing)
+        if refused is not None:
+            return f"cannot write in {echo(str(existing))} ({refused.strerror or refused})"
     except (OSError, ValueError) as e:
         return f"cannot use {echo(str(path))}: {getattr(e, 'strerror', None) or e}"
     return None
 
 
-def _journal_problem(path: Path) -> str | None:
+def readable_dir_problem(path: Path) -> str | None:
+    """Why a folder that is only read (`report --out` elsewhere) cannot be: it is a file, or cannot be listed."""
+    try:
+        if path.exists() and not path.is_dir():
+            return f"{echo(str(path))} is a file, not a folder"
+        if path.is_dir():
+            os.listdir(path)
+    except (OSError, ValueError) as e:
+        return f"cannot read {echo(str(path))}: {getattr(e, 'strerror', None) or e}"
+    return None
+
+
+def _journal_problem(path: Path, *, reads_only: bool = False) -> str | None:
     try:
         if path.is_dir():
             return f"the journal file {echo(str(path))} is a folder"
         if (kind := kind_problem(path)) is not None:
             return f"the journal file {echo(str(path))} {kind}"
-        if path.exists() and not os.access(path, os.W_OK):
-            return f"cannot write the journal file {echo(str(path))} (read-only or no permission)"
+        if reads_only:
+            return None  # read into a private copy (report/snapshot.py): nothing is written beside it
+        if path.exists():
+            if read_only_mount(path):
+                return f"cannot write the journal file {echo(str(path))} (a read-only file system)"
+            try:  # opened for appending and closed: the kernel's answer, nothing written
+                open(path, "ab").close()
+            except OSError as e:
+                return f"cannot write the journal file {echo(str(path))} ({e.strerror or e})"
     except (OSError, ValueError) as e:
         return f"cannot use the journal file {echo(str(path))}: {getattr(e, 'strerror', None) or e}"
     return writable_dir_problem(path.parent)
 
 
-def check_storage(url: str, key: str = "study.storage") -> list[Problem]:
+def check_storage(url: str, key: str = "study.storage", *, reads_only: bool = False) -> list[Problem]:
     """A database URL that can be opened (parses, scheme, driver), or a writable journal file path.
 
     The syntax is storage.url_problem's (the same check `open_storage` makes), so what passes
@@ -77,7 +129,7 @@ def check_storage(url: str, key: str = "study.storage") -> list[Problem]:
     if problem:
         return [Problem(path=key, message=problem)]
     if not is_rdb_url(url):
-        problem = _journal_problem(Path(url.removeprefix(JOURNAL_PREFIX)))
+        problem = _journal_problem(Path(url.removeprefix(JOURNAL_PREFIX)), reads_only=reads_only)
         return [Problem(path=key, message=problem)] if problem else []
     dialect, _, driver = url.partition(":")[0].lower().partition("+")
     problems: list[Problem] = []
@@ -101,17 +153,19 @@ def _check_name(name: str) -> list[Problem]:
         f"folder runs/<name>; got {echo(name)}. Set study.output_dir to write elsewhere"))]
 
 
-def check_places(sf: StudyFile) -> list[Problem]:
+def check_places(sf: StudyFile, *, reads_only: bool = False) -> list[Problem]:
+    """The run folder and storage as the command uses them: written (every command that writes into the study), or
+    only read (`reads_only`: `report --out` elsewhere, which may report a study on a read-only mount)."""
     problems = _check_name(sf.study.name)
     name_ok = not problems
     out = sf.study.output_dir
     if out is not None or name_ok:
         folder = Path(out) if out is not None else Path("runs") / sf.study.name
-        problem = writable_dir_problem(folder)
+        problem = readable_dir_problem(folder) if reads_only else writable_dir_problem(folder)
         if problem:
             problems.append(Problem(path="study.output_dir", message=f"{problem}; choose another study.output_dir"))
     if sf.study.storage is not None:
-        problems += check_storage(sf.study.storage)
+        problems += check_storage(sf.study.storage, reads_only=reads_only)
     acc = sf.hardware.accelerate_config
     if acc:
         try:

@@ -45,8 +45,10 @@ def objective_metrics() -> list[str]:
     return sorted(name for name, m in METRICS.items() if m.optimisable)
 
 
-def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem] | None = None) -> Study:
-    """Raises StudyError with every problem found, those passed in first."""
+def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem] | None = None, *,
+                  reads_only: bool = False) -> Study:
+    """Raises StudyError with every problem found, those passed in first. `reads_only`: the command only reads the
+    study's folder and storage (config/places.check_places)."""
     problems = list(problems or [])
     if isinstance(raw.get("trainer"), dict):
         search = searched if isinstance(searched := raw.get("search"), dict) else {}
@@ -71,7 +73,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_prompt_files(sf)
     problems += _check_attention(sf)
     problems += check_names(sf)
-    problems += check_places(sf)
+    problems += check_places(sf, reads_only=reads_only)
     problems += check_inputs(sf, warnings)  # the dataset's first rows and each reward, on this machine
     if problems:
         raise StudyError(problems, source)
