@@ -12,8 +12,9 @@ from grpo_ablate.trainer.builtin import model
 
 
 def test_a_trial_waiting_for_the_built_in_model_says_so(tmp_path, monkeypatch):
+    """The untrained model (a seeded random one, seconds to build): the run waiting says so, then builds it itself."""
     monkeypatch.setenv("GRPO_ABLATE_CACHE", str(tmp_path / "cache"))
-    label, settings, _ = model._settings("builtin:tiny", "addition")
+    label, settings, _ = model._settings("builtin:tiny-untrained", "addition")
     target = model.cache_root() / "models" / f"{label}-{model._cache_key(settings)}"
     lock = target.with_suffix(".lock")
     lock.parent.mkdir(parents=True)
@@ -27,15 +28,17 @@ def test_a_trial_waiting_for_the_built_in_model_says_so(tmp_path, monkeypatch):
     with open(lock, "a+") as held:  # another run is building it
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         found: list = []
-        worker = threading.Thread(target=lambda: found.append(model.builtin_model_path("builtin:tiny", "addition", log=log)))
+        worker = threading.Thread(target=lambda: found.append(model.builtin_model_path("builtin:tiny-untrained", "addition",
+                                                                                       log=log)))
         worker.start()
         assert waiting.wait(30)
         target.mkdir()
-        (target / "config.json").write_text("{}")  # ... and finishes
+        (target / "config.json").write_text("{}")  # ... and dies, leaving a folder without weights
         fcntl.flock(held.fileno(), fcntl.LOCK_UN)
-    worker.join(30)
-    assert found == [target]
-    assert said == [f"waiting for the built-in model {label}: another run is building it (once; cached)"]
+    worker.join(120)
+    assert found == [target] and model.entry_problem(target) is None
+    assert said[0] == f"waiting for the built-in model {label}: another run is building it (once; cached)"
+    assert f"the cached built-in model {target} is not whole (model.safetensors is missing)" in said[1], said
 
 
 def test_the_status_line_shows_what_a_trial_does_before_its_first_step(tmp_path, capsys):

@@ -109,15 +109,17 @@ def resolve_model_path(model: dict[str, Any], data: dict[str, Any], log: Callabl
     return name
 
 
-def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: Callable[[str], None] = print):
-    """(model, tokenizer, path). The model is loaded here, not by TRL, so its time is measured.
+def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: Callable[[str], None] = print,
+                             path: str | None = None):
+    """(model, tokenizer, path). The model is loaded here, not by TRL, so its time is measured. `path`: the model's
+    folder when the caller resolved it already (resolve_model_path).
 
     dtype follows TRL's rule (float32 unless the study says otherwise); padding is on the left,
     which generation needs; a tokenizer without a pad token pads with its end token.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = resolve_model_path(model, data, log)
+    path = path or resolve_model_path(model, data, log)
     common: dict[str, Any] = {"trust_remote_code": bool(model.get("trust_remote_code"))}
     if model.get("revision"):
         common["revision"] = model["revision"]
@@ -279,6 +281,8 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     started = time.perf_counter()
     ctx = RewardContext(task=spec.data.get("task"), max_completion_length=spec.trainer.get("max_completion_length") or trl_default("max_completion_length"))
     funcs, names, weights = build_rewards(spec.rewards, ctx)
+    # before GRPOConfig: a built-in model built (once, cached) where no ZeRO-3 config is alive yet to partition it
+    model_path = resolve_model_path(spec.model, spec.data, log)
     load_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -293,7 +297,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     build_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
-    model, tokenizer, path = load_model_and_tokenizer(spec.model, spec.data, log)
+    model, tokenizer, path = load_model_and_tokenizer(spec.model, spec.data, log, path=model_path)
     # The same prompt set for every trial of a study: the trial's seed varies sampling, not data.
     dataset, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
     if is_builtin_model(str(spec.model["name_or_path"])):

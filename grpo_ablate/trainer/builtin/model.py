@@ -7,9 +7,15 @@ to add but forgets the carry. GRPO's verified reward then has one clear, learnab
 
 The model and its tokenizer are saved under `$GRPO_ABLATE_CACHE` (default
 `~/.cache/grpo-ablate`), in a folder named by a hash of every setting that shapes it and of the
-torch/transformers versions. It is written to a temporary folder and renamed into place under a
-file lock, so parallel trials build it once and never see half a model. Because it lives on
-disk, `beta > 0` works: TRL reloads the reference model from the policy's path.
+torch/transformers versions. It is written to a temporary folder, checked whole (`entry_problem`:
+every file there, config.json parsed, every tensor of model.safetensors present with its bytes, none
+empty), given a manifest of its files' sizes and SHA-256, and only then renamed into place, under a
+file lock, so parallel trials build it once and never see half a model. A cached folder is checked
+the same way each time it is used; one that fails (a folder published without its weights was seen,
+and then every later build failed on the rename with ENOTEMPTY) is moved aside with a line saying
+why, and built again. It is never built where a ZeRO-3 DeepSpeed config is alive in the process
+(its parameters would be saved partitioned, as empty tensors): there a child process builds it.
+Because it lives on disk, `beta > 0` works: TRL reloads the reference model from the policy's path.
 
     python -m grpo_ablate.trainer.builtin.model addition   # build (or find) the cached model, print accuracy
     python -m grpo_ablate.trainer.builtin.model addition --model builtin:tiny-vllm   # the vLLM tier's
@@ -26,9 +32,14 @@ import contextlib
 import hashlib
 import json
 import os
+import math
 import random
 import shutil
+import struct
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +57,7 @@ __all__ = [
     "build_tiny_model",
     "builtin_model_path",
     "cache_root",
+    "entry_problem",
     "progress_words",
     "PROGRESS_REPORTS",
     "is_builtin_model",
@@ -234,10 +246,14 @@ def _cache_key(settings: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:12]
 
 
+LOCK_WAIT_S = 3600.0  # a build takes minutes on a busy machine; an hour behind another process's lock is a stuck build
+
+
 @contextlib.contextmanager
-def _file_lock(path: Path, waiting: Callable[[], None] = lambda: None) -> Iterator[None]:
+def _file_lock(path: Path, waiting: Callable[[], None] = lambda: None, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """An exclusive advisory lock, so parallel trials build a model once (POSIX; no-op elsewhere).
-    `waiting` is called once when another process holds it, before this one blocks."""
+    `waiting` is called once when another process holds it; after `wait_s` seconds of waiting, TimeoutError
+    naming the lock (no wait without a deadline)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         try:
@@ -245,15 +261,164 @@ def _file_lock(path: Path, waiting: Callable[[], None] = lambda: None) -> Iterat
         except ImportError:  # pragma: no cover - Windows: atomic rename still prevents torn reads
             yield
             return
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            waiting()
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        deadline: float | None = None
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is None:
+                    waiting()
+                    deadline = time.monotonic() + wait_s
+                elif time.monotonic() > deadline:
+                    raise TimeoutError(f"another process has held {path} for {wait_s:.0f} s while building the built-in "
+                                       "model: a stuck build? End it (`fuser` names it) and run again") from None
+                time.sleep(0.5)
         try:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------------------------
+# What a whole cached model folder holds
+# --------------------------------------------------------------------------------------------
+
+INFO_FILE = "grpo_ablate_builtin.json"
+MANIFEST_FILE = "grpo_ablate_files.json"  # written last before the rename: every other file's size and SHA-256
+REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", INFO_FILE)
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a safetensors file is not a whole set of weights: its header (stdlib), each tensor's bytes, none empty."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return f"{path.name} is {len(head)} bytes long"
+            (n,) = struct.unpack("<Q", head)
+            if n > 100 * 2**20:
+                return f"{path.name} names a header of {n} bytes"
+            header = json.loads(f.read(n))
+        size = path.stat().st_size
+    except (OSError, ValueError) as e:
+        return f"{path.name} cannot be read as safetensors ({type(e).__name__}: {e})"
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"} if isinstance(header, dict) else {}
+    if not tensors:
+        return f"{path.name} holds no tensors"
+    end = 0
+    for name, info in tensors.items():
+        shape, offsets = info.get("shape"), info.get("data_offsets")
+        if not isinstance(shape, list) or not isinstance(offsets, list) or len(offsets) != 2:
+            return f"{path.name}: tensor {name} has no shape or offsets"
+        count = math.prod(int(d) for d in shape)
+        if count == 0:  # what a ZeRO-3 partitioned parameter is saved as: an empty placeholder
+            return f"{path.name}: tensor {name} is empty (shape {shape}): saved partitioned?"
+        if offsets[1] - offsets[0] != count * _DTYPE_BYTES.get(str(info.get("dtype")), 0):
+            return f"{path.name}: tensor {name} has {offsets[1] - offsets[0]} bytes for shape {shape}"
+        end = max(end, int(offsets[1]))
+    if 8 + n + end != size:
+        return f"{path.name} has {size} bytes, its header accounts for {8 + n + end}"
+    return None
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def entry_problem(folder: Path) -> str | None:
+    """Why a cached model folder cannot be used (a file missing or empty, config.json not JSON, weights not whole, a
+    file that is not what its manifest recorded); None when it is whole. Cheap: the tiny models are a few MB."""
+    if not folder.is_dir():
+        return "it is not a folder"
+    for name in REQUIRED_FILES:
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size == 0:
+            return f"{name} is empty"
+    try:
+        if not isinstance(json.loads((folder / "config.json").read_text()), dict):
+            return "config.json is not a JSON object"
+    except (OSError, ValueError) as e:
+        return f"config.json cannot be read ({type(e).__name__}: {e})"
+    if (problem := _safetensors_problem(folder / "model.safetensors")) is not None:
+        return problem
+    manifest = folder / MANIFEST_FILE
+    if manifest.is_file():  # folders published before manifests were kept are checked by their structure alone
+        try:
+            files = json.loads(manifest.read_text())["files"]
+            for name, info in files.items():
+                path = folder / name
+                if ".." in Path(name).parts or not path.is_file() or path.stat().st_size != info["size"] \
+                        or _digest(path) != info["sha256"]:
+                    return f"{name} is not the file its manifest recorded"
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            return f"{MANIFEST_FILE} cannot be read ({type(e).__name__}: {e})"
+    return None
+
+
+def _seal(staging: Path) -> None:
+    """Check a freshly built folder whole, fsync its files and write its manifest: only then is it published."""
+    problem = entry_problem(staging)
+    if problem is not None:
+        raise RuntimeError(f"the built-in model was built incompletely ({problem}); nothing was published")
+    files: dict[str, dict[str, Any]] = {}
+    for path in sorted(staging.iterdir()):
+        if path.is_file():
+            with path.open("rb") as f:
+                os.fsync(f.fileno())
+            files[path.name] = {"size": path.stat().st_size, "sha256": _digest(path)}
+    with (staging / MANIFEST_FILE).open("w") as f:
+        f.write(json.dumps({"files": files}, indent=1, sort_keys=True))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _move_aside(target: Path, why: str, log: Callable[[str], None]) -> None:
+    """A cached folder that failed its check: renamed out of the way (kept for a look), so the build can publish."""
+    aside = target.with_name(f".{target.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+    os.replace(target, aside)
+    log(f"the cached built-in model {target} is not whole ({why}): moved aside to {aside.name}; building it again")
+
+
+def _partitioning() -> bool:
+    """Whether a ZeRO-3 DeepSpeed config is alive in this process (transformers then partitions what it builds and
+    saves empty placeholders for the weights). Asked only where transformers is already imported."""
+    deepspeed = sys.modules.get("transformers.integrations.deepspeed")
+    try:
+        return bool(deepspeed is not None and deepspeed.is_deepspeed_zero3_enabled())
+    except Exception:  # noqa: BLE001 - an unanswerable question means: build where nothing partitions
+        return True
+
+
+CHILD_BUILD_S = 3600.0  # the whole build in a child process: minutes, bounded (no wait without a deadline)
+
+
+def _build_in_child(name: str, task_name: str | None, dataset_chars: str, log: Callable[[str], None]) -> None:
+    """Build (or find) the model in a fresh process, where no partitioning context lives; its lines go to `log`."""
+    request = json.dumps({"name": name, "task": task_name, "chars": dataset_chars})
+    log("building the built-in model in a child process: a ZeRO-3 config is alive in this one")
+    proc = subprocess.Popen([sys.executable, "-m", __name__, "--request", request], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+    def relay() -> None:  # its progress lines, as they come; the wait below has the deadline
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log(line.rstrip())
+
+    reader = threading.Thread(target=relay, name="builtin-model-child", daemon=True)
+    reader.start()
+    try:
+        code = proc.wait(timeout=CHILD_BUILD_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+        raise TimeoutError(f"building the built-in model {name} took over {CHILD_BUILD_S:.0f} s in a child process") from None
+    reader.join(timeout=5)
+    if code != 0:
+        raise RuntimeError(f"building the built-in model {name} in a child process failed (exit {code})")
 
 
 def _settings(name: str, task_name: str | None, extra_chars: str = "") -> tuple[str, dict[str, Any], Task | None]:
@@ -287,12 +452,20 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
     """
     label, settings, task = _settings(name, task_name, dataset_chars)
     target = cache_root() / "models" / f"{label}-{_cache_key(settings)}"
-    if (target / "config.json").exists():
+    if entry_problem(target) is None:
+        return target
+    if _partitioning():
+        _build_in_child(name, task_name, dataset_chars, log)
+        if (problem := entry_problem(target)) is not None:
+            raise RuntimeError(f"the child process that built {target} left it incomplete ({problem})")
         return target
     waiting = lambda: log(f"waiting for the built-in model {label}: another run is building it (once; cached)")  # noqa: E731
     with _file_lock(target.with_suffix(".lock"), waiting):
-        if (target / "config.json").exists():  # another trial built it while we waited
+        problem = entry_problem(target)
+        if problem is None:  # another trial built it while we waited
             return target
+        if target.exists() or target.is_symlink():
+            _move_aside(target, problem, log)
         started = time.perf_counter()
         what = (f"a {task.warm_start.steps}-step warm start on {task.name}, then its accuracy"
                 if task is not None else "a seeded random model")
@@ -312,7 +485,8 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
         try:
             model.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
-            (staging / "grpo_ablate_builtin.json").write_text(json.dumps(info, indent=2))
+            (staging / INFO_FILE).write_text(json.dumps(info, indent=2))
+            _seal(staging)  # whole, synced, its manifest written: only then published
             os.replace(staging, target)  # atomic: readers see no folder or a whole one
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -325,9 +499,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build (or find) the cached built-in model for a task.")
     parser.add_argument("task", nargs="?", default="addition", choices=sorted(TASKS))
     parser.add_argument("--model", default="builtin:tiny", choices=sorted(n for n, warm in WARM_STARTED.items() if warm))
+    parser.add_argument("--request", help=argparse.SUPPRESS)  # _build_in_child's: {"name", "task", "chars"} as JSON
     args = parser.parse_args(argv)
+    if args.request:
+        asked = json.loads(args.request)
+        builtin_model_path(asked["name"], asked["task"], log=lambda m: print(m, flush=True), dataset_chars=asked["chars"])
+        return 0
     path = builtin_model_path(args.model, args.task)
-    info = json.loads((path / "grpo_ablate_builtin.json").read_text())
+    info = json.loads((path / INFO_FILE).read_text())
     print(path)
     print(json.dumps({k: v for k, v in info.items() if k != "settings"}, indent=2))
     return 0
