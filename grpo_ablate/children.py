@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 __all__ = ["PACKAGE_ROOT", "TREE_ENV", "adopt_orphans", "importing_this_checkout", "descendants", "die_with_parent", "end_descendants", "marked", "popen_for_process",
-           "process_start_time", "tree_token"]
+           "process_start_time", "stopped", "tree_token"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -111,6 +111,21 @@ def adopt_orphans() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP, a job-control stop, a tracer's stop: /proc/<pid>/stat state T or t).
+
+    A stopped process answers nothing and reaps nothing, yet is alive: a wait on it, or on what only it reports,
+    must notice this state rather than wait for an answer that cannot come. False where /proc cannot tell.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode(errors="replace")
+    except OSError:
+        return False
+    state = stat[stat.rindex(")") + 2:].split()[:1]
+    return state in (["T"], ["t"])
 
 
 def process_start_time(pid: int) -> str | None:

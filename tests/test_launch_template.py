@@ -98,6 +98,46 @@ def test_a_template_that_is_gone_is_replaced(tmp_path):
     assert again.wait(timeout=60) == 0
 
 
+def _wait_until(condition, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the event never came"
+        time.sleep(0.05)
+
+
+def test_a_stopped_template_is_detected_and_replaced_not_waited_on(tmp_path):
+    """Issue 52: a SIGSTOPped template answers no fork and reports no end; the next session comes from a new one."""
+    proc, _ = start_session(KEY, ENV, tmp_path / "a.log")
+    template = psutil.Process(proc.pid).parent()
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    template.suspend()  # SIGSTOP
+    _wait_until(lambda: template.status() == psutil.STATUS_STOPPED)
+    started = time.monotonic()
+    again, why = start_session(KEY, ENV, tmp_path / "b.log")
+    assert why is None and psutil.Process(again.pid).parent().pid != template.pid
+    assert time.monotonic() - started < template_module.REPLY_SECONDS / 2  # replaced at once, not after a timeout
+    template.wait(timeout=30)  # the stopped one was ended (SIGKILL reaches a stopped process)
+    again.stdin.close()
+    assert again.wait(timeout=60) == 0
+
+
+def test_a_session_whose_template_stops_is_reported_killed_and_kill_tree_returns(tmp_path):
+    """A session forked from a template that is then stopped: its end can never be reported, so the wait ends the
+    template (and with it the session) instead of waiting for ever; kill_tree, which waits last, returns."""
+    from grpo_ablate.launch.process import kill_tree
+
+    proc, _ = start_session(KEY, ENV, tmp_path / "a.log")  # from the template the test above started
+    template = psutil.Process(proc.pid).parent()
+    template.suspend()
+    _wait_until(lambda: template.status() == psutil.STATUS_STOPPED)
+    started = time.monotonic()
+    assert kill_tree(proc, grace=1.0) is True and proc.returncode == -signal.SIGKILL
+    assert time.monotonic() - started < 60
+    template.wait(timeout=30)
+    assert template_module._templates[KEY].gone  # the next session's start replaces it (the test above)
+
+
 def test_the_opt_out_starts_a_session_on_its_own(tmp_path):
     log = tmp_path / "own.log"
     proc, why = start_session(("own",), {**ENV, TEMPLATE_ENV: "0"}, log)
@@ -113,7 +153,7 @@ class _Stand:
     """A template's cache-facing side only (busy, gone, close): the bound is the cache's own logic."""
 
     def __init__(self, env: dict) -> None:
-        self.busy, self.gone, self.closed = False, False, False
+        self.busy, self.gone, self.closed, self.stopped = False, False, False, False
 
     def close(self) -> None:
         self.closed = True
@@ -133,6 +173,9 @@ def test_the_process_keeps_at_most_two_templates_and_never_one_with_live_session
     assert a.closed and list(template_module._templates) == ["c", "d"]
     c.gone = True
     assert template_module._template_for("c", {}) is not c and c.closed  # a dead template is replaced
+    d = template_module._templates["d"]
+    d.stopped = True
+    assert template_module._template_for("d", {}) is not d and d.closed  # and so is a stopped one
 
 
 def test_a_session_that_could_see_a_gpu_is_never_forked(tmp_path):

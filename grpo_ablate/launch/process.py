@@ -83,8 +83,12 @@ class _Child(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
 
 
-def kill_tree(proc: _Child, grace: float = TERM_GRACE_SECONDS) -> None:
-    """SIGTERM the process group `proc` leads, then SIGKILL whatever of the group is left after `grace` seconds.
+KILL_WAIT_SECONDS = 30.0  # after SIGKILL: a process ends at once unless the kernel holds it (uninterruptible I/O)
+
+
+def kill_tree(proc: _Child, grace: float = TERM_GRACE_SECONDS) -> bool:
+    """SIGTERM the process group `proc` leads, then SIGKILL whatever of the group is left after `grace` seconds;
+    True once `proc` has ended, False when it has not KILL_WAIT_SECONDS after the SIGKILL (no wait without end).
 
     The group outlives its leader when a trial's process forked and exited first (a reward's
     `sh -c "sleep 300 &"` under a worker killed by the memory cap): what is left of it is
@@ -103,7 +107,11 @@ def kill_tree(proc: _Child, grace: float = TERM_GRACE_SECONDS) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    proc.wait()
+    try:
+        proc.wait(timeout=KILL_WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 class ProcessLauncher(LocalLauncher):

@@ -28,11 +28,12 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import IO, Any, Hashable, Protocol
 
-from grpo_ablate.children import popen_for_process
+from grpo_ablate.children import popen_for_process, stopped
 from grpo_ablate.trainer.session import TEMPLATE_FLAG
 
 from .base import TERM_GRACE_SECONDS
@@ -42,6 +43,7 @@ __all__ = ["KEEP_TEMPLATES", "TEMPLATE_ENV", "SessionProcess", "SessionTemplate"
 TEMPLATE_ENV = "GRPO_ABLATE_SESSION_TEMPLATE"  # "0": start every session on its own
 KEEP_TEMPLATES = 2
 REPLY_SECONDS = 300.0  # a template answers once its imports are done: minutes on a slow disk, never hours
+CHECK_SECONDS = 1.0  # how often a wait on the template looks whether it was stopped (SIGSTOP): then it never answers
 _SESSION_COMMAND = ["-m", "grpo_ablate.trainer.session"]
 
 
@@ -77,6 +79,8 @@ class ForkedSession:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        """The exit status the template reports; a stopped template is ended first (it would never report), and its
+        sessions with it. `timeout` None waits without end only for a template that runs."""
         if self.returncode is None:
             self.returncode = self._template.exit_status(self._token, timeout=timeout)
         if self.returncode is None:
@@ -111,6 +115,22 @@ class SessionTemplate:
     @property
     def pid(self) -> int:
         return self._proc.pid
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the template process is stopped (SIGSTOP): it forks nothing and reports no session's end."""
+        return not self.gone and stopped(self._proc.pid)
+
+    def end_stopped(self) -> bool:
+        """End a stopped template (SIGKILL reaches a stopped process); its sessions end with it (their parent-death
+        signal) and each is reported killed. True when it was stopped and so ended."""
+        if not self.stopped:
+            return False
+        try:
+            self._proc.kill()
+        except OSError:
+            pass
+        return True
 
     @property
     def busy(self) -> bool:
@@ -152,13 +172,16 @@ class SessionTemplate:
         try:
             with self._send_lock:
                 socket.send_fds(self._socket, [request], [stdin_read, stdout_write])
+            deadline = time.monotonic() + REPLY_SECONDS
             with self._changed:
-                self._changed.wait_for(lambda: token in self._replies or self.gone, timeout=REPLY_SECONDS)
+                while not (token in self._replies or self.gone) and time.monotonic() < deadline and not self.stopped:
+                    self._changed.wait(timeout=min(CHECK_SECONDS, max(0.0, deadline - time.monotonic())))
                 reply = self._replies.pop(token, None)
                 if reply is None:
                     self._live.discard(token)
-                    raise OSError(f"the session template (pid {self.pid}) did not answer"
-                                  + (" (it is gone)" if self.gone else f" in {REPLY_SECONDS:.0f} s"))
+                    why = (" (it is gone)" if self.gone else " (it is stopped)" if self.stopped
+                           else f" in {REPLY_SECONDS:.0f} s")
+                    raise OSError(f"the session template (pid {self.pid}) did not answer{why}")
         except BaseException:
             os.close(stdin_write)
             os.close(stdout_read)
@@ -169,9 +192,18 @@ class SessionTemplate:
         return ForkedSession(self, token, int(reply["pid"]), os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb"))
 
     def exit_status(self, token: int, timeout: float | None) -> int | None:
-        """The session's exit status once the template reported it; None if it still runs after `timeout` seconds."""
+        """The session's exit status once the template reported it; None if it still runs after `timeout` seconds.
+
+        A template found stopped while waiting is ended (`end_stopped`), so the answer comes: the session killed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
-            self._changed.wait_for(lambda: token in self._exits, timeout=timeout)
+            while token not in self._exits:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                if self.end_stopped():  # its reader sees the socket close and reports every live session killed
+                    left = CHECK_SECONDS if left is None else min(left, CHECK_SECONDS)
+                self._changed.wait(timeout=CHECK_SECONDS if left is None else min(left, CHECK_SECONDS))
             return self._exits.get(token)
 
     def close(self) -> None:
@@ -181,10 +213,13 @@ class SessionTemplate:
         except OSError:
             pass
         try:
-            self._proc.wait(timeout=TERM_GRACE_SECONDS)
+            self._proc.wait(timeout=0.0 if self.stopped else TERM_GRACE_SECONDS)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+            self._proc.kill()  # SIGKILL ends a stopped process too
+            try:
+                self._proc.wait(timeout=TERM_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass  # unkillable (uninterruptible I/O): left to the kernel; this process no longer waits on it
         self._socket.close()
 
 
@@ -196,7 +231,7 @@ def _template_for(key: Hashable, env: dict[str, str]) -> SessionTemplate:
     """The template for this startup key, started under `env` if there is none (or it is gone)."""
     with _templates_lock:
         template = _templates.get(key)
-        if template is not None and template.gone:
+        if template is not None and (template.gone or template.stopped):  # a stopped one would never answer: replaced
             del _templates[key]
             template.close()
             template = None
@@ -251,10 +286,14 @@ def start_session(key: Hashable, env: dict[str, str], log_path: Path, *, fork: b
     elif not (sys.platform.startswith("linux") and hasattr(socket, "send_fds")):
         why = "no fork server on this platform"
     else:
-        try:
-            return _template_for(key, env).fork(env, log_path), None
-        except OSError as exc:
-            why = f"no session template: {exc}"
+        for attempt in range(2):  # a template found stopped (or gone) mid-request is replaced once
+            template = _template_for(key, env)
+            try:
+                return template.fork(env, log_path), None
+            except OSError as exc:
+                why = f"no session template: {exc}"
+                if attempt or not (template.stopped or template.gone):
+                    break
     # started for the process, not the calling thread: a session lent to a study's worker thread
     # (registry.lend_launchers) outlives that thread
     with log_path.open("ab") as log:  # what the child prints before its first trial

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,9 @@ class WarmSession(LocalLauncher):
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        kill_tree(proc, grace=TERM_GRACE_SECONDS)
-        self._returncode = proc.returncode if self._returncode is None else self._returncode
+        ended = kill_tree(proc, grace=TERM_GRACE_SECONDS)
+        if self._returncode is None:  # killed: its own status, or the SIGKILL's when nothing reported it in time
+            self._returncode = proc.returncode if ended and proc.returncode is not None else -signal.SIGKILL
 
     def collect(self, spec: TrialSpec, returncode: int | None, **kwargs: Any) -> TrialResult:
         result = super().collect(spec, returncode, **kwargs)
