@@ -26,7 +26,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, field_validator
 
 __all__ = ["Problem", "StudyError", "echo", "did_you_mean", "MAX_ECHO", "STORAGE_ERRNOS", "exception_chain",
-           "machine_fault", "write_probe"]
+           "machine_fault", "database_fault", "write_probe"]
 
 MAX_ECHO = 200  # characters of a user's value shown in a message
 _MAX_MESSAGE = 1000  # a whole problem's message, a last guard
@@ -129,6 +129,16 @@ def exception_chain(exc: BaseException) -> Iterator[BaseException]:
 def _qualified_names(kind: type) -> Iterator[str]:
     for klass in kind.__mro__:
         yield f"{klass.__module__}.{klass.__qualname__}"
+
+
+def database_fault(exc: BaseException) -> str | None:
+    """What failed when `exc` (or anything in its chain) is the study database's error (unreachable, locked, timed
+    out: a class of _STORAGE_TYPES), the kind of fault that passes when the server is back; None otherwise."""
+    for item in exception_chain(exc):
+        for name in _qualified_names(type(item)):
+            if name in _STORAGE_TYPES:
+                return f"{_STORAGE_TYPES[name]}: {type(item).__name__}: {str(item)[:300]}"
+    return None
 
 
 def machine_fault(exc: BaseException) -> str | None:

@@ -21,7 +21,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NoReturn
+from typing import TYPE_CHECKING, Callable, NoReturn, TypeVar
 
 from grpo_ablate.safe_read import kind_problem, open_regular
 from grpo_ablate.journal import Scan, TolerantJournalBackend, looks_like_journal, scan
@@ -37,14 +37,14 @@ from grpo_ablate.storage_url import (
     normalize_url,
     url_problem,
 )
-from grpo_ablate.errors import Problem, StudyError
+from grpo_ablate.errors import Problem, StudyError, database_fault
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
 # the URL functions live in storage_url; re-exported here, where callers have always found them
-__all__ = ["open_storage", "open_artifact_store", "normalize_url", "is_rdb_url", "mask_url", "url_problem",
+__all__ = ["open_storage", "open_artifact_store", "patiently", "normalize_url", "is_rdb_url", "mask_url", "url_problem",
            "canonical_url", "local_file", "DATABASE_SCHEMES", "JOURNAL_PREFIX", "repair_journal", "check_foreign_file",
            "read_existing", "Location", "locate"]
 
@@ -253,14 +253,44 @@ def _rdb_with_retry(url: str, kwargs: dict[str, object]) -> "optuna.storages.RDB
     import sqlalchemy.exc
     from optuna.storages import RDBStorage
 
+    engine: dict[str, object] = {"pool_pre_ping": True}  # a connection the server dropped (a restart) is replaced
+    if url.startswith("postgresql") and "connect_timeout" not in url:
+        # a host that does not answer (a partition) fails a connect in seconds instead of the OS's minutes
+        engine["connect_args"] = {"connect_timeout": 10}
     for attempt in range(6):
         try:
-            return RDBStorage(url, **kwargs)  # type: ignore[arg-type]
+            return RDBStorage(url, engine_kwargs=engine, **kwargs)  # type: ignore[arg-type]
         except sqlalchemy.exc.DBAPIError as exc:
             if attempt == 5 or "connection" in str(exc).splitlines()[0].lower():
                 raise
             time.sleep(0.5 + random.random() * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+T = TypeVar("T")
+
+
+def patiently(call: "Callable[[], T]", *, seconds: float, what: str, say: Callable[[str], None] | None = None) -> T:
+    """`call()`, tried again with backoff (0.5 s, doubling to 10 s) while the study's database is unavailable
+    (errors.database_fault: a server stopped or restarting, a locked SQLite file), for up to `seconds`; then the
+    last error is raised, for the caller to say what is kept. Any other error is raised at once. `say` hears one
+    line when the first try fails. A write retried here must be one that may be repeated."""
+    deadline = time.monotonic() + max(0.0, seconds)
+    delay = 0.5
+    told = False
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            fault = database_fault(exc)
+            if fault is None or time.monotonic() + delay > deadline:
+                raise
+            if say is not None and not told:
+                say(f"the study's storage is unavailable while {what} ({fault[:200]}); trying again for up to "
+                    f"{seconds:.0f} s")
+                told = True
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
 
 def open_artifact_store(output_dir: Path) -> "optuna.artifacts.FileSystemArtifactStore":

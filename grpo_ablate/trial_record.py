@@ -1,7 +1,7 @@
 """The trial-record schema: what a trial leaves in its study, named and read in one place.
 
     from grpo_ablate import trial_record as record
-    record.outcome(frozen_trial)          # completed | oom | pruned | failed | interrupted | running
+    record.outcome(frozen_trial)          # completed | oom | pruned | failed | interrupted | running | queued
     record.trial_dir(frozen_trial)        # a typed fact, never the raw attribute
     record.study_attrs(optuna_study)      # StudyAttrs: what the study's creator wrote
 
@@ -32,7 +32,7 @@ __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "OWNER_RUN", "TRIAL_DIR",
     "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "CANCELLED", "RESUMED_FROM",
-    "BRANCHED_FROM",
+    "BRANCHED_FROM", "SPEC_FINGERPRINT", "AWAITS_PREFIX", "TAKEN_BY",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # roles
@@ -41,7 +41,7 @@ __all__ = [
     "outcome_of", "outcome", "reason", "is_cancelled", "is_copy", "ran_here", "is_finished", "is_result", "seed_of",
     "arm_of", "cell_of", "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED", "REASON_CHARS",
     "trial_dir", "role_of", "cell_key", "copy_source", "retry_of", "resumed_from", "recorded_metrics", "queued_params",
-    "orchestrator_rss_mb", "stored_attrs", "is_prefix", "branched_from",
+    "orchestrator_rss_mb", "stored_attrs", "is_prefix", "branched_from", "spec_fingerprint", "awaits_prefix",
     # the study's own attributes, typed
     "StudyAttrs", "study_attrs",
 ]
@@ -69,6 +69,9 @@ CANCELLED = "cancelled"  # why a queued cell was removed before it ran (a settle
 ORCHESTRATOR_RSS = "orchestrator_rss_mb"  # benchmarks/workers.py checks it stays flat
 RESUMED_FROM = "resumed_from_step"  # a retry that resumed its predecessor's checkpoint: the step it resumed at
 BRANCHED_FROM = "branched_from"  # a branch: {"trial": its seed's prefix trial, "step": the step it started from}
+SPEC_FINGERPRINT = "spec_fingerprint"  # checkpoints.spec_fingerprint of the spec it ran: a prefix is matched by it
+AWAITS_PREFIX = "awaits_prefix"  # a branch set aside (interrupted, not counted) while its seed's prefix is retrained
+TAKEN_BY = "taken_by"  # a trial another run judged dead and took over: that run's words (study/liveness.py)
 OOM_CONSTRAINT = "oom"  # the constraint: -1 fits in memory, +1 ran out (a COMPLETE trial the sampler learns from)
 
 # study user attributes
@@ -96,11 +99,14 @@ REASON_CHARS = 2000  # a reason is cut to this many characters when written
 def outcome_of(state: str, user_attrs: Mapping[str, Any], constraints: Mapping[str, float]) -> Outcome:
     """The one rule: how a trial in Optuna `state` (a TrialState name) ended.
 
-    A running or queued trial is running. Otherwise our OUTCOME attr decides; without one, a
-    failed trial that carries ON_LOSS was lost with its worker (the heartbeat path); else the
-    state decides, and a COMPLETE trial with a violated constraint ran out of memory.
+    A queued trial is queued, a running one running (whether its run still lives is study/liveness.py's to
+    judge). Otherwise our OUTCOME attr decides; without one, a failed trial that carries ON_LOSS was lost with
+    its worker (the heartbeat path); else the state decides, and a COMPLETE trial with a violated constraint ran
+    out of memory.
     """
-    if state in ("RUNNING", "WAITING"):
+    if state == "WAITING":
+        return Outcome.QUEUED
+    if state == "RUNNING":
         return Outcome.RUNNING
     attr = user_attrs.get(OUTCOME)
     if isinstance(attr, str) and attr in _OUTCOMES:
@@ -168,6 +174,17 @@ def is_prefix(ft: "FrozenTrial | Trial") -> bool:
     read arms through them), but it ran and spent compute: it is finished, counted and priced once
     per seed."""
     return ft.user_attrs.get(ROLE) == PREFIX_ROLE
+
+
+def spec_fingerprint(ft: "FrozenTrial | Trial") -> str | None:
+    """The fingerprint of the spec the trial ran (checkpoints.spec_fingerprint); None when not recorded (older runs)."""
+    value = ft.user_attrs.get(SPEC_FINGERPRINT)
+    return value if isinstance(value, str) and value else None
+
+
+def awaits_prefix(ft: "FrozenTrial | Trial") -> bool:
+    """A branch that was set aside while its seed's prefix is trained again: its cell is queued again once it is."""
+    return bool(ft.user_attrs.get(AWAITS_PREFIX))
 
 
 def branched_from(ft: "FrozenTrial | Trial") -> tuple[int, int] | None:
@@ -283,13 +300,14 @@ def owner_run(ft: "FrozenTrial") -> dict[str, str]:
 
 def counted_retries(trials: Mapping[int, "FrozenTrial"], trial: "FrozenTrial") -> int:
     """How often this trial's cell was already requeued for a fault (a stopped study's requeues are free, and so is
-    a failed attempt queued again for a changed study file: study/retry.py)."""
+    a failed attempt queued again for a changed study file, study/retry.py, and a completed prefix trained again
+    because its checkpoint can no longer be trusted, study/prefixes.py)."""
     n, seen = 0, set()
     parent = trial.user_attrs.get(RETRY_OF)
     while isinstance(parent, int) and parent in trials and parent not in seen:
         seen.add(parent)
         before = trials[parent]
-        if before.user_attrs.get(RETRY_COUNTED, True) and outcome(before) is not Outcome.FAILED:
+        if before.user_attrs.get(RETRY_COUNTED, True) and outcome(before) is Outcome.INTERRUPTED:
             n += 1
         parent = before.user_attrs.get(RETRY_OF)
     return n

@@ -57,6 +57,9 @@ __all__ = [
     "GROUPS_FILE",
     "LOG_FILE",
     "STOP_FILE",
+    "TAKEN_FILE",
+    "LEASE_FILE",
+    "LEASE_ENV",
     "RESOLVED_CONFIG_FILE",
     "REWARD_CURVE_FILE",
     "TRIALS_DIR",
@@ -197,7 +200,8 @@ class Outcome(str, enum.Enum):
     OOM = "oom"  # on evidence only: the kernel's OOM kill, CUDA's OOM error, MemoryError
     FAILED = "failed"  # the trial's own fault: counted, not retried
     INTERRUPTED = "interrupted"  # stopped or lost for reasons outside the trial: queued again
-    RUNNING = "running"  # only seen by readers of a live study
+    RUNNING = "running"  # only seen by readers of a live study: a trial a run has started and not yet recorded
+    QUEUED = "queued"  # a cell waiting in the study's queue: nothing runs it yet
 
     @property
     def retried(self) -> bool:
@@ -213,6 +217,9 @@ METRICS_FILE = "metrics.jsonl"  # one JSON object per optimizer step
 GROUPS_FILE = "groups.jsonl"  # one JSON object per prompt group
 LOG_FILE = "log.txt"  # the trial process's stdout and stderr
 STOP_FILE = "STOP"  # written by the parent: end after the current step (its text is the reason)
+TAKEN_FILE = "TAKEN"  # another run took the trial over (its run was judged dead): stop at once, save nothing
+LEASE_FILE = "lease.json"  # renewed by the trial process while it runs: another host's sign that it still trains
+LEASE_ENV = "GRPO_ABLATE_LEASE_S"  # seconds between a trial process's lease renewals (the study's heartbeat interval)
 RESOLVED_CONFIG_FILE = "resolved_config.json"  # GRPOConfig after TRL derived its fields
 REWARD_CURVE_FILE = "reward_curve.png"  # the dashboard's per-trial plot
 RANK_RESULT_GLOB = "result.rank*.json"  # a failing non-zero rank's own record of what went wrong

@@ -110,8 +110,9 @@ def test_the_prefix_runs_once_per_seed_and_every_branch_starts_from_it(branched)
             assert trained_steps(folder) == [3, 4], folder
             assert record.branched_from(t) == (prefixes[record.seed_of(t)].number, 2)
             spec = json.loads((Path(folder) / "spec.json").read_text())
-            assert spec["start_from"] == {"checkpoint": f"{record.trial_dir(prefixes[record.seed_of(t)])}/checkpoints/"
-                                                        "checkpoint-2", "step": 2}
+            prefix = prefixes[record.seed_of(t)]
+            assert spec["start_from"] == {"checkpoint": f"{record.trial_dir(prefix)}/checkpoints/checkpoint-2", "step": 2,
+                                          "fingerprint": record.spec_fingerprint(prefix)}  # verified as a resume is
             rows = [json.loads(x) for x in (Path(folder) / "metrics.jsonl").read_text().splitlines()]
             assert [r["step"] for r in rows] == [3, 4]  # its result is about its own steps
     # the prefix is no arm's result: the report's arms and the race read through these

@@ -47,7 +47,7 @@ def test_the_outcome_rule():
     assert rule("FAIL", lost, {}) is Outcome.INTERRUPTED  # failed by Optuna's stale-trial path
     assert rule("FAIL", {**lost, "outcome": "failed"}, {}) is Outcome.FAILED  # its own word wins
     assert rule("RUNNING", lost, {}) is Outcome.RUNNING  # what it would become if lost, not what it is
-    assert rule("WAITING", {}, {}) is Outcome.RUNNING
+    assert rule("WAITING", {}, {}) is Outcome.QUEUED  # queued is not running (issue 52: "running" after --n-trials)
 
 
 def test_an_oom_trial_is_finished_but_no_result():

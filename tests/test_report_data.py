@@ -125,7 +125,8 @@ def test_read_jsonl_skips_a_half_written_line(tmp_path):
 
 
 def test_trial_records_and_counts(data):
-    assert data.counts == {"completed": 9, "pruned": 1, "oom": 1, "failed": 1, "interrupted": 0, "running": 0}
+    assert data.counts == {"completed": 9, "pruned": 1, "oom": 1, "failed": 1, "interrupted": 0, "running": 0,
+                           "queued": 0}
     oom = data.records[6]
     assert (oom.outcome, oom.state, oom.config, oom.seed) == ("oom", "COMPLETE", Arm(16, 16, 1.0), 1)
     assert oom.reason.startswith("CUDA out of memory")

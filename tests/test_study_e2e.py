@@ -249,7 +249,7 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(study_her
         assert "No space left on device" in res.stderr
         st = _load(tmp_path, "full", str(journal))
         states = [(t.state.name, record.outcome(t).value) for t in st.get_trials(deepcopy=False)]
-        assert states == [("FAIL", "interrupted")] * 2 + [("WAITING", "running")] * 2, states
+        assert states == [("FAIL", "interrupted")] * 2 + [("WAITING", "queued")] * 2, states
 
         (disk / "filler").unlink()
         res = study_here(*args)

@@ -86,7 +86,7 @@ def test_request_stop_writes_once(tmp_path):
 
 def test_result_to_dict_uses_outcome_values():
     assert TrialResult(Outcome.OOM, "x").to_dict()["outcome"] == "oom"
-    assert {o.value for o in Outcome} == {"completed", "pruned", "oom", "failed", "interrupted", "running"}
+    assert {o.value for o in Outcome} == {"completed", "pruned", "oom", "failed", "interrupted", "running", "queued"}
 
 
 def test_run_one_splits_trial_values_from_overrides():

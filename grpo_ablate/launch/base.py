@@ -32,9 +32,9 @@ from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, forced_environment
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, Outcome
 
-from .watch import MetricsTail, finalize, finish, log_tail, prepare, request_stop, requested_stop
+from .watch import MetricsTail, finalize, finish, log_tail, prepare, request_stop, requested_stop, taken
 
-__all__ = ["Capabilities", "Launcher", "POLL_SECONDS", "STOP_GRACE_SECONDS", "TERM_GRACE_SECONDS", "trial_environment"]
+__all__ = ["Capabilities", "Launcher", "POLL_SECONDS", "ReclaimPending", "STOP_GRACE_SECONDS", "TERM_GRACE_SECONDS", "trial_environment"]
 
 POLL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 60.0  # after a STOP, how long a step may take before the trial is ended by force
@@ -55,6 +55,11 @@ def trial_environment(spec: TrialSpec) -> dict[str, str]:
     env.update(forced_environment(spec))  # read at import: it must be there before the process starts
     env[LAUNCHED_AT_ENV] = repr(time.time())
     return env
+
+
+class ReclaimPending(Exception):
+    """What a launcher left of a trial may still run and its end could not be confirmed in time (a cluster's
+    controller that does not answer): the trial must not be run again yet (Launcher.reclaim). Says what and why."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,8 @@ class Launcher(ABC):
                     if stop_reason is not None:
                         stop_requested_at = now
                 if stop_requested_at is not None and now - stop_requested_at > stop_grace_s:
+                    self.stop()
+                if taken(trial_dir) is not None:  # another run took it over (study/liveness.py): end it now, no grace
                     self.stop()
                 if spec.timeout_s is not None and now - started > spec.timeout_s:
                     timed_out = True

@@ -109,10 +109,12 @@ def classify(
     stop_reason: str | None,
     log_tail: str,
     oom_kill: str | None = None,
+    taken: str | None = None,
 ) -> tuple[Outcome, str | None]:
     """(outcome, reason) of a trial. `worker` is its result.json, `rank_failures` the failing
-    ranks' own records; `oom_kill` the kernel's evidence (oom_kill_evidence). The log is read
-    only for the reason's last line and torchrun's SIGKILL summary, never for OOM."""
+    ranks' own records; `oom_kill` the kernel's evidence (oom_kill_evidence); `taken`: another run took the
+    trial over (launch/watch.mark_taken) and it was ended for that, unless its own record says it finished. The
+    log is read only for the reason's last line and torchrun's SIGKILL summary, never for OOM."""
     if timed_out:  # the machine was slower than the estimate, not the cell at fault: queued again, resuming its checkpoint
         return Outcome.INTERRUPTED, f"timeout: the trial ran past timeout_s={spec.timeout_s:g} s and was killed"
     for failure in rank_failures:  # a non-zero rank's own record of what went wrong comes first
@@ -128,6 +130,8 @@ def classify(
                     "check the launcher (torchrun starts N on CPU; `accelerate launch --cpu` may start one)"
                 )
         return outcome, worker.get("reason")
+    if taken is not None:
+        return Outcome.INTERRUPTED, f"ended at once: {taken}"
     if stop_reason is not None:
         return Outcome(stop_reason), f"stopped by the parent ({stop_reason}); the process was killed after the grace period"
     if oom_kill is not None:

@@ -36,7 +36,7 @@ from grpo_ablate.config.schema import LAUNCHER_ENV  # a launcher's name: overrid
 from grpo_ablate.errors import Problem
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 
-from .base import Launcher
+from .base import Launcher, ReclaimPending
 from .process import ProcessLauncher
 from .slurm import SlurmLauncher
 from .warm import WarmSession, shares_a_session
@@ -44,8 +44,9 @@ from .warm import WarmSession, shares_a_session
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["AUTO", "LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "describe_launch", "launcher_choices", "launcher_for",
-           "launcher_name", "launcher_problems", "lend_launchers", "reclaim_trial", "release_thread_launchers", "run_trial"]
+__all__ = ["AUTO", "LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "ReclaimPending", "describe_launch", "launcher_choices",
+           "launcher_for", "launcher_name", "launcher_problems", "lend_launchers", "reclaim_trial", "release_thread_launchers",
+           "run_trial"]
 
 # In the order `auto` asks them (Capabilities.auto, then chosen_by_auto): the first that takes the trial runs it.
 LAUNCHERS: dict[str, type[Launcher]] = {
@@ -93,13 +94,16 @@ def reclaim_trial(trial_dir: str | os.PathLike[str] | None) -> list[str]:
 
     Every launcher is asked, not the one the trial's spec names: GRPO_ABLATE_LAUNCHER may have
     chosen another, and a launcher acts only on marks of its own in the folder. Returns what was
-    done, in words; never raises (a requeue must not fail on a client command)."""
+    done, in words. Raises ReclaimPending when something may still run (the caller leaves the trial
+    for a later look, never starts a second run of it beside the first); no other error escapes."""
     if not trial_dir:
         return []
     done = []
     for name, kind in LAUNCHERS.items():
         try:
             words = kind.reclaim(trial_dir)
+        except ReclaimPending:
+            raise
         except Exception as exc:  # noqa: BLE001 - the requeue goes on; say why this one could not
             words = f"{name}: could not reclaim {trial_dir}: {type(exc).__name__}: {exc}"
         if words:

@@ -29,6 +29,7 @@ from typing import Any
 
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
 from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV
+from grpo_ablate.vocab import LEASE_ENV
 
 from .base import TERM_GRACE_SECONDS
 from .local import LocalLauncher
@@ -52,12 +53,13 @@ def _startup_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
     The thread counts are applied per trial when OMP and MKL agree (torch.set_num_threads sets
     both); whether they are set at all stays fixed (unset means the libraries' own default).
     Every trial gets its whole environment at run time; what is left out of the key is only
-    what no library reads at import: the launch time, and pytest's name of the running test,
+    what no library reads at import: the launch time, the lease's period (trainer/lease.py), and pytest's name of
+    the running test,
     which pytest changes at every test phase of a process that runs studies in its tests (only
     the libraries' own testing helpers read it).
     """
     threads = [env.get(k) for k in _THREAD_KEYS]
-    runtime = {LAUNCHED_AT_ENV, "PYTEST_CURRENT_TEST"}
+    runtime = {LAUNCHED_AT_ENV, LEASE_ENV, "PYTEST_CURRENT_TEST"}
     if threads[1] is None or threads[0] == threads[1]:
         runtime |= set(_THREAD_KEYS)
     fixed = {k: v for k, v in env.items() if k not in runtime}

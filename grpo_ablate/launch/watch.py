@@ -21,15 +21,16 @@ from typing import Any
 
 from grpo_ablate.metrics import summarize_trial
 from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.vocab import (GROUPS_FILE, LOG_FILE, METRICS_FILE, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE,
-                               STOP_FILE, Outcome)
+from grpo_ablate.vocab import (GROUPS_FILE, LEASE_FILE, LOG_FILE, METRICS_FILE, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE,
+                               RESULT_FILE, STOP_FILE, TAKEN_FILE, Outcome)
 
 from .outcome import classify
 
-__all__ = ["MetricsTail", "finalize", "finish", "log_tail", "prepare", "read_json", "request_stop", "requested_stop"]
+__all__ = ["MetricsTail", "finalize", "finish", "log_tail", "mark_taken", "prepare", "read_json", "request_stop",
+           "requested_stop", "taken"]
 
 LOG_TAIL_LINES = 60
-_STALE = (METRICS_FILE, GROUPS_FILE, RESULT_FILE, STOP_FILE, LOG_FILE, RESOLVED_CONFIG_FILE)
+_STALE = (METRICS_FILE, GROUPS_FILE, RESULT_FILE, STOP_FILE, LOG_FILE, RESOLVED_CONFIG_FILE, TAKEN_FILE, LEASE_FILE)
 
 
 def request_stop(trial_dir: str | os.PathLike[str], reason: str) -> bool:
@@ -72,6 +73,30 @@ def requested_stop(trial_dir: str | os.PathLike[str]) -> str | None:
     except FileNotFoundError:
         return None
     return Outcome.INTERRUPTED.value if text.startswith("interrupt") else Outcome.PRUNED.value
+
+
+def mark_taken(trial_dir: str | os.PathLike[str], words: str) -> bool:
+    """Say in a trial's folder that another run took the trial over (study/liveness.py): its process, if it lives
+    after all (a paused host woke up), stops at once and saves nothing, and its launcher ends it. False when the
+    folder cannot be written (another host's disk): the run that owned it then finds out from the storage."""
+    try:
+        folder = Path(trial_dir)
+        if not folder.is_dir():
+            return False
+        tmp = folder / f".{TAKEN_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(words + "\n")
+        os.replace(tmp, folder / TAKEN_FILE)
+        return True
+    except OSError:
+        return False
+
+
+def taken(trial_dir: str | os.PathLike[str]) -> str | None:
+    """Why the trial was taken over by another run (mark_taken), None when it was not."""
+    try:
+        return (Path(trial_dir) / TAKEN_FILE).read_text().strip() or "taken over by another run"
+    except OSError:
+        return None
 
 
 class MetricsTail:
@@ -152,7 +177,7 @@ def finish(spec: TrialSpec, returncode: int | None, *, timed_out: bool, stop_rea
     rank_failures = [r for r in (read_json(p) for p in sorted(trial_dir.glob(RANK_RESULT_GLOB))) if r]
     tail = log_tail(log_path)
     outcome, reason = classify(spec, returncode, worker, rank_failures, timed_out=timed_out, stop_reason=stop_reason,
-                               log_tail=tail, oom_kill=oom_kill)
+                               log_tail=tail, oom_kill=oom_kill, taken=taken(trial_dir))
     source = rank_failures[0] if rank_failures else (worker or {})
     result = TrialResult(
         outcome=outcome,

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from grpo_ablate.files.owned import Owner
 
 __all__ = ["ReportData", "build_report_data", "collect", "read_advice", "report_metrics", "eval_samples",
-           "EVAL_PROMPTS_SHOWN", "shared_prefix"]
+           "EVAL_PROMPTS_SHOWN", "shared_prefix", "missing_seeds"]
 
 
 @dataclass
@@ -258,6 +258,7 @@ def shared_prefix(prefixes: Sequence["FrozenTrial"], gpus: int, step: int | None
         return None
     seconds = spent_seconds(prefixes)
     seeds = sorted({s for ft in prefixes if (s := record.seed_of(ft)) is not None})
+    missing = missing_seeds(prefixes)
     hours = seconds * gpus / 3600.0 if gpus else None
     cost = gpu_hours_text(hours) if hours is not None else f"{duration_text(seconds)} of wall time"
     at = f" to step {step}" if step else ""
@@ -265,7 +266,25 @@ def shared_prefix(prefixes: Sequence["FrozenTrial"], gpus: int, step: int | None
              f"baseline trained{at} once per seed, every arm branching from it; each arm's compute and reward per hour "
              f"count only its own steps{f' from step {step} on' if step else ''})")
     return {"branch_step": step, "prefixes": len(prefixes), "seeds": seeds, "wall_seconds": round(seconds, 3),
-            "gpu_hours": round(hours, 4) if hours is not None else None, "words": words}
+            "gpu_hours": round(hours, 4) if hours is not None else None, "words": words, "missing_seeds": missing}
+
+
+def missing_seeds(prefixes: Sequence["FrozenTrial"]) -> list[dict[str, Any]]:
+    """The seeds whose prefix ended without completing and is not being trained again: none of their arms ran, so
+    the answer rests on the other seeds. Each with its last prefix trial and why (the answer says so)."""
+    by_seed: dict[int, list["FrozenTrial"]] = {}
+    for ft in prefixes:
+        if (seed := record.seed_of(ft)) is not None:
+            by_seed.setdefault(seed, []).append(ft)
+    out = []
+    for seed, attempts in sorted(by_seed.items()):
+        outcomes = [record.outcome(ft) for ft in attempts]
+        if Outcome.COMPLETED in outcomes or Outcome.RUNNING in outcomes or Outcome.QUEUED in outcomes:
+            continue
+        last = max(attempts, key=lambda ft: ft.number)
+        out.append({"seed": seed, "trial": last.number, "outcome": record.outcome(last).value,
+                    "reason": (record.reason(last) or "no reason recorded")[:300]})
+    return out
 
 
 def _lr_schedule(config: Mapping[str, Any]) -> str | None:

@@ -143,7 +143,8 @@ def find_warnings(records: Sequence[TrialRecord], arms: Sequence[ArmSummary], ba
                            tuple(r.number for r in rs)))
     # interrupted trials are queued again by the study, running ones belong to live workers: news, not faults
     for outcome, text in ((Outcome.INTERRUPTED, "were interrupted (a resumed study retries them)"),
-                          (Outcome.RUNNING, "were still running when this report was written")):
+                          (Outcome.RUNNING, "were still running when this report was written"),
+                          (Outcome.QUEUED, "were queued and not run yet (a resumed study runs them)")):
         rs = [r for r in records if r.outcome == outcome.value]
         if rs:
             out.append(Finding(outcome.value, f"{len(rs)} trial(s) {text}: " + ", ".join(f"#{r.number}" for r in rs) + ".",

@@ -230,7 +230,7 @@ def race_path(race: Mapping[str, Any], data: ReportData, label: Any) -> tuple[li
     if not race.get("decided"):
         return rows, None
     undecided = [k for k, v in (last.get("calls") or {}).items() if v == "undecided"]
-    ran = sum(1 for r in data.records if r.outcome != Outcome.RUNNING.value)
+    ran = sum(1 for r in data.records if r.outcome not in (Outcome.RUNNING.value, Outcome.QUEUED.value))
     planned = len(arms) * len(seeds) if seeds else None
     spent = (f", {ran / planned:.0%} of the planned completions ({ran} of {planned} trials)"
              if planned and ran else "")
@@ -297,7 +297,7 @@ def racing_view(data: ReportData) -> dict[str, Any] | None:
     else:
         live = ", ".join(label(k) for k in race.get("live") or []) or "none"
         state = f"used every seed; still in contention: {live}"
-    ran = sum(1 for r in data.records if r.outcome != Outcome.RUNNING.value)
+    ran = sum(1 for r in data.records if r.outcome not in (Outcome.RUNNING.value, Outcome.QUEUED.value))
     path, settled = race_path(race, data, label)
     return {
         "confidence": settings.get("confidence"),

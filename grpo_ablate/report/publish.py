@@ -57,11 +57,21 @@ def _answer(summary: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return lines, [str(x) for x in verdict.get("details") or ()]
 
 
+def missing_lines(summary: Mapping[str, Any]) -> list[str]:
+    """A branching study whose seed lost its prefix for good: the answer rests on the other seeds, and says so."""
+    missing = (summary.get("shared_prefix") or {}).get("missing_seeds") or []
+    if not missing:
+        return []
+    kept = [s for s in (summary.get("shared_prefix") or {}).get("seeds") or () if s not in {m["seed"] for m in missing}]
+    return [f"Seed {m['seed']} is missing: its prefix (trial {m['trial']}) {m['outcome']} ({m['reason']}), so none of "
+            f"its arms ran; this answer rests on seed(s) {', '.join(map(str, kept)) or 'none'} only." for m in missing]
+
+
 def answer_lines(summary: Mapping[str, Any], html_path: str | Path | None = None) -> list[str]:
     """What the console prints: the answer's three lines first, then the details once, the other
     objectives' best arm means, and where the page is."""
     lines, detail = _answer(summary)
-    out = ["Answer:"] + [f"  {x}" for x in lines]
+    out = ["Answer:"] + [f"  {x}" for x in lines] + [f"  {x}" for x in missing_lines(summary)]
     if detail:
         out += ["Details:"] + [f"  - {x}" for x in detail]
     out += _best_lines(summary)

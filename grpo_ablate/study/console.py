@@ -12,7 +12,10 @@ from grpo_ablate.study import ledger
 from grpo_ablate.vocab import LOG_FILE, Outcome
 
 if TYPE_CHECKING:
+    from typing import Callable
+
     import optuna
+    from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
     from grpo_ablate.study.lifecycle import Ended, Running
@@ -98,16 +101,25 @@ class StudyConsole:
                 line += f" ({doing})"
         self.say(line)
 
-    def summary(self, study: "Study", ostudy: "optuna.Study") -> None:
-        """Trials by outcome (the answer follows from the report); a warm start's copies are counted apart."""
+    def summary(self, study: "Study", ostudy: "optuna.Study", ended: "Callable[[FrozenTrial], str | None]") -> None:
+        """Trials by outcome (the answer follows from the report); a warm start's copies are counted apart. A trial
+        still RUNNING in the storage is "running" only while a run may run it: `ended(trial)` says why not (this
+        run, which has ended, could not record it; its run is dead), and it is counted as "not recorded"."""
         every = ostudy.get_trials(deepcopy=False)
         trials = [t for t in every if ledger.ran_here(t)]
         imported = sum(1 for t in every if ledger.is_copy(t))
         states: dict[str, int] = {}
+        unrecorded = []
         for t in trials:
             key = ledger.outcome(t).value
+            if key == Outcome.RUNNING.value and (why := ended(t)) is not None:
+                key = "not recorded"
+                unrecorded.append(f"trial {t.number} ({why})")
             states[key] = states.get(key, 0) + 1
         self.say("Trials: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
                  + (f" (and {imported} imported by a warm start, not run here)" if imported else ""))
+        if unrecorded:
+            self.say("Not recorded: " + "; ".join(unrecorded[:5]) + ("; ..." if len(unrecorded) > 5 else "")
+                     + ". Nothing runs them now; run the same command again to record their results or run them again.")
         # the best configuration is the report's answer (report.publish.say_answer), an arm's mean over
         # seeds: a per-trial "best" here would name one lucky seed

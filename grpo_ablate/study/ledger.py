@@ -42,7 +42,8 @@ from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLE
                                       RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, StudyAttrs, arm_of,
                                       cell_key, cell_of, counted_retries, is_cancelled, is_copy, is_finished, is_result,
                                       is_prefix, outcome, outcome_of, owner, owner_run, predecessor_dirs, ran_here, reason,
-                                      retry_of, seed_of, study_attrs, trial_dir, branched_from)
+                                      retry_of, seed_of, study_attrs, trial_dir, branched_from, AWAITS_PREFIX,
+                                      SPEC_FINGERPRINT, TAKEN_BY, awaits_prefix, spec_fingerprint)
 from grpo_ablate.launch.registry import reclaim_trial
 from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Cell, Outcome
 from grpo_ablate.study.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
@@ -66,7 +67,8 @@ __all__ = [
     "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED", "cell_key", "trial_dir", "retry_of",
     "StudyAttrs", "study_attrs", "is_prefix", "branched_from",
     # branching
-    "completed_prefixes", "record_branched_from",
+    "completed_prefixes", "record_branched_from", "record_spec_fingerprint", "spec_fingerprint", "awaits_prefix",
+    "retrain_prefix", "set_aside", "AWAITS_PREFIX", "SPEC_FINGERPRINT", "TAKEN_BY",
     # writing
     "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at", "record_resumed_from",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
@@ -93,18 +95,22 @@ def enqueue(ostudy: "optuna.Study", params: Mapping[str, Any], attrs: Mapping[st
     ostudy.enqueue_trial(dict(params), user_attrs={**attrs, QUEUED_PARAMS: dict(params)})
 
 
-def queue(ostudy: "optuna.Study", study: "Study", cells: Iterable[Cell]) -> int:
+def queue(ostudy: "optuna.Study", study: "Study", cells: Iterable[Cell],
+          fingerprints: Mapping[int, str] | None = None) -> int:
     """Queue the cells the study does not hold yet (run, running, queued or imported); how many were queued.
 
     Cells are matched on CELL, so two seeds of one arm (the same params) are both queued, and a
     cell a warm start imported is never run again. In a branching study (budget.branch_from) a
     seed's branches wait for its prefix: a cell other than a prefix is queued only once its
-    seed's prefix has completed (`completed_prefixes`); the lifecycle queues them then, and a
-    resumed run queues those a crash left behind.
+    seed's prefix has completed (`completed_prefixes`, matched to today's prefix spec by
+    `fingerprints` when given); the lifecycle queues them then, and a resumed run queues those a
+    crash left behind. A branch set aside while its prefix was trained again (`set_aside`) does not
+    hold its cell: it is queued again here, as a retry of the attempt set aside.
     """
     trials = ostudy.get_trials(deepcopy=False)
-    have = {t.user_attrs.get(CELL) for t in trials}
-    ready = completed_prefixes(trials) if branches(study) else None
+    aside = {key: t.number for t in trials if awaits_prefix(t) and (key := cell_key(t)) is not None}
+    have = {t.user_attrs.get(CELL) for t in trials if not awaits_prefix(t)}
+    ready = completed_prefixes(trials, fingerprints) if branches(study) else None
     n = 0
     for c in cells:
         encoded = cell_params(study, c.arm)
@@ -112,19 +118,45 @@ def queue(ostudy: "optuna.Study", study: "Study", cells: Iterable[Cell]) -> int:
             continue
         if ready is not None and c.role != PREFIX_ROLE and c.seed not in ready:
             continue
-        enqueue(ostudy, encoded[0], {ROLE: c.role, CELL: c.key})
+        attrs: dict[str, Any] = {ROLE: c.role, CELL: c.key}
+        if c.key in aside:
+            attrs[RETRY_OF] = max(t.number for t in trials if awaits_prefix(t) and cell_key(t) == c.key)
+        enqueue(ostudy, encoded[0], attrs)
         have.add(c.key)
         n += 1
     return n
 
 
-def completed_prefixes(trials: Sequence["FrozenTrial"]) -> dict[int, "FrozenTrial"]:
-    """Each seed's completed prefix trial (the last one, should a seed have two), by seed."""
+def completed_prefixes(trials: Sequence["FrozenTrial"], fingerprints: Mapping[int, str] | None = None
+                       ) -> dict[int, "FrozenTrial"]:
+    """Each seed's completed prefix trial (the last one, should a seed have two), by seed. With `fingerprints` (seed ->
+    today's prefix spec fingerprint), a prefix that recorded another fingerprint (it ran under an earlier study file)
+    is not its seed's; one that recorded none (an older run) is judged by its checkpoint's manifest when used."""
     out: dict[int, "FrozenTrial"] = {}
     for t in trials:
         if is_prefix(t) and outcome(t) is Outcome.COMPLETED and (seed := seed_of(t)) is not None:
-            out[seed] = t
+            recorded, today = spec_fingerprint(t), (fingerprints or {}).get(seed)
+            if recorded is None or today is None or recorded == today:
+                out[seed] = t
     return out
+
+
+def retrain_prefix(ostudy: "optuna.Study", study: "Study", cell: Cell) -> bool:
+    """Queue the prefix `cell` again (its seed's checkpoint is missing, damaged or of an earlier study file), as a
+    retry of its last attempt; False when an attempt of it is already queued or running."""
+    from optuna.trial import TrialState
+
+    attempts = [t for t in ostudy.get_trials(deepcopy=False) if cell_key(t) == cell.key]
+    if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in attempts):
+        return False
+    encoded = cell_params(study, cell.arm)
+    if encoded is None:
+        return False
+    attrs: dict[str, Any] = {ROLE: PREFIX_ROLE, CELL: cell.key}
+    if attempts:
+        attrs[RETRY_OF] = max(t.number for t in attempts)
+    enqueue(ostudy, encoded[0], attrs)
+    return True
 
 
 def ask(ostudy: "optuna.Study", planned: bool) -> "optuna.Trial | None":
@@ -247,6 +279,11 @@ def record_orchestrator_rss(trial: "optuna.Trial", megabytes: float) -> None:
 def record_resumed_from(trial: "optuna.Trial", step: int) -> None:
     """A retry that resumed its predecessor's checkpoint: the optimizer step it resumed at."""
     trial.set_user_attr(RESUMED_FROM, step)
+
+
+def record_spec_fingerprint(trial: "optuna.Trial", fingerprint: str) -> None:
+    """The fingerprint of the spec the trial runs: a prefix is matched to today's study file by it."""
+    trial.set_user_attr(SPEC_FINGERPRINT, fingerprint)
 
 
 def record_branched_from(trial: "optuna.Trial", prefix: int, step: int) -> None:
@@ -373,10 +410,33 @@ def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", numb
         storage.set_trial_user_attr(trial_id, RETRY_COUNTED, counted)
         storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
     except UpdateFinishedTrialError:
-        return None
-    if retry:
+        # finished by another process, or by this very call tried before (storage.patiently after an outage cut
+        # it short after its state was written): only in that case does the retry below still belong to it
+        if storage.get_trial(trial_id).user_attrs.get(REASON) != lost[REASON]:
+            return None
+    if retry and not any(retry_of(t) == number for t in ostudy.get_trials(deepcopy=False)):
         _retry(ostudy, me)
     return _OUTCOMES[lost[OUTCOME]]
+
+
+def set_aside(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", number: int, seed: int, why: str
+              ) -> Outcome | None:
+    """A branch that cannot start because its seed's prefix is being trained again: it ends interrupted, its retry
+    not counted (no fault of its cell) and not queued now; `queue` queues its cell again once the prefix completed.
+    None when the trial was already finished (another process got there first)."""
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(ostudy.study_name), number)
+    try:
+        storage.set_trial_user_attr(trial_id, OUTCOME, Outcome.INTERRUPTED.value)
+        storage.set_trial_user_attr(trial_id, REASON, why[:REASON_CHARS])
+        storage.set_trial_user_attr(trial_id, RETRY_COUNTED, False)
+        storage.set_trial_user_attr(trial_id, AWAITS_PREFIX, int(seed))
+        storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+    except UpdateFinishedTrialError:
+        return None
+    return Outcome.INTERRUPTED
 
 
 def cancel_queued(ostudy: "optuna.Study", arm_keys: Iterable[str], why: str) -> int:

@@ -33,15 +33,19 @@ from grpo_ablate.launch.devices import claim_cpu_share
 from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.errors import machine_fault
+from grpo_ablate.errors import database_fault, machine_fault
+from grpo_ablate.storage import patiently
 from grpo_ablate.study.plan import StudyPlan
+from grpo_ablate.study.prefixes import BranchSetAside, Prefixes
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
 from grpo_ablate.trainer.spec import StartFrom
-from grpo_ablate.launch import finish, launcher_for, request_stop
-from grpo_ablate.vocab import (EVAL_FILE, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, TRIALS_DIR, Cell, Outcome,
-                               trial_dir_name)
+from grpo_ablate.launch import finish, launcher_for, reclaim_trial, request_stop
+from grpo_ablate.launch.base import ReclaimPending
+from grpo_ablate.launch.watch import mark_taken
+from grpo_ablate.vocab import (EVAL_FILE, LEASE_ENV, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, TRIALS_DIR, Cell,
+                               Outcome, trial_dir_name)
 from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
 from grpo_ablate.study.search.fidelity import ComputeClock, quantum
 
@@ -55,10 +59,6 @@ __all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "StorageUna
 
 # a trial that ended with one of these left a result worth recording; a retry records it instead of training again
 _RECORDABLE = (Outcome.COMPLETED.value, Outcome.PRUNED.value, Outcome.OOM.value)
-
-
-class BranchNotReady(Exception):
-    """A branch whose seed's prefix has not completed, or whose checkpoint is gone: it cannot start."""
 
 
 class StorageUnavailable(Exception):
@@ -178,6 +178,10 @@ class TrialLifecycle:
         # seconds before a trial is stopped: study.trial_timeout, resolved by the runner (study/limits.py)
         self.trial_timeout_s, _ = resolve_timeout(study.study.trial_timeout, None)
         self.run_identity = new_run()  # recorded with every trial this run starts (study/owner.py)
+        # how long a storage outage is waited out before the run stops with what it kept (storage.patiently): the
+        # heartbeat's grace, after which other runs may judge this one's trials dead (study/liveness.py)
+        self.storage_wait_s = float(study.study.grace_period or 3 * study.study.heartbeat_interval)
+        self.prefixes = Prefixes(study, plan.cells) if plan.branch_step is not None else None
 
     # ---- ask -> register
 
@@ -196,8 +200,9 @@ class TrialLifecycle:
         share = None
         beat = threading.Event()
         try:
-            ledger.started(trial, HOST, os.getpid(), heartbeat=self.heartbeat, max_retry=self.study.study.max_retry,
-                           run=self.run_identity.record())
+            self._patiently(lambda: ledger.started(trial, HOST, os.getpid(), heartbeat=self.heartbeat,
+                                                   max_retry=self.study.study.max_retry, run=self.run_identity.record()),
+                            "starting the trial")
             try:
                 cell = ledger.suggest_cell(trial, self.study)
                 ledger.set_trial_dir(trial, run.trial_dir)
@@ -206,13 +211,26 @@ class TrialLifecycle:
                     share = claim_cpu_share(self.workers, self.study.world_size)
                     env = {**env, **share.env()}
                 start_from = self._branch_point(trial, cell)
+                env = {**env, LEASE_ENV: str(self.study.study.heartbeat_interval)}  # trainer/lease.py renews at this pace
                 spec = build_spec(self.study, cell, run.trial_dir, env, timeout=self.trial_timeout_s, start_from=start_from)
+                ledger.record_spec_fingerprint(trial, spec_fingerprint(json.loads(spec.to_json())))
                 finished = self._finished_predecessor(trial, spec)
                 if finished is not None and cell.role == PREFIX_ROLE:  # its sealed last step is its branches' start
                     carry_over(finished, run.trial_dir, move=_inside(finished, (self.study.output_dir / TRIALS_DIR).resolve()))
+                self._reclaim_predecessors(trial)  # never a second run of a trial beside a first that may live on
                 resumed = None if finished is not None else self._resume_predecessor(trial, run.trial_dir)
-            except BranchNotReady as e:
-                return self._failed(trial, str(e))
+            except ReclaimPending as e:  # queued again, free: the next attempt asks again
+                why = f"not started: {e}"
+                outcome = self._patiently(lambda: ledger.requeue(self.ostudy, self.storage, trial.number, why,
+                                                                 max_retry=self.study.study.max_retry, counted=False),
+                                          "queueing the trial again")
+                return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, why)
+            except BranchSetAside as e:  # its prefix is trained again first: queued again once it is (study/prefixes.py)
+                aside = str(e)
+                outcome = self._patiently(lambda: ledger.set_aside(self.ostudy, self.storage, trial.number, cell.seed,
+                                                                   aside), "setting the branch aside")
+                self.say(f"[trial {trial.number}] set aside: {aside}")
+                return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, aside)
             except OSError as e:
                 return self._fault(trial, "preparing the trial", e)
             except Exception as e:  # noqa: BLE001 - a trial that cannot be set up fails, the study goes on
@@ -227,7 +245,7 @@ class TrialLifecycle:
                         if cell.role == PREFIX_ROLE else "")
                      + f" -> {run.trial_dir}")
             if self.heartbeat:
-                self._start_heartbeat(trial.number, beat)
+                self._start_heartbeat(trial.number, beat, run.trial_dir)
             try:
                 if finished is not None:
                     result = _adopt(spec, finished)
@@ -240,12 +258,18 @@ class TrialLifecycle:
             except Exception as e:  # noqa: BLE001 - run_trial never raises for the trial's own failure: a bug
                 return self._failed(trial, f"the orchestrator failed running the trial: {type(e).__name__}: {e}")
             try:  # from here on the result is on disk, and stays there until the storage has recorded it
-                upload_trial_artifacts(self.artifacts, trial, run.trial_dir)
-                ledger.record_orchestrator_rss(trial, _rss_mb())
+                taken = self._patiently(lambda: self._taken(trial.number), "reading the trial's state")
+                if taken is not None:  # another run judged this one dead (a pause) and runs the cell: it records this
+                    beat.set()
+                    self.say(f"[trial {trial.number}] {result.outcome.value} here, but {taken}: not recorded here; its "
+                             f"files stay in {run.trial_dir}, where that run finds a finished result")
+                    return Ended(trial.number, Outcome.INTERRUPTED.value, taken)
+                self._patiently(lambda: upload_trial_artifacts(self.artifacts, trial, run.trial_dir), "recording the trial")
+                self._patiently(lambda: ledger.record_orchestrator_rss(trial, _rss_mb()), "recording the trial")
                 if cell.role == PREFIX_ROLE:
-                    ended = self._tell_prefix(trial, cell, spec, result)
+                    ended = self._patiently(lambda: self._tell_prefix(trial, cell, spec, result), "recording the trial")
                 else:
-                    ended = self._tell(trial, result)
+                    ended = self._patiently(lambda: self._tell(trial, result), "recording the trial")
             except Exception as e:
                 fault = machine_fault(e)
                 if fault is None:
@@ -268,24 +292,45 @@ class TrialLifecycle:
                 share.release()
             self.registry.unregister(trial.number)
 
-    def _branch_point(self, trial: "optuna.Trial", cell: Cell) -> StartFrom | None:
-        """A branching study's branch: its seed's completed prefix's sealed checkpoint at the branch step
-        (recorded on the trial: who depends on whom); None for a prefix or a study that does not branch."""
-        step = self.plan.branch_step
-        if step is None or cell.role == PREFIX_ROLE:
+    def _patiently(self, call: Callable[[], Any], what: str) -> Any:
+        """A storage call that waits out an outage of up to the grace period (storage.patiently), saying so once."""
+        return patiently(call, seconds=self.storage_wait_s, what=what, say=self.say)
+
+    def _taken(self, number: int) -> str | None:
+        """Why this run's trial is no longer its own (another run judged it dead and queued it again); else None."""
+        from optuna.trial import TrialState
+
+        study_id = self.storage.get_study_id_from_name(self.ostudy.study_name)
+        ft = self.storage.get_trial(self.storage.get_trial_id_from_study_id_trial_number(study_id, number))
+        if ft.state == TrialState.RUNNING:
             return None
-        prefix = ledger.completed_prefixes(self.ostudy.get_trials(deepcopy=False)).get(cell.seed)
-        if prefix is None:
-            raise BranchNotReady(f"seed {cell.seed}'s prefix has not completed: a branch starts from its checkpoint "
-                                 f"at step {step} (budget.branch_from)")
-        folder = ledger.trial_dir(prefix)
-        point = checkpoints.checkpoints_dir(folder) / f"checkpoint-{step}" if folder else None
-        if point is None or not point.is_dir():
-            raise BranchNotReady(f"seed {cell.seed}'s prefix (trial {prefix.number}) left no checkpoint at step {step} "
-                                 f"({point or 'no trial folder'}): was it removed by hand? Remove the prefix trial's "
-                                 "record (or the study) to train it again")
+        return f"taken over by another run ({ledger.reason(ft) or ft.state.name})"
+
+    def _reclaim_predecessors(self, trial: "optuna.Trial") -> None:
+        """A retry: end whatever a launcher left of the attempts it follows (a SLURM job whose end was never seen),
+        waiting for it, before anything of theirs is carried over or run again. ReclaimPending when that cannot be
+        confirmed now (the cluster's controller does not answer)."""
+        for folder in self._predecessor_folders(trial):
+            for words in reclaim_trial(folder):
+                self.say(f"[trial {trial.number}] {words}")
+
+    def _branch_point(self, trial: "optuna.Trial", cell: Cell) -> StartFrom | None:
+        """A branching study's branch: its seed's prefix's sealed checkpoint at the branch step, verified as a resume
+        is against today's prefix spec (study/prefixes.py), recorded on the trial (who depends on whom); None for a
+        prefix or a study that does not branch. BranchSetAside when there is none to trust: the prefix is queued
+        again (unless it already is) and the branch waits for it."""
+        step = self.plan.branch_step
+        if step is None or cell.role == PREFIX_ROLE or self.prefixes is None:
+            return None
+        found = self.prefixes.branch_point(self.ostudy, cell.seed, step)
+        if isinstance(found, str):
+            queued = self.prefixes.retrain(self.ostudy, cell.seed)
+            raise BranchSetAside(f"{found}; " + ("its prefix is queued to train again" if queued else
+                                                 "its prefix is already queued or training again")
+                                 + ", and this branch runs once it has completed")
+        prefix, point = found
         ledger.record_branched_from(trial, prefix.number, step)
-        return StartFrom(os.fspath(point), step)
+        return point
 
     def _tell_prefix(self, trial: "optuna.Trial", cell: Cell, spec: Any, result: "TrialResult") -> Ended:
         """A prefix's end. Completed only with its sealed, verified checkpoint at the branch step (else it failed:
@@ -335,9 +380,18 @@ class TrialLifecycle:
             except (OSError, ValueError):
                 continue
             if isinstance(result, dict) and result.get("outcome") in _RECORDABLE and isinstance(before, dict) \
-                    and spec_fingerprint(before) == fingerprint:
+                    and spec_fingerprint(before) == fingerprint and self._prefix_whole(folder, spec, fingerprint):
                 return folder
         return None
+
+    @staticmethod
+    def _prefix_whole(folder: Path, spec: Any, fingerprint: str) -> bool:
+        """A finished prefix is its branches' start: it is recorded from its files only with its last checkpoint whole
+        (one that fails was found by a branch, and the prefix is being trained again for it). True for other roles."""
+        if spec.checkpoint is None or not spec.checkpoint.get("final"):
+            return True
+        last = next((c for c in checkpoints.sealed_checkpoints(folder) if c.step == spec.max_steps), None)
+        return last is not None and checkpoints.verify(last, fingerprint) is None
 
     def _resume_predecessor(self, trial: "optuna.Trial", trial_dir: Path) -> tuple[int, int] | None:
         """A retry (requeued, pre-empted, its heartbeat lost): move the nearest predecessor's last complete
@@ -407,25 +461,38 @@ class TrialLifecycle:
             if not prune or asked:
                 return
             points = checkpoints()
-            for at, value in points:
-                trial.report(value, at)
-                reported.add(at)
-            if points and trial.should_prune():
-                asked = True
-                ledger.record_pruned_at(trial, points[-1][0])
-                _stop(run.trial_dir, Outcome.PRUNED.value)
+            try:
+                for at, value in points:
+                    trial.report(value, at)
+                    reported.add(at)
+                if points and trial.should_prune():
+                    asked = True
+                    ledger.record_pruned_at(trial, points[-1][0])
+                    _stop(run.trial_dir, Outcome.PRUNED.value)
+            except Exception as e:  # the storage away: the trial trains on; the points not reported are asked again
+                if database_fault(e) is None:
+                    raise
 
         return on_progress
 
-    def _start_heartbeat(self, number: int, stop: threading.Event) -> None:
+    def _start_heartbeat(self, number: int, stop: threading.Event, trial_dir: Path) -> None:
+        """Renew the trial's heartbeat every heartbeat_interval; should the storage say the trial is no longer
+        RUNNING (taken over by another run), mark it taken in its folder so its process stops at once."""
         storage = self.storage
         trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(self.ostudy.study_name), number)
         interval = self.study.study.heartbeat_interval
 
         def beat() -> None:
+            from optuna.trial import TrialState
+
             while not stop.is_set():
                 try:
                     storage.record_heartbeat(trial_id)  # type: ignore[attr-defined]  # RDBStorage only
+                    now = storage.get_trial(trial_id)
+                    if now.state != TrialState.RUNNING and not stop.is_set():
+                        # another run judged this one dead while it was paused or cut off: its trial stops at once
+                        mark_taken(trial_dir, f"taken over by another run ({ledger.reason(now) or now.state.name})")
+                        return
                 except Exception:  # noqa: BLE001 - a missed beat is retried; the grace period covers it
                     pass
                 stop.wait(interval)
@@ -448,12 +515,14 @@ class TrialLifecycle:
         """An infrastructure fault: the cell is not to blame, so it is queued again (within max_retry)."""
         what = f"{type(exc).__name__}: {exc}" if exc is not None else detail
         reason = f"infrastructure fault while {stage}: {what}"
-        outcome = ledger.requeue(self.ostudy, self.storage, trial.number, reason,
-                                 max_retry=self.study.study.max_retry, counted=True)
+        outcome = self._patiently(lambda: ledger.requeue(self.ostudy, self.storage, trial.number, reason,
+                                                         max_retry=self.study.study.max_retry, counted=True),
+                                  "queueing the trial again")
         return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, reason, fault=True)
 
     def _failed(self, trial: "optuna.Trial", reason: str) -> Ended:
-        return Ended(trial.number, ledger.fail(self.ostudy, trial, reason).value, reason)
+        return Ended(trial.number, self._patiently(lambda: ledger.fail(self.ostudy, trial, reason), "recording the trial").value,
+                     reason)
 
 
 def _adopt(spec: Any, source: Path) -> "TrialResult":

@@ -36,24 +36,27 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.gpu_hours import Budget, budget_of, measured_estimate
 from grpo_ablate.study.plan import StudyPlan, resolve_plan
-from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage
+from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage, patiently
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.study import ledger, limits
+from grpo_ablate.study.prefixes import Prefixes
 from grpo_ablate.study.retry import requeue_changed, superseded
-from grpo_ablate.trial_record import study_attrs, trial_dir
+from grpo_ablate.trial_record import study_attrs
 from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
-from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir, dead_owner
+from grpo_ablate.study.liveness import Liveness
+from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
 from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_new_study, open_study,
                                      queue_first_plan, queue_plan, queue_ready_branches, race_rule_changed,
                                      space_changed, wait_for_plan)
 from grpo_ablate.study.warm import warm_start as warm_start_from
-from grpo_ablate.launch import reclaim_trial, release_thread_launchers
+from grpo_ablate.launch import release_thread_launchers
 from grpo_ablate.launch.registry import launcher_problems
 from grpo_ablate.vocab import PREFIX_ROLE, Outcome
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
 
@@ -111,6 +114,7 @@ class StudyRunner:
         self.counts = Counts()
         self.lifecycle = TrialLifecycle(study, ostudy, storage, open_artifact_store(study.output_dir), self.registry,
                                         workers=self.workers, heartbeat=self.heartbeat, say=self.console.say, plan=plan)
+        self.liveness = Liveness(self.lifecycle.run_identity, self.lifecycle.storage_wait_s)
         self.wakeup = Wakeup()
         self.interrupt_requests = 0  # SIGINTs (Ctrl-C): the second one kills the running trials
         self.term_requests = 0  # SIGTERMs: each one a graceful stop, never a kill
@@ -142,16 +146,15 @@ class StudyRunner:
 
     def _next_trial(self) -> "optuna.Trial | str | None":
         """The next trial, registered; WAIT when only other hosts' running trials stand in the way."""
-        from optuna.storages import fail_stale_trials
-
         with self.registry.lock:
             if self.registry.stop.is_set():
                 return None
             if self.deadline is not None and time.monotonic() > self.deadline:
                 self.stop_reason = self.stop_reason or "the study's timeout was reached"
                 return None
-            fail_stale_trials(self.ostudy)
-            self._requeue_dead_local_trials()
+            # one liveness rule on every storage: a trial is queued again only once its run is known dead
+            self.liveness.reap(self.ostudy, self.storage, own=set(self.registry.running),
+                               max_retry=self.study.study.max_retry, say=self.console.say)
             if not self._within_limits():
                 return BUDGET_WAIT if self.budget is not None and self.budget.running else None
             done, running = self.finished_count()
@@ -210,30 +213,22 @@ class StudyRunner:
                 self.console.say(f"racing round {d.round}: dropped {d.arm}: {d.reason}")
         return None if close_only else self.lifecycle.ask_and_register()
 
-    def _requeue_dead_local_trials(self) -> None:
-        """RUNNING trials of a process on this host that no longer exists: queue them again.
-
-        Covers the storages without heartbeats (the journal file) after a kill -9 or a power cut.
-        """
-        from optuna.trial import TrialState
-
-        for t in self.ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            host, pid = ledger.owner(t)
-            dead = dead_owner(host, pid, ledger.owner_run(t), self.lifecycle.run_identity)  # host+pid+start+run id
-            if t.number in self.registry.running or dead is None:
-                continue
-            for words in reclaim_trial(trial_dir(t)):  # its remote job, if any, ends first
-                self.console.say(words)
-            ledger.requeue(self.ostudy, self.storage, t.number, dead,
-                           max_retry=self.study.study.max_retry, counted=True)
+    def ended_here(self, ft: "FrozenTrial") -> str | None:
+        """Once the run is over: why a trial the storage still calls RUNNING is not running (its end could not be
+        recorded by this run, or its run is dead); None when another live run may be running it."""
+        host, pid = ledger.owner(ft)
+        if ledger.owner_run(ft).get("run_id") == self.lifecycle.run_identity.run_id:
+            return "this run ended without recording it" + (f": {self.stop_reason}"[:160] if self.storage_error else "")
+        return self.liveness.dead(ft, heartbeat_stale=False) if host == self.lifecycle.run_identity.host else None
 
     # ---- the workers
 
     def _worker(self, index: int) -> None:
         env = self.envs[index]
         while not self.registry.stop.is_set():
-            try:
-                trial = self._next_trial()
+            try:  # an outage up to the grace period is waited out (storage.patiently); then the run stops, saying why
+                trial = patiently(self._next_trial, seconds=self.lifecycle.storage_wait_s, what="asking for a trial",
+                                  say=self.console.say)
             except Exception as e:  # noqa: BLE001 - storage trouble: stop, say why
                 self.stop_reason = f"could not get a trial from the storage: {type(e).__name__}: {e}"
                 self.storage_error = True
@@ -434,6 +429,10 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
 
     if not created and (retried_note := requeue_changed(ostudy, study, plan.cells)) is not None:
         say(f"grpo-ablate: {retried_note}")
+    if not created and plan.branch_step is not None:
+        for seed in Prefixes(study, plan.cells).retrain_stale(ostudy, plan.cells):
+            say(f"grpo-ablate: seed {seed}'s prefix ran under an earlier version of the study file: queued to train "
+                "again, and its branches start from the new one")
     try:
         runner = StudyRunner(study, ostudy, storage, study.study.workers, plan)
     except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json
@@ -466,7 +465,7 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
             signal.set_wakeup_fd(wakeup_fd)
         runner.wakeup.close()
 
-    runner.console.summary(study, ostudy)
+    runner.console.summary(study, ostudy, runner.ended_here)
     for line in blocked_branches(ostudy, plan):
         warn(f"grpo-ablate: {line}")
     if study.study.budget_gpu_hours is not None:
@@ -490,7 +489,8 @@ def blocked_branches(ostudy: "optuna.Study", plan: StudyPlan) -> list[str]:
         seed = ledger.seed_of(t)
         if not ledger.is_prefix(t) or seed is None or seed in ready or ledger.outcome(t) not in ledger.FINISHED:
             continue
-        if any(ledger.is_prefix(o) and ledger.seed_of(o) == seed and ledger.outcome(o) is Outcome.RUNNING for o in trials):
+        if any(ledger.is_prefix(o) and ledger.seed_of(o) == seed and ledger.outcome(o) in (Outcome.RUNNING, Outcome.QUEUED)
+               for o in trials):
             continue  # a retry of it is queued or running
         out.append(f"seed {seed}: its prefix (trial {t.number}) {ledger.outcome(t).value}"
                    f" ({ledger.reason(t) or 'no reason recorded'}), so its {branches[seed]} branch(es) did not run")

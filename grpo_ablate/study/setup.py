@@ -19,6 +19,7 @@ from grpo_ablate.vocab import Arm, Cell
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
 from grpo_ablate.files.owned import Owner
+from grpo_ablate.study.prefixes import Prefixes
 from grpo_ablate.study.plan import (ADVISE_ROLE, StudyPlan, baseline_arm, is_plannable, resolve_plan, round_cells,
                                     study_plan)
 from grpo_ablate.study.search.samplers import study_pruner, study_sampler
@@ -225,8 +226,10 @@ def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
 
 
 def queue_plan(ostudy: "optuna.Study", study: "Study", cells: Sequence[Cell]) -> int:
-    """Queue every planned cell not already in the study (finished, running or queued); how many were queued."""
-    return ledger.queue(ostudy, study, cells)
+    """Queue every planned cell not already in the study (finished, running or queued); how many were queued.
+    A branching study's branches wait for a prefix of today's study file (study/prefixes.py)."""
+    prefixes = Prefixes(study, cells)
+    return ledger.queue(ostudy, study, cells, prefixes.fingerprints() if prefixes.cells else None)
 
 
 def queue_ready_branches(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> int:
@@ -237,7 +240,9 @@ def queue_ready_branches(ostudy: "optuna.Study", study: "Study", plan: Sequence[
     branches of the arms still live (the race's state; every arm before its first decision),
     and only for seeds a round queued a prefix for. `plan`: the study's plan when the caller has it
     (plan.study_plan reads advise.json)."""
-    ready = ledger.completed_prefixes(ostudy.get_trials(deepcopy=False))
+    cells_now = study_plan(study) if plan is None else plan
+    fingerprints = Prefixes(study, cells_now).fingerprints()  # a prefix of an earlier study file starts no branch
+    ready = ledger.completed_prefixes(ostudy.get_trials(deepcopy=False), fingerprints)
     if not ready:
         return 0
     live = None
@@ -247,8 +252,8 @@ def queue_ready_branches(ostudy: "optuna.Study", study: "Study", plan: Sequence[
             return 0
         stored = race.get("live") if race else None
         live = set(stored) if isinstance(stored, list) else None
-    cells = [c for c in (study_plan(study) if plan is None else plan) if c.seed in ready and (live is None or c.arm.key in live)]
-    return ledger.queue(ostudy, study, cells)
+    cells = [c for c in cells_now if c.seed in ready and (live is None or c.arm.key in live)]
+    return ledger.queue(ostudy, study, cells, fingerprints)
 
 
 def wait_for_plan(ostudy: "optuna.Study") -> bool:

@@ -243,7 +243,12 @@ def _check_rounds(spec: TrialSpec, config: Any) -> None:
 
 
 def _start_from(spec: TrialSpec, checkpointer: Any, log: Callable[[str], None]) -> str | None:
-    """The branch point's folder, checked: a trainer checkpoint holding the plan's step.
+    """The branch point's folder, checked as a resume checks its own checkpoint before it is loaded.
+
+    With the prefix spec's fingerprint (StartFrom.fingerprint): the manifest, every file's size and SHA-256, the
+    step and the fingerprint (checkpoints.verify; a prefix whose tensors were zeroed in place, another seed's
+    prefix copied over it, a prefix of an earlier study file all fail here): BranchPointInvalid. Without one (a
+    folder another tool saved): a trainer checkpoint holding the plan's step.
 
     The trainer resumes its weights, optimizer, scheduler and RNG states; of the package's state
     only the data sampler's goes on (Checkpointer.branch_from). The branch's metrics, completions
@@ -252,16 +257,21 @@ def _start_from(spec: TrialSpec, checkpointer: Any, log: Callable[[str], None]) 
     start = spec.start_from
     assert start is not None
     folder = Path(start.checkpoint)
-    state = folder / "trainer_state.json"
-    if not state.is_file():
-        raise ValueError(f"start_from.checkpoint {folder}: not a trainer checkpoint (no trainer_state.json)")
-    held = json.loads(state.read_text()).get("global_step")
-    if held != start.step:
-        raise ValueError(f"start_from: {folder} holds step {held}, the plan says {start.step}")
     found = checkpoints.Checkpoint(folder, start.step)
+    if start.fingerprint is not None:
+        why = checkpoints.verify(found, start.fingerprint) if folder.is_dir() else f"{folder} is gone"
+        if why is not None:
+            raise checkpoints.BranchPointInvalid(f"the branch point cannot be trusted: {why}")
+    else:
+        state = folder / "trainer_state.json"
+        if not state.is_file():
+            raise ValueError(f"start_from.checkpoint {folder}: not a trainer checkpoint (no trainer_state.json)")
+        held = json.loads(state.read_text()).get("global_step")
+        if held != start.step:
+            raise ValueError(f"start_from: {folder} holds step {held}, the plan says {start.step}")
     if checkpointer is not None and (folder / checkpoints.STATE_DIR / checkpoints.CLOCK_FILE).is_file():
         checkpointer.branch_from(found)
-    log(f"starting from the branch point {folder} (step {start.step})")
+    log(f"starting from the branch point {folder} (step {start.step}" + (", verified" if start.fingerprint else "") + ")")
     return os.fspath(folder)
 
 

@@ -26,14 +26,16 @@ from typing import Any, Sequence
 import torch
 from transformers import TrainerCallback
 
-from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE
+from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE, TAKEN_FILE
 
 from . import trl_adapter
 from .collective import from_rank0
 from .rewards import GROUPS_RECORDER, GenerationRound, GroupsRecorder
 from .text import plain_text
 
-__all__ = ["MetricsRecorder", "StopSwitch", "engine_memory_mb", "peak_memory_mb"]
+__all__ = ["MetricsRecorder", "StopSwitch", "TAKEN_REASON", "engine_memory_mb", "peak_memory_mb"]
+
+TAKEN_REASON = "taken over by another run"  # the start of StopSwitch.stop_reason when TAKEN_FILE stopped the trial
 
 # TRL's log keys that we rename (slashes make awkward column names in reports).
 _RENAMED = {
@@ -310,7 +312,9 @@ class StopSwitch(TrainerCallback):
         return self.resumed_seconds + time.perf_counter() - self.started - self.paused_seconds
 
     def _local_reason(self, state) -> int:
-        """0 = go on; 1 = budget reached; 2 = stop requested by the parent."""
+        """0 = go on; 1 = budget reached; 2 = stop requested by the parent; 3 = another run took the trial over."""
+        if (self.trial_dir / TAKEN_FILE).exists():
+            return 3
         if (self.trial_dir / STOP_FILE).exists():
             return 2
         if self.max_tokens is not None and state.num_input_tokens_seen >= self.max_tokens:
@@ -334,7 +338,13 @@ class StopSwitch(TrainerCallback):
         code = from_rank0(self._local_reason(state) if state.is_world_process_zero else 0)
         if code == 0:
             return control
-        if code == 2:
+        if code == 3:  # at once, nothing saved: the run that took it resumes the last checkpoint (study/liveness.py)
+            try:
+                text = (self.trial_dir / TAKEN_FILE).read_text().strip()
+            except OSError:
+                text = ""
+            self.stop_reason = f"{TAKEN_REASON}: {text or 'by another run'}"
+        elif code == 2:
             try:
                 text = (self.trial_dir / STOP_FILE).read_text().strip().lower()
             except OSError:

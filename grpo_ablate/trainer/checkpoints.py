@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping
 
 from grpo_ablate.vocab import EVAL_FILE, EVENTS_FILE, GROUPS_FILE, METRICS_FILE
 
-__all__ = ["Checkpoint", "CARRIED_FILES", "CLOCK_FILE", "MANIFEST_FILE", "STATE_DIR", "DEFAULT_SHARE", "AUTO_MIN_SECONDS",
+__all__ = ["BranchPointInvalid", "Checkpoint", "CARRIED_FILES", "CLOCK_FILE", "MANIFEST_FILE", "STATE_DIR", "DEFAULT_SHARE", "AUTO_MIN_SECONDS",
            "FINGERPRINT_IGNORED", "trainer_dir", "checkpoints_dir", "interval_steps", "spec_fingerprint", "sealed_checkpoints",
            "latest", "seal", "verify", "resumable", "discard", "restore_files", "remove_checkpoints", "prune_older",
            "carry_over"]
@@ -100,6 +100,11 @@ def spec_fingerprint(spec: Mapping[str, Any]) -> str:
     kept = {k: v for k, v in spec.items() if k not in FINGERPRINT_IGNORED}
     text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+class BranchPointInvalid(ValueError):
+    """The checkpoint a branch is to start from fails the checks a resume makes (`verify`): the trial ends
+    interrupted, and the orchestrator trains the prefix again rather than failing the cell (study/prefixes.py)."""
 
 
 @dataclass(frozen=True)

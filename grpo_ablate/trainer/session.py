@@ -38,6 +38,7 @@ from typing import Any, Callable
 from grpo_ablate.children import adopt_orphans, die_with_parent
 from grpo_ablate.vocab import LOG_FILE
 
+from .lease import keep_lease
 from .memory_cap import start_memory_watch
 from .signals import stop_on_sigterm
 from .spec import TrialSpec
@@ -111,6 +112,7 @@ def serve_session() -> int:
     watch = start_memory_watch(spec.trial_dir, spec.hardware)
     apply_spec_environment(spec)
     stop_on_sigterm(spec.trial_dir)  # a scheduler's SIGTERM: this trial stops after its step (trainer/signals.py)
+    keep_lease(spec.trial_dir)  # another host's sign that this trial still trains (study/liveness.py)
     launched = os.environ.get(LAUNCHED_AT_ENV)
     outcome, payload = run_spec(spec, launched_at=float(launched) if launched else None)
     payload["session_pid"] = os.getpid()

@@ -26,7 +26,8 @@ G from text and never reads the study-file schema. The fields of spec.json:
 - `eval_budget`: {"unit", "total"}, what the held-out evaluation points divide;
 - `budget`: the rest of the study's budget (tokens, seconds: the stop switch; lr_schedule, full_run);
 - `params`: the searched values, for the record (display text; the child never reads G from it);
-- `start_from`: a branch point, {"checkpoint": folder, "step": n} or null (see `StartFrom`).
+- `start_from`: a branch point, {"checkpoint": folder, "step": n, "fingerprint": the prefix spec's} or null
+  (see `StartFrom`).
 
 One codec: `to_json` / `from_json` (round-trip tested, G schedules included).
 """
@@ -61,10 +62,14 @@ class StartFrom:
     its own steps, and the prefix's compute is counted once, in the prefix. The trial's own
     newer checkpoint, when it has one (a retry), wins. Arms that branch from one
     shared prefix (issue 39) set it; None (the default): the trial starts from the model.
+    `fingerprint`: the spec fingerprint the checkpoint's manifest must name (the prefix's spec, as the study file
+    builds it today): the trial verifies the checkpoint as a resume would before it loads it (issue 52); None (a
+    folder of another tool, a spec written before it was kept): only its step is checked.
     """
 
     checkpoint: str
     step: int
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True)

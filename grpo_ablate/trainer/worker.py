@@ -42,6 +42,8 @@ from grpo_ablate.children import adopt_orphans, end_descendants, process_start_t
 from grpo_ablate.errors import machine_fault, write_probe
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
+from .checkpoints import BranchPointInvalid
+from .lease import keep_lease
 from .memory_cap import start_memory_watch
 from .signals import stop_on_sigterm
 from .spec import TrialSpec
@@ -164,6 +166,8 @@ def classify_exception(exc: BaseException, folder: str | os.PathLike[str] | None
     for item in chain:
         if isinstance(item, RewardFunctionError):
             return Outcome.FAILED, str(item)
+        if isinstance(item, BranchPointInvalid):  # the prefix is trained again (study/prefixes.py): not the cell's fault
+            return Outcome.INTERRUPTED, str(item)
     fault = machine_fault(exc)
     found = _oom_in_chain(exc)
     if fault is None and found is None and folder is not None:
@@ -212,6 +216,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
 
         # the trial's own modules load torch and transformers: here, timed, never in the parent that imports this one
         from .build import build_trial
+        from .callbacks import TAKEN_REASON
         from .checkpointer import restore_failed
         from .collective import leave_process_group
 
@@ -264,6 +269,9 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if reason in ("pruned", "interrupted"):
             outcome = Outcome(reason)
             payload["reason"] = f"stopped by the parent ({reason}) after step {payload['steps']}"
+        elif reason is not None and reason.startswith(TAKEN_REASON):  # another run resumes it: nothing here counts
+            outcome = Outcome.INTERRUPTED
+            payload["reason"] = f"{reason} (stopped after step {payload['steps']})"
         else:
             outcome = Outcome.COMPLETED
             payload["reason"] = reason  # a budget stop, or None
@@ -300,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     spec = TrialSpec.load(argv[0])
     stop_on_sigterm(spec.trial_dir)  # a scheduler's SIGTERM (scancel, preemption, time limit): one graceful stop
+    keep_lease(spec.trial_dir)  # another host's sign that this trial still trains (study/liveness.py)
     adopt_orphans()  # a reward's grandchildren stay below this process, and end with it
     start_memory_watch(spec.trial_dir, spec.hardware)  # memory.json; hardware.memory_limit_mb
     apply_spec_environment(spec)
