@@ -184,7 +184,7 @@ def spec_fingerprint(ft: "FrozenTrial | Trial") -> str | None:
 
 def awaits_prefix(ft: "FrozenTrial | Trial") -> bool:
     """A branch that was set aside while its seed's prefix is trained again: its cell is queued again once it is."""
-    return bool(ft.user_attrs.get(AWAITS_PREFIX))
+    return ft.user_attrs.get(AWAITS_PREFIX) is not None  # the seed it waits for (0 included)
 
 
 def branched_from(ft: "FrozenTrial | Trial") -> tuple[int, int] | None:
@@ -203,8 +203,8 @@ def seed_of(trial: "FrozenTrial | Trial | Mapping[str, Any]") -> int | None:
     user_attrs: Mapping[str, Any] = trial if isinstance(trial, Mapping) else trial.user_attrs
     cell = user_attrs.get(CELL)
     if isinstance(cell, str) and "|seed" in cell:
-        try:
-            return int(cell.rsplit("|seed", 1)[1])
+        try:  # Cell.key: "<arm>|seed<n>", a prefix's "<arm>|seed<n>|prefix"
+            return int(cell.rsplit("|seed", 1)[1].split("|", 1)[0])
         except ValueError:
             pass
     seed = user_attrs.get(SEED)

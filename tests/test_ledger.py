@@ -161,3 +161,13 @@ def test_a_dead_workers_trial_on_postgres_ends_like_a_local_requeue(tmp_path, fr
         assert trials[1].params == trials[0].params and record.retry_of(trials[1]) == 0
     lost = pg.get_trials()[1]
     assert "retried 1 time(s)" in ledger.reason(lost) and "heartbeat went stale" in ledger.reason(lost)
+
+
+def test_a_prefix_cells_seed_is_read_from_its_key():
+    """A prefix's cell key ends in "|prefix": its seed was read as None, so a prefix queued again (a retry, or a
+    prefix trained again for a damaged checkpoint) was given the first unused seed instead of its own (issue 52)."""
+    from grpo_ablate.trial_record import CELL, seed_of
+    from grpo_ablate.vocab import PREFIX_ROLE, Arm, Cell
+
+    for role in ("baseline", PREFIX_ROLE):
+        assert seed_of({CELL: Cell(Arm(4, 8, 1.0), 2, role).key}) == 2

@@ -377,3 +377,12 @@ def test_a_trial_starts_from_its_branch_point(tmp_path):
     wrong = dataclasses.replace(spec, start_from=StartFrom(str(folder), 1))
     with pytest.raises(ValueError, match="holds step 2"):
         build_trial(wrong, log=lambda _: None, echo=False)
+    # with the prefix spec's fingerprint the trial checks the folder as a resume would (issue 52): an unsealed
+    # folder has no manifest, and the trial ends interrupted (its prefix is trained again), never failed
+    from grpo_ablate.trainer.checkpoints import BranchPointInvalid
+    from grpo_ablate.trainer.worker import classify_exception
+
+    checked = dataclasses.replace(spec, start_from=StartFrom(str(folder), 2, "f" * 64))
+    with pytest.raises(BranchPointInvalid, match="has no manifest.json") as refused:
+        build_trial(checked, log=lambda _: None, echo=False)
+    assert classify_exception(refused.value)[0] is Outcome.INTERRUPTED

@@ -100,11 +100,12 @@ class Prefixes:
         fingerprint) while some of their branches have not run yet; their prefixes are queued again."""
         trials = ostudy.get_trials(deepcopy=False)
         ready = ledger.completed_prefixes(trials, self.fingerprints())
-        held = {key for t in trials if not ledger.awaits_prefix(t) and (key := ledger.cell_key(t)) is not None}
+        settled = {key for t in trials if ledger.is_finished(t) and (key := ledger.cell_key(t)) is not None}
         queued = []
         for seed in sorted(self.cells):
             if seed in ready or not any(ledger.is_prefix(t) and ledger.seed_of(t) == seed for t in trials):
                 continue
-            if any(c.seed == seed and c.role != PREFIX_ROLE and c.key not in held for c in plan) and self.retrain(ostudy, seed):
+            if any(c.seed == seed and c.role != PREFIX_ROLE and c.key not in settled for c in plan) \
+                    and self.retrain(ostudy, seed):
                 queued.append(seed)
         return queued
