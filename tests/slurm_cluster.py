@@ -234,6 +234,23 @@ class SlurmCluster:
                 continue
         return found
 
+    def _controller(self) -> subprocess.Popen[bytes]:
+        return next(p for p in self.procs if "slurmctld" in str(p.args[0]))
+
+    def stop_controller(self) -> None:
+        """End slurmctld (SIGTERM: it saves its state) while slurmd and the jobs run on: a controller outage."""
+        ctld = self._controller()
+        os.killpg(ctld.pid, signal.SIGTERM)
+        ctld.wait(timeout=60)
+
+    def start_controller(self) -> None:
+        """Start slurmctld again (it recovers the jobs from its state folder) and wait until it answers."""
+        ctld = self._controller()
+        self.procs.remove(ctld)
+        self._spawn([str(_which("slurmctld")), "-D", "-i"], "slurmctld")
+        self._wait_for(lambda: self.run("scontrol", "ping", check=False).returncode == 0, "slurmctld answering again",
+                       self.base / "slurmctld.log")
+
     def stop(self) -> None:
         """Cancel every job, end the daemons by pid (newest first), then SIGKILL any job process left.
 

@@ -34,7 +34,7 @@ from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, Outcome
 
 from .watch import MetricsTail, finalize, finish, log_tail, prepare, request_stop, requested_stop, taken
 
-__all__ = ["Capabilities", "Launcher", "POLL_SECONDS", "ReclaimPending", "STOP_GRACE_SECONDS", "TERM_GRACE_SECONDS", "trial_environment"]
+__all__ = ["Capabilities", "Launcher", "NotStarted", "POLL_SECONDS", "ReclaimPending", "STOP_GRACE_SECONDS", "TERM_GRACE_SECONDS", "trial_environment"]
 
 POLL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 60.0  # after a STOP, how long a step may take before the trial is ended by force
@@ -60,6 +60,11 @@ def trial_environment(spec: TrialSpec) -> dict[str, str]:
 class ReclaimPending(Exception):
     """What a launcher left of a trial may still run and its end could not be confirmed in time (a cluster's
     controller that does not answer): the trial must not be run again yet (Launcher.reclaim). Says what and why."""
+
+
+class NotStarted(Exception):
+    """The place a trial runs did not answer while the trial was being started (a cluster's controller away longer
+    than the launcher waits): nothing of the cell is to blame, so the trial is interrupted and queued again."""
 
 
 @dataclass(frozen=True)
@@ -200,13 +205,13 @@ class Launcher(ABC):
         stop_requested_at: float | None = None
         try:
             self.start(spec, self.environment(spec), log_path)
-        except Exception as exc:  # could not even start: a failed trial, not a crash of the sweep
+        except Exception as exc:  # could not even start: a failed trial (or, NotStarted, one queued again)
             self.ended()
             spec.save()
             message = f"could not start the trial: {type(exc).__name__}: {exc}"
             with log_path.open("a") as log:
                 log.write(message + "\n")
-            result = TrialResult(Outcome.FAILED, message, metrics=summarize_trial(trial_dir), exception_type=type(exc).__name__,
+            result = TrialResult(Outcome.INTERRUPTED if isinstance(exc, NotStarted) else Outcome.FAILED, message, metrics=summarize_trial(trial_dir), exception_type=type(exc).__name__,
                                  exception_message=str(exc), log_tail=log_tail(log_path), trial_dir=spec.trial_dir)
             finalize(trial_dir, result, None)
             return result
