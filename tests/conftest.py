@@ -101,32 +101,55 @@ def addition_model():
     return builtin_model_path("builtin:tiny", "addition", log=lambda _: None)
 
 
+class PostgresServer:
+    """A private PostgreSQL server (Debian's initdb/pg_ctl into a temp dir, on loopback); stop() and start() it to
+    make an outage (the data, the port and the URL stay)."""
+
+    def __init__(self) -> None:
+        initdb, self.pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+        if not initdb or not self.pg_ctl:
+            unavailable("PostgreSQL server binaries (Debian package postgresql) are not installed")
+        self.base = Path(tempfile.mkdtemp(prefix="grpo-pg-"))
+        self.data = self.base / "data"
+        self.port = free_port()
+        self.prefix: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(self.base, "postgres", "postgres")
+            os.chmod(self.base, 0o700)
+            self.prefix = ["runuser", "-u", "postgres", "--"]
+        subprocess.run(self.prefix + [initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync"],
+                       check=True, capture_output=True)
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.start()
+
+    def start(self) -> None:
+        subprocess.run(self.prefix + [str(self.pg_ctl), "-D", str(self.data), "-l", str(self.base / "log.txt"), "-w", "-o",
+                                      f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.base} -c fsync=off "
+                                      "-c max_connections=200", "start"], check=True, capture_output=True)
+
+    def stop(self, mode: str = "fast") -> None:
+        """`fast`: every connection is cut, as when a database server is restarted."""
+        subprocess.run(self.prefix + [str(self.pg_ctl), "-D", str(self.data), "-m", mode, "-w", "stop"], capture_output=True)
+
+    def close(self) -> None:
+        self.stop("immediate")
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def postgres_url():
-    """A throwaway PostgreSQL server on 127.0.0.1; yields a URL with a fresh database."""
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if not initdb or not pg_ctl:
-        unavailable("PostgreSQL server binaries (Debian package postgresql) are not installed")
-    as_root = os.geteuid() == 0
-    base = Path(tempfile.mkdtemp(prefix="grpo-pg-"))
-    data = base / "data"
-    port = free_port()
-    prefix: list[str] = []
-    if as_root:
-        shutil.chown(base, "postgres", "postgres")
-        os.chmod(base, 0o700)
-        prefix = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(prefix + [initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
-                   check=True, capture_output=True)
-    log = base / "log.txt"
-    subprocess.run(prefix + [pg_ctl, "-D", str(data), "-l", str(log), "-w", "-o",
-                             f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off -c max_connections=200",
-                             "start"], check=True, capture_output=True)
+def postgres_server():
+    """The worker's throwaway PostgreSQL server, for the tests that stop and start it (an outage)."""
+    server = PostgresServer()
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield server
     finally:
-        subprocess.run(prefix + [pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server):
+    """A throwaway PostgreSQL server on 127.0.0.1; yields a URL with a fresh database."""
+    yield postgres_server.url
 
 
 @pytest.fixture

@@ -44,8 +44,8 @@ from grpo_ablate.trainer.spec import StartFrom
 from grpo_ablate.launch import finish, launcher_for, reclaim_trial, request_stop
 from grpo_ablate.launch.base import ReclaimPending
 from grpo_ablate.launch.watch import mark_taken
-from grpo_ablate.vocab import (EVAL_FILE, LEASE_ENV, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, TRIALS_DIR, Cell,
-                               Outcome, trial_dir_name)
+from grpo_ablate.vocab import (EVAL_FILE, LEASE_ENV, LEASE_FILE, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, STOP_FILE,
+                               TAKEN_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name)
 from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
 from grpo_ablate.study.search.fidelity import ComputeClock, quantum
 
@@ -530,8 +530,8 @@ def _adopt(spec: Any, source: Path) -> "TrialResult":
     storage recorded this one), and its result read as the launcher reads a trial that just ended."""
     target = spec.path
     target.mkdir(parents=True, exist_ok=True)
-    for entry in source.iterdir():
-        if entry.is_file() and entry.name != SPEC_FILE:
+    for entry in source.iterdir():  # its own marks (taken over, its lease, a stop) are that attempt's, not this one's
+        if entry.is_file() and entry.name not in (SPEC_FILE, TAKEN_FILE, LEASE_FILE, STOP_FILE):
             shutil.copy2(entry, target / entry.name)
     spec.save()
     return finish(spec, 0, timed_out=False, stop_reason=None, log_path=target / LOG_FILE)
