@@ -158,17 +158,27 @@ def machine_fault(exc: BaseException) -> str | None:
     return None
 
 
-def write_probe(folder: str | os.PathLike[str]) -> OSError | None:
-    """The OSError of a real write and fsync of a small file in `folder`, when its errno is a storage fault; else None.
+def write_probe(folder: str | os.PathLike[str], size: int = _PROBE_BYTES) -> OSError | None:
+    """The OSError of a real write and fsync of a file in `folder`, when its errno is a storage fault; else None.
 
     For a failed write whose exception lost its errno: the disk is asked again, and its own answer
-    is the evidence. The probe file is removed; a folder that does not exist is not a storage fault.
+    is the evidence. `size`: as many bytes as the failed write needed, when known (a checkpoint's
+    weights): the disk is asked to reserve them (posix_fallocate, no data written); a disk with room
+    for a small probe but not for that write is full for the writer. The probe file is removed; a
+    folder that does not exist is not a storage fault.
     """
     path = Path(folder) / f".grpo-ablate-write-probe-{os.getpid()}"
     try:
         with open(path, "wb") as f:
             f.write(b"\0" * _PROBE_BYTES)
             f.flush()
+            if size > _PROBE_BYTES and hasattr(os, "posix_fallocate"):
+                try:
+                    os.posix_fallocate(f.fileno(), 0, size)
+                except OSError as e:
+                    if e.errno in STORAGE_ERRNOS:
+                        raise
+                    # EOPNOTSUPP and the like (some network file systems): the small write above is the answer
             os.fsync(f.fileno())
     except OSError as e:
         return e if e.errno in STORAGE_ERRNOS else None

@@ -41,7 +41,7 @@ __all__ = [
     "outcome_of", "outcome", "reason", "is_cancelled", "is_copy", "ran_here", "is_finished", "is_result", "seed_of",
     "arm_of", "cell_of", "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED", "REASON_CHARS",
     "trial_dir", "role_of", "cell_key", "copy_source", "retry_of", "resumed_from", "recorded_metrics", "queued_params",
-    "orchestrator_rss_mb", "stored_attrs", "is_prefix", "branched_from", "spec_fingerprint", "awaits_prefix",
+    "orchestrator_rss_mb", "stored_attrs", "is_prefix", "branched_from", "spec_fingerprint", "awaits_prefix", "faulted_out",
     # the study's own attributes, typed
     "StudyAttrs", "study_attrs",
 ]
@@ -180,6 +180,12 @@ def spec_fingerprint(ft: "FrozenTrial | Trial") -> str | None:
     """The fingerprint of the spec the trial ran (checkpoints.spec_fingerprint); None when not recorded (older runs)."""
     value = ft.user_attrs.get(SPEC_FINGERPRINT)
     return value if isinstance(value, str) and value else None
+
+
+def faulted_out(ft: "FrozenTrial") -> bool:
+    """A trial failed because its cell's retries were all spent on faults of the machine (ledger.requeue wrote it
+    FAILED with RETRY_COUNTED), not by its own fault: a later run may give the cell another attempt."""
+    return outcome(ft) is Outcome.FAILED and ft.user_attrs.get(RETRY_COUNTED) is True
 
 
 def awaits_prefix(ft: "FrozenTrial | Trial") -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import subprocess
 import sys
 
 import pytest
@@ -103,3 +104,36 @@ def test_a_trial_process_error_on_a_full_disk_is_interrupted_not_failed(tmp_path
         (disk / "filler").unlink()
         assert write_probe(disk) is None
         assert classify_exception(ValueError("a bug in a reward"), disk)[0] is Outcome.FAILED  # room again: the cell's fault
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_a_checkpoint_is_written_is_retried_and_a_rerun_after_freeing_space_trains_the_cell(
+        tmp_path, study_here):
+    """Round 5's variant of round 4's class: the trial's folder on a real tmpfs with room for the trial's files but not
+    for its first checkpoint's weights (safetensors' error carries no errno; a 64 KB probe fitted, so the cell failed
+    for good). The probe now asks for the weights' size: interrupted, retried until the retries are spent; a rerun
+    once the disk has room queues the cell again and trains it."""
+    import optuna
+
+    from grpo_ablate import trial_record as record
+    from grpo_ablate.storage import open_storage
+
+    disk, journal = tmp_path / "disk", tmp_path / "study.journal"
+    args = ["run", "studies/tiny-cpu.yaml", "--no-report", "--set", "temperature=1.0", "--set", "study.name=full",
+            "--set", f"study.output_dir={disk / 'out'}", "--set", f"study.storage={journal}", "--set", "num_generations=[2]",
+            "--set", "study.baseline={}", "--set", "study.seeds=[0]", "--set", "study.workers=1",
+            "--set", "budget.max_steps=8", "--set", "study.checkpoint_steps=2", "--set", "study.max_retry=1",
+            "--set", "trainer.per_device_train_batch_size=8", "--set", "data.num_prompts=200"]
+    with tmpfs(disk, "2000k"):
+        first = study_here(*args)
+        trials = optuna.load_study(study_name="full", storage=open_storage(str(journal))).get_trials()
+        outcomes = [record.outcome(t).value for t in trials]
+        assert outcomes == ["interrupted", "failed"] and record.faulted_out(trials[-1]), (outcomes, first.stdout[-3000:])
+        assert "ENOSPC" in (record.reason(trials[-1]) or ""), record.reason(trials[-1])
+        assert first.returncode == 1
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)  # space freed
+        again = study_here(*args)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        assert "whose retries were all spent on faults of the machine" in again.stdout
+        trials = optuna.load_study(study_name="full", storage=open_storage(str(journal))).get_trials()
+        assert [record.outcome(t).value for t in trials] == ["interrupted", "failed", "completed"]

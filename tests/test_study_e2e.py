@@ -259,6 +259,42 @@ def test_a_full_disk_requeues_the_trials_and_the_rerun_runs_every_cell(study_her
         assert sorted(record.arm_of(t).num_generations for t in complete) == [2, 4]
 
 
+def test_a_journal_on_a_disk_that_fills_mid_trial_ends_with_its_trials_not_recorded_never_running(study_here, tmp_path):
+    """Round 5: after the journal's disk filled up, the run stopped and its summary said "Trials: running 2" while
+    nothing ran. The journal and the trials on a real tmpfs, filled once both trials train: the run stops, and the
+    trials it could not record are "not recorded", with why and what to do."""
+    import threading
+
+    disk = tmp_path / "disk"
+    with tmpfs(disk, "16m"):
+        args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--no-report", "--set", "study.name=jfull",
+                "--set", f"study.output_dir={disk / 'jfull'}", "--set", "num_generations=[2, 4]",
+                "--set", "study.baseline={num_generations: 2}", "--set", "study.seeds=[0]", "--set", "study.workers=2",
+                "--set", "budget.max_steps=400"]
+        rows = [disk / "jfull" / "trials" / n / "metrics.jsonl" for n in ("00000", "00001")]
+        filled = threading.Event()
+
+        def fill_once_both_train() -> None:
+            deadline = time.monotonic() + 600
+            while not all(r.exists() and r.stat().st_size > 0 for r in rows):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.2)
+            fill_disk(disk)
+            filled.set()
+
+        filler = threading.Thread(target=fill_once_both_train, daemon=True)
+        filler.start()
+        res = study_here(*args)
+        filler.join(60)
+        (disk / "filler").unlink(missing_ok=True)
+    assert filled.is_set(), "the run ended before both trials trained: the test proved nothing"
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    summary = next(line for line in res.stdout.splitlines() if line.startswith("Trials: "))
+    assert "running" not in summary and "not recorded" in summary, res.stdout[-3000:]
+    assert "Not recorded: trial" in res.stdout and "this run ended without recording it" in res.stdout, res.stdout
+
+
 def test_killed_run_on_journal_storage_is_finished_by_the_next_run(study_here, tmp_path):
     """kill -9 of the whole run (no heartbeat storage): the next run requeues the dead trial and finishes."""
     import psutil

@@ -38,6 +38,7 @@ from grpo_ablate.study.plan import study_plan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.checkpoints import spec_fingerprint
+from grpo_ablate.trial_record import faulted_out
 from grpo_ablate.vocab import SPEC_FILE, TRIALS_DIR, Cell, Outcome
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import Study
 
-__all__ = ["requeue_changed", "superseded", "fingerprint_of", "cell_fingerprint", "note"]
+__all__ = ["requeue_changed", "requeue_faulted", "superseded", "fingerprint_of", "cell_fingerprint", "note"]
 
 # outcomes after which a cell has what it ran for: never retried for a changed file
 _SETTLED = (Outcome.COMPLETED, Outcome.OOM, Outcome.PRUNED)
@@ -139,3 +140,34 @@ def requeue_changed(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell]
         ledger.retry_cell(ostudy, max(failed, key=lambda t: t.number))
         queued += 1
     return note(queued) if queued else None
+
+
+def requeue_faulted(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> str | None:
+    """Queue again, once per run, each cell whose last attempt failed only because its retries were all spent on
+    faults of the machine (a full disk, a lost node: study.max_retry interrupted attempts, then failed): the fault
+    says nothing of the cell, and a rerun after it was fixed (space freed) trains it. Each such rerun gives the cell
+    one attempt (its retries stay spent). The line to print, None when nothing was queued.
+    """
+    from optuna.trial import TrialState
+
+    trials = [t for t in ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
+    by_cell: dict[str, list["FrozenTrial"]] = {}
+    for t in trials:
+        if (key := ledger.cell_key(t)) is not None:
+            by_cell.setdefault(key, []).append(t)
+    planned = {c.key for c in (study_plan(study) if plan is None else plan)} if study.is_planned else None
+    queued: list[str] = []
+    for key, attempts in by_cell.items():
+        if planned is not None and key not in planned:
+            continue
+        if any(t.state in (TrialState.WAITING, TrialState.RUNNING) or ledger.is_cancelled(t)
+               or ledger.outcome(t) in _SETTLED for t in attempts):
+            continue
+        last = max(attempts, key=lambda t: t.number)
+        if faulted_out(last):
+            ledger.retry_cell(ostudy, last)
+            queued.append(ledger.reason(last) or "")
+    if not queued:
+        return None
+    return (f"queued again {len(queued)} cell(s) whose retries were all spent on faults of the machine (the last: "
+            f"{queued[-1][:200]}): each gets one attempt in this run")

@@ -41,7 +41,7 @@ from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.prefixes import Prefixes
-from grpo_ablate.study.retry import requeue_changed, superseded
+from grpo_ablate.study.retry import requeue_changed, requeue_faulted, superseded
 from grpo_ablate.trial_record import study_attrs
 from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
 from grpo_ablate.study.liveness import Liveness
@@ -429,6 +429,8 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
 
     if not created and (retried_note := requeue_changed(ostudy, study, plan.cells)) is not None:
         say(f"grpo-ablate: {retried_note}")
+    if not created and (faulted_note := requeue_faulted(ostudy, study, plan.cells)) is not None:
+        say(f"grpo-ablate: {faulted_note}")
     if not created and plan.branch_step is not None:
         for seed in Prefixes(study, plan.cells).retrain_stale(ostudy, plan.cells):
             say(f"grpo-ablate: seed {seed}'s prefix ran under an earlier version of the study file: queued to train "

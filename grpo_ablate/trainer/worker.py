@@ -156,10 +156,12 @@ def _oom_in_chain(exc: BaseException) -> tuple[str, BaseException] | None:
     return None
 
 
-def classify_exception(exc: BaseException, folder: str | os.PathLike[str] | None = None) -> tuple[Outcome, str]:
+def classify_exception(exc: BaseException, folder: str | os.PathLike[str] | None = None,
+                       write_bytes: int = 0) -> tuple[Outcome, str]:
     """(outcome, reason) for an exception: a reward's own error first, then a storage fault by type and errno
-    (errors.machine_fault; else, for an error that lost its errno, a write probe in `folder`): interrupted, to be
-    queued again; then OOM by type (oom_evidence)."""
+    (errors.machine_fault; else, for an error that lost its errno, a write probe in `folder` of `write_bytes`, the
+    largest write the trial makes: its weights, as a checkpoint saves them): interrupted, to be queued again; then
+    OOM by type (oom_evidence)."""
     from .rewards import RewardFunctionError  # here: rewards loads torch, and the parent (launch/) imports this module
 
     chain = _chain(exc)
@@ -171,13 +173,21 @@ def classify_exception(exc: BaseException, folder: str | os.PathLike[str] | None
     fault = machine_fault(exc)
     found = _oom_in_chain(exc)
     if fault is None and found is None and folder is not None:
-        probed = write_probe(folder)
+        probed = write_probe(folder, write_bytes)
         fault = None if probed is None else machine_fault(probed)
     if fault is not None:
         return Outcome.INTERRUPTED, f"infrastructure fault: {fault} (behind {type(exc).__name__}: {str(exc)[:300]})"
     if found is not None:
         return Outcome.OOM, f"{found[0]}: {str(found[1])[:500]}"
     return Outcome.FAILED, f"{type(exc).__name__}: {str(exc)[:1000]}"
+
+
+def _weight_bytes(built: Any) -> int:
+    """The bytes of the trial's model weights (what one safetensors file of a checkpoint holds); 0 before it loaded."""
+    try:
+        return int(sum(p.numel() * p.element_size() for p in built.trainer.model.parameters()))
+    except Exception:  # noqa: BLE001 - not built, or no parameters to count: the probe's small write is the answer
+        return 0
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -281,7 +291,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if isinstance(exc, KeyboardInterrupt):
             outcome, reason_text = Outcome.INTERRUPTED, "KeyboardInterrupt"
         else:
-            outcome, reason_text = classify_exception(exc, spec.trial_dir)
+            outcome, reason_text = classify_exception(exc, spec.trial_dir, _weight_bytes(built))
         payload["reason"] = reason_text
         payload["exception_type"] = type(exc).__name__
         payload["exception_types"] = [_qualified(item) for item in _chain(exc)]
