@@ -107,8 +107,10 @@ def test_a_damaged_swapped_or_removed_prefix_is_trained_again_and_every_branch_s
 def test_a_prefix_of_an_earlier_study_file_is_trained_again_before_any_branch_starts(tmp_path, study_here):
     path = _study(tmp_path, "[0]")
     out = tmp_path / "out"
-    first = study_here("run", str(path), "--no-report", "--n-trials", "1")
+    first = study_here("run", str(path), "--n-trials", "1")  # the prefix; its branch is queued, not run
     assert first.returncode in (0, 1), first.stdout[-3000:] + first.stderr[-3000:]
+    counts = json.loads((out / "summary.json").read_text())["trials"]  # round 5: a queued cell was counted "running"
+    assert counts["queued"] == 1 and counts["running"] == 0, counts
     old = next(t for t in _trials(out) if record.is_prefix(t))
     _study(tmp_path, "[0]", lr="5.0e-4")  # edited between the prefix and its branches
 
