@@ -10,8 +10,13 @@ from the fault to the job's last process. Needs Debian's slurm-wlm, munge and po
 
 The process and warm cells run the shipped array script (an orchestrator per task, the fault
 on the task's job); the slurm cells run one orchestrator on this host whose trial is a job of
-its own (the fault on that job, or on the orchestrator: "orchestrator-kill"), and "faulted
-task" is then the orchestrator's exit (0: the study finished).
+its own (the fault on that job, on the orchestrator: "orchestrator-kill", or on the controller:
+"controller-restart", "controller-outage", slurmctld away GRPO_ABLATE_CONTROLLER_OUTAGE_S seconds,
+300 by default, while the job runs on), and "faulted task" is then the orchestrator's exit (0:
+the study finished). "jobs" counts the jobs the slurm cells submitted (one per attempt), "steps
+trained twice" the optimizer steps more than one trial process trained.
+
+    python benchmarks/slurm_matrix.py --launcher slurm --fault controller-restart --fault controller-outage
 """
 
 from __future__ import annotations
@@ -48,13 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, GRPO_ABLATE_SLURM_MATRIX=str(rows_file), HF_HUB_OFFLINE="1")
     code = subprocess.run(command, cwd=ROOT, env=env).returncode
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()] if rows_file.exists() else []
-    print("| launcher | fault | outcomes | arm completed | resumed from step (stopped at) | faulted task | fault to job end (s) | cell (s) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| launcher | fault | outcomes | arm completed | resumed from step (stopped at) | faulted task | fault to job end (s) "
+          "| jobs | steps trained twice | cell (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: (r["launcher"], r["fault"])):
-        print(f"| {r['launcher']} | {r['fault']} | {' → '.join(r['outcomes'])} | "
+        away = f" (controller away {r['outage_s']:.0f} s)" if r.get("outage_s") else ""
+        print(f"| {r['launcher']} | {r['fault']}{away} | {' → '.join(r['outcomes'])} | "
               f"{'once' if r['lost_nothing'] else 'NO: ' + json.dumps(r['arms_completed'])} | "
               f"{resumed(r)} ({r['interrupted_steps']}) | {r['first_exit']} | {r['seconds_to_end']:.1f} | "
-              f"{r['seconds']:.0f} |")
+              f"{r.get('jobs') or '-'} | {r.get('trained_twice', '-')} | {r['seconds']:.0f} |")
     return code
 
 

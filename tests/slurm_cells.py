@@ -35,7 +35,7 @@ from slurm_cluster import SlurmCluster
 
 from grpo_ablate import trial_record as record
 
-__all__ = ["FAULTS", "LAUNCHER_FAULTS", "ORCHESTRATOR_FAULTS", "Cell", "run_cell", "run_launcher_cell"]
+__all__ = ["CONTROLLER_FAULTS", "FAULTS", "LAUNCHER_FAULTS", "ORCHESTRATOR_FAULTS", "Cell", "run_cell", "run_launcher_cell"]
 
 SCRIPT = ROOT / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
 EVENT_WAIT_S = 600
@@ -73,7 +73,14 @@ FAULTS: dict[str, str] = {
 }
 # The slurm launcher's own fault: its orchestrator on the login node dies (SIGKILL) while a trial's job runs on.
 ORCHESTRATOR_FAULTS = {"orchestrator-kill": "SIGKILL of the orchestrator (grpo-ablate run on the login node), then a rerun"}
-LAUNCHER_FAULTS = {"process": sorted(FAULTS), "warm": sorted(FAULTS), "slurm": sorted(FAULTS | ORCHESTRATOR_FAULTS)}
+# The controller away while the job runs on under slurmd (issue 52): the orchestrator must lose no job and double none.
+CONTROLLER_FAULTS = {
+    "controller-restart": "slurmctld stopped (SIGTERM) and started again at once",
+    "controller-outage": "slurmctld stopped for CONTROLLER_OUTAGE_S (default 300 s), then started again",
+}
+CONTROLLER_OUTAGE_ENV = "GRPO_ABLATE_CONTROLLER_OUTAGE_S"
+LAUNCHER_FAULTS = {"process": sorted(FAULTS), "warm": sorted(FAULTS),
+                   "slurm": sorted(FAULTS | ORCHESTRATOR_FAULTS | CONTROLLER_FAULTS)}
 
 
 @dataclass
@@ -92,6 +99,9 @@ class Cell:
     seconds: float = 0.0  # the whole cell
     min_resume: int = 4  # the checkpoint the fault came after: the retry starts there or later
     adopted: bool = False  # the retry trained nothing: the faulted attempt had finished, its result was recorded
+    jobs: int = 0  # SLURM jobs the study submitted (the controller's memory of jobs named after its trials)
+    trained_twice: int = 0  # optimizer steps trained by more than one trial process of the cell
+    outage_s: float = 0.0  # how long the controller was away (controller faults)
     log: str = ""
 
     @property
@@ -99,7 +109,7 @@ class Cell:
         resumed = (self.resumed_from_step is not None and self.resumed_from_step >= self.min_resume) \
             or (self.min_resume == 0 and not self.interrupted_steps)  # stopped before its first step: nothing to resume
         return self.arms_completed == {"4": 1} and "failed" not in self.outcomes and self.outcomes[-1] == "completed" \
-            and (resumed or self.adopted)
+            and (resumed or self.adopted or self.outcomes == ["completed"])  # never interrupted: nothing to resume
 
     def row(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "log"} | {"lost_nothing": self.lost_nothing}
@@ -266,6 +276,8 @@ def run_launcher_cell(cluster: SlurmCluster, url: str, folder: Path, fault: str,
         steps = max(steps, TIME_LIMIT_STEPS)
     if fault == "orchestrator-kill":  # the job must still run when the rerun comes (60 steps took 20 s here): reclaim's case
         steps = max(steps, 300)
+    if fault in CONTROLLER_FAULTS:  # the job trains through the outage's start (the rest of it may end inside)
+        steps = max(steps, 300)
     study.write_text(STUDY.format(name=name, out=out, steps=steps))
     env = dict(cluster.env, GRPO_ABLATE_STORAGE=url, GRPO_ABLATE_LAUNCHER="slurm", CUDA_VISIBLE_DEVICES="",
                HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
@@ -285,23 +297,41 @@ def run_launcher_cell(cluster: SlurmCluster, url: str, folder: Path, fault: str,
         files = logs_of + sorted(out.glob("trials/*/log.txt"))
         return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in files if p.exists())
 
+    jobs_before = len(cluster.run("squeue", "-h", "-t", "all", "-o", "%j").stdout.split())
     first = orchestrate("first")
     try:
         _wait(_checkpointed_past(trial0, 4, 6), "checkpoint at step 4 and 6 metrics rows in trial 0", log=logs)
         job = read_job(trial0)
         assert job is not None, f"no {trial0}/slurm-job.json"
         fault_at = time.monotonic()
-        if fault == "time-limit":  # SLURM's own limit, lowered while it runs: TIMEOUT, SIGTERM, SIGKILL after KillWait
+        if fault in CONTROLLER_FAULTS:  # the controller away; the orchestrator asks on and must conclude nothing
+            cluster.stop_controller()
+            try:
+                time.sleep(float(os.environ.get(CONTROLLER_OUTAGE_ENV, "300")) if fault == "controller-outage" else 0.0)
+            finally:
+                cluster.start_controller()
+            cell.outage_s = time.monotonic() - fault_at
+            code = first.wait(timeout=EVENT_WAIT_S * 2)
+            cell.first_exit = cell.final_exit = f"exit {code}"
+            cell.final_state = "finished" if code == 0 else "not finished"
+            cell.seconds_to_end = time.monotonic() - fault_at
+        elif fault == "time-limit":  # SLURM's own limit, lowered while it runs: TIMEOUT, SIGTERM, SIGKILL after KillWait
             cluster.run("scontrol", "update", f"jobid={job}", "TimeLimit=1")
             cell.min_resume = 4
         elif fault == "orchestrator-kill":
             first.kill()  # SIGKILL: no handler runs, its job runs on
         else:
             _apply(cluster, fault, job, job)
-        ended = (lambda: first.poll() is not None) if fault == "orchestrator-kill" else \
-            (lambda: cluster.job_state(job) not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"))
-        _wait(ended, "the faulted job's end", log=logs)
-        if fault == "orchestrator-kill":  # the job runs on without its orchestrator until the rerun reclaims it
+        if fault in CONTROLLER_FAULTS:
+            pass
+        elif fault == "orchestrator-kill":
+            _wait(lambda: first.poll() is not None, "the faulted job's end", log=logs)
+        else:
+            _wait(lambda: cluster.job_state(job) not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"),
+                  "the faulted job's end", log=logs)
+        if fault in CONTROLLER_FAULTS:
+            final = first
+        elif fault == "orchestrator-kill":  # the job runs on without its orchestrator until the rerun reclaims it
             time.sleep(3.0)
             cell.first_state = cluster.job_state(job)
             cell.first_exit = f"killed ({first.returncode}); job {cell.first_state}"
@@ -330,6 +360,9 @@ def run_launcher_cell(cluster: SlurmCluster, url: str, folder: Path, fault: str,
                 proc.kill()
                 proc.wait()
     _read_study(cell, name, url)
+    cell.jobs = len(cluster.run("squeue", "-h", "-t", "all", "-o", "%j").stdout.split()) - jobs_before
+    trained = [step for folder in sorted(out.glob("trials/*")) for step in _trained_steps(folder)]
+    cell.trained_twice = len(trained) - len(set(trained))
     retry = out / "trials" / "00001"  # its job file came with the files it adopted, or names a job of its own
     cell.adopted = cell.resumed_from_step is None and read_job(retry) is not None and read_job(retry) == read_job(trial0)
     cell.seconds = time.monotonic() - started
@@ -347,6 +380,16 @@ def _last_step(trial_dir: str | None) -> int | None:
         return None
     steps = [json.loads(line).get("step") for line in (Path(trial_dir) / METRICS_FILE).read_text().splitlines() if line.strip()]
     return max((s for s in steps if isinstance(s, int)), default=None)
+
+
+def _trained_steps(folder: Path) -> list[int]:
+    """The optimizer steps a trial folder's own trial process trained (its log echoes each one as it is trained)."""
+    import json
+
+    log = folder / "log.txt"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [json.loads(line[len("[grpo-ablate] "):])["step"] for line in text.splitlines()
+            if line.startswith('[grpo-ablate] {"step": ')]
 
 
 def _runs_job(pid: int, job: str) -> bool:

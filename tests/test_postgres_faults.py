@@ -29,12 +29,25 @@ from helpers import ROOT, cli_env
 pytestmark = pytest.mark.slow
 
 EVENT_WAIT_S = 600
+# benchmarks/liveness.py runs these with longer figures (a realistic grace period, a longer outage) and collects
+# each test's row from this JSONL file; `make test` uses the defaults
+ROWS = os.environ.get("GRPO_ABLATE_LIVENESS_ROWS")
+GRACE_S = int(os.environ.get("GRPO_ABLATE_LIVENESS_GRACE", "2"))
+STEPS = int(os.environ.get("GRPO_ABLATE_LIVENESS_STEPS", "24"))
+OUTAGE_S = float(os.environ.get("GRPO_ABLATE_LIVENESS_OUTAGE", "10"))
+
+
+def _row(**values) -> None:
+    if ROWS:
+        with open(ROWS, "a") as out:
+            out.write(json.dumps(values) + "\n")
 
 
 def _args(tmp: Path, name: str, url: str, steps: int, grace: int) -> list[str]:
+    beat = max(1, grace // 3)
     return [sys.executable, "-m", "grpo_ablate", "run", "studies/tiny-cpu.yaml", "--no-report", "--storage", url,
             "--set", f"study.name={name}", "--set", f"study.output_dir={tmp / name}", "--set", f"budget.max_steps={steps}",
-            "--set", "study.workers=1", "--set", "study.heartbeat_interval=1", "--set", f"study.grace_period={grace}",
+            "--set", "study.workers=1", "--set", f"study.heartbeat_interval={beat}", "--set", f"study.grace_period={grace}",
             "--set", "temperature=1.0", "--set", "num_generations=[2]", "--set", "study.baseline={}",
             "--set", "study.seeds=[0]", "--set", "study.pruner=none"]
 
@@ -70,7 +83,8 @@ def test_a_paused_orchestrator_is_waited_for_on_its_host_and_taken_over_elsewher
     host waits (A's pid lives); run C on another host takes the trial over only after the trial process finished and
     its lease stood still for the grace period, and records its result from its files (not trained again). A, woken,
     finds its trial taken: it records nothing and exits 0. Every step was trained once."""
-    grace, steps = 2, 24
+    grace, steps = GRACE_S, STEPS
+    started = time.monotonic()
     args = _args(tmp_path, "paused", fresh_pg_db, steps, grace)
     log_a, log_b, log_c = (tmp_path / f"{x}.log" for x in "abc")
     first = tmp_path / "paused" / "trials" / "00000"
@@ -87,6 +101,7 @@ def test_a_paused_orchestrator_is_waited_for_on_its_host_and_taken_over_elsewher
         time.sleep(max(0.0, 10 * grace - (time.monotonic() - paused_at)))  # paused 10 x the grace period in all
     finally:
         os.kill(a.pid, signal.SIGCONT)
+    paused_s = time.monotonic() - paused_at
     try:
         codes = [p.wait(timeout=EVENT_WAIT_S) for p in (a, b, c)]
     finally:
@@ -105,6 +120,10 @@ def test_a_paused_orchestrator_is_waited_for_on_its_host_and_taken_over_elsewher
     assert _trained(first) == list(range(1, steps + 1))  # every step trained once, by trial 0's own process
     assert (retry / LOG_FILE).read_text() == (first / LOG_FILE).read_text()  # copied: no trial process ran for the retry
     assert _rows(retry) == list(range(1, steps + 1)) and record.resumed_from(trials[1]) is None
+    trained = _trained(first)
+    _row(test="paused orchestrator", grace_s=grace, paused_s=round(paused_s, 1), steps=steps,
+         trained_twice=len(trained) - len(set(trained)), outcomes=[record.outcome(t).value for t in trials],
+         exits=codes, taken_by="C (elsewhere)" if "taken over" in logs["c"] else "B", seconds=round(time.monotonic() - started))
 
 
 def test_postgres_stopped_and_started_again_mid_trial_is_waited_out_three_times_over(tmp_path, fresh_pg_db,
@@ -112,13 +131,13 @@ def test_postgres_stopped_and_started_again_mid_trial_is_waited_out_three_times_
     """Three outages inside one trial (each started once the trial trained more steps, waited on as events), each
     shorter than the grace period, the last from the trial's last step on, so its end is recorded through it: the run
     waits each out, records the trial once, exits 0; no step is trained twice."""
-    steps = 24
-    args = _args(tmp_path, "outage", fresh_pg_db, steps, grace=30)
+    steps, started = STEPS, time.monotonic()
+    args = _args(tmp_path, "outage", fresh_pg_db, steps, grace=max(30, int(3 * OUTAGE_S)))
     log = tmp_path / "run.log"
     folder = tmp_path / "outage" / "trials" / "00000"
     run = _start(args, log)
     try:
-        for after, seconds in ((2, 4), (10, 4), (steps - 1, 10)):
+        for after, seconds in ((2, 4), (steps // 2, 4), (steps - 1, OUTAGE_S)):
             _wait(lambda n=after: len(_rows(folder)) >= n or run.poll() is not None, f"step {after}", log)
             if run.poll() is not None:
                 break
@@ -137,3 +156,5 @@ def test_postgres_stopped_and_started_again_mid_trial_is_waited_out_three_times_
     trials = optuna.load_study(study_name="outage", storage=open_storage(fresh_pg_db)).get_trials()
     assert [record.outcome(t).value for t in trials] == ["completed"], text[-3000:]
     assert _trained(folder) == _rows(folder) == list(range(1, steps + 1))
+    _row(test="server stopped and started 3 times", outage_s=OUTAGE_S, steps=steps, trained_twice=0,
+         outcomes=[record.outcome(t).value for t in trials], exits=[code], seconds=round(time.monotonic() - started))
