@@ -13,7 +13,12 @@ import argparse
 import sys
 
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
+from grpo_ablate.commands.screen import screen_study
 from grpo_ablate.config import Study
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.screen_file import load_screen
+from grpo_ablate.preflight.screen import screen_text
+from grpo_ablate.study.setup import started_study
 from grpo_ablate.study.plan import study_plan
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
@@ -47,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
     if args.storage:
         extra.append(set_value("study.storage", args.storage))
     study = load(args, extra)
+    if study.file.screen is not None and load_screen(study.output_dir, Owner.of(study)) is None \
+            and started_study(study) is None:  # the screen first: it may drop arms (and the probe change the space)
+        print(screen_text(screen_study(study, args.study)), flush=True)
+        study = load(args, extra)
     print(price_line(study), flush=True)  # the study's price in units of the run it tunes (study/price.py)
     result = run_study(study, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True),
                        warm_start=args.warm_start, warm_start_storage=args.warm_start_storage)
