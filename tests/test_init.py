@@ -7,7 +7,8 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.commands.init import InitAnswers, ask_missing, seeds_to_decide, write_study
+from grpo_ablate.commands.init import NEIGHBOUR_RATIO, InitAnswers, ask_missing, write_study
+from grpo_ablate.study.design import seeds_to_decide
 
 RECIPE = ROOT / "studies/recipes/openr1-style-every-key.yaml"
 
@@ -15,44 +16,49 @@ RECIPE = ROOT / "studies/recipes/openr1-style-every-key.yaml"
 @pytest.mark.parametrize("gpus,vllm,world", [(8, "server", 7), (8, "colocate", 8), (4, "none", 4), (2, "server", 1),
                                              (1, "none", 1)])
 def test_init_from_recipe_validates_on_each_hardware_shape(tmp_path, gpus, vllm, world):
-    out = write_study(InitAnswers(recipe=RECIPE, gpus=gpus, vllm=vllm), tmp_path / "study.yaml")
+    out = write_study(InitAnswers(recipe=RECIPE, gpus=gpus, vllm=vllm, unpriced=True), tmp_path / "study.yaml")
     text = out.read_text()
     assert text.startswith("# Written by `grpo-ablate init` from openr1-style-every-key.yaml")
     study = load_study(out)
     assert study.world_size == world
     assert study.study.baseline["num_generations"] == 16  # the recipe's own G is feasible on all of these
     gens = study.generations()
-    assert 16 in gens and len(gens) <= 5 and {p.num_generations for p in study.space.feasible} == set(gens)
+    # the confirm stage's arms: the recipe's G and about half and twice it, never neighbours; the screen's range wider
+    assert 16 in gens and 2 <= len(gens) <= 3 and {p.num_generations for p in study.space.feasible} == set(gens)
+    assert all(max(a, b) / min(a, b) >= NEIGHBOUR_RATIO for a in gens for b in gens if a != b)
+    assert set(gens) <= set(study.file.screen.generations) and len(study.file.screen.generations) > len(gens)
     assert study.search.temperature == 0.7  # the recipe's, fixed: the study decides G
-    # its dataset's size is not known offline, so the design is not fitted to a budget: three G arms, the seeds
-    # Bechhofer's design needs for three, the group-sequential race on, the default trial length
-    assert len(gens) == min(3, len(study.space.feasible)) and study.study.racing.design == "group_sequential"
-    assert study.study.seeds == list(range(seeds_to_decide(len(gens)))) and study.budget.max_steps == 100
-    assert "# Design: not fitted to a budget: this study's price in units of your run is unknown" in text
+    # its dataset's size is not known offline and --unpriced said to write it anyway: the seeds Bechhofer's design
+    # needs for its arms, the elimination race on, the default trial length, and the file says it is not priced
+    assert study.study.racing.design == "elimination" and study.budget.max_steps == 100
+    assert study.study.seeds == list(range(seeds_to_decide(len(gens), 2.0)))  # accuracy + format: range 2
+    assert "# Design: not priced (--unpriced)" in text
     # a study that can decide: held-out reward is the objective, scored on held-out prompts
     assert study.metric_names == ["eval_final_reward"] and study.file.evaluation is not None
 
 
 def test_init_cli_prints_the_plan_and_never_overwrites_without_force(tmp_path):
     out = tmp_path / "s.yaml"
-    res = cli_inprocess("init", "--from", str(RECIPE), "--gpus", "8", "--vllm", "server", "--out", str(out))
+    res = cli_inprocess("init", "--from", str(RECIPE), "--gpus", "8", "--vllm", "server", "--out", str(out), "--unpriced")
     assert res.returncode == 0, res.stderr
     assert f"wrote {out}" in res.stdout and "Trial plan" in res.stdout and "7 training process(es)" in res.stdout
     out.write_text("mine\n")
-    res = cli_inprocess("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out))
+    res = cli_inprocess("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out), "--unpriced")
     assert res.returncode == 2 and "pass --force" in res.stderr and out.read_text() == "mine\n"
-    res = cli_inprocess("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out), "--force")
+    res = cli_inprocess("init", "--from", str(RECIPE), "--gpus", "8", "--out", str(out), "--force", "--unpriced")
     assert res.returncode == 0 and load_study(out).world_size == 8
 
 
 def test_init_without_recipe_from_flags_and_from_questions(tmp_path):
     res = cli_inprocess("init", "--task", "addition", "--out", str(tmp_path / "t.yaml"))
+    assert res.returncode == 2 and "--full-run-steps" in res.stderr and not (tmp_path / "t.yaml").exists()
+    res = cli_inprocess("init", "--task", "addition", "--full-run-steps", "5000", "--out", str(tmp_path / "t.yaml"))
     assert res.returncode == 0, res.stderr
     assert load_study(tmp_path / "t.yaml").data.task == "addition"
     res = cli_inprocess("init", "--out", str(tmp_path / "u.yaml"))  # stdin is not a TTY here
     assert res.returncode == 2 and "--from RECIPE, or --model and --dataset" in res.stderr
     answers = iter(["Qwen/Qwen2-0.5B-Instruct", "trl-lib/DeepMath-103K", "2", "server"])
-    a = ask_missing(InitAnswers(), ask=lambda _q: next(answers), interactive=True)
+    a = ask_missing(InitAnswers(unpriced=True), ask=lambda _q: next(answers), interactive=True)
     out = write_study(a, tmp_path / "v.yaml")
     study = load_study(out)
     assert study.model.name_or_path == "Qwen/Qwen2-0.5B-Instruct" and study.data.dataset == "trl-lib/DeepMath-103K"
@@ -64,16 +70,17 @@ def test_an_invalid_result_writes_nothing(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("model_name_or_path: m\ndataset_name: d\nreward_funcs: [cosnie]\n")  # no such reward
     with pytest.raises(StudyError):
-        write_study(InitAnswers(recipe=recipe, gpus=1), tmp_path / "s.yaml")
+        write_study(InitAnswers(recipe=recipe, gpus=1, unpriced=True), tmp_path / "s.yaml")
     assert not list(tmp_path.glob("*s.yaml*"))
 
 
 def test_init_from_a_trl_cli_recipe(tmp_path):
     recipe = ROOT / "studies/recipes/trl-cli-style.yaml"
-    study = load_study(write_study(InitAnswers(recipe=recipe, gpus=2, vllm="colocate"), tmp_path / "s.yaml"))
+    study = load_study(write_study(InitAnswers(recipe=recipe, gpus=2, vllm="colocate", unpriced=True), tmp_path / "s.yaml"))
     assert study.world_size == 2 and study.study.baseline["num_generations"] == 8
     assert [r.name for r in study.rewards] == ["trl.rewards:think_format_reward", "trl.rewards:accuracy_reward"]
-    assert study.search.temperature == 1.0  # the recipe leaves TRL's 1.0, fixed
+    # the recipe leaves its temperature to TRL's 1.0: that is a guess, so a second temperature is an arm
+    assert study.search.temperature == [1.0, 0.7] and study.study.baseline["temperature"] == 1.0
 
 
 def test_dataset_rewards_are_chosen_from_its_columns(tmp_path):
@@ -83,16 +90,16 @@ def test_dataset_rewards_are_chosen_from_its_columns(tmp_path):
 
     plain = tmp_path / "plain.jsonl"  # a plain `answer` column: accuracy, never format (it would always score 0)
     plain.write_text("".join(json.dumps({"question": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5)))
-    study = load_study(write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(plain), gpus=1), tmp_path / "p.yaml"))
+    study = load_study(write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(plain), gpus=1, unpriced=True), tmp_path / "p.yaml"))
     assert [r.name for r in study.rewards] == ["accuracy"] and study.data.prompt_column == "question"
     think = tmp_path / "think.jsonl"
     think.write_text(json.dumps({"prompt": "x", "solution": "<think>a</think><answer>1</answer>"}) + "\n")
-    study = load_study(write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(think), gpus=1), tmp_path / "t.yaml"))
+    study = load_study(write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(think), gpus=1, unpriced=True), tmp_path / "t.yaml"))
     assert [r.name for r in study.rewards] == ["accuracy", "format"]
     bare = tmp_path / "bare.jsonl"
     bare.write_text(json.dumps({"prompt": "x", "label": "y"}) + "\n")
     with pytest.raises(StudyError) as e:
-        write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(bare), gpus=1), tmp_path / "b.yaml")
+        write_study(InitAnswers(model="Qwen/Qwen2-0.5B", dataset=str(bare), gpus=1, unpriced=True), tmp_path / "b.yaml")
     assert "no built-in reward fits the columns" in str(e.value) and "['prompt', 'label']" in str(e.value)
     assert not (tmp_path / "b.yaml").exists()
 
@@ -111,7 +118,8 @@ def test_init_never_writes_over_its_recipe_even_with_force(tmp_path, spelling):
         import os
 
         os.link(recipe, out)
-    res = cli_inprocess("init", "--from", str(recipe), "--gpus", "8", "--vllm", "server", "--out", str(out), "--force")
+    res = cli_inprocess("init", "--from", str(recipe), "--gpus", "8", "--vllm", "server", "--out", str(out), "--force",
+                        "--unpriced")
     assert res.returncode == 2 and "never writes over its input" in res.stderr, res.stderr
     assert recipe.read_bytes() == before and not list(tmp_path.glob(".recipe.yaml.*"))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"recipe.yaml", "sub", out.name})

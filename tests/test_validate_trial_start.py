@@ -25,7 +25,7 @@ NO_DEEPSPEED = importlib.util.find_spec("deepspeed") is None
 
 
 def _node_study(tmp_path: Path) -> Path:
-    return write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server"), tmp_path / "study.yaml")
+    return write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server", unpriced=True), tmp_path / "study.yaml")
 
 
 def test_what_the_trial_builds_before_its_first_step_is_checked(tmp_path):
