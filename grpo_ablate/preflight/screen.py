@@ -81,7 +81,7 @@ def run_screen(study: "Study", *, log: Callable[[str], None] = print) -> Screen:
     result = Screen(
         owner=Owner.of(study), rows=rows,
         dropped=[ScreenDrop(key=k, label=labels[k], rule=d.rule, reason=d.reason, by=d.by) for k, d in dropped.items()],
-        kept=kept(points, dropped), confirm=screen.confirm, rules=list(RULES), ratio=SIGNAL_RATIO,
+        kept=[a.key for a in arms if a.key in set(kept(points, dropped))], confirm=screen.confirm, rules=list(RULES), ratio=SIGNAL_RATIO,
         seconds=round(time.perf_counter() - started, 2), gpus=int(study.hardware.gpus or 0),
         notes=_notes(rows, dropped, advice))
     save_screen(study.output_dir, result)
