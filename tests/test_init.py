@@ -130,3 +130,80 @@ def test_init_never_writes_over_its_dataset(tmp_path):
     data.write_text('{"prompt": "1+1", "answer": "2"}\n')
     res = cli_inprocess("init", "--model", "builtin:tiny", "--dataset", str(data), "--out", str(data), "--force")
     assert res.returncode == 2 and "dataset (--dataset)" in res.stderr and data.read_text().startswith('{"prompt"')
+
+
+CURRENT = ROOT / "tests/fixtures/open-r1"
+# the full run's size where this machine cannot read it: OpenR1-Math-220k's default split (the dataset viewer's
+# 93.7k rows); codeforces' 1,150 steps are issue 49's own figure (its 115-step warmup at warmup_ratio 0.1)
+RUN_SIZE = {"current-qwen2.5-1.5b-instruct-grpo-config_demo.yaml": ["--full-run-prompts", "93733"],
+            "current-deepseek-r1-distill-qwen-1.5b-grpo-config_demo.yaml": ["--full-run-prompts", "93733"],
+            "current-qwen2.5-1.5b-instruct-grpo-config_demo_code.yaml": [],  # max_steps 500: the recipe says it
+            "current-qwen2.5-coder-7b-instruct-grpo-config_codeforces.yaml": ["--full-run-steps", "1150"]}
+
+
+@pytest.mark.parametrize("recipe", sorted(RUN_SIZE))
+def test_init_on_open_r1s_current_recipes_writes_a_deciding_study_at_half_a_run(tmp_path, recipe):
+    """Issue 49's goal: with the run's size, default init writes (does not refuse) a study of at most 0.5x the run:
+    a screen of at most 0.05x, then at least 3 seeds per arm, every trial past the warmup, and plan says what it
+    resolves. Without the size it exits 2 naming the flags."""
+    from grpo_ablate.study.design import MIN_SEEDS, warmup_steps
+    from grpo_ablate.study.price import planned_price
+    from grpo_ablate.study.warmup import trial_end
+
+    out = tmp_path / "study.yaml"
+    args = ["init", "--from", str(CURRENT / recipe), "--gpus", "8", "--vllm", "server", "--out", str(out)]
+    if RUN_SIZE[recipe]:
+        bare = cli_inprocess(*args)
+        assert bare.returncode == 2 and "--full-run-prompts" in bare.stderr and "--full-run-steps" in bare.stderr
+        assert not out.exists()
+    res = cli_inprocess(*args, *RUN_SIZE[recipe])
+    assert res.returncode == 0, res.stderr
+    study = load_study(out)
+    price = planned_price(study)
+    assert price.multiple[1] <= 0.5 and price.screen[1] <= 0.05 and study.file.screen.confirm
+    assert len(study.study.seeds) >= MIN_SEEDS and study.study.racing.design == "elimination"
+    stop, warm, full = trial_end(study)
+    assert warm == warmup_steps(study.trainer, full) > 0 and stop > warm  # past the warmup of the run it stands for
+    plan = cli_inprocess("plan", str(out))
+    assert "Resolves: at " in plan.stdout and "tells apart differences of" in plan.stdout
+    assert f"Price: {price.words()}." in plan.stdout
+
+
+def test_two_config_demos_of_different_models_get_their_own_study_and_relative_paths(tmp_path):
+    names = set()
+    for recipe in ("current-qwen2.5-1.5b-instruct-grpo-config_demo.yaml",
+                   "current-deepseek-r1-distill-qwen-1.5b-grpo-config_demo.yaml"):
+        # Open R1 keeps one config_demo.yaml per model folder: the copies here are named as Open R1 names them
+        folder = tmp_path / recipe.split("-grpo")[0]
+        folder.mkdir()
+        (folder / "config_demo.yaml").write_text((CURRENT / recipe).read_text())
+        out = write_study(InitAnswers(recipe=folder / "config_demo.yaml", gpus=8, vllm="server", unpriced=True),
+                          tmp_path / "studies" / f"{folder.name}.yaml")
+        written = yaml.safe_load(out.read_text())
+        names.add(written["study"]["name"])
+        # paths relative to the study file: the recipe, and the accelerate config copied beside it
+        assert written["trainer_from"] == f"../{folder.name}/config_demo.yaml"
+        assert written["hardware"]["accelerate_config"] == "accelerate/zero2.yaml"
+        assert (out.parent / "accelerate" / "zero2.yaml").is_file() and "/" not in str(written["study"]["name"])
+        assert load_study(out).world_size == 7
+    assert names == {"config_demo-qwen2.5-1.5b-instruct-8gpu", "config_demo-deepseek-r1-distill-qwen-1.5b-8gpu"}
+
+
+def test_a_key_given_twice_is_read_once_when_it_agrees_and_refused_when_it_does_not(tmp_path):
+    codeforces = CURRENT / "current-qwen2.5-coder-7b-instruct-grpo-config_codeforces.yaml"  # do_eval: false twice
+    study = load_study(write_study(InitAnswers(recipe=codeforces, gpus=8, vllm="server", unpriced=True),
+                                   tmp_path / "cf.yaml"))
+    assert any("do_eval is given 2 times (lines 20, 25) with the same value; read once" in w for w in study.warnings)
+    # do_eval is the study's (its evaluation section decides): two values of it change nothing a trial trains
+    owned = tmp_path / "owned.yaml"
+    owned.write_text(codeforces.read_text().replace("do_eval: false\ngradient_accumulation_steps",
+                                                    "do_eval: true\ngradient_accumulation_steps"))
+    study = load_study(write_study(InitAnswers(recipe=owned, gpus=8, vllm="server", unpriced=True), tmp_path / "o.yaml"))
+    assert any("do_eval is given 2 times (lines 20, 25) with different values; neither is used" in w
+               for w in study.warnings)
+    # two learning rates would train differently, and which was meant cannot be told: refused, nothing written
+    clash = tmp_path / "clash.yaml"
+    clash.write_text(codeforces.read_text() + "\nlearning_rate: 2.0e-06\n")
+    with pytest.raises(StudyError, match=r"learning_rate: given 2 times \(lines 33, \d+\) with different values"):
+        write_study(InitAnswers(recipe=clash, gpus=8, vllm="server", unpriced=True), tmp_path / "c.yaml")
+    assert not (tmp_path / "c.yaml").exists()
