@@ -22,14 +22,14 @@ The baseline (the recipe's own configuration) leaves only for the first two: the
 
 Which rules may drop an arm is measured, not assumed (benchmarks/screen.py against the committed many-seed
 tables of benchmarks/data/): a rule is in RULES only where every arm it dropped on those tables trained to
-within min_effect (0.02) of an arm the rule kept, or better. `dominated` agreed at every ratio tried (1.25 to
+within min_effect (0.02) of an arm the rule kept, or worse, and it never dropped the arm training ranked first. `dominated` agreed at every ratio tried (1.25 to
 3); SIGNAL_RATIO is 1.5, not 1.25, for a margin over advise's own error (its predicted zero-spread shares
 missed the trained ones by about 0.05 a point on addition_mixed: benchmarks/advise.py), which moves a signal
 ratio by some 10-20%. `slower` is not used: the tables train at equal steps and cannot test its timing, and
 the probe's two-step timings on the shared CPU differed between arms doing the same work by up to 2.6x. The
 zero-spread share alone disagreed: at a fixed generation batch a small G with 93% of its groups without spread
-still sees the most prompts with a gradient, and trained best (addition_rare under a 6-step warmup), so
-`no_spread` drops nothing. The figures are in docs/screen.md, with the command.
+still sees the most prompts with a gradient (the screen's own prediction ranks it first), and it trained first
+or level with the first (addition_rare): `no_spread` dropped the arm training ranked first, so it drops nothing. The figures are in docs/screen.md, with the command.
 """
 
 from __future__ import annotations
