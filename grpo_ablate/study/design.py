@@ -38,6 +38,7 @@ from grpo_ablate.cost import fmt_multiple
 from grpo_ablate.stats.model import MIN_SEEDS
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.stats.selection import bechhofer_pcs
+from grpo_ablate.study.branching import BranchError, branch_step
 from grpo_ablate.study.plan import study_plan
 from grpo_ablate.vocab import PREFIX_ROLE
 
@@ -237,4 +238,13 @@ def resolution_line(study: "Study", share: tuple[float, float] | None) -> str | 
     res = study_resolution(study)
     if res is None:
         return None
-    return "Resolves: " + res.words(fmt_multiple(*share) if share else None)
+    line = "Resolves: " + res.words(fmt_multiple(*share) if share else None)
+    try:
+        step = branch_step(study)
+    except BranchError:  # plan's price line says why the branch point cannot be placed
+        step = None
+    if step is not None:
+        line += (f"; the arms branch at step {step}, so this is about G from step {step} on, after training to there "
+                 f"at the baseline's G (on the CPU benchmark, branching past a warmup favoured the baseline's G: "
+                 f"docs/your-own-run.md)")
+    return line
