@@ -207,3 +207,14 @@ def test_a_key_given_twice_is_read_once_when_it_agrees_and_refused_when_it_does_
     with pytest.raises(StudyError, match=r"learning_rate: given 2 times \(lines 33, \d+\) with different values"):
         write_study(InitAnswers(recipe=clash, gpus=8, vllm="server", unpriced=True), tmp_path / "c.yaml")
     assert not (tmp_path / "c.yaml").exists()
+
+
+def test_branching_is_refused_where_the_recipe_has_no_warmup_to_branch_at(tmp_path):
+    recipe = tmp_path / "nowarm.yaml"
+    recipe.write_text((CURRENT / "current-qwen2.5-1.5b-instruct-grpo-config_demo_code.yaml").read_text()
+                      .replace("warmup_ratio: 0.03\n", ""))
+    with pytest.raises(StudyError, match="--branch-from: warmup, but the recipe's run of 500 steps has no learning-rate "
+                                         "warmup to branch at"):
+        write_study(InitAnswers(recipe=recipe, gpus=8, vllm="server", branch="warmup"), tmp_path / "s.yaml")
+    study = load_study(write_study(InitAnswers(recipe=recipe, gpus=8, vllm="server"), tmp_path / "s.yaml"))
+    assert study.budget.branch_from is None  # auto: nothing to branch at, so from step 0

@@ -56,7 +56,7 @@ from grpo_ablate.space import feasible_space, nearest_generations
 from grpo_ablate.cost import Price, fmt_multiple, parse_share
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.study.design import (MIN_SEEDS, MIN_STEPS_PAST_WARMUP, RACE_CONFIDENCE,
-                                      TRIAL_STEPS_CAP, Fitted, Shape, fit, resolution, resolution_line, seeds_to_decide,
+                                      TRIAL_STEPS_CAP, Fitted, Shape, fit, resolution, resolution_line, seeds_to_decide, trial_bounds,
                                       warmup_steps)
 from grpo_ablate.study.price import planned_price
 from grpo_ablate.vocab import BUILTIN_TASKS
@@ -500,6 +500,10 @@ def fit_design(a: InitAnswers, out: Path) -> Written:
         return math.inf if multiple is None else multiple[1]
 
     warm = warmup_steps(study.trainer, full)
+    if BRANCH_CHOICES[a.branch] == ("branch",) and trial_bounds("branch", full, warm) is None:
+        raise StudyError([Problem(path="--branch-from", message=(
+            f"warmup, but the recipe's run of {full} steps has {'no learning-rate warmup' if not warm else f'a {warm}-step warmup that leaves no room for a branch'}"
+            f" to branch at: use --branch-from auto or none"))])
     fitted = fit(arms=k, span=span, min_effect=a.min_effect, budget=budget, full_steps=full, warmup=warm,
                  starts=BRANCH_CHOICES[a.branch], price=price)  # type: ignore[arg-type]
     if fitted.price > budget:  # the screen alone: even it does not fit
@@ -707,8 +711,9 @@ def run(args: argparse.Namespace) -> int:
     out = write_study(ask_missing(answers), Path(args.out), force=args.force)
     study = load_study(out)
     price = planned_price(study)
-    print(f"wrote {out}: {price.words()}")  # the figure plan prints below, from the same call
-    line = resolution_line(study, price.multiple)
-    print((line or "Resolves: nothing: the study is the screen alone, which predicts and does not decide") + "\n")
+    print(f"wrote {out}: {price.words()}")  # the figure plan prints below (with what it resolves), from the same call
+    if resolution_line(study, price.multiple) is None:
+        print("Resolves: nothing: the study is the screen alone, which predicts and does not decide")
+    print()
     print(plan_text(study))
     return EXIT_OK
