@@ -218,3 +218,22 @@ def test_branching_is_refused_where_the_recipe_has_no_warmup_to_branch_at(tmp_pa
         write_study(InitAnswers(recipe=recipe, gpus=8, vllm="server", branch="warmup"), tmp_path / "s.yaml")
     study = load_study(write_study(InitAnswers(recipe=recipe, gpus=8, vllm="server"), tmp_path / "s.yaml"))
     assert study.budget.branch_from is None  # auto: nothing to branch at, so from step 0
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "json", "parquet", "csv"])
+def test_a_recipe_on_a_local_dataset_is_priced_from_its_rows(tmp_path, suffix):
+    import pandas as pd
+
+    from grpo_ablate.estimate import estimate_trial
+
+    rows = pd.DataFrame({"prompt": [f"{i} + 1 =\nwhat?" for i in range(700)], "solution": [str(i + 1) for i in range(700)]})
+    data = tmp_path / f"train.{suffix}"
+    {"jsonl": lambda: rows.to_json(data, orient="records", lines=True), "json": lambda: rows.to_json(data, orient="records"),
+     "parquet": lambda: rows.to_parquet(data), "csv": lambda: rows.to_csv(data, index=False)}[suffix]()
+    recipe = tmp_path / "local.yaml"
+    recipe.write_text((CURRENT / "current-qwen2.5-1.5b-instruct-grpo-config_demo.yaml").read_text()
+                      .replace("dataset_name: open-r1/OpenR1-Math-220k", f"dataset_name: {data}")
+                      .replace("dataset_configs:\n- default\n", ""))
+    study = load_study(write_study(InitAnswers(recipe=recipe, gpus=8, vllm="server", budget="2x"), tmp_path / "s.yaml"))
+    # one epoch of 700 prompts at G=16, 448 completions a step: 25 steps, read from the file, no flag needed
+    assert estimate_trial(study).full_run_steps == 25
