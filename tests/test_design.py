@@ -82,3 +82,14 @@ def test_a_race_of_fewer_than_three_seeds_is_refused(tmp_path):
     assert res.returncode == 2 and "study.seeds" in res.stderr and "fewer than 3 seeds" in res.stderr
     assert cli_inprocess("validate", str(_study(tmp_path, steps=20, seeds="[0, 1, 2]", racing=race))).returncode == 0
     assert cli_inprocess("validate", str(_study(tmp_path, steps=20, seeds="[0, 1]"))).returncode == 0  # measures only
+
+
+def test_the_arms_span_g_values_that_matter_never_neighbours():
+    from grpo_ablate.study.design import second_temperature, spanning_generations
+
+    seven = [2, 4, 7, 8, 14, 16, 28, 32, 56, 64]  # 448 completions a step over 7 processes
+    assert spanning_generations(16, seven) == [16, 8, 32] and spanning_generations(14, seven) == [14, 7, 28]
+    assert spanning_generations(2, [2, 4, 8, 16]) == [2, 4, 8]  # nothing below: the next value out above
+    assert spanning_generations(8, [2, 4, 8]) == [8, 2, 4]
+    assert spanning_generations(16, [14, 16]) == [16]  # 14 is a neighbour: no arm of its own
+    assert second_temperature(1.0) == 0.7 and second_temperature(0.7) == 1.0

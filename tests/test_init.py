@@ -7,8 +7,8 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.commands.init import NEIGHBOUR_RATIO, InitAnswers, ask_missing, write_study
-from grpo_ablate.study.design import seeds_to_decide
+from grpo_ablate.commands.init import InitAnswers, ask_missing, write_study
+from grpo_ablate.study.design import NEIGHBOUR_RATIO, seeds_to_decide
 
 RECIPE = ROOT / "studies/recipes/openr1-style-every-key.yaml"
 

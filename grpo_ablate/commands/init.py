@@ -56,7 +56,8 @@ from grpo_ablate.space import feasible_space, nearest_generations
 from grpo_ablate.cost import Price, fmt_multiple, parse_share
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.study.design import (MIN_SEEDS, MIN_STEPS_PAST_WARMUP, RACE_CONFIDENCE,
-                                      TRIAL_STEPS_CAP, Fitted, Shape, fit, resolution, resolution_line, seeds_to_decide, trial_bounds,
+                                      NEIGHBOUR_RATIO, TRIAL_STEPS_CAP, Fitted, Shape, fit, resolution, resolution_line,
+                                      second_temperature, seeds_to_decide, spanning_generations, trial_bounds,
                                       warmup_steps)
 from grpo_ablate.study.price import planned_price
 from grpo_ablate.vocab import BUILTIN_TASKS
@@ -67,8 +68,6 @@ __all__ = ["add_parser", "run", "InitAnswers", "Arms", "study_text", "write_stud
 # The G values the screen predicts for, where the hardware accepts them: the wide range a screen costs nothing to
 # cover (advise's one sampling predicts every G), 2 to 64.
 SCREEN_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
-NEIGHBOUR_RATIO = 1.5  # confirm arms are at least this far apart in G (14 vs 16 is a neighbour: no arm of its own)
-ALTERNATIVE_TEMPERATURE = (0.7, 1.0)  # the second temperature: 0.7 against a default of 1.0 (or above 0.85), else 1.0
 EVAL_PROMPTS = 128
 # The budget a written study fits (--budget): a share of the full run's GPU-hours. A tuning study is worth
 # running only at a fraction of the run it tunes; half a run is the default, one whole extra run the ceiling
@@ -146,23 +145,6 @@ class Arms:
         return len(self.generations) + len(self.temperatures) - 1
 
 
-def _span_pick(base: int, gens: list[int]) -> list[int]:
-    """About half and about twice the baseline G, the feasible values nearest those (log ratio), never within
-    NEIGHBOUR_RATIO of an arm already chosen; where one side has none, the next value out on the other side."""
-    chosen = [base]
-
-    def far(g: int) -> bool:
-        return all(max(g, c) / min(g, c) >= NEIGHBOUR_RATIO for c in chosen)
-
-    for target in (base / 2, base * 2, base / 4, base * 4):
-        if len(chosen) == 3:
-            break
-        pool = [g for g in gens if far(g) and (g < base) == (target < base)]
-        if pool:
-            chosen.append(min(pool, key=lambda g: (abs(math.log(g / target)), g)))
-    return [base, *sorted(chosen[1:])]
-
-
 def choose_arms(a: InitAnswers) -> Arms:
     """The confirm stage's candidate arms (2-4): the baseline G, about half and twice it, and a second temperature
     where the recipe's own is a default (every arm at the baseline's temperature but that one)."""
@@ -171,8 +153,8 @@ def choose_arms(a: InitAnswers) -> Arms:
     guessed = "temperature" not in a.recipe_values
     temps: tuple[float, ...] = (round(temp, 2),)
     if guessed:
-        temps += (ALTERNATIVE_TEMPERATURE[0] if temp >= 0.85 else ALTERNATIVE_TEMPERATURE[1],)
-    return Arms(tuple(_span_pick(base, gens)), temps, tuple(gens), guessed)
+        temps += (second_temperature(temp),)
+    return Arms(tuple(spanning_generations(base, gens)), temps, tuple(gens), guessed)
 
 
 def reward_range(a: InitAnswers) -> float:

@@ -45,7 +45,7 @@ from grpo_ablate.vocab import PREFIX_ROLE
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["SEED_SD_SHARE", "RACE_CONFIDENCE", "MIN_SEEDS", "MIN_STEPS_PAST_WARMUP", "TRIAL_STEPS_CAP", "Start",
+__all__ = ["NEIGHBOUR_RATIO", "SECOND_TEMPERATURES", "spanning_generations", "second_temperature", "SEED_SD_SHARE", "RACE_CONFIDENCE", "MIN_SEEDS", "MIN_STEPS_PAST_WARMUP", "TRIAL_STEPS_CAP", "Start",
            "Shape", "Fitted", "Resolution", "seeds_to_decide", "effect_for_seeds", "critical_shift", "warmup_steps", "resolution",
            "fit", "trial_bounds", "reward_span", "study_resolution", "resolution_line"]
 
@@ -56,7 +56,34 @@ RACE_CONFIDENCE = 0.95  # P(the arm kept is the best) at the indifference zone; 
 MIN_STEPS_PAST_WARMUP = 10  # a trial trains at least this many optimizer steps after the run's learning-rate warmup
 TRIAL_STEPS_CAP = 100  # the longest trial (or branch) a fitted design trains: budget left over buys no more steps
 
+NEIGHBOUR_RATIO = 1.5  # confirm arms are at least this far apart in G (14 vs 16 is a neighbour: no arm of its own)
+SECOND_TEMPERATURES = (0.7, 1.0)  # a second temperature arm: 0.7 against a default of 1.0 (or above 0.85), else 1.0
+
 Start = Literal["scratch", "branch"]  # every trial from step 0, or the arms branched at the end of the warmup
+
+
+def spanning_generations(base: int, feasible: list[int]) -> list[int]:
+    """The confirm stage's G arms: the baseline, and the feasible G nearest half and twice it (log ratio), never
+    within NEIGHBOUR_RATIO of an arm already chosen; where one side has none, the next value out on the other side.
+    Neighbours (14 against 16) cost a study to tell apart and would change nothing a user does."""
+    chosen = [base]
+
+    def far(g: int) -> bool:
+        return all(max(g, c) / min(g, c) >= NEIGHBOUR_RATIO for c in chosen)
+
+    for target in (base / 2, base * 2, base / 4, base * 4):
+        if len(chosen) == 3:
+            break
+        pool = [g for g in feasible if far(g) and (g < base) == (target < base)]
+        if pool:
+            chosen.append(min(pool, key=lambda g: (abs(math.log(g / target)), g)))
+    return [base, *sorted(chosen[1:])]
+
+
+def second_temperature(temperature: float) -> float:
+    """The temperature of the second temperature arm, where the recipe's own is a default: the usual alternative
+    on the other side of 0.85 (practitioners move between 0.7 and 1.0 as G grows)."""
+    return SECOND_TEMPERATURES[0] if temperature >= 0.85 else SECOND_TEMPERATURES[1]
 
 
 @lru_cache(maxsize=None)
