@@ -527,8 +527,9 @@ def _why(a: InitAnswers, arms: Arms, fitted: Fitted, final: Price, budget: float
         out.append(f"Branched because from step 0 the smallest deciding design ({k} arms x {MIN_SEEDS} seeds x "
                    f"{min(full, warm + MIN_STEPS_PAST_WARMUP)} steps) costs at most {fmt_multiple(scratch)} of your "
                    f"run, over {cap}. The answer is about G from step {warm} on, after a warmup at G="
-                   f"{arms.generations[0]}; on the CPU benchmark branching past a warmup changed which G was best "
-                   "(docs/your-own-run.md, 'Does branching change the answer?').")
+                   f"{arms.generations[0]}; on the CPU benchmark branching past a warmup of a tenth of the run moved the "
+                   "answer towards the warmup's G: as often within 0.05 of the run's best as from step 0, less often "
+                   "within 0.02 (docs/your-own-run.md, 'Does branching change the answer?').")
     return tuple(out)
 
 
