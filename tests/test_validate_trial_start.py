@@ -64,7 +64,8 @@ def test_the_documented_cpu_overrides_are_refused_with_what_every_trial_would_hi
     assert "hardware.vllm.mode: vLLM server mode serves a model folder or hub id" in err
     assert "needs the `vllm` package, which this environment lacks: every trial would fail at its start" in err
     assert "grpo-ablate smoke STUDY" in err
-    assert err.count("cannot be created at the first step") == 3  # each arm (G 7, 14, 16 ... as init chose them)
+    # each arm, as init chose them: three G values and a second temperature (the recipe leaves its own to a default)
+    assert err.count("cannot be created at the first step") == 4
     assert "OK:" not in res.stdout
 
 
