@@ -446,9 +446,9 @@ class ScreenSection(_Section):
         "it may drop; the others are shown, never trained."))
     temperatures: list[Annotated[float, Field(gt=0)]] | None = Field(default=None, description=(
         "The temperatures advise samples at; null: the study's own."))
-    k: int = Field(default=16, ge=2, description="Completions advise samples per prompt.")
-    prompts: int = Field(default=64, ge=1, description="Training prompts advise samples.")
-    probe_steps: int = Field(default=2, ge=1, description="Optimizer steps the probe runs per (G, batch).")
+    k: Generations = Field(default=16, description="Completions advise samples per prompt.")
+    prompts: Prompts = Field(default=64, description="Training prompts advise samples.")
+    probe_steps: TrialSteps = Field(default=2, description="Optimizer steps the probe runs per (G, batch).")
     confirm: bool = Field(default=True, description=(
         "Train the arms the screen keeps (the confirm stage); false: the study is the screen alone, and its report "
         "presents a screen, not a verdict."))
