@@ -1,5 +1,8 @@
 """SLURM's client commands behind wrapper scripts on PATH, made to fail or answer late on cue (issue 52).
 
+(A controller that is away for real is tests/slurm_cluster.py's stop_controller; these make the client's own
+failures happen on cue: a refusal, an answer that comes after the client's timeout.)
+
 A folder of `sbatch`, `squeue`, `scontrol` and `sacct` scripts that call the real ones by absolute path, except
 while their cue file says otherwise (`Cues`):
 - `refuse`: the next N sbatch calls print "Unable to contact slurm controller" and exit 1 (nothing submitted);

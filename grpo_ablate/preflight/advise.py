@@ -130,7 +130,7 @@ def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float
                 time.sleep(0.5)
         except BaseException:  # Ctrl-C: the sampler goes with us
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=30)  # after SIGKILL: ends at once unless the kernel holds it
             raise
     if proc.returncode != 0:
         last = log_path.read_text(errors="replace").strip().splitlines()[-1:]

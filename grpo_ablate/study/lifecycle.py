@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "StorageUnavailable", "trial_dir_of"]
 
+REPORT_PAUSE_S = 30.0  # a pruner's report the storage refused: the next waits this long (each may block on a lock)
 # a trial that ended with one of these left a result worth recording; a retry records it instead of training again
 _RECORDABLE = (Outcome.COMPLETED.value, Outcome.PRUNED.value, Outcome.OOM.value)
 
@@ -434,6 +435,7 @@ class TrialLifecycle:
         clock = ComputeClock(quantum(largest, self.plan.completions))
         reported: set[int] = set()
         asked = False
+        quiet_until = 0.0  # after a report the storage refused: reports wait this long (the trial trains on meanwhile)
 
         def checkpoints() -> list[tuple[int, float]]:
             """(completions, objective so far) at each checkpoint not yet reported."""
@@ -452,13 +454,13 @@ class TrialLifecycle:
             return [(c, float(value)) for c in crossed] if value is not None else []
 
         def on_progress(row: dict[str, Any]) -> None:
-            nonlocal asked
+            nonlocal asked, quiet_until
             rows.append(row)
             run.step = int(row.get("step", run.step))
             run.train_seconds = float(row.get("train_seconds", run.train_seconds) or 0.0)
             if row.get("reward") is not None:
                 run.reward = float(row["reward"])
-            if not prune or asked:
+            if not prune or asked or time.monotonic() < quiet_until:
                 return
             points = checkpoints()
             try:
@@ -469,9 +471,10 @@ class TrialLifecycle:
                     asked = True
                     ledger.record_pruned_at(trial, points[-1][0])
                     _stop(run.trial_dir, Outcome.PRUNED.value)
-            except Exception as e:  # the storage away: the trial trains on; the points not reported are asked again
+            except Exception as e:  # the storage away: the trial trains on; its pruning waits for the storage
                 if database_fault(e) is None:
                     raise
+                quiet_until = time.monotonic() + REPORT_PAUSE_S
 
         return on_progress
 
