@@ -33,8 +33,8 @@ EVENT_WAIT_S = 600
 # each test's row from this JSONL file; `make test` uses the defaults
 ROWS = os.environ.get("GRPO_ABLATE_LIVENESS_ROWS")
 GRACE_S = int(os.environ.get("GRPO_ABLATE_LIVENESS_GRACE", "2"))
-STEPS = int(os.environ.get("GRPO_ABLATE_LIVENESS_STEPS", "24"))
-OUTAGE_S = float(os.environ.get("GRPO_ABLATE_LIVENESS_OUTAGE", "10"))
+STEPS = int(os.environ.get("GRPO_ABLATE_LIVENESS_STEPS", "16"))
+OUTAGE_S = float(os.environ.get("GRPO_ABLATE_LIVENESS_OUTAGE", "8"))
 
 
 def _row(**values) -> None:
