@@ -32,7 +32,8 @@ def test_a_result_finished_during_a_storage_outage_is_kept_and_recorded_by_the_n
             "--set", f"study.output_dir={out}", "--set", f"study.storage=sqlite:///{db}", "--set", "study.pruner=median",
             "--set", "num_generations=[2]", "--set", "study.baseline={}", "--set", "study.seeds=[0]",
             "--set", "study.workers=1", "--set", "budget.max_steps=8", "--set", "study.checkpoint_steps=2",
-            "--set", "study.grace_period=6"]  # an outage longer than the grace period stops the run (shorter: waited out)
+            "--set", "study.grace_period=1"]  # an outage longer than the grace period stops the run (shorter: waited out,
+    # tests/test_postgres_faults.py); SQLite's own 5 s busy wait is longer, so this one stops at its first refusal
     first = out / "trials" / "00000"
     locked, done = threading.Event(), threading.Event()
 
@@ -59,7 +60,6 @@ def test_a_result_finished_during_a_storage_outage_is_kept_and_recorded_by_the_n
     text = res.stdout + res.stderr
     assert res.returncode != 0, text
     assert "could not record it" in text and "records this trial from its files" in text, text[-3000:]
-    assert "trying again for up to 6 s" in text, text[-3000:]  # waited out the grace period first
     assert "Traceback" not in text, text[-3000:]
     assert json.loads((first / RESULT_FILE).read_text())["outcome"] == "completed"
     assert checkpoints.latest(first) is not None  # the last checkpoint stays until the storage recorded the result
