@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["Drop", "RaceState", "Rule", "decide", "arm_results", "advance", "describe", "rule_of", "calls_level",
-           "design_words", "DESIGNS", "ELIMINATION_LEVEL"]
+           "design_words", "race_guarantee", "DESIGNS", "ELIMINATION_LEVEL"]
 
 GROUP_SEQUENTIAL, ANYTIME, ELIMINATION = "group_sequential", "anytime", "elimination"
 DESIGNS = (GROUP_SEQUENTIAL, ANYTIME, ELIMINATION)
@@ -187,6 +187,21 @@ def calls_level(race: Mapping[str, Any] | None) -> float:
     return min(ALPHA, float(level)) if isinstance(level, (int, float)) and level > 0 else ALPHA
 
 
+def race_guarantee(race: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An elimination race that stopped by its own rule (one configuration left, or the equivalence stop): its
+    guarantee at the indifference zone, P(the configuration recommended is within min_effect of the best) >= the
+    confidence, with the arms and seeds it ran and the equivalent set; None for any other race or none."""
+    if not isinstance(race, Mapping) or race.get("design") != ELIMINATION:
+        return None
+    path = [r for r in race.get("path") or [] if isinstance(r, Mapping)]
+    last = path[-1] if path else {}
+    if not isinstance(last.get("guarantee"), (int, float)):
+        return None
+    arms = len(set(race.get("live") or []) | {d.get("arm") for d in race.get("dropped") or [] if isinstance(d, Mapping)})
+    return {"probability": float(last["guarantee"]), "arms": arms, "seeds": int(last.get("seeds") or 0),
+            "equivalent": list(last.get("equivalent") or [])}
+
+
 def design_words(race: Mapping[str, Any] | None) -> str:
     """One sentence for the page: which race ran and when it dropped an arm (a stored race without a
     design is the anytime race of earlier versions)."""
@@ -276,7 +291,7 @@ def _decide_group_sequential(state: RaceState, results: Mapping[str, Mapping[int
         dropped.append(Drop(a, rnd, f"excluded from the {rule.min_effect:g}-best set: {by} leads it by {lead:+.4g} "
                                     f"on {n} shared seed(s), more than min_effect at family-wise level {level:.2g} "
                                     f"(group-sequential look {rnd})", None, tuple(sorted(shared))))
-    leader, pcs = sel.recommended, sel.pcs
+    leader, pcs = sel.leader, sel.pcs
     ref = baseline if baseline is not None and results.get(baseline) else None
     calls = {}
     if ref is not None:
@@ -308,7 +323,7 @@ def _decide_elimination(state: RaceState, results: Mapping[str, Mapping[int, flo
     values = {a: dict(results[a]) for a in sorted(results) if results[a] and a not in gone}
     n0 = max(rule.first, MIN_SEEDS)
     elim = eliminate(values, delta=rule.min_effect, alpha=1.0 - rule.confidence, n0=n0, maximize=maximize,
-                     order=rule.order)
+                     order=rule.order, cap=rule.max_seeds)
     keep = [a for a in live if a not in elim.eliminated]
     out = [a for a in live if a in elim.eliminated]
     for a in out:
@@ -320,7 +335,7 @@ def _decide_elimination(state: RaceState, results: Mapping[str, Mapping[int, flo
                                     f"it takes no more seeds (this decides where seeds go, it is not a call)",
                             None, seeds))
     # the report's own answer, at the level it holds an elimination race's answer to (calls_level)
-    sel = select(values, rule.min_effect, maximize=maximize, alpha=ELIMINATION_LEVEL)
+    sel = select(values, rule.min_effect, maximize=maximize, alpha=ELIMINATION_LEVEL, confidence=rule.confidence)
     ref = baseline if baseline is not None and values.get(baseline) else None
     calls = {}
     if ref is not None:
@@ -328,13 +343,14 @@ def _decide_elimination(state: RaceState, results: Mapping[str, Mapping[int, flo
                                                   level=ELIMINATION_LEVEL).items()}
     n = len(set.intersection(*(set(values[a]) for a in keep))) if keep and all(a in values for a in keep) else 0
     stop = ("one configuration left in the race" if len(keep) <= 1 else
-            "the planned seeds ran out" if not seeds_left else None)
-    path = list(state.path) + [{"round": rnd, "seeds": n, "leader": sel.recommended, "calls": dict(calls),
+            f"the configurations left are equivalent: each within {rule.min_effect:g} of every other"
+            if elim.equivalent else "the planned seeds ran out" if not seeds_left else None)
+    path = list(state.path) + [{"round": rnd, "seeds": n, "leader": sel.leader, "calls": dict(calls),
                                 "live": list(keep), "settled": [], "dropped": out, "level": ELIMINATION_LEVEL,
-                                "pcs": sel.pcs,
-                                "eps_best": list(sel.eps_best), "stop": stop, "stage": elim.seeds,
-                                "max_seeds": elim.max_seeds}]
-    return RaceState(rnd, keep, dropped, sel.recommended, stop is not None, [], calls, path, ELIMINATION, sel.pcs,
+                                "pcs": sel.pcs, "eps_best": list(sel.eps_best), "stop": stop, "stage": elim.seeds,
+                                "max_seeds": elim.max_seeds, "equivalent": list(keep) if elim.equivalent else [],
+                                "guarantee": rule.confidence if elim.stopped else None}]
+    return RaceState(rnd, keep, dropped, sel.leader, stop is not None, [], calls, path, ELIMINATION, sel.pcs,
                      list(sel.eps_best))
 
 
