@@ -207,7 +207,7 @@ def build_report_data(
                      sequential=anytime, branched_at=branched_at, level=level,
                      confidence=float(confidence) if isinstance(confidence, (int, float)) else CONFIDENCE,
                      gpus=int(gpus) if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0 else None,
-                     race=_race_guarantee(raced), reward_range=rewards_range)
+                     race=_race_guarantee(raced, {a.config.key: a.name for a in arms}), reward_range=rewards_range)
     # the effects table: the answer's calls on its metric, the page's one family on the others
     deltas = baseline_deltas(arms, metrics, level, verdict.metric if not anytime else None,
                              {a.name: (a.call, a.p_adjusted) for a in verdict.arms} if not anytime else None,
@@ -386,10 +386,12 @@ def read_advice(output_dir: Path, owner: "Owner") -> dict[str, Any] | None:
     return raw if raw is not None and isinstance(raw.get("predictions"), list) else None
 
 
-def _race_guarantee(race: Mapping[str, Any] | None) -> Guarantee | None:
-    """An elimination race that stopped: its guarantee (racing.race_guarantee) as the verdict's record."""
+def _race_guarantee(race: Mapping[str, Any] | None, names: Mapping[str, str]) -> Guarantee | None:
+    """An elimination race that stopped: its guarantee (racing.race_guarantee) as the verdict's record, the arms
+    it kept by the names the page uses (`names`: arm key -> name)."""
     g = race_guarantee(race)
     if g is None:
         return None
     return Guarantee(float(g["probability"]), "elimination", int(g["arms"]), int(g["seeds"]), True,
-                     tuple(g.get("equivalent") or ()))
+                     tuple(names.get(a, a) for a in g.get("equivalent") or ()),
+                     tuple(names.get(a, a) for a in g.get("kept") or ()))

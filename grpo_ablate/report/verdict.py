@@ -272,7 +272,7 @@ def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives
     values = {a.name: a.by_seed.get(name, {}) for a in ran}
     selection = select(values, min_effect, maximize=maximize, alpha=level, confidence=confidence,
                        costs={a.name: costs[a.config] for a in ran if a.config in costs},
-                       reference=base.name if base else None)
+                       reference=base.name if base else None, chosen=race.kept if race is not None else ())
     # one family for every call and colour on the page: the answer's calls and the effects table's other metrics
     table_raw = table_pvalues(arms, metrics, exclude=name) if base is not None and not sequential else {}
     model, table_adj = baseline_calls(ran, name, maximize=maximize, min_effect=min_effect, level=level,
@@ -312,7 +312,7 @@ def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives
         return Verdict("untested", name, direction, rec.config, rec.name,
                        "baseline_not_beaten" if rec is base else "best_mean_untested",
                        rv.comparison if rv is not None else None, **common)
-    reason = ("baseline_kept" if selection.kept else
+    reason = ("race_kept" if race is not None and rec.name in race.kept else "baseline_kept" if selection.kept else
               "baseline_cheapest_confident" if rec is base else "cheapest_confident")
     if base is None:
         return Verdict("no_baseline", name, direction, rec.config, rec.name,

@@ -33,10 +33,11 @@ class Guarantee:
     seeds: int
     bound: bool = False
     equivalent: tuple[str, ...] = ()  # an elimination race's equivalence stop: the configurations found equivalent
+    kept: tuple[str, ...] = ()  # the arms (their names) the race kept: the recommendation is the cheapest of them
 
     def as_dict(self) -> dict[str, Any]:
         return {"probability": self.probability, "design": self.design, "arms": self.arms, "seeds": self.seeds,
-                "bound": self.bound, "equivalent": list(self.equivalent)}
+                "bound": self.bound, "equivalent": list(self.equivalent), "kept": list(self.kept)}
 
 
 @dataclass(frozen=True)

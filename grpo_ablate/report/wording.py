@@ -117,6 +117,14 @@ def _use_line(v: Verdict) -> str:
                 f"seeds per configuration){closest}{_left_out(v)}.")
     keep = v.recommended == v.baseline
     what = f"Keep the baseline, {v.recommended.words}" if keep else f"Use {v.recommended.words}"
+    g = v.guarantee
+    if v.reason == "race_kept" and g is not None:
+        which = (f" (the cheapest of the {len(g.kept)} it found each within {_eps(v)} of every other)"
+                 if len(g.kept) > 1 else "")
+        model = f"; model probability {sel.probability:.2f}" if sel.probability is not None else ""
+        return (f"{what}: the elimination race kept it{which}; the race picks the best configuration with probability "
+                f"at least {g.probability:.2f} whenever it leads every other by {_eps(v)} or more (the design's "
+                f"guarantee, a frequency){model} ({_seed_counts(v)} seeds per configuration){_left_out(v)}.")
     many = len(sel.confident)
     cheapest = (f"; the cheapest of the {many} configurations that reach {conf}" if many > 1 and sel.costs else
                 f"; {many} configurations reach {conf}" if many > 1 else "")

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import integrate
@@ -179,12 +179,15 @@ def design_pcs(f: Fit, min_effect: float) -> float | None:
 
 def select(values: Mapping[str, Mapping[int, float]], min_effect: float, *, maximize: bool = True,
            alpha: float = 0.05, costs: Mapping[str, float] | None = None, draws: int = DRAWS,
-           seed: int = 0, confidence: float = CONFIDENCE, reference: str | None = None) -> Selection:
+           seed: int = 0, confidence: float = CONFIDENCE, reference: str | None = None,
+           chosen: Sequence[str] = ()) -> Selection:
     """The recommendation, its probability, the leader, the eps-best set and its cheapest member (module docstring).
 
     An arm with fewer than MIN_SEEDS seeds has no test: it is left out of the probability
     (`unmeasured`) and stays in the set. Fewer than two arms with MIN_SEEDS seeds: the
-    recommendation is the best mean, with no probability.
+    recommendation is the best mean, with no probability. `chosen`: the arms a design with its own
+    guarantee kept (an elimination race that stopped: its survivor, or its equivalent set): the recommendation
+    is the cheapest of them, on that guarantee rather than the posterior's.
     """
     vals = {a: clean(v) for a, v in values.items() if clean(v)}
     sign = 1.0 if maximize else -1.0
@@ -203,7 +206,11 @@ def select(values: Mapping[str, Mapping[int, float]], min_effect: float, *, maxi
     priced = {a: float(costs[a]) for a in keep if costs and costs.get(a) is not None}
     cheapest = min(priced, key=lambda a: (priced[a], rank[a])) if priced else None
     ref = reference if reference in vals else None
-    if probs:
+    picked = [a for a in chosen if a in vals]
+    rec: str | None
+    if picked:
+        rec, kept, contender = min(picked, key=lambda a: ((costs or {}).get(a, math.inf), rank[a])), False, None
+    elif probs:
         rec, kept, contender = recommend(probs, confidence=confidence, costs=costs, reference=ref, rank=rank)
     else:
         rec, kept, contender = leader, False, None

@@ -199,7 +199,7 @@ def race_guarantee(race: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     arms = len(set(race.get("live") or []) | {d.get("arm") for d in race.get("dropped") or [] if isinstance(d, Mapping)})
     return {"probability": float(last["guarantee"]), "arms": arms, "seeds": int(last.get("seeds") or 0),
-            "equivalent": list(last.get("equivalent") or [])}
+            "equivalent": list(last.get("equivalent") or []), "kept": list(last.get("live") or [])}
 
 
 def design_words(race: Mapping[str, Any] | None) -> str:
