@@ -30,6 +30,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -92,12 +93,17 @@ def world_means(name: str, task: Task, me: float) -> tuple[list[float], bool]:
 
 
 def draw(task: Task, name: str, me: float, n: int, rng: np.random.Generator,
-         holm_arm: int = 1) -> World:
+         holm_arm: int = 1, baseline: int = 0, spreads: Sequence[float] | None = None) -> World:
     """One replay of world `name` with n seeds: rows drawn i.i.d. from the task's residuals (module docstring).
-    `holm_arm`: which arm leads in Holm's least-favourable null (the baseline is arm 0)."""
+    `holm_arm`: which arm leads in Holm's least-favourable null; `baseline`: which arm is the baseline (the
+    table's own, arm 0, unless given); `spreads`: each arm's residuals scaled by this (in the task's arm order;
+    the unequal-spread world draws SPREADS in a shuffled order)."""
     means, shuffle = world_means(name, task, me)
     k = len(task.arms)
     if name == HOLM_NULL:
+        if holm_arm == baseline:
+            raise ValueError(f"Holm's least-favourable null needs the leading arm ({holm_arm}) to differ from the "
+                             f"baseline ({baseline})")
         means = [0.5] * k
         means[holm_arm] = 0.5 + 10 * me
     order = rng.permutation(k) if shuffle else np.arange(k)
@@ -105,6 +111,8 @@ def draw(task: Task, name: str, me: float, n: int, rng: np.random.Generator,
     res = task.residual_rows()
     if name == UNEQUAL:
         res = res * np.array(SPREADS)[rng.permutation(k)][None, :]
+    if spreads is not None:
+        res = res * np.asarray(spreads, dtype=float)[None, :]
     rows = rng.integers(0, len(res), n)
     x = np.array([planted[a] for a in task.arms])[None, :] + res[rows]
     if name == TIES:
@@ -112,7 +120,7 @@ def draw(task: Task, name: str, me: float, n: int, rng: np.random.Generator,
     values = {a: {i: float(x[i, j]) for i in range(n)} for j, a in enumerate(task.arms)}
     auc = 0.5 + auc_rows(task)[rows]
     other = {a: {i: float(auc[i, j]) for i in range(n)} for j, a in enumerate(task.arms)}
-    return World(values, planted, task.arms[0], [int(r) for r in rows], other)
+    return World(values, planted, task.arms[baseline], [int(r) for r in rows], other)
 
 
 def _rows(path_rows: list[dict], task: Task) -> dict[tuple[str, int], dict]:

@@ -135,9 +135,12 @@ class Fit:
         rng = np.random.default_rng(seed)
         pos = [self.index(a) for a in (self.order or self.arms)]
         cov = self.cov[np.ix_(pos, pos)]
-        w, v = np.linalg.eigh(cov)
-        root = v * np.sqrt(np.clip(w, 0.0, None))
-        z = rng.standard_normal((len(pos), count))
+        k = len(pos)
+        # a shift common to every arm changes no contrast: it makes the matrix definite, so its Cholesky root (unique,
+        # unlike an eigenbasis) ties each random number to an arm's place in the canonical order
+        shift = float(np.trace(cov)) / k + 1e-12
+        root = np.linalg.cholesky(cov + shift * np.ones((k, k)) + 1e-12 * shift * np.eye(k))
+        z = rng.standard_normal((k, count))
         scale = np.sqrt(self.df / rng.chisquare(self.df, size=count))
         out = np.empty((len(self.arms), count))
         out[pos] = self.effects[pos, None] + (root @ z) * scale[None, :]
