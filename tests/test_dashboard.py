@@ -264,7 +264,7 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
         rows = [r for r in table.splitlines() if r.startswith("| G=")]
         assert len(rows) == 2 and rows[0].startswith("| G=2, batch 32, T=1 |") and "| better (adjusted p" in rows[0]
         assert rows[1].startswith("| G=8, batch 32, T=1 |") and rows[1].endswith("| (the baseline) |")
-        assert "| P(within 0.05 of the best) |" in table
+        assert "| P(within 0.05 of the best), model posterior |" in table
         assert all(f"**{line}**" in note for line in v.lines) and all(d in note for d in v.details)
         assert note.index(f"**{v.lines[2]}**") < note.index(v.details[0])
         assert f"{fmt(best.stat.mean)} over 3 seeds" in note
