@@ -89,15 +89,17 @@ def test_nulls_with_unequal_spreads_or_ties_on_the_grid_keep_the_calls_and_exclu
     assert wrong / 300 <= 0.05 + 2 * se(0.05, 300), (world, wrong / 300)
 
 
-def test_the_design_guarantee_comes_true_at_the_least_favourable_configuration(rare):
-    """One arm ahead by min_effect plus a hair, 12 i.i.d. seeds: the stated guarantee (Bechhofer's P(the best mean
-    is the best arm) for this design at the measured spread, averaged) against how often the best mean was the
-    best arm: within 0.03 plus two Monte Carlo standard errors of the rate (300 studies: se 0.028 near 0.6)."""
+@pytest.mark.parametrize("n", [3, 12])
+def test_the_design_guarantee_comes_true_at_the_least_favourable_configuration(rare, n):
+    """One arm ahead by min_effect plus a hair, 3 or 12 i.i.d. seeds: the stated guarantee (Bechhofer's P(the best
+    mean is the best arm) for this design, averaged over the spread's posterior) against how often the best mean
+    was the best arm: within 0.03 plus two Monte Carlo standard errors of the rate (300 studies: se 0.029 near
+    0.5). Read at the spread's point estimate it overstated by 0.04-0.07 at 3 seeds."""
     task, _ = rare
     rng = np.random.default_rng(9)
     stated, hit = [], []
     for _ in range(300):
-        w = draw(task, LFC, ME, 12, rng)
+        w = draw(task, LFC, ME, n, rng)
         stated.append(design_pcs(model.fit(w.values), ME))
         means = {a: float(np.mean(list(v.values()))) for a, v in w.values.items()}
         hit.append(w.truth[max(means, key=lambda a: means[a])] == w.best)
