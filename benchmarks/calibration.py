@@ -213,6 +213,38 @@ def _race_row(job: tuple[int, str, float, float, int, int, int]) -> dict[str, An
     return r
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """docs/statistics.md's two tables, from the json: the answer world by world, and the elimination race."""
+    rows = report["answers"]
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    seeds = sorted({r["seeds"] for r in rows})
+    lo, hi = seeds[0], seeds[-1]
+    out = [f"| world | task | FWER of the calls ({lo} / {hi} seeds) | FWER of the table ({lo} / {hi}) | headline "
+           f"stated / came true ({lo} seeds) | ({hi} seeds) | design's guarantee stated / came true ({lo} / {hi}) |",
+           "|---|---|---|---|---|---|---|"]
+    for w in dict.fromkeys(r["world"] for r in rows):
+        for t in tasks:
+            a = {r["seeds"]: r for r in rows if r["task"] == t and r["world"] == w}
+            design = (f"{a[lo]['design_stated']:.2f} / {a[lo]['argmax_best']:.2f}; "
+                      f"{a[hi]['design_stated']:.2f} / {a[hi]['argmax_best']:.2f}" if w == LFC else "-")
+            out.append(f"| {w} | {t.split(',')[0]} | {a[lo]['fwer_calls']:.3f} / {a[hi]['fwer_calls']:.3f} | "
+                       f"{a[lo]['fwer_table']:.3f} / {a[hi]['fwer_table']:.3f} | {a[lo]['stated']:.2f} / "
+                       f"{a[lo]['came_true']:.2f} | {a[hi]['stated']:.2f} / {a[hi]['came_true']:.2f} | {design} |")
+    out += ["", "| task | min_effect / n0 | least favourable: P(best picked), stated at least 0.90 | mean seeds per arm "
+            "(Bechhofer's for 0.90, share) | tied arms (all equal / on the grid): mean seeds per arm | as measured: P(within), "
+            "mean seeds | FWER of the statements after the race (most over the worlds) |", "|---|---|---|---|---|---|---|"]
+    races = report["races"]
+    for t in tasks:
+        for key in dict.fromkeys((r["min_effect"], r["n0"]) for r in races if r["task"] == t):
+            b = {r["world"]: r for r in races if r["task"] == t and (r["min_effect"], r["n0"]) == key}
+            lf, eq, ti, am = b[LFC], b[ALL_EQUAL], b[TIES], b[AS_MEASURED]
+            fw = max(r["fwer"] or 0.0 for r in b.values())
+            out.append(f"| {t.split(',')[0]} | {key[0]:g} / {key[1]} | {lf['selected_best']:.3f} | {lf['mean_seeds']:.1f} "
+                       f"({lf['bechhofer']}, {lf['share']:.2f}) | {eq['mean_seeds']:.1f} / {ti['mean_seeds']:.1f} | "
+                       f"{am['within']:.3f}, {am['mean_seeds']:.1f} | {fw:.3f} |")
+    return "\n".join(out)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--studies", type=int, default=200, help="replayed studies per task, world and seed count")
@@ -223,8 +255,12 @@ def main() -> int:
     p.add_argument("--race-min-effects", type=float, nargs="+", default=[0.05, 0.02])
     p.add_argument("--json", type=Path)
     p.add_argument("--figure", type=Path, help="draw the figure from --json (or this run) to this file")
+    p.add_argument("--markdown", action="store_true", help="print docs/statistics.md's tables from --json, run nothing")
     a = p.parse_args()
     command = "python benchmarks/calibration.py " + " ".join(sys.argv[1:])
+    if a.markdown and a.json:
+        print(markdown(json.loads(a.json.read_text())))
+        return 0
     if a.figure and a.json and a.json.exists() and len(sys.argv) == 5:  # --json X --figure Y: redraw only
         figure(json.loads(a.json.read_text()), a.figure)
         return 0

@@ -17,13 +17,15 @@ one more entry:
   scaled to the planted mean) and stops where the pruner says; the answer is the arm whose completed trials
   have the best mean, with Bechhofer's seeds per arm as the budget;
 - screen + confirm: `ScreenConfirm(screen)`, a screen that drops arms before any training (a pure function
-  of what the screen measures, `Screen`), then the elimination race on the rest. The study area's screen
-  rule plugs in through `SCREEN` (None until it lands: the entry is then left out and the report says so).
+  of what the screen measures, `Screen`), then the elimination race on the rest. `SCREEN` is the study
+  area's rule (preflight/screen_rule.drops) on the real screen of each task's starting model
+  (benchmarks/data/screen_points.json); None leaves the entry out.
 
 Compute is measured in trial-seconds at each arm's measured time per trial on the table's machine (a
 pruned trial counts its share of the curve it ran); the table gives it as a share of the fixed Bechhofer
-design's. Worlds (benchmarks/worlds.py): as measured, ties on the reward grid, one dominated, all equal,
-the least-favourable configuration. Regret: the best planted mean minus the recommended arm's.
+design's. Worlds (benchmarks/worlds.py): as measured; screen-marked dominated (the arms the real screen drops
+planted 4 x min_effect behind); one dominated (a random arm); ties on the reward grid; all equal; the
+least-favourable configuration. Regret: the best planted mean minus the recommended arm's.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
-from worlds import ALL_EQUAL, AS_MEASURED, DOMINATED, LFC, TIES, World, curves, draw, paired_sd, seconds, tables  # noqa: E402
+from worlds import (ALL_EQUAL, AS_MEASURED, DOMINATED, LFC, SCREEN_DOMINATED, TIES, World, curves, draw,  # noqa: E402
+                    paired_sd, screen_drops, seconds, tables)
 from grpo_ablate.stats.elimination import eliminate  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_seeds, select  # noqa: E402
 from grpo_ablate.study.racing import RaceState, Rule, decide  # noqa: E402
@@ -69,6 +72,7 @@ class Replay:
     bechhofer: int  # seeds per arm of the fixed design (and the budget of the designs that need one)
     curve: Callable[[str, int], list[tuple[float, float]]]  # (arm, seed) -> [(completions, reward)], the last the value
     cost: dict[str, float]  # arm -> seconds per trial
+    task: Any = None  # the table's task (what a screen reads its measurements of)
 
     @property
     def arms(self) -> list[str]:
@@ -151,17 +155,18 @@ class Race:
 
 @dataclass
 class Elimination:
-    """The elimination race (KN++): the procedure on the world's table replays exactly what the race reads seed by
-    seed (tests/test_racing.py); the answer is the cheapest arm it kept (its survivor, or its equivalent set), or,
-    when it ran out of seeds, the report's recommendation on what ran."""
+    """The elimination race (KN++) as `init` writes it (confidence 0.95, a first stage of 3 seeds, planned seeds
+    Bechhofer's for P 0.95): the procedure on the world's table replays exactly what the race reads seed by seed
+    (tests/test_racing.py); the answer is the cheapest arm it kept (its survivor, or its equivalent set), or, when
+    it ran out of seeds, the report's recommendation on what ran."""
 
-    confidence: float = 0.9
-    n0: int = 5
-    cap_factor: float = 3.0  # the race's planned seeds: this many times Bechhofer's
+    confidence: float = 0.95
+    n0: int = 3
     name: str = "elimination race (KN++)"
 
     def run(self, r: Replay) -> Decision:
-        cap = max(self.n0, int(math.ceil(self.cap_factor * r.bechhofer)))
+        sd, k = paired_sd(r.task), len(r.task.arms)
+        cap = max(self.n0, bechhofer_seeds(k, r.me, sd, self.confidence))
         table = {a: {s: r.world.values[a][s] for s in range(cap)} for a in r.arms}
         e = eliminate(table, delta=r.me, alpha=1 - self.confidence, n0=self.n0, order=list(range(cap)), cap=cap)
         ran = {a: (e.eliminated[a][1] if a in e.eliminated else (e.seeds if e.stopped else cap)) for a in r.arms}
@@ -217,16 +222,27 @@ class Pruned:
 
 
 Screen = Callable[[Replay], set[str]]  # the arms a screen drops before any training (a pure function of its measures)
-SCREEN: Screen | None = None  # the study area's screen rule, plugged in when it lands (lead integrates)
+
+
+def table_screen(r: Replay) -> set[str]:
+    """The study area's screen rule (preflight/screen_rule.drops) on the real screen of the replay's task
+    (benchmarks/data/screen_points.json: advise and the probe on the tables' own starting model). Its features
+    are the task's, not the planted world's: in a world that shuffles the means over the arms the screen is
+    as wrong as a screen that does not know the task."""
+    return screen_drops(r.task) if r.task is not None else set()
+
+
+SCREEN: Screen | None = table_screen
 
 
 @dataclass
 class ScreenConfirm:
-    """screen + confirm: the arms the screen drops never train; the elimination race confirms among the rest."""
+    """screen + confirm: the arms the screen drops never train; a race confirms among the rest (the elimination race
+    as init writes it, or another design to compare)."""
 
     screen: Screen
-    confirm: Elimination = field(default_factory=Elimination)
-    name: str = "screen + confirm"
+    confirm: Design = field(default_factory=Elimination)
+    name: str = "screen + confirm (elimination)"
 
     def run(self, r: Replay) -> Decision:
         dropped = self.screen(r)
@@ -234,7 +250,7 @@ class ScreenConfirm:
         if len(rest) == 1:
             return Decision(rest[0], 0.0, {})
         sub = Replay(World({a: r.world.values[a] for a in rest}, r.world.truth, r.world.baseline, r.world.rows,
-                           {a: r.world.other[a] for a in rest}), r.me, r.cap, r.bechhofer, r.curve, r.cost)
+                           {a: r.world.other[a] for a in rest}), r.me, r.cap, r.bechhofer, r.curve, r.cost, r.task)
         return self.confirm.run(sub)
 
 
@@ -243,7 +259,8 @@ def designs(screen: Screen | None = None) -> list[Design]:
     out: list[Design] = [Keep(), FixedBechhofer(), Race("group_sequential"), Race("anytime"), Elimination(),
                          Pruned("successive halving"), Pruned("hyperband")]
     if screen is not None:
-        out.append(ScreenConfirm(screen))
+        out += [ScreenConfirm(screen), ScreenConfirm(screen, Race("group_sequential"),
+                                                     "screen + confirm (group-sequential)")]
     return out
 
 
@@ -281,7 +298,7 @@ def replay_design(design: Design, task: Any, world: str, me: float, replays: int
     within, regret, compute = [], [], []
     for _ in range(replays):
         w = draw(task, world, me, cap, rng)
-        r = Replay(w, me, cap, bech, planted_curve(task, w, shapes, raw), cost)
+        r = Replay(w, me, cap, bech, planted_curve(task, w, shapes, raw), cost, task)
         d = design.run(r)
         within.append(w.within(d.recommended, me))
         regret.append(w.best - w.truth[d.recommended])
@@ -297,17 +314,38 @@ def _row(job: tuple[int, str, int, float, int]) -> dict[str, Any]:
     return replay_design(designs(SCREEN)[d], tables()[t], world, me, replays)
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """docs/statistics.md's table from the json: per world, each design's P(within), regret and compute share
+    (the tasks side by side)."""
+    rows = report["rows"]
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    out = ["| world | design | " + " | ".join(f"{t.split(',')[0]}: P within / regret / compute" for t in tasks) + " |",
+           "|---|---|" + "---|" * len(tasks)]
+    for world in dict.fromkeys(r["world"] for r in rows):
+        for design in dict.fromkeys(r["design"] for r in rows):
+            cells = []
+            for t in tasks:
+                r = next(x for x in rows if x["world"] == world and x["design"] == design and x["task"] == t)
+                cells.append(f"{r['within']:.2f} / {r['regret']:.3f} / {r['share']:.2f}")
+            out.append(f"| {world} | {design} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--replays", type=int, default=60)
     p.add_argument("--jobs", type=int, default=2, help="worker processes")
     p.add_argument("--min-effect", type=float, default=0.05)
-    p.add_argument("--worlds", nargs="+", default=[AS_MEASURED, TIES, DOMINATED, ALL_EQUAL, LFC])
+    p.add_argument("--worlds", nargs="+", default=[AS_MEASURED, SCREEN_DOMINATED, DOMINATED, TIES, ALL_EQUAL, LFC])
     p.add_argument("--json", type=Path)
+    p.add_argument("--markdown", action="store_true", help="print docs/statistics.md's table from --json, run nothing")
     a = p.parse_args(argv)
+    if a.markdown and a.json:
+        print(markdown(json.loads(a.json.read_text())))
+        return 0
     t0 = time.time()
     if SCREEN is None:
-        print("screen + confirm: no screen rule plugged in yet (benchmarks/decision_quality.SCREEN): left out")
+        print("screen + confirm: no screen rule plugged in (benchmarks/decision_quality.SCREEN): left out")
     jobs = [(t, world, d, a.min_effect, a.replays) for t in range(len(tables())) for world in a.worlds
             for d in range(len(designs(SCREEN)))]
     with multiprocessing.Pool(a.jobs) as pool:  # the replays of a world are the same for every design and --jobs

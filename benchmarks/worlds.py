@@ -20,6 +20,9 @@ Worlds (`WORLDS`; `world_means`), for a task of k arms and a min_effect `me`:
 - ties on the reward grid: all equal at 64/128, every value rounded to the 1/128 grid of a held-out reward
   over 128 prompts (repeated paired differences, zero-spread pairs);
 - one dominated: one arm 4 x min_effect behind, the rest equal;
+- screen-marked dominated: the arms the task's real screen drops (preflight/screen_rule.drops on
+  benchmarks/data/screen_points.json, the screen's measurements of the tables' own starting model) planted
+  4 x min_effect behind, the rest equal: the world where the screen's features and the truth agree;
 - as measured: the table's own 40-seed means, in the table's order.
 """
 
@@ -40,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 from sequential import TABLES, Task, tasks_of  # noqa: E402
 
-__all__ = ["World", "WORLDS", "world_means", "draw", "tables", "paired_sd", "auc_rows", "curves", "HAIR", "GRID", "SPREADS", "ALL_EQUAL", "LFC",
+__all__ = ["World", "WORLDS", "world_means", "draw", "tables", "paired_sd", "auc_rows", "curves", "screen_drops",
+           "SCREEN_DOMINATED", "HAIR", "GRID", "SPREADS", "ALL_EQUAL", "LFC",
            "HOLM_NULL", "UNEQUAL", "TIES", "DOMINATED", "AS_MEASURED"]
 
 HAIR = 0.001  # reward units past min_effect: the best is the only arm within min_effect of it
@@ -49,7 +53,9 @@ SPREADS = (0.6, 0.8, 1.0, 1.25, 1.5)  # the unequal-spread world's per-arm scale
 ALL_EQUAL, LFC, HOLM_NULL, UNEQUAL, TIES, DOMINATED, AS_MEASURED = (
     "all equal", "least favourable (+min_effect plus a hair)", "Holm's least-favourable null", "unequal spreads (null)",
     "ties on the reward grid", "one dominated (-4 min_effect)", "as measured")
-WORLDS = (ALL_EQUAL, LFC, HOLM_NULL, UNEQUAL, TIES, DOMINATED, AS_MEASURED)
+SCREEN_DOMINATED = "screen-marked dominated (-4 min_effect)"
+WORLDS = (ALL_EQUAL, LFC, HOLM_NULL, UNEQUAL, TIES, DOMINATED, AS_MEASURED)  # the calibration worlds
+SCREEN_POINTS = ROOT / "benchmarks" / "data" / "screen_points.json"
 
 
 @dataclass
@@ -89,7 +95,25 @@ def world_means(name: str, task: Task, me: float) -> tuple[list[float], bool]:
     if name == AS_MEASURED:
         seeds = task.seeds
         return [float(np.mean([task.values[a][s] for s in seeds])) for a in task.arms], False
-    raise ValueError(f"unknown world {name!r}; choose one of {WORLDS}")
+    if name == SCREEN_DOMINATED:
+        dropped = screen_drops(task)
+        return [0.5 - 4 * me if a in dropped else 0.5 for a in task.arms], False
+    raise ValueError(f"unknown world {name!r}; choose one of {WORLDS + (SCREEN_DOMINATED,)}")
+
+
+def screen_drops(task: Task) -> set[str]:
+    """The task's arms the real screen drops (preflight/screen_rule.drops on its measured points; the baseline
+    protected as the screen protects it): empty when the task has no screen measurements."""
+    from grpo_ablate.preflight.screen_rule import Point, drops  # here: only the screen's worlds need it
+
+    if not SCREEN_POINTS.exists():
+        return set()
+    found = json.loads(SCREEN_POINTS.read_text())["tasks"].get(task.name.split(",")[0])
+    if not found:
+        return set()
+    fields = set(Point.__dataclass_fields__)
+    points = [Point(**{k: v for k, v in r.items() if k in fields}) for r in found["rows"] if r["key"] in task.arms]
+    return set(drops(points)) & set(task.arms)
 
 
 def draw(task: Task, name: str, me: float, n: int, rng: np.random.Generator,
