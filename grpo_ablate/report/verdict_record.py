@@ -203,7 +203,7 @@ class Verdict:
             "ci95": list(c.ci95) if c and c.ci95 else None,
             "p_value": c.p_value if c else None,
             "n": c.n if c else None,
-            "alpha": ALPHA,
+            "alpha": self.level,
             "power": POWER,
             "detectable_difference": self.detectable,
             "detectable_relative": self.detectable_relative,

@@ -22,17 +22,19 @@ the report say which ran.
   study, so its answer is exactly the fixed-sample answer, whether or not it dropped arms on the way;
   one that stops early holds the report's calls and exclusions to the level its last look spent
   (`calls_level`), never to 5% at a look the data chose.
-- elimination: Kim & Nelson's fully sequential indifference-zone procedure (stats/elimination.py)
-  with common seeds: the first `first_round_seeds` seeds (at least 3) are its first stage, then
-  one seed per round for the arms still in; an arm leaves when the procedure eliminates it, and
-  the race stops when one arm is left or the seeds run out. Its guarantee is the selection's:
-  P(the arm kept is the best) >= `confidence` when the best leads by at least study.min_effect,
-  which the group-sequential stop (a posterior probability that counts an arm exactly min_effect
-  behind as within) does not give at the least-favourable configuration. It plans for many seeds
-  (about 100 per arm at min_effect 0.02 and a paired sd of 0.08: benchmarks/sequential_frontier.py).
-  The elimination only decides where seeds go; the answer (recommendation, probability, eps-best
-  set, calls) is the report's own, from the one model over every arm's seeds, its calls and
-  exclusions at ELIMINATION_LEVEL (1%): an eliminated arm stopped when it looked worst.
+- elimination: Kim & Nelson's fully sequential indifference-zone procedure (stats/elimination.py:
+  the one model's contrast variances, updated at every stage, KN++) with common seeds: the first
+  `first_round_seeds` seeds (at least 3) are its first stage, then one seed per round for the arms
+  still in; an arm leaves when the procedure eliminates it, and the race stops when one arm is left,
+  when every arm left is within min_effect of every other (the equivalence stop: the equivalent set
+  is recorded), or when the seeds run out. Its guarantee: P(the arm kept is the best) >= `confidence`
+  when the best leads by at least study.min_effect (race_guarantee), which the group-sequential stop (a
+  posterior probability that counts an arm exactly min_effect behind as within) does not give at the
+  least-favourable configuration; the answer then recommends the cheapest arm it kept. It plans on
+  the mean seeds it spends (study/price.race_share; about 13-16 per arm at min_effect 0.05 on the
+  committed tables, 50-90 at 0.02: benchmarks/calibration.py). The answer's probability, eps-best set
+  and calls are the report's own, from the one model over every arm's seeds, its calls and exclusions
+  at ELIMINATION_LEVEL (1%): an eliminated arm stopped when it looked worst.
 - anytime (for open-ended use, kept from round 3): Lai's t confidence sequence of each arm's paired
   differences (stats/sequential.py), valid however often it is looked at; an arm is dropped once
   its sequence against the leader lies wholly below zero; with `stop_when_settled` an arm stops
