@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 nice -n 19 python benchmarks/calibration.py --json benchmarks/data/calibration.json \
         --figure docs/calibration.png                                     # about an hour, two worker processes
     python benchmarks/calibration.py --studies 60 --races 60                        # a quick look
-    python benchmarks/calibration.py --json benchmarks/data/calibration.json --figure docs/calibration.png  # redraw
+    python benchmarks/calibration.py --json benchmarks/data/calibration.json --figure docs/calibration.png --redraw
 
 On the planted worlds of benchmarks/worlds.py (exact means, the committed tables' real residuals drawn
 i.i.d. with replacement), per task, world and number of seeds, the report's own answer
@@ -166,13 +166,14 @@ def figure(report: dict[str, Any], out: Path) -> None:
     rows = [r for r in report["answers"] if r["stated"] is not None]
     fig, ax = plt.subplots(1, 2, figsize=(10, 4.4))
     marks = {w: m for w, m in zip(WORLDS, "osDv^<>")}
+    colours = {w: f"C{i}" for i, w in enumerate(WORLDS)}
     for r in rows:
         ax[0].scatter(r["stated"], r["came_true"], marker=marks.get(r["world"], "o"), s=18 + 3 * r["seeds"],
-                      alpha=0.75, label=r["world"])
+                      alpha=0.75, color=colours.get(r["world"]), label=r["world"])
     ax[0].plot([0, 1], [0, 1], color="grey", lw=1)
     ax[0].fill_between([0, 1], [-0.03, 0.97], [0.03, 1.03], color="grey", alpha=0.15)
     ax[0].set(xlim=(0.3, 1.01), ylim=(0.0, 1.02), xlabel="stated P(recommended within min_effect) (mean)",
-              ylabel="how often it came true", title="the headline: a model posterior")
+              ylabel="how often it came true", title="the headline: a model posterior (size: seeds)")
     handles, labels = ax[0].get_legend_handles_labels()
     seen = dict(zip(labels, handles))
     ax[0].legend(seen.values(), seen.keys(), fontsize=7, frameon=False, loc="lower right")
@@ -256,12 +257,13 @@ def main() -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--figure", type=Path, help="draw the figure from --json (or this run) to this file")
     p.add_argument("--markdown", action="store_true", help="print docs/statistics.md's tables from --json, run nothing")
+    p.add_argument("--redraw", action="store_true", help="draw --figure from --json, run nothing")
     a = p.parse_args()
     command = "python benchmarks/calibration.py " + " ".join(sys.argv[1:])
     if a.markdown and a.json:
         print(markdown(json.loads(a.json.read_text())))
         return 0
-    if a.figure and a.json and a.json.exists() and len(sys.argv) == 5:  # --json X --figure Y: redraw only
+    if a.redraw and a.figure and a.json:
         figure(json.loads(a.json.read_text()), a.figure)
         return 0
     me, t0 = a.min_effect, time.time()

@@ -12,7 +12,7 @@ the data supports but too small to act on is a tie). undecided otherwise.
 One family: an arm's "no difference" and its "a difference of min_effect or more" cannot both be
 true, so both kinds of call share one Holm family with Shaffer's count (stats/multiplicity.py): at
 most one hypothesis per arm can be true, and the error over every better / worse / equivalent call
-together is held at `level`, with no loss against testing the two kinds apart. `page_calls` adds
+together is held at `level` (two families at `level` each could together err up to twice it). `page_calls` adds
 the page's other statements (the effects table's colours on other metrics) as a second family
 sharing the same level (multiplicity.split), so the page as a whole keeps it; the answer's calls get
 ANSWER_SHARE of it while the other family has anything to test.
