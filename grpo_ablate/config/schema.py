@@ -35,6 +35,7 @@ __all__ = [
     "FullRunSection",
     "CompareSection",
     "EvaluationSection",
+    "ScriptSection",
     "StudyFile",
     "SECTION_MODELS",
     "model_at",
@@ -145,10 +146,11 @@ class StudySection(_Section):
         "RDB storages: seconds without a heartbeat after which a trial is failed and retried; null: 3 x "
         "heartbeat_interval."))
     max_retry: int = Field(default=2, ge=0, description="How often a trial whose worker died is retried.")
-    trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(
-        default_factory=list, description=(
+    trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] | None = Field(
+        default=None, description=(
             "`report_to` for every trial, e.g. `[tensorboard]` or `[wandb]`; runs are grouped under the study's "
-            "name and named by arm and seed. Empty: none."))
+            "name and named by arm and seed. null: the trainer's `report_to` (a recipe's stays on, as its run "
+            "had it); `[]`: none."))
     racing: RacingSection | None = Field(default=None, description=(
         "grid/ablation: add seeds round by round and stop spending them on arms that are clearly out (see "
         "\"The answer\"); null: every arm runs on every seed."))
@@ -429,6 +431,26 @@ class EvaluationSection(_Section):
         "target = start + this fraction x the baseline arm's mean held-out gain (when `target` is null)."))
 
 
+class ScriptSection(_Section):
+    """The user's own training script: each trial runs it instead of the built-in worker (a command trial).
+
+    The orchestrator never imports the script's TRL: it passes each trial's values as the script's own
+    command-line overrides (TRL's TrlParser: `--num_generations 8 --seed 0 --max_steps 40 --output_dir ...`)
+    and reads back what the Trainer writes (trainer_state.json's log history, its checkpoints)."""
+
+    command: str = Field(description=(
+        "The training command as you run it, e.g. `accelerate launch --config_file "
+        "recipes/accelerate_configs/zero2.yaml --num_processes 7 src/open_r1/grpo.py --config {recipe}`. "
+        "`{recipe}` is the study's trainer_from file; a leading `python`, `accelerate`, `torchrun` or `trl` "
+        "runs from script.python's environment. Each trial appends its overrides. Required."))
+    python: str | None = Field(default=None, description=(
+        "The interpreter of the script's environment (e.g. `/opt/openr1-venv/bin/python`): the command's "
+        "`python` is it, and its folder comes first on PATH. null: the `python` on PATH."))
+    cwd: str | None = Field(default=None, description=(
+        "The folder the command runs in (your checkout of the script's repository); null: the study file's "
+        "folder."))
+
+
 class StudyFile(_Section):
     """A grpo-ablate study file: every section but `study` and `data` has defaults."""
 
@@ -456,12 +478,15 @@ class StudyFile(_Section):
         "Tolerances of `grpo-ablate compare` (see its keys)."))
     evaluation: EvaluationSection | None = Field(default=None, description=(
         "Held-out evaluation (see its keys); null: none."))
+    script: ScriptSection | None = Field(default=None, description=(
+        "Run your own training script in its own environment for every trial (see its keys); null: the built-in "
+        "trainer (grpo_ablate's worker on the installed TRL)."))
 
 
 SECTION_MODELS: dict[str, type[BaseModel]] = {
     "study": StudySection, "model": ModelSection, "data": DataSection, "hardware": HardwareSection,
     "search": SearchSection, "budget": BudgetSection, "compare": CompareSection,
-    "evaluation": EvaluationSection,
+    "evaluation": EvaluationSection, "script": ScriptSection,
 }
 
 

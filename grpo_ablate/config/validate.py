@@ -348,11 +348,20 @@ def _check_trackers(sf: StudyFile) -> list[Problem]:
     import importlib.util
 
     problems: list[Problem] = []
-    for i, name in enumerate(sf.study.trackers):
-        module = _TRACKER_MODULES[name]
+    named: list[str]
+    if sf.study.trackers is not None:
+        named, where = [str(n) for n in sf.study.trackers], "study.trackers"
+    else:  # the trainer's (a recipe's) report_to stays on in the trials: the same check
+        given = sf.trainer.get("report_to")
+        named, where = [given] if isinstance(given, str) else [str(n) for n in given or []], "trainer.report_to"
+    for i, name in enumerate(named):
+        module = _TRACKER_MODULES.get(str(name))
+        if module is None or sf.script is not None:
+            continue  # "none", "all", a name transformers knows; a command trial's script has its own environment
         if importlib.util.find_spec(module) is None:
-            problems.append(Problem(path=f"study.trackers.{i}", message=(
-                f"{name} is not installed in this environment: pip install {module}")))
+            problems.append(Problem(path=f"{where}.{i}", message=(
+                f"{name} is not installed in this environment: pip install {module}, or set study.trackers: [] "
+                f"to run the trials without it")))
     return problems
 
 
