@@ -59,6 +59,8 @@ def effective(spec: TrialSpec, kwargs: dict[str, Any], full_run_steps: int | Non
     if lr_schedule_of(spec.budget) == "prefix" and spec.budget.get("full_run") and not full_run_steps and steps:
         scheduler_steps = None  # build._lr_schedule counts the full run from the prompts the trial loads
         out["lr_scheduler_steps"] = "the full run's (counted from the prompts when the trial starts)"
+        if isinstance(warmup, float) and 0 < warmup < 1:
+            out["warmup_steps"] = f"{warmup:.0%} of the full run's steps"
         notes.append("learning-rate schedule: built for the full run (budget.lr_schedule: prefix), whose length the "
                      "trial counts from its prompts at start; the trial runs its first "
                      f"{steps} steps" + (f", warmup {warmup} of the full run's steps" if warmup else ""))
