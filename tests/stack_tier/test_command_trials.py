@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from command_study import write_command_study
 from helpers import run_cli
