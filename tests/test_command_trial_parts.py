@@ -126,3 +126,15 @@ def test_plan_commands_of_an_8_gpu_server_study_shows_the_split_and_the_real_set
     assert "warmup_steps: 0.1\n" not in config  # a fraction is shown as what the scheduler takes
     assert "warmup_steps: \"10% of the full run's steps\"" in config
     assert "environment (vLLM server), set by the launcher:\n    CUDA_VISIBLE_DEVICES=7" in out
+
+
+def test_slurm_script_takes_its_time_limit_from_the_trial_timeout():
+    """tiny-cpu's trial_timeout 600 s + the stop grace 60 s + the script's 300 s early SIGTERM = 16 minutes; the
+    time a study names on the command line wins."""
+    from grpo_ablate.commands.slurm_script import slurm_time
+
+    out = cli_inprocess("slurm-script", str(ROOT / "studies/tiny-cpu.yaml"))
+    assert out.returncode == 0 and "#SBATCH --time=00:16:00" in out.stdout.splitlines()
+    assert "#SBATCH --time=1:00:00" in cli_inprocess("slurm-script", str(ROOT / "studies/tiny-cpu.yaml"),
+                                                     "--time", "1:00:00").stdout.splitlines()
+    assert slurm_time(164 * 3600 + 360) == "6-20:06:00"  # the issue's 164 h trial: not 24:00:00

@@ -10,6 +10,7 @@ verbatim, checked against the installed TRL in trainer_fields.py.
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -469,6 +470,12 @@ class StudyFile(_Section):
         "The TRL release the `trainer_from` recipe was written for (a release in config/trl_defaults.json, e.g. "
         "`0.18.0`): keys the recipe leaves out take that release's defaults. Open R1 recipes need none (their "
         "pinned TRL is known); null with a `trl grpo` recipe: `init` asks."))
+    recipe_date: datetime.date | None = Field(default=None, description=(
+        "The date the `trainer_from` recipe was run or published (YYYY-MM-DD). An Open R1 recipe dated before "
+        "2025-05-28, when Open R1 pinned TRL 0.18.0, ran on TRL's main of its day: the keys it leaves out take the "
+        "defaults of the TRL release of that date (temperature 0.9, the loss of the time), and its `accuracy` "
+        "reward the rule of that date. null: the date of the recipe file's last commit when it lies in a git "
+        "checkout, else the pin is assumed (plan says so)."))
     hardware: HardwareSection = Field(default_factory=HardwareSection, description=(
         "Processes, GPUs and launchers per trial (see its keys)."))
     search: SearchSection = Field(default_factory=SearchSection, description="What is searched (see its keys).")

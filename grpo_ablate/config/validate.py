@@ -64,7 +64,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_branching(sf)
     problems += _check_gpus(sf)
     _note_cpu_precision(sf, warnings)
-    problems += _check_trackers(sf)
+    problems += _check_trackers(sf, warnings)
     problems += _check_preflight(sf, warnings)
     problems += _check_evaluation(sf)
     problems += _check_values(sf)
@@ -343,8 +343,9 @@ _TRACKER_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "
                     "comet_ml": "comet_ml", "swanlab": "swanlab"}
 
 
-def _check_trackers(sf: StudyFile) -> list[Problem]:
-    """Each tracker importable here (the trials run in this environment)."""
+def _check_trackers(sf: StudyFile, warnings: list[str]) -> list[Problem]:
+    """Each tracker importable here (the trials run in this environment): study.trackers' a problem, the trainer's
+    (a recipe's) report_to a warning, as the study may be planned on a machine other than the trials'."""
     import importlib.util
 
     problems: list[Problem] = []
@@ -359,9 +360,12 @@ def _check_trackers(sf: StudyFile) -> list[Problem]:
         if module is None or sf.script is not None:
             continue  # "none", "all", a name transformers knows; a command trial's script has its own environment
         if importlib.util.find_spec(module) is None:
-            problems.append(Problem(path=f"{where}.{i}", message=(
-                f"{name} is not installed in this environment: pip install {module}, or set study.trackers: [] "
-                f"to run the trials without it")))
+            words = (f"{name} is not installed in this environment: pip install {module}, or set study.trackers: [] "
+                     f"to run the trials without it")
+            if where == "study.trackers":
+                problems.append(Problem(path=f"{where}.{i}", message=words))
+            else:
+                warnings.append(f"{where}: {words} (trials here would fail at their start)")
     return problems
 
 

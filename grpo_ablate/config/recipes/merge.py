@@ -182,13 +182,13 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
         # a command trial: the script builds the recipe's rewards itself, on its own stack; the study's `rewards`
         # only score the held-out evaluation, so a name this package cannot build is the script's, not a problem
         found: list[Problem] = []
-        rewards = recipe_rewards(recipe, notes, found)
+        rewards = recipe_rewards(recipe, notes, found, raw)
         if found:
             notes.append(RecipeNote(f"{recipe.path.name}: reward_funcs are the script's own (script.command builds "
                                     f"them); the held-out evaluation scores with the study's `rewards`"))
             rewards = []
     else:
-        rewards = recipe_rewards(recipe, notes, problems)
+        rewards = recipe_rewards(recipe, notes, problems, raw)
     if rewards and not raw.get("rewards"):
         raw["rewards"] = rewards
     if raw.get("trainer") is None or isinstance(raw.get("trainer"), dict):
