@@ -126,6 +126,10 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             sec.setdefault(field, value)
         elif key in ("reward_funcs", "reward_weights"):
             continue
+        elif key == "report_to":
+            trainer[key] = value
+            notes.append(RecipeNote(f"{recipe.at(key)}: report_to {echo(value)} stays on in every trial, each run named by "
+                                    f"its arm and seed and grouped by the study (study.trackers: [] turns it off)"))
         elif key == "dataset_configs":  # older Open R1 scripts: a list holding one config name
             names = value if isinstance(value, list) else [value]
             if len(names) == 1 and isinstance(names[0], str):
