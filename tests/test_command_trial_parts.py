@@ -138,3 +138,10 @@ def test_slurm_script_takes_its_time_limit_from_the_trial_timeout():
     assert "#SBATCH --time=1:00:00" in cli_inprocess("slurm-script", str(ROOT / "studies/tiny-cpu.yaml"),
                                                      "--time", "1:00:00").stdout.splitlines()
     assert slurm_time(164 * 3600 + 360) == "6-20:06:00"  # the 164 h trial: not 24:00:00
+
+
+def test_a_script_study_refuses_what_needs_the_built_in_trainer(tmp_path):
+    from grpo_ablate.config import StudyError
+
+    with pytest.raises(StudyError, match=r"search.num_generations.1: '4->8@50%': a G that changes during the run"):
+        _command_spec(tmp_path, "search.num_generations=[4, '4->8@50%']")

@@ -62,6 +62,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_study(sf, space)
     problems += _check_budget(sf, warnings)
     problems += _check_branching(sf)
+    problems += _check_script(sf)
     problems += _check_gpus(sf)
     _note_cpu_precision(sf, warnings)
     problems += _check_trackers(sf, warnings)
@@ -275,6 +276,27 @@ def _check_budget(sf: StudyFile, warnings: list[str]) -> list[Problem]:
                 problems.append(Problem(path="budget.max_steps", message=(
                     f"{cap} step(s) log {rows} reward row(s), and the objective {o.metric} needs {need} "
                     f"(bounds.py): every trial would end without it; raise budget.max_steps")))
+    return problems
+
+
+def _check_script(sf: StudyFile) -> list[Problem]:
+    """A command trial (`script`): one --num_generations per run, from step 0; a recipe the script reads."""
+    if sf.script is None:
+        return []
+    problems: list[Problem] = []
+    g = sf.search.num_generations
+    for i, value in enumerate(g if isinstance(g, list) else []):
+        if isinstance(value, str) and not value.strip().isdigit():
+            problems.append(Problem(path=f"search.num_generations.{i}", message=(
+                f"{value!r}: a G that changes during the run needs the built-in trainer; a script gets one "
+                "--num_generations per trial (remove `script`, or search fixed G values)")))
+    if sf.budget.branch_from is not None:
+        problems.append(Problem(path="budget.branch_from", message=(
+            "branching from a shared prefix needs the built-in trainer; with `script` every trial runs from step 0 "
+            "(set budget.branch_from: none)")))
+    if "{recipe}" in sf.script.command and not sf.trainer_from:
+        problems.append(Problem(path="script.command", message=(
+            "names {recipe}, but the study has no trainer_from: give the recipe file your script reads")))
     return problems
 
 

@@ -27,7 +27,8 @@ def _node_study(recipe: Path, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     study = write_study(InitAnswers(recipe=recipe, gpus=8, vllm="server", budget="10x", full_run_prompts=10_000),
                         folder / "study.yaml")
-    rows = [{"prompt": f"What is {a} + {a + 1}?", "problem": f"What is {a} + {a + 1}?",
+    column = yaml.safe_load(recipe.read_text()).get("dataset_prompt_column") or "prompt"  # a sample of its data's shape
+    rows = [{column: f"What is {a} + {a + 1}?", "problem": f"What is {a} + {a + 1}?",
              "solution": f"$\\boxed{{{2 * a + 1}}}$"} for a in range(24)]
     (folder / "sample.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return study

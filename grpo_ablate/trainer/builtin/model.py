@@ -128,8 +128,9 @@ def build_tiny_model(tokenizer: Any, settings: TinyModelSettings = TinyModelSett
 
 
 # The folder's layout, part of the cache key: 2 writes tokenizer_config.json for older transformers too
-# (portable_tokenizer_config), so a command trial's script on transformers 4.52 loads the cached model.
-FOLDER_FORMAT = 2
+# (portable_tokenizer_config), so a command trial's script on transformers 4.52 loads the cached model; 3 splits
+# every character into its own piece, newlines included (tokenizer.py). The weights of a task model are the same.
+FOLDER_FORMAT = 3
 TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 
