@@ -3,6 +3,7 @@
 #   make test    virtualenv + install + lint + type check + the whole test suite (GPU tests skip without a GPU)
 #   make test-vllm   the second tier: vLLM (CPU build) and DeepSpeed paths, in .venv-vllm
 #   make test-stack  the command-trial tier: a user's own script on TRL 0.18 / transformers 4.52, in .venv-trl018
+#   make docs    the manual (mkdocs.yml, docs/) built strictly into site/: a broken link or anchor fails it
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -28,7 +29,7 @@ VLLM_REQ     := tests/vllm_tier/requirements.txt
 VLLM_STANDIN := tests/vllm_tier/vllm-standin
 VLLM_STAMP   := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml $(VLLM_REQ) $(VLLM_STANDIN)/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test durations lint test-fast test-vllm install-vllm test-stack install-stack bench clean nightly nightly-baseline
+.PHONY: install demo test durations lint test-fast test-vllm install-vllm test-stack install-stack bench clean nightly nightly-baseline docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -111,13 +112,17 @@ install-stack: $(STACK_STAMP)
 test-stack: install install-stack
 	HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES= GRPO_ABLATE_SCRIPT_PYTHON=$(abspath $(STACK_VENV))/bin/python \
 	  $(BIN)/python -m pytest -m stack tests/stack_tier
+# The manual, strictly (mkdocs.yml says strict: true; --strict again so no local edit turns it off). A few seconds.
+# NO_MKDOCS_2_WARNING silences Material's banner about its end of life (May 2027; Zensical reads this mkdocs.yml).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/overhead.py
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/workers.py
 
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache site
 
 # The nightly regression sweep (.github/workflows/nightly.yml runs the same two commands):
 # a fresh run of sweeps/nightly.yaml, then the gate against the accepted baseline summary.

@@ -17,7 +17,7 @@ from grpo_ablate.config import FloatRange
 from grpo_ablate.config.hardware import world_size_reason
 from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.names import module_findable
-from grpo_ablate.config.recipes import RecipeDifference, RecipeNote
+from grpo_ablate.config.recipes import FieldList, RecipeDifference, RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of, study_total
 from grpo_ablate.estimate import estimate_trial
@@ -38,7 +38,7 @@ from grpo_ablate.vocab import Cell
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["add_parser", "run", "plan_json", "plan_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
+__all__ = ["add_parser", "run", "plan_json", "plan_text", "note_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -48,6 +48,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--commands", action="store_true",
                    help="a dry run: each arm's launch command lines and GRPOConfig arguments, nothing started")
+    p.add_argument("--verbose", action="store_true",
+                   help="list every TRL field a recipe's TRL and the installed one do not share (one line each otherwise)")
     p.set_defaults(func=run)
 
 
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "commands", False):
         print(json.dumps(launch_plan(study)) if args.json else commands_text(study))
     else:
-        print(json.dumps(plan_json(study)) if args.json else plan_text(study))
+        print(json.dumps(plan_json(study)) if args.json else plan_text(study, verbose=getattr(args, "verbose", False)))
     return EXIT_OK
 
 STEPS_PER_GENERATION = (
@@ -176,19 +178,24 @@ def _policy_words(space: Any) -> dict[str, str]:
     return {g.label: g.describe() for g in space.generations if isinstance(g, Schedule)}
 
 
-def plan_text(study: "Study") -> str:
+def note_text(note: str, verbose: bool = False) -> str:
+    """A recipe note as the console shows it: a list of dozens of TRL fields as one line unless `verbose`."""
+    return note.brief() if isinstance(note, FieldList) and not verbose else str(note)
+
+
+def plan_text(study: "Study", verbose: bool = False) -> str:
     space = study.space
     lines = [f"Study {study.study.name!r} ({study.sampler_kind} sampler)", ""]
     notes = [w for w in study.warnings if isinstance(w, RecipeNote) and not isinstance(w, RecipeDifference)]
     if notes:
         lines.append(f"Recipe {study.file.trainer_from} (notes on its keys):")
-        lines += [f"  note: {n}" for n in notes]
+        lines += [f"  note: {note_text(n, verbose)}" for n in notes]
         lines.append("")
     differences = [*(w for w in study.warnings if isinstance(w, RecipeDifference)), *_stack_differences(study)]
     if differences:
         lines.append("Differs from the recipe's own run (what its stack would have used):" if study.file.trainer_from
                      else "Differs from what TRL alone would run:")
-        lines += [f"  differs: {d}" for d in differences]
+        lines += [f"  differs: {note_text(d, verbose)}" for d in differences]
         lines.append("")
     lines += ["Processes: " + world_size_reason(study.file) + ".", "Hardware: " + space.shape.describe()]
     cpu = cpu_run_changes(study.file)

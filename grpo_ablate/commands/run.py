@@ -17,7 +17,7 @@ from grpo_ablate.config import Study
 from grpo_ablate.study.plan import study_plan
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
-from grpo_ablate.study.price import price_line
+from grpo_ablate.study.price import price_line, tunes_a_run
 from grpo_ablate.study.runner import StudyRun, run_study
 
 __all__ = ["add_parser", "run", "exit_status"]
@@ -47,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
     if args.storage:
         extra.append(set_value("study.storage", args.storage))
     study = load(args, extra)
-    print(price_line(study), flush=True)  # the study's price in units of the run it tunes (study/price.py)
+    line = price_line(study)  # the study's price in units of the run it tunes (study/price.py); refuses a share of none
+    if tunes_a_run(study):  # a study of no particular run (the demo) has nothing to be priced against
+        print(line, flush=True)
     result = run_study(study, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True),
                        warm_start=args.warm_start, warm_start_storage=args.warm_start_storage)
     if result.refused is not None:

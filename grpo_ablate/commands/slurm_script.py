@@ -1,6 +1,7 @@
 """`grpo-ablate slurm-script STUDY [--workers N] [--cpus-per-task N] [--time T] [--partition P]`: the array script for this study.
 
-Prints sweeps/slurm/grpo-ablate-array.sbatch with a resource header that fits the study: GPUs
+Prints the array script (grpo-ablate-array.sbatch beside this module, package data, so an installed
+grpo-ablate has it; sweeps/slurm/ links to it in a checkout) with a resource header that fits the study: GPUs
 for `workers` trials side by side (hardware.gpus, else the world size, per trial; none for a CPU
 study), the CPUs, the time limit and the early SIGTERM. The time limit defaults to one trial's timeout
 (study.trial_timeout, `auto` resolved from the estimate as `run` resolves it) plus the trial's stop grace and
@@ -28,7 +29,7 @@ from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 
 __all__ = ["add_parser", "SCRIPT", "Resources", "resources", "render", "run", "slurm_time", "task_time"]
 
-SCRIPT = Path(__file__).resolve().parents[2] / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
+SCRIPT = Path(__file__).resolve().with_name("grpo-ablate-array.sbatch")  # package data (pyproject.toml)
 _RESOURCE_OPTIONS = ("--gres", "--cpus-per-task", "--exclusive", "--time", "--partition", "--mem")
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 EARLY_SIGNAL_S = 300  # the array script's `#SBATCH --signal=B:TERM@300`: its warning comes this early
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         err(str(e))
         return EXIT_USAGE
     except OSError as e:
-        err(f"cannot read the shipped array script {SCRIPT} ({e}): run this from a checkout of grpo-ablate")
+        err(f"cannot read the shipped array script {SCRIPT} ({e}): reinstall grpo-ablate (the file is package data)")
         return EXIT_USAGE
     print(text, end="")
     return EXIT_OK

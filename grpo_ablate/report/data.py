@@ -37,7 +37,7 @@ from grpo_ablate.study.branching import BranchError, branch_step
 from grpo_ablate.cost import lr_schedule_of
 from grpo_ablate.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
 from grpo_ablate.storage import mask_url
-from grpo_ablate.study.price import spent_price
+from grpo_ablate.study.price import spent_price, tunes_a_run
 from grpo_ablate.study.racing import calls_level
 from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
                                Outcome, finite, metric)
@@ -363,7 +363,8 @@ def collect(study: "Study", read_from: str | None = None) -> ReportData:
     data = build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
                              study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)),
                              branched_at=step)
-    data.price = spent_price(study, frozen).words()  # in units of the run it tunes, as plan and run say it
+    # in units of the run it tunes, as plan and run say it; nothing when it tunes no particular run
+    data.price = spent_price(study, frozen).words() if tunes_a_run(study) else None
     return data
 
 

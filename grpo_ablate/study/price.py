@@ -40,7 +40,13 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["planned_price", "spent_price", "price_line", "resolve_budget", "unknown_why", "planned_counts",
-           "prefix_estimate"]
+           "prefix_estimate", "tunes_a_run"]
+
+
+def tunes_a_run(study: "Study") -> bool:
+    """Whether the study names the run it tunes (budget.full_run, which a trainer_from recipe sets). Without one a
+    price "in units of your run" means nothing: `run` and the report say none (`plan` says which key gives one)."""
+    return study.budget.full_run is not None
 
 
 def unknown_why(study: "Study", est: TrialEstimate) -> str:

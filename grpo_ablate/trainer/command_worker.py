@@ -52,7 +52,10 @@ from .worker import PARENT_PID_ENV, end_left_processes, record_result, watch_par
 __all__ = ["EVAL_POINTS_DIR", "LogClock", "main", "run_command"]
 
 EVAL_POINTS_DIR = "eval_points"  # <trial>/eval_points/step-N: the model files of a step the evaluation scores
-TERM_GRACE_S = 20.0
+# The script's SIGTERM-to-SIGKILL grace: shorter than the launcher's own (launch/base.py TERM_GRACE_SECONDS, 10 s)
+# between SIGTERM and SIGKILL of this process, so a timeout's stop ends the script's whole group (its ranks, which
+# no parent-death signal covers) before this process is killed.
+TERM_GRACE_S = 5.0
 POLL_S = 0.5
 _MODEL_FILES = (".safetensors", ".bin", ".json", ".model", ".txt", ".jinja")  # weights, config, tokenizer
 _NOT_MODEL = ("trainer_state.json", "optimizer", "scheduler", "rng_state", "training_args", "manifest.json")

@@ -15,7 +15,7 @@ from yaml.nodes import MappingNode, ScalarNode
 from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.errors import Problem, StudyError, echo
 
-__all__ = ["RecipeNote", "RecipeDifference", "Recipe", "read_recipe"]
+__all__ = ["RecipeNote", "RecipeDifference", "FieldList", "Recipe", "read_recipe"]
 
 
 class RecipeNote(str):
@@ -27,6 +27,23 @@ class RecipeNote(str):
 
 class RecipeDifference(RecipeNote):
     """A value a trial uses that differs from what the recipe's own run used: plan lists these together."""
+
+
+class FieldList(RecipeDifference):
+    """A difference that lists dozens of TRL fields (every field one release has and the other lacks, ~2,000
+    characters): `plan` and `validate` print `brief()`, one line, and `plan --verbose` the whole list."""
+
+    head: str = ""
+    fields: tuple[str, ...] = ()
+
+    @classmethod
+    def listing(cls, head: str, fields: list[str]) -> "FieldList":
+        note = cls(f"{head}: {', '.join(fields)}")
+        note.head, note.fields = head, tuple(fields)
+        return note
+
+    def brief(self) -> str:
+        return f"{self.head}: {len(self.fields)} field{'' if len(self.fields) == 1 else 's'} (`grpo-ablate plan --verbose` lists them)"
 
 
 @dataclass
