@@ -90,6 +90,9 @@ def test_a_recipe_s_trackers_stay_on_and_study_trackers_turn_them_off(tmp_path):
     spec = _command_spec(tmp_path, "trainer.report_to=[tensorboard]")
     assert spec.trainer["report_to"] == ["tensorboard"]
     assert "--report_to" in (argv := command_line(spec)) and argv[argv.index("--report_to") + 1] == "tensorboard"
+    old = command_line(spec, transformers="4.52.4")  # its TensorBoard callback reads logging_dir, not the environment
+    assert old[old.index("--logging_dir") + 1] == spec.env["TENSORBOARD_LOGGING_DIR"]
+    assert "--logging_dir" not in command_line(spec, transformers="5.25.0")
     spec = _command_spec(tmp_path, "trainer.report_to=[tensorboard]", "study.trackers=[]")
     assert spec.trainer["report_to"] == "none"
 

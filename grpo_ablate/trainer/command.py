@@ -101,8 +101,11 @@ def _text(value: Any) -> list[str]:
     return [str(value)]
 
 
-def overrides(spec: TrialSpec, *, resume_from: str | None = None) -> dict[str, Any]:
-    """The trial's values for the script, by GRPOConfig name (later keys win), in the order they are passed."""
+def overrides(spec: TrialSpec, *, resume_from: str | None = None, transformers: str | None = None) -> dict[str, Any]:
+    """The trial's values for the script, by GRPOConfig name (later keys win), in the order they are passed.
+
+    `transformers`: the script environment's version, where known (the command worker asks it): before 5 the
+    TensorBoard callback writes to `logging_dir`, not to TENSORBOARD_LOGGING_DIR, so the trial's folder goes there."""
     assert spec.script is not None
     values: dict[str, Any] = dict(spec.script.get("trainer") or {})  # the study file's own trainer keys
     if spec.num_generations is not None:
@@ -123,12 +126,16 @@ def overrides(spec: TrialSpec, *, resume_from: str | None = None) -> dict[str, A
     values["report_to"] = list(trackers) if isinstance(trackers, (list, tuple)) and trackers else (trackers or "none")
     if spec.trainer.get("run_name"):
         values["run_name"] = spec.trainer["run_name"]
+    board = spec.env.get("TENSORBOARD_LOGGING_DIR")
+    major = transformers.split(".")[0] if transformers else ""
+    if board and major.isdigit() and int(major) < 5 and "tensorboard" in (values["report_to"] or []):
+        values["logging_dir"] = board
     if resume_from is not None:
         values["resume_from_checkpoint"] = os.fspath(resume_from)
     return values
 
 
-def command_line(spec: TrialSpec, *, resume_from: str | None = None) -> list[str]:
+def command_line(spec: TrialSpec, *, resume_from: str | None = None, transformers: str | None = None) -> list[str]:
     """The argv of the user's command for this trial: `{recipe}` filled, the leading word taken from
     script.python's environment, then `--key value` for every override."""
     assert spec.script is not None
@@ -143,7 +150,7 @@ def command_line(spec: TrialSpec, *, resume_from: str | None = None) -> list[str
             words[0] = os.fspath(python)
         elif words[0] in ENV_LAUNCHERS and (bindir / words[0]).exists():
             words[0] = os.fspath(bindir / words[0])
-    for key, value in overrides(spec, resume_from=resume_from).items():
+    for key, value in overrides(spec, resume_from=resume_from, transformers=transformers).items():
         words += [f"--{key}", *_text(value)]
     return words
 

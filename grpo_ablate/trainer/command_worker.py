@@ -339,9 +339,10 @@ def run_command(spec: TrialSpec) -> tuple[Outcome, dict[str, Any]]:
     fingerprint = checkpoints.spec_fingerprint(json.loads(spec.to_json()))
     resumed = _resume_point(spec, fingerprint, _say)
     run = _Run(spec, resumed=resumed, fingerprint=fingerprint)
-    argv = command_line(spec, resume_from=os.fspath(resumed.path) if resumed is not None else None)
     env = command_env(os.environ, spec, PACKAGE_ROOT)
     payload["versions"] = _versions(spec.script.get("python") if spec.script else None, env)
+    argv = command_line(spec, resume_from=os.fspath(resumed.path) if resumed is not None else None,
+                        transformers=payload["versions"].get("transformers"))
     payload["command"] = argv
     if resumed is not None:
         payload["resumed_from"] = os.fspath(resumed.path)

@@ -49,6 +49,14 @@ def test_smoke_of_every_open_r1_recipe(recipe, tmp_path):
         return
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "Smoke test passed" in res.stdout
+    if not recipe.name.startswith("current-deepseek"):
+        return
+    # unchanged, a rerun reads the trials back; once the data changed, every arm trains again
     rerun = run_cli("smoke", str(study), "--dataset", str(tmp_path / "sample.jsonl"), "--steps", "1",
                     "--set", f"search.num_generations=[{g}]", cwd=tmp_path, timeout=900)
     assert rerun.returncode == 0 and "resumed" in rerun.stdout and "run again" not in rerun.stdout
+    with (tmp_path / "sample.jsonl").open("a") as f:
+        f.write(json.dumps({"prompt": "What is 100 + 101?", "problem": "x", "solution": "$\\boxed{201}$"}) + "\n")
+    changed = run_cli("smoke", str(study), "--dataset", str(tmp_path / "sample.jsonl"), "--steps", "1",
+                      "--set", f"search.num_generations=[{g}]", cwd=tmp_path, timeout=900)
+    assert changed.returncode == 0 and "its trials run again" in changed.stdout, changed.stdout[-2000:]
