@@ -125,7 +125,7 @@ def implicit_keys(recipe: Recipe, raw: dict[str, Any], trainer: dict[str, Any], 
         key = d.name
         if key in recipe.values or key in own:
             continue  # the recipe or the study says: the merge handled it
-        was = f"TRL {stack.trl}: {echo(d.then)}"
+        was = f"TRL {stack.trl}: {echo(d.then)}" if d.then_has else f"not a field of TRL {stack.trl}"
         if d.then_has and d.now_has and key in SEARCHED_KEYS and key in search:
             where = ("the baseline's value" if anchor_baseline(raw, key, d.then, search[key])
                      else "the baseline is the searched value nearest to it, unless study.baseline names one")
@@ -136,7 +136,7 @@ def implicit_keys(recipe: Recipe, raw: dict[str, Any], trainer: dict[str, Any], 
         elif key in HARDWARE_KEYS:
             vllm = hardware.get("vllm")
             mode = vllm.get("mode", "none") if isinstance(vllm, dict) else "none"
-            if key == "vllm_mode" and uses_vllm and mode != d.then:
+            if key == "vllm_mode" and uses_vllm and d.then_has and mode != d.then:
                 notes.append(RecipeDifference(
                     f"{recipe.path.name}: vllm_mode not set: {stack.name} generated in vLLM's {echo(d.then)} mode "
                     f"({was}); here hardware.vllm.mode decides ({mode}): sampling is the same, the memory and speed are not"))
