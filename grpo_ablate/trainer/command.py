@@ -171,7 +171,3 @@ def command_env(env: Mapping[str, str], spec: TrialSpec, package_root: str) -> d
         out["PATH"] = os.pathsep.join([bindir, *[p for p in out.get("PATH", "").split(os.pathsep) if p and p != bindir]])
         out["VIRTUAL_ENV"] = os.fspath(Path(bindir).parent)
     return out
-
-
-def shown(argv: list[str]) -> str:
-    return shlex.join(argv)
