@@ -416,6 +416,7 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
         "eval_path": eval_path(data),
         "ranking_rule": RANKING_RULE,
         "has_eval": data.has_eval,
+        "screen": data.screen,
         "completion_chars": COMPLETION_CHARS,
     }
 
