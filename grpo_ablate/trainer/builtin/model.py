@@ -40,6 +40,7 @@ from .tasks import TASKS, Task, get_task
 from .tokenizer import DATASET_MAX_LENGTH, MAX_LENGTH, SPECIAL_TOKENS, VOCAB_CHARS, build_tokenizer
 
 __all__ = [
+    "FOLDER_FORMAT",
     "SHAPES",
     "WARM_STARTED",
     "TinyModelSettings",
@@ -49,6 +50,7 @@ __all__ = [
     "progress_words",
     "PROGRESS_REPORTS",
     "is_builtin_model",
+    "portable_tokenizer_config",
     "task_accuracy",
 ]
 
@@ -123,6 +125,23 @@ def build_tiny_model(tokenizer: Any, settings: TinyModelSettings = TinyModelSett
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
     )
     return model.to(torch.float32)
+
+
+# The folder's layout, part of the cache key: 2 writes tokenizer_config.json for older transformers too
+# (portable_tokenizer_config), so a command trial's script on transformers 4.52 loads the cached model; 3 splits
+# every character into its own piece, newlines included (tokenizer.py). The weights of a task model are the same.
+FOLDER_FORMAT = 3
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+
+
+def portable_tokenizer_config(folder: Path) -> None:
+    """Name the tokenizer class every transformers release has: transformers 5 writes `TokenizersBackend`,
+    which 4.52's AutoTokenizer refuses ("does not exist or is not currently imported"); the class the
+    tokenizer is (PreTrainedTokenizerFast over tokenizer.json) loads the same tokenizer in both."""
+    path = Path(folder) / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = TOKENIZER_CLASS
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 PROGRESS_REPORTS = 10  # the warm start says where it is this many times (by step, so a test sees every one)
@@ -264,6 +283,7 @@ def _settings(name: str, task_name: str | None, extra_chars: str = "") -> tuple[
     shape = TinyModelSettings(**SHAPES.get(name, {}),
                               **({} if task_name else {"max_position_embeddings": DATASET_MAX_LENGTH}))
     settings: dict[str, Any] = {
+        "format": FOLDER_FORMAT,
         "model": asdict(shape),
         "vocab": [*SPECIAL_TOKENS, *VOCAB_CHARS, *extra_chars],
         "warm_start": task.settings() if task else None,
@@ -312,6 +332,7 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
         try:
             model.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
+            portable_tokenizer_config(staging)
             (staging / "grpo_ablate_builtin.json").write_text(json.dumps(info, indent=2))
             os.replace(staging, target)  # atomic: readers see no folder or a whole one
         except BaseException:
