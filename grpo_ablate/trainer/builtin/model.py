@@ -8,7 +8,8 @@ to add but forgets the carry. GRPO's verified reward then has one clear, learnab
 The model and its tokenizer are saved under `$GRPO_ABLATE_CACHE` (default
 `~/.cache/grpo-ablate`), in a folder named by a hash of every setting that shapes it and of the
 torch/transformers versions. It is written to a temporary folder and renamed into place under a
-file lock, so parallel trials build it once and never see half a model. Because it lives on
+file lock, so parallel trials build it once and never see half a model (a rank of a distributed
+trial builds it in a child process: transformers saves weights only from rank 0). Because it lives on
 disk, `beta > 0` works: TRL reloads the reference model from the policy's path.
 
     python -m grpo_ablate.trainer.builtin.model addition   # build (or find) the cached model, print accuracy
@@ -294,6 +295,46 @@ def _settings(name: str, task_name: str | None, extra_chars: str = "") -> tuple[
     return label, settings, task
 
 
+def _complete(folder: Path) -> bool:
+    """Whether `folder` holds a whole model: its config and its weights (the last files written)."""
+    return (folder / "config.json").exists() and any(folder.glob("*.safetensors"))
+
+
+def _distributed_rank() -> int | None:
+    """This process's rank when torch.distributed is initialised in it, else None (torch not imported: None)."""
+    import sys
+
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    return dist.get_rank() if dist is not None and dist.is_available() and dist.is_initialized() else None
+
+
+def _build_in_child(target: Path, name: str, task_name: str | None, dataset_chars: str,
+                    log: Callable[[str], None]) -> Path:
+    """Build the model in a fresh, non-distributed process: inside a distributed trial, transformers'
+    save_pretrained writes config and weights only from global rank 0, and whichever rank takes the
+    lock first builds (rank 1 would otherwise rename a folder holding only the tokenizer into place)."""
+    import subprocess
+    import sys
+
+    from grpo_ablate.children import die_with_parent, importing_this_checkout
+
+    request = json.dumps({"model": name, "task": task_name, "dataset_chars": dataset_chars})
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate.trainer.builtin.model", "--request", request],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=importing_this_checkout({**os.environ, "PYTHONUNBUFFERED": "1"}),
+                            preexec_fn=die_with_parent())
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if line.startswith(("building", "waiting", "built")):
+            log(line.rstrip())
+    if proc.wait() != 0 or not _complete(target):
+        raise RuntimeError(f"building the built-in model in a child process failed (exit {proc.returncode}): "
+                           + " | ".join(lines[-5:]))
+    return target
+
+
 def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str], None] = print,
                        dataset_chars: str = "") -> Path:
     """The folder holding the built-in model (and its tokenizer), building it on first use.
@@ -307,11 +348,13 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
     """
     label, settings, task = _settings(name, task_name, dataset_chars)
     target = cache_root() / "models" / f"{label}-{_cache_key(settings)}"
-    if (target / "config.json").exists():
+    if _complete(target):
         return target
+    if _distributed_rank() is not None:
+        return _build_in_child(target, name, task_name, dataset_chars, log)
     waiting = lambda: log(f"waiting for the built-in model {label}: another run is building it (once; cached)")  # noqa: E731
     with _file_lock(target.with_suffix(".lock"), waiting):
-        if (target / "config.json").exists():  # another trial built it while we waited
+        if _complete(target):  # another trial built it while we waited
             return target
         started = time.perf_counter()
         what = (f"a {task.warm_start.steps}-step warm start on {task.name}, then its accuracy"
@@ -334,6 +377,10 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
             tokenizer.save_pretrained(staging)
             portable_tokenizer_config(staging)
             (staging / "grpo_ablate_builtin.json").write_text(json.dumps(info, indent=2))
+            if not _complete(staging):
+                raise RuntimeError(f"saving the built-in model {label} wrote only {sorted(p.name for p in staging.iterdir())}")
+            if target.exists():  # a torn folder from an older version of this code: set it aside, then replace it
+                shutil.rmtree(target.rename(target.with_name(f".{target.name}-torn-{os.getpid()}")), ignore_errors=True)
             os.replace(staging, target)  # atomic: readers see no folder or a whole one
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -346,7 +393,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build (or find) the cached built-in model for a task.")
     parser.add_argument("task", nargs="?", default="addition", choices=sorted(TASKS))
     parser.add_argument("--model", default="builtin:tiny", choices=sorted(n for n, warm in WARM_STARTED.items() if warm))
+    parser.add_argument("--request", help=argparse.SUPPRESS)  # JSON {model, task, dataset_chars}: _build_in_child's
     args = parser.parse_args(argv)
+    if args.request:
+        request = json.loads(args.request)
+        path = builtin_model_path(request["model"], request["task"], dataset_chars=request["dataset_chars"])
+        print(f"built {path}" if _complete(path) else f"incomplete {path}", flush=True)
+        return 0 if _complete(path) else 1
     path = builtin_model_path(args.model, args.task)
     info = json.loads((path / "grpo_ablate_builtin.json").read_text())
     print(path)
