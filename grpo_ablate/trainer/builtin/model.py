@@ -13,8 +13,10 @@ empty), given a manifest of its files' sizes and SHA-256, and only then renamed 
 file lock, so parallel trials build it once and never see half a model. A cached folder is checked
 the same way each time it is used; one that fails (a folder published without its weights was seen,
 and then every later build failed on the rename with ENOTEMPTY) is moved aside with a line saying
-why, and built again. It is never built where a ZeRO-3 DeepSpeed config is alive in the process
-(its parameters would be saved partitioned, as empty tensors): there a child process builds it.
+why, and built again. It is never built in a process where torch.distributed is initialised (any
+rank: transformers' save_pretrained writes config and weights only from global rank 0, so rank 1
+saved a tokenizer-only folder) or where a ZeRO-3 DeepSpeed config is alive (its parameters would be
+saved partitioned, as empty tensors): there a fresh child process builds it.
 Because it lives on disk, `beta > 0` works: TRL reloads the reference model from the policy's path.
 
     python -m grpo_ablate.trainer.builtin.model addition   # build (or find) the cached model, print accuracy
@@ -45,12 +47,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from grpo_ablate.children import die_with_parent, importing_this_checkout
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
 
 from .tasks import TASKS, Task, get_task
 from .tokenizer import DATASET_MAX_LENGTH, MAX_LENGTH, SPECIAL_TOKENS, VOCAB_CHARS, build_tokenizer
 
 __all__ = [
+    "FOLDER_FORMAT",
     "SHAPES",
     "WARM_STARTED",
     "TinyModelSettings",
@@ -61,6 +65,7 @@ __all__ = [
     "progress_words",
     "PROGRESS_REPORTS",
     "is_builtin_model",
+    "portable_tokenizer_config",
     "task_accuracy",
 ]
 
@@ -135,6 +140,23 @@ def build_tiny_model(tokenizer: Any, settings: TinyModelSettings = TinyModelSett
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
     )
     return model.to(torch.float32)
+
+
+# The folder's layout, part of the cache key: 2 writes tokenizer_config.json for older transformers too
+# (portable_tokenizer_config), so a command trial's script on transformers 4.52 loads the cached model; 3 splits
+# every character into its own piece, newlines included (tokenizer.py). The weights of a task model are the same.
+FOLDER_FORMAT = 3
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+
+
+def portable_tokenizer_config(folder: Path) -> None:
+    """Name the tokenizer class every transformers release has: transformers 5 writes `TokenizersBackend`,
+    which 4.52's AutoTokenizer refuses ("does not exist or is not currently imported"); the class the
+    tokenizer is (PreTrainedTokenizerFast over tokenizer.json) loads the same tokenizer in both."""
+    path = Path(folder) / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = TOKENIZER_CLASS
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 PROGRESS_REPORTS = 10  # the warm start says where it is this many times (by step, so a test sees every one)
@@ -393,19 +415,45 @@ def _partitioning() -> bool:
         return True
 
 
+def _distributed_rank() -> int | None:
+    """This process's rank when torch.distributed is initialised in it, else None (torch not imported: None)."""
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    return dist.get_rank() if dist is not None and dist.is_available() and dist.is_initialized() else None
+
+
+def _why_in_a_child() -> str | None:
+    """Why this process must not build the model itself, or None. Any rank of an initialised torch.distributed
+    (DDP or DeepSpeed): transformers' save_pretrained writes config and weights only from global rank 0, so
+    whichever rank took the lock first decided whether the folder got its weights. A live ZeRO-3 config: its
+    parameters are saved partitioned, as empty tensors."""
+    rank = _distributed_rank()
+    if rank is not None:
+        return f"torch.distributed is initialised in this one (rank {rank}; transformers saves weights only from rank 0)"
+    if _partitioning():
+        return "a ZeRO-3 config is alive in this one"
+    return None
+
+
 CHILD_BUILD_S = 3600.0  # the whole build in a child process: minutes, bounded (no wait without a deadline)
 
 
-def _build_in_child(name: str, task_name: str | None, dataset_chars: str, log: Callable[[str], None]) -> None:
-    """Build (or find) the model in a fresh process, where no partitioning context lives; its lines go to `log`."""
-    request = json.dumps({"name": name, "task": task_name, "chars": dataset_chars})
-    log("building the built-in model in a child process: a ZeRO-3 config is alive in this one")
+def _build_in_child(target: Path, name: str, task_name: str | None, dataset_chars: str, log: Callable[[str], None],
+                    why: str) -> Path:
+    """Build (or find) the model in a fresh process, where no process group or partitioning context lives (that
+    process takes the build lock, repairs and publishes as any other); its lines go to `log`. `target` is checked
+    whole afterwards: a child that exits 0 is not trusted alone."""
+    request = json.dumps({"model": name, "task": task_name, "dataset_chars": dataset_chars})
+    log(f"building the built-in model in a child process: {why}")
     proc = subprocess.Popen([sys.executable, "-m", __name__, "--request", request], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            env=importing_this_checkout({**os.environ, "PYTHONUNBUFFERED": "1"}),
+                            preexec_fn=die_with_parent())
+    lines: list[str] = []
 
     def relay() -> None:  # its progress lines, as they come; the wait below has the deadline
         assert proc.stdout is not None
         for line in proc.stdout:
+            lines.append(line.rstrip())
             log(line.rstrip())
 
     reader = threading.Thread(target=relay, name="builtin-model-child", daemon=True)
@@ -417,8 +465,11 @@ def _build_in_child(name: str, task_name: str | None, dataset_chars: str, log: C
         proc.wait(timeout=30)
         raise TimeoutError(f"building the built-in model {name} took over {CHILD_BUILD_S:.0f} s in a child process") from None
     reader.join(timeout=5)
-    if code != 0:
-        raise RuntimeError(f"building the built-in model {name} in a child process failed (exit {code})")
+    problem = entry_problem(target)
+    if code != 0 or problem is not None:
+        raise RuntimeError(f"building the built-in model {name} in a child process failed (exit {code}"
+                           f"{'; ' + problem if problem else ''}): " + " | ".join(lines[-5:]))
+    return target
 
 
 def _settings(name: str, task_name: str | None, extra_chars: str = "") -> tuple[str, dict[str, Any], Task | None]:
@@ -429,6 +480,7 @@ def _settings(name: str, task_name: str | None, extra_chars: str = "") -> tuple[
     shape = TinyModelSettings(**SHAPES.get(name, {}),
                               **({} if task_name else {"max_position_embeddings": DATASET_MAX_LENGTH}))
     settings: dict[str, Any] = {
+        "format": FOLDER_FORMAT,
         "model": asdict(shape),
         "vocab": [*SPECIAL_TOKENS, *VOCAB_CHARS, *extra_chars],
         "warm_start": task.settings() if task else None,
@@ -454,11 +506,8 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
     target = cache_root() / "models" / f"{label}-{_cache_key(settings)}"
     if entry_problem(target) is None:
         return target
-    if _partitioning():
-        _build_in_child(name, task_name, dataset_chars, log)
-        if (problem := entry_problem(target)) is not None:
-            raise RuntimeError(f"the child process that built {target} left it incomplete ({problem})")
-        return target
+    if (why := _why_in_a_child()) is not None:
+        return _build_in_child(target, name, task_name, dataset_chars, log, why)
     waiting = lambda: log(f"waiting for the built-in model {label}: another run is building it (once; cached)")  # noqa: E731
     with _file_lock(target.with_suffix(".lock"), waiting):
         problem = entry_problem(target)
@@ -485,6 +534,7 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
         try:
             model.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
+            portable_tokenizer_config(staging)
             (staging / INFO_FILE).write_text(json.dumps(info, indent=2))
             _seal(staging)  # whole, synced, its manifest written: only then published
             os.replace(staging, target)  # atomic: readers see no folder or a whole one
@@ -499,12 +549,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build (or find) the cached built-in model for a task.")
     parser.add_argument("task", nargs="?", default="addition", choices=sorted(TASKS))
     parser.add_argument("--model", default="builtin:tiny", choices=sorted(n for n, warm in WARM_STARTED.items() if warm))
-    parser.add_argument("--request", help=argparse.SUPPRESS)  # _build_in_child's: {"name", "task", "chars"} as JSON
+    parser.add_argument("--request", help=argparse.SUPPRESS)  # _build_in_child's: {"model", "task", "dataset_chars"}
     args = parser.parse_args(argv)
     if args.request:
         asked = json.loads(args.request)
-        builtin_model_path(asked["name"], asked["task"], log=lambda m: print(m, flush=True), dataset_chars=asked["chars"])
-        return 0
+        path = builtin_model_path(asked["model"], asked["task"], log=lambda m: print(m, flush=True),
+                                  dataset_chars=asked["dataset_chars"])
+        problem = entry_problem(path)
+        print(f"built {path}" if problem is None else f"incomplete {path}: {problem}", flush=True)
+        return 0 if problem is None else 1
     path = builtin_model_path(args.model, args.task)
     info = json.loads((path / INFO_FILE).read_text())
     print(path)
