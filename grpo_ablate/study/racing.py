@@ -69,10 +69,9 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["Drop", "RaceState", "Rule", "decide", "arm_results", "advance", "describe", "rule_of", "calls_level",
-           "design_words", "DESIGNS", "ELIMINATION_LEVEL"]
+           "design_words", "ELIMINATION_LEVEL"]
 
 GROUP_SEQUENTIAL, ANYTIME, ELIMINATION = "group_sequential", "anytime", "elimination"
-DESIGNS = (GROUP_SEQUENTIAL, ANYTIME, ELIMINATION)
 ALPHA = 0.05  # the family-wise level of exclusions and calls at the last look
 # after an elimination race, the answer's calls and exclusions (calls_level): an eliminated arm stopped taking
 # seeds when it looked worst, so its mean is biased low; on all-equal planted worlds of addition_rare the

@@ -30,20 +30,17 @@ if TYPE_CHECKING:  # for annotations only: optuna loads in the functions that us
 
     from grpo_ablate.space import FeasibleSpace
 
-__all__ = ["ORDINAL", "LABEL", "PLAN", "ENCODINGS", "DEFAULT_ENCODING", "G_RANK", "LABEL_PARAM", "G_PARAM",
+__all__ = ["ORDINAL", "LABEL", "PLAN", "DEFAULT_ENCODING", "G_RANK", "LABEL_PARAM", "G_PARAM",
            "TEMPERATURE_PARAM", "batch_param", "suggest_arm", "encode_arm", "arm_fields"]
 
 ORDINAL = "ordinal"
 LABEL = "label"
 PLAN = "plan"
-ENCODINGS = (ORDINAL, LABEL)  # the adaptive samplers' choices
 DEFAULT_ENCODING = ORDINAL  # benchmarks/search_efficiency.py: tied with LABEL within noise, more right answers
 G_RANK = "num_generations_rank"
 LABEL_PARAM = "generation"  # a "GxB" label (vocab.pair_label)
 G_PARAM = "num_generations"  # G as its text (vocab.generations_text)
 TEMPERATURE_PARAM = "temperature"
-
-Temperatures = "FloatRange | list[float] | None"
 
 
 def batch_param(num_generations: int) -> str:
