@@ -28,7 +28,7 @@ from grpo_ablate.safe_read import MB, read_bytes
 PARAMETERS = BOUNDS["parameters"]
 
 __all__ = ["Gpu", "GPU_TYPES", "REFERENCE_GPU", "Assumptions", "ASSUMED", "TrialEstimate", "full_run_steps",
-           "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range",
+           "warmup_steps", "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range",
            "Price", "price", "RunShare", "parse_share", "fmt_multiple", "Branching", "study_total"]
 
 
@@ -248,6 +248,26 @@ def full_run_steps(full_run: dict[str, Any] | None, generated_per_step: float, p
     if not (epochs and g and prompts):
         return None
     return max(1, math.ceil(float(epochs) * int(prompts) * int(g) / generated_per_step - 1e-9))
+
+
+def warmup_steps(warmup: object, full_steps: int | None) -> int | None:
+    """trainer.warmup_steps as optimizer steps of a run of `full_steps`, counted as transformers counts them.
+
+    The one owner of this rule: init sizes trials past the warmup with it, branching places
+    `branch_from: warmup` with it, validate checks that point, and the child's scheduler is built by
+    transformers' `TrainingArguments.get_warmup_steps(full_steps)` (the prefix schedule: trainer/build.py),
+    which this reproduces (tests/test_warmup_rule.py checks it on the installed transformers): a value
+    >= 1 is a step count (its int), one in (0, 1) a share of the run, `ceil(share * full_steps)` of the
+    float product as it comes out, so 0.07 of 100 steps is 8 (0.07 * 100 is 7.000000000000001).
+    0 without a warmup (unset, 0, not a number); None for a share when the run's length is not known.
+    """
+    if not isinstance(warmup, (int, float)) or isinstance(warmup, bool) or not warmup > 0:
+        return 0
+    if warmup >= 1:
+        return int(warmup)
+    if full_steps is None:
+        return None
+    return math.ceil(full_steps * float(warmup))
 
 
 def lr_schedule_of(budget: dict[str, Any]) -> str:

@@ -10,9 +10,9 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.study.branching import branch_step
-from grpo_ablate.commands.init import InitAnswers, effect_for_seeds, seeds_to_decide, warmup_steps, write_study
+from grpo_ablate.commands.init import InitAnswers, effect_for_seeds, seeds_to_decide, write_study
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total
+from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total, warmup_steps
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.gpu_hours import budget_of
 from grpo_ablate import trial_record as record
@@ -103,8 +103,10 @@ def test_a_share_budget_becomes_gpu_hours_of_the_full_run(tmp_path):
 
 
 def test_warmup_in_steps():
-    assert warmup_steps({"warmup_steps": 0.1}, 283) == 29 and warmup_steps({"warmup_ratio": 0.03}, 500) == 15
-    assert warmup_steps({"warmup_steps": 40}, 283) == 40 and warmup_steps({}, 283) == 0
+    """A recipe's warmup_ratio arrives as warmup_steps below 1 (config/recipes/merge.py); tests/test_warmup_rule.py
+    checks the rule against transformers and every caller."""
+    assert warmup_steps(0.1, 283) == 29 and warmup_steps(0.03, 500) == 15
+    assert warmup_steps(40, 283) == 40 and warmup_steps(None, 283) == 0 and warmup_steps(0.1, None) is None
 
 
 def _printed_price(stdout: str) -> str:
@@ -129,7 +131,7 @@ def test_init_fits_the_budget_and_prints_the_price_plan_prints(tmp_path):
     assert study.study.racing.design == "group_sequential" and k >= 2
     assert len(study.study.seeds) >= bechhofer_seeds(k, 0.05, 0.05, 0.95) == seeds_to_decide(k)
     # the arms branch at the end of the recipe's warmup (3% of 500 steps), each branch 10+ steps, no longer than the default
-    assert study.budget.branch_from == "warmup" and branch_step(study) == warmup_steps(study.trainer, 500) == 15
+    assert study.budget.branch_from == "warmup" and branch_step(study) == warmup_steps(study.trainer["warmup_steps"], 500) == 15
     assert 10 <= study.budget.max_steps <= 100
     assert p.branching is not None and p.branching.step == 15 and p.branching.prefixes == len(study.study.seeds)
     assert "per seed one shared prefix of 15 steps, counted once" in said
@@ -140,7 +142,7 @@ def test_init_fits_the_budget_and_prints_the_price_plan_prints(tmp_path):
     assert res.returncode == 0, res.stderr
     plain = load_study(scratch)
     assert plain.budget.branch_from is None and planned_price(plain).branching is None
-    assert warmup_steps(plain.trainer, 500) < plain.budget.max_steps <= 100
+    assert warmup_steps(plain.trainer["warmup_steps"], 500) < plain.budget.max_steps <= 100
     written = yaml.safe_load(out.read_text())
     assert written["search"]["temperature"] == 1.0  # the recipe's, fixed: the study decides G
     assert written["study"]["baseline"]["num_generations"] == 14

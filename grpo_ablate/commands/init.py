@@ -50,13 +50,13 @@ from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.config.hardware import trainer_batch_shape
 from grpo_ablate.space import feasible_space, nearest_generations
 from grpo_ablate.stats.selection import bechhofer_pcs, bechhofer_seeds
-from grpo_ablate.cost import Price, fmt_multiple, parse_share
+from grpo_ablate.cost import Price, fmt_multiple, parse_share, warmup_steps
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.study.price import planned_price
 from grpo_ablate.vocab import BUILTIN_TASKS
 
 __all__ = ["add_parser", "run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations",
-           "Design", "fit_design", "seeds_to_decide", "effect_for_seeds", "warmup_steps", "reward_range"]
+           "Design", "fit_design", "seeds_to_decide", "effect_for_seeds", "reward_range"]
 
 CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
 MAX_ARMS = 5  # G values in the search: the baseline and its nearest feasible neighbours
@@ -253,18 +253,6 @@ def effect_for_seeds(arms: int, seeds: int, span: float = 1.0) -> float:
     return round(math.ceil(exact / step - 1e-9) * step, 12)
 
 
-def warmup_steps(trainer: dict[str, Any], full_steps: int) -> int:
-    """The recipe's learning-rate warmup in optimizer steps of its full run (warmup_steps; a value below 1, or
-    warmup_ratio, as a share of the run, as transformers reads them)."""
-    ws = trainer.get("warmup_steps")
-    if isinstance(ws, (int, float)) and not isinstance(ws, bool) and ws >= 1:
-        return int(ws)
-    ratio = ws if isinstance(ws, float) and 0 < ws < 1 else trainer.get("warmup_ratio")
-    if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0:
-        return math.ceil(float(ratio) * full_steps)
-    return 0
-
-
 def _by_closeness(base: int, gens: list[int]) -> list[int]:
     """The baseline G first, then the others nearest to it (in ratio) first: the arms dropped last matter most."""
     return [base, *sorted((g for g in gens if g != base), key=lambda g: (abs(math.log(g / base)), g))]
@@ -398,7 +386,7 @@ def fit_design(a: InitAnswers, out: Path) -> Design:
     study, first = _priced(a, out, probe_design)
     est = estimate_trial(study)
     full = est.full_run_steps
-    warm = warmup_steps(study.trainer, full) if full else 0
+    warm = (warmup_steps(study.trainer.get("warmup_steps"), full) or 0) if full else 0  # cost.py: the one rule
     branch = bool(a.branch and full and 0 < warm < full - MIN_STEPS_PAST_WARMUP)
     shortest = MIN_STEPS_PAST_WARMUP if branch or not full else min(full, warm + MIN_STEPS_PAST_WARMUP)
     longest = min((full or 0) - warm, TRIAL_STEPS_CAP) if branch else min(full or 0, max(TRIAL_STEPS_CAP, shortest))
