@@ -51,7 +51,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule
+from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, prompts_per_round
 from grpo_ablate.space import Rounds
 from grpo_ablate.vocab import EVENTS_FILE
 
@@ -136,7 +136,7 @@ class ScheduledRepeatSampler(torch.utils.data.Sampler):
         at = 0
         while True:
             phase, _ = self.state.next_round()
-            size = self.generation_batch_size // self.state.schedule.phases[phase]
+            size = prompts_per_round(self.generation_batch_size, self.state.schedule.phases[phase])
             if at + size > len(indexes):
                 return  # an incomplete round is dropped, as RepeatSampler drops its last chunk
             g = self.state.draw()
@@ -150,7 +150,7 @@ class ScheduledRepeatSampler(torch.utils.data.Sampler):
     def __len__(self) -> int:
         # Measured with the first phase's G: only the trainer's epoch arithmetic reads it.
         g = self.state.schedule.phases[0]
-        size = self.generation_batch_size // g
+        size = prompts_per_round(self.generation_batch_size, g)
         return (self.num_samples // size) * size * g * self.repeat_count
 
 
