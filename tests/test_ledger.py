@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
 from grpo_ablate.study.plan import study_plan
-from grpo_ablate.study.search.encoding import G_PARAM, LABEL_PARAM, arm_fields
+from grpo_ablate.study.search.encoding import G_PARAM, LABEL_PARAM, arm_fields, trial_arm
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Arm, Cell, Outcome
@@ -89,6 +89,21 @@ def test_batches_searched_name_the_pair_and_readers_decode_it(tmp_path):
     assert Arm.from_mapping(arm_fields(params, study.space)) == Arm(8, 64, 1.0)  # a trial that wrote no attrs, through the space
     assert arm_fields(params) == {"temperature": 1.0}  # without the study's space a label is not parsed
     assert ledger.cell_params(study, Arm(3, 64, 1.0)) is None  # not feasible: never queued
+
+
+def test_the_arm_of_a_trial_without_attributes_is_read_from_its_params_in_one_place(tmp_path):
+    """encoding.trial_arm: the report and `smoke` both read a trial's arm there; its attributes win when written."""
+    study = _grid(tmp_path, "generation_batch_size=[32, 64]")
+    params, dists = ledger.cell_params(study, Arm(8, 64, 1.0))
+    ostudy = optuna.create_study(direction="maximize")
+    failed = optuna.trial.create_trial(params=params, distributions=dists, state=TrialState.FAIL)
+    ostudy.add_trial(failed)
+    trial = ostudy.get_trials()[0]
+    assert trial_arm(trial, study.space) == Arm(8, 64, 1.0)  # the label looked up in the study's space
+    assert trial_arm(trial) is None  # without the space the label is not read, and temperature alone is no arm
+    written = optuna.trial.create_trial(params=params, distributions=dists, state=TrialState.FAIL,
+                                        user_attrs={**Arm(8, 32, 1.0).as_dict()})
+    assert trial_arm(written, study.space) == Arm(8, 32, 1.0)  # what the trial wrote wins over its params
 
 
 def test_an_adaptive_proposal_takes_a_seed_its_arm_has_not_run(tmp_path):

@@ -22,16 +22,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from grpo_ablate.trial_record import arm_of
 from grpo_ablate.vocab import Arm, generations_data, generations_text, pair_label
 from grpo_ablate.config import FloatRange
 
 if TYPE_CHECKING:  # for annotations only: optuna loads in the functions that use it; a space is handed in
     import optuna
+    from optuna.trial import FrozenTrial
 
     from grpo_ablate.space import FeasibleSpace
 
 __all__ = ["ORDINAL", "LABEL", "PLAN", "DEFAULT_ENCODING", "G_RANK", "LABEL_PARAM", "G_PARAM",
-           "TEMPERATURE_PARAM", "batch_param", "suggest_arm", "encode_arm", "arm_fields"]
+           "TEMPERATURE_PARAM", "batch_param", "suggest_arm", "encode_arm", "arm_fields", "trial_arm"]
 
 ORDINAL = "ordinal"
 LABEL = "label"
@@ -155,3 +157,11 @@ def arm_fields(params: Mapping[str, Any], space: "FeasibleSpace | None" = None) 
     if params.get(TEMPERATURE_PARAM) is not None:
         out["temperature"] = params[TEMPERATURE_PARAM]
     return out
+
+
+def trial_arm(ft: "FrozenTrial", space: "FeasibleSpace | None" = None) -> Arm | None:
+    """The arm a trial ran: its attributes (trial_record.arm_of), else, for a trial that failed before it wrote
+    them, the knobs its params name (arm_fields; a categorical's text looked up in `space` when one is given).
+
+    The one fallback for a trial without attributes: the report's records and `smoke`'s outcomes read arms here."""
+    return arm_of(ft, arm_fields(ft.params, space))
