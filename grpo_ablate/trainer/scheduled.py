@@ -55,6 +55,7 @@ from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, prompts_per_round
 from grpo_ablate.space import Rounds
 from grpo_ablate.vocab import EVENTS_FILE
 
+from . import trl_adapter
 from .collective import from_rank0, max_over_processes, sum_over_processes
 from .g_policy import (PromptPosterior, allocate, group_advantages, merge_rows, prompt_key,
                        zero_spread_groups)
@@ -380,7 +381,7 @@ class ScheduledGRPOTrainer(GRPOTrainer):
         # trains on a joined batch, every process recounts (one gather each, the same on every process).
         if max_over_processes(int(not trained_from_first)):
             if not trained_from_first:
-                out = merge_rows(keep, pad_token_id=int(self._tokenizer.pad_token_id or 0))
+                out = merge_rows(keep, pad_token_id=trl_adapter.pad_token_id(self))
             mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
             out["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
         self._round_done(generated, generated - batch, [g] * (batch // g), informative=informative, extra_rounds=extra)
