@@ -6,7 +6,6 @@ as the lifecycle does, without training.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import optuna
@@ -20,9 +19,9 @@ from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Arm, Cell, Outcome
 from grpo_ablate import trial_record as record
+from helpers import ROOT, fail_when_stale
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
 
 
@@ -165,8 +164,7 @@ def test_a_dead_workers_trial_on_postgres_ends_like_a_local_requeue(tmp_path, fr
 
         trial = _start(pg, study, heartbeat=True, max_retry=max_retry)
         pg_storage.record_heartbeat(trial._trial_id)
-        time.sleep(5)  # the worker "died": no heartbeat for 5 s against a 2 s grace period
-        optuna.storages.fail_stale_trials(pg)
+        fail_when_stale(pg, trial.number)  # the worker "died": no heartbeat past the 2 s grace period
 
     assert _ended(local) == _ended(pg) == [("interrupted", True, 0), ("failed", False, 1)]
     for ostudy in (local, pg):
