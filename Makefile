@@ -2,6 +2,7 @@
 #   make demo    virtualenv + install + a real study on the built-in offline default
 #   make test    virtualenv + install + lint + type check + the whole test suite (GPU tests skip without a GPU)
 #   make test-vllm   the second tier: vLLM (CPU build) and DeepSpeed paths, in .venv-vllm
+#   make docs    the manual (mkdocs.yml, docs/) built strictly into site/: a broken link or anchor fails it
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -27,7 +28,7 @@ VLLM_REQ     := tests/vllm_tier/requirements.txt
 VLLM_STANDIN := tests/vllm_tier/vllm-standin
 VLLM_STAMP   := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml $(VLLM_REQ) $(VLLM_STANDIN)/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test durations lint test-fast test-vllm install-vllm bench clean nightly nightly-baseline
+.PHONY: install demo test durations lint test-fast test-vllm install-vllm bench clean nightly nightly-baseline docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -90,12 +91,17 @@ install-vllm: $(VLLM_STAMP)
 test-vllm: install-vllm
 	HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES= $(VLLM_BIN)/python -m pytest -m vllm tests/vllm_tier
 
+# The manual, strictly (mkdocs.yml says strict: true; --strict again so no local edit turns it off). A few seconds.
+# NO_MKDOCS_2_WARNING silences Material's banner about its end of life (May 2027; Zensical reads this mkdocs.yml).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/overhead.py
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/workers.py
 
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache site
 
 # The nightly regression sweep (.github/workflows/nightly.yml runs the same two commands):
 # a fresh run of sweeps/nightly.yaml, then the gate against the accepted baseline summary.

@@ -1,27 +1,26 @@
-"""Does `init` write a study that costs at most half the run it tunes, and can decide? One line per recipe.
+"""Does default `init` write a deciding study of at most half the run it tunes? One row per Open R1 recipe.
 
-    python benchmarks/init_budget.py                 # every Open R1 recipe fixture, 8 GPUs, vLLM server
-    python benchmarks/init_budget.py --budget 1x --json
+    python benchmarks/init_budget.py                     # Open R1's current recipes, 8 GPUs with a vLLM server, 0.5x
+    python benchmarks/init_budget.py --all --json        # every Open R1 recipe fixture and study recipe
+    python benchmarks/init_budget.py --branch-from none  # what from step 0 would take instead
 
-For each Open R1 recipe in tests/fixtures/open-r1 and studies/recipes, runs the real command
-`grpo-ablate init --from RECIPE --gpus 8 --vllm server --budget B --out TMP/study.yaml` (in this
-process, through the CLI's own entry point, offline), then, where a study was written, prices it
-the way `grpo-ablate plan` does (study/price.planned_price: where the arms branch past the recipe's
-warmup, one shared prefix per seed counted once) and checks that its design can decide: the
-group-sequential race is on and its planned maximum (the seeds list) reaches the seeds Bechhofer's
-design needs for its arms at the study's min_effect (stats/selection.bechhofer_seeds, sd as init
-assumes it). A recipe passes when init wrote such a study at <= the budget, or refused saying so
-(exit 2, nothing written). Where it refused naming a --min-effect at which a design fits, that is
-tried too (the `with --min-effect` column): it passes when init then writes a study within the
-budget that can decide at that min_effect. The `from step 0` line is the same init with
---branch-from none (every trial from step 0, trained past warmup): what branching saves.
+For each recipe it runs the real command, in this process and offline:
+`grpo-ablate init --from RECIPE --gpus 8 --vllm server [--budget B] [RUN SIZE] --out TMP/study.yaml`, first
+without the run's size where the recipe's dataset is one this machine cannot read (it must exit 2 naming
+--full-run-prompts and --full-run-steps, writing nothing), then with it. Where a study is written it is priced
+the way `plan` prices it (study/price.planned_price) and checked against issue 49's goal:
+- written at most the budget (the high end of the price range), its screen at most 0.05x of the run;
+- a confirm stage that decides: the elimination race on, at least 3 seeds per arm;
+- every trial ends past the learning-rate warmup of the run it stands for (study/warmup.trial_end);
+- `plan` states the effect it resolves ("Resolves: at ... your run this study tells apart differences of ...").
+A study written as the screen alone is reported as such (it passes only the refusal side of the goal).
 
-A recipe whose length is in epochs needs the training set's size, which this machine cannot read
-offline: the rows given below are the published splits' (NuminaMath-TIR train 72,441, as
-tests/test_fidelity.py uses; MATH-lighteval train 7,500, the MATH benchmark's training split); a
-dataset not listed is priced "unknown", and init says what would fix it.
+The run's size where this machine cannot read it: OpenR1-Math-220k's default split, 93,733 rows (the dataset
+viewer's 93.7k); NuminaMath-TIR's train split, 72,441 rows (tests/test_fidelity.py); MATH-lighteval's train split,
+7,500; codeforces' run, 1,150 steps: issue 49's own figure (a 115-step warmup at warmup_ratio 0.1), as this
+machine cannot read open-r1/codeforces-verifiable's size. A recipe with max_steps needs none.
 
-Exit status: 0 every recipe passes; 1 one wrote a study over budget or one that cannot decide.
+Exit status: 0 every current recipe meets the goal; 1 otherwise.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -41,23 +41,24 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from grpo_ablate.commands.cli import main  # noqa: E402
-import re  # noqa: E402
-
-from grpo_ablate.commands.init import (MIN_STEPS_PAST_WARMUP as MIN_STEPS, SEED_SD_SHARE, RACE_CONFIDENCE,  # noqa: E402
-                                       InitAnswers, reward_range)
 from grpo_ablate.config import load_study  # noqa: E402
-from grpo_ablate.config.recipes import read_recipe, recipe_stack, OPEN_R1_STACK  # noqa: E402
-from grpo_ablate.cost import parse_share  # noqa: E402
-from grpo_ablate.estimate import estimate_trial  # noqa: E402
-from grpo_ablate.stats.selection import bechhofer_seeds  # noqa: E402
+from grpo_ablate.config.recipes import OPEN_R1_STACK, read_recipe, recipe_stack  # noqa: E402
+from grpo_ablate.cost import fmt_multiple, parse_share  # noqa: E402
+from grpo_ablate.study.design import MIN_SEEDS, study_resolution  # noqa: E402
 from grpo_ablate.study.price import planned_price  # noqa: E402
+from grpo_ablate.study.warmup import trial_end  # noqa: E402
 
-# training rows of the datasets the recipes name (see the docstring); others stay unknown
-TRAIN_ROWS = {"AI-MO/NuminaMath-TIR": 72_441, "DigitalLearningGmbH/MATH-lighteval": 7_500}
+# the training rows of hub datasets the recipes name (see the docstring), and runs known only by their steps
+TRAIN_ROWS = {"open-r1/OpenR1-Math-220k": 93_733, "AI-MO/NuminaMath-TIR": 72_441,
+              "DigitalLearningGmbH/MATH-lighteval": 7_500}
+RUN_STEPS = {"open-r1/codeforces-verifiable": 1_150}
+SCREEN_CAP = 0.05
 
 
-def recipes() -> list[Path]:
-    found = sorted((ROOT / "tests/fixtures/open-r1").glob("*.yaml")) + sorted((ROOT / "studies/recipes").glob("*.yaml"))
+def recipes(every: bool) -> list[Path]:
+    found = sorted((ROOT / "tests/fixtures/open-r1").glob("current-*.yaml" if not every else "*.yaml"))
+    if every:
+        found += sorted((ROOT / "studies/recipes").glob("*.yaml"))
     out = []
     for path in found:
         try:
@@ -69,96 +70,97 @@ def recipes() -> list[Path]:
     return out
 
 
-def one(recipe: Path, budget: str, tmp: Path, min_effect: str | None = None, scratch: bool = False) -> dict[str, Any]:
-    values = read_recipe(recipe).values
-    out = tmp / f"{recipe.stem}{'-effect' if min_effect else ''}{'-scratch' if scratch else ''}.yaml"
-    argv = ["init", "--from", str(recipe), "--gpus", "8", "--vllm", "server", "--budget", budget, "--out", str(out)]
-    argv += ["--min-effect", min_effect] if min_effect else []
-    argv += ["--branch-from", "none" if scratch else "warmup"]  # both explicit: the figures do not follow init's default
-    rows = TRAIN_ROWS.get(str(values.get("dataset_name")))
-    if rows and not (isinstance(values.get("max_steps"), int) and values["max_steps"] > 0):
-        argv += ["--full-run-prompts", str(rows)]
+def _init(argv: list[str]) -> tuple[int, str, str]:
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         code = main(argv)
-    row: dict[str, Any] = {"recipe": str(recipe.relative_to(ROOT)), "exit": code, "written": out.exists()}
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def size_args(values: dict[str, Any]) -> list[str]:
+    if isinstance(values.get("max_steps"), int) and values["max_steps"] > 0:
+        return []
+    dataset = str(values.get("dataset_name"))
+    if dataset in TRAIN_ROWS:
+        return ["--full-run-prompts", str(TRAIN_ROWS[dataset])]
+    if dataset in RUN_STEPS:
+        return ["--full-run-steps", str(RUN_STEPS[dataset])]
+    return []
+
+
+def one(recipe: Path, budget: str, branch: str, tmp: Path) -> dict[str, Any]:
+    values = read_recipe(recipe).values
+    out = tmp / f"{recipe.stem}-{branch}.yaml"
+    argv = ["init", "--from", str(recipe), "--gpus", "8", "--vllm", "server", "--budget", budget, "--out", str(out),
+            "--branch-from", branch]
+    row: dict[str, Any] = {"recipe": str(recipe.relative_to(ROOT)), "budget": budget, "branch_from": branch}
+    given = size_args(values)
+    if given:  # without the run's size: refused, naming the flags, nothing written
+        code, _, err = _init(argv)
+        row["unsized_refused"] = code == 2 and "--full-run-prompts" in err and "--full-run-steps" in err and not out.exists()
+    row["run_size"] = " ".join(given) or "the recipe's max_steps"
+    code, stdout, err = _init(argv + given)
+    row["exit"] = code
     if not out.exists():
-        row["said"] = stderr.getvalue().strip().splitlines()[-1] if stderr.getvalue().strip() else ""
-        row["pass"] = code == 2
-        row["full_run_steps"] = _full_run_steps(recipe, rows, tmp)
-        need = re.search(r"pass --budget (\S+) to write it", row["said"])
-        effect = re.search(r"--min-effect (\S+) \(", row["said"])
-        row["needs_budget"], row["needs_min_effect"] = (need.group(1) if need else None), (effect.group(1) if effect else None)
-        if effect and not min_effect and not scratch:
-            row["with_min_effect"] = one(recipe, budget, tmp, effect.group(1))
+        row.update(written=False, said=(err.strip().splitlines() or [""])[-1], goal=False)
         return row
     study = load_study(out)
-    est = estimate_trial(study)
-    price = planned_price(study, est)
-    k = len(study.generations())
-    span = reward_range(InitAnswers(recipe=recipe, recipe_values=values))
-    effect = study.study.min_effect if study.study.min_effect is not None else 0.05 * span
-    need = bechhofer_seeds(k, effect, SEED_SD_SHARE * span, RACE_CONFIDENCE)
-    decides = (study.study.racing is not None and study.study.racing.design == "group_sequential"
-               and len(study.study.seeds) >= need)
-    within = price.multiple is not None and price.multiple[1] <= (parse_share(budget) or 0) + 1e-9
-    row.update(price=price.words(), multiple=list(price.multiple) if price.multiple else None, arms=k,
-               min_effect=effect, branch_from=study.budget.branch_from,
-               seeds=len(study.study.seeds), bechhofer_seeds=need, steps=study.budget.max_steps,
-               full_run_steps=est.full_run_steps, can_decide=decides, within_budget=within, **{"pass": decides and within})
+    price = planned_price(study)
+    end = trial_end(study)
+    res = study_resolution(study)
+    plan_code, plan_out, _ = _init(["plan", str(out)])
+    confirm = study.file.screen is None or study.file.screen.confirm
+    row.update(
+        written=True, confirm=confirm, multiple=list(price.multiple) if price.multiple else None,
+        screen=list(price.screen) if price.screen else None, price=price.words(),
+        arms=len({c for c in study.generations()}) + (len(study.temperatures()) - 1 if isinstance(study.temperatures(), list) else 0),
+        seeds=len(study.study.seeds), steps=study.budget.max_steps, start=study.budget.branch_from or "step 0",
+        full_run_steps=end[2] if end else None, warmup=end[1] if end else None, ends_at=end[0] if end else None,
+        resolves=res.effect if res else None, span=res.span if res else None,
+        plan_states=plan_code == 0 and bool(re.search(r"^Resolves: at \S+ your run this study tells apart", plan_out, re.M)))
+    if not confirm:  # what the confirm stage it switched off would cost
+        on = planned_price(load_study(out, ["screen.confirm=true"]))
+        row["confirm_would_cost"] = list(on.multiple) if on.multiple else None
+    cap = parse_share(budget) or float("inf")
+    row["goal"] = bool(
+        confirm and price.multiple and price.multiple[1] <= cap + 1e-9 and price.screen and price.screen[1] <= SCREEN_CAP
+        and study.study.racing is not None and study.study.racing.design == "elimination" and len(study.study.seeds) >= MIN_SEEDS
+        and end is not None and end[0] > end[1] and row["plan_states"] and row.get("unsized_refused", True))
     return row
 
 
-def _full_run_steps(recipe: Path, rows: int | None, tmp: Path) -> int | None:
-    """The recipe's full run in optimizer steps on this hardware (what init priced against), from a minimal study."""
-    path = tmp / f"{recipe.stem}-full.yaml"
-    full = f", full_run: {{prompts: {rows}}}" if rows else ""
-    path.write_text(f"study: {{name: full, sampler: ablation, output_dir: {tmp / 'full'}}}\ntrainer_from: {recipe}\n"
-                    f"hardware: {{gpus: 8, vllm: {{mode: server}}}}\nbudget: {{max_steps: 10{full}}}\n")
-    return estimate_trial(load_study(path)).full_run_steps
-
-
-def line(r: dict[str, Any]) -> str:
-    name = Path(r["recipe"]).name
-    if not r["written"]:
-        head = (f"{'PASS' if r['pass'] else 'FAIL'}  {name} (full run {r['full_run_steps'] or 'unknown'} steps): not written "
-                f"(exit {r['exit']}): {r['said'].split('--budget: ', 1)[-1]}")
-        alt = r.get("with_min_effect")
-        return head + (f"\n      with --min-effect {r['needs_min_effect']}: {line(alt).strip()}" if alt else "") + _scratch(r)
-    branch = f", branched at the {r['branch_from']} end" if r.get("branch_from") else ""
-    return (f"{'PASS' if r['pass'] else 'FAIL'}  {name}: {r['arms']} arms x {r['seeds']} seeds (Bechhofer needs "
-            f"{r['bechhofer_seeds']} at min_effect {r['min_effect']:g}) x {r['steps']} of {r['full_run_steps']} steps"
-            f"{branch}, raced: {r['price']}") + _scratch(r)
-
-
-def _scratch(r: dict[str, Any]) -> str:
-    s = r.get("from_scratch")
-    if not s:
-        return ""
-    said = re.search(r"the smallest \((.*?), the fewest.*?\) costs at most (\S+) your run", s.get("said", ""))
-    what = (f"smallest {said.group(1)} x {MIN_STEPS} steps past warmup costs at most {said.group(2)}" if said else
-            f"{s['arms']} arms x {s['seeds']} seeds x {s['steps']} steps, {s['price']}" if s["written"] else s["said"])
-    return f"\n      from step 0 (--branch-from none): {what}"
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| recipe | run size given | full run (steps) / warmup | design | price (screen) | resolves | goal |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        name = Path(r["recipe"]).stem.replace("current-", "").replace("-grpo-", " ")
+        refused = "" if "unsized_refused" not in r else (" (without it: exit 2)" if r["unsized_refused"] else " (NOT refused without it)")
+        if not r["written"]:
+            lines.append(f"| {name} | {r['run_size']}{refused} | - | not written: {r['said']} | - | - | no |")
+            continue
+        start = "branched at the warmup" if r["start"] == "warmup" else "from step 0"
+        design = (f"{r['arms']} arms x {r['seeds']} seeds x {r['steps']} steps, {start}" if r["confirm"]
+                  else f"the screen alone (a confirm stage of {r['seeds']} seeds x {r['steps']} steps {start} would cost "
+                       f"{fmt_multiple(*r['confirm_would_cost'])})")
+        resolves = f"{r['resolves']:.3g} ({r['resolves'] / r['span']:.1%} of {r['span']:g})" if r["resolves"] else "-"
+        lines.append(f"| {name} | {r['run_size']}{refused} | {r['full_run_steps']:,} / {r['warmup']} | {design} | "
+                     f"{fmt_multiple(*r['multiple'])} ({fmt_multiple(*r['screen'])}) | {resolves} | "
+                     f"{'yes' if r['goal'] else 'no'} |")
+    return "\n".join(lines)
 
 
 def main_(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--budget", default="0.5x")
+    ap.add_argument("--branch-from", default="auto", choices=["auto", "none", "warmup"])
+    ap.add_argument("--all", action="store_true", help="every Open R1 fixture and study recipe, not only the current ones")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        rows = []
-        for recipe in recipes():
-            row = one(recipe, args.budget, Path(tmp))
-            if row.get("branch_from") or "branched at" in row.get("said", ""):  # what branching saves
-                row["from_scratch"] = one(recipe, args.budget, Path(tmp), scratch=True)
-            rows.append(row)
-    if args.json:
-        print(json.dumps(rows, indent=1))
-    else:
-        for r in rows:
-            print(line(r))
-    return 0 if all(r["pass"] and r.get("with_min_effect", {"pass": True})["pass"] for r in rows) else 1
+        rows = [one(recipe, args.budget, args.branch_from, Path(tmp)) for recipe in recipes(args.all)]
+    print(json.dumps(rows, indent=1) if args.json else table(rows))
+    current = [r for r in rows if "/current-" in r["recipe"]]
+    return 0 if current and all(r["goal"] for r in current) else 1
 
 
 if __name__ == "__main__":

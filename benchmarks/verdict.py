@@ -17,10 +17,11 @@ Exit codes: 0 the answers agree, 1 they differ, 2 a run failed or wrote no verdi
 
 `--readme` keeps the README's first screen true: from the last run it writes docs/demo-answer.json
 (the answer's three lines, its kind, the recommended, as-good and worse arms, each arm's held-out
-reward per seed, the wall time of each run, the built-in model's build time) and the README's
-quote between the `demo-answer` markers, rendered from that file. tests/test_docs.py fails when
-the README differs from the file, or when the code, given the recorded per-seed rewards, now
-answers differently in kind (another kind, recommendation, as-good set or worse set): rerun this.
+reward per seed, the wall time of each run, the built-in model's build time) and the quote between
+the `demo-answer` markers of the README and of docs/getting-started.md, rendered from that file.
+tests/test_docs.py fails when a page differs from the file, or when the code, given the recorded
+per-seed rewards, now answers differently in kind (another kind, recommendation, as-good set or
+worse set): rerun this.
 """
 
 from __future__ import annotations
@@ -40,12 +41,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from docs_blocks import replace_block  # noqa: E402 - benchmarks/docs_blocks.py: the one writer of the docs' generated blocks
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p  # noqa: E402
 
 QUICK_STEPS = 10
 README = ROOT / "README.md"
 RECORD = ROOT / "docs" / "demo-answer.json"
 START, END = "<!-- demo-answer:start -->", "<!-- demo-answer:end -->"
+# Every page that quotes the demo's answer: the README, and the manual's getting-started page.
+PAGES = (README, ROOT / "docs" / "getting-started.md")
 
 
 def trials_by_arm(folder: Path, metric: str) -> dict[str, dict[str, Any]]:
@@ -102,14 +106,11 @@ def readme_block(record: dict[str, Any]) -> str:
             f"already cached{build}.\n{END}")
 
 
-def write_readme(record: dict[str, Any], readme: Path = README, path: Path = RECORD) -> None:
-    """Write docs/demo-answer.json and replace the README's block between the markers with its rendering."""
+def write_readme(record: dict[str, Any], pages: tuple[Path, ...] = PAGES, path: Path = RECORD) -> None:
+    """Write docs/demo-answer.json and replace each page's block between the markers with its rendering."""
     path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    text = readme.read_text(encoding="utf-8")
-    if START not in text or END not in text:
-        raise SystemExit(f"{readme} has no {START} ... {END} block to replace")
-    head, rest = text.split(START, 1)
-    readme.write_text(head + readme_block(record) + rest.split(END, 1)[1], encoding="utf-8")
+    for page in pages:
+        replace_block(page, START, END, readme_block(record))
 
 
 def run_once(study: str, folder: Path, sets: list[str]) -> tuple[dict[str, Any] | None, float, str]:
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             verdicts.append(v)
             if args.readme and i == args.runs - 1:
                 write_readme(demo_record(v, folder, [x["seconds"] for x in verdicts], args.study, load))
-                print(f"wrote {RECORD.relative_to(ROOT)} and the README's quote")
+                print(f"wrote {RECORD.relative_to(ROOT)} and the quote in " + ", ".join(str(p.relative_to(ROOT)) for p in PAGES))
             if not args.json:
                 lines = "\n  ".join(v.get("lines") or [v["words"]])
                 print(f"run {i + 1} ({seconds:.0f} s): {v['kind']}, recommends "

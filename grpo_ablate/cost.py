@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from grpo_ablate.bounds import BOUNDS
 from grpo_ablate.errors import StudyError
@@ -250,22 +250,26 @@ def full_run_steps(full_run: dict[str, Any] | None, generated_per_step: float, p
     return max(1, math.ceil(float(epochs) * int(prompts) * int(g) / generated_per_step - 1e-9))
 
 
-def warmup_steps(warmup: object, full_steps: int | None) -> int | None:
-    """trainer.warmup_steps as optimizer steps of a run of `full_steps`, counted as transformers counts them.
+def warmup_steps(trainer: Mapping[str, Any], full_steps: int | None) -> int | None:
+    """The trainer section's learning-rate warmup (trainer.warmup_steps) in optimizer steps of a run `full_steps`
+    long, counted as transformers counts it.
 
-    The one owner of this rule: init sizes trials past the warmup with it, branching places
-    `branch_from: warmup` with it, validate checks that point, and the child's scheduler is built by
-    transformers' `TrainingArguments.get_warmup_steps(full_steps)` (the prefix schedule: trainer/build.py),
-    which this reproduces (tests/test_warmup_rule.py checks it on the installed transformers): a value
-    >= 1 is a step count (its int), one in (0, 1) a share of the run, `ceil(share * full_steps)` of the
-    float product as it comes out, so 0.07 of 100 steps is 8 (0.07 * 100 is 7.000000000000001).
-    0 without a warmup (unset, 0, not a number); None for a share when the run's length is not known.
+    The one owner of this rule: init sizes trials past the warmup with it, `validate` and every command that
+    loads a study refuse trials that end inside it (study/warmup.py), branching places `branch_from: warmup`
+    with it and validate checks that point; the child's scheduler is built by transformers'
+    `TrainingArguments.get_warmup_steps(full_steps)` (the prefix schedule: trainer/build.py), which this
+    reproduces (tests/test_warmup_rule.py checks it on the installed transformers): a value >= 1 is a step
+    count (its int), one in (0, 1) a share of the run, `ceil(full_steps * share)` of the float product as it
+    comes out, so 0.07 of 100 steps is 8 (0.07 * 100 is 7.000000000000001). A recipe's warmup_ratio arrives
+    here as a warmup_steps below 1 (config/recipes/merge.py). 0 without a warmup (unset, 0, not a number);
+    None for a share when the run's length is not known.
     """
+    warmup = trainer.get("warmup_steps")
     if not isinstance(warmup, (int, float)) or isinstance(warmup, bool) or not warmup > 0:
         return 0
     if warmup >= 1:
         return int(warmup)
-    if full_steps is None:
+    if not full_steps:
         return None
     return math.ceil(full_steps * float(warmup))
 
@@ -378,6 +382,7 @@ class Price:
     spent: bool = False
     at_most: bool = False  # a race may stop before its planned maximum, which this prices
     branching: Branching | None = None  # arms branch from a shared prefix per seed, counted once
+    screen: tuple[float, float] | None = None  # the screen before any training, as a multiple of the run (included)
 
     def words(self) -> str:
         """One line: "this study costs 0.4x your run (48 of 120 GPU-h)"."""
@@ -394,14 +399,23 @@ class Price:
         return f"{head} in optimizer steps, start-up left out (no GPU-hours here: {self.no_hours}{self._how()})"
 
     def _how(self) -> str:
-        return f"; {self.branching.words()}" if self.branching else ""
+        parts = [self.branching.words()] if self.branching else []
+        if self.screen is not None:
+            parts.append(f"the screen before any training {'spent' if self.spent else 'costs at most'} "
+                         f"{fmt_multiple(*self.screen)} of it, included")
+        return "".join(f"; {p}" for p in parts)
 
     def as_dict(self) -> dict[str, Any]:
         return {"multiple": list(self.multiple) if self.multiple else None, "trials": self.trials,
                 "study_gpu_hours": list(self.study_h) if self.study_h else None,
                 "full_run_gpu_hours": list(self.full_run_h) if self.full_run_h else None, "basis": self.basis,
                 "spent": self.spent, "at_most": self.at_most, "unknown": self.unknown,
-                "branching": self.branching.as_dict() if self.branching else None, "words": self.words()}
+                "branching": self.branching.as_dict() if self.branching else None,
+                "screen": list(self.screen) if self.screen else None, "words": self.words()}
+
+
+def _ordered(a: float, b: float) -> tuple[float, float]:
+    return (min(a, b), max(a, b))
 
 
 def _h(x: float) -> str:
@@ -410,17 +424,24 @@ def _h(x: float) -> str:
 
 def price(trials: int, *, study_h: tuple[float, float] | None, full_run_h: tuple[float, float] | None,
           study_steps: float | None, full_run_steps: int | None, no_hours: str = "", unknown: str = "",
-          spent: bool = False, at_most: bool = False, branching: Branching | None = None) -> Price:
+          spent: bool = False, at_most: bool = False, branching: Branching | None = None,
+          screen_h: tuple[float, float] | None = None, screen_steps: float | None = None) -> Price:
     """The study's price as a multiple of the full run: GPU-hours over GPU-hours when both are known, else
     optimizer steps over optimizer steps (`study_steps`: every trial's together, each shared prefix once), else
-    unknown (`unknown`: why). `branching`: how the prefixes were counted, said in the words."""
+    unknown (`unknown`: why). `branching`: how the prefixes were counted, said in the words. `screen_h` /
+    `screen_steps`: what the screen before any training costs (GPU-hours / optimizer steps' worth), added in and
+    said apart."""
     if study_h and full_run_h and full_run_h[0] > 0 and full_run_h[1] > 0:
+        if screen_h is not None:
+            study_h = (study_h[0] + screen_h[0], study_h[1] + screen_h[1])
         a, b = study_h[0] / full_run_h[0], study_h[1] / full_run_h[1]
+        part = None if screen_h is None else _ordered(screen_h[0] / full_run_h[0], screen_h[1] / full_run_h[1])
         return Price(trials, (min(a, b), max(a, b)), study_h, full_run_h, spent=spent, at_most=at_most,
-                     branching=branching)
+                     branching=branching, screen=part)
     if study_steps is not None and full_run_steps:
-        m = study_steps / full_run_steps
+        m = (study_steps + (screen_steps or 0.0)) / full_run_steps
+        part = None if screen_steps is None else (screen_steps / full_run_steps,) * 2
         return Price(trials, (m, m), basis="optimizer steps", no_hours=no_hours or "no GPU-hour estimate",
-                     spent=spent, at_most=at_most, branching=branching)
+                     spent=spent, at_most=at_most, branching=branching, screen=part)
     return Price(trials, None, unknown=unknown or "the full run's length is not known here", spent=spent,
                  at_most=at_most, branching=branching)

@@ -76,21 +76,51 @@ def _measured_pace(url: str) -> tuple[float, float, str] | None:
 
 
 def training_prompts(study: "Study") -> tuple[int, str] | None:
-    """(training prompts, where from), read offline: a built-in task's num_prompts, a local .jsonl's rows, or
-    the size the `datasets` cache recorded for a hub dataset's split (dataset_info.json); None otherwise.
+    """(training prompts, where from), read offline: a built-in task's num_prompts, a local data file's rows
+    (.jsonl, .json, .parquet, .csv), or the size the `datasets` cache recorded for a hub dataset's split
+    (dataset_info.json); None otherwise.
     data.max_samples caps it; prompts that data.max_prompt_tokens would drop are not known here."""
     data = study.data
     found: tuple[int, str] | None = None
     if data.task:
         found = (int(data.num_prompts), "data.num_prompts") if data.num_prompts else None
-    elif data.dataset and data.dataset.endswith(".jsonl") and Path(data.dataset).is_file():
-        with open(data.dataset, "rb") as f:
-            found = (sum(1 for line in f if line.strip()), f"the rows of {Path(data.dataset).name}")
+    elif data.dataset and Path(data.dataset).is_file():
+        rows = _local_rows(Path(data.dataset))
+        found = (rows, f"the rows of {Path(data.dataset).name}") if rows else None
     elif data.dataset and "/" in data.dataset and not Path(data.dataset).exists():
         found = _cached_split_rows(data.dataset, data.config_name, data.split)
     if found and data.max_samples and data.max_samples < found[0]:
         found = (data.max_samples, "data.max_samples")
     return found
+
+
+def _local_rows(path: Path) -> int | None:
+    """The rows of a local data file as `datasets` loads it (.jsonl, .json: a list or JSON lines, .parquet from its
+    footer, .csv as records); None for another format, or one that does not read."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".jsonl":
+            with open(path, "rb") as f:
+                return sum(1 for line in f if line.strip())
+        if suffix == ".json":
+            text = path.read_text(encoding="utf-8")
+            try:
+                loaded = json.loads(text)
+            except ValueError:  # JSON lines in a .json file, as `datasets` also reads them
+                return sum(1 for line in text.splitlines() if line.strip())
+            return len(loaded) if isinstance(loaded, list) else None
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq  # the footer only; pyarrow comes with `datasets`
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        if suffix == ".csv":
+            import csv
+
+            with open(path, newline="", encoding="utf-8") as f:
+                return max(0, sum(1 for _ in csv.reader(f)) - 1)  # records, quoted newlines included; less the header
+    except (OSError, ValueError, ImportError):
+        return None
+    return None
 
 
 def _cached_split_rows(dataset: str, config: str | None, split: str) -> tuple[int, str] | None:

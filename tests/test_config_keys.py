@@ -1,11 +1,13 @@
 """The study file documents itself: every schema field has a description, and `explain`, the JSON
-Schema and the README's key table are all read from those descriptions."""
+Schema and the key table (docs/study-file.md, and the README's copy until it is cut) are all read from those
+descriptions; every GRPOConfig field of the installed TRL has an `explain` answer from TRL's own metadata."""
 
 from __future__ import annotations
 
 import inspect
 import json
-import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -14,9 +16,11 @@ from pydantic import BaseModel
 from grpo_ablate.config import schema
 from grpo_ablate.commands.common import key_choices
 from grpo_ablate.config.keys import find_key, json_schema, key_docs, key_table
-from helpers import ROOT, cli_inprocess
+from grpo_ablate.config.trainer_keys import trainer_key_docs
+from helpers import ROOT, cli_env, cli_inprocess
 
-README_TABLE = re.compile(r"<!-- study-file keys:[^\n]*-->\n(.*?)<!-- end of study-file keys -->", re.S)
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import docs_blocks  # noqa: E402 - benchmarks/docs_blocks.py, which writes the docs' key table
 
 
 def _schema_models() -> list[type[BaseModel]]:
@@ -39,12 +43,12 @@ def test_every_key_of_the_study_file_is_listed_once():
         assert key in keys, key
 
 
-def test_the_readme_key_table_is_the_one_the_schema_generates():
-    found = README_TABLE.search((ROOT / "README.md").read_text())
-    assert found, "README.md lost its generated study-file key table markers"
-    assert found.group(1) == key_table(key_choices()), (
-        "README's study-file key table differs from config/schema.py: paste `grpo-ablate schema --markdown` "
-        "between the markers in \"## The study file\"")
+@pytest.mark.parametrize("page", docs_blocks.KEY_TABLE_PAGES, ids=lambda p: p.name)
+def test_the_key_table_in_the_docs_is_the_one_the_schema_generates(page):
+    found = docs_blocks.block_of(page.read_text(encoding="utf-8"), docs_blocks.KEYS_START, docs_blocks.KEYS_END)
+    assert found, f"{page.name} lost its generated study-file key table markers"
+    assert key_table(key_choices()) in found and found == docs_blocks.key_table_block(), (
+        f"{page.name}'s study-file key table differs from config/schema.py: run `python benchmarks/docs_blocks.py`")
 
 
 def test_a_key_shows_its_type_default_bounds_and_description():
@@ -105,3 +109,39 @@ def test_schema_command_writes_a_json_schema_that_accepts_the_shipped_studies(tm
     assert not list(validator.iter_errors({"study": {"name": "t"}, "hardware": {"launcher": "slurm"}}))
     assert any("kubernetes" in e.message for e in validator.iter_errors(
         {"study": {"name": "t"}, "hardware": {"launcher": "kubernetes"}}))
+
+
+@pytest.mark.slow  # a child interpreter imports TRL (~10-20 s here), and ~300 explain calls (~10 s)
+def test_every_study_file_key_and_every_grpo_config_field_has_an_explain_answer():
+    """Every key of the key table, and every field of the installed TRL's GRPOConfig as `trainer.<field>` with TRL's own
+    type, default and help (read here in a child process of its own, not through grpo-ablate's reader)."""
+    for doc in key_docs(key_choices()):
+        code, out, err = cli_inprocess("explain", doc.key)
+        assert code == 0 and out.splitlines()[0] == doc.key, (doc.key, err)
+    truth = json.loads(subprocess.run(
+        [sys.executable, "-c", "import dataclasses, json; from trl import GRPOConfig; print(json.dumps({f.name: "
+         "[f.metadata.get('help') or '', repr(f.default)] for f in dataclasses.fields(GRPOConfig)}))"],
+        capture_output=True, text=True, env=cli_env(), check=True).stdout.strip().splitlines()[-1])
+    assert len(truth) > 150
+    for name, (help_text, default) in truth.items():
+        code, out, err = cli_inprocess("explain", f"trainer.{name}")
+        assert code == 0 and out.splitlines()[0] == f"trainer.{name}", (name, err)
+        assert " ".join(help_text.split()) in " ".join(out.split()), name
+        if default in ("0.0", "1e-06", "8", "True", "False", "None"):
+            shown = {"True": "true", "False": "false", "None": "null"}.get(default, default)
+            assert f"  default: {shown}\n" in out, (name, out)
+
+
+def test_a_trainer_field_says_where_the_recipe_trl_differs_and_what_the_study_does():
+    beta = cli_inprocess("explain", "trainer.beta")
+    assert beta.returncode == 0 and "  default: 0.0\n" in beta.stdout
+    assert "TRL 0.18.0 (Open R1's recipes run it): 0.04" in beta.stdout  # config/trl_defaults.json, Open R1's pin
+    gone = cli_inprocess("explain", "trainer.max_prompt_length")  # a field TRL 0.18 had and 1.16 lacks
+    assert gone.returncode == 0 and "  default: 512\n" in gone.stdout and "data.max_prompt_tokens" in gone.stdout
+    assert "searched by the study (search.temperature)" in cli_inprocess("explain", "trainer.temperature").stdout
+    typo = cli_inprocess("explain", "trainer.learnig_rate")
+    assert typo.returncode == 2 and "did you mean trainer.learning_rate" in typo.stderr
+    section = cli_inprocess("explain", "trainer")
+    assert section.returncode == 0 and "grpo-ablate explain trainer.<field>" in section.stdout
+    names = [d.key for d in trainer_key_docs()]
+    assert len(names) == len(set(names)) and "trainer.adafactor" in names  # TRL 0.18's fields, explained from the table

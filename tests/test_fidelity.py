@@ -43,7 +43,7 @@ def test_a_published_recipe_with_a_factory_built_reward_plans_and_inits_unedited
     assert res.returncode == 0, res.stderr
     assert "get_code_format_reward(language='cpp')" in res.stdout and "open_r1 is not installed here" in res.stdout
 
-    out = write_study(InitAnswers(recipe=CODEFORCES, gpus=8, vllm="server"), tmp_path / "init.yaml")
+    out = write_study(InitAnswers(recipe=CODEFORCES, gpus=8, vllm="server", unpriced=True), tmp_path / "init.yaml")
     again = load_study(out)
     assert [r.args for r in again.rewards] == [{"test_batch_size": 20, "scoring_mode": "weighted_sum"}, {"language": "cpp"}]
     assert again.study.baseline["num_generations"] == 16 and 16 in again.generations()
@@ -51,8 +51,8 @@ def test_a_published_recipe_with_a_factory_built_reward_plans_and_inits_unedited
 
 @pytest.mark.parametrize("recipe", sorted(FIXTURES.glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_published_grpo_recipe_inits_and_plans_unedited(tmp_path, recipe):
-    # at whatever it costs (--budget none): fitting a budget is tests/test_price.py's
-    out = write_study(InitAnswers(recipe=recipe, gpus=8, vllm="server", budget="none"), tmp_path / "study.yaml")
+    # at whatever it costs (--budget none), priced or not: fitting a budget is tests/test_price.py's
+    out = write_study(InitAnswers(recipe=recipe, gpus=8, vllm="server", budget="none", unpriced=True), tmp_path / "study.yaml")
     study = load_study(out)
     assert study.world_size == 7 and study.rewards and study.study.is_planned
     assert study.study.baseline["num_generations"] in study.generations()
@@ -156,10 +156,10 @@ def test_the_estimate_brackets_open_r1s_published_8xh20_run(tmp_path):
 
 
 def test_init_resolves_the_recipes_temperature_on_its_own_stack(tmp_path):
-    out = write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server"), tmp_path / "demo.yaml")
+    out = write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server", unpriced=True), tmp_path / "demo.yaml")
     written = yaml.safe_load(out.read_text())
     assert written["study"]["baseline"]["temperature"] == 1.0  # TRL 0.18.0's own default (0.9 was TRL <= 0.17)
-    assert written["search"]["temperature"] == 1.0  # fixed at it: the study decides G
+    assert written["search"]["temperature"] == [1.0, 0.7]  # a default the recipe left it to: a second one is an arm
     study = load_study(out)
     assert study.study.baseline["num_generations"] == 7 and study.world_size == 7
 
@@ -212,7 +212,8 @@ def test_a_measured_completion_length_narrows_the_estimate(tmp_path):
 def test_init_writes_the_implicit_keys_of_a_recipe_whose_trl_is_not_known(tmp_path):
     """A `trl grpo` recipe says nothing of its TRL: init writes the drifting keys it leaves out, as the installed
     TRL fills them, with a note to set what was meant; plan then has nothing left to guess."""
-    out = write_study(InitAnswers(recipe=ROOT / "studies/recipes/trl-cli-style.yaml", gpus=1), tmp_path / "trl.yaml")
+    out = write_study(InitAnswers(recipe=ROOT / "studies/recipes/trl-cli-style.yaml", gpus=1, unpriced=True),
+                      tmp_path / "trl.yaml")
     text = out.read_text()
     assert "keys the recipe leaves out whose TRL default changed between releases" in text
     written = yaml.safe_load(text)

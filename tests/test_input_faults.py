@@ -107,7 +107,8 @@ def test_init_onto_a_read_only_file_system_names_the_users_file(tmp_path, capsys
 
 def test_init_validation_errors_name_the_users_file_not_a_temporary_one(tmp_path, capsys):
     out = tmp_path / "study.yaml"
-    line = one_line_refusal(capsys, "init", "--task", "addition", "--gpus", "0", "--name", "a/b", "--out", str(out))
+    line = one_line_refusal(capsys, "init", "--task", "addition", "--gpus", "0", "--name", "a/b", "--out", str(out),
+                             "--unpriced")
     assert str(out) in line and ".study.yaml." not in line
     assert list(tmp_path.iterdir()) == []  # nothing half-written, no temporary file left
 

@@ -10,7 +10,8 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.study.branching import branch_step
-from grpo_ablate.commands.init import InitAnswers, effect_for_seeds, seeds_to_decide, write_study
+from grpo_ablate.commands.init import InitAnswers, write_study
+from grpo_ablate.study.design import MIN_SEEDS, effect_for_seeds, seeds_to_decide
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total, warmup_steps
 from grpo_ablate.estimate import estimate_trial
@@ -105,8 +106,9 @@ def test_a_share_budget_becomes_gpu_hours_of_the_full_run(tmp_path):
 def test_warmup_in_steps():
     """A recipe's warmup_ratio arrives as warmup_steps below 1 (config/recipes/merge.py); tests/test_warmup_rule.py
     checks the rule against transformers and every caller."""
-    assert warmup_steps(0.1, 283) == 29 and warmup_steps(0.03, 500) == 15
-    assert warmup_steps(40, 283) == 40 and warmup_steps(None, 283) == 0 and warmup_steps(0.1, None) is None
+    w = {"warmup_steps": 0.1}
+    assert warmup_steps(w, 283) == 29 and warmup_steps({"warmup_steps": 0.03}, 500) == 15
+    assert warmup_steps({"warmup_steps": 40}, 283) == 40 and warmup_steps({}, 283) == 0 and warmup_steps(w, None) is None
 
 
 def _printed_price(stdout: str) -> str:
@@ -126,63 +128,78 @@ def test_init_fits_the_budget_and_prints_the_price_plan_prints(tmp_path):
     study = load_study(out)
     p = planned_price(study)
     assert p.multiple[1] <= 1.0 and said == p.words() and said.startswith("this study costs at most")
-    # a design that can decide: the race on, its planned maximum the seeds Bechhofer's design needs for its arms
+    # what it resolves at that price, in init's words and plan's alike
+    resolves = re.search(r"^Resolves: (at \S+ your run this study tells apart differences of \S+ or more)", res.stdout, re.M)
+    assert resolves and resolves.group(1) in plan.stdout
+    # a design that decides: the elimination race on, at least 3 seeds, the screen first (its cost included)
     k = len(study.generations())
-    assert study.study.racing.design == "group_sequential" and k >= 2
-    assert len(study.study.seeds) >= bechhofer_seeds(k, 0.05, 0.05, 0.95) == seeds_to_decide(k)
-    # the arms branch at the end of the recipe's warmup (3% of 500 steps), each branch 10+ steps, no longer than the default
-    assert study.budget.branch_from == "warmup" and branch_step(study) == warmup_steps(study.trainer["warmup_steps"], 500) == 15
+    assert study.study.racing.design == "elimination" and study.study.racing.first_round_seeds == MIN_SEEDS and k >= 2
+    assert MIN_SEEDS <= len(study.study.seeds) <= seeds_to_decide(k, 1.1) and study.file.screen is not None
+    assert p.screen is not None and 0 < p.screen[1] <= 0.05 and "the screen before any training" in said
+    # the arms branch at the end of the recipe's warmup (3% of 500 steps), each branch 10+ steps, no longer than 100
+    assert study.budget.branch_from == "warmup" and branch_step(study) == warmup_steps(study.trainer, 500) == 15
     assert 10 <= study.budget.max_steps <= 100
     assert p.branching is not None and p.branching.step == 15 and p.branching.prefixes == len(study.study.seeds)
     assert "per seed one shared prefix of 15 steps, counted once" in said
-    # the default (--branch-from none): every trial from step 0, trained past the warmup, and dearer for it
+    # --branch-from none: every trial from step 0, trained past the warmup, and dearer for it
     scratch = tmp_path / "scratch.yaml"
     res = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--budget", "1x",
-                        "--out", str(scratch))
+                        "--branch-from", "none", "--out", str(scratch))
     assert res.returncode == 0, res.stderr
     plain = load_study(scratch)
     assert plain.budget.branch_from is None and planned_price(plain).branching is None
-    assert warmup_steps(plain.trainer["warmup_steps"], 500) < plain.budget.max_steps <= 100
+    assert warmup_steps(plain.trainer, 500) < plain.budget.max_steps <= 100
     written = yaml.safe_load(out.read_text())
     assert written["search"]["temperature"] == 1.0  # the recipe's, fixed: the study decides G
-    assert written["study"]["baseline"]["num_generations"] == 14
+    assert written["study"]["baseline"]["num_generations"] == 14 and written["search"]["num_generations"] == [7, 14, 28]
 
 
-def test_a_study_that_cannot_fit_says_what_it_would_take_and_writes_nothing(tmp_path):
-    out = tmp_path / "no.yaml"
-    res = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--out", str(out))
-    assert res.returncode == 2
-    assert "no study that can decide fits 0.5x of your run" in res.stderr and "pass --budget" in res.stderr
-    assert not out.exists() and not list(tmp_path.iterdir())
-    need = re.search(r"pass --budget (\S+) to write it", res.stderr).group(1)
-    again = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--budget", need,
-                          "--out", str(out))
-    assert again.returncode == 0, again.stderr  # what it said it would take is enough
-    assert planned_price(load_study(out)).multiple[1] <= parse_share(need)
-    # the other way out it names: a larger min_effect, at which fewer seeds decide and the study fits the budget
-    effect = re.search(r"--min-effect (\S+) \(Bechhofer's design then needs (\d+) seeds", res.stderr)
-    assert effect, res.stderr
-    fewer = tmp_path / "fewer.yaml"
-    third = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--min-effect", effect.group(1),
-                          "--out", str(fewer))
-    assert third.returncode == 0, third.stderr
-    study = load_study(fewer)
-    assert planned_price(study).multiple[1] <= 0.5 and study.study.min_effect == float(effect.group(1))
-    assert len(study.study.seeds) >= seeds_to_decide(len(study.generations()), 1.1, float(effect.group(1)))
+def test_a_budget_that_buys_no_deciding_confirm_stage_writes_the_screen_alone(tmp_path):
+    out = tmp_path / "screen.yaml"
+    res = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--budget", "0.3x",
+                        "--branch-from", "none", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    text = out.read_text()
+    assert "confirm: false" in text and "Design: the screen alone" in text
+    assert "Resolves: nothing: the study is the screen alone" in res.stdout
+    assert "The study is the screen alone (screen.confirm: false): no arm is trained." in res.stdout
+    study = load_study(out)
+    assert planned_price(study).multiple[1] <= 0.3 and planned_price(study).trials == 0
+    # what the confirm stage would cost, said in the file: switched on, the plan prices it so, a deciding study
+    cost = float(re.search(r"costs at most (\S+?)x of your run; to train it", " ".join(text.split("\n# "))).group(1))
+    on = load_study(out, ["screen.confirm=true"])
+    assert 0.3 < cost == float(fmt_multiple(planned_price(on).multiple[1])[:-1]) and len(on.study.seeds) >= MIN_SEEDS
+    # a min_effect the budget cannot resolve: the screen alone too, never a design with fewer seeds than it needs
+    strict = tmp_path / "strict.yaml"
+    res = cli_inprocess("init", "--from", str(CODE), "--gpus", "8", "--vllm", "server", "--min-effect", "0.02",
+                        "--out", str(strict))
+    assert res.returncode == 0, res.stderr
+    assert "confirm: false" in strict.read_text()
 
 
-def test_init_cannot_fit_a_budget_it_cannot_price(tmp_path):
-    with pytest.raises(StudyError, match="cannot fit 0.5x.*budget.full_run.prompts.*--full-run-prompts"):
-        write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server", budget="0.5x"), tmp_path / "s.yaml")
+def test_init_refuses_a_run_it_cannot_price_unless_told(tmp_path):
+    res = cli_inprocess("init", "--from", str(DEMO), "--gpus", "8", "--vllm", "server", "--out", str(tmp_path / "s.yaml"))
+    assert res.returncode == 2 and "--full-run-prompts" in res.stderr and "--full-run-steps" in res.stderr
+    assert "--unpriced" in res.stderr and "'AI-MO/NuminaMath-TIR' is read from the hub" in res.stderr
     assert not list(tmp_path.iterdir())
+    with pytest.raises(StudyError, match="--full-run-prompts"):
+        write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server"), tmp_path / "s.yaml")
+    # either flag prices it; --unpriced writes it without a price, and says so
+    priced = load_study(write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server", full_run_steps=283), tmp_path / "a.yaml"))
+    assert planned_price(priced).multiple[1] <= 0.5
+    rows = load_study(write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server", full_run_prompts=NUMINA_TIR_TRAIN_PROMPTS),
+                                  tmp_path / "b.yaml"))
+    assert estimate_trial(rows).full_run_steps == 283 and planned_price(rows).multiple[1] <= 0.5
+    out = write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server", unpriced=True), tmp_path / "c.yaml")
+    assert "not priced (--unpriced)" in out.read_text() and planned_price(load_study(out)).multiple is None
 
 
-def test_budget_none_writes_the_design_that_can_decide_at_its_price(tmp_path):
+def test_budget_none_writes_the_design_that_decides_at_min_effect_at_its_price(tmp_path):
     out = write_study(InitAnswers(recipe=CODE, gpus=8, vllm="server", budget="none"), tmp_path / "any.yaml")
     study = load_study(out)
     k = len(study.generations())
-    assert k == 3 and len(study.study.seeds) == seeds_to_decide(3) and study.budget.max_steps == 100
-    assert planned_price(study).multiple[0] > 1  # priced, not fitted: 24 trials of 100 of 500 steps
+    assert k == 3 and len(study.study.seeds) == seeds_to_decide(3, 1.1) and study.budget.max_steps == 100
+    assert study.budget.branch_from is None and planned_price(study).multiple[0] > 1  # from step 0, at its price
     with pytest.raises(StudyError, match="nor `none`"):
         write_study(InitAnswers(recipe=CODE, gpus=8, vllm="server", budget="half"), tmp_path / "bad.yaml")
     with pytest.raises(StudyError, match=r"--min-effect: 2 is not a reward difference inside the reward's range \(0, 1.1\)"):

@@ -50,10 +50,11 @@ def test_init_writes_the_recipes_own_deepspeed_config_not_plain_ddp(tmp_path):
     fixtures = ROOT / "tests/fixtures/open-r1"
     for recipe, stage in (("qwen2.5-1.5b-instruct-grpo-config_demo.yaml", "zero2.yaml"),
                           ("qwen2.5-coder-7b-instruct-grpo-config_codeforces.yaml", "zero3.yaml")):
-        out = write_study(InitAnswers(recipe=fixtures / recipe, gpus=8, vllm="server"), tmp_path / recipe)
+        out = write_study(InitAnswers(recipe=fixtures / recipe, gpus=8, vllm="server", unpriced=True), tmp_path / recipe)
         hw = yaml.safe_load(out.read_text())["hardware"]
         assert hw["accelerate_config"].endswith(stage) and hw["num_processes"] == 7
         study = load_study(out)
         assert study.world_size == 7 and not any("plain DDP" in str(w) for w in study.warnings)
-    cpu = write_study(InitAnswers(recipe=fixtures / "qwen2.5-1.5b-instruct-grpo-config_demo.yaml"), tmp_path / "cpu.yaml")
+    cpu = write_study(InitAnswers(recipe=fixtures / "qwen2.5-1.5b-instruct-grpo-config_demo.yaml", unpriced=True),
+                      tmp_path / "cpu.yaml")
     assert "accelerate_config" not in cpu.read_text()

@@ -186,7 +186,7 @@ def test_init_asks_which_trl_a_trl_cli_recipe_was_written_for(tmp_path):
 
     recipe = ROOT / "studies/recipes/trl-cli-style.yaml"
     asked: list[str] = []
-    answers = ask_missing(InitAnswers(recipe=recipe), ask=lambda q: asked.append(q) or "0.18", interactive=True)
+    answers = ask_missing(InitAnswers(recipe=recipe, unpriced=True), ask=lambda q: asked.append(q) or "0.18", interactive=True)
     assert answers.recipe_trl == "0.18" and "TRL version this recipe was written for" in asked[0]
     out = write_study(answers, tmp_path / "s.yaml")
     assert yaml.safe_load(out.read_text())["recipe_trl"] == "0.18"

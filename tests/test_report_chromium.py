@@ -1,4 +1,5 @@
-"""The report as a person sees it: headless Chromium loads it, every image decodes, nothing errs.
+"""The report as a person sees it: headless Chromium loads it, every image decodes, nothing errs, and the first
+screen of a laptop (1280x800) shows the answer and, right after it, the first plot (issue 53).
 
     pytest -m slow tests/test_report_chromium.py     # screenshots: $GRPO_ABLATE_ARTIFACTS or the tmp dir
 
@@ -9,10 +10,11 @@ over the DevTools protocol, and collects console messages, page errors and faile
 
 from __future__ import annotations
 
-import re
-
+import json
 import os
+import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,10 @@ from grpo_ablate.report import write_outputs
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.records import load_trials
 from grpo_ablate.vocab import Arm
-from helpers import unavailable
+from helpers import ROOT, unavailable
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import report_screenshot as screen  # noqa: E402 - benchmarks/report_screenshot.py: the first screen's check and picture
 
 # Playwright's own defaults are 30 s; Chromium's start and first render on a busy 2-core machine
 # can come near that, so each wait has minutes of margin (and ends as soon as its event comes).
@@ -31,7 +36,8 @@ BROWSER_MS = 180_000
 pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
-SECTIONS = ["answer", "warnings", "setup", "definitions", "plots", "configurations", "prompts", "trials", "exports"]
+SECTIONS = ["answer", "training", "compared", "warnings", "setup", "definitions", "plots", "configurations", "prompts",
+            "trials", "exports"]
 
 CHECKS = """(sections) => {
   const imgs = Array.from(document.images).map(i => ({
@@ -122,7 +128,7 @@ def test_loads_without_console_errors(page):
 
 def test_every_image_decodes(page):
     imgs = page["result"]["imgs"]
-    assert len(imgs) == 9  # every plot but the importance ranking, left out of a planned ablation
+    assert len(imgs) == 10  # every plot but the importance ranking, left out of a planned ablation
     bad = [i for i in imgs if not (i["complete"] and i["w"] > 0 and i["h"] > 0)]
     assert bad == []
     assert all(i["shown"] >= 300 for i in imgs), imgs  # legible, not thumbnails
@@ -171,3 +177,46 @@ def test_held_out_study_shows_its_answer_and_completions(eval_page):
     assert r["lines"][1].startswith("As good") and r["lines"][2].startswith("Nothing is shown worse")
     assert XSS in r["samplesText"] and "reward 0" in r["samplesText"]
     assert r["overflow"] <= 0
+
+
+# ---------------------------------------------------------------- the first screen
+
+
+def _first_screen(browser, html: Path) -> dict:
+    context = browser.new_context(viewport=screen.VIEWPORT, offline=True)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(BROWSER_MS)
+        page.goto(html.resolve().as_uri(), wait_until="load", timeout=BROWSER_MS)
+        seen = screen.first_screen(page)
+        seen["order"] = page.evaluate("""() => ['answer', 'curves', 'training', 'compared', 'configurations', 'warnings']
+          .map(id => [id, document.getElementById(id) ? document.getElementById(id).getBoundingClientRect().top : null])""")
+        return seen
+    finally:
+        context.close()
+
+
+def test_the_demo_answer_is_followed_by_its_first_plot_on_the_first_screen(browser, tmp_path):
+    """The demo's own answer (docs/demo-answer.json: its three arms, each seed's held-out reward) as the page shows it:
+    at 1280x800, the held-out plot lies wholly inside the first screen, right below the answer box."""
+    record = json.loads((ROOT / "docs" / "demo-answer.json").read_text(encoding="utf-8"))
+    arms = {name: (Arm.from_mapping(a["arm"]),
+                   {int(seed): SeedRun(eval_curve=(r["start"] if r["start"] is not None else 0.0,
+                                                   (r["end"] + (r["start"] or 0.0)) / 2, r["end"]))
+                    for seed, r in a["seeds"].items()})
+            for name, a in record["arms"].items()}
+    storage, out = make_custom_study(tmp_path, arms, evaluation={"num_prompts": 256})
+    data = load_custom(storage)
+    assert data.verdict.lines[0].split()[:2] == record["answer"]["lines"][0].split()[:2]  # the demo's answer, in kind
+    seen = _first_screen(browser, write_outputs(data, out / "report.html")["html"])
+    assert seen["ok"], screen.layout_words(seen)
+    assert seen["plot"]["id"] == "fig-eval-hours"
+    tops = [top for _, top in seen["order"] if top is not None]
+    assert tops == sorted(tops), seen["order"]  # the answer, the held-out curves, the training curves, then the tables
+
+
+def test_a_real_demo_runs_report_leads_with_its_curves(browser, finished_study):
+    """The suite's one real run of the demo (conftest: two arms, one seed, four steps), its page as `run` wrote it."""
+    seen = _first_screen(browser, finished_study.out / "report.html")
+    assert seen["ok"], screen.layout_words(seen)
+    assert [name for name, top in seen["order"] if top is not None][:4] == ["answer", "curves", "training", "compared"]

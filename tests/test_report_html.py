@@ -102,7 +102,7 @@ def test_key_sections_and_figures_are_present(report):
     data, html = report
     page = _parse(html)
     assert set(SECTIONS) <= page.ids
-    assert {f"fig-{fid}" for fid in ("reward-time", "reward-tokens", "reward-per-hour", "stability",
+    assert {f"fig-{fid}" for fid in ("training", "reward-time", "reward-tokens", "reward-per-hour", "stability",
                                      "throughput-memory", "zero-spread", "heatmap", "pareto", "importance",
                                      "history")} <= page.ids
     assert data.recommendation.split(":")[0] in html
@@ -168,3 +168,40 @@ def test_adaptive_sampler_study_pools_curves_and_bins_temperatures(tmp_path):
     # one seed per configuration: something to try, not a tested answer
     assert data.recommendation.startswith("Try ") and "baseline was not run" in data.recommendation
     assert [w.kind for w in data.warnings] == ["single_seed", "no_baseline"]
+
+
+def test_the_training_curves_draw_every_metric_trl_logged_per_configuration(report, monkeypatch):
+    """reward, learning rate, entropy, completion length, clip ratio and zero-spread share from steps.csv, one line per
+    configuration in each panel; KL is left out (and said so) when the trials did not log it (beta 0)."""
+    from grpo_ablate.report import curves
+
+    drawn = []
+    monkeypatch.setattr(curves, "png", lambda fig: drawn.append(fig) or "data:image/png;base64,")
+    data, _ = report
+    fig = curves.plot_training_curves(data)
+    panels = [ax for ax in drawn[0].axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["reward", "learning rate", "entropy", "completion length",
+                                                 "zero-spread share"]
+    assert "Not logged by these trials: KL (TRL logs KL only when beta is not 0), clip ratio." in fig.caption
+    done = {a.title for a in data.arms if a.n > 0}
+    assert {line.get_label().rsplit(" (", 1)[0] for line in panels[1].get_lines()} == done
+    assert fig.section == "training" and fig.wide
+
+
+def test_the_optimisation_history_draws_no_best_single_trial(report, monkeypatch):
+    """A single trial is one seed: the page never draws "the best so far" the answer tells users not to read."""
+    from grpo_ablate.report import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "png", lambda fig: drawn.append(fig) or "data:image/png;base64,")
+    fig = plots.plot_history(report[0])
+    labels = [label for ax in drawn[0].axes for label in ax.get_legend_handles_labels()[1]]
+    assert labels and not any("best" in label for label in labels) and "best single trial so far" not in fig.caption
+    assert all(not ax.get_lines() for ax in drawn[0].axes)  # points only: no step line through the trials
+
+
+def test_the_page_leads_with_the_answer_then_the_curves_then_the_tables(report):
+    _, html = report
+    at = {name: html.index(f'id="{name}"') for name in ("answer", "training", "compared", "configurations", "warnings",
+                                                       "plots", "setup")}
+    assert sorted(at, key=at.get) == ["answer", "training", "compared", "configurations", "warnings", "plots", "setup"]

@@ -136,7 +136,7 @@ def test_a_cell_is_left_alone_when_its_attempt_cannot_be_compared_or_it_is_not_p
     elif case == "not in the plan":
         sets.append("study.seeds=[2]")
     else:
-        sets += ["study.racing={}", "study.seeds=[0, 1]"]
+        sets += ["study.racing={}", "study.seeds=[0, 1, 2]"]
     assert requeue_changed(ostudy, _load(tmp_path, *sets)) is None
     assert not _waiting(ostudy)
 

@@ -22,7 +22,7 @@ DEMO = ROOT / "tests/fixtures/open-r1/qwen2.5-1.5b-instruct-grpo-config_demo.yam
 
 
 def _node_study(tmp_path: Path) -> Path:
-    study = write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server"), tmp_path / "study.yaml")
+    study = write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server", unpriced=True), tmp_path / "study.yaml")
     rows = [{"prompt": f"What is {a} + {a + 1}?", "solution": f"$\\boxed{{{2 * a + 1}}}$"} for a in range(24)]
     (tmp_path / "sample.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return study

@@ -25,7 +25,7 @@ NO_DEEPSPEED = importlib.util.find_spec("deepspeed") is None
 
 
 def _node_study(tmp_path: Path) -> Path:
-    return write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server"), tmp_path / "study.yaml")
+    return write_study(InitAnswers(recipe=DEMO, gpus=8, vllm="server", unpriced=True), tmp_path / "study.yaml")
 
 
 def test_what_the_trial_builds_before_its_first_step_is_checked(tmp_path):
@@ -64,7 +64,8 @@ def test_the_documented_cpu_overrides_are_refused_with_what_every_trial_would_hi
     assert "hardware.vllm.mode: vLLM server mode serves a model folder or hub id" in err
     assert "needs the `vllm` package, which this environment lacks: every trial would fail at its start" in err
     assert "grpo-ablate smoke STUDY" in err
-    assert err.count("cannot be created at the first step") == 3  # each arm (G 7, 14, 16 ... as init chose them)
+    # each arm, as init chose them: three G values and a second temperature (the recipe leaves its own to a default)
+    assert err.count("cannot be created at the first step") == 4
     assert "OK:" not in res.stdout
 
 

@@ -2,8 +2,9 @@
 
 The child's scheduler is built by transformers (`TrainingArguments.get_warmup_steps` of the full
 run, trainer/build.py's prefix schedule); the parent places `budget.branch_from: warmup` there
-(study/branching.py), validate checks that point lies inside the full run (config/validate.py),
-and init sizes its trials past the warmup (commands/init.py). They used to round a share two ways
+(study/branching.py), validate checks that point lies inside the full run (config/validate.py), every
+command refuses trials that end inside the warmup (study/warmup.py), and init sizes its trials past it
+(commands/init.py). They used to round a share two ways
 (ceil of the product, and ceil of the product less 1e-9): at 0.07 of 100 steps init sized for 8
 warmup steps while the run branched at 7, and transformers warmed up for 8.
 """
@@ -19,6 +20,8 @@ from grpo_ablate.commands.init import InitAnswers, write_study
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.cost import warmup_steps
 from grpo_ablate.study.branching import branch_step
+from grpo_ablate.study.design import MIN_STEPS_PAST_WARMUP
+from grpo_ablate.study.warmup import inside_warmup
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
@@ -32,6 +35,10 @@ def trl_config():
     return trl.GRPOConfig(output_dir="unused", use_cpu=True, report_to="none")
 
 
+def _rule(warmup, full: int | None) -> int | None:
+    return warmup_steps({"warmup_steps": warmup}, full)
+
+
 def _child(config, warmup: float, full: int) -> int:
     config.warmup_steps = warmup
     return int(config.get_warmup_steps(full))
@@ -39,11 +46,11 @@ def _child(config, warmup: float, full: int) -> int:
 
 def test_a_share_is_rounded_up_from_the_product_as_transformers_rounds_it(trl_config):
     assert 0.07 * 100 > 7  # 7.000000000000001: the case where the two roundings parted
-    assert warmup_steps(0.07, 100) == _child(trl_config, 0.07, 100) == 8
-    assert warmup_steps(0.1, 283) == _child(trl_config, 0.1, 283) == 29
-    assert warmup_steps(12, 100) == _child(trl_config, 12, 100) == 12 and warmup_steps(2.5, None) == 2
-    assert warmup_steps(0, 100) == warmup_steps(None, 100) == warmup_steps("x", 100) == warmup_steps(True, 100) == 0
-    assert warmup_steps(0.07, None) is None  # a share of a run whose length is unknown
+    assert _rule(0.07, 100) == _child(trl_config, 0.07, 100) == 8
+    assert _rule(0.1, 283) == _child(trl_config, 0.1, 283) == 29
+    assert _rule(12, 100) == _child(trl_config, 12, 100) == 12 and _rule(2.5, None) == 2
+    assert _rule(0, 100) == _rule(None, 100) == _rule("x", 100) == _rule(True, 100) == warmup_steps({}, 100) == 0
+    assert _rule(0.07, None) is None  # a share of a run whose length is unknown
 
 
 shares = st.one_of(st.floats(min_value=1e-4, max_value=0.9999, allow_nan=False),
@@ -51,25 +58,30 @@ shares = st.one_of(st.floats(min_value=1e-4, max_value=0.9999, allow_nan=False),
 steps = st.one_of(st.integers(min_value=1, max_value=200), st.floats(min_value=1.0, max_value=200.0))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(warmup=st.one_of(shares, steps), full=st.integers(min_value=2, max_value=5000))
-def test_branching_validate_and_the_childs_scheduler_count_the_same_warmup(trl_config, warmup, full):
+def test_branching_validate_the_warmup_refusal_and_the_childs_scheduler_count_the_same_warmup(trl_config, warmup, full):
     """Property: for any warmup (a share or a step count) and full run, the branch point study/branching.py places
-    is the warmup transformers builds the trial's scheduler with, and validate refuses the study exactly when that
-    point is not inside the full run."""
-    expected = warmup_steps(warmup, full)
+    is the warmup transformers builds the trial's scheduler with; validate refuses the branching study exactly when
+    that point is not inside the full run; and a trial from step 0 that ends at that step is refused as inside the
+    warmup (study/warmup.py) while one that ends a step later is not."""
+    expected = _rule(warmup, full)
     assert expected == _child(trl_config, warmup, full)
-    overrides = ["budget.max_steps=2", "budget.branch_from=warmup", f"budget.full_run={{max_steps: {full}}}",
-                 f"trainer.warmup_steps={warmup!r}", "trainer.lr_scheduler_type=linear", "study.seeds=[0]"]
+    run = [f"budget.full_run={{max_steps: {full}}}", f"trainer.warmup_steps={warmup!r}", "trainer.lr_scheduler_type=linear",
+           "study.seeds=[0]"]
     try:
-        study = load_study(TINY, overrides)
+        study = load_study(TINY, ["budget.max_steps=2", "budget.branch_from=warmup", *run])
     except StudyError as e:
         words = [p.message for p in e.problems if p.path == "budget.branch_from"]
         assert expected >= full and words == [
             f"the branch point, step {expected}, is not inside the full run's {full} steps "
             "(budget.full_run.max_steps): branch earlier"], e.problems
-        return
-    assert expected < full and branch_step(study) == expected
+    else:
+        assert expected < full and branch_step(study) == expected
+    if expected >= 2:  # a 1-step trial is refused for logging one reward row, before any warmup is asked
+        inside = inside_warmup(load_study(TINY, [f"budget.max_steps={expected}", *run]))
+        assert inside is not None and f"inside the {expected}-step learning-rate warmup" in inside.message
+    assert inside_warmup(load_study(TINY, [f"budget.max_steps={max(2, expected + 1)}", *run])) is None
 
 
 def test_init_sizes_its_trials_and_places_its_branch_point_by_the_same_warmup(trl_config, tmp_path):
@@ -80,14 +92,16 @@ def test_init_sizes_its_trials_and_places_its_branch_point_by_the_same_warmup(tr
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))
     expected = _child(trl_config, 0.07, 100)
-    assert expected == warmup_steps(0.07, 100) == 8
+    assert expected == _rule(0.07, 100) == 8
 
-    branched = write_study(InitAnswers(recipe=path, gpus=8, vllm="server", budget="3x", branch=True),
+    branched = write_study(InitAnswers(recipe=path, gpus=8, vllm="server", budget="3x", branch="warmup"),
                            tmp_path / "branched.yaml")
     assert f"branched at the end of the recipe's {expected}-step warmup" in branched.read_text()  # init's count
     study = load_study(branched)
     assert study.budget.branch_from == "warmup" and branch_step(study) == expected  # the run's branch point
-    scratch = write_study(InitAnswers(recipe=path, gpus=8, vllm="server", budget="3x"), tmp_path / "scratch.yaml")
-    assert f"10+ past the recipe's {expected}-step warmup" in scratch.read_text()
+    scratch = write_study(InitAnswers(recipe=path, gpus=8, vllm="server", budget="3x", branch="none"),
+                          tmp_path / "scratch.yaml")
+    assert f"past the recipe's {expected}-step warmup" in scratch.read_text()
     study = load_study(scratch)
-    assert study.budget.branch_from is None and study.budget.max_steps >= expected + 10
+    assert study.budget.branch_from is None and study.budget.max_steps >= expected + MIN_STEPS_PAST_WARMUP
+    assert inside_warmup(study) is None

@@ -8,6 +8,7 @@
     grpo-ablate compare runs/a/summary.json runs/b/summary.json [--tolerance reward_per_hour=0.1]
     grpo-ablate dashboard studies/tiny-cpu.yaml [--port 8080]
     grpo-ablate init --from RECIPE --gpus N [--vllm server|colocate] [--budget 0.5x] [--out study.yaml] [--force]
+    grpo-ablate screen study.yaml                      # before any training: drops the arms it shows dominated
     grpo-ablate probe studies/tiny-cpu.yaml [--steps 2]
     grpo-ablate advise studies/tiny-cpu.yaml [--k 16] [--prompts 64] [--seed 0] [--enqueue]
     grpo-ablate explain [budget.max_steps]
@@ -28,7 +29,7 @@ from typing import Callable, Sequence
 
 from grpo_ablate import __version__
 from grpo_ablate.commands import (advise, compare, dashboard, explain, init, plan, probe, report, run, run_one, schema,
-                                  slurm_script, smoke, validate)
+                                  screen, slurm_script, smoke, validate)
 from grpo_ablate.commands.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err
 from grpo_ablate.config import StudyError
 
@@ -36,8 +37,8 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 
 # Every subcommand is a module of this room with `add_parser(sub)` (its arguments, `func` set to its `run`) and
 # `run(args) -> exit code`; a new command is one module and one entry here. The order is `--help`'s.
-COMMANDS = (validate, plan, run, smoke, run_one, report, compare, dashboard, init, probe, advise, explain, schema,
-            slurm_script)
+COMMANDS = (validate, plan, run, smoke, run_one, report, compare, dashboard, init, screen, probe, advise, explain,
+            schema, slurm_script)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,9 @@ Exit codes: 0 success, 1 the job ran and failed (or compare found a regression),
 
 Every command loads a study file through this module's `load_study` (config's, then the launcher
 registry's check of the names in `hardware.launcher` and GRPO_ABLATE_LAUNCHER: config sits below
-launch and cannot see the registry), and documents the keys with `key_choices`.
+launch and cannot see the registry; and study/warmup.py's refusal of trials that end inside their
+run's learning-rate warmup, which may need the dataset's size), and documents the keys with
+`key_choices`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from grpo_ablate.config.keys import Choices
 from grpo_ablate.config.places import writable_dir_problem
 from grpo_ablate.launch.registry import launcher_choices, launcher_problems
 from grpo_ablate.study.price import resolve_budget
+from grpo_ablate.study.warmup import inside_warmup
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "add_study", "load", "load_study", "key_choices",
            "set_value", "check_sets", "check_out", "err"]
@@ -51,6 +54,8 @@ def load_study(path: "str | os.PathLike[str]", overrides: list[str] | None = Non
             raise StudyError([*e.problems, *env], e.source) from None
         raise
     problems = launcher_problems(study)
+    if (warm := inside_warmup(study)) is not None:  # the full run's length may need the dataset: not config's check
+        problems.append(warm)
     if problems:
         raise StudyError(problems, str(path))
     return study

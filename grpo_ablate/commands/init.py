@@ -1,24 +1,28 @@
-"""`grpo-ablate init`: a commented study file from a recipe (or a few answers), validated, then planned.
+"""`grpo-ablate init`: a commented study file from a recipe (or a few answers), validated, priced, then planned.
 
-    grpo-ablate init --from recipes/config_demo.yaml --gpus 8 --vllm server --out study.yaml
-    grpo-ablate init --task addition --out tiny.yaml          # no recipe: flags, or questions on a TTY
+    grpo-ablate init --from recipes/config_demo.yaml --gpus 8 --vllm server --full-run-prompts 93733 --out study.yaml
+    grpo-ablate init --task addition --full-run-steps 500 --out tiny.yaml    # no recipe: flags, or questions on a TTY
 
-The study is written to reach a decision at a price: held-out reward (eval_final_reward) as the
-objective on held-out prompts; the baseline is the recipe's own num_generations (or the nearest G
-this hardware accepts) at the recipe's temperature (as its own TRL meant it), fixed; the arms are the
-G values nearest it; the seeds are those Bechhofer's design needs to pick an arm within min_effect
-of the best (at --min-effect, default 0.05 of the reward's range), as the group-sequential race's
-planned maximum (the race is on). Where the full run can be priced (its steps, or its epochs and
---full-run-prompts), `fit_design` chooses the most arms and the longest trial whose plan fits --budget
-(default half the full run). Every trial starts from step 0 and trains past the recipe's warmup
-(the default); with --branch-from warmup, where the recipe has a learning-rate warmup, the arms
-branch past it instead (budget.branch_from: warmup: per seed the baseline trains once to the end
-of warmup, every arm branches from there, the prefix paid once). Branching is cheaper, but on the
-CPU benchmark it changed which G is best (benchmarks/branching.py --warmup), so it is opt-in. It prints the price as `plan` does, and refuses (exit 2,
-nothing written) when no design that can decide fits, saying what it would take: the budget the
-smallest such design needs, or the min_effect at which one fits this budget. The file is checked before it is written, and
-an existing file is only replaced with --force; the recipe or dataset init reads is never replaced,
-however --out spells it.
+The study is written in two stages, sized to a budget (`--budget`, default half the full run):
+- a screen that costs no training (`screen:`, preflight/screen.py): advise on the recipe's own prompts with the
+  starting model over every feasible G from 2 to 64, and a probe of the study's arms on its hardware; arms it
+  shows dominated leave before training, each with its reason;
+- a confirm stage: 2-4 arms that span G values that matter (the recipe's G, about half and about twice it, not
+  its neighbours; a second temperature where the recipe leaves its temperature to a default), trained past the
+  recipe's learning-rate warmup with the seeds the budget buys (at least 3), the race on (Kim & Nelson
+  elimination). Its design (study/design.py) states what it resolves at its price.
+Every trial starts from step 0 where a deciding design fits that way (the answer is about the run); else the
+arms branch at the end of the warmup (budget.branch_from: warmup: one prefix per seed, counted once; the answer
+is about G from the branch step on: docs/your-own-run.md gives what that changed on the CPU benchmark);
+`--branch-from none|warmup` forces one. Where no deciding confirm stage fits, the study is the screen alone and
+says what the confirm stage would cost.
+
+Pricing needs the full run's size: the recipe's max_steps, the rows of a local dataset (or the `datasets` cache's
+record of a hub one), `--full-run-prompts N` or `--full-run-steps N`; without it init exits 2 naming the flags,
+unless `--unpriced`. Paths in the file are relative to it (a bundled accelerate config is copied beside it); the
+study is named after the recipe, its model and the hardware. The file is checked before it is written, an
+existing file is only replaced with --force, and the recipe or dataset init reads is never replaced, however
+--out spells it.
 """
 
 from __future__ import annotations
@@ -31,13 +35,13 @@ import re
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from scipy.optimize import brentq
-
 from grpo_ablate.commands.common import EXIT_OK, check_out, load_study
 from grpo_ablate.commands.plan import plan_text
+from grpo_ablate.config import load_study as load_study_file
 from grpo_ablate.config.inputs import peek_rows
 from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK, read_recipe,
                                         recipe_accelerate_config, recipe_stack,
@@ -49,30 +53,28 @@ from grpo_ablate.config.trl_releases import known_releases
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.config.hardware import trainer_batch_shape
 from grpo_ablate.space import feasible_space, nearest_generations
-from grpo_ablate.stats.selection import bechhofer_pcs, bechhofer_seeds
 from grpo_ablate.cost import Price, fmt_multiple, parse_share, warmup_steps
 from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.study.design import (MIN_SEEDS, MIN_STEPS_PAST_WARMUP, RACE_CONFIDENCE,
+                                      NEIGHBOUR_RATIO, TRIAL_STEPS_CAP, Fitted, Shape, fit, resolution, resolution_line,
+                                      second_temperature, seeds_to_decide, spanning_generations, trial_bounds)
 from grpo_ablate.study.price import planned_price
 from grpo_ablate.vocab import BUILTIN_TASKS
 
-__all__ = ["add_parser", "run", "InitAnswers", "study_text", "write_study", "ask_missing", "choose_generations",
-           "Design", "fit_design", "seeds_to_decide", "effect_for_seeds", "reward_range"]
+__all__ = ["add_parser", "run", "InitAnswers", "Arms", "study_text", "write_study", "ask_missing",
+           "choose_generations", "choose_arms", "fit_design", "Written", "reward_range", "SCREEN_GENERATIONS"]
 
-CANDIDATE_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
-MAX_ARMS = 5  # G values in the search: the baseline and its nearest feasible neighbours
-# The study decides on held-out reward. Seeds are sized for Bechhofer's design at min_effect when arms vary
-# between seeds as on the built-in tasks: a held-out reward sd of at least SEED_SD_SHARE of its range per arm
-# (0.05-0.08 over 40 seeds, stats/min_effect.py), uncorrelated between arms (shared/guide/facts.md, round 4).
-SEED_SD_SHARE = 0.05
+# The G values the screen predicts for, where the hardware accepts them: the wide range a screen costs nothing to
+# cover (advise's one sampling predicts every G), 2 to 64.
+SCREEN_GENERATIONS = (2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32, 48, 64)
 EVAL_PROMPTS = 128
 # The budget a written study fits (--budget): a share of the full run's GPU-hours. A tuning study is worth
 # running only at a fraction of the run it tunes; half a run is the default, one whole extra run the ceiling
 # users name.
 DEFAULT_BUDGET = "0.5x"
-RACE_CONFIDENCE = 0.95  # the race's target P(the leader is within min_effect of the best), and Bechhofer's PCS
-MIN_STEPS_PAST_WARMUP = 10  # a trial trains at least this many optimizer steps after the recipe's LR warmup
-TRIAL_STEPS_CAP = 100  # a fitted trial is never longer than the unfitted default
-UNPRICED_ARMS = 3  # the baseline G and its nearest neighbours when no budget can be fitted
+SCREEN_K, SCREEN_PROMPTS, SCREEN_PROBE_STEPS = 16, 64, 2  # advise's samples per prompt and prompts; probe steps
+UNPRICED_STEPS = TRIAL_STEPS_CAP  # an unpriced study's trial length (20 for a built-in task, which is short)
+BRANCH_CHOICES = {"auto": ("scratch", "branch"), "none": ("scratch",), "warmup": ("branch",)}
 
 
 @dataclass
@@ -86,10 +88,12 @@ class InitAnswers:
     gpus: int = 0
     vllm: str = "none"  # none | colocate | server
     name: str | None = None
-    budget: str | None = None  # --budget: a share of the full run ("0.5x"); None: DEFAULT_BUDGET where it can be priced
+    budget: str | None = None  # --budget: a share of the full run ("0.5x"); None: DEFAULT_BUDGET; "none": no cap
     full_run_prompts: int | None = None  # --full-run-prompts: the training set's rows, when the recipe counts epochs
+    full_run_steps: int | None = None  # --full-run-steps: the full run's optimizer steps
+    unpriced: bool = False  # --unpriced: write a study whose price is not known (no full-run size)
     min_effect: float | None = None  # --min-effect: in reward units; None: REWARD_MIN_EFFECT of the reward's range
-    branch: bool = False  # --branch-from warmup | none (the default): every trial from step 0
+    branch: str = "auto"  # --branch-from: auto (from step 0 where it fits, else branched), none, warmup
     recipe_values: dict[str, Any] = field(default_factory=dict)
     recipe_trl: str | None = None  # the TRL release a `trl grpo` recipe was written for (config/trl_releases.py)
 
@@ -110,21 +114,46 @@ def _int(v: Any, default: int) -> int:
 
 
 def choose_generations(a: InitAnswers) -> tuple[int, list[int]]:
-    """(baseline G, searched G values): the recipe's G when feasible, else the nearest, and up to MAX_ARMS around it."""
+    """(baseline G, every feasible G of SCREEN_GENERATIONS): the recipe's G when feasible, else the nearest."""
     shape = trainer_batch_shape({**{k: a.value(k) for k in ("per_device_train_batch_size", "gradient_accumulation_steps",
                                                             "num_iterations")},
                                  "steps_per_generation": a.recipe_values.get("steps_per_generation")}, a.world_size)
     g0 = _int(a.value("num_generations"), trl_default("num_generations"))
     gbs = a.recipe_values.get("generation_batch_size")
-    space = feasible_space(shape, sorted({*CANDIDATE_GENERATIONS, g0}), [gbs] if isinstance(gbs, int) else None)
+    space = feasible_space(shape, sorted({*SCREEN_GENERATIONS, g0}), [gbs] if isinstance(gbs, int) else None)
     gens = sorted(space.generations)
     if not gens:
         raise StudyError([Problem(path="--gpus", message=(
-            f"no num_generations in {sorted({*CANDIDATE_GENERATIONS, g0})} is feasible with {a.world_size} training "
+            f"no num_generations in {sorted({*SCREEN_GENERATIONS, g0})} is feasible with {a.world_size} training "
             f"process(es); {'; '.join(space.suggestions)}"))])
-    base = nearest_generations(gens, g0)  # the default-arm rule plan's baseline uses
-    near = sorted(gens, key=lambda g: (abs(math.log(g / base)), g))[:MAX_ARMS]
-    return base, sorted(near)
+    return nearest_generations(gens, g0), gens  # the default-arm rule plan's baseline uses
+
+
+@dataclass(frozen=True)
+class Arms:
+    """The confirm stage's candidates: G values (the baseline's first) and temperatures (the baseline's first);
+    `guessed`: the recipe leaves its temperature to a default, so a second one is an arm."""
+
+    generations: tuple[int, ...]
+    temperatures: tuple[float, ...]
+    screened: tuple[int, ...]
+    guessed: bool
+
+    @property
+    def count(self) -> int:
+        return len(self.generations) + len(self.temperatures) - 1
+
+
+def choose_arms(a: InitAnswers) -> Arms:
+    """The confirm stage's candidate arms (2-4): the baseline G, about half and twice it, and a second temperature
+    where the recipe's own is a default (every arm at the baseline's temperature but that one)."""
+    base, gens = choose_generations(a)
+    temp = float(a.value("temperature") or trl_default("temperature"))
+    guessed = "temperature" not in a.recipe_values
+    temps: tuple[float, ...] = (round(temp, 2),)
+    if guessed:
+        temps += (second_temperature(temp),)
+    return Arms(tuple(spanning_generations(base, gens)), temps, tuple(gens), guessed)
 
 
 def reward_range(a: InitAnswers) -> float:
@@ -160,14 +189,6 @@ def _implicit_lines(a: InitAnswers) -> list[str]:
     lines = ["trainer:   # keys the recipe leaves out whose TRL default changed between releases, written as the",
              "           # installed TRL fills them: set what the TRL your recipe was written for meant (0.18: beta 0.04, bnpo)"]
     return lines + [f"  {k}: {_q(trl_default(k))}" for k in keys]
-
-
-def _name(a: InitAnswers) -> str:
-    if a.name:
-        return a.name
-    stem = a.recipe.stem if a.recipe else (a.task or (a.model or "study").split("/")[-1])
-    where = f"{a.gpus}gpu" if a.gpus else "cpu"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{stem}-{where}").strip("-").lower()
 
 
 def _q(v: Any) -> str:
@@ -219,86 +240,92 @@ def dataset_lines(dataset: str | None, out: Path) -> list[str]:
                         *chosen]
 
 
+def _name(a: InitAnswers) -> str:
+    """The study's name: the recipe (or task), its model unless the recipe's name already says it, the hardware.
+    Open R1 keeps one config_demo.yaml per model, so the model is what tells two such studies apart."""
+    if a.name:
+        return a.name
+    stem = a.recipe.stem if a.recipe else (a.task or (a.model or "study").split("/")[-1])
+    model = str((a.recipe_values.get("model_name_or_path") if a.recipe else a.model) or "").rstrip("/").split("/")[-1]
+    model = "" if not model or model.lower() in stem.lower() or model.startswith("builtin:") else model
+    where = f"{a.gpus}gpu" if a.gpus else "cpu"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(x for x in (stem, model, where) if x)).strip("-").lower()
+
+
 @dataclass(frozen=True)
-class Design:
-    """What a written study runs: the G values searched (the baseline's first), seeds, a trial's optimizer steps,
-    and why (one comment line in the file). `price`: the plan's price of it, where known."""
+class Written:
+    """What init writes: the arms, the confirm stage's shape, the min_effect, and why (comment lines)."""
 
-    generations: tuple[int, ...]
-    seeds: int
-    steps: int  # a trial's optimizer steps; a branch's, from the branch point on, when `branch`
-    why: str
+    arms: Arms
+    shape: Shape
+    min_effect: float
+    why: tuple[str, ...] = ()
     price: Price | None = None
-    branch: bool = False  # budget.branch_from: warmup (one shared prefix per seed, the arms branching past warmup)
-
-    @property
-    def trials(self) -> int:
-        return len(self.generations) * self.seeds
 
 
-def seeds_to_decide(arms: int, span: float = 1.0, min_effect: float | None = None) -> int:
-    """Seeds per arm Bechhofer's indifference-zone design needs to pick an arm within min_effect of the best with
-    probability RACE_CONFIDENCE, when arms vary between seeds as on the built-in tasks (sd SEED_SD_SHARE of the
-    reward's range; min_effect REWARD_MIN_EFFECT of it unless given): the race's planned maximum must reach it."""
-    effect = min_effect if min_effect is not None else REWARD_MIN_EFFECT * span
-    return max(2, bechhofer_seeds(arms, effect, SEED_SD_SHARE * span, RACE_CONFIDENCE))
+@dataclass(frozen=True)
+class _Accelerate:
+    """The accelerate config a multi-GPU recipe study names: `source` (where it is), `written` (the path in the
+    study file, relative to it), `copy` (a bundled config copied beside the study, so the file names no path inside
+    this package's checkout), `why` (its comment)."""
+
+    source: Path
+    written: str
+    copy: bool
+    why: str
 
 
-def effect_for_seeds(arms: int, seeds: int, span: float = 1.0) -> float:
-    """The smallest min_effect (reward units, rounded up to three significant digits) at which Bechhofer's design picks
-    within it of the best of `arms` with probability RACE_CONFIDENCE from `seeds` seeds (sd as seeds_to_decide)."""
-    sd = SEED_SD_SHARE * span
-    exact = brentq(lambda d: bechhofer_pcs(arms, seeds, d, sd) - RACE_CONFIDENCE, 1e-6 * sd, 100 * sd, xtol=1e-12)
-    step = 10.0 ** (math.floor(math.log10(exact)) - 2)  # three significant digits, rounded up: never below what it needs
-    return round(math.ceil(exact / step - 1e-9) * step, 12)
+def _accelerate(a: InitAnswers, out: Path) -> _Accelerate | None:
+    found = recipe_accelerate_config(a.recipe, a.recipe_values) if a.recipe and a.world_size > 1 else None
+    if found is None:
+        return None
+    source, why = found
+    bundled = not any(folder == "accelerate_configs" for folder in source.parts)  # not an Open R1 checkout's own
+    if bundled:
+        return _Accelerate(source, f"accelerate/{source.name}", True, f"{why}; copied beside this file")
+    return _Accelerate(source, os.path.relpath(source.resolve(), out.resolve().parent), False, why)
 
 
-def _by_closeness(base: int, gens: list[int]) -> list[int]:
-    """The baseline G first, then the others nearest to it (in ratio) first: the arms dropped last matter most."""
-    return [base, *sorted((g for g in gens if g != base), key=lambda g: (abs(math.log(g / base)), g))]
-
-
-def study_text(a: InitAnswers, out: Path, design: Design | None = None) -> str:
-    """The commented study file for these answers (a design that fits no budget when none is given)."""
-    base, gens = choose_generations(a)
+def study_text(a: InitAnswers, out: Path, w: Written | None = None, *, final: bool = True) -> str:
+    """The commented study file for these answers (`w`: init's design; an unpriced default when not given).
+    `final` False: the accelerate config named where it is (a candidate priced before anything is copied)."""
+    if w is None:
+        arms = choose_arms(a)
+        effect = a.min_effect if a.min_effect is not None else REWARD_MIN_EFFECT * reward_range(a)
+        w = Written(arms, Shape(seeds_to_decide(arms.count, reward_range(a), effect), 20 if a.task else UNPRICED_STEPS,
+                                "scratch"), effect, ("not priced: the full run's size is not known here",))
+    arms, shape = w.arms, w.shape
+    base, temp = arms.generations[0], arms.temperatures[0]
     span = reward_range(a)
-    if design is None:
-        arms = tuple(_by_closeness(base, gens)[:UNPRICED_ARMS])
-        design = Design(arms, seeds_to_decide(len(arms), span, a.min_effect), 20 if a.task else TRIAL_STEPS_CAP,
-                        "not fitted to a budget: the full run's price is not known here")
-    temp = float(a.value("temperature") or trl_default("temperature"))
-    seeds = list(range(design.seeds))
-    k = len(design.generations)
     lines = [
         f"# Written by `grpo-ablate init`{f' from {a.recipe.name}' if a.recipe else ''}. Check it, then:",
         f"#   grpo-ablate plan {out.name}",
-        f"#   grpo-ablate run {out.name}",
-        f"# Design: {design.why}",
+        f"#   grpo-ablate run {out.name}      # the screen first (no training)"
+        + (", then the confirm stage" if shape.confirm else "; nothing is trained (screen.confirm: false)"),
+        *(f"# {line}" for why in w.why for line in _wrap(why)),
         "study:",
         f"  name: {_q(_name(a))}   # the Optuna study name; results go to runs/<name>",
-        "  sampler: ablation      # the baseline, then each other G, every arm on the same seeds",
+        "  sampler: ablation      # the baseline, then each other arm, every arm on the same seeds",
         "  baseline:",
         f"    num_generations: {base}   # {'the recipe' + chr(39) + 's own G' if a.recipe and base == a.value('num_generations') else 'the nearest G this hardware accepts'}",
-        f"    temperature: {round(temp, 2)}   # the recipe's{' (as its own TRL meant it)' if a.recipe and 'temperature' not in a.recipe_values else ''}" if a.recipe else f"    temperature: {round(temp, 2)}",
-        f"  seeds: {seeds}   # the race's planned maximum: Bechhofer's design picks an arm within min_effect of",
-        f"  #   the best of {k} with probability {RACE_CONFIDENCE:g} at {design.seeds} seeds when arms vary between seeds as on the",
-        f"  #   built-in tasks (sd {SEED_SD_SHARE:.0%} of the reward's range {span:g}); the race usually stops sooner",
-        "  racing: {design: group_sequential, confidence: " + f"{RACE_CONFIDENCE:g}" + ", first_round_seeds: 2}   # seeds only where "
-        "the answer is still open",
+        f"    temperature: {temp:g}   # "
+        + ("the recipe's" if not arms.guessed else "the default the recipe leaves it to (as its own TRL meant it)"
+           if a.recipe else "TRL's default"),
+        f"  seeds: {list(range(shape.seeds))}   # the confirm stage's planned maximum: the seeds the budget buys (at least "
+        f"{MIN_SEEDS}, the fewest anything is tested from)",
+        "  racing: {design: elimination, confidence: " + f"{RACE_CONFIDENCE:g}" + f", first_round_seeds: {MIN_SEEDS}}}"
+        "   # Kim & Nelson: an arm stops taking seeds once it is eliminated",
         "  objectives:",
         "    - metric: eval_final_reward   # held-out reward at the end of each trial (docs/your-own-run.md)",
-        (f"  min_effect: {a.min_effect:g}   # the smallest held-out reward difference worth acting on (--min-effect)"
-         if a.min_effect is not None else
-         f"  min_effect: {REWARD_MIN_EFFECT * span:g}   # the smallest held-out reward difference worth acting on: "
-         f"{REWARD_MIN_EFFECT:g} per unit of reward range ({span:g} here)" if span != 1 else
-         f"  # min_effect: the smallest difference worth acting on; default {REWARD_MIN_EFFECT:g} of a reward in [0, 1]"),
-        f"  # budget_gpu_hours: {a.budget or DEFAULT_BUDGET}   # uncomment for a hard cap: no trial starts that would cross "
-        "that share of your run",
+        f"  min_effect: {w.min_effect:g}   # the smallest held-out reward difference this study decides on "
+        f"({w.min_effect / span:.1%} of the reward's range {span:g}); the race's indifference zone",
+        f"  # budget_gpu_hours: {a.budget if a.budget and a.budget != 'none' else DEFAULT_BUDGET}   # uncomment for a hard "
+        "cap: no trial starts that would cross that share of your run",
     ]
     if a.recipe:
         rel = os.path.relpath(a.recipe.resolve(), out.resolve().parent)
-        rel = str(a.recipe.resolve()) if rel.startswith("..") else rel
-        lines += [f"trainer_from: {_q(rel)}   # used as published; `plan` notes each key it translates"]
+        lines += [f"trainer_from: {_q(rel)}   # used as published (relative to this file); `plan` notes each key it "
+                  "translates"]
         if a.recipe_trl:  # the keys the recipe leaves out are resolved to that TRL's defaults when it merges
             lines += [f"recipe_trl: {_q(a.recipe_trl)}   # the TRL release the recipe was written for"]
         else:
@@ -321,39 +348,73 @@ def study_text(a: InitAnswers, out: Path, design: Design | None = None) -> str:
                    f"{a.world_size}"]
         elif a.vllm == "colocate":
             hw += ["  vllm: {mode: colocate}   # vLLM shares the training GPUs"]
-        accelerate = recipe_accelerate_config(a.recipe, a.recipe_values) if a.recipe and a.world_size > 1 else None
-        if accelerate:  # the recipe's own sharding (recipes.py), not plain DDP; the study's process count wins
-            hw += [f"  accelerate_config: {_q(str(accelerate[0]))}   # {accelerate[1]}",
+        acc = _accelerate(a, out)
+        if acc:  # the recipe's own sharding (recipes.py), not plain DDP; the study's process count wins
+            hw += [f"  accelerate_config: {_q(acc.written if final else str(acc.source))}   # {acc.why}",
                    f"  num_processes: {a.world_size}   # training processes (wins over the file's num_processes)"]
         hw += ["  # gpu_type: H100   # H100, H200, H20, A100 or L40S: narrows plan's GPU-hour estimate"]
         lines += hw
     lines += _evaluation_lines(a)
+    temps = list(arms.temperatures)
     lines += [
         "search:",
-        f"  num_generations: {sorted(design.generations)}   # G values feasible with {a.world_size} training process(es), "
-        "nearest the baseline's",
-        f"  temperature: {round(temp, 2)}   # fixed at the {'recipe' + chr(39) + 's' if a.recipe else 'default'}: the study decides G",
-        "budget:",
-        f"  max_steps: {design.steps}   # per trial: every arm trains the same optimizer steps"
-        + (" from the branch point" if design.branch else ""),
+        f"  num_generations: {sorted(arms.generations)}   # the confirm stage's arms: the recipe's G, about half and "
+        f"twice it (never a neighbour within {NEIGHBOUR_RATIO:g}x); the screen drops those it shows dominated",
+        (f"  temperature: {temps}   # the baseline's, and a second one (an arm at the baseline's G): the recipe leaves "
+         "its temperature to a default" if len(temps) > 1 else
+         f"  temperature: {temps[0]:g}   # the recipe's, fixed: the study decides G"),
+        "screen:   # before any training (`grpo-ablate screen`; `run` starts with it): advise on the training prompts",
+        "          # with the starting model, a probe of the arms on this hardware; arms it shows dominated are dropped",
+        f"  generations: {list(arms.screened)}   # predicted for every feasible G from 2 to 64 (only the arms above train)",
+        f"  k: {SCREEN_K}   # completions sampled per prompt",
+        f"  prompts: {SCREEN_PROMPTS}   # training prompts sampled",
+        f"  probe_steps: {SCREEN_PROBE_STEPS}   # optimizer steps per arm in the probe",
     ]
-    if design.branch:
+    if not shape.confirm:
+        lines += ["  confirm: false   # the screen alone: no deciding confirm stage fits the budget (see Design above); "
+                  "true trains the arms below"]
+    lines += ["budget:",
+              f"  max_steps: {shape.steps}   # per trial: every arm trains the same optimizer steps"
+              + (" from the branch point" if shape.start == "branch" else "")]
+    if shape.start == "branch":
         lines += ["  branch_from: warmup   # per seed the baseline trains once to the end of the recipe's learning-rate "
                   "warmup, checkpointed;",
-                  "  #   every arm branches from there (its prefix paid once), so G is compared where the run trains"]
-    if a.full_run_prompts:
-        lines += [f"  full_run: {{prompts: {a.full_run_prompts}}}   # the training set's rows (--full-run-prompts): "
-                  "prices the study in units of the full run"]
+                  "  #   every arm branches from there (its prefix paid once): the answer is about G from that step on"]
+    full = _full_run_lines(a, base)
+    lines += full
     return "\n".join(lines + [""])
 
 
-def _priced(a: InitAnswers, out: Path, design: Design) -> tuple[Any, Price]:
+def _full_run_lines(a: InitAnswers, base: int) -> list[str]:
+    """budget.full_run from --full-run-steps / --full-run-prompts (a recipe fills the rest of it when it merges)."""
+    if a.full_run_steps:
+        return [f"  full_run: {{max_steps: {a.full_run_steps}}}   # the full run's optimizer steps (--full-run-steps): "
+                "prices the study in units of it"]
+    if a.full_run_prompts:
+        extra = "" if a.recipe else (f", num_train_epochs: {trl_default('num_train_epochs'):g}, num_generations: {base}")
+        return [f"  full_run: {{prompts: {a.full_run_prompts}{extra}}}   # the training set's rows (--full-run-prompts)"
+                + ("" if a.recipe else ", TRL's default epochs: edit to your run's") + ": prices the study in units of it"]
+    return []
+
+
+def _wrap(text: str, width: int = 112) -> list[str]:
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + ([line] if line else [])
+
+
+def _priced(a: InitAnswers, out: Path, w: Written) -> tuple[Any, Price]:
     """(the study, plan's price of it) for a candidate design, loaded from a temporary file next to --out."""
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(study_text(a, out, design))
-        study = load_study(tmp)
+            f.write(study_text(a, out, w, final=False))
+        study = load_study_file(tmp)  # config's loader: a candidate is priced, not yet checked for the warmup
         return study, planned_price(study)
     except StudyError as e:
         raise StudyError([Problem(path=p.path, message=p.message.replace(tmp, str(out))) for p in e.problems],
@@ -362,94 +423,114 @@ def _priced(a: InitAnswers, out: Path, design: Design) -> tuple[Any, Price]:
         os.unlink(tmp)
 
 
-def fit_design(a: InitAnswers, out: Path) -> Design:
-    """The design init writes: the most G arms (nearest the baseline first), with the seeds Bechhofer's design
-    needs for them and the longest trial up to TRIAL_STEPS_CAP, that the plan prices within the budget (a share of
-    the full run, the high end of the estimate). With --branch-from warmup, where the recipe has a learning-rate warmup, the arms branch at its
-    end (one shared prefix per seed, counted once) and each branch trains at least MIN_STEPS_PAST_WARMUP steps;
-    without warmup each trial trains that many from step 0. Without a price (no full run known here) the unfitted
-    design, unless --budget asked for one. StudyError when no design that can decide fits: it says what the
-    smallest would cost, and at which min_effect one would fit."""
-    base, gens = choose_generations(a)
-    order = _by_closeness(base, gens)
-    span = reward_range(a)
-    unfitted = (a.budget or "").strip().lower() == "none"
-    budget = parse_share(a.budget or DEFAULT_BUDGET)
-    if budget is None and not unfitted:
-        raise StudyError([Problem(path="--budget", message=(
-            f"{a.budget!r} is not a share of the full run (e.g. 0.5x), nor `none` (no budget)"))])
+def _shaped(study: Any, shape: Shape) -> Any:
+    """The loaded candidate study with another confirm-stage shape (seeds, trial steps, branch point, confirm on or
+    off): what study_text would write for it, without writing and re-reading a file per candidate (the final
+    text is written, loaded and priced again; tests/test_init.py checks the two prices agree)."""
+    st = study.study.model_copy(update={"seeds": list(range(shape.seeds))})
+    budget = study.budget.model_copy(update={"max_steps": shape.steps,
+                                             "branch_from": "warmup" if shape.start == "branch" else None})
+    update: dict[str, Any] = {"study": st, "budget": budget}
+    if study.file.screen is not None:
+        update["screen"] = study.file.screen.model_copy(update={"confirm": shape.confirm})
+    return replace(study, file=study.file.model_copy(update=update))
+
+
+def _full_run_unknown(a: InitAnswers, why: str) -> StudyError:
+    data = (f"its dataset {a.recipe_values.get('dataset_name')!r} is read from the hub, which this machine does not "
+            "read" if a.recipe and a.recipe_values.get("dataset_name") else why)
+    return StudyError([Problem(path="--full-run-prompts", message=(
+        f"the full run's size is not known here ({data}), so the study cannot be priced in units of it: pass "
+        f"--full-run-prompts N (the training split's rows; the recipe's epochs and G count the steps) or "
+        f"--full-run-steps N (the run's optimizer steps), or --unpriced to write a study without a price"))])
+
+
+def fit_design(a: InitAnswers, out: Path) -> Written:
+    """The design init writes: the screen, then the confirm stage study/design.fit sizes to the budget (a share of
+    the full run, the high end of plan's estimate): from step 0 where a deciding design fits that way, else branched
+    at the end of the warmup (as --branch-from allows), else the screen alone saying what the confirm stage would
+    cost. StudyError when the full run's size is unknown (unless --unpriced), or even the screen does not fit."""
+    arms = choose_arms(a)
+    span, k = reward_range(a), arms.count
     if a.min_effect is not None and not 0 < a.min_effect < span:
         raise StudyError([Problem(path="--min-effect", message=(
             f"{a.min_effect:g} is not a reward difference inside the reward's range (0, {span:g}): give e.g. "
             f"{REWARD_MIN_EFFECT * span:g}"))])
-    probe_design = Design(tuple(order[:2]), 2, TRIAL_STEPS_CAP, "probe")
-    study, first = _priced(a, out, probe_design)
-    est = estimate_trial(study)
-    full = est.full_run_steps
-    warm = (warmup_steps(study.trainer.get("warmup_steps"), full) or 0) if full else 0  # cost.py: the one rule
-    branch = bool(a.branch and full and 0 < warm < full - MIN_STEPS_PAST_WARMUP)
-    shortest = MIN_STEPS_PAST_WARMUP if branch or not full else min(full, warm + MIN_STEPS_PAST_WARMUP)
-    longest = min((full or 0) - warm, TRIAL_STEPS_CAP) if branch else min(full or 0, max(TRIAL_STEPS_CAP, shortest))
-    if unfitted or first.multiple is None or not full:
-        if a.budget is not None and not unfitted:
-            raise StudyError([Problem(path="--budget", message=f"cannot fit {a.budget}: {first.words()}"
-                                      + ("" if a.full_run_prompts else "; or pass --full-run-prompts N"))])
-        why = ("not fitted to a budget (--budget none)" if unfitted else f"not fitted to a budget: {first.words()}"
-               + ("" if a.full_run_prompts or not a.recipe else " (or pass init --full-run-prompts N)"))
-        steps = longest if full else 20 if a.task else TRIAL_STEPS_CAP
-        return Design(tuple(order[:UNPRICED_ARMS]), seeds_to_decide(min(UNPRICED_ARMS, len(order)), span, a.min_effect),
-                      steps, why, branch=branch)
-    assert budget is not None
-    past = (f", branched at the end of the recipe's {warm}-step warmup (one prefix per seed, counted once)" if branch
-            else f", {MIN_STEPS_PAST_WARMUP}+ past the recipe's {warm}-step warmup" if warm else "")
-    smallest: Design | None = None
-    for k in range(min(MAX_ARMS, len(order)), 1, -1):
-        arms, n = tuple(order[:k]), seeds_to_decide(k, span, a.min_effect)
+    unfitted = (a.budget or "").strip().lower() == "none"
+    budget = math.inf if unfitted else parse_share(a.budget or DEFAULT_BUDGET)
+    if budget is None:
+        raise StudyError([Problem(path="--budget", message=(
+            f"{a.budget!r} is not a share of the full run (e.g. 0.5x), nor `none` (no budget)"))])
+    if a.branch not in BRANCH_CHOICES:
+        raise StudyError([Problem(path="--branch-from", message=f"{a.branch!r}: give one of {sorted(BRANCH_CHOICES)}")])
+    asked = a.min_effect if a.min_effect is not None else REWARD_MIN_EFFECT * span
+    study, first = _priced(a, out, Written(arms, Shape(MIN_SEEDS, TRIAL_STEPS_CAP, "scratch"), asked))
+    full = estimate_trial(study).full_run_steps
+    if not full or first.multiple is None:
+        if not a.unpriced:
+            raise _full_run_unknown(a, first.words().removeprefix("this study's price in units of your run is unknown: "))
+        seeds = seeds_to_decide(k, span, asked)
+        return Written(arms, Shape(seeds, 20 if a.task else UNPRICED_STEPS, "scratch"), asked, (
+            f"Design: not priced (--unpriced): {first.words()}.",
+            f"{k} arms x {seeds} seeds (what Bechhofer's design needs at min_effect {asked:g}); whether a trial "
+            "ends past the run's learning-rate warmup cannot be checked without the run's length."))
 
-        def at(steps: int, arms: tuple[int, ...] = arms, n: int = n) -> Design:
-            return Design(arms, n, steps, "", branch=branch)
+    @lru_cache(maxsize=None)
+    def price(shape: Shape) -> float:
+        multiple = planned_price(_shaped(study, shape)).multiple
+        return math.inf if multiple is None else multiple[1]
 
-        low = _priced(a, out, at(shortest))[1]
-        smallest = Design(arms, n, shortest, "", low, branch)
-        if low.multiple is None or low.multiple[1] > budget:
-            continue
-        steps = shortest
-        if longest > shortest:  # the price is affine in the trial's steps: solve for the longest that fits
-            high = _priced(a, out, at(longest))[1]
-            assert high.multiple is not None
-            slope = (high.multiple[1] - low.multiple[1]) / (longest - shortest)
-            steps = longest if slope <= 0 else min(longest, shortest + int((budget - low.multiple[1]) / slope))
-        priced = _priced(a, out, at(steps))[1]
-        while steps > shortest and (priced.multiple is None or priced.multiple[1] > budget):  # rounding in steps
-            steps -= 1
-            priced = _priced(a, out, at(steps))[1]
-        why = (f"{k} G arms x {n} seeds x {steps} steps{past}, raced: the largest design whose planned maximum "
-               f"{priced.words().removeprefix('this study ')}, within the budget {fmt_multiple(budget)}")
-        return Design(arms, n, steps, why, priced, branch)
-    assert smallest is not None and smallest.price is not None and smallest.price.multiple is not None
-    need = smallest.price.multiple[1]
-    k = len(smallest.generations)
-    raise StudyError([Problem(path="--budget", message=(
-        f"no study that can decide fits {fmt_multiple(budget)} of your run: the smallest ({k} G arms x "
-        f"{smallest.seeds} seeds, the fewest for Bechhofer's design at min_effect "
-        f"{a.min_effect if a.min_effect is not None else REWARD_MIN_EFFECT * span:g}, x {smallest.steps} steps{past}) "
-        f"{smallest.price.words().removeprefix('this study ')}; pass --budget {math.ceil(need * 10) / 10:g}x to write "
-        f"it{_effect_that_fits(a, out, smallest, budget, span)}"))])
+    warm = warmup_steps(study.trainer, full) or 0  # cost.py: the one warmup rule
+    if BRANCH_CHOICES[a.branch] == ("branch",) and trial_bounds("branch", full, warm) is None:
+        raise StudyError([Problem(path="--branch-from", message=(
+            f"warmup, but the recipe's run of {full} steps has {'no learning-rate warmup' if not warm else f'a {warm}-step warmup that leaves no room for a branch'}"
+            f" to branch at: use --branch-from auto or none"))])
+    fitted = fit(arms=k, span=span, min_effect=a.min_effect, budget=budget, full_steps=full, warmup=warm,
+                 starts=BRANCH_CHOICES[a.branch], price=price)  # type: ignore[arg-type]
+    if fitted.price > budget:  # the screen alone: even it does not fit
+        raise StudyError([Problem(path="--budget", message=(
+            f"even the screen alone costs {fmt_multiple(fitted.price)} of your run, more than {fmt_multiple(budget)}: "
+            f"pass --budget {math.ceil(fitted.price * 100) / 100:g}x"))])
+    final = _priced(a, out, Written(arms, fitted.shape, fitted.min_effect))[1]
+    return Written(arms, fitted.shape, fitted.min_effect, _why(a, arms, fitted, final, budget, full, warm, price), final)
 
 
-def _effect_that_fits(a: InitAnswers, out: Path, smallest: Design, budget: float, span: float) -> str:
-    """", or --min-effect E ..." : the smallest min_effect at which the smallest design, with fewer seeds, fits the
-    budget (the most seeds that fit, and the effect Bechhofer's design can then tell apart); "" when none fits."""
-    for n in range(smallest.seeds - 1, 1, -1):
-        priced = _priced(a, out, replace(smallest, seeds=n, price=None))[1]
-        if priced.multiple is not None and priced.multiple[1] <= budget:
-            effect = effect_for_seeds(len(smallest.generations), n, span)
-            if a.min_effect is not None and effect <= a.min_effect:
-                continue
-            return (f", or accept a larger smallest difference worth acting on: --min-effect {effect:g} (Bechhofer's "
-                    f"design then needs {n} seeds, and that study {priced.words().removeprefix('this study ')})")
-    return (f"; no min_effect makes one fit: even {len(smallest.generations)} arms x 2 seeds costs more than "
-            f"{fmt_multiple(budget)}")
+def _why(a: InitAnswers, arms: Arms, fitted: Fitted, final: Price, budget: float, full: int, warm: int,
+         price: Callable[[Shape], float]) -> tuple[str, ...]:
+    """The design's comment lines: what it is, what it costs, what it resolves, and what it gave up."""
+    shape, k = fitted.shape, arms.count
+    where = (f"branched at the end of the recipe's {warm}-step warmup (one prefix per seed, counted once)"
+             if shape.start == "branch" else
+             f"from step 0, {shape.steps - warm} past the recipe's {warm}-step warmup" if warm else "from step 0")
+    cap = "no budget" if budget == math.inf else f"the budget {fmt_multiple(budget)}"
+    words = final.words().removeprefix("this study ")
+    if not shape.confirm:
+        assert fitted.wanted is not None
+        want, cost = fitted.wanted
+        return (f"Design: the screen alone (screen.confirm: false): {words}. No confirm stage that decides fits {cap}: "
+                f"the cheapest ({k} arms x {want.seeds} seeds x {want.steps} steps, "
+                f"{'branched at the warmup' if want.start == 'branch' else 'from step 0'}) costs at most "
+                f"{fmt_multiple(cost)} of your run; to train it, set screen.confirm: true (or run init again with --budget "
+                f"{math.ceil(cost * 10) / 10:g}x). The screen predicts which arms are dominated; it does not decide.",)
+    out = [f"Design: {k} arms x {shape.seeds} seeds x {shape.steps} steps {where}, raced: {words}, within {cap}."]
+    res = resolution(k, shape.seeds, reward_range(a))
+    out.append("Resolves: " + (res.words(fmt_multiple(*final.multiple) if final.multiple else None) if res else
+                               "nothing (fewer than two arms)"))
+    if fitted.resolved:
+        need = seeds_to_decide(k, reward_range(a), None)
+        out.append(f"min_effect {fitted.min_effect:g} is what {shape.seeds} seeds resolve: the default "
+                   f"({REWARD_MIN_EFFECT:g} of the range) needs {need} seeds, at most "
+                   f"{fmt_multiple(price(Shape(need, shape.steps, shape.start)))} of your run (pass --budget to buy them).")
+    if shape.start == "branch" and "scratch" in BRANCH_CHOICES[a.branch]:
+        scratch = price(Shape(MIN_SEEDS, min(full, warm + MIN_STEPS_PAST_WARMUP), "scratch"))
+        out.append(f"Branched because from step 0 the smallest deciding design ({k} arms x {MIN_SEEDS} seeds x "
+                   f"{min(full, warm + MIN_STEPS_PAST_WARMUP)} steps) costs at most {fmt_multiple(scratch)} of your "
+                   f"run, over {cap}. The answer is about G from step {warm} on, after a warmup at G="
+                   f"{arms.generations[0]}; on the CPU benchmark branching past a warmup of a tenth of the run moved the "
+                   "answer towards the warmup's G: as often within 0.05 of the run's best as from step 0, less often "
+                   "within 0.02 (docs/your-own-run.md, 'Does branching change the answer?').")
+    return tuple(out)
+
 
 
 def _input_at(a: InitAnswers, out: Path) -> str | None:
@@ -478,9 +559,11 @@ def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
     if a.recipe is not None:
         a.recipe_values = read_recipe(a.recipe).values
     tmp = ""
+    copied: Path | None = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        text = study_text(a, out, fit_design(a, out))  # StudyError when nothing that can decide fits the budget
+        text = study_text(a, out, fit_design(a, out))  # StudyError: no full-run size, or nothing fits the budget
+        copied = _copy_accelerate(a, out, force)
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".yaml", dir=out.parent)
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -489,6 +572,7 @@ def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
         except StudyError as e:  # name the file the user asked for, not the temporary one
             raise StudyError(e.problems, str(out)) from None
         os.replace(tmp, out)
+        copied = None  # written: the copy stays with it
     except StudyError as e:  # the user knows the file as --out, not as our temporary name
         raise StudyError([Problem(path=p.path, message=p.message.replace(tmp, str(out)) if tmp else p.message)
                           for p in e.problems], str(out)) from None
@@ -497,7 +581,33 @@ def write_study(a: InitAnswers, out: Path, *, force: bool = False) -> Path:
     finally:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
+        if copied is not None:  # the study was not written: neither is the accelerate config copied for it
+            copied.unlink(missing_ok=True)
     return out
+
+
+def _copy_accelerate(a: InitAnswers, out: Path, force: bool) -> Path | None:
+    """Copy a bundled accelerate config beside the study (accelerate/<stage>.yaml), so the file names no path in
+    this package's checkout; a file already there is kept when it is the same, replaced only with --force. The
+    path it wrote (to remove if the study is not written after all), None when nothing was copied."""
+    acc = _accelerate(a, out)
+    if acc is None or not acc.copy:
+        return None
+    target = out.parent / acc.written
+    body = acc.source.read_bytes()
+    if target.exists():
+        if target.read_bytes() == body:
+            return None
+        if not force:
+            raise StudyError([Problem(path="--out", message=(
+                f"{target} exists and differs from the accelerate config init would copy there ({acc.source}); "
+                "pass --force to replace it, or write the study elsewhere"))])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(body)
+    os.replace(tmp, target)
+    return target
 
 
 def ask_missing(a: InitAnswers, ask: Callable[[str], str] = input, interactive: bool | None = None) -> InitAnswers:
@@ -543,33 +653,49 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p.add_argument("--model", help="without --from: a hub id or local folder")
     p.add_argument("--dataset", help="without --from: a hub id or a data file")
     p.add_argument("--task", help="without --from: a built-in offline task instead of a dataset")
-    p.add_argument("--name", help="the study name (default from the recipe and the hardware)")
+    p.add_argument("--name", help="the study name (default: the recipe, its model and the hardware)")
     p.add_argument("--out", default="study.yaml", help="the study file to write (default study.yaml)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
-    p.add_argument("--budget", help="the study's price as a share of the full run, e.g. 0.5x (default 0.5x where the "
-                                    "full run can be priced); none: the design that can decide, at its price")
-    p.add_argument("--full-run-prompts", type=int, help="the training set's rows, for a recipe that counts epochs: "
-                                                        "prices the study in units of the full run")
+    p.add_argument("--budget", help="the study's price as a share of the full run, e.g. 0.5x (the default); none: "
+                                    "the design that decides at min_effect, at its price")
+    p.add_argument("--full-run-prompts", type=int, metavar="N",
+                   help="the training set's rows, for a recipe that counts epochs over a dataset this machine cannot "
+                        "read: prices the study in units of the full run")
+    p.add_argument("--full-run-steps", type=int, metavar="N",
+                   help="the full run's optimizer steps: prices the study in units of it")
+    p.add_argument("--unpriced", action="store_true",
+                   help="write the study although the full run's size is not known (no price, no budget)")
     p.add_argument("--min-effect", type=float, help="the smallest held-out reward difference worth acting on "
                                                     "(default 0.05 of the reward's range): sizes the seeds")
-    p.add_argument("--branch-from", choices=["warmup", "none"], default="none",
-                   help="none (default): every trial from step 0; warmup (where the recipe has one): per seed the "
-                        "baseline trains once to the end of warmup and every arm branches from there, which is "
-                        "cheaper but measured to change which G is best (README, 'Does branching change the answer?')")
+    p.add_argument("--branch-from", choices=sorted(BRANCH_CHOICES), default="auto",
+                   help="auto (default): every trial from step 0 where a deciding design fits that way, else the arms "
+                        "branch at the end of the warmup; none: always from step 0; warmup: always branched (per seed "
+                        "the baseline trains once to the end of warmup, counted once). Branching was measured to change "
+                        "which G is best on the CPU benchmark (docs/your-own-run.md)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """`grpo-ablate init`: write the study file, then print its plan."""
+    """`grpo-ablate init`: write the study file, then print its price, what it resolves, and its plan."""
     check_out(args.out, "--out")
+    for flag in ("full_run_prompts", "full_run_steps"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise StudyError([Problem(path=f"--{flag.replace('_', '-')}", message=f"must be >= 1, got {value}")])
     answers = InitAnswers(recipe=Path(args.recipe) if args.recipe else None, model=args.model, dataset=args.dataset,
                           task=args.task, gpus=args.gpus or 0, vllm=args.vllm, name=args.name,
                           recipe_trl=getattr(args, "recipe_trl", None),
                           budget=getattr(args, "budget", None), full_run_prompts=getattr(args, "full_run_prompts", None),
+                          full_run_steps=getattr(args, "full_run_steps", None),
+                          unpriced=bool(getattr(args, "unpriced", False)),
                           min_effect=getattr(args, "min_effect", None),
-                          branch=getattr(args, "branch_from", "none") == "warmup")
+                          branch=getattr(args, "branch_from", "auto"))
     out = write_study(ask_missing(answers), Path(args.out), force=args.force)
     study = load_study(out)
-    print(f"wrote {out}: {planned_price(study).words()}\n")  # the figure plan prints below, from the same call
+    price = planned_price(study)
+    print(f"wrote {out}: {price.words()}")  # the figure plan prints below (with what it resolves), from the same call
+    if resolution_line(study, price.multiple) is None:
+        print("Resolves: nothing: the study is the screen alone, which predicts and does not decide")
+    print()
     print(plan_text(study))
     return EXIT_OK

@@ -17,7 +17,7 @@ from grpo_ablate.config import FloatRange
 from grpo_ablate.config.hardware import world_size_reason
 from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.names import module_findable
-from grpo_ablate.config.recipes import RecipeDifference, RecipeNote
+from grpo_ablate.config.recipes import FieldList, RecipeDifference, RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of, study_total
 from grpo_ablate.estimate import estimate_trial
@@ -25,6 +25,8 @@ from grpo_ablate.study.plan import completions_per_trial, resolved_trial_count, 
 from grpo_ablate.study import limits
 from grpo_ablate.study.branching import BranchError, branch_step
 from grpo_ablate.study.price import planned_counts, planned_price, prefix_estimate
+from grpo_ablate.study.design import resolution_line
+from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import add_study, EXIT_OK, load
 from grpo_ablate.files.owned import Owner
@@ -38,7 +40,7 @@ from grpo_ablate.vocab import Cell
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
-__all__ = ["add_parser", "run", "plan_json", "plan_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
+__all__ = ["add_parser", "run", "plan_json", "plan_text", "note_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -48,6 +50,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--commands", action="store_true",
                    help="a dry run: each arm's launch command lines and GRPOConfig arguments, nothing started")
+    p.add_argument("--verbose", action="store_true",
+                   help="list every TRL field a recipe's TRL and the installed one do not share (one line each otherwise)")
     p.set_defaults(func=run)
 
 
@@ -57,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "commands", False):
         print(json.dumps(launch_plan(study)) if args.json else commands_text(study))
     else:
-        print(json.dumps(plan_json(study)) if args.json else plan_text(study))
+        print(json.dumps(plan_json(study)) if args.json else plan_text(study, verbose=getattr(args, "verbose", False)))
     return EXIT_OK
 
 STEPS_PER_GENERATION = (
@@ -148,6 +152,8 @@ def plan_json(study: "Study") -> dict[str, Any]:
             "g_policies": _policy_words(space),
             "limits": limits_json(study),
             "price": planned_price(study).as_dict(),
+            "resolution": resolution_line(study, planned_price(study).multiple),
+            "screen": screen_json(study),
         }
     )
     probe = load_probe(study.output_dir, Owner.of(study))
@@ -176,19 +182,24 @@ def _policy_words(space: Any) -> dict[str, str]:
     return {g.label: g.describe() for g in space.generations if isinstance(g, Schedule)}
 
 
-def plan_text(study: "Study") -> str:
+def note_text(note: str, verbose: bool = False) -> str:
+    """A recipe note as the console shows it: a list of dozens of TRL fields as one line unless `verbose`."""
+    return note.brief() if isinstance(note, FieldList) and not verbose else str(note)
+
+
+def plan_text(study: "Study", verbose: bool = False) -> str:
     space = study.space
     lines = [f"Study {study.study.name!r} ({study.sampler_kind} sampler)", ""]
     notes = [w for w in study.warnings if isinstance(w, RecipeNote) and not isinstance(w, RecipeDifference)]
     if notes:
         lines.append(f"Recipe {study.file.trainer_from} (notes on its keys):")
-        lines += [f"  note: {n}" for n in notes]
+        lines += [f"  note: {note_text(n, verbose)}" for n in notes]
         lines.append("")
     differences = [*(w for w in study.warnings if isinstance(w, RecipeDifference)), *_stack_differences(study)]
     if differences:
         lines.append("Differs from the recipe's own run (what its stack would have used):" if study.file.trainer_from
                      else "Differs from what TRL alone would run:")
-        lines += [f"  differs: {d}" for d in differences]
+        lines += [f"  differs: {note_text(d, verbose)}" for d in differences]
         lines.append("")
     lines += ["Processes: " + world_size_reason(study.file) + ".", "Hardware: " + space.shape.describe()]
     cpu = cpu_run_changes(study.file)
@@ -215,10 +226,13 @@ def plan_text(study: "Study") -> str:
     else:
         lines.append(f"Search space: {len(space.feasible)} pair(s) x a continuous temperature range.")
     cells = study_plan(study)
+    lines += screen_lines(study)
     if cells:
         lines += ["", f"Trial plan ({len(cells)} trials, seeds {list(study.study.seeds)}):"]
         for i, c in enumerate(cells):
             lines.append(f"  {i:>3}. {c.role:<28} {c.arm.label}, seed {c.seed}")
+    elif study.is_planned and study.file.screen is not None:
+        lines.append("Trial plan: none (the screen alone, or it left fewer than two arms to compare).")
     else:
         lines.append(f"Trials: {resolved_trial_count(study)} proposed by the {study.sampler_kind} sampler, seeds {list(study.study.seeds)}.")
     lines += ["", *_cost_lines(study), *_limit_lines(study)]
@@ -261,7 +275,11 @@ def _cost_lines(study: "Study") -> list[str]:
                    f"{with_prefixes} at {gpu['gpus_per_trial']} GPU(s) each; {gpu['source']}.")
     elif cost.get("gpu_time_note"):
         out.append(f"GPU time: {cost['gpu_time_note']}.")
-    out.append(f"Price: {planned_price(study).words()}.")
+    price = planned_price(study)
+    out.append(f"Price: {price.words()}.")
+    resolves = resolution_line(study, price.multiple)
+    if resolves:
+        out.append(f"{resolves}.")
     est = cost["estimate"]
     if est["full_run_share"]:
         full = est["full_run_gpu_hours"]
@@ -273,6 +291,36 @@ def _cost_lines(study: "Study") -> list[str]:
 
 def _share(x: float) -> str:
     return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
+def screen_json(study: "Study") -> dict[str, Any] | None:
+    """The study's screen: what it will run, and what it decided once it ran (screen.json); None without one."""
+    screen = study.file.screen
+    if screen is None:
+        return None
+    ran = load_screen(study.output_dir, Owner.of(study))
+    return {"generations": screen.generations, "k": screen.k, "prompts": screen.prompts,
+            "probe_steps": screen.probe_steps, "confirm": screen.confirm, "ran": ran is not None,
+            "dropped": [{"arm": d.label, "rule": d.rule, "reason": d.reason} for d in ran.dropped] if ran else None,
+            "kept": list(ran.kept) if ran else None}
+
+
+def screen_lines(study: "Study") -> list[str]:
+    """plan's words on the screen: what it runs before any training, or what it dropped and why."""
+    info = screen_json(study)
+    if info is None:
+        return []
+    gens = info["generations"] or "the study's"
+    lines = ["", f"Screen (no training; `grpo-ablate screen`, or `run` starts with it): advise over G {gens} "
+                 f"({info['prompts']} prompts x {info['k']} samples), a probe of each arm ({info['probe_steps']} steps); "
+                 "arms it shows dominated are dropped before training."]
+    if info["ran"]:
+        lines += [f"  dropped {d['reason']}" for d in info["dropped"]] or ["  it dropped no arm."]
+    else:
+        lines.append("  Not run yet: the plan below is the most the confirm stage trains.")
+    if not info["confirm"]:
+        lines.append("  The study is the screen alone (screen.confirm: false): no arm is trained.")
+    return lines
 
 
 # ------------------------------------------------------------------ plan --commands (a dry run)

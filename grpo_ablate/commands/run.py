@@ -13,11 +13,16 @@ import argparse
 import sys
 
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
+from grpo_ablate.commands.screen import screen_study
 from grpo_ablate.config import Study
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.screen_file import load_screen
+from grpo_ablate.preflight.screen import screen_text
+from grpo_ablate.study.setup import describe_study, open_study, started_study
 from grpo_ablate.study.plan import study_plan
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
-from grpo_ablate.study.price import price_line
+from grpo_ablate.study.price import price_line, tunes_a_run
 from grpo_ablate.study.runner import StudyRun, run_study
 
 __all__ = ["add_parser", "run", "exit_status"]
@@ -47,7 +52,15 @@ def run(args: argparse.Namespace) -> int:
     if args.storage:
         extra.append(set_value("study.storage", args.storage))
     study = load(args, extra)
-    print(price_line(study), flush=True)  # the study's price in units of the run it tunes (study/price.py)
+    if study.file.screen is not None and load_screen(study.output_dir, Owner.of(study)) is None \
+            and started_study(study) is None:  # the screen first: it may drop arms (and the probe change the space)
+        print(screen_text(screen_study(study, args.study)), flush=True)
+        study = load(args, extra)
+    if study.file.screen is not None and study.is_planned and not study_plan(study):
+        return _screen_only(study, args.no_report)
+    line = price_line(study)  # the study's price in units of the run it tunes (study/price.py); refuses a share of none
+    if tunes_a_run(study):  # a study of no particular run (the demo) has nothing to be priced against
+        print(line, flush=True)
     result = run_study(study, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True),
                        warm_start=args.warm_start, warm_start_storage=args.warm_start_storage)
     if result.refused is not None:
@@ -59,6 +72,24 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_report:
         _report(study)
     return exit_status(study, result)
+
+
+def _screen_only(study: Study, no_report: bool) -> int:
+    """The study is the screen alone, or the screen left fewer than two arms to compare: nothing is trained. The
+    study is recorded in its storage (so the report, which presents the screen as a screen, has a study to read)."""
+    ostudy, created = open_study(study)
+    if created:
+        describe_study(ostudy, study)
+    why = ("the study is the screen alone (screen.confirm: false)" if study.file.screen and not study.file.screen.confirm
+           else "the screen left fewer than two arms to compare")
+    print(f"Nothing to train: {why}. The screen predicts; it does not decide.", flush=True)
+    if not no_report:
+        try:
+            print(f"Report: {write_report(study)['html']}")
+        except Exception as e:  # noqa: BLE001 - the screen is safe in screen.json; `grpo-ablate report` redoes it
+            err(f"the report could not be written ({type(e).__name__}: {e}); "
+                f"retry with: grpo-ablate report {study.path or '<study.yaml>'}")
+    return EXIT_OK
 
 
 def _report(study: Study) -> None:

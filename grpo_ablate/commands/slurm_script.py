@@ -1,6 +1,7 @@
 """`grpo-ablate slurm-script STUDY [--workers N] [--cpus-per-task N] [--time T] [--partition P]`: the array script for this study.
 
-Prints sweeps/slurm/grpo-ablate-array.sbatch with a resource header that fits the study: GPUs
+Prints the array script (grpo-ablate-array.sbatch beside this module, package data, so an installed
+grpo-ablate has it; sweeps/slurm/ links to it in a checkout) with a resource header that fits the study: GPUs
 for `workers` trials side by side (hardware.gpus, else the world size, per trial; none for a CPU
 study), the CPUs, the time limit and the early SIGTERM. The shipped script's header asks for one
 whole 8-GPU node (the Open R1 study); a cluster without that gres refuses it, and a CPU study
@@ -22,7 +23,7 @@ from grpo_ablate.config import Study
 
 __all__ = ["add_parser", "SCRIPT", "Resources", "resources", "render", "run"]
 
-SCRIPT = Path(__file__).resolve().parents[2] / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
+SCRIPT = Path(__file__).resolve().with_name("grpo-ablate-array.sbatch")  # package data (pyproject.toml)
 _RESOURCE_OPTIONS = ("--gres", "--cpus-per-task", "--exclusive", "--time", "--partition", "--mem")
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         err(str(e))
         return EXIT_USAGE
     except OSError as e:
-        err(f"cannot read the shipped array script {SCRIPT} ({e}): run this from a checkout of grpo-ablate")
+        err(f"cannot read the shipped array script {SCRIPT} ({e}): reinstall grpo-ablate (the file is package data)")
         return EXIT_USAGE
     print(text, end="")
     return EXIT_OK

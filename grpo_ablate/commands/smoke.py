@@ -82,6 +82,8 @@ def smoke_overrides(study: Study, out: Path, dataset: Path | None = None, steps:
         "trainer.use_liger_kernel=false", f"trainer.max_completion_length={SMOKE_COMPLETION_TOKENS}",
         f"trainer.per_device_train_batch_size={batch}", "trainer.gradient_accumulation_steps=1",
         "trainer.num_iterations=1", f"budget.max_steps={steps}", f"data.max_samples={max(64, 4 * batch)}",
+        # a smoke test runs every arm a few steps from step 0: no screen, no branch, inside any warmup on purpose
+        "screen=null", "budget.branch_from=null", "budget.allow_inside_warmup=true",
     ]
     if "generation_batch_size" in study.trainer or "steps_per_generation" in study.trainer:
         sets.append("trainer.steps_per_generation=1")

@@ -19,13 +19,14 @@ import os
 import sys
 
 from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
-from grpo_ablate.commands.plan import limits_json
+from grpo_ablate.commands.plan import limits_json, note_text
 from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.errors import StudyError
+from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.preflight.trial_start import trial_start_checks
 from grpo_ablate.storage import mask_url
 
-__all__ = ["add_parser", "run", "QUICK_ENV"]
+__all__ = ["add_parser", "run", "QUICK_ENV", "dropped_generations"]
 
 QUICK_ENV = "GRPO_ABLATE_VALIDATE"  # "quick": the study file's checks only
 
@@ -38,10 +39,24 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p.set_defaults(func=run)
 
 
+def dropped_generations(space: FeasibleSpace) -> dict[str, str]:
+    """Each value of search.num_generations that no feasible pair holds, with TRL's reasons (one per batch tried):
+    the study runs without it, so `validate` says so instead of a plain OK (`plan` lists every rejected pair)."""
+    kept = {str(p.num_generations) for p in space.feasible}
+    out: dict[str, list[str]] = {}
+    for r in space.rejected:
+        g = str(r.num_generations)
+        if g not in kept and r.reason not in out.setdefault(g, []):
+            out[g].append(r.reason)
+    return {g: "; ".join(reasons) for g, reasons in out.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     study = load(args)
     for w in study.warnings:
-        print(f"{'note' if isinstance(w, RecipeNote) else 'warning'}: {w}", file=sys.stderr)
+        print(f"{'note' if isinstance(w, RecipeNote) else 'warning'}: {note_text(w)}", file=sys.stderr)
+    for g, why in dropped_generations(study.space).items():  # asked for, but no feasible pair holds it
+        print(f"warning: search.num_generations {g} is dropped: {why}", file=sys.stderr)
     if (late := limits_json(study)["timeout_warning"]) is not None:  # a timeout below the per-trial estimate
         print(f"warning: {late}", file=sys.stderr)
     quick = args.quick or os.environ.get(QUICK_ENV) == "quick"

@@ -44,6 +44,7 @@ class KeyDoc:
     default: str  # "required", or the default as YAML would write it
     allowed: str  # the allowed values or bounds ("" when any value of the type is allowed)
     description: str
+    notes: tuple[str, ...] = ()  # what else holds for the key (a trainer field: other TRL releases' defaults)
 
 
 def key_docs(choices: Choices | None = None) -> list[KeyDoc]:
@@ -76,6 +77,7 @@ def explain_text(doc: KeyDoc) -> str:
     lines = [doc.key, f"  type:    {doc.type}", f"  default: {doc.default}"]
     if doc.allowed:
         lines.append(f"  allowed: {doc.allowed}")
+    lines += [f"  {note}" for note in doc.notes]
     lines.append(f"  {doc.description}")
     return "\n".join(lines)
 

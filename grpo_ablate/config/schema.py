@@ -35,6 +35,7 @@ __all__ = [
     "FullRunSection",
     "CompareSection",
     "EvaluationSection",
+    "ScreenSection",
     "StudyFile",
     "SECTION_MODELS",
     "model_at",
@@ -366,6 +367,11 @@ class BudgetSection(_Section):
         "compressed."))
     full_run: FullRunSection | None = Field(default=None, description=(
         "The recipe's own run, set by trainer_from; null: unknown."))
+    allow_inside_warmup: bool = Field(default=False, description=(
+        "Allow trials that end inside the learning-rate warmup of the run they stand for (the full run's, under "
+        "`lr_schedule: prefix`; the trial's own, compressed): such trials train mostly at a rising learning rate "
+        "and answered close to random on the CPU benchmark, so `validate`, `plan` and `run` refuse them unless "
+        "this is true (grpo_ablate/study/warmup.py)."))
     branch_from: int | str | None = Field(default=None, description=(
         "Arms that branch from one shared prefix: for each seed the baseline trains once up to this step and is "
         "checkpointed, and every arm of that seed starts from that checkpoint with its own G, temperature and "
@@ -429,6 +435,24 @@ class EvaluationSection(_Section):
         "target = start + this fraction x the baseline arm's mean held-out gain (when `target` is null)."))
 
 
+class ScreenSection(_Section):
+    """A stage before any training (`grpo-ablate screen`; `run` starts with it): advise on the study's own prompts
+    with the starting model and a probe on the study's hardware, then the arms it shows dominated leave the plan,
+    each with its reason (grpo_ablate/preflight/screen.py)."""
+
+    generations: list[Generations] | None = Field(default=None, description=(
+        "The G values the screen predicts for (its table); null: the study's own. The study's arms are the ones "
+        "it may drop; the others are shown, never trained."))
+    temperatures: list[Annotated[float, Field(gt=0)]] | None = Field(default=None, description=(
+        "The temperatures advise samples at; null: the study's own."))
+    k: int = Field(default=16, ge=2, description="Completions advise samples per prompt.")
+    prompts: int = Field(default=64, ge=1, description="Training prompts advise samples.")
+    probe_steps: int = Field(default=2, ge=1, description="Optimizer steps the probe runs per (G, batch).")
+    confirm: bool = Field(default=True, description=(
+        "Train the arms the screen keeps (the confirm stage); false: the study is the screen alone, and its report "
+        "presents a screen, not a verdict."))
+
+
 class StudyFile(_Section):
     """A grpo-ablate study file: every section but `study` and `data` has defaults."""
 
@@ -456,12 +480,14 @@ class StudyFile(_Section):
         "Tolerances of `grpo-ablate compare` (see its keys)."))
     evaluation: EvaluationSection | None = Field(default=None, description=(
         "Held-out evaluation (see its keys); null: none."))
+    screen: ScreenSection | None = Field(default=None, description=(
+        "A screen before any training (see its keys); null: none."))
 
 
 SECTION_MODELS: dict[str, type[BaseModel]] = {
     "study": StudySection, "model": ModelSection, "data": DataSection, "hardware": HardwareSection,
     "search": SearchSection, "budget": BudgetSection, "compare": CompareSection,
-    "evaluation": EvaluationSection,
+    "evaluation": EvaluationSection, "screen": ScreenSection,
 }
 
 

@@ -1,6 +1,7 @@
-"""The `trainer` section against the installed TRL: GRPOConfig's fields and defaults, read once and cached.
+"""The `trainer` section against the installed TRL: GRPOConfig's fields, defaults and help, read once and cached.
 
     python -c "from grpo_ablate.config.trainer_fields import trl_default; print(trl_default('num_generations'))"
+    grpo-ablate explain trainer.beta       # a field's type, default and help, as TRL's own metadata gives them
 
 The fields are read in a child process and cached on disk per TRL version, so neither
 `validate` nor the study's orchestrator ever imports trl/torch (seconds, hundreds of MB).
@@ -9,13 +10,17 @@ The fields are read in a child process and cached on disk per TRL version, so ne
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import importlib.metadata
 import json
 import math
 import os
+import re
 import subprocess
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +30,7 @@ from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.vocab import SEARCHED_KEYS
 
 __all__ = ["trl_default", "REMOVED_TRAINER_KEYS", "OWNED_TRAINER_KEYS", "trainer_field_names", "check_trainer_keys",
-           "field_type", "cast_like_trl"]
+           "field_type", "cast_like_trl", "trainer_field_docs", "installed_trl_version"]
 
 # Keys older recipes carry that current TRL no longer has, with what to do instead.
 REMOVED_TRAINER_KEYS = {
@@ -51,30 +56,34 @@ _POSITIVE_INT_KEYS = ("per_device_train_batch_size", "gradient_accumulation_step
 
 
 @functools.lru_cache(maxsize=1)
-def _grpo_config() -> dict[str, Any]:
-    """GRPOConfig's fields and their defaults (None where the default is not plain JSON).
+def installed_trl_version() -> str:
+    """The installed TRL's version ("unknown" without one); read once (each read parses the package's metadata)."""
+    try:
+        return importlib.metadata.version("trl")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _read_grpo_config(what: str, reader: str) -> dict[str, Any]:
+    """`reader(GRPOConfig)` (a function of this module returning plain JSON), for the installed TRL.
 
     In a process that has imported trl already (a trial), read from the class; elsewhere from a
-    child process, once per TRL version, cached on disk under $GRPO_ABLATE_CACHE.
+    child process, once per TRL version, cached on disk under $GRPO_ABLATE_CACHE as `what`.
     """
     if "trl" in sys.modules:
         from trl import GRPOConfig
 
-        return _defaults_of(GRPOConfig)
-    try:
-        version = importlib.metadata.version("trl")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
+        return globals()[reader](GRPOConfig)
     folder = Path(os.environ.get("GRPO_ABLATE_CACHE") or Path.home() / ".cache" / "grpo-ablate")
-    cache = folder / f"grpo_config_defaults-trl{version}.json"
+    cache = folder / f"grpo_config_{what}-trl{installed_trl_version()}.json"
     try:
         cached = json.loads(cache.read_text())
         if isinstance(cached, dict):
             return cached
     except (OSError, ValueError):
         pass
-    code = ("import json; from trl import GRPOConfig; "
-            "from grpo_ablate.config.trainer_fields import _defaults_of; print(json.dumps(_defaults_of(GRPOConfig)))")
+    code = (f"import json; from trl import GRPOConfig; "
+            f"from grpo_ablate.config.trainer_fields import {reader}; print(json.dumps({reader}(GRPOConfig)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, preexec_fn=die_with_parent())
     if out.returncode != 0:
@@ -89,6 +98,63 @@ def _grpo_config() -> dict[str, Any]:
     except OSError:
         pass  # a read-only home: read again next time
     return fields
+
+
+@functools.lru_cache(maxsize=1)
+def _grpo_config() -> dict[str, Any]:
+    """GRPOConfig's fields and their defaults (None where the default is not plain JSON)."""
+    return _read_grpo_config("defaults", "_defaults_of")
+
+
+@functools.lru_cache(maxsize=1)
+def trainer_field_docs() -> dict[str, dict[str, str]]:
+    """Every GRPOConfig field of the installed TRL: {"type", "default", "allowed", "help"} as words, from the
+    dataclass itself (its annotations, defaults and `metadata["help"]`, the text TRL's own `--help` prints)."""
+    return _read_grpo_config("docs", "_docs_of")
+
+
+def _docs_of(config_class: type) -> dict[str, dict[str, str]]:
+    """Each dataclass field as words: the annotation (None as null), the default as JSON (a factory's value; repr
+    where JSON cannot hold it), an enum's or Literal's values, and the help text on one line."""
+    out: dict[str, dict[str, str]] = {}
+    for f in dataclasses.fields(config_class):
+        if f.default is not dataclasses.MISSING:
+            value: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            value = dataclasses.MISSING
+        if isinstance(value, enum.Enum):
+            value = value.value
+        try:
+            default = "required" if value is dataclasses.MISSING else json.dumps(value)
+        except (TypeError, ValueError):
+            default = repr(value)
+        out[f.name] = {"type": _type_words(f.type), "default": default, "allowed": _allowed_words(f.type),
+                       "help": " ".join(str(f.metadata.get("help") or "").split())}
+    return out
+
+
+def _type_words(annotation: Any) -> str:
+    """`float`, `str | null`, `SchedulerType | str`: the annotation without module paths, None written null."""
+    text = annotation if isinstance(annotation, str) else (
+        annotation.__name__ if isinstance(annotation, type) else str(annotation))
+    text = re.sub(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", text)
+    return re.sub(r"\b(?:None|NoneType)\b", "null", text)
+
+
+def _allowed_words(annotation: Any) -> str:
+    """The values an annotation's enum or Literal members allow, e.g. '"linear", "cosine", ...' ("" when any)."""
+    if isinstance(annotation, str):
+        return ""
+    members = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
+    values: list[Any] = []
+    for m in members:
+        if isinstance(m, type) and issubclass(m, enum.Enum):
+            values += [e.value for e in m]
+        elif typing.get_origin(m) is typing.Literal:
+            values += list(typing.get_args(m))
+    return ", ".join(json.dumps(v) if isinstance(v, (str, int, float, bool)) else repr(v) for v in dict.fromkeys(values))
 
 
 def _defaults_of(config_class: type) -> dict[str, Any]:

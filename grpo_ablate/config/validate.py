@@ -31,6 +31,7 @@ from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.schedule import parse_generations
+from grpo_ablate.stats.model import MIN_SEEDS
 from grpo_ablate.vocab import METRICS, SEARCHED_KEYS, Schedule
 from grpo_ablate.files.probe_file import probe_path
 from grpo_ablate.prompt_file import prompt_file_problem
@@ -231,6 +232,11 @@ def _check_study(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
         if not st.is_planned:
             problems.append(Problem(path="study.racing", message=(
                 f"racing applies to the grid and ablation samplers, not {st.sampler}; remove study.racing")))
+        elif len(set(st.seeds)) < MIN_SEEDS:
+            problems.append(Problem(path="study.seeds", message=(
+                f"a race decides, and nothing is tested from fewer than {MIN_SEEDS} seeds per arm (stats/model.py), "
+                f"but study.seeds has {len(set(st.seeds))}: give at least {MIN_SEEDS} seeds, or remove study.racing "
+                f"for a study that only measures")))
         elif len(st.seeds) < st.racing.first_round_seeds:
             problems.append(Problem(path="study.racing.first_round_seeds", message=(
                 f"the first round needs {st.racing.first_round_seeds} seeds but study.seeds has {len(st.seeds)}")))
@@ -303,7 +309,7 @@ def _check_branching(sf: StudyFile) -> list[Problem]:
             "num_generations) and leave budget.lr_schedule unset or `prefix`")))
     full = b.full_run.max_steps if b.full_run is not None else None
     # cost.py's rule, as the trial's scheduler counts it (None: a share of a run whose length the file does not give)
-    step = raw if isinstance(raw, int) else warmup_steps(sf.trainer.get("warmup_steps"), full) if raw == "warmup" else None
+    step = raw if isinstance(raw, int) else warmup_steps(sf.trainer, full) if raw == "warmup" else None
     if raw == "warmup" and step == 0:
         problems.append(Problem(path=path, message=(
             "warmup, but the trainer has no warmup (trainer.warmup_steps unset or 0): give a step count instead")))

@@ -37,7 +37,9 @@ from grpo_ablate.study.branching import BranchError, branch_step
 from grpo_ablate.cost import lr_schedule_of
 from grpo_ablate.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
 from grpo_ablate.storage import mask_url
-from grpo_ablate.study.price import spent_price
+from grpo_ablate.study.price import planned_price, spent_price, tunes_a_run
+from grpo_ablate.study.design import resolution_line
+from grpo_ablate.report.screen import screen_view
 from grpo_ablate.study.racing import calls_level
 from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
                                Outcome, finite, metric)
@@ -95,6 +97,8 @@ class ReportData:
     lr_schedule: str | None = None  # "prefix" (of the recipe's full run) or "compressed" (into each trial)
     branched_at: int | None = None  # the step the arms branched at from one shared prefix per seed (budget.branch_from)
     shared_prefix: dict[str, Any] | None = None  # the prefixes' compute, counted once (`shared_prefix`)
+    screen: dict[str, Any] | None = None  # the screen before any training (report/screen.py), when it ran
+    resolution: str | None = None  # what the study's design resolves at its price (study/design.py)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -363,7 +367,10 @@ def collect(study: "Study", read_from: str | None = None) -> ReportData:
     data = build_report_data(study.study.name, attrs, frozen, list(zip(study.metric_names, study.directions)),
                              study.to_dict(), study.storage_url, read_advice(study.output_dir, Owner.of(study)),
                              branched_at=step)
-    data.price = spent_price(study, frozen).words()  # in units of the run it tunes, as plan and run say it
+    # in units of the run it tunes, as plan and run say it; nothing when it tunes no particular run
+    data.price = spent_price(study, frozen).words() if tunes_a_run(study) else None
+    data.screen = screen_view(study.output_dir, Owner.of(study))
+    data.resolution = resolution_line(study, planned_price(study).multiple) if tunes_a_run(study) else None
     return data
 
 

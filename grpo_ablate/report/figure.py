@@ -55,6 +55,9 @@ class Figure:
     uri: str | None = None
     note: str | None = None
     wide: bool = False  # spans the page width (several panels)
+    # where the page shows it: "held-out" right under the answer, "held-out-seeds" folded under those, "training"
+    # next, "more" with the other plots further down (report/template.html.j2)
+    section: str = "more"
 
 
 def png(fig: MplFigure) -> str:

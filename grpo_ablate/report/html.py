@@ -399,6 +399,8 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
              registry_metric(m).unit) for m in TARGET_METRICS]
            if data.has_eval else []),
         "figures": list(figures),
+        "sections": {name: [f for f in figures if f.section == name]
+                     for name in ("held-out", "held-out-seeds", "training", "more")},
         "prompts": prompts,
         "n_prompts": len(data.prompts),
         "trials": trials,
@@ -414,6 +416,7 @@ def view_model(data: ReportData, figures: Sequence[Figure]) -> dict[str, Any]:
         "eval_path": eval_path(data),
         "ranking_rule": RANKING_RULE,
         "has_eval": data.has_eval,
+        "screen": data.screen,
         "completion_chars": COMPLETION_CHARS,
     }
 

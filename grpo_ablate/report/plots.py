@@ -23,7 +23,8 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure as MplFigure
 
 from grpo_ablate.report.arms import ArmSummary
-from grpo_ablate.report.curves import plot_eval_vs_tokens, plot_reward_vs_time, plot_reward_vs_tokens
+from grpo_ablate.report.curves import (plot_eval_seeds, plot_eval_vs_gpu_hours, plot_eval_vs_tokens,
+                                      plot_reward_vs_time, plot_reward_vs_tokens, plot_training_curves)
 from grpo_ablate.report.g_alloc import has_g_alloc, plot_g_vs_difficulty
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, arm_colors, axis_label, done_arms, log2_g_axis,
@@ -282,16 +283,16 @@ _NO_RESULT = frozenset(o.value for o in (Outcome.PRUNED, Outcome.OOM, Outcome.FA
 
 def plot_history(data: ReportData) -> Figure:
     fid, title = "history", "Optimisation history"
-    caption = ("Each objective per trial in the order they ran, with the best single trial so far (one seed: the "
-               "answer compares arm means over seeds); crosses at the bottom mark trials that produced no result "
-               "(pruned, out of memory, failed).")
+    caption = ("Each objective per trial in the order they ran, one colour per configuration; crosses at the bottom "
+               "mark trials that produced no result (pruned, out of memory, failed). A single trial is one seed: the "
+               "answer compares configurations by their means over seeds, never by the best single trial.")
     if not data.records:
         return Figure(fid, title, caption, note="the study has no trials yet")
     k = max(1, len(data.objectives))
     fig, axes = new_axes(width=WIDE if k > 1 else HALF[0], height=3.2, ncols=k)
     colors = arm_colors(data)
     drawn = False
-    for i, (ax, (objective, direction)) in enumerate(zip(axes, data.objectives)):
+    for i, (ax, (objective, _)) in enumerate(zip(axes, data.objectives)):
         done = [r for r in data.records if r.outcome == Outcome.COMPLETED.value and r.values is not None
                 and i < len(r.values)]
         for a in data.arms:
@@ -299,15 +300,7 @@ def plot_history(data: ReportData) -> Figure:
             if pts:
                 ax.scatter([r.number for r in pts], [r.values[i] for r in pts], color=colors[a.config], s=22,  # type: ignore[index]
                            label=a.title, zorder=3)
-        if done:
-            drawn = True
-            best, xs, ys = None, [], []
-            for r in done:
-                v = r.values[i]  # type: ignore[index]
-                best = v if best is None or (v > best if direction == "maximize" else v < best) else best
-                xs.append(r.number)
-                ys.append(best)
-            ax.step(xs, ys, where="post", color="#555555", lw=1.2, label="best single trial so far")
+        drawn = drawn or bool(done)
         bad = [r for r in data.records if r.outcome in _NO_RESULT]
         if bad:
             ax.scatter([r.number for r in bad], [0.02] * len(bad), transform=ax.get_xaxis_transform(), marker="x",
@@ -377,8 +370,12 @@ def _draw_advice(ax: Axes, advice: dict) -> list[int]:
     return gs
 
 
+# In page order: the held-out curves the page leads with (and their per-seed lines), the training curves, then the rest.
 PLOTS: tuple[Callable[[ReportData], Figure], ...] = (
+    plot_eval_vs_gpu_hours,
     plot_eval_vs_tokens,
+    plot_eval_seeds,
+    plot_training_curves,
     plot_reward_vs_time,
     plot_reward_vs_tokens,
     plot_reward_per_hour,
@@ -399,7 +396,11 @@ def _fallback(fn: Callable[[ReportData], Figure]) -> tuple[str, str]:
 
 
 # Drawn only for studies with held-out evaluation; a study without it is not missing a plot.
-EVAL_PLOTS: frozenset[Callable[[ReportData], Figure]] = frozenset({plot_eval_vs_tokens})
+EVAL_PLOTS: frozenset[Callable[[ReportData], Figure]] = frozenset({plot_eval_vs_gpu_hours, plot_eval_vs_tokens,
+                                                                  plot_eval_seeds})
+# Where a plot that raised is said (its note stands where its figure would have): the page's sections by plot.
+_SECTIONS: dict[Callable[[ReportData], Figure], str] = {plot_eval_vs_gpu_hours: "held-out", plot_eval_vs_tokens: "held-out",
+                                                        plot_eval_seeds: "held-out-seeds", plot_training_curves: "training"}
 # Drawn only for studies with a per-prompt G arm (`adaptive:8[2-16]`).
 PER_PROMPT_PLOTS: frozenset[Callable[[ReportData], Figure]] = frozenset({plot_g_vs_difficulty})
 
@@ -417,5 +418,6 @@ def all_figures(data: ReportData, plots: Sequence[Callable[[ReportData], Figure]
                 out.append(fn(data))
             except Exception as e:  # noqa: BLE001 - one bad plot must not cost the whole page
                 fid, title = _fallback(fn)
-                out.append(Figure(fid, title, "", note=f"could not be drawn ({type(e).__name__}: {e})"))
+                out.append(Figure(fid, title, "", note=f"could not be drawn ({type(e).__name__}: {e})",
+                                  section=_SECTIONS.get(fn, "more")))
     return out

@@ -66,7 +66,7 @@ def branch_step(study: "Study") -> int | None:
     if raw == "warmup":
         warmup = study.trainer.get("warmup_steps")
         full = _full_run_steps(study) if isinstance(warmup, float) and 0 < warmup < 1 else None
-        steps = warmup_steps(warmup, full)  # the one rule (cost.py), as the trial's scheduler counts it
+        steps = warmup_steps(study.trainer, full)  # the one rule (cost.py), as the trial's scheduler counts it
         if steps is None:
             raise BranchError(f"budget.branch_from: warmup is {warmup:g} of the full run, whose length is not known "
                               "here: set budget.full_run.max_steps (or budget.full_run.prompts)")

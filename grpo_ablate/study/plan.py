@@ -19,6 +19,11 @@ the one figure it needs, each trial's completions, from its caller.
 branch step, each trial's completions, the trial target) and hands that on; the functions below
 serve the commands that need one figure of it.
 
+A study with a `screen:` section (preflight/screen.py) trains only the arms its screen kept, once
+screen.json exists (none when the study is the screen alone, `screen.confirm: false`, or the screen
+left fewer than two arms to compare); before the screen has run, every arm is planned: the most the
+confirm stage can cost, which is what `plan` and `init` price.
+
 With `budget.branch_from` (branching.py) each seed's cells start with its prefix (role
 PREFIX_ROLE): the baseline arm trained once to the branch step B. The seed's other cells are its
 branches: each trains the study's per-trial budget from step B on, from the prefix's sealed
@@ -36,12 +41,14 @@ from grpo_ablate.space import FeasibleSpace, default_pair, generated_completions
 from grpo_ablate.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
 from grpo_ablate.files.advise_file import advised_arms as saved
 from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.screen_file import load_screen
 
 if TYPE_CHECKING:
     from grpo_ablate.config import FloatRange, Study
 
 __all__ = ["StudyPlan", "resolve_plan", "racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
-           "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "is_prefix_cell", "ablation_arms", "seed_cells", "round_cells"]
+           "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "is_prefix_cell", "ablation_arms",
+           "seed_cells", "round_cells", "screened_arms"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 ADVISE_ROLE = "advise"  # the role of a cell advise queued
@@ -124,7 +131,22 @@ def _cells(study: "Study", base: Arm, step: int | None) -> list[Cell]:
         advised = [(a, ADVISE_ROLE) for a in advised_arms(study)]
         searched = temperatures if study.temperatures() is not None else None
         arms = [*ablation_arms(study.space, base, searched), *advised]
+    arms = screened_arms(study, arms)
     return seed_cells(arms, list(study.study.seeds), base if step is not None else None)
+
+
+def screened_arms(study: "Study", arms: list[tuple[Arm, str]]) -> list[tuple[Arm, str]]:
+    """The arms the confirm stage trains: all of them before the screen ran (or without a screen); after it, those
+    it kept, and none when the study is the screen alone or fewer than two are left to compare."""
+    if study.file.screen is None:
+        return arms
+    if not study.file.screen.confirm:
+        return []
+    screen = load_screen(study.output_dir, Owner.of(study))
+    if screen is None:
+        return arms
+    left = [(a, role) for a, role in arms if a.key not in {d.key for d in screen.dropped}]
+    return left if len(left) >= 2 else []
 
 
 @dataclass(frozen=True)

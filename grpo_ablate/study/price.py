@@ -30,7 +30,9 @@ from grpo_ablate.cost import Branching, Price, RunShare, parse_share, price, stu
 from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.estimate import TrialEstimate, estimate_trial
 from grpo_ablate.gpu_hours import spent_seconds
-from grpo_ablate.study.plan import resolved_trial_count, study_plan
+from grpo_ablate.study.plan import ablation_arms, baseline_arm, resolved_trial_count, study_plan
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.trial_record import role_of
 from grpo_ablate.vocab import PREFIX_ROLE
 
@@ -40,7 +42,13 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["planned_price", "spent_price", "price_line", "resolve_budget", "unknown_why", "planned_counts",
-           "prefix_estimate"]
+           "prefix_estimate", "tunes_a_run", "screen_cost"]
+
+
+def tunes_a_run(study: "Study") -> bool:
+    """Whether the study names the run it tunes (budget.full_run, which a trainer_from recipe sets). Without one a
+    price "in units of your run" means nothing: `run` and the report say none (`plan` says which key gives one)."""
+    return study.budget.full_run is not None
 
 
 def unknown_why(study: "Study", est: TrialEstimate) -> str:
@@ -66,9 +74,50 @@ def _no_hours(study: "Study", est: TrialEstimate) -> str:
 
 def _price(study: "Study", est: TrialEstimate, trials: int, study_h: tuple[float, float] | None,
            study_steps: float | None, *, spent: bool, branching: Branching | None = None) -> Price:
+    screen_h, screen_steps = screen_cost(study, est)
+    if spent and load_screen(study.output_dir, Owner.of(study)) is None:
+        screen_h, screen_steps = None, None  # nothing spent on a screen that has not run
     return price(trials, study_h=study_h, full_run_h=est.full_run_gpu_hours, study_steps=study_steps,
                  full_run_steps=est.full_run_steps, no_hours=_no_hours(study, est), unknown=unknown_why(study, est),
-                 spent=spent, at_most=not spent and study.study.racing is not None, branching=branching)
+                 spent=spent, at_most=not spent and study.study.racing is not None, branching=branching,
+                 screen_h=screen_h, screen_steps=screen_steps)
+
+
+def screen_cost(study: "Study", est: TrialEstimate | None = None) -> tuple[tuple[float, float] | None, float | None]:
+    """What the study's screen costs: (GPU-hours low/high, optimizer steps' worth); (None, None) without a screen.
+
+    Once it ran (screen.json), its wall time x hardware.gpus. Before, at the study's own rates (estimate_trial):
+    advise as a trial generating prompts x k x temperatures completions (training included: an upper bound, it
+    trains nothing), and the probe as one trial of probe_steps steps per (G, batch) of the study's arms, start-up
+    each. In steps (no GPU-hours here), advise's completions over a step's, plus the probe's steps."""
+    screen = study.file.screen
+    if screen is None:
+        return None, None
+    est = est or estimate_trial(study)
+    per_step = study.space.shape.generated_per_step
+    temps = study.temperatures()
+    n_temps = len(screen.temperatures or (temps if isinstance(temps, list) else [study.fixed_temperature()]))
+    sampled = screen.prompts * screen.k * n_temps
+    searched = [float(t) for t in temps] if isinstance(temps, list) else None
+    points = len({(a.num_generations, a.generation_batch_size)
+                  for a, _ in ablation_arms(study.space, baseline_arm(study), searched)})
+    steps = sampled / per_step + points * screen.probe_steps
+    ran = load_screen(study.output_dir, Owner.of(study))
+    if ran is not None:
+        h = ran.seconds * int(study.hardware.gpus or 0) / 3600.0
+        return ((h, h) if study.hardware.gpus else None), steps
+    advise = _variant(study, completions=sampled).gpu_hours
+    probe = _variant(study, max_steps=screen.probe_steps).gpu_hours
+    if advise is None or probe is None:
+        return None, steps
+    return (advise[0] + points * probe[0], advise[1] + points * probe[1]), steps
+
+
+def _variant(study: "Study", **budget: int) -> TrialEstimate:
+    """estimate_trial of the study with another per-trial budget (`max_steps` or `completions`)."""
+    update = {"max_steps": None, "completions": None, "tokens": None, "seconds": None, **budget}
+    file = study.file.model_copy(update={"budget": study.budget.model_copy(update=update)})
+    return estimate_trial(dataclasses.replace(study, file=file))
 
 
 def _trial_steps(est: TrialEstimate) -> int | None:
@@ -92,8 +141,7 @@ def planned_counts(study: "Study") -> tuple[int, int]:
 def prefix_estimate(study: "Study", step: int) -> TrialEstimate:
     """What one shared prefix costs: a trial of the baseline trained `step` optimizer steps (start-up included),
     at the same rates as the study's trials (estimate_trial on the study with that budget)."""
-    budget = study.budget.model_copy(update={"max_steps": step, "completions": None, "tokens": None, "seconds": None})
-    return estimate_trial(dataclasses.replace(study, file=study.file.model_copy(update={"budget": budget})))
+    return _variant(study, max_steps=step)
 
 
 def planned_price(study: "Study", est: TrialEstimate | None = None) -> Price:

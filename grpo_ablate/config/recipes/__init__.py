@@ -22,7 +22,7 @@ rewards), sharding (its accelerate config), merge (the study with its recipe mer
 """
 
 from grpo_ablate.config.recipes.defaults import DRIFTING_KEYS, NEW_LOSS_SWITCHES
-from grpo_ablate.config.recipes.file import RecipeDifference, RecipeNote, read_recipe
+from grpo_ablate.config.recipes.file import FieldList, RecipeDifference, RecipeNote, read_recipe
 from grpo_ablate.config.recipes.keys import OTHER_TOOL_KEYS, REMOVED_KEYS, SCRIPT_KEYS, STUDY_OWNED_KEYS
 from grpo_ablate.config.recipes.merge import merge_recipe
 from grpo_ablate.config.recipes.registry import (OPEN_R1_DEFAULT_REWARDS, OPEN_R1_REWARDS, OPEN_R1_SCRIPT_DEFAULTS,
@@ -30,7 +30,7 @@ from grpo_ablate.config.recipes.registry import (OPEN_R1_DEFAULT_REWARDS, OPEN_R
 from grpo_ablate.config.recipes.sharding import recipe_accelerate_config
 from grpo_ablate.config.recipes.stack import OPEN_R1_STACK, TargetStack, recipe_stack, stack_default
 
-__all__ = ["RecipeNote", "RecipeDifference", "TargetStack", "OPEN_R1_STACK", "OPEN_R1_SCRIPT_DEFAULTS", "recipe_stack",
+__all__ = ["RecipeNote", "RecipeDifference", "FieldList", "TargetStack", "OPEN_R1_STACK", "OPEN_R1_SCRIPT_DEFAULTS", "recipe_stack",
            "stack_default", "SCRIPT_KEYS", "REMOVED_KEYS", "STUDY_OWNED_KEYS", "OTHER_TOOL_KEYS", "OPEN_R1_REWARDS",
            "OPEN_R1_STAND_INS", "OPEN_R1_DEFAULT_REWARDS", "TRL_REWARDS", "DRIFTING_KEYS", "NEW_LOSS_SWITCHES",
            "merge_recipe", "read_recipe", "recipe_accelerate_config"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_ablate.config.recipes.file import Recipe, RecipeDifference, RecipeNote
+from grpo_ablate.config.recipes.file import FieldList, Recipe, RecipeDifference, RecipeNote
 from grpo_ablate.config.recipes.keys import HARDWARE_KEYS, STUDY_OWNED_KEYS
 from grpo_ablate.config.recipes.stack import (OPEN_R1_STACK, TargetStack, installed_fields, installed_trl,
                                               recipe_stack)
@@ -145,10 +145,10 @@ def implicit_keys(recipe: Recipe, raw: dict[str, Any], trainer: dict[str, Any], 
         notes.append(RecipeNote(
             f"{recipe.path.name}: defaults of TRL {stack.trl} that the study decides instead: {'; '.join(owned)}"))
     if gone:
-        notes.append(RecipeDifference(
+        notes.append(FieldList.listing(
             f"{recipe.path.name}: fields of TRL {stack.trl} that TRL {now_name} no longer has, so their defaults "
-            f"cannot be set (at these defaults each is off or only names a backend): {', '.join(gone)}"))
+            f"cannot be set (at these defaults each is off or only names a backend)", gone))
     if new:
-        notes.append(RecipeDifference(
+        notes.append(FieldList.listing(
             f"{recipe.path.name}: fields TRL {stack.trl} did not have, left at TRL {now_name}'s defaults (features "
-            f"added since; check any the run relies on): {', '.join(new)}"))
+            f"added since; check any the run relies on)", new))

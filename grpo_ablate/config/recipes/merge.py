@@ -86,6 +86,18 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
         return raw, [], [Problem(path="trainer_from", message=e.problems[0].message)]
     notes: list[RecipeNote] = []
     problems: list[Problem] = []
+    for key, (lines, same) in recipe.repeated.items():
+        where = ", ".join(str(n) for n in lines)
+        if same:
+            notes.append(RecipeNote(f"{recipe.path.name}: {key} is given {len(lines)} times (lines {where}) with the same "
+                                    f"value; read once"))
+        elif key in STUDY_OWNED_KEYS or matches(key, OTHER_TOOL_KEYS):  # no value of it reaches a trial
+            notes.append(RecipeNote(f"{recipe.path.name}: {key} is given {len(lines)} times (lines {where}) with "
+                                    f"different values; neither is used: the study or another tool decides it"))
+        else:
+            problems.append(recipe.problem(key, (
+                f"given {len(lines)} times (lines {where}) with different values; YAML keeps the last one, as TRL's "
+                f"parser would, but which was meant cannot be told: keep one")))
     fields = trainer_field_names()
     own = given if isinstance(given := raw.get("trainer"), dict) else {}
     search = searched if isinstance(searched := raw.get("search"), dict) else {}
