@@ -2,7 +2,8 @@
 
 The feasible space reports it per pair (`prompts_per_generation`, printed by `plan`), the probe and the
 trial refuse a training set that cannot fill a round with it (preflight/probe.py, trainer/build.py),
-and the G-per-round sampler draws rounds of that size (trainer/scheduled.py). They computed it four
+the G-per-round sampler draws rounds of that size (trainer/scheduled.py), and the screen and advise count
+the prompts with reward spread per step from it (preflight/screen_rule.py signal_per_step). They computed it four
 times; the probe divided by a schedule's final G where the trial divides by its smallest, so a probe
 of `2->8` at a batch of 32 asked the training set for 4 prompts a round where the trial needs 16.
 """
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_ablate.config import load_study
+from grpo_ablate.preflight.screen_rule import signal_per_step
 from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, Switch, prompts_per_round
 from grpo_ablate.space import BatchShape, Rounds, feasible_space
 from helpers import ROOT
@@ -45,6 +47,8 @@ def test_the_feasible_space_reports_the_rule_for_every_pair(g, world, per_device
     shape = BatchShape(world_size=world, per_device_train_batch_size=per_device, gradient_accumulation_steps=accumulation)
     for pair in feasible_space(shape, [g], "auto").feasible:
         assert pair.prompts_per_generation == prompts_per_round(pair.generation_batch_size, pair.num_generations)
+        # the screen's and advise's learning signal per step count the same prompts (none without spread lost)
+        assert signal_per_step(pair.generation_batch_size, pair.num_generations, 0.0) == pair.prompts_per_generation
 
 
 @settings(max_examples=60, deadline=None)
