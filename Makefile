@@ -2,6 +2,7 @@
 #   make demo    virtualenv + install + a real study on the built-in offline default
 #   make test    virtualenv + install + lint + type check + the whole test suite (GPU tests skip without a GPU)
 #   make test-vllm   the second tier: vLLM (CPU build) and DeepSpeed paths, in .venv-vllm
+#   make test-stack  the command-trial tier: a user's own script on TRL 0.18 / transformers 4.52, in .venv-trl018
 #   make docs    the manual (mkdocs.yml, docs/) built strictly into site/: a broken link or anchor fails it
 PYTHON ?= python3
 VENV   ?= .venv
@@ -28,7 +29,7 @@ VLLM_REQ     := tests/vllm_tier/requirements.txt
 VLLM_STANDIN := tests/vllm_tier/vllm-standin
 VLLM_STAMP   := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml $(VLLM_REQ) $(VLLM_STANDIN)/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test durations lint test-fast test-vllm install-vllm bench clean nightly nightly-baseline docs
+.PHONY: install demo test durations lint test-fast test-vllm install-vllm test-stack install-stack bench clean nightly nightly-baseline docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,7 +57,7 @@ demo: install
 # environment sets PYTHONDONTWRITEBYTECODE (this machine's does): without them each of the suite's
 # ~150 Python processes compiled the package again (~0.5 s of CPU each) and each pytest worker
 # rewrote every test module.
-PYTEST_CORE = -m "not gpu and not vllm" -n 2 --dist loadfile --no-loadscope-reorder tests
+PYTEST_CORE = -m "not gpu and not vllm and not stack" -n 2 --dist loadfile --no-loadscope-reorder tests
 TEST_ENV = HF_HUB_OFFLINE=1 PYTHONDONTWRITEBYTECODE=
 test: install lint
 	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_CORE)
@@ -69,7 +70,7 @@ lint: install
 	$(BIN)/mypy
 
 test-fast: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not slow and not vllm" tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not gpu and not slow and not vllm and not stack" tests
 
 # torchvision/torchaudio/torchcodec come out: PyPI's are CUDA builds that break transformers' Qwen2
 # import and `from vllm import SamplingParams` next to the CPU torch. DeepSpeed's CPU communication
@@ -91,6 +92,26 @@ install-vllm: $(VLLM_STAMP)
 test-vllm: install-vllm
 	HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES= $(VLLM_BIN)/python -m pytest -m vllm tests/vllm_tier
 
+# The command-trial tier: the user's own training script (tests/stack_tier/openr1_style_grpo.py) on the stack Open
+# R1 pins, in a virtualenv of its own that the package never imports (the study runs from .venv). Cached like
+# the vLLM tier's, by a checksum of what it installs (~40 s to build here; the tests ~4 min).
+STACK_VENV  ?= .venv-trl018
+STACK_REQ   := tests/stack_tier/requirements.txt
+STACK_STAMP := $(STACK_VENV)/.installed-$(shell cat $(STACK_REQ) | cksum | cut -d' ' -f1)
+
+$(STACK_STAMP): $(STACK_REQ)
+	test -x $(STACK_VENV)/bin/python || $(PYTHON) -m venv $(STACK_VENV)
+	$(STACK_VENV)/bin/python -m pip install -q --upgrade pip
+	$(STACK_VENV)/bin/python -m pip install -q $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_CPU)"
+	$(STACK_VENV)/bin/python -m pip install -q -r $(STACK_REQ)
+	rm -f $(STACK_VENV)/.installed-*
+	touch $@
+
+install-stack: $(STACK_STAMP)
+
+test-stack: install install-stack
+	HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES= GRPO_ABLATE_SCRIPT_PYTHON=$(abspath $(STACK_VENV))/bin/python \
+	  $(BIN)/python -m pytest -m stack tests/stack_tier
 # The manual, strictly (mkdocs.yml says strict: true; --strict again so no local edit turns it off). A few seconds.
 # NO_MKDOCS_2_WARNING silences Material's banner about its end of life (May 2027; Zensical reads this mkdocs.yml).
 docs: install

@@ -15,6 +15,13 @@ anchor), the first match; the score is verify(gold, answer) as a float, None whe
 Format and tag_count do not depend on math-verify: Open R1's regex and tag counts, written for
 every case (a case whose value changes is listed).
 
+`--column accuracy_early` scores Open R1's accuracy as it was before 4f5b21e (2025-04-01), the rule recipes
+dated before then trained with (the February-2025 demo): the gold parsed with LaTeX extraction only, an
+empty parse scores 1.0 (every completion: the example teaches nothing), the completion read as above, and
+verify(answer, gold) (answer first), 0.0 when verify raises.
+
+    .venv/bin/python benchmarks/reward_cases.py --column accuracy_early --standins
+
 Writes the column into tests/fixtures/openr1_reward_cases.json (every case), the versions that
 scored it under "scored_with", and "disagree": the cases whose `accuracy` and `accuracy_pinned`
 differ. `--standins` also runs this package's stand-ins (grpo_ablate.trainer.rewards) in this
@@ -55,6 +62,25 @@ def reference_accuracy(completion: str, gold: str) -> float | None:
         return None
 
 
+def reference_accuracy_early(completion: str, gold: str) -> float:
+    """Open R1's accuracy before 2025-04-01, as the module docstring describes it."""
+    from latex2sympy2_extended import NormalizationConfig
+    from math_verify import LatexExtractionConfig, parse, verify
+
+    gold_parsed = parse(gold, extraction_mode="first_match", extraction_config=[LatexExtractionConfig()])
+    if len(gold_parsed) == 0:
+        return 1.0
+    reader = LatexExtractionConfig(
+        normalization_config=NormalizationConfig(basic_latex=True, units=True, equations=True, boxed="all",
+                                                 malformed_operators=False, nits=False),
+        boxed_match_priority=0, try_extract_without_anchor=False)
+    answer = parse(completion, extraction_config=[reader], extraction_mode="first_match")
+    try:
+        return float(verify(answer, gold_parsed))
+    except Exception:  # noqa: BLE001 - then, a verify failure scored 0.0
+        return 0.0
+
+
 def reference_format(completion: str) -> float:
     return 1.0 if _FORMAT.match(completion) else 0.0
 
@@ -69,11 +95,15 @@ def _versions() -> dict[str, str]:
 
 def _standin_differences(cases: list[dict[str, Any]], column: str) -> list[str]:
     from grpo_ablate.config.recipes import OPEN_R1_STAND_INS
+    from grpo_ablate.config.recipes.registry import OPEN_R1_EARLY_ACCURACY
     from grpo_ablate.trainer.rewards import RewardContext, build_reward
 
     messages = [[{"role": "assistant", "content": c["completion"]}] for c in cases]
     out = []
-    for name, (stand_in, _) in OPEN_R1_STAND_INS.items():
+    stand_ins = dict(OPEN_R1_STAND_INS)
+    if column == "accuracy_early":
+        stand_ins["accuracy"] = OPEN_R1_EARLY_ACCURACY
+    for name, (stand_in, _) in stand_ins.items():
         _, func = build_reward(stand_in, RewardContext())
         got = func(prompts=["p"] * len(cases), completions=messages, solution=[c["solution"] for c in cases])
         want_key = column if name == "accuracy" else name
@@ -84,7 +114,7 @@ def _standin_differences(cases: list[dict[str, Any]], column: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--column", required=True, choices=["accuracy", "accuracy_pinned"])
+    p.add_argument("--column", required=True, choices=["accuracy", "accuracy_pinned", "accuracy_early"])
     p.add_argument("--standins", action="store_true", help="also compare the package's stand-ins in this interpreter")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when the column would change")
     args = p.parse_args(argv)
@@ -92,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     cases: list[dict[str, Any]] = table["cases"]
     changed = []
     for c in cases:
-        score = reference_accuracy(c["completion"], c["solution"])
+        rule = reference_accuracy_early if args.column == "accuracy_early" else reference_accuracy
+        score = rule(c["completion"], c["solution"])
         if c.get(args.column, "missing") != score:
             changed.append(c["case"])
         c[args.column] = score

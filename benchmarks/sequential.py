@@ -14,9 +14,10 @@ matters). Two kinds of world, so the benchmark can fail:
   they finish); the truth is every arm's mean over the seeds that replay did not draw (28 of 40),
   so no replay is scored against its own noise. The truth's own standard error is printed.
 - planted means: the arms' means are set exactly (so the truth is exact) and each replayed seed
-  is one of the table's real residual rows (every arm's value on one seed minus its 40-seed mean:
-  real noise, ties included, held-out rewards being multiples of 1/128), the planted means shuffled
-  over the arms each replay. Configurations: "all equal" (a null), "least favourable" (one arm
+  is one of the table's real residual rows drawn with replacement (every arm's value on one seed minus
+  its 40-seed mean: real noise, ties included, held-out rewards being multiples of 1/128), the planted
+  means shuffled over the arms each replay. The world-by-world figures of issue 51 are
+  benchmarks/calibration.py's. Configurations: "all equal" (a null), "least favourable" (one arm
   ahead by exactly min_effect: only it counts as within), "slippage" (one arm behind by
   2 x min_effect, the rest equal: a null for the others) and "one clearly best" (ahead by
   4 x min_effect).
@@ -139,7 +140,7 @@ def planted_worlds(me: float) -> dict[str, Callable[[int], list[float]]]:
 
 
 def planted_world(task: Task, res: np.ndarray, means: list[float], rng: random.Random) -> World:
-    rows = rng.sample(range(len(res)), PLANNED)
+    rows = [rng.randrange(len(res)) for _ in range(PLANNED)]  # i.i.d., with replacement (benchmarks/worlds.py says why)
     perm = list(task.arms)
     rng.shuffle(perm)
     truth = dict(zip(perm, means))

@@ -383,6 +383,8 @@ class Price:
     at_most: bool = False  # a race may stop before its planned maximum, which this prices
     branching: Branching | None = None  # arms branch from a shared prefix per seed, counted once
     screen: tuple[float, float] | None = None  # the screen before any training, as a multiple of the run (included)
+    expected: float | None = None  # a race's mean share of its planned maximum (study.price.race_share), when known
+    expected_why: str = ""  # what that mean assumes
 
     def words(self) -> str:
         """One line: "this study costs 0.4x your run (48 of 120 GPU-h)"."""
@@ -390,6 +392,10 @@ class Price:
         if self.multiple is None:
             return f"this study's price in units of your run is unknown: {self.unknown}"
         head = f"this study {verb} {fmt_multiple(*self.multiple)} your run"
+        if self.expected is not None and not self.spent:
+            (lo, hi), (slo, shi) = self.multiple, self.screen or (0.0, 0.0)  # the screen runs whole, the race does not
+            head += (f" (expected {fmt_multiple(slo + (lo - slo) * self.expected, shi + (hi - shi) * self.expected)}: "
+                     f"the mean seeds the race spends, {self.expected_why})")
         if self.basis == "GPU-hours" and self.study_h and self.full_run_h:
             (slo, shi), (flo, fhi) = self.study_h, self.full_run_h
             same = math.isclose(slo, shi, rel_tol=0.005) and math.isclose(flo, fhi, rel_tol=0.005)
@@ -409,7 +415,7 @@ class Price:
         return {"multiple": list(self.multiple) if self.multiple else None, "trials": self.trials,
                 "study_gpu_hours": list(self.study_h) if self.study_h else None,
                 "full_run_gpu_hours": list(self.full_run_h) if self.full_run_h else None, "basis": self.basis,
-                "spent": self.spent, "at_most": self.at_most, "unknown": self.unknown,
+                "spent": self.spent, "at_most": self.at_most, "unknown": self.unknown, "expected_share": self.expected,
                 "branching": self.branching.as_dict() if self.branching else None,
                 "screen": list(self.screen) if self.screen else None, "words": self.words()}
 

@@ -226,13 +226,14 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
     for d in v.details:
         assert printed.count(d) == 1
     assert v.lines[0].startswith("Use num_generations=2, generation_batch_size=32, temperature=1: probability ")
-    assert v.lines[0].endswith("of the best held-out reward (3 seeds per configuration); it is clearly better than "
+    assert v.lines[0].endswith("of the best held-out reward (a model posterior, not a frequency; 3 seeds per "
+                               "configuration); it is clearly better than "
                                "the baseline.")
     # every seed's difference is +0.06, a tie: detectably better, but not shown to be more than 0.05 better
-    assert v.lines[1].startswith("As good (not excluded from being within 0.05 of the best, family-wise 5%): "
+    assert v.lines[1].startswith("As good (not excluded from being within 0.05 of the best, simultaneous 95%): "
                                  "G=8, batch 32, T=1.")
     assert v.lines[2].startswith("Nothing is shown worse")
-    assert any("a posterior probability from one model of the seeds" in d for d in v.details)
+    assert any("a model posterior, not a frequency: the probability under one model of the seeds" in d for d in v.details)
     page = html.unescape((out / "report.html").read_text())
     assert all(line in page for line in v.lines)
     # the best value shown is the winning arm's mean over its 3 seeds, never one seed's
@@ -264,7 +265,7 @@ def test_the_study_note_and_console_carry_the_reports_answer(tmp_path, capsys):
         rows = [r for r in table.splitlines() if r.startswith("| G=")]
         assert len(rows) == 2 and rows[0].startswith("| G=2, batch 32, T=1 |") and "| better (adjusted p" in rows[0]
         assert rows[1].startswith("| G=8, batch 32, T=1 |") and rows[1].endswith("| (the baseline) |")
-        assert "| P(within 0.05 of the best) |" in table
+        assert "| P(within 0.05 of the best), model posterior |" in table
         assert all(f"**{line}**" in note for line in v.lines) and all(d in note for d in v.details)
         assert note.index(f"**{v.lines[2]}**") < note.index(v.details[0])
         assert f"{fmt(best.stat.mean)} over 3 seeds" in note

@@ -57,12 +57,16 @@ def test_too_few_shared_seeds_start_nothing():
 
 
 def test_ties_never_mean_certainty():
-    """Exact duplicates never eliminate each other; a pair whose first-stage differences are all equal
-    (rewards on a grid) reads the floor, not a variance of zero."""
+    """Exact duplicates never eliminate each other: KN alone runs them to the end of the table, the equivalence
+    stop ends the race at the first stage with all three equivalent; a pair whose first-stage differences are
+    all equal (rewards on a grid) reads the floor, not a variance of zero."""
     rng = np.random.default_rng(3)
     base = {s: float(v) for s, v in enumerate(np.round(rng.normal(0.5, 0.1, 60) * 128) / 128)}
-    dup = eliminate({"a": base, "b": dict(base), "c": dict(base)}, delta=0.02, alpha=0.05, n0=10)
+    dup = eliminate({"a": base, "b": dict(base), "c": dict(base)}, delta=0.02, alpha=0.05, n0=10, equivalence=False)
     assert not dup.stopped and dup.live == ("a", "b", "c") and dup.seeds == 60
+    same = eliminate({"a": base, "b": dict(base), "c": dict(base)}, delta=0.02, alpha=0.05, n0=10, cap=60)
+    assert same.stopped and same.equivalent and same.live == ("a", "b", "c") and same.seeds == 10
+    assert same.selected is None and not same.eliminated
     other = {s: float(v) for s, v in enumerate(np.round(rng.normal(0.5, 0.1, 60) * 128) / 128)}
     shifted = {s: v - 1 / 128 for s, v in base.items()}  # one grid step behind on every seed
     e = eliminate({"a": base, "b": shifted, "c": other}, delta=0.02, alpha=0.05, n0=10)

@@ -128,3 +128,27 @@ def test_a_recipe_naming_accuracy_gets_the_stand_in_without_open_r1(tmp_path):
     loaded = load_study(study)
     assert loaded.rewards[0].name == OPEN_R1_STAND_INS["accuracy"][0]
     assert any("stands in for Open R1's open_r1.rewards:accuracy_reward" in w for w in loaded.warnings)
+
+
+def test_a_recipe_dated_before_april_2025_gets_that_date_s_accuracy_rule(tmp_path):
+    """Open R1's accuracy changed on 2025-04-01: before, an unparseable gold (plain 42, a letter, an empty cell) scored
+    1.0 for every completion and verify ran answer-first. A recipe dated before gets that rule's stand-in, which
+    matches the table's `accuracy_early` column (benchmarks/reward_cases.py) on every case."""
+    pytest.importorskip("math_verify")
+    from grpo_ablate.config.recipes.registry import OPEN_R1_EARLY_ACCURACY
+
+    cases = CASES_TABLE["cases"]
+    _, func = build_reward(OPEN_R1_EARLY_ACCURACY[0], RewardContext())
+    got = func(prompts=["p"] * len(cases), completions=[[{"role": "assistant", "content": c["completion"]}] for c in cases],
+               solution=[c["solution"] for c in cases])
+    assert [(c["case"], g) for c, g in zip(cases, got)] == [(c["case"], c["accuracy_early"]) for c in cases]
+    early = {c["case"]: c["accuracy_early"] for c in cases}
+    assert early["plain gold 42, boxed wrong"] == 1.0 and early["letter gold A"] == 1.0 and early["empty gold"] == 1.0
+    recipe = Path(__file__).parent / "fixtures/open-r1/qwen2.5-math-7b-grpo-config_simple_rl.yaml"
+    study = tmp_path / "s.yaml"
+    base = (f"study: {{name: s, sampler: ablation, output_dir: {tmp_path / 'o'}, seeds: [0]}}\n"
+            f"trainer_from: {recipe}\nsearch: {{num_generations: [8, 16]}}\n")
+    study.write_text(base + "recipe_date: 2025-03-01\n")
+    assert load_study(study).rewards[0].name == OPEN_R1_EARLY_ACCURACY[0]
+    study.write_text(base + "recipe_date: 2025-04-02\n")
+    assert load_study(study).rewards[0].name == OPEN_R1_STAND_INS["accuracy"][0]

@@ -294,3 +294,24 @@ def test_the_spent_price_counts_a_prefix_once_and_not_as_a_baseline_trial(tmp_pa
     steps = spent_price(on_cpu, ran)  # no GPU-hours: 2 branches of 50 steps + 1 prefix of 40
     assert steps.basis == "optimizer steps"
     assert steps.multiple[0] == pytest.approx((2 * 50 + 40) / estimate_trial(on_cpu).full_run_steps)
+
+
+def test_an_elimination_race_is_priced_at_its_maximum_and_at_the_mean_seeds_it_spends():
+    """Issue 51: a race's budget is planned on the mean seeds it spends (stats/elimination.race_cost: the costlier of
+    tied arms and one arm ahead by min_effect), said beside the planned maximum; other designs keep the maximum."""
+    from grpo_ablate.stats.elimination import race_cost
+    from grpo_ablate.study.price import PLANNING_SD, race_share
+
+    over = ["study.sampler=grid", "num_generations=[2, 4, 8]", "temperature=1.0", f"study.seeds={list(range(20))}",
+            "study.min_effect=0.05", "study.racing={design: elimination, confidence: 0.9, first_round_seeds: 5}",
+            "budget.full_run={max_steps: 500}"]
+    study = load_study(str(ROOT / "studies/tiny-cpu.yaml"), over)
+    share, why = race_share(study)
+    cost = race_cost(3, 0.05, PLANNING_SD * 2**0.5, 0.9, 5, 20)
+    assert share == pytest.approx(cost.planning / 20) and 0 < share < 1 and cost.planning == max(cost.tied, cost.least_favourable)
+    p = planned_price(study)
+    assert p.at_most and p.expected == pytest.approx(share)
+    assert "costs at most" in p.words() and "(expected " in p.words() and "mean seeds the race spends" in p.words()
+    group = load_study(str(ROOT / "studies/tiny-cpu.yaml"), [o for o in over if "racing" not in o]
+                       + ["study.racing={design: group_sequential, confidence: 0.9, first_round_seeds: 3}"])
+    assert race_share(group) is None and planned_price(group).expected is None

@@ -193,3 +193,48 @@ def test_init_asks_which_trl_a_trl_cli_recipe_was_written_for(tmp_path):
     assert load_study(out).trainer["loss_type"] == "bnpo"  # TRL 0.18's default, as the recipe meant
     open_r1 = ask_missing(InitAnswers(recipe=FIXTURES[0]), ask=lambda q: pytest.fail(q), interactive=True)
     assert open_r1.recipe_trl is None  # Open R1's recipes say their TRL: nothing to ask
+
+
+FEBRUARY_DEMO = ROOT / "tests/fixtures/open-r1/qwen2.5-1.5b-instruct-grpo-config_demo.yaml"
+
+
+def _dated(tmp_path: Path, date: str | None):
+    study = tmp_path / "s.yaml"
+    study.write_text(f"study: {{name: s, sampler: ablation, output_dir: {tmp_path / 'o'}, seeds: [0]}}\n"
+                     f"trainer_from: {FEBRUARY_DEMO}\nhardware: {{gpus: 8, vllm: {{mode: server}}}}\nsearch: {{num_generations: [7, 14]}}\n"
+                     + (f"recipe_date: {date}\n" if date else ""))
+    return load_study(study)
+
+
+def test_an_open_r1_recipe_dated_before_the_pin_takes_its_day_s_trl_defaults(tmp_path):
+    """Open R1 pinned TRL 0.18.0 on 2025-05-28; the February-2025 demo ran on TRL's main of its day: temperature 0.9
+    and a per-sequence mean loss (TRL 0.15's compute_loss, today's loss_type "grpo"), where 0.18's are 1.0 and bnpo.
+    plan's notes name the release and why."""
+    february = _dated(tmp_path, "2025-02-15")
+    assert february.trainer["loss_type"] == "grpo" and february.trainer.get("beta") == 0.04
+    assert february.study.baseline.get("temperature") == 0.9 or february.fixed_temperature() == 0.9
+    notes = " ".join(str(w) for w in february.warnings)
+    assert "Open R1 (2025-02-15)" in notes and "TRL 0.15.2" in notes and "recipe_date 2025-02-15" in notes
+    june = _dated(tmp_path, "2025-06-01")
+    assert june.trainer["loss_type"] == "bnpo" and (june.study.baseline.get("temperature") == 1.0
+                                                    or june.fixed_temperature() == 1.0)
+    assert "on or after 2025-05-28" in " ".join(str(w) for w in june.warnings)
+
+
+def test_a_recipe_s_date_comes_from_its_git_checkout(tmp_path):
+    """No recipe_date: the last commit that touched the recipe file, in the user's clone, dates it."""
+    import subprocess
+
+    from grpo_ablate.config.recipes.stack import recipe_date
+
+    repo = tmp_path / "open-r1"
+    repo.mkdir()
+    (repo / "recipe.yaml").write_text(FEBRUARY_DEMO.read_text())
+    env = {"GIT_AUTHOR_DATE": "2025-02-10T12:00:00", "GIT_COMMITTER_DATE": "2025-02-10T12:00:00",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": "/usr/bin:/bin"}
+    for argv in (["git", "init", "-q"], ["git", "add", "recipe.yaml"], ["git", "commit", "-qm", "recipe"]):
+        subprocess.run(argv, cwd=repo, env=env, check=True)
+    found, source = recipe_date(repo / "recipe.yaml")
+    assert str(found) == "2025-02-10" and "git checkout" in source
+    assert recipe_date(tmp_path / "elsewhere.yaml")[0] is None

@@ -219,22 +219,23 @@ def _table_residual_rows(task: str = "addition") -> np.ndarray:
 
 def test_five_equal_arms_with_tied_residuals_keep_the_report_family_wise_error():
     """Five arms with equal planted means over the table's real residual rows (3 to 6 seeds drawn per
-    study, ties kept): any better/worse call against the baseline or any exclusion from the eps-best
-    set (every arm is within min_effect) is an error. 2,000 studies: the Monte Carlo standard error
-    of a rate near 0.05 is 0.005; the bound allows three of them."""
+    study i.i.d., with replacement, ties kept): any better/worse call against the baseline or any exclusion
+    from the eps-best set (every arm is within min_effect) is an error. 2,000 studies: the Monte Carlo
+    standard error of a rate near 0.05 is 0.005; the bound allows three of them. (The headline probability's
+    calibration, world by world, and the design's guarantee: tests/test_planted_worlds.py.)"""
     rng = np.random.default_rng(12)
     res = _table_residual_rows()
     reps, wrong, ties = 2000, 0, 0
     for r in range(reps):
         n = 3 + r % 4
-        x = 0.6 + res[rng.choice(len(res), n, replace=False)]
+        x = 0.6 + res[rng.choice(len(res), n, replace=True)]
         x = x[:, rng.permutation(x.shape[1])]  # any arm may be the baseline
         values = {f"a{j}": {s: float(x[s, j]) for s in range(n)} for j in range(x.shape[1])}
         d = x[:, 1:] - x[:, :1]
         ties += any(len(set(np.round(d[:, j], 9))) < n for j in range(d.shape[1]))
         c = calls(values, "a0", min_effect=0.02)
         wrong += any(v.call in ("better", "worse") for v in c.values()) or bool(eps_best(values, 0.02)[1])
-    assert ties > 20  # repeated paired differences happen in these studies
+    assert ties > 20  # repeated paired differences happen in these studies (a row drawn twice, too)
     assert wrong / reps <= 0.05 + _tol(0.05, reps)
 
 
@@ -245,33 +246,6 @@ def test_zero_spread_law_one_owner_product_and_log_beta_agree():
     assert zero_spread(8, 0.1) == pytest.approx(0.1**8 + 0.9**8)
     assert beta_moment(8, 2.0, 3.0) == pytest.approx(beta_moment(8.0 + 1e-12, 2.0, 3.0), rel=1e-9)
     assert zero_spread_beta(4, 1.0, 1.0) == pytest.approx(2 / 5)  # uniform p: E[p^4] = 1/5, twice
-
-
-def test_the_stated_probability_is_calibrated_on_planted_means():
-    """Planted means over the table's real residual rows (ties kept), min_effect 0.02: one arm ahead by
-    exactly min_effect (only it counts as within), by 2x and 4x, and all equal, shuffled over the arms;
-    6 or 12 seeds. Every answer's stated P(recommendation within min_effect of the best) is binned
-    against how often it came true; in the bins around 0.9 and 0.95 the two agree within 0.03 plus two
-    Monte Carlo standard errors of the realized frequency (about 0.02 each at these counts; 1,600
-    studies, seed fixed). benchmarks/sequential.py measures the same with more studies."""
-    rng = np.random.default_rng(13)
-    res, me = _table_residual_rows(), 0.02
-    k = res.shape[1]
-    pairs = []
-    for r in range(1600):
-        lead = (1, 2, 4, 0)[r % 4] * me
-        n = (6, 12)[(r // 4) % 2]
-        means = np.full(k, 0.6)
-        means[rng.integers(k)] += lead
-        x = means + res[rng.choice(len(res), n, replace=False)]
-        sel = select({f"a{j}": {s: float(x[s, j]) for s in range(n)} for j in range(k)}, me, draws=2000)
-        pairs.append((sel.pcs, means.max() - means[int(sel.recommended[1:])] < me - 1e-12))
-    for lo, hi in ((0.875, 0.925), (0.925, 0.975)):
-        hits = [w for p, w in pairs if lo <= p < hi]
-        stated = float(np.mean([p for p, _ in pairs if lo <= p < hi]))
-        realized = float(np.mean(hits))
-        se = math.sqrt(realized * (1 - realized) / len(hits))
-        assert len(hits) >= 100 and abs(stated - realized) <= 0.03 + 2 * se, (lo, hi, stated, realized, len(hits))
 
 
 def test_the_calls_name_the_model_the_design_chose():

@@ -260,7 +260,8 @@ def test_spec_defaults_are_the_study_schemas(tmp_path):
     s = spec_from_sections(tmp_path, data={"task": "addition"}, hardware={"vllm": {"mode": "colocate"}})
     assert s.model == ModelSection().model_dump() and s.data == DataSection(task="addition").model_dump()
     assert s.hardware == {**HardwareSection().model_dump(), "vllm": {**HardwareSection().vllm.model_dump(), "mode": "colocate"}}
-    assert s.budget == {name: None for name in BudgetSection.model_fields}  # the schema refuses it empty; the spec does not
+    # the schema refuses it empty; the spec does not: every field unset, but the one switch, which is off
+    assert s.budget == {**{name: None for name in BudgetSection.model_fields}, "allow_inside_warmup": False}
     assert s.hardware["num_processes"] is None and s.num_processes == 1  # not set means one process
     assert s.max_steps is None and s.eval_budget == EvalBudget("completions", 0.0)
 

@@ -328,17 +328,25 @@ def screen_lines(study: "Study") -> list[str]:
 
 def launch_plan(study: "Study") -> list[dict[str, Any]]:
     """Per arm (its first seed), what `run` would start, without starting it: the vLLM server's command line
-    (server mode), the training launch command line, and the GRPOConfig keyword arguments the trial passes,
-    computed by the trial's own code in one child process (the parent never imports torch)."""
+    (server mode), the training launch command line (a command trial: also the user's own command with the
+    trial's overrides), the environment each is started with (launch/launch_env.py, the launcher's own code:
+    the GPU split included), and the GRPOConfig keyword arguments the trial runs with (launch/dry_run.py:
+    computed by the trial's own code in one child process, the parent never imports torch; the checkpoint
+    cadence and learning-rate schedule as the worker decides them)."""
     import os
     import subprocess
     import sys
 
+    from grpo_ablate.launch.devices import worker_envs
+    from grpo_ablate.launch.launch_env import launch_environment
+    from grpo_ablate.trainer.command import command_line, script_problem
 
     cells = study_plan(study)
     if not cells:
-
         cells = [Cell(baseline_arm(study), study.study.seeds[0], "baseline")]
+    # the first worker's devices on a node with the study's GPUs (the runner's own rule, devices.worker_envs)
+    node = worker_envs(study, 1, gpus=[str(i) for i in range(int(study.hardware.gpus or 0))])[0] \
+        if study.hardware.gpus else worker_envs(study, 1, gpus=[])[0]
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     for cell in cells:
@@ -346,26 +354,37 @@ def launch_plan(study: "Study") -> list[dict[str, Any]]:
             continue
         seen.add(cell.arm.key)
         trial_dir = study.output_dir / "trials" / "<n>"
-        spec = build_spec(study, cell, trial_dir)
+        spec = build_spec(study, cell, trial_dir, dict(node))
         row: dict[str, Any] = {"role": cell.role, "arm": cell.arm.label, "seed": cell.seed}
+        row["environment"] = launch_environment(spec)
         row.update(describe_launch(spec, trial_dir / "spec.json"))  # the launcher's own lines (vllm_server, launch)
+        if spec.script is not None:
+            problem = script_problem(spec)
+            row["script"] = command_line(spec) if problem is None else None
+            row["script_problem"] = problem
         row["spec"] = json.loads(spec.to_json())
         rows.append(row)
-    payload = [{"spec": r.pop("spec"), "world_size": study.world_size, "gpu": bool(study.hardware.gpus)} for r in rows]
+    full = estimate_trial(study).full_run_steps
+    payload = [{"spec": r.pop("spec"), "world_size": study.world_size, "gpu": bool(study.hardware.gpus),
+                "full_run_steps": full} for r in rows]
     out = subprocess.run([sys.executable, "-m", "grpo_ablate.launch.dry_run"], input=json.dumps(payload),
                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
                          preexec_fn=die_with_parent())
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["?"])[-1]
         raise RuntimeError(f"could not compute the trials' GRPOConfig arguments: {tail}")
-    for row, kwargs in zip(rows, json.loads(out.stdout.strip().splitlines()[-1])):
-        row["grpo_config"] = kwargs
+    for row, computed in zip(rows, json.loads(out.stdout.strip().splitlines()[-1])):
+        if "script" in row:  # the script builds its own GRPOConfig on its own TRL: its overrides are the line
+            continue
+        row["grpo_config"], row["grpo_config_notes"] = computed["kwargs"], computed["notes"]
     return rows
 
 
 def commands_text(study: "Study") -> str:
-    """`plan --commands`: every arm's command lines and GRPOConfig arguments, as `run` would use them."""
+    """`plan --commands`: every arm's command lines, environments and GRPOConfig arguments, as `run` would use them."""
     import shlex
+
+    from grpo_ablate.launch.launch_env import VOLATILE
 
     rows = launch_plan(study)
     lines = [f"Launch plan of {study.study.name!r}: {len(rows)} arm(s), each as its first trial would start "
@@ -377,13 +396,28 @@ def commands_text(study: "Study") -> str:
         if schedule == "prefix" and full else " (the full run's length is counted when the trial has loaded its prompts)"
         if schedule == "prefix" else " (fitted into each trial's own steps)"))
     lines.append("")
+    roles = {"vllm_server": "vLLM server", "training": "training", "script": "the script"}
     for row in rows:
         lines.append(f"{row['role']}: {row['arm']}, seed {row['seed']}")
+        env = row["environment"]
+        if "vllm_server" in env:
+            lines.append(f"  GPUs: vLLM server CUDA_VISIBLE_DEVICES={env['vllm_server'].get('CUDA_VISIBLE_DEVICES', '')!r}, "
+                         f"training CUDA_VISIBLE_DEVICES={env['training'].get('CUDA_VISIBLE_DEVICES', '')!r}")
+        elif "CUDA_VISIBLE_DEVICES" in env.get("training", {}):
+            lines.append(f"  GPUs: training CUDA_VISIBLE_DEVICES={env['training']['CUDA_VISIBLE_DEVICES']!r}")
         if "vllm_server" in row:
             lines.append(f"  vLLM server: {shlex.join(row['vllm_server'])}")
         lines.append(f"  training:    {shlex.join(row['launch'])}")
-        lines.append("  GRPOConfig:")
-        lines += [f"    {k}: {v!r}" for k, v in sorted(row["grpo_config"].items())]
+        if "script" in row:
+            lines.append(f"  the script:  {shlex.join(row['script'])}" if row["script"] else
+                         f"  the script:  cannot run: {row['script_problem']}")
+        for role, values in env.items():
+            lines.append(f"  environment ({roles.get(role, role)}), set by the launcher:")
+            lines += [f"    {k}={v}" + ("   (per launch)" if k in VOLATILE else "") for k, v in values.items()]
+        if "grpo_config" in row:
+            lines.append("  GRPOConfig (as the trial runs it):")
+            lines += [f"    {k}: {v!r}" for k, v in sorted(row["grpo_config"].items())]
+            lines += [f"    note: {n}" for n in row["grpo_config_notes"]]
         lines.append("")
     return "\n".join(lines)
 

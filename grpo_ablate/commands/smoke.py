@@ -13,19 +13,27 @@ evaluation when the study has one. It then runs one trial per arm in its own fol
 arm, whether it trained, and why not. It proves the data loads, the prompt column and template are
 right, every reward runs on the trainer's real call, and every arm's configuration is accepted; the
 model learns nothing useful.
+
+A rerun of an unchanged smoke test reads the finished trials back; once the derived study or its data
+changed (the study file, the recipe, a dataset file), the previous smoke study is cleared and every arm
+trains again (smoke.json in the smoke folder holds the fingerprint of what it ran).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from grpo_ablate.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_study, err, load_study, set_value
 from grpo_ablate.config import Study
+from grpo_ablate.config.names import module_findable
+from grpo_ablate.config.recipes.registry import OPEN_R1_MODULE
 from grpo_ablate.study.plan import study_plan
 from grpo_ablate.study.runner import run_study
 from grpo_ablate.study.setup import open_study
@@ -33,7 +41,10 @@ from grpo_ablate.schedule import Schedule
 from grpo_ablate.study.search.encoding import trial_arm
 from grpo_ablate.trial_record import reason
 
-__all__ = ["add_parser", "run", "smoke_overrides", "SMOKE_STEPS"]
+__all__ = ["add_parser", "run", "smoke_overrides", "smoke_fingerprint", "SMOKE_STEPS", "FINGERPRINT_FILE"]
+
+FINGERPRINT_FILE = "smoke.json"
+_SMOKE_RUN = ("study.journal", "study.journal.lock", "trials", "artifacts")  # what a smoke run writes and a new one clears
 
 SMOKE_STEPS = 2
 SMOKE_COMPLETION_TOKENS = 8
@@ -100,6 +111,63 @@ def smoke_overrides(study: Study, out: Path, dataset: Path | None = None, steps:
     return sets
 
 
+# How to get an external reward's package, by its top-level module (the rest: `pip install <module>`).
+OPEN_R1_INSTALL = ("Open R1's package, installed from its repository (in a clone of huggingface/open-r1: "
+                   "`pip install -e '.[code]'`; its code rewards also run each completion's tests in a sandbox: "
+                   "E2B_API_KEY, or the router the recipe names)")
+
+
+def missing_rewards(study: Study) -> list[str]:
+    """One line per study reward whose module does not import here, naming the install it needs."""
+    out = []
+    for reward in study.rewards:
+        module, sep, function = reward.name.partition(":")
+        if not sep or "/" in module or module_findable(module):
+            continue  # a built-in, a module beside the study file (its folder form), or one that imports
+        top = module.split(".")[0]
+        how = OPEN_R1_INSTALL if module == OPEN_R1_MODULE else f"`pip install {top}` (the package that provides {module})"
+        out.append(f"reward {function} ({reward.name}) needs {how}")
+    return out
+
+
+def _file_digest(name: object) -> str | None:
+    path = Path(str(name)) if name else None
+    if path is None or not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def smoke_fingerprint(study: Study) -> str:
+    """What the smoke study runs: its every resolved key and the content of its local data files."""
+    files = {key: _file_digest(value) for key, value in (
+        ("data", study.data.dataset), ("evaluation", study.file.evaluation.dataset if study.file.evaluation else None))}
+    text = json.dumps({"study": study.file.model_dump(mode="json"), "files": files}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _fresh_if_changed(study: Study) -> bool:
+    """Clear the previous smoke run when what it ran differs from `study` (or is unknown); True when cleared."""
+    folder = study.output_dir
+    marker = folder / FINGERPRINT_FILE
+    now = smoke_fingerprint(study)
+    try:
+        before = json.loads(marker.read_text()).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        before = None
+    cleared = False
+    if before != now and any((folder / name).exists() for name in _SMOKE_RUN):
+        for name in _SMOKE_RUN:
+            target = folder / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink(missing_ok=True)
+        cleared = True
+    folder.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"fingerprint": now}) + "\n")
+    return cleared
+
+
 def _derived(args: argparse.Namespace) -> tuple[Study, list[str]]:
     original = load_study(args.study, list(args.sets))
     out = Path(args.out) if args.out else original.output_dir / "smoke"
@@ -116,6 +184,15 @@ def run(args: argparse.Namespace) -> int:
         err(str(e))
         return EXIT_USAGE
     cells = study_plan(study) or []
+    missing = missing_rewards(study)
+    if missing:  # every trial would fail at its first step on the import: say what to install instead
+        print(f"Smoke test of {args.study}: not run, {len(missing)} reward(s) cannot be imported here:")
+        for line in missing:
+            print(f"  {line}")
+        print("Install them and run smoke again, or smoke-test the other rewards with --set 'rewards=[...]'")
+        return EXIT_FAILED
+    if _fresh_if_changed(study):
+        print(f"the study or its data changed since the last smoke test in {study.output_dir}: its trials run again")
     print(f"Smoke test of {args.study}: {len(cells)} arm(s), {args.steps} step(s) each, builtin:tiny on the CPU, "
           f"in {study.output_dir}")
     if args.verbose:

@@ -53,12 +53,18 @@ def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None)
         except ValueError as e:
             problems.append(Problem(path="--set", message=str(e)))
         resolve_paths(raw, Path.cwd(), rewards=False)  # only what --set gave is still relative
+    script = raw.get("script")
+    if isinstance(script, dict) and script.get("cwd") is None:
+        script["cwd"] = os.fspath(base)  # a command runs where its study file is, unless script.cwd says
+    # what the study file itself sets (overrides included): a command trial passes these, never the recipe's
+    own_keys = sorted(raw["trainer"]) if isinstance(raw.get("trainer"), dict) else []
     if raw.get("trainer_from"):
         raw, notes, recipe_problems = merge_recipe(raw, base)
         problems += recipe_problems
         resolve_paths(raw, base)  # what the recipe added (a dataset file, a reward module), beside the study
     study = validate_dict(raw, source=str(p), problems=problems)
     study.path = p
+    study.own_trainer_keys = tuple(own_keys) if raw.get("trainer_from") else None
     study.warnings[:0] = notes
     return study
 
@@ -167,6 +173,16 @@ def resolve_paths(raw: dict[str, Any], base: Path, *, rewards: bool = True) -> N
             beside = False
         if beside:
             data["dataset"] = _resolve_path(name, base)
+    evaluation = raw.get("evaluation")
+    if isinstance(evaluation, dict) and isinstance(evaluation.get("dataset"), str) and \
+            (base / evaluation["dataset"]).exists():  # a file beside the study, as data.dataset; a hub id stays one
+        evaluation["dataset"] = _resolve_path(evaluation["dataset"], base)
+    script = raw.get("script")
+    if isinstance(script, dict):  # the script's folder and interpreter; a bare `python` is looked up on PATH
+        if isinstance(script.get("cwd"), str):
+            script["cwd"] = _resolve_path(script["cwd"], base)
+        if isinstance(script.get("python"), str) and os.sep in script["python"]:
+            script["python"] = _resolve_path(script["python"], base)
     entries = raw.get("rewards")
     if rewards and isinstance(entries, list):
         for i, r in enumerate(entries):

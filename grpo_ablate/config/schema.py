@@ -10,6 +10,7 @@ verbatim, checked against the installed TRL in trainer_fields.py.
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -35,6 +36,7 @@ __all__ = [
     "FullRunSection",
     "CompareSection",
     "EvaluationSection",
+    "ScriptSection",
     "ScreenSection",
     "StudyFile",
     "SECTION_MODELS",
@@ -146,10 +148,11 @@ class StudySection(_Section):
         "RDB storages: seconds without a heartbeat after which a trial is failed and retried; null: 3 x "
         "heartbeat_interval."))
     max_retry: int = Field(default=2, ge=0, description="How often a trial whose worker died is retried.")
-    trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] = Field(
-        default_factory=list, description=(
+    trackers: list[Literal["tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "swanlab"]] | None = Field(
+        default=None, description=(
             "`report_to` for every trial, e.g. `[tensorboard]` or `[wandb]`; runs are grouped under the study's "
-            "name and named by arm and seed. Empty: none."))
+            "name and named by arm and seed. null: the trainer's `report_to` (a recipe's stays on, as its run "
+            "had it); `[]`: none."))
     racing: RacingSection | None = Field(default=None, description=(
         "grid/ablation: add seeds round by round and stop spending them on arms that are clearly out (see "
         "\"The answer\"); null: every arm runs on every seed."))
@@ -435,6 +438,26 @@ class EvaluationSection(_Section):
         "target = start + this fraction x the baseline arm's mean held-out gain (when `target` is null)."))
 
 
+class ScriptSection(_Section):
+    """The user's own training script: each trial runs it instead of the built-in worker (a command trial).
+
+    The orchestrator never imports the script's TRL: it passes each trial's values as the script's own
+    command-line overrides (TRL's TrlParser: `--num_generations 8 --seed 0 --max_steps 40 --output_dir ...`)
+    and reads back what the Trainer writes (trainer_state.json's log history, its checkpoints)."""
+
+    command: str = Field(description=(
+        "The training command as you run it, e.g. `accelerate launch --config_file "
+        "recipes/accelerate_configs/zero2.yaml --num_processes 7 src/open_r1/grpo.py --config {recipe}`. "
+        "`{recipe}` is the study's trainer_from file; a leading `python`, `accelerate`, `torchrun` or `trl` "
+        "runs from script.python's environment. Each trial appends its overrides. Required."))
+    python: str | None = Field(default=None, description=(
+        "The interpreter of the script's environment (e.g. `/opt/openr1-venv/bin/python`): the command's "
+        "`python` is it, and its folder comes first on PATH. null: the `python` on PATH."))
+    cwd: str | None = Field(default=None, description=(
+        "The folder the command runs in (your checkout of the script's repository); null: the study file's "
+        "folder."))
+
+
 class ScreenSection(_Section):
     """A stage before any training (`grpo-ablate screen`; `run` starts with it): advise on the study's own prompts
     with the starting model and a probe on the study's hardware, then the arms it shows dominated leave the plan,
@@ -471,6 +494,12 @@ class StudyFile(_Section):
         "The TRL release the `trainer_from` recipe was written for (a release in config/trl_defaults.json, e.g. "
         "`0.18.0`): keys the recipe leaves out take that release's defaults. Open R1 recipes need none (their "
         "pinned TRL is known); null with a `trl grpo` recipe: `init` asks."))
+    recipe_date: datetime.date | None = Field(default=None, description=(
+        "The date the `trainer_from` recipe was run or published (YYYY-MM-DD). An Open R1 recipe dated before "
+        "2025-05-28, when Open R1 pinned TRL 0.18.0, ran on TRL's main of its day: the keys it leaves out take the "
+        "defaults of the TRL release of that date (temperature 0.9, the loss of the time), and its `accuracy` "
+        "reward the rule of that date. null: the date of the recipe file's last commit when it lies in a git "
+        "checkout, else the pin is assumed (plan says so)."))
     hardware: HardwareSection = Field(default_factory=HardwareSection, description=(
         "Processes, GPUs and launchers per trial (see its keys)."))
     search: SearchSection = Field(default_factory=SearchSection, description="What is searched (see its keys).")
@@ -480,6 +509,9 @@ class StudyFile(_Section):
         "Tolerances of `grpo-ablate compare` (see its keys)."))
     evaluation: EvaluationSection | None = Field(default=None, description=(
         "Held-out evaluation (see its keys); null: none."))
+    script: ScriptSection | None = Field(default=None, description=(
+        "Run your own training script in its own environment for every trial (see its keys); null: the built-in "
+        "trainer (grpo_ablate's worker on the installed TRL)."))
     screen: ScreenSection | None = Field(default=None, description=(
         "A screen before any training (see its keys); null: none."))
 
@@ -487,7 +519,7 @@ class StudyFile(_Section):
 SECTION_MODELS: dict[str, type[BaseModel]] = {
     "study": StudySection, "model": ModelSection, "data": DataSection, "hardware": HardwareSection,
     "search": SearchSection, "budget": BudgetSection, "compare": CompareSection,
-    "evaluation": EvaluationSection, "screen": ScreenSection,
+    "evaluation": EvaluationSection, "script": ScriptSection, "screen": ScreenSection,
 }
 
 

@@ -20,6 +20,7 @@ from grpo_ablate.config.schema import (
     IntRange,
     ModelSection,
     RewardSpec,
+    ScriptSection,
     SearchSection,
     StudyFile,
     StudySection,
@@ -53,6 +54,8 @@ class Study:
     path: Path | None
     space: FeasibleSpace
     warnings: list[str] = field(default_factory=list)
+    # the trainer keys the study file itself sets (not its recipe's); None: all of them (no trainer_from)
+    own_trainer_keys: tuple[str, ...] | None = None
 
     # the sections, by their study-file names
     @property
@@ -74,6 +77,11 @@ class Study:
     @property
     def trainer(self) -> dict[str, Any]:
         return self.file.trainer
+
+    @property
+    def script(self) -> ScriptSection | None:
+        """The user's own training script (command trials), or None: the built-in worker."""
+        return self.file.script
 
     @property
     def hardware(self) -> HardwareSection:

@@ -12,16 +12,31 @@ its own TRL ran.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TABLE_PATH", "FieldDrift", "known_releases", "release_defaults", "release_types", "drift", "same_meaning",
+__all__ = ["TABLE_PATH", "RELEASED", "release_on", "FieldDrift", "known_releases", "release_defaults", "release_types", "drift", "same_meaning",
            "release_of", "release_entries", "drift_between"]
 
 TABLE_PATH = Path(__file__).with_name("trl_defaults.json")
+
+# When each release of the table up to Open R1's pin came out: its series' first upload to PyPI (0.15.2 stands for
+# 0.15.0-0.15.2, whose GRPOConfig defaults are the same), for recipes dated before a pin (config/recipes/stack.py).
+RELEASED: dict[str, datetime.date] = {
+    "0.14.0": datetime.date(2025, 1, 29), "0.15.2": datetime.date(2025, 2, 13), "0.16.1": datetime.date(2025, 3, 22),
+    "0.17.0": datetime.date(2025, 4, 24), "0.18.0": datetime.date(2025, 5, 28),
+}
+
+
+def release_on(date: datetime.date) -> tuple[str, datetime.date]:
+    """(the newest release of the table out on `date`, its date); the oldest one before any (GRPO came with 0.14)."""
+    out = [(d, r) for r, d in RELEASED.items() if d <= date]
+    day, release = max(out) if out else min((d, r) for r, d in RELEASED.items())
+    return release, day
 
 # Pairs of values that two releases spell differently for the same behaviour (read in each release's
 # source): no FSDP ("" / None), no scheduler arguments ({} / None), no token counting (False / "no"),

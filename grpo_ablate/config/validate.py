@@ -64,9 +64,10 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += _check_study(sf, space)
     problems += _check_budget(sf, warnings)
     problems += _check_branching(sf)
+    problems += _check_script(sf)
     problems += _check_gpus(sf)
     _note_cpu_precision(sf, warnings)
-    problems += _check_trackers(sf)
+    problems += _check_trackers(sf, warnings)
     problems += _check_preflight(sf, warnings)
     problems += _check_evaluation(sf)
     problems += _check_values(sf)
@@ -285,6 +286,27 @@ def _check_budget(sf: StudyFile, warnings: list[str]) -> list[Problem]:
     return problems
 
 
+def _check_script(sf: StudyFile) -> list[Problem]:
+    """A command trial (`script`): one --num_generations per run, from step 0; a recipe the script reads."""
+    if sf.script is None:
+        return []
+    problems: list[Problem] = []
+    g = sf.search.num_generations
+    for i, value in enumerate(g if isinstance(g, list) else []):
+        if isinstance(value, str) and not value.strip().isdigit():
+            problems.append(Problem(path=f"search.num_generations.{i}", message=(
+                f"{value!r}: a G that changes during the run needs the built-in trainer; a script gets one "
+                "--num_generations per trial (remove `script`, or search fixed G values)")))
+    if sf.budget.branch_from is not None:
+        problems.append(Problem(path="budget.branch_from", message=(
+            "branching from a shared prefix needs the built-in trainer; with `script` every trial runs from step 0 "
+            "(set budget.branch_from: none)")))
+    if "{recipe}" in sf.script.command and not sf.trainer_from:
+        problems.append(Problem(path="script.command", message=(
+            "names {recipe}, but the study has no trainer_from: give the recipe file your script reads")))
+    return problems
+
+
 def _check_branching(sf: StudyFile) -> list[Problem]:
     """budget.branch_from: what a shared prefix needs, checked here on the file; grpo_ablate/study/branching.py places
     the step (a share of a full run counted in epochs over the dataset is placed when the dataset is read)."""
@@ -349,16 +371,29 @@ _TRACKER_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "
                     "comet_ml": "comet_ml", "swanlab": "swanlab"}
 
 
-def _check_trackers(sf: StudyFile) -> list[Problem]:
-    """Each tracker importable here (the trials run in this environment)."""
+def _check_trackers(sf: StudyFile, warnings: list[str]) -> list[Problem]:
+    """Each tracker importable here (the trials run in this environment): study.trackers' a problem, the trainer's
+    (a recipe's) report_to a warning, as the study may be planned on a machine other than the trials'."""
     import importlib.util
 
     problems: list[Problem] = []
-    for i, name in enumerate(sf.study.trackers):
-        module = _TRACKER_MODULES[name]
+    named: list[str]
+    if sf.study.trackers is not None:
+        named, where = [str(n) for n in sf.study.trackers], "study.trackers"
+    else:  # the trainer's (a recipe's) report_to stays on in the trials: the same check
+        given = sf.trainer.get("report_to")
+        named, where = [given] if isinstance(given, str) else [str(n) for n in given or []], "trainer.report_to"
+    for i, name in enumerate(named):
+        module = _TRACKER_MODULES.get(str(name))
+        if module is None or sf.script is not None:
+            continue  # "none", "all", a name transformers knows; a command trial's script has its own environment
         if importlib.util.find_spec(module) is None:
-            problems.append(Problem(path=f"study.trackers.{i}", message=(
-                f"{name} is not installed in this environment: pip install {module}")))
+            words = (f"{name} is not installed in this environment: pip install {module}, or set study.trackers: [] "
+                     f"to run the trials without it")
+            if where == "study.trackers":
+                problems.append(Problem(path=f"{where}.{i}", message=words))
+            else:
+                warnings.append(f"{where}: {words} (trials here would fail at their start)")
     return problems
 
 

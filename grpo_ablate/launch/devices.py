@@ -53,16 +53,17 @@ def remote_launcher(study: "Study") -> bool:
     return kind is not None and kind.capabilities.remote
 
 
-def worker_envs(study: "Study", workers: int) -> list[dict[str, str]]:
+def worker_envs(study: "Study", workers: int, gpus: list[str] | None = None) -> list[dict[str, str]]:
     """Each worker's environment: its GPUs, or no GPU (its threads are set per trial by a CpuShare).
 
     With a remote launcher this host's GPUs are not the trials': every worker gets the study's
     workers count, and a GPU trial the GPUs its job is granted (SLURM sets CUDA_VISIBLE_DEVICES
-    on the node); a CPU study's trials still get none.
+    on the node); a CPU study's trials still get none. `gpus`: the host's GPUs (default: the ones
+    visible here; the dry run passes the node's the study names).
     """
     if remote_launcher(study):
         return [{} if study.hardware.gpus else {"CUDA_VISIBLE_DEVICES": ""} for _ in range(workers)]
-    gpus = visible_gpus()
+    gpus = visible_gpus() if gpus is None else gpus
     if gpus:
         block = study.hardware.gpus or study.world_size
         usable = len(gpus) // block

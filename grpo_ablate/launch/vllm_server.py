@@ -56,8 +56,10 @@ __all__ = [
     "block_gpus",
     "server_ports",
     "rendezvous_host",
+    "gpu_split",
     "server_command",
     "server_engine_args",
+    "server_environments",
     "server_trainer_keys",
     "vllm_server",
 ]
@@ -99,6 +101,26 @@ def split_gpus(gpus: Sequence[str], server_gpus: int) -> tuple[list[str], list[s
             f"({','.join(gpus) or 'none'}) and hardware.vllm.server_gpus is {server_gpus}; raise hardware.gpus "
             f"to at least {server_gpus + 1} (or use hardware.vllm.mode: colocate)")
     return list(gpus[:-server_gpus]), list(gpus[-server_gpus:])
+
+
+def gpu_split(hardware: Mapping[str, Any], env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """(training GPUs, server GPUs) of a server-mode trial whose environment is `env`: its block (block_gpus)
+    split by split_gpus; no GPU in the block (a CPU trial): ([], []), the server beside the training process."""
+    block = block_gpus(env, hardware)
+    return split_gpus(block, int(_vllm(hardware).get("server_gpus", 1) or 1)) if block else ([], [])
+
+
+def server_environments(env: Mapping[str, str], train_gpus: Sequence[str],
+                        serve_gpus: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(the training processes' environment, the server's): each sees only its GPUs (CUDA_VISIBLE_DEVICES), and
+    the server none of torch.distributed's rank variables (it is no rank of the training group). The launcher
+    starts them with these and `plan --commands` prints them: one function, so the two cannot differ."""
+    server_env = {k: v for k, v in env.items()
+                  if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    server_env["CUDA_VISIBLE_DEVICES"] = ",".join(serve_gpus)
+    train_env = dict(env)
+    train_env["CUDA_VISIBLE_DEVICES"] = ",".join(train_gpus)
+    return train_env, server_env
 
 
 def rendezvous_host(env: Mapping[str, str] = os.environ) -> str:
@@ -281,8 +303,7 @@ def vllm_server(hardware: Mapping[str, Any], model: str, env: Mapping[str, str],
     vllm = _vllm(hardware)
     server_n = int(vllm.get("server_gpus", 1) or 1)
     block = block_gpus(base_env, hardware)
-    # no GPU in the block: a CPU trial, the server beside the training process (one engine, no split)
-    train_gpus, serve_gpus = split_gpus(block, server_n) if block else ([], [])
+    train_gpus, serve_gpus = gpu_split(hardware, base_env)
     processes = hardware.get("num_processes")
     if block and isinstance(processes, int) and processes > len(train_gpus):
         raise ValueError(f"{processes} training processes but only {len(train_gpus)} training GPU(s) "
@@ -317,11 +338,7 @@ def _serve(model: str, port: int, group_port: int, base_env: dict[str, str], tra
     else:
         cmd = [str(part).format(port=port, model=model) for part in command]
 
-    server_env = {k: v for k, v in base_env.items()
-                  if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    server_env["CUDA_VISIBLE_DEVICES"] = ",".join(serve_gpus)
-    train_env = dict(base_env)
-    train_env["CUDA_VISIBLE_DEVICES"] = ",".join(train_gpus)
+    train_env, server_env = server_environments(base_env, train_gpus, serve_gpus)
 
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)

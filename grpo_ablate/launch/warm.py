@@ -40,7 +40,9 @@ _THREAD_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the session applies the
 
 
 def shares_a_session(spec: TrialSpec) -> bool:
-    """True when this spec's trial may run inside a session: one process, no vLLM."""
+    """True when this spec's trial may run inside a session: one process, no vLLM, the built-in trainer."""
+    if spec.script is not None:
+        return False  # a command trial runs the user's own script in its own environment
     vllm = str((spec.hardware.get("vllm") or {}).get("mode") or "none")
     return spec.num_processes == 1 and command_name(spec) == "python" and vllm == "none"
 

@@ -17,19 +17,23 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.evaluation import CensoredStat
-from grpo_ablate.stats.calls import ArmCall, calls
-from grpo_ablate.stats.multiplicity import METHOD as HOLM
+from grpo_ablate.stats.calls import ArmCall, page_calls
+from grpo_ablate.stats.model import fit
+from grpo_ablate.stats.multiplicity import PAGE_METHOD
+from grpo_ablate.stats.multiplicity import holm
 from grpo_ablate.stats.seeds import ALPHA, TOO_FEW, Comparison, Difference, MetricStat, model_comparison, stat
+from grpo_ablate.stats.sequential import BETTER, UNDECIDED, WORSE
 from grpo_ablate.report.text import delta_words
-from grpo_ablate.vocab import DIAGNOSTIC_METRICS, Arm, Metric, Outcome, finite, metric
+from grpo_ablate.vocab import BUILTIN_TASKS, DIAGNOSTIC_METRICS, Arm, Metric, Outcome, finite, metric
 
 __all__ = ["ArmSummary", "Best", "Delta", "summarize_arms", "study_baseline", "best_per_objective",
-           "baseline_deltas", "baseline_calls", "baseline_comparison", "names_an_arm", "DELTA_METHOD"]
+           "baseline_deltas", "baseline_calls", "baseline_comparison", "table_pvalues", "names_an_arm", "DELTA_METHOD",
+           "REWARD_LEVELS", "reward_range"]
 
 # What the effects table's colours rest on (the page's legend and summary.json say it)
-DELTA_METHOD = (f"t tests of one model of every arm over its seeds (paired over shared seeds, variance pooled "
-                f"over the arms and floored at the values' rounding error; no test below 3 seeds), {HOLM}, "
-                f"one family per metric")
+DELTA_METHOD = (f"t tests of one model of every arm over its seeds per metric (paired over shared seeds, each pair its "
+                f"own variance moderated toward the pooled one and floored at the values' rounding error; no test "
+                f"below 3 seeds); on the answer's metric the answer's own calls; {PAGE_METHOD}")
 
 
 def names_an_arm(role: str) -> bool:
@@ -88,8 +92,16 @@ def study_baseline(attr: Mapping[str, Any] | None, records: Sequence[TrialRecord
     return named[0] if named else None
 
 
-def summarize_arms(records: Sequence[TrialRecord], names: Sequence[str], baseline: Arm | None = None) -> list[ArmSummary]:
-    """Group trials by arm, each metric of `names` over its seeds; baseline first, then by G, batch, temperature."""
+# the metrics that are a mean reward (not a difference or a rate of one): inside the reward's range when it has one
+REWARD_LEVELS = ("eval_final_reward", "eval_start_reward", "final_reward", "start_reward")
+
+
+def summarize_arms(records: Sequence[TrialRecord], names: Sequence[str], baseline: Arm | None = None,
+                   reward_range: tuple[float, float] | None = None) -> list[ArmSummary]:
+    """Group trials by arm, each metric of `names` over its seeds; baseline first, then by G, batch, temperature.
+
+    `reward_range`: the range the study's reward takes when its rewards declare one (the built-in tasks' 0/1
+    reward: [0, 1]); a mean reward's interval (REWARD_LEVELS) is then the betting interval for a bounded mean."""
     by_arm: dict[Arm, list[TrialRecord]] = defaultdict(list)
     for r in records:
         if r.config is not None:
@@ -102,7 +114,11 @@ def summarize_arms(records: Sequence[TrialRecord], names: Sequence[str], baselin
         for m in names:
             pool = rs if m in DIAGNOSTIC_METRICS else done
             bounds = metric(m)
-            metrics[m] = stat((r.metrics.get(m) for r in pool), low=bounds.low, high=bounds.high)
+            if reward_range is not None and m in REWARD_LEVELS:
+                metrics[m] = stat((r.metrics.get(m) for r in pool), low=reward_range[0], high=reward_range[1],
+                                  bounded=True)
+            else:
+                metrics[m] = stat((r.metrics.get(m) for r in pool), low=bounds.low, high=bounds.high)
             by_seed[m] = {r.seed: v for r in done if r.seed is not None
                           and (v := finite(r.metrics.get(m))) is not None}
         arms.append(ArmSummary(
@@ -117,6 +133,23 @@ def summarize_arms(records: Sequence[TrialRecord], names: Sequence[str], baselin
         ))
     arms.sort(key=lambda a: (not a.is_baseline, a.config))
     return arms
+
+
+def reward_range(config: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The range of the study's reward when it is known: a built-in task (vocab.BUILTIN_TASKS) scored by its own 0/1
+    exact-answer reward alone (no `rewards`, or only the task's own at weight 1): [0, 1]. None otherwise (a user's
+    reward functions declare no range)."""
+    data = config.get("data") if isinstance(config, Mapping) else None
+    task = data.get("task") if isinstance(data, Mapping) else None
+    if task not in BUILTIN_TASKS:
+        return None
+    rewards = config.get("rewards") or []
+    own = ("task", task)
+    for r in rewards if isinstance(rewards, list) else [rewards]:
+        name, weight = (r, 1.0) if isinstance(r, str) else ((r or {}).get("name"), (r or {}).get("weight", 1.0))
+        if name not in own or weight != 1.0:
+            return None
+    return (0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -158,11 +191,15 @@ class Delta:
     better: bool | None  # None: no change
     words: str
     comparison: Comparison | None = None  # the one model's contrast behind diff (TOO_FEW: no test)
-    p_adjusted: float | None = None  # Holm-adjusted p over the arms' comparisons on this metric
+    p_adjusted: float | None = None  # adjusted p in the page's one family
+    answer_call: str | None = None  # on the answer's metric: the answer's own call (equivalent included)
 
     @property
     def call(self) -> str | None:
-        """better / worse (the test says so) / undecided (it does not); None without a test."""
+        """better / worse (the test says so) / undecided (it does not), or on the answer's metric the answer's call
+        (equivalent too); None without a test."""
+        if self.answer_call is not None:
+            return self.answer_call
         if self.diff.clear is None:
             return None
         if not self.diff.clear:
@@ -190,17 +227,18 @@ class Delta:
         }
 
 
-def baseline_calls(arms: Sequence[ArmSummary], name: str, *, maximize: bool = True,
-                   min_effect: float = 0.0, level: float = ALPHA) -> dict[str, ArmCall]:
-    """Every other arm's call against the baseline on metric `name`: stats.calls, the t tests of
-    stats/model.py's one fit over every arm's seeds (the fit the verdict's calls and probability
-    read), Holm-adjusted over the arms, at family-wise `level` (below ALPHA after a race that
-    stopped early: study.racing.calls_level). {} without a baseline."""
+def baseline_calls(arms: Sequence[ArmSummary], name: str, *, maximize: bool = True, min_effect: float = 0.0,
+                   level: float = ALPHA, others: Sequence[float | None] = ()) -> tuple[dict[str, ArmCall], list[float | None]]:
+    """Every other arm's call against the baseline on metric `name` (stats.calls.page_calls: the t tests of
+    stats/model.py's one fit over every arm's seeds, the fit the verdict's probability reads), in one family with
+    the page's other statements (`others`: the effects table's other cells' p-values, `table_pvalues`), at
+    family-wise `level` (below ALPHA after a race that stopped early: study.racing.calls_level); and those
+    statements' adjusted p-values. ({}, []) without a baseline."""
     base = next((a for a in arms if a.is_baseline), None)
     if base is None:
-        return {}
-    return calls({a.name: a.by_seed.get(name, {}) for a in arms}, base.name, min_effect=min_effect,
-                 maximize=maximize, level=level)
+        return {}, [None] * len(others)
+    return page_calls({a.name: a.by_seed.get(name, {}) for a in arms}, base.name, min_effect=min_effect,
+                      maximize=maximize, level=level, others=others)
 
 
 def baseline_comparison(call: ArmCall | None, base: ArmSummary, arm: ArmSummary, name: str) -> Comparison | None:
@@ -218,20 +256,59 @@ def baseline_comparison(call: ArmCall | None, base: ArmSummary, arm: ArmSummary,
     return Comparison(TOO_FEW, delta, None, None, min(len(a), len(b)), None)
 
 
-def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric],
-                    level: float = ALPHA) -> dict[str, dict[str, Delta]]:
+def _tested_metrics(metrics: Mapping[str, Metric], exclude: str | None) -> list[str]:
+    return [n for n, m in metrics.items() if m.direction is not None and n not in DIAGNOSTIC_METRICS and n != exclude]
+
+
+def table_pvalues(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric],
+                  exclude: str | None = None) -> dict[tuple[str, str], float | None]:
+    """(arm name, metric) -> the unadjusted two-sided p of the arm against the baseline on that metric (the one
+    model's contrast, per metric), for every coloured cell of the effects table but those of `exclude` (the
+    answer's metric, whose cells show the answer's calls). None: no test (fewer than 3 seeds). {} without a
+    baseline. Their adjustment is the page's (stats/calls.page_calls)."""
+    base = next((a for a in arms if a.is_baseline), None)
+    if base is None:
+        return {}
+    out: dict[tuple[str, str], float | None] = {}
+    for name in _tested_metrics(metrics, exclude):
+        model = fit({a.name: a.by_seed.get(name, {}) for a in arms})
+        for a in arms:
+            if a.is_baseline or a.metrics.get(name) is None or a.metrics[name].mean is None:
+                continue
+            d = model.contrast(base.name, a.name)
+            out[(a.name, name)] = d.two_sided_p() if d is not None else None
+    return out
+
+
+def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric], level: float = ALPHA,
+                    answer_metric: str | None = None, answer: Mapping[str, tuple[str, float | None]] | None = None,
+                    table_p: Mapping[str, Mapping[str, float | None]] | None = None) -> dict[str, dict[str, Delta]]:
     """Every arm against the baseline arm, per metric with a direction, in numbers and in words.
 
-    The calls are `baseline_calls` (DELTA_METHOD): per metric one Holm family over the arms, so on
-    the verdict's metric the table says what the verdict says; a tie among a few seeds keeps the
-    model's floored spread and is never a certainty; no test below 3 seeds. `level`: the family-wise
-    level (the verdict's: below ALPHA after a race that stopped early).
+    One family for the whole page (DELTA_METHOD): on the answer's metric (`answer_metric`) each cell is the answer's
+    own call (`answer`: arm -> (better / worse / equivalent / undecided, its adjusted p)), so the table never
+    colours "better" what the
+    answer calls equivalent; the other metrics' cells are coloured when their adjusted p (`table_p`: arm -> metric
+    -> p, adjusted in the page's family with the answer's calls, stats/calls.page_calls) is below `level`. A tie
+    among a few seeds keeps the model's floored spread and is never a certainty; no test below 3 seeds. Without
+    `table_p` (a page with no answer), the cells are adjusted here as that family's second half alone.
     """
     base = next((a for a in arms if a.is_baseline), None)
     if base is None:
         return {}
-    family = {name: baseline_calls(arms, name, maximize=m.higher_is_better) for name, m in metrics.items()
-              if m.direction is not None and name not in DIAGNOSTIC_METRICS}
+    if table_p is None:
+        raw = table_pvalues(arms, metrics, answer_metric)
+        own_p: dict[str, dict[str, float | None]] = {}
+        for (arm_name, metric_name), p in zip(raw, holm(list(raw.values()))):
+            own_p.setdefault(arm_name, {})[metric_name] = p
+        table_p = own_p
+    models: dict[str, Any] = {}
+
+    def model(name: str) -> Any:  # one fit per metric, on first use
+        if name not in models:
+            models[name] = fit({x.name: x.by_seed.get(name, {}) for x in arms})
+        return models[name]
+
     out: dict[str, dict[str, Delta]] = {}
     for arm in arms:
         if arm.is_baseline:
@@ -241,23 +318,28 @@ def baseline_deltas(arms: Sequence[ArmSummary], metrics: Mapping[str, Metric],
             if m.direction is None:  # a count (steps): neither better nor worse
                 continue
             a, b = base.metrics.get(name), arm.metrics.get(name)
-            if a is None or b is None:
+            if a is None or b is None or a.mean is None or b.mean is None:
                 continue
-            if a.mean is None or b.mean is None:
-                continue
-            fc = family[name].get(arm.name) if name in family else None
-            comp = baseline_comparison(fc, base, arm, name) if name in family else None
-            tested = fc is not None and fc.p_adjusted is not None
+            tested_metric = name not in DIAGNOSTIC_METRICS
+            own = (answer or {}).get(arm.name) if name == answer_metric else None
+            contrast = model(name).contrast(base.name, arm.name) if tested_metric else None
+            comp = (baseline_comparison(ArmCall(UNDECIDED, None, None, contrast), base, arm, name)
+                    if tested_metric else None)
+            p_adj = own[1] if own is not None else (table_p.get(arm.name, {}).get(name) if tested_metric else None)
             delta = b.mean - a.mean
             relative = delta / abs(a.mean) if a.mean != 0 else None
-            # clear: the family's adjusted p below 5%, the model's estimate on the side the means moved
-            # (the two can differ in sign only when seeds are unbalanced: then no colour)
-            clear = (bool(fc.p_adjusted < level and comp is not None and comp.delta * delta > 0)  # type: ignore[union-attr,operator]
-                     if tested else None)
+            if own is not None:  # the answer's call, word for word
+                clear = None if contrast is None else own[0] in (BETTER, WORSE)
+                call = own[0] if contrast is not None else None
+            else:
+                # clear: the family's adjusted p below the page's level, the model's estimate on the side the means
+                # moved (the two can differ in sign only when seeds are unbalanced: then no colour)
+                clear = (bool(p_adj < level and comp is not None and comp.delta * delta > 0)
+                         if p_adj is not None else None)
+                call = None
             diff = Difference(delta, relative, comp.ci95 if comp else None, clear)
             better = None if diff.delta == 0 else ((diff.delta > 0) == m.higher_is_better)
-            p_adj = fc.p_adjusted if tested else None  # type: ignore[union-attr]
             words = delta_words(m, arm.title, f"the baseline ({base.config.label})", b, a, diff, better, comp, p_adj)
-            row[name] = Delta(name, arm.name, a, b, diff, better, words, comp, p_adj)
+            row[name] = Delta(name, arm.name, a, b, diff, better, words, comp, p_adj, call)
         out[arm.name] = row
     return out

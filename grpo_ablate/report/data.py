@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
-from grpo_ablate.report.arms import ArmSummary, Best, Delta, baseline_deltas, best_per_objective, study_baseline, summarize_arms
+from grpo_ablate.report.arms import (ArmSummary, Best, Delta, baseline_deltas, best_per_objective, reward_range,
+                                    study_baseline, summarize_arms)
 from grpo_ablate.report.evaluation import (EVAL_METRICS, TARGET_KEYS, censored_stat, study_has_evaluation, study_target,
                                            summarize_eval, to_target)
 from grpo_ablate.report.findings import Finding, find_warnings
@@ -31,7 +32,7 @@ from grpo_ablate.report.importance import param_importances
 from grpo_ablate.report.objectives import pareto_front, study_objectives
 from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, load_trials, masked, read_trial_files,
                                         record_from_trial, steps_rows, trial_columns)
-from grpo_ablate.report.verdict import Verdict, decide
+from grpo_ablate.report.verdict import Guarantee, Verdict, decide
 from grpo_ablate import trial_record as record
 from grpo_ablate.study.branching import BranchError, branch_step
 from grpo_ablate.cost import lr_schedule_of
@@ -40,7 +41,8 @@ from grpo_ablate.storage import mask_url
 from grpo_ablate.study.price import planned_price, spent_price, tunes_a_run
 from grpo_ablate.study.design import resolution_line
 from grpo_ablate.report.screen import screen_view
-from grpo_ablate.study.racing import calls_level
+from grpo_ablate.stats.selection import CONFIDENCE
+from grpo_ablate.study.racing import calls_level, race_guarantee
 from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
                                Outcome, finite, metric)
 from grpo_ablate.files.advise_file import load_advice
@@ -174,7 +176,9 @@ def build_report_data(
     metrics = report_metrics(objectives, has_eval)
 
     baseline = study_baseline(study.baseline, records)
-    arms = summarize_arms(records, list(metrics), baseline)
+    config = study.config or dict(fallback_config or {})
+    rewards_range = reward_range(config)
+    arms = summarize_arms(records, list(metrics), baseline, rewards_range)
     target, target_words, targets = None, "", {}
     if has_eval:
         base_done = [r for r in records if r.config == baseline and r.outcome == Outcome.COMPLETED.value]
@@ -188,10 +192,8 @@ def build_report_data(
     best = best_per_objective(arms, objectives)
     # a group-sequential race that stopped early looked last at a strict level: every call is held to it
     level = calls_level(study.racing)
-    deltas = baseline_deltas(arms, metrics, level)
     p, unit = success_rate(records, groups, steps)
     by_arm = success_rates_by_arm(records, groups, steps)
-    config = study.config or dict(fallback_config or {})
     study_cfg = config.get("study") or {}
     raced = study.racing
     min_effect = study_cfg.get("min_effect") if isinstance(study_cfg, Mapping) else None
@@ -201,9 +203,19 @@ def build_report_data(
     if branched_at is None:
         given = (config.get("budget") or {}).get("branch_from")
         branched_at = given if isinstance(given, int) and not isinstance(given, bool) else None
+    racing_cfg = study_cfg.get("racing") if isinstance(study_cfg, Mapping) else None
+    confidence = racing_cfg.get("confidence") if isinstance(racing_cfg, Mapping) else None
+    gpus = (config.get("hardware") or {}).get("gpus") if isinstance(config.get("hardware"), Mapping) else None
     verdict = decide(arms, records, objectives, metrics, has_eval, tokens, by_arm, advice,
                      min_effect=float(min_effect) if isinstance(min_effect, (int, float)) else None,
-                     sequential=anytime, branched_at=branched_at, level=level)
+                     sequential=anytime, branched_at=branched_at, level=level,
+                     confidence=float(confidence) if isinstance(confidence, (int, float)) else CONFIDENCE,
+                     gpus=int(gpus) if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0 else None,
+                     race=_race_guarantee(raced, {a.config.key: a.name for a in arms}), reward_range=rewards_range)
+    # the effects table: the answer's calls on its metric, the page's one family on the others
+    deltas = baseline_deltas(arms, metrics, level, verdict.metric if not anytime else None,
+                             {a.name: (a.call, a.p_adjusted) for a in verdict.arms} if not anytime else None,
+                             verdict.table_p if verdict.arms and not anytime else None)
     extra = [Finding("timing_noise", verdict.timing.words)] if verdict.timing and verdict.timing.exceeds else []
     if copies:
         extra.append(imported_note(copies))
@@ -379,3 +391,14 @@ def read_advice(output_dir: Path, owner: "Owner") -> dict[str, Any] | None:
 
     raw = load_advice(output_dir, owner)
     return raw if raw is not None and isinstance(raw.get("predictions"), list) else None
+
+
+def _race_guarantee(race: Mapping[str, Any] | None, names: Mapping[str, str]) -> Guarantee | None:
+    """An elimination race that stopped: its guarantee (racing.race_guarantee) as the verdict's record, the arms
+    it kept by the names the page uses (`names`: arm key -> name)."""
+    g = race_guarantee(race)
+    if g is None:
+        return None
+    return Guarantee(float(g["probability"]), "elimination", int(g["arms"]), int(g["seeds"]), True,
+                     tuple(names.get(a, a) for a in g.get("equivalent") or ()),
+                     tuple(names.get(a, a) for a in g.get("kept") or ()))

@@ -107,9 +107,10 @@ def arms_table(summary: Mapping[str, Any]) -> list[str]:
     rows.sort(key=lambda r: -r[0] if verdict.get("direction") != "minimize" else r[0])
     eps = sel.get("min_effect")
     return ([f"### Arms: {m.label}, mean over seeds (what the answer ranks)", "",
-             f"| configuration | mean | 95% interval | seeds | P(within {eps:.3g} of the best) | against the baseline |"
-             if eps is not None else "| configuration | mean | 95% interval | seeds | P(within min_effect of the best) "
-             "| against the baseline |",
+             f"| configuration | mean | 95% interval | seeds | P(within {eps:.3g} of the best), model posterior | "
+             f"against the baseline |"
+             if eps is not None else "| configuration | mean | 95% interval | seeds | P(within min_effect of the best), "
+             "model posterior | against the baseline |",
              "|---|---|---|---|---|---|", *(r for _, r in rows), ""]
             + (["\\* not cut to [0, 1]: the reward functions declare no range.", ""] if marked else []))
 

@@ -13,23 +13,26 @@ The rules, in order:
    metric, else eval_final_reward: every arm is scored on the same prompts at the same decoding.
    Without it, the first objective. A time-based metric whose arms differ by less than the
    study's run-to-run timing noise is replaced by its token-based twin (`Verdict.replaced`).
-2. The answer a user acts on leads (stats/selection.py): the configuration most likely to be
-   within study.min_effect of the best (default per metric: stats/min_effect.py), that
-   probability and how it was computed (a posterior over the seeds), the configurations that
-   cannot be excluded from being within min_effect of the best (family-wise 5%), and the cheapest
-   of those in generated tokens and training hours. A recommendation is not "the baseline unless
-   beaten": a configuration need not be significantly better to be the one most likely best.
+2. The answer a user acts on leads (stats/selection.py): ONE configuration, the cheapest (GPU-hours
+   per optimizer step on a GPU study, else generated tokens per trial) among those whose probability
+   of being within study.min_effect of the best (default per metric: stats/min_effect.py) reaches the
+   study's confidence (racing.confidence, 0.95); none reaching it, keep the baseline (the user's own
+   recipe) and name the closest contender with its probability. That probability is a model
+   posterior and the page says so; beside it the design's frequentist guarantee (`Guarantee`: P(the
+   best is picked) at the indifference zone, Bechhofer's for the design that ran, or an elimination
+   race's bound). Then the configurations that cannot be excluded from being within min_effect of the
+   best (simultaneous at the page's level).
 3. Each arm against the baseline on that metric (report.arms.baseline_calls: the t tests of
-   stats/model.py's one fit over every arm, paired over shared seeds, variance pooled and floored,
-   no test below 3 seeds; the effects table reads the same family): better /
-   worse when its Holm-adjusted p is below 5% (the family-wise error over all the arms' calls
-   held at 5%), equivalent when both one-sided tests of a difference beyond +-min_effect reject
-   (Holm-adjusted too), undecided otherwise. A study that ran the anytime race looked after every
-   round, so its calls rest on the anytime-valid confidence sequence instead; a group-sequential
-   race ends at a last look at 5%, the fixed-sample rule. Without a clear difference the record
-   carries the smallest difference the study could have detected (80% power, 5% two-sided) and
-   the seeds it would take.
-4. Fewer than two seeds anywhere: no probability and no test; the best mean is only something to try.
+   stats/model.py's one fit over every arm, paired over shared seeds, each contrast its own variance,
+   no test below 3 seeds): better / worse when its adjusted p is below the level, equivalent when both
+   one-sided tests of a difference beyond +-min_effect reject, undecided otherwise; every call and
+   every coloured cell of the effects table in one family at the page's level (stats/calls.page_calls:
+   the answer's calls with Shaffer's count, the table's other metrics beside them). A study that ran
+   the anytime race looked after every round, so its calls rest on the anytime-valid confidence
+   sequence instead; a group-sequential race ends at a last look at 5%, the fixed-sample rule.
+   Without a clear difference the record carries the smallest difference the study could have
+   detected (80% power, 5% two-sided) and the seeds it would take.
+4. Fewer than three seeds anywhere: no probability and no test; the best mean is only something to try.
 0. Before any of that: a study in which nothing learned cannot rank G ("cannot_rank", `Stuck`).
    That is when no arm's gain (held-out gain with evaluation, else the training reward gain) is
    distinguishable from zero, every arm having a gain that is exactly zero or whose 95% interval
@@ -46,21 +49,22 @@ import math
 from typing import Any, Mapping, Sequence
 
 from grpo_ablate.files.advise_file import NO_SPREAD_FRACTION
-from grpo_ablate.report.arms import ArmSummary, baseline_calls, baseline_comparison
+from grpo_ablate.report.arms import ArmSummary, baseline_calls, baseline_comparison, table_pvalues
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.timing_noise import TIME_TWINS, TimingNoise, timing_noise
-from grpo_ablate.report.verdict_record import ArmVerdict, Secondary, Stuck, Verdict
+from grpo_ablate.report.verdict_record import ArmVerdict, Guarantee, Secondary, Stuck, Verdict
 from grpo_ablate.report.wording import answer_lines, details, notes
+from grpo_ablate.stats.calls import ArmCall
 from grpo_ablate.stats.calls import method as calls_model
 from grpo_ablate.stats.min_effect import default_min_effect
-from grpo_ablate.stats.multiplicity import METHOD as HOLM
+from grpo_ablate.stats.multiplicity import PAGE_METHOD
 from grpo_ablate.stats.seeds import (ALPHA, MODEL_PAIRED, Comparison, MetricStat, detectable_difference,
                                      seeds_needed, stat)
-from grpo_ablate.stats.selection import select
+from grpo_ablate.stats.selection import CONFIDENCE, select
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.vocab import Arm, Metric, Outcome, finite, metric
 
-__all__ = ["Verdict", "ArmVerdict", "Stuck", "Secondary", "decide", "judge", "arm_call", "verdict_metric",
+__all__ = ["Verdict", "ArmVerdict", "Stuck", "Secondary", "Guarantee", "decide", "judge", "arm_call", "verdict_metric",
            "NO_SPREAD_FRACTION", "arm_costs", "arm_hours", "learned_nothing", "SEQUENTIAL_METHOD"]
 
 SEQUENTIAL_METHOD = ("anytime-valid 95% confidence sequences over the paired seeds (the study ran the anytime race); "
@@ -81,8 +85,11 @@ def verdict_metric(objectives: Sequence[tuple[str, str]], has_eval: bool) -> tup
     return tuple(objectives[0]) if objectives else None  # type: ignore[return-value]
 
 
-def arm_costs(records: Sequence[TrialRecord], tokens: Mapping[int, float]) -> tuple[dict[Arm, float], str]:
-    """Mean cost per trial of each arm: generated tokens when every arm has them, else training seconds."""
+def arm_costs(records: Sequence[TrialRecord], tokens: Mapping[int, float],
+              gpus: int | None = None) -> tuple[dict[Arm, float], str]:
+    """Mean cost of each arm, what the single recommendation is cheapest by: GPU-hours per optimizer step on a GPU
+    study (`gpus`: hardware.gpus; training seconds x GPUs over the trial's optimizer steps), else generated tokens
+    per trial when every arm has them, else training seconds per trial."""
     done = [r for r in records if r.outcome == Outcome.COMPLETED.value and r.config is not None]
     by_arm: dict[Arm, list[TrialRecord]] = {}
     for r in done:
@@ -92,6 +99,14 @@ def arm_costs(records: Sequence[TrialRecord], tokens: Mapping[int, float]) -> tu
         ys = [x for x in xs if x is not None]
         return math.fsum(ys) / len(ys) if ys else None
 
+    if gpus:
+        def per_step(r: TrialRecord) -> float | None:
+            secs, steps = finite(r.metrics.get("train_seconds")), finite(r.metrics.get("steps"))
+            return secs * gpus / 3600 / steps if secs is not None and steps else None
+
+        step = {a: mean([per_step(r) for r in rs]) for a, rs in by_arm.items()}
+        if step and all(v for v in step.values()):
+            return {a: v for a, v in step.items() if v is not None}, "GPU-hours per optimizer step"
     tok = {a: mean([tokens.get(r.number) for r in rs]) for a, rs in by_arm.items()}
     if tok and all(v for v in tok.values()):
         return {a: v for a, v in tok.items() if v is not None}, "generated tokens per trial"
@@ -137,12 +152,15 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
            metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None,
            success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None, *,
            min_effect: float | None = None, sequential: bool = False, branched_at: int | None = None,
-           level: float = ALPHA) -> Verdict:
+           level: float = ALPHA, confidence: float = CONFIDENCE, gpus: int | None = None,
+           race: Guarantee | None = None, reward_range: tuple[float, float] | None = None) -> Verdict:
     """The study's answer: `judge`'s record with its words (report/wording.py) filled in. `branched_at`: the step
     the arms branched at (budget.branch_from), which the words say the answer is about G from; `level`: the
-    family-wise level of the calls (a race that stopped early: its last look's, study.racing.calls_level)."""
+    family-wise level of the calls (a race that stopped early: its last look's, study.racing.calls_level);
+    `confidence`, `gpus`, `race`: see `judge`."""
     v = judge(arms, records, objectives, metrics, has_eval, tokens, success, advice, min_effect=min_effect,
-              sequential=sequential, level=level)
+              sequential=sequential, level=level, confidence=confidence, gpus=gpus, race=race,
+              reward_range=reward_range)
     v = dataclasses.replace(v, branched_at=branched_at)
     return dataclasses.replace(v, lines=answer_lines(v), details=details(v), notes=notes(v))
 
@@ -166,11 +184,10 @@ def _choose_metric(objectives: Sequence[tuple[str, str]], records: Sequence[Tria
     return name, direction, timing, replaced, other
 
 
-def _arm_verdicts(ran: Sequence[ArmSummary], base: ArmSummary, name: str, *, maximize: bool, min_effect: float,
-                  sequential: bool, costs: Mapping[Arm, float], hours: Mapping[Arm, float],
-                  level: float = ALPHA) -> list[ArmVerdict]:
-    """Rule 3: every other arm's call against the baseline."""
-    model = baseline_calls(ran, name, maximize=maximize, min_effect=min_effect, level=level)  # the one model's contrasts
+def _arm_verdicts(ran: Sequence[ArmSummary], base: ArmSummary, name: str, model: Mapping[str, ArmCall], *,
+                  maximize: bool, min_effect: float, sequential: bool, costs: Mapping[Arm, float],
+                  hours: Mapping[Arm, float]) -> list[ArmVerdict]:
+    """Rule 3: every other arm's call against the baseline (`model`: the page family's calls on the answer's metric)."""
     family = {} if sequential else model
     out = []
     for a in ran:
@@ -214,8 +231,16 @@ def _power(verdicts: Sequence[ArmVerdict], bmean: float, sign: float) -> dict[st
 def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]],
           metrics: Mapping[str, Metric], has_eval: bool, tokens: Mapping[int, float] | None = None,
           success: Mapping[Arm, float] | None = None, advice: Mapping[str, Any] | None = None, *,
-          min_effect: float | None = None, sequential: bool = False, level: float = ALPHA) -> Verdict:
+          min_effect: float | None = None, sequential: bool = False, level: float = ALPHA,
+          confidence: float = CONFIDENCE, gpus: int | None = None, race: Guarantee | None = None,
+          reward_range: tuple[float, float] | None = None) -> Verdict:
     """The study's answer as a record without words (see the module docstring).
+
+    `confidence`: the probability a configuration must reach to be recommended (study.racing.confidence);
+    `gpus`: hardware.gpus (the recommendation is then the cheapest in GPU-hours per optimizer step); `race`: the
+    guarantee of an elimination race that stopped (its confidence, a bound), which replaces the fixed design's;
+    `reward_range`: the range a reward metric's values can take when the study's rewards declare one (the built-in
+    tasks: [0, 1]), which its intervals keep inside.
 
     `level`: the family-wise level of the calls and the eps-best set's exclusions, ALPHA unless a
     group-sequential race stopped early (study.racing.calls_level: the level its last look spent).
@@ -237,27 +262,43 @@ def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives
     ran = [a for a in arms if a.metrics.get(name) is not None and a.metrics[name].mean is not None]
     if not ran:
         return Verdict("no_data", name, direction, timing=timing, replaced=replaced, objective=other)
-    costs, cost_unit = arm_costs(records, tokens or {})
+    costs, cost_unit = arm_costs(records, tokens or {}, gpus)
     hours = arm_hours(records)
     base = next((a for a in ran if a.is_baseline), None)
     maximize = direction == "maximize"
     if min_effect is None:
         reference = (base or max(ran, key=lambda a: sign * a.metrics[name].mean)).metrics[name].mean  # type: ignore[operator]
         min_effect = default_min_effect(m, reference) or 0.0
-    selection = select({a.name: a.by_seed.get(name, {}) for a in ran}, min_effect, maximize=maximize, alpha=level,
-                       costs={a.name: costs[a.config] for a in ran if a.config in costs})
-    verdicts = [] if base is None else _arm_verdicts(ran, base, name, maximize=maximize, min_effect=min_effect,
-                                                    sequential=sequential, costs=costs, hours=hours, level=level)
+    values = {a.name: a.by_seed.get(name, {}) for a in ran}
+    selection = select(values, min_effect, maximize=maximize, alpha=level, confidence=confidence,
+                       costs={a.name: costs[a.config] for a in ran if a.config in costs},
+                       reference=base.name if base else None, chosen=race.kept if race is not None else ())
+    # one family for every call and colour on the page: the answer's calls and the effects table's other metrics
+    table_raw = table_pvalues(arms, metrics, exclude=name) if base is not None and not sequential else {}
+    model, table_adj = baseline_calls(ran, name, maximize=maximize, min_effect=min_effect, level=level,
+                                      others=list(table_raw.values()))
+    table_p: dict[str, dict[str, float | None]] = {}
+    for (arm_name, metric_name), p in zip(table_raw, table_adj):
+        table_p.setdefault(arm_name, {})[metric_name] = p
+    verdicts = [] if base is None else _arm_verdicts(ran, base, name, model, maximize=maximize, min_effect=min_effect,
+                                                    sequential=sequential, costs=costs, hours=hours)
+    guarantee = race
+    if guarantee is None and selection.design_pcs is not None:
+        measured = [a for a in ran if a.name in selection.p_within]
+        guarantee = Guarantee(selection.design_pcs, "fixed", len(measured),
+                              min(len(a.by_seed.get(name, {})) for a in measured))
     common: dict[str, Any] = dict(
         arms=tuple(verdicts), cost_unit=cost_unit, timing=timing, selection=selection,
         names={a.name: a.config.label for a in ran}, hours={a.name: hours[a.config] for a in ran if a.config in hours},
         min_effect=min_effect, sequential=sequential,
-        calls_method=SEQUENTIAL_METHOD if sequential else f"{calls_model({a.name: a.by_seed.get(name, {}) for a in ran})}, {HOLM}"
+        calls_method=SEQUENTIAL_METHOD if sequential else f"{calls_model(values)}; {PAGE_METHOD}"
         + (f" (held at {level:.2g}, the level the group-sequential race had spent at the look where it stopped early)"
            if level < ALPHA else ""),
         baseline_name=base.name if base else None, baseline=base.config if base else None,
         baseline_mean=base.metrics[name].mean if base else None, replaced=replaced, objective=other,
-        metric_low=m.low, metric_high=m.high)
+        metric_low=m.low if m.low is not None else (reward_range[0] if reward_range else None),
+        metric_high=m.high if m.high is not None else (reward_range[1] if reward_range else None),
+        confidence=confidence, guarantee=guarantee, level=level, table_p=table_p)
     stuck = None if any(v.better or v.worse for v in verdicts) else learned_nothing(arms, has_eval, success or {}, advice)
     if stuck is not None:
         return Verdict("cannot_rank", name, direction, reason="learned_nothing", stuck=stuck,
@@ -267,17 +308,19 @@ def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives
     rec = next(a for a in ran if a.name == selection.recommended)
     common["recommended_stat"] = rec.metrics[name]
     rv = next((v for v in verdicts if v.name == rec.name), None)
-    if selection.pcs is None:  # a single seed somewhere: no spread, so no probability and no test
+    if selection.pcs is None:  # fewer than 3 seeds somewhere: no spread to test, so no probability and no test
         return Verdict("untested", name, direction, rec.config, rec.name,
                        "baseline_not_beaten" if rec is base else "best_mean_untested",
                        rv.comparison if rv is not None else None, **common)
+    reason = ("race_kept" if race is not None and rec.name in race.kept else "baseline_kept" if selection.kept else
+              "baseline_cheapest_confident" if rec is base else "cheapest_confident")
     if base is None:
-        return Verdict("no_baseline", name, direction, rec.config, rec.name, "most_likely_best", **common)
+        return Verdict("no_baseline", name, direction, rec.config, rec.name,
+                       "most_likely_best" if not selection.confident else reason, **common)
     if rv is not None and rv.better and rv.comparison is not None:
-        return Verdict("winner", name, direction, rec.config, rec.name, "clearly_better", rv.comparison, **common)
+        return Verdict("winner", name, direction, rec.config, rec.name, reason, rv.comparison, **common)
     power = _power(verdicts, base.metrics[name].mean or 0.0, sign)
-    return Verdict("no_clear_winner", name, direction, rec.config, rec.name,
-                   "baseline_most_likely_best" if rec is base else "most_likely_best", **power, **common)
+    return Verdict("no_clear_winner", name, direction, rec.config, rec.name, reason, **power, **common)
 
 
 def _secondary(objectives: Sequence[tuple[str, str]], arms: Sequence[ArmSummary], best: ArmSummary) -> tuple[Secondary, ...]:

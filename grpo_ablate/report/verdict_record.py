@@ -18,7 +18,26 @@ from grpo_ablate.stats.selection import Selection
 from grpo_ablate.stats.sequential import UNDECIDED
 from grpo_ablate.vocab import Arm
 
-__all__ = ["Verdict", "ArmVerdict", "Stuck", "Secondary"]
+__all__ = ["Verdict", "ArmVerdict", "Stuck", "Secondary", "Guarantee"]
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """The design's frequentist guarantee at the indifference zone: the probability that the design picks the best
+    configuration when it leads every other by min_effect. `bound`: a lower bound the procedure guarantees (an
+    elimination race's confidence), else the value of Bechhofer's formula for the design at the measured spread."""
+
+    probability: float
+    design: str  # "fixed" (a study of k arms x n seeds, or a race that ran to its planned seeds) | "elimination"
+    arms: int
+    seeds: int
+    bound: bool = False
+    equivalent: tuple[str, ...] = ()  # an elimination race's equivalence stop: the configurations found equivalent
+    kept: tuple[str, ...] = ()  # the arms (their names) the race kept: the recommendation is the cheapest of them
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"probability": self.probability, "design": self.design, "arms": self.arms, "seeds": self.seeds,
+                "bound": self.bound, "equivalent": list(self.equivalent), "kept": list(self.kept)}
 
 
 @dataclass(frozen=True)
@@ -113,6 +132,11 @@ class Verdict:
     metric_low: float | None = None  # the range the metric can take (its intervals are cut to it)
     metric_high: float | None = None
     branched_at: int | None = None  # the arms branched at this optimizer step from one shared prefix per seed
+    confidence: float = 0.95  # the probability a configuration must reach to be recommended (study.racing.confidence)
+    guarantee: Guarantee | None = None  # the design's P(correct selection) at the indifference zone
+    level: float = ALPHA  # the page's family-wise level (below 5% after a race that stopped early)
+    # arm name -> metric -> adjusted p of the effects table's cells on the other metrics (the page's second family)
+    table_p: dict[str, dict[str, float | None]] = field(default_factory=dict)
     # the words (report/wording.py): three lines first, then the details, each said once
     lines: tuple[str, ...] = ()
     details: tuple[str, ...] = ()
@@ -120,8 +144,14 @@ class Verdict:
 
     @property
     def probability(self) -> float | None:
-        """P(the recommended configuration is within min_effect of the best); None below two seeds."""
-        return self.selection.pcs if self.selection is not None else None
+        """P(the recommended configuration is within min_effect of the best), a model posterior; None below three
+        seeds."""
+        return self.selection.probability if self.selection is not None else None
+
+    @property
+    def kept(self) -> bool:
+        """No configuration reached the confidence: the recommendation is the baseline, kept."""
+        return self.selection is not None and self.selection.kept
 
     @property
     def as_good(self) -> tuple[str, ...]:
@@ -173,7 +203,7 @@ class Verdict:
             "ci95": list(c.ci95) if c and c.ci95 else None,
             "p_value": c.p_value if c else None,
             "n": c.n if c else None,
-            "alpha": ALPHA,
+            "alpha": self.level,
             "power": POWER,
             "detectable_difference": self.detectable,
             "detectable_relative": self.detectable_relative,
@@ -186,6 +216,10 @@ class Verdict:
             "calls_method": self.calls_method,
             "selection": self.selection_dict(),
             "branched_at": self.branched_at,
+            "confidence": self.confidence,
+            "kept": self.kept,
+            "guarantee": self.guarantee.as_dict() if self.guarantee else None,
+            "level": self.level,
         }
 
     def selection_dict(self) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ from grpo_ablate.stats.selection import HOW
 from grpo_ablate.stats.seeds import MetricStat
 from grpo_ablate.vocab import metric
 
-__all__ = ["answer_lines", "details", "notes", "bounded_interval", "LINES"]
+__all__ = ["answer_lines", "details", "notes", "bounded_interval", "guarantee_words", "LINES"]
 
 LINES = 3  # the answer's lead: what to use, what is as good, what is worse
 
@@ -80,17 +80,58 @@ def answer_lines(v: Verdict) -> tuple[str, ...]:
     return (_use_line(v), _as_good_line(v), _worse_line(v))
 
 
+def _seed_counts(v: Verdict) -> str:
+    sel = v.selection
+    assert sel is not None
+    counts = [n for a, n in sel.seeds.items() if a in sel.p_within]
+    return (f"{min(counts)} to {max(counts)}" if counts and min(counts) != max(counts)
+            else str(counts[0]) if counts else "?")
+
+
+def _left_out(v: Verdict) -> str:
+    """The caveat for arms the probability could not include (fewer than 3 seeds)."""
+    sel = v.selection
+    assert sel is not None
+    if not sel.unmeasured:
+        return ""
+    return ("; left out of it, with fewer than 3 seeds (nothing tested): "
+            + ", ".join(f"{_name(v, a)} ({_seeds(sel.seeds[a])})" for a in sel.unmeasured))
+
+
+def _p(p: float, threshold: float) -> str:
+    """A probability to two places, or three where two would round it onto the threshold it is compared with."""
+    text = f"{p:.2f}"
+    return f"{p:.3f}" if text == f"{threshold:.2f}" and p != threshold else text
+
+
 def _use_line(v: Verdict) -> str:
     sel = v.selection
     assert sel is not None and v.recommended is not None
+    conf = f"{sel.confidence:.2f}"
+    if sel.kept:
+        c = sel.contender
+        closest = (f"; the closest, {_name(v, c)}, has probability {_p(sel.p_within[c], sel.confidence)}"
+                   if c is not None else "")
+        return (f"Keep the baseline, {v.recommended.words}: no configuration reaches probability {conf} of being "
+                f"within {_eps(v)} of the best {_label(v)} (a model posterior, not a frequency; {_seed_counts(v)} "
+                f"seeds per configuration){closest}{_left_out(v)}.")
     keep = v.recommended == v.baseline
     what = f"Keep the baseline, {v.recommended.words}" if keep else f"Use {v.recommended.words}"
-    counts = [n for a, n in sel.seeds.items() if a in sel.p_within]
-    seeds = (f"{min(counts)} to {max(counts)}" if counts and min(counts) != max(counts)
-             else str(counts[0]) if counts else "?")
+    g = v.guarantee
+    if v.reason == "race_kept" and g is not None:
+        which = (f" (the cheapest of the {len(g.kept)} it found each within {_eps(v)} of every other)"
+                 if len(g.kept) > 1 else "")
+        model = f"; model probability {sel.probability:.2f}" if sel.probability is not None else ""
+        return (f"{what}: the elimination race kept it{which}; the race picks the best configuration with probability "
+                f"at least {g.probability:.2f} whenever it leads every other by {_eps(v)} or more (the design's "
+                f"guarantee, a frequency){model} ({_seed_counts(v)} seeds per configuration){_left_out(v)}.")
+    many = len(sel.confident)
+    cheapest = (f"; the cheapest of the {many} configurations that reach {conf}" if many > 1 and sel.costs else
+                f"; {many} configurations reach {conf}" if many > 1 else "")
     clearly = "; it is clearly better than the baseline" if v.kind == "winner" else ""
-    return (f"{what}: probability {sel.pcs:.2f} that it is within {_eps(v)} of the best {_label(v)} "
-            f"({seeds} seeds per configuration){clearly}.")
+    return (f"{what}: probability {sel.probability:.2f} that it is within {_eps(v)} of the best {_label(v)} "
+            f"(a model posterior, not a frequency; {_seed_counts(v)} seeds per configuration){cheapest}{clearly}"
+            f"{_left_out(v)}.")
 
 
 def _cost(v: Verdict, arm: str) -> str:
@@ -99,26 +140,34 @@ def _cost(v: Verdict, arm: str) -> str:
     hours = v.hours.get(arm)
     per = f"branch (from step {v.branched_at} on, the shared prefix not in it)" if v.branched_at else "trial"
     return (f"{fmt(sel.costs.get(arm))} {v.cost_unit or 'cost'}"
-            + (f", {fmt(hours)} device-hours per {per}" if hours is not None else ""))
+            + (f", {fmt(hours)} device-hours per {per}" if hours is not None and v.cost_unit != "GPU-hours per "
+               "optimizer step" else ""))
 
 
 def _as_good_line(v: Verdict) -> str:
     sel = v.selection
-    assert sel is not None
-    others = [a for a in sel.eps_best if a != sel.recommended]
+    assert sel is not None and v.recommended_name is not None
+    rec = v.recommended_name
+    others = [a for a in sel.eps_best if a != rec]
+    level = f"simultaneous {1 - sel.alpha:.0%}"
     if not others:
         return (f"No other configuration is as good: each is excluded from being within {_eps(v)} of the best "
-                f"(family-wise 5%).")
-    line = (f"As good (not excluded from being within {_eps(v)} of the best, family-wise 5%): "
+                f"({level}).")
+    line = (f"As good (not excluded from being within {_eps(v)} of the best, {level}): "
             + "; ".join(_name(v, a) for a in others))
-    group = list(sel.eps_best)
-    if sel.cheapest is None:
+    group = [rec, *others]
+    if not sel.costs or sel.costs.get(rec) is None:
         return line + "."
     if len({sel.costs.get(a) for a in group}) == 1:
-        return line + f". They cost the same ({_cost(v, sel.cheapest)})."
-    if sel.cheapest == sel.recommended:
-        return line + f". The recommended one is also the cheapest of these ({_cost(v, sel.cheapest)})."
-    return line + f". The cheapest of these: {_name(v, sel.cheapest)} ({_cost(v, sel.cheapest)})."
+        return line + f". They cost the same ({_cost(v, rec)})."
+    mine = sel.costs[rec]
+    cheaper = [a for a in others if sel.costs.get(a) is not None and sel.costs[a] < mine]
+    if not cheaper:
+        return line + f". The recommended one is also the cheapest of these ({_cost(v, rec)})."
+    return line + (f". Cheaper, but not within {_eps(v)} of the best with probability {sel.confidence:.2f}: "
+                   + "; ".join(f"{_name(v, a)} ({_cost(v, a)}; probability "
+                               + (f"{_p(sel.p_within[a], sel.confidence)})" if a in sel.p_within else "not measured)")
+                               for a in cheaper) + f"; the recommended one costs {_cost(v, rec)}.")
 
 
 def _worse_line(v: Verdict) -> str:
@@ -144,16 +193,20 @@ def _untested_lines(v: Verdict) -> tuple[str, ...]:
     s = v.recommended_stat
     mean = fmt(s.mean if s is not None else None)
     assert v.recommended is not None
+    sel = v.selection
+    counts = sorted(set(sel.seeds.values())) if sel is not None and sel.seeds else []
+    few = (f"{_seeds(counts[0])} per configuration" if len(counts) == 1 else
+           f"{counts[0]} to {_seeds(counts[-1])} per configuration" if counts else "too few seeds")
+    why = f"from {few}, fewer than the 3 a test needs,"
     if v.reason == "baseline_not_beaten":
         first = (f"Keep the baseline ({v.recommended.words}): no other configuration had a better {_label(v)} "
-                 f"({mean}), but from a single seed per configuration nothing was tested, so how sure cannot be "
-                 f"measured.")
+                 f"({mean}), but {why} nothing was tested, so how sure cannot be measured.")
     else:
         versus = (f" vs {fmt(v.baseline_mean)} for the baseline" if v.baseline is not None else "")
-        first = (f"Try {v.recommended.words}: it had the best {_label(v)} ({mean}{versus}), from a single seed per "
-                 f"configuration, so no test was possible and how sure cannot be measured.")
-    return (first, f"Every configuration may be as good: with one seed nothing can be excluded from being within "
-                   f"{_eps(v)} of the best.",
+        first = (f"Try {v.recommended.words}: it had the best {_label(v)} ({mean}{versus}), {why} so no test was "
+                 f"possible and how sure cannot be measured.")
+    return (first, f"Every configuration may be as good: with fewer than 3 seeds nothing can be excluded from being "
+                   f"within {_eps(v)} of the best.",
             "Nothing is shown worse; add seeds (study.seeds) before switching for good.")
 
 
@@ -234,7 +287,9 @@ def _mean(v: Verdict) -> list[str]:
     s: MetricStat | None = v.recommended_stat
     if s is None or s.mean is None or v.recommended_name is None:
         return []
-    spread = (f", 95% interval {bounded_interval(s.ci95, v.metric_low, v.metric_high, s.values)}"
+    how = (f" (the betting interval for a mean in [{fmt(v.metric_low)}, {fmt(v.metric_high)}]: it assumes only the "
+           f"bounds, so it is wide with few seeds)" if s.bounded else "")
+    spread = (f", 95% interval {bounded_interval(s.ci95, v.metric_low, v.metric_high, s.values)}{how}"
               if s.ci95 is not None else "")
     return [f"{_name(v, v.recommended_name)}: {_label(v)} {fmt(s.mean)} over {_seeds(s.n)}{spread}."]
 
@@ -251,7 +306,7 @@ def _against_baseline(v: Verdict) -> list[str]:
         rel = f" ({abs(c.delta / bmean) * 100:.0f}% {'higher' if c.delta > 0 else 'lower'})" if bmean else ""
         return [f"Against {versus}: {label} {fmt(rv.mean)} vs {fmt(bmean)}, a difference of {_signed(c.delta)}{rel}, "
                 f"95% interval {fmt_interval(c.ci95)}, {fmt_p(c.p_value)} ({c.words})"
-                + (f", Holm-adjusted {fmt_p(rv.p_adjusted)}" if rv.p_adjusted is not None else "")
+                + (f", adjusted {fmt_p(rv.p_adjusted)}" if rv.p_adjusted is not None else "")
                 + ": more than the seed-to-seed spread explains."]
     if v.kind != "no_clear_winner":
         return []
@@ -282,16 +337,38 @@ def _against_baseline(v: Verdict) -> list[str]:
     return out
 
 
+def guarantee_words(v: Verdict) -> str | None:
+    """The design's frequentist guarantee at the indifference zone, in one sentence (None without one)."""
+    g = v.guarantee
+    if g is None:
+        return None
+    if g.design == "elimination":
+        text = (f"The design's guarantee (a frequency): the elimination race (Kim & Nelson, variances updated at every "
+                f"seed) picks the best configuration with probability at least {g.probability:.2f} whenever it leads "
+                f"every other by {_eps(v)} or more")
+        if g.equivalent:
+            text += (f"; it stopped because the configurations left ({', '.join(_name(v, a) for a in g.equivalent)}) "
+                     f"are each within {_eps(v)} of every other, a statement held to the same guarantee")
+        return text + "."
+    return (f"The design's guarantee (a frequency): had one configuration led every other by {_eps(v)} or more, a study "
+            f"of this design ({g.arms} configurations x {_seeds(g.seeds)}, at the spread measured here) would have its "
+            f"best mean on it with probability {g.probability:.2f} (Bechhofer's indifference-zone probability).")
+
+
 def _probability(v: Verdict) -> list[str]:
     sel = v.selection
     if sel is None or not sel.p_within:
         return []
     out = [f"How sure: {HOW}. Per configuration: "
            + "; ".join(f"{_name(v, a)} {p:.2f}" for a, p in sorted(sel.p_within.items(), key=lambda x: -x[1]))
-           + (("; left out, with a single seed: " + ", ".join(_name(v, a) for a in sel.unmeasured))
+           + (("; left out, with fewer than 3 seeds: " + ", ".join(_name(v, a) for a in sel.unmeasured))
               if sel.unmeasured else "") + "."]
+    g = guarantee_words(v)
+    if g:
+        out.append(g)
     if sel.excluded:
-        out.append("Excluded from being within min_effect of the best by one-sided t tests (family-wise 5%): "
+        out.append(f"Excluded from being within min_effect of the best by one-sided t tests (simultaneous over every "
+                   f"pair, family-wise {sel.alpha:.0%}): "
                    + "; ".join(f"{_name(v, a)} (behind {_name(v, b)})" for a, b in sel.excluded.items()) + ".")
     return out
 
@@ -303,5 +380,5 @@ def _calls(v: Verdict) -> list[str]:
         return [f"Against the baseline ({v.calls_method}; equivalent means within ±{_eps(v)}): "
                 + "; ".join(f"{a.config.label} {a.call}" for a in v.arms) + "."]
     return [f"Against the baseline ({v.calls_method}; equivalent: both one-sided "
-            f"tests of a difference beyond ±{_eps(v)} rejected, Holm-adjusted): "
+            f"tests of a difference beyond ±{_eps(v)} rejected, adjusted in the same family): "
             + "; ".join(f"{a.config.label} {a.call} (adjusted {fmt_p(a.p_adjusted)})" for a in v.arms) + "."]

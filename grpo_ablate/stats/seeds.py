@@ -55,6 +55,7 @@ class MetricStat:
     # can take (no negative memory), so it need not be symmetric around the mean
     ci95: tuple[float, float] | None
     values: tuple[float, ...]
+    bounded: bool = False  # ci95 is the betting interval for a mean inside [low, high] (stats/bounded.py), not t's
 
     @property
     def half_width(self) -> float | None:
@@ -79,8 +80,12 @@ class MetricStat:
         }
 
 
-def stat(values: Iterable[object], *, low: float | None = None, high: float | None = None) -> MetricStat:
-    """Mean, sample std and t-based 95% interval of the finite values, the interval within [low, high]."""
+def stat(values: Iterable[object], *, low: float | None = None, high: float | None = None,
+         bounded: bool = False) -> MetricStat:
+    """Mean, sample std and t-based 95% interval of the finite values, the interval within [low, high].
+
+    `bounded` (low and high given, the values known to lie between them): the interval is the betting
+    interval for a bounded mean (stats/bounded.py) instead of a t interval cut at the bounds."""
     xs = tuple(v for v in (finite(x) for x in values) if v is not None)
     n = len(xs)
     if n == 0:
@@ -90,6 +95,10 @@ def stat(values: Iterable[object], *, low: float | None = None, high: float | No
         return MetricStat(1, mean, None, None, xs)
     var = math.fsum((x - mean) ** 2 for x in xs) / (n - 1)
     std = math.sqrt(var)
+    if bounded and low is not None and high is not None and all(low <= x <= high for x in xs):
+        from grpo_ablate.stats.bounded import bounded_interval  # numpy, only when a bounded interval is asked for
+
+        return MetricStat(n, mean, std, bounded_interval(xs, low, high), xs, True)
     half = t975(n - 1) * std / math.sqrt(n)
     lo, hi = mean - half, mean + half
     if low is not None:  # never past the mean, should a value break the bound
@@ -172,9 +181,11 @@ class Comparison:
         if self.kind == "paired":
             return f"paired t test over {self.n} shared seeds"
         if self.kind == MODEL_PAIRED:
-            return f"paired t test over {self.n} shared seeds, in one model of every arm (variance pooled, floored)"
+            return (f"paired t test over {self.n} shared seeds, in one model of every arm (the pair's own variance, "
+                    f"moderated toward the pooled one, floored)")
         if self.kind == MODEL_UNPAIRED:
-            return f"t test over {self.n} seeds per arm, in one model of every arm's mean (variance pooled, floored)"
+            return (f"t test over {self.n} seeds per arm, in one model of every arm's mean (each arm's own variance, "
+                    f"moderated toward the pooled one, floored)")
         if self.kind == "welch":
             return f"Welch t test (unpaired) over {self.n} seeds per arm"
         if self.kind == TOO_FEW and self.n > 1:

@@ -5,53 +5,69 @@ print(select({'a': {0: .70, 1: .72, 2: .69}, 'b': {0: .60, 1: .61, 2: .63}}, min
 
 A user acts on one configuration. The question is not "is it better than the baseline" but "is
 it within min_effect of the best", and "which others might be". Every answer here reads the one
-model of stats/model.py (paired over shared seeds, a pooled variance with a floor, no arm with
-fewer than model.MIN_SEEDS seeds), the same model the calls against the baseline read:
+model of stats/model.py (paired over shared seeds, each contrast its own moderated variance with a
+floor, no arm with fewer than model.MIN_SEEDS seeds), the same model the calls against the baseline read:
 
-- `p_within`: the posterior probability that an arm's true mean is within min_effect of the best
-  arm's, over the model's joint posterior (a multivariate Student t), DRAWS Monte Carlo draws
-  with a fixed seed over the arms in sorted order (common random numbers: the same values give
-  the same probabilities in any arm order, in the race and in the report). The recommended
-  configuration is the arm with the highest such probability (its PCS). An arm with fewer than
-  MIN_SEEDS seeds is left out (`unmeasured`).
+- `p_within`: the model's posterior probability that an arm's true mean is within min_effect of
+  the best arm's (a multivariate Student t, DRAWS Monte Carlo draws with a fixed seed, laid out by
+  the arms' values, not their names). It is a **model posterior, not a frequency**: in a world
+  where one arm leads the rest by just over min_effect it is optimistic (an arm min_effect behind
+  counts as within half the time), where arms tie it is cautious (any pick is right);
+  benchmarks/calibration.py measures it world by world. The page says so beside it, and states the
+  design's frequentist guarantee next to it (`design_pcs`).
+- `leader`: the arm with the highest such probability (ties broken by the mean, then by the values,
+  never by the name).
+- the single recommendation (`recommend`, issue 49): among the arms whose probability reaches the
+  study's confidence, the cheapest (the caller's cost: GPU-hours per optimizer step, or generated
+  tokens); none reaching it: keep the reference (the baseline: the user's own recipe), naming the
+  closest contender and its probability. Without a reference, the leader, its probability below
+  the confidence.
 - the eps-best set: the arms that cannot be excluded from being within min_effect of the best,
   simultaneously: arm i is excluded when some arm j beats it by more than min_effect in the
   model's one-sided t test, with Holm's adjustment over every ordered pair (i, j). Every arm
   truly within min_effect of the best has all its hypotheses "j leads i by at most min_effect"
   true, so the chance that any of them is excluded is at most alpha: the set holds every
-  arm within min_effect of the best at once with probability at least 1 - alpha (family-wise).
-- the cheapest arm in the eps-best set, by the cost the caller gives (generated tokens).
-`bechhofer_seeds` is the fixed-size design's yardstick: Bechhofer's (1954, Ann. Math. Statist.
-25(1)) indifference-zone number of seeds per arm that picks the best with probability P* when it
-leads the rest by min_effect.
+  arm within min_effect of the best at once with probability at least 1 - alpha (simultaneous).
+- `design_pcs`: the design's guarantee at the indifference zone: Bechhofer's (1954, Ann. Math.
+  Statist. 25(1)) probability that the best mean of k arms of n seeds is the best arm when it leads
+  every other by min_effect, at the spread measured (the contrasts' mean variance). A frequency
+  claim about the design, checked where it is claimed (the least-favourable configuration).
+`bechhofer_seeds` is the fixed-size design's yardstick: the fewest seeds per arm reaching a PCS.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import integrate
 from scipy import stats as st
 
-from grpo_ablate.stats.model import MIN_SEEDS, Fit, clean, fit
+from grpo_ablate.stats.model import MIN_SEEDS, Fit, canonical_order, clean, fit
 from grpo_ablate.stats.multiplicity import holm
 
-__all__ = ["Selection", "select", "p_within", "eps_best", "bechhofer_seeds", "bechhofer_pcs", "DRAWS", "HOW"]
+__all__ = ["Selection", "select", "p_within", "eps_best", "recommend", "bechhofer_seeds", "bechhofer_pcs", "design_pcs",
+           "DRAWS", "HOW", "CONFIDENCE"]
 
 DRAWS = 10000  # Monte Carlo error of a probability near 0.95: 0.002
-HOW = (f"a posterior probability from one model of the seeds (arm and seed effects, paired over shared seeds, "
-       f"a pooled variance with a floor; at least {MIN_SEEDS} seeds per configuration), {DRAWS:,} Monte Carlo draws")
+CONFIDENCE = 0.95  # the probability an arm must reach to be recommended, unless the study sets racing.confidence
+HOW = (f"a model posterior, not a frequency: the probability under one model of the seeds (arm and seed effects, "
+       f"paired over shared seeds, each contrast its own variance moderated toward the pooled one, with a floor; at "
+       f"least {MIN_SEEDS} seeds per configuration), {DRAWS:,} Monte Carlo draws")
 
 
 @dataclass(frozen=True)
 class Selection:
-    """The answer a user acts on; `p_within[a]` is P(arm a within min_effect of the best)."""
+    """The answer a user acts on; `p_within[a]` is P(arm a within min_effect of the best) (a model posterior).
 
-    recommended: str | None
-    pcs: float | None  # p_within of the recommended arm; None below two seeds per arm
+    `recommended`: the single recommendation (`recommend`); `kept`: no arm reached `confidence`, so it is the
+    reference kept; `contender`: then the arm most likely within min_effect of the best. `leader`: the arm most
+    likely within min_effect of the best, `pcs` its probability (what a race stops on)."""
+
+    leader: str | None
+    pcs: float | None  # p_within of the leader; None below two arms with MIN_SEEDS seeds
     p_within: dict[str, float]
     eps_best: tuple[str, ...]  # arms not excluded, best mean first
     excluded: dict[str, str]  # arm -> the arm that excludes it
@@ -61,21 +77,34 @@ class Selection:
     cheapest: str | None = None  # the cheapest arm of eps_best by the caller's cost
     costs: dict[str, float] = field(default_factory=dict)
     seeds: dict[str, int] = field(default_factory=dict)  # seeds per arm
+    confidence: float = CONFIDENCE
+    recommended: str | None = None
+    kept: bool = False
+    contender: str | None = None
+    design_pcs: float | None = None  # Bechhofer's P(correct selection) at the indifference zone for this design
 
     @property
     def unmeasured(self) -> tuple[str, ...]:
         """Arms with fewer than MIN_SEEDS seeds: in the set, but left out of the probability and the tests."""
         return tuple(a for a, n in self.seeds.items() if n < MIN_SEEDS)
 
+    @property
+    def confident(self) -> tuple[str, ...]:
+        """The arms whose probability reaches the confidence (the recommendation is the cheapest of them)."""
+        return tuple(a for a, p in sorted(self.p_within.items(), key=lambda x: -x[1]) if p >= self.confidence)
+
+    @property
+    def probability(self) -> float | None:
+        """P(the recommended arm is within min_effect of the best), a model posterior."""
+        return self.p_within.get(self.recommended) if self.recommended is not None else None
+
     def as_dict(self) -> dict[str, object]:
-        return {"recommended": self.recommended, "pcs": self.pcs, "p_within": dict(self.p_within),
+        return {"recommended": self.recommended, "probability": self.probability, "kept": self.kept,
+                "contender": self.contender, "confidence": self.confidence, "confident": list(self.confident),
+                "leader": self.leader, "pcs": self.pcs, "p_within": dict(self.p_within),
                 "eps_best": list(self.eps_best), "excluded": dict(self.excluded), "means": dict(self.means),
                 "min_effect": self.min_effect, "alpha": self.alpha, "cheapest": self.cheapest,
-                "costs": dict(self.costs), "seeds": dict(self.seeds), "how": HOW}
-
-
-def _clean(values: Mapping[int, float]) -> dict[int, float]:
-    return clean(values)
+                "costs": dict(self.costs), "seeds": dict(self.seeds), "design_pcs": self.design_pcs, "how": HOW}
 
 
 def _p_within(f: Fit, min_effect: float, maximize: bool, draws: int, seed: int) -> dict[str, float]:
@@ -114,37 +143,95 @@ def eps_best(values: Mapping[str, Mapping[int, float]], min_effect: float, maxim
     """(arms not excluded from being within min_effect of the best, {excluded arm: by which arm}), the
     exclusions simultaneous at family-wise level alpha (module docstring); arms with fewer than
     MIN_SEEDS seeds are never excluded."""
-    arms = [a for a in values if _clean(values[a])]
+    arms = [a for a in values if clean(values[a])]
     return _eps_best(fit(values), arms, min_effect, maximize, alpha)
+
+
+def recommend(p_within: Mapping[str, float], *, confidence: float, costs: Mapping[str, float] | None = None,
+              reference: str | None = None, rank: Mapping[str, int] | None = None) -> tuple[str | None, bool, str | None]:
+    """(recommended, kept, contender): the cheapest arm whose probability reaches `confidence` (ties: the higher
+    probability, then `rank`, a name-free order); none reaching it: the `reference` kept (kept True) with the
+    arm of the highest probability as the contender; no reference: that arm itself (module docstring)."""
+    if not p_within:
+        return None, False, None
+    order = rank or {a: i for i, a in enumerate(sorted(p_within))}
+    best = min(p_within, key=lambda a: (-round(p_within[a], 6), order.get(a, 0)))
+    confident = [a for a, p in p_within.items() if p >= confidence]
+    if confident:
+        def cost(a: str) -> float:
+            c = (costs or {}).get(a)
+            return float(c) if c is not None and math.isfinite(float(c)) else math.inf
+        return min(confident, key=lambda a: (cost(a), -round(p_within[a], 6), order.get(a, 0))), False, None
+    if reference is not None:
+        return reference, True, (best if best != reference else None)
+    return best, False, None
+
+
+_Z = np.linspace(-10.0, 10.0, 801)  # the standard normal's grid for Bechhofer's integral over many spreads at once
+_SD_QUANTILES = 32  # points of the spread's posterior the design's guarantee averages over
+
+
+def design_pcs(f: Fit, min_effect: float) -> float | None:
+    """Bechhofer's P(correct selection) of this design at the indifference zone: k measured arms, the fewest seeds
+    any of them ran, averaged over what the spread can be given the data (the per-arm variance that gives the
+    contrasts' mean variance, s2, with their mean degrees of freedom nu: sigma^2 = nu s2 / chi2_nu, at
+    _SD_QUANTILES quantiles). Read at the point estimate alone it overstates at few seeds (by 0.04-0.07 at 3
+    seeds on the committed tables' least-favourable configuration; averaged, within 0.02: benchmarks/calibration.py).
+    None without a usable fit."""
+    if not f.usable or min_effect <= 0 or not f.pair_var:
+        return None
+    s2 = float(np.mean(list(f.pair_var.values()))) / 2
+    if s2 <= 0:
+        return None
+    nu = float(np.mean(list(f.pair_df.values())))
+    n = min(f.seeds[a] for a in f.arms)
+    chi = st.chi2.ppf((np.arange(_SD_QUANTILES) + 0.5) / _SD_QUANTILES, nu)
+    shift = min_effect * math.sqrt(n) / np.sqrt(nu * s2 / chi)
+    dens = st.norm.pdf(_Z)[None, :] * st.norm.cdf(_Z[None, :] + shift[:, None]) ** (len(f.arms) - 1)
+    return float(np.trapezoid(dens, _Z, axis=1).mean())
 
 
 def select(values: Mapping[str, Mapping[int, float]], min_effect: float, *, maximize: bool = True,
            alpha: float = 0.05, costs: Mapping[str, float] | None = None, draws: int = DRAWS,
-           seed: int = 0) -> Selection:
-    """The recommendation, its PCS, the eps-best set and its cheapest member (see the module docstring).
+           seed: int = 0, confidence: float = CONFIDENCE, reference: str | None = None,
+           chosen: Sequence[str] = ()) -> Selection:
+    """The recommendation, its probability, the leader, the eps-best set and its cheapest member (module docstring).
 
     An arm with fewer than MIN_SEEDS seeds has no test: it is left out of the probability
     (`unmeasured`) and stays in the set. Fewer than two arms with MIN_SEEDS seeds: the
-    recommendation is the best mean, with no probability.
+    recommendation is the best mean, with no probability. `chosen`: the arms a design with its own
+    guarantee kept (an elimination race that stopped: its survivor, or its equivalent set): the recommendation
+    is the cheapest of them, on that guarantee rather than the posterior's.
     """
-    vals = {a: _clean(v) for a, v in values.items() if _clean(v)}
+    vals = {a: clean(v) for a, v in values.items() if clean(v)}
     sign = 1.0 if maximize else -1.0
     means = {a: float(np.mean(list(v.values()))) for a, v in vals.items()}
     if not vals:
-        return Selection(None, None, {}, (), {}, {}, min_effect, alpha)
+        return Selection(None, None, {}, (), {}, {}, min_effect, alpha, confidence=confidence)
     f = fit(vals)
     probs = _p_within(f, min_effect, maximize, draws, seed)
+    rank = {a: i for i, a in enumerate(canonical_order({a: {s: sign * x for s, x in v.items()} for a, v in vals.items()})[::-1])}
     if probs:
-        rec = max(sorted(probs), key=lambda a: (round(probs[a], 6), sign * means[a]))
+        leader = min(probs, key=lambda a: (-round(probs[a], 6), rank[a]))
     else:
-        rec = max(sorted(vals), key=lambda a: sign * means[a])
+        leader = min(vals, key=lambda a: rank[a])
     keep, excluded = _eps_best(f, list(vals), min_effect, maximize, alpha)
-    keep.sort(key=lambda a: (-sign * means[a], a))
+    keep.sort(key=lambda a: (-sign * means[a], rank[a]))
     priced = {a: float(costs[a]) for a in keep if costs and costs.get(a) is not None}
-    cheapest = min(priced, key=lambda a: (priced[a], -sign * means[a], a)) if priced else None
-    return Selection(rec, probs.get(rec) if probs else None, probs, tuple(keep), excluded, means, min_effect, alpha,
-                     cheapest, {a: float(c) for a, c in (costs or {}).items() if c is not None},
-                     {a: len(v) for a, v in vals.items()})
+    cheapest = min(priced, key=lambda a: (priced[a], rank[a])) if priced else None
+    ref = reference if reference in vals else None
+    picked = [a for a in chosen if a in vals]
+    rec: str | None
+    if picked:
+        rec, kept, contender = min(picked, key=lambda a: ((costs or {}).get(a, math.inf), rank[a])), False, None
+    elif probs:
+        rec, kept, contender = recommend(probs, confidence=confidence, costs=costs, reference=ref, rank=rank)
+    else:
+        rec, kept, contender = leader, False, None
+    return Selection(leader, probs.get(leader) if probs else None, probs, tuple(keep), excluded, means, min_effect,
+                     alpha, cheapest, {a: float(c) for a, c in (costs or {}).items() if c is not None},
+                     {a: len(v) for a, v in vals.items()}, confidence, rec, kept, contender,
+                     design_pcs(f, min_effect) if probs else None)
 
 
 def bechhofer_pcs(k: int, seeds: float, delta: float, sd: float) -> float:
@@ -164,5 +251,3 @@ def bechhofer_seeds(k: int, delta: float, sd: float, pcs: float = 0.95) -> int:
         if n > 100000:
             raise ValueError("more than 100,000 seeds per arm")
     return n
-
-

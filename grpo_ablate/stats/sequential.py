@@ -70,8 +70,11 @@ class Interval:
 
 
 def betting_cs(diffs: Sequence[float], bound: float, alpha: float = ALPHA, c: float = 0.75,
-               grid: int = _GRID) -> list[Interval]:
-    """The hedged betting CS for the mean of `diffs` (each in [-bound, bound]) after every observation."""
+               grid: int = _GRID, horizon: int | None = None) -> list[Interval]:
+    """The hedged betting CS for the mean of `diffs` (each in [-bound, bound]) after every observation.
+
+    `horizon`: the sample size is fixed and known (a confidence interval, not a sequence): the bets are tuned to
+    it (WSR's predictable plug-in for a fixed n, their Section 4), which narrows the last interval."""
     if bound <= 0:
         raise ValueError(f"bound must be > 0, got {bound}")
     x = (np.asarray(diffs, dtype=float) + bound) / (2 * bound)  # onto [0, 1]
@@ -88,7 +91,7 @@ def betting_cs(diffs: Sequence[float], bound: float, alpha: float = ALPHA, c: fl
     with np.errstate(divide="ignore", invalid="ignore"):
         for t, xi in enumerate(x, start=1):
             var_hat = s2 / t  # from observations before t (predictable)
-            lam = math.sqrt(2 * math.log(2 / alpha) / (var_hat * t * math.log(t + 1)))
+            lam = math.sqrt(2 * math.log(2 / alpha) / (var_hat * (horizon if horizon else t * math.log(t + 1))))
             lp = np.minimum(lam, c / np.maximum(m, 1e-12))
             lm = np.minimum(lam, c / np.maximum(1 - m, 1e-12))
             log_plus += np.log1p(lp * (xi - m))

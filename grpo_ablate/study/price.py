@@ -30,6 +30,7 @@ from grpo_ablate.cost import Branching, Price, RunShare, parse_share, price, stu
 from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.estimate import TrialEstimate, estimate_trial
 from grpo_ablate.gpu_hours import spent_seconds
+from grpo_ablate.stats.elimination import race_cost
 from grpo_ablate.study.plan import ablation_arms, baseline_arm, resolved_trial_count, study_plan
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["planned_price", "spent_price", "price_line", "resolve_budget", "unknown_why", "planned_counts",
-           "prefix_estimate", "tunes_a_run", "screen_cost"]
+           "prefix_estimate", "tunes_a_run", "screen_cost", "race_share", "PLANNING_SD"]
 
 
 def tunes_a_run(study: "Study") -> bool:
@@ -144,9 +145,46 @@ def prefix_estimate(study: "Study", step: int) -> TrialEstimate:
     return _variant(study, max_steps=step)
 
 
+# the per-arm seed-to-seed sd of a reward in [0, 1] a race's mean cost is planned on: the committed 40-seed tables'
+# mean (0.053-0.078 per task; benchmarks/worlds.py prints them); each paired difference has sqrt(2) of it
+PLANNING_SD = 0.067
+
+
+def race_share(study: "Study", sd: float | None = None) -> tuple[float, str] | None:
+    """(the mean seeds an elimination race spends as a share of its planned maximum, what that assumes) for a study
+    that races by elimination (stats/elimination.race_cost: Monte Carlo of the procedure on normal seeds, per-arm
+    sd `sd`, default PLANNING_SD; the mean over the least-favourable configuration and tied arms, whichever is
+    costlier: a budget planned on the mean holds on average, one on the median half the time). None for a study
+    that does not race by elimination or has no min_effect. This is the part of the price that turns a race into
+    expected seeds (the `stats` area's; the rest of this module is the study's)."""
+    racing = study.study.racing
+    me = study.study.min_effect
+    if racing is None or racing.design != "elimination" or not me or me <= 0:
+        return None
+    cap = len(study.study.seeds)
+    try:
+        arms = len({c.arm.key for c in study_plan(study) if c.role != PREFIX_ROLE})
+    except (StudyError, BranchError):  # a plan that cannot be built is priced (and refused) elsewhere
+        return None
+    if arms < 2 or cap < 1:
+        return None
+    n0 = max(racing.first_round_seeds, 3)
+    sd = PLANNING_SD if sd is None else sd
+    cost = race_cost(arms, float(me), sd * 2**0.5, float(racing.confidence), n0, cap)
+    return (min(1.0, cost.planning / cap),
+            f"{cost.planning:.1f} of {cap} seeds per arm at a per-arm sd of {sd:g}, the costlier of tied arms and "
+            f"one ahead by min_effect")
+
+
 def planned_price(study: "Study", est: TrialEstimate | None = None) -> Price:
-    """What the study's plan costs as a multiple of the full run (a race: its planned maximum); a branched study's
-    shared prefixes counted once per seed."""
+    """What the study's plan costs as a multiple of the full run (a race: its planned maximum, and for an elimination
+    race the mean it expects to spend, `race_share`); a branched study's shared prefixes counted once per seed."""
+    price_ = _planned_price(study, est)
+    share = race_share(study)
+    return dataclasses.replace(price_, expected=share[0], expected_why=share[1]) if share else price_
+
+
+def _planned_price(study: "Study", est: TrialEstimate | None = None) -> Price:
     est = est or estimate_trial(study)
     try:
         trials, prefixes = planned_counts(study)

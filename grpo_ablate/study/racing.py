@@ -22,17 +22,19 @@ the report say which ran.
   study, so its answer is exactly the fixed-sample answer, whether or not it dropped arms on the way;
   one that stops early holds the report's calls and exclusions to the level its last look spent
   (`calls_level`), never to 5% at a look the data chose.
-- elimination: Kim & Nelson's fully sequential indifference-zone procedure (stats/elimination.py)
-  with common seeds: the first `first_round_seeds` seeds (at least 3) are its first stage, then
-  one seed per round for the arms still in; an arm leaves when the procedure eliminates it, and
-  the race stops when one arm is left or the seeds run out. Its guarantee is the selection's:
-  P(the arm kept is the best) >= `confidence` when the best leads by at least study.min_effect,
-  which the group-sequential stop (a posterior probability that counts an arm exactly min_effect
-  behind as within) does not give at the least-favourable configuration. It plans for many seeds
-  (about 100 per arm at min_effect 0.02 and a paired sd of 0.08: benchmarks/sequential_frontier.py).
-  The elimination only decides where seeds go; the answer (recommendation, probability, eps-best
-  set, calls) is the report's own, from the one model over every arm's seeds, its calls and
-  exclusions at ELIMINATION_LEVEL (1%): an eliminated arm stopped when it looked worst.
+- elimination: Kim & Nelson's fully sequential indifference-zone procedure (stats/elimination.py:
+  the one model's contrast variances, updated at every stage, KN++) with common seeds: the first
+  `first_round_seeds` seeds (at least 3) are its first stage, then one seed per round for the arms
+  still in; an arm leaves when the procedure eliminates it, and the race stops when one arm is left,
+  when every arm left is within min_effect of every other (the equivalence stop: the equivalent set
+  is recorded), or when the seeds run out. Its guarantee: P(the arm kept is the best) >= `confidence`
+  when the best leads by at least study.min_effect (race_guarantee), which the group-sequential stop (a
+  posterior probability that counts an arm exactly min_effect behind as within) does not give at the
+  least-favourable configuration; the answer then recommends the cheapest arm it kept. It plans on
+  the mean seeds it spends (study/price.race_share; about 13-16 per arm at min_effect 0.05 on the
+  committed tables, 50-90 at 0.02: benchmarks/calibration.py). The answer's probability, eps-best set
+  and calls are the report's own, from the one model over every arm's seeds, its calls and exclusions
+  at ELIMINATION_LEVEL (1%): an eliminated arm stopped when it looked worst.
 - anytime (for open-ended use, kept from round 3): Lai's t confidence sequence of each arm's paired
   differences (stats/sequential.py), valid however often it is looked at; an arm is dropped once
   its sequence against the leader lies wholly below zero; with `stop_when_settled` an arm stops
@@ -69,7 +71,7 @@ if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["Drop", "RaceState", "Rule", "decide", "arm_results", "advance", "describe", "rule_of", "calls_level",
-           "design_words", "ELIMINATION_LEVEL"]
+           "design_words", "race_guarantee", "ELIMINATION_LEVEL"]
 
 GROUP_SEQUENTIAL, ANYTIME, ELIMINATION = "group_sequential", "anytime", "elimination"
 ALPHA = 0.05  # the family-wise level of exclusions and calls at the last look
@@ -186,6 +188,21 @@ def calls_level(race: Mapping[str, Any] | None) -> float:
     return min(ALPHA, float(level)) if isinstance(level, (int, float)) and level > 0 else ALPHA
 
 
+def race_guarantee(race: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An elimination race that stopped by its own rule (one configuration left, or the equivalence stop): its
+    guarantee at the indifference zone, P(the configuration recommended is within min_effect of the best) >= the
+    confidence, with the arms and seeds it ran and the equivalent set; None for any other race or none."""
+    if not isinstance(race, Mapping) or race.get("design") != ELIMINATION:
+        return None
+    path = [r for r in race.get("path") or [] if isinstance(r, Mapping)]
+    last = path[-1] if path else {}
+    if not isinstance(last.get("guarantee"), (int, float)):
+        return None
+    arms = len(set(race.get("live") or []) | {d.get("arm") for d in race.get("dropped") or [] if isinstance(d, Mapping)})
+    return {"probability": float(last["guarantee"]), "arms": arms, "seeds": int(last.get("seeds") or 0),
+            "equivalent": list(last.get("equivalent") or []), "kept": list(last.get("live") or [])}
+
+
 def design_words(race: Mapping[str, Any] | None) -> str:
     """One sentence for the page: which race ran and when it dropped an arm (a stored race without a
     design is the anytime race of earlier versions)."""
@@ -275,7 +292,7 @@ def _decide_group_sequential(state: RaceState, results: Mapping[str, Mapping[int
         dropped.append(Drop(a, rnd, f"excluded from the {rule.min_effect:g}-best set: {by} leads it by {lead:+.4g} "
                                     f"on {n} shared seed(s), more than min_effect at family-wise level {level:.2g} "
                                     f"(group-sequential look {rnd})", None, tuple(sorted(shared))))
-    leader, pcs = sel.recommended, sel.pcs
+    leader, pcs = sel.leader, sel.pcs
     ref = baseline if baseline is not None and results.get(baseline) else None
     calls = {}
     if ref is not None:
@@ -307,7 +324,7 @@ def _decide_elimination(state: RaceState, results: Mapping[str, Mapping[int, flo
     values = {a: dict(results[a]) for a in sorted(results) if results[a] and a not in gone}
     n0 = max(rule.first, MIN_SEEDS)
     elim = eliminate(values, delta=rule.min_effect, alpha=1.0 - rule.confidence, n0=n0, maximize=maximize,
-                     order=rule.order)
+                     order=rule.order, cap=rule.max_seeds)
     keep = [a for a in live if a not in elim.eliminated]
     out = [a for a in live if a in elim.eliminated]
     for a in out:
@@ -319,7 +336,7 @@ def _decide_elimination(state: RaceState, results: Mapping[str, Mapping[int, flo
                                     f"it takes no more seeds (this decides where seeds go, it is not a call)",
                             None, seeds))
     # the report's own answer, at the level it holds an elimination race's answer to (calls_level)
-    sel = select(values, rule.min_effect, maximize=maximize, alpha=ELIMINATION_LEVEL)
+    sel = select(values, rule.min_effect, maximize=maximize, alpha=ELIMINATION_LEVEL, confidence=rule.confidence)
     ref = baseline if baseline is not None and values.get(baseline) else None
     calls = {}
     if ref is not None:
@@ -327,13 +344,14 @@ def _decide_elimination(state: RaceState, results: Mapping[str, Mapping[int, flo
                                                   level=ELIMINATION_LEVEL).items()}
     n = len(set.intersection(*(set(values[a]) for a in keep))) if keep and all(a in values for a in keep) else 0
     stop = ("one configuration left in the race" if len(keep) <= 1 else
-            "the planned seeds ran out" if not seeds_left else None)
-    path = list(state.path) + [{"round": rnd, "seeds": n, "leader": sel.recommended, "calls": dict(calls),
+            f"the configurations left are equivalent: each within {rule.min_effect:g} of every other"
+            if elim.equivalent else "the planned seeds ran out" if not seeds_left else None)
+    path = list(state.path) + [{"round": rnd, "seeds": n, "leader": sel.leader, "calls": dict(calls),
                                 "live": list(keep), "settled": [], "dropped": out, "level": ELIMINATION_LEVEL,
-                                "pcs": sel.pcs,
-                                "eps_best": list(sel.eps_best), "stop": stop, "stage": elim.seeds,
-                                "max_seeds": elim.max_seeds}]
-    return RaceState(rnd, keep, dropped, sel.recommended, stop is not None, [], calls, path, ELIMINATION, sel.pcs,
+                                "pcs": sel.pcs, "eps_best": list(sel.eps_best), "stop": stop, "stage": elim.seeds,
+                                "max_seeds": elim.max_seeds, "equivalent": list(keep) if elim.equivalent else [],
+                                "guarantee": rule.confidence if elim.stopped else None}]
+    return RaceState(rnd, keep, dropped, sel.leader, stop is not None, [], calls, path, ELIMINATION, sel.pcs,
                      list(sel.eps_best))
 
 

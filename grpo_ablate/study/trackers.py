@@ -3,6 +3,9 @@
     grpo-ablate run studies/tiny-cpu.yaml --set study.trackers=[tensorboard]
     tensorboard --logdir runs/tiny-cpu/tensorboard        # one run per trial, named like G8-B32-T1-s0
 
+study.trackers null (the default) keeps the trainer's own report_to, a recipe's included: an Open R1
+recipe's W&B stays on in its trials, as in its own run; `study.trackers: []` turns every tracker off.
+Tests run them offline (WANDB_MODE=offline; trackio writes locally; TensorBoard is files).
 Runs are grouped under the study's name: W&B gets WANDB_PROJECT (unless set already) and
 WANDB_RUN_GROUP, trackio gets `project`, TensorBoard writes one folder per trial under
 <output_dir>/tensorboard (transformers reads TENSORBOARD_LOGGING_DIR).
@@ -27,8 +30,8 @@ MAX_RUN_NAME = 96
 
 
 def trackers_of(study: "Study") -> list[str]:
-    """study.trackers, else the study's own trainer.report_to; [] when reporting is off."""
-    if study.study.trackers:
+    """study.trackers when set ([]: off), else the trainer's report_to (a recipe's included); [] when reporting is off."""
+    if study.study.trackers is not None:
         return list(study.study.trackers)
     given: Any = study.trainer.get("report_to")
     names = [given] if isinstance(given, str) else list(given or [])
@@ -38,8 +41,9 @@ def trackers_of(study: "Study") -> list[str]:
 def tracker_settings(study: "Study", cell: Cell) -> tuple[dict[str, Any], dict[str, str]]:
     """(GRPOConfig keys, environment) that name and group one trial's tracker run; empty when off."""
     trackers = trackers_of(study)
-    if not trackers:
-        return {}, {}
+    if not trackers:  # off; a report_to the trainer section still holds (a recipe's) is turned off too
+        given = study.trainer.get("report_to")
+        return ({"report_to": "none"} if given not in (None, "none", []) else {}), {}
     run_name = run_name_of(cell.slug)
     trainer: dict[str, Any] = {"report_to": trackers, "run_name": run_name, "project": study.study.name}
     env = {

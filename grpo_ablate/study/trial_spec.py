@@ -86,7 +86,7 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
           trainer: Mapping[str, Any] | None, budget: Mapping[str, Any] | None, hardware: Mapping[str, Any] | None,
           evaluation: Mapping[str, Any] | None, timeout_s: float | None, env: Mapping[str, str] | None,
           checkpoint: Mapping[str, Any] | None = None, start_from: StartFrom | None = None,
-          branch_at: int | None = None) -> TrialSpec:
+          branch_at: int | None = None, script: Mapping[str, Any] | None = None) -> TrialSpec:
     """The one resolution: the trial's knobs go into the trainer keywords, except G, which is the
     plan's own typed field; a generation batch given displaces steps_per_generation (TRL refuses
     both); the budget owns max_steps; then the batch arithmetic, from space.py's rule.
@@ -135,7 +135,19 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         completions=completions,
         eval_budget=eval_budget,
         start_from=start_from,
+        script=dict(script) if script is not None else None,
     )
+
+
+def _script(study: "Study") -> dict[str, Any] | None:
+    """A command trial's script: the command, its environment and folder, the recipe it reads, and the trainer
+    keys the study file itself sets (the script gets those as overrides; the recipe's it reads itself)."""
+    if study.script is None:
+        return None
+    own = study.own_trainer_keys
+    keys = list(study.trainer) if own is None else [k for k in own if k in study.trainer]
+    return {"command": study.script.command, "python": study.script.python, "cwd": study.script.cwd,
+            "recipe": study.file.trainer_from, "trainer": {k: study.trainer[k] for k in keys}}
 
 
 def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
@@ -179,7 +191,8 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
                  timeout_s=timeout, env={**tracker_env, **(env or {})},
                  checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints,
                              "final": prefix},
-                 start_from=start_from, branch_at=start_from.step if start_from is not None else None)
+                 start_from=start_from, branch_at=start_from.step if start_from is not None else None,
+                 script=_script(study))
 
 
 def spec_from_sections(

@@ -28,7 +28,7 @@ from grpo_ablate.space import Rounds
 from grpo_ablate.schedule import Schedule, prompts_per_round
 
 from .builtin.model import builtin_model_path, is_builtin_model
-from .builtin.tokenizer import dataset_characters, load_builtin_tokenizer, unencodable_prompts
+from .builtin.tokenizer import dataset_characters, format_characters, load_builtin_tokenizer, unencodable_prompts
 from .prompts import _load_source, load_prompt_sets
 from . import checkpoints
 from .callbacks import MetricsRecorder, StopSwitch
@@ -103,8 +103,10 @@ def resolve_model_path(model: dict[str, Any], data: dict[str, Any], log: Callabl
     """A hub id or local path as given; `builtin:*` resolved to its cached folder (built on first use)."""
     name = str(model["name_or_path"])
     if is_builtin_model(name):
-        # over a user's dataset (no task): a tiny model that knows the dataset's characters (CPU smoke test)
-        chars = "" if data.get("task") else dataset_characters(_load_source(data))
+        # over a user's dataset (no task): a tiny model that knows the dataset's characters and those its prompt
+        # formatting adds (system prompt, chat template, separators): the CPU smoke test of a recipe
+        chars = "" if data.get("task") else "".join(sorted(set(dataset_characters(_load_source(data)))
+                                                          | set(format_characters(data))))
         return os.fspath(builtin_model_path(name, data.get("task"), log=log, dataset_chars=chars))
     return name
 

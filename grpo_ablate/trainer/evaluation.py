@@ -289,12 +289,26 @@ class Evaluator(TrainerCallback):
         token loops itself); the number and size of generate calls must match on every rank too,
         so a short shard is filled with repeats of a prompt whose completions are dropped.
         """
-        from transformers import GenerationConfig
         from trl.models import unwrap_model_for_generation
 
         mine = list(indices)
         work = mine + [mine[0] if mine else 0] * max(0, pad_to - len(mine))
-        trainer, tok = self.trainer, self.tokenizer
+        trainer = self.trainer
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
+                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model, \
+                torch.no_grad(), trl_adapter.full_params(trainer):
+            # synced: every rank steps until all are done (transformers turns it on by itself only for
+            # ZeRO-3 and FSDP; here for any multi-rank run: one small all-reduce a token)
+            out = self.generate_with(model, work, synced=pad_to > 0)
+        return mine, out[:len(mine)]
+
+    def generate_with(self, model: Any, work: Sequence[int], *, synced: bool = False) -> list[list[list[int]]]:
+        """Completion ids per prompt of `work` (held-out indices) from a transformers model, at the study's fixed
+        decoding, batched, in eval mode, sampling seeded by EVAL_SEED on a forked RNG (training's stream untouched).
+        The trial's own model (above) and a command trial's saved checkpoints (score_model) go through here."""
+        from transformers import GenerationConfig
+
+        tok = self.tokenizer
         sample = self.temperature > 0
         config = GenerationConfig(
             max_new_tokens=self.max_length,
@@ -308,29 +322,41 @@ class Evaluator(TrainerCallback):
             bos_token_id=tok.bos_token_id,
         )
         out: list[list[list[int]]] = []
-        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model, \
-                torch.no_grad(), trl_adapter.full_params(trainer):
-            device = next(model.parameters()).device
-            devices = [device] if device.type == "cuda" else []
-            was_training = model.training
-            model.eval()
-            try:
-                with torch.random.fork_rng(devices=devices):
-                    torch.manual_seed(EVAL_SEED)
-                    for lo in range(0, len(work), self.batch_size):
-                        batch = [self._texts[i] for i in work[lo:lo + self.batch_size]]
-                        enc = tok(batch, return_tensors="pt", padding=True, padding_side="left",
-                                  add_special_tokens=False).to(device)
-                        # synced: every rank steps until all are done (transformers turns it on by itself
-                        # only for ZeRO-3 and FSDP; here for any multi-rank run: one small all-reduce a token)
-                        generated = model.generate(**enc, generation_config=config, synced_gpus=pad_to > 0)
-                        new = generated[:, enc["input_ids"].shape[1]:].tolist()
-                        for i in range(len(batch)):
-                            out.append([self._cut(new[i * self.samples + j]) for j in range(self.samples)])
-            finally:
-                model.train(was_training)
-        return mine, out[:len(mine)]
+        device = next(model.parameters()).device
+        devices = [device] if device.type == "cuda" else []
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=devices):
+                torch.manual_seed(EVAL_SEED)
+                for lo in range(0, len(work), self.batch_size):
+                    batch = [self._texts[i] for i in work[lo:lo + self.batch_size]]
+                    enc = tok(batch, return_tensors="pt", padding=True, padding_side="left",
+                              add_special_tokens=False).to(device)
+                    generated = model.generate(**enc, generation_config=config, synced_gpus=synced)
+                    new = generated[:, enc["input_ids"].shape[1]:].tolist()
+                    for i in range(len(batch)):
+                        out.append([self._cut(new[i * self.samples + j]) for j in range(self.samples)])
+        finally:
+            model.train(was_training)
+        return out
+
+    def score_model(self, model: Any, state: Any) -> dict[str, Any]:
+        """One evaluation point on a model outside a trainer (a command trial's checkpoint: trainer/command_worker.py),
+        in this one process: generate every held-out prompt, score, write the row; the row."""
+        started = time.perf_counter()
+        indices = list(range(len(self._texts)))
+        ordered = [(r, c, i) for _, r, c, i in self._score(indices, self.generate_with(model, indices), state)]
+        elapsed = time.perf_counter() - started
+        self.seconds += elapsed
+        rewards = [r for o in ordered for r in o[0]]
+        row = self._row(state, elapsed, rewards, [sum(o[0]) / len(o[0]) for o in ordered],
+                        [c for o in ordered for c in o[1]], [x for o in ordered for x in o[2]])
+        row["ranks"] = 1
+        with open(self.trial_dir / EVAL_FILE, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+        self.point += 1
+        return row
 
     def _sync_vllm(self, vllm: Any, state) -> None:
         """Load this step's weights into the engine, as TRL does before its own generate.

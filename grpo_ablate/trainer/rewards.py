@@ -55,6 +55,7 @@ __all__ = [
     "build_rewards",
     "describe",
     "open_r1_accuracy_reward",
+    "open_r1_accuracy_reward_early",
     "GROUPS_RECORDER",
     "GenerationRound",
     "GroupsRecorder",
@@ -199,6 +200,33 @@ def open_r1_accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] 
             out.append(1.0 if verify(gold_parsed, answer) else 0.0)
         except Exception:  # math-verify's own failure on this pair: no score, as in Open R1
             out.append(None)
+    return out
+
+
+def open_r1_accuracy_reward_early(completions: Sequence[Any], solution: Sequence[Any] | None = None,
+                                  **_: Any) -> list[float]:
+    """Open R1's accuracy reward before 4f5b21e (2025-04-01), for recipes dated before it (the February-2025 demo
+    trained with it): the gold parsed with LaTeX extraction only, the completion as later (LaTeX only, \\boxed
+    first, nothing without an anchor), verify(answer, gold) (answer first, as it was then); 1.0 for every
+    completion where the gold does not parse (a plain "42", a letter, an empty cell: the group has no spread and
+    trains nothing), 0.0 where verify raises. tests/fixtures/openr1_reward_cases.json's `accuracy_early` column
+    holds that procedure's scores (benchmarks/reward_cases.py), matched case by case."""
+    if solution is None:
+        raise ValueError("needs a `solution` column in the dataset, as Open R1's accuracy reward does")
+    parse, verify, completion_reader = _open_r1_readers()
+    from math_verify import LatexExtractionConfig  # installed with the readers above (the `math` extra)
+
+    out: list[float] = []
+    for completion, gold in zip(completions, solution, strict=True):
+        gold_parsed = parse(str(gold), extraction_mode="first_match", extraction_config=[LatexExtractionConfig()])
+        if not gold_parsed:
+            out.append(1.0)
+            continue
+        answer = parse(plain_text(completion), extraction_config=completion_reader, extraction_mode="first_match")
+        try:
+            out.append(float(verify(answer, gold_parsed)))
+        except Exception:  # noqa: BLE001 - then, a verify failure scored 0.0
+            out.append(0.0)
     return out
 
 

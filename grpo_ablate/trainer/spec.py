@@ -26,7 +26,10 @@ G from text and never reads the study-file schema. The fields of spec.json:
 - `eval_budget`: {"unit", "total"}, what the held-out evaluation points divide;
 - `budget`: the rest of the study's budget (tokens, seconds: the stop switch; lr_schedule, full_run);
 - `params`: the searched values, for the record (display text; the child never reads G from it);
-- `start_from`: a branch point, {"checkpoint": folder, "step": n} or null (see `StartFrom`).
+- `start_from`: a branch point, {"checkpoint": folder, "step": n} or null (see `StartFrom`);
+- `script`: a command trial, {"command", "python", "cwd", "recipe", "trainer"} or null: the user's own training
+  script runs instead of the built-in worker (trainer/command.py turns the plan into its command line;
+  `trainer` holds the GRPOConfig keys the study file itself sets, passed as overrides).
 
 One codec: `to_json` / `from_json` (round-trip tested, G schedules included).
 """
@@ -104,6 +107,7 @@ class TrialSpec:
     completions: int | None = None
     eval_budget: EvalBudget = field(default_factory=EvalBudget)
     start_from: StartFrom | None = None
+    script: dict[str, Any] | None = None  # a command trial: the user's script (module docstring)
 
     def __post_init__(self) -> None:
         self.trial_dir = os.fspath(self.trial_dir)

@@ -9,14 +9,15 @@ from typing import Any
 from grpo_ablate.config.recipes.file import FieldList, Recipe, RecipeDifference, RecipeNote
 from grpo_ablate.config.recipes.keys import HARDWARE_KEYS, STUDY_OWNED_KEYS
 from grpo_ablate.config.recipes.stack import (OPEN_R1_STACK, TargetStack, installed_fields, installed_trl,
-                                              recipe_stack)
+                                              recipe_date, recipe_stack)
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.config.trl_releases import (drift_between, known_releases, release_defaults, release_entries,
                                               release_of)
 from grpo_ablate.errors import echo
 from grpo_ablate.vocab import SEARCHED_KEYS
 
-__all__ = ["DRIFTING_KEYS", "NEW_LOSS_SWITCHES", "anchor_baseline", "implicit_keys"]
+__all__ = ["DRIFTING_KEYS", "IMPLIED_BEFORE_THE_FIELD", "NEW_LOSS_SWITCHES", "anchor_baseline", "implicit_keys",
+           "recipe_target"]
 
 
 # The loss keys `init` writes out for a recipe whose TRL is not known (their defaults moved between TRL
@@ -33,6 +34,28 @@ NEW_LOSS_SWITCHES: dict[str, tuple[Any, str]] = {
     "use_bias_correction_kl": (False, "off, as the recipe's TRL estimated the KL term (k3) without the "
                                       "importance-ratio weight"),
 }
+
+
+# What a release computed where it had no field for it yet, read in its trl/trainer/grpo_trainer.py: TRL 0.14 and
+# 0.15 averaged each completion's token losses, then the completions (`((l * mask).sum(1) / mask.sum(1)).mean()`:
+# today's loss_type "grpo") and always divided advantages by the group's std (scale_rewards on); 0.16 summed over
+# every token of the local batch (`(l * mask).sum() / mask.sum()`: "bnpo"). loss_type came with 0.17.
+IMPLIED_BEFORE_THE_FIELD: dict[str, dict[str, Any]] = {
+    "0.14.0": {"loss_type": "grpo", "scale_rewards": True},
+    "0.15.2": {"loss_type": "grpo", "scale_rewards": True},
+    "0.16.1": {"loss_type": "bnpo"},
+}
+
+
+def recipe_target(recipe: Recipe, raw: dict[str, Any]) -> TargetStack | None:
+    """The stack the recipe ran on: recipe_trl, else (Open R1) by the recipe's date (stack.recipe_date)."""
+    date, source = recipe_date(recipe.path, raw.get("recipe_date")) if raw.get("recipe_trl") is None else (None, "")
+    stack = recipe_stack(recipe.values, raw.get("recipe_trl"), date, source)
+    if stack is OPEN_R1_STACK and date is None:  # the pin is assumed: say from what
+        return TargetStack(name=stack.name, trl=stack.trl, family=stack.family,
+                           source=f"{stack.source} since 2025-05-28; the recipe's date is not known ({source}): "
+                                  "set recipe_date for a recipe older than that")
+    return stack
 
 
 def anchor_baseline(raw: dict[str, Any], key: str, value: Any, searched: Any) -> str:
@@ -85,7 +108,7 @@ def implicit_keys(recipe: Recipe, raw: dict[str, Any], trainer: dict[str, Any], 
     the installed TRL has the field and the study does not decide it; otherwise listed with the reason.
     On an unknown stack, the loss keys the installed TRL's defaults decide are listed instead."""
     installed = installed_trl()
-    stack = recipe_stack(recipe.values, raw.get("recipe_trl"))
+    stack = recipe_target(recipe, raw)
     if stack is None:
         _unknown_stack(recipe, raw, own, search, notes, installed)
         return
@@ -102,7 +125,7 @@ def implicit_keys(recipe: Recipe, raw: dict[str, Any], trainer: dict[str, Any], 
         key = d.name
         if key in recipe.values or key in own:
             continue  # the recipe or the study says: the merge handled it
-        was = f"TRL {stack.trl}: {echo(d.then)}"
+        was = f"TRL {stack.trl}: {echo(d.then)}" if d.then_has else f"not a field of TRL {stack.trl}"
         if d.then_has and d.now_has and key in SEARCHED_KEYS and key in search:
             where = ("the baseline's value" if anchor_baseline(raw, key, d.then, search[key])
                      else "the baseline is the searched value nearest to it, unless study.baseline names one")
@@ -113,7 +136,7 @@ def implicit_keys(recipe: Recipe, raw: dict[str, Any], trainer: dict[str, Any], 
         elif key in HARDWARE_KEYS:
             vllm = hardware.get("vllm")
             mode = vllm.get("mode", "none") if isinstance(vllm, dict) else "none"
-            if key == "vllm_mode" and uses_vllm and mode != d.then:
+            if key == "vllm_mode" and uses_vllm and d.then_has and mode != d.then:
                 notes.append(RecipeDifference(
                     f"{recipe.path.name}: vllm_mode not set: {stack.name} generated in vLLM's {echo(d.then)} mode "
                     f"({was}); here hardware.vllm.mode decides ({mode}): sampling is the same, the memory and speed are not"))
@@ -131,6 +154,11 @@ def implicit_keys(recipe: Recipe, raw: dict[str, Any], trainer: dict[str, Any], 
                 f"data.max_prompt_tokens: {d.then} to drop longer prompts instead)"))
         elif d.then_has:
             gone.append(f"{key} ({echo(d.then)})")
+        elif key in IMPLIED_BEFORE_THE_FIELD.get(stack.trl, {}):
+            value = IMPLIED_BEFORE_THE_FIELD[stack.trl][key]
+            trainer[key] = value
+            applied.append(f"{key} {echo(value)} (TRL {installed}: {echo(d.now)}; TRL {stack.trl} had no such field "
+                           f"and computed it so)")
         elif key in NEW_LOSS_SWITCHES:
             value, _ = NEW_LOSS_SWITCHES[key]
             trainer[key] = value

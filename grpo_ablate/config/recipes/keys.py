@@ -56,7 +56,6 @@ STUDY_OWNED_KEYS: dict[str, str] = {
     "save_steps": "saving: trials keep no checkpoints",
     "save_total_limit": "saving: trials keep no checkpoints",
     "save_only_model": "saving: trials keep no checkpoints",
-    "report_to": "logging backends: study.trackers decides",
     "run_name": "logging backends: each trial is named by its arm and seed",
     "logging_dir": "logging backends: each trial logs to its own folder",
     "logging_steps": "logging: metrics are read every step",

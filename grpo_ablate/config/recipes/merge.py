@@ -138,6 +138,10 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
             sec.setdefault(field, value)
         elif key in ("reward_funcs", "reward_weights"):
             continue
+        elif key == "report_to":
+            trainer[key] = value
+            notes.append(RecipeNote(f"{recipe.at(key)}: report_to {echo(value)} stays on in every trial, each run named by "
+                                    f"its arm and seed and grouped by the study (study.trackers: [] turns it off)"))
         elif key == "dataset_configs":  # older Open R1 scripts: a list holding one config name
             names = value if isinstance(value, list) else [value]
             if len(names) == 1 and isinstance(names[0], str):
@@ -166,12 +170,14 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
         elif matches(key, OTHER_TOOL_KEYS):
             ignored.append(f"{key} (line {recipe.lines.get(key, '?')})")
         elif matches(key, UNSUPPORTED_KEYS):
-            if value in (None, False, [], {}, ""):
+            if value in (None, False, [], {}, "") or isinstance(raw.get("script"), dict):  # a script applies its own
                 ignored.append(f"{key} (line {recipe.lines.get(key, '?')})")
             else:
                 problems.append(recipe.problem(key, (
                     f"{echo(value)} is not supported by grpo-ablate trials (PEFT, quantisation, reward models and "
                     f"dataset mixtures change what trains); remove it or set it off")))
+        elif key not in fields and isinstance(raw.get("script"), dict):
+            ignored.append(f"{key} (line {recipe.lines.get(key, '?')}: the script's own key)")
         elif key not in fields:
             problems.append(recipe.problem(key, f"not a GRPOConfig field of the installed TRL, nor a known script key"
                                                 f"{did_you_mean(key, sorted(fields))}"))
@@ -188,7 +194,17 @@ def merge_recipe(raw: dict[str, Any], base: Path) -> tuple[dict[str, Any], list[
     sharding = sharding_note(recipe, raw.get("hardware"))
     if sharding:
         notes.append(sharding)
-    rewards = recipe_rewards(recipe, notes, problems)
+    if isinstance(raw.get("script"), dict):
+        # a command trial: the script builds the recipe's rewards itself, on its own stack; the study's `rewards`
+        # only score the held-out evaluation, so a name this package cannot build is the script's, not a problem
+        found: list[Problem] = []
+        rewards = recipe_rewards(recipe, notes, found, raw)
+        if found:
+            notes.append(RecipeNote(f"{recipe.path.name}: reward_funcs are the script's own (script.command builds "
+                                    f"them); the held-out evaluation scores with the study's `rewards`"))
+            rewards = []
+    else:
+        rewards = recipe_rewards(recipe, notes, problems, raw)
     if rewards and not raw.get("rewards"):
         raw["rewards"] = rewards
     if raw.get("trainer") is None or isinstance(raw.get("trainer"), dict):

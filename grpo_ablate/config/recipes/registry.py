@@ -6,9 +6,10 @@ Tables only: stack.py tells an Open R1 recipe by them, rewards.py resolves rewar
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
-__all__ = ["OPEN_R1_ONLY_KEYS", "OPEN_R1_DEFAULT_REWARDS", "OPEN_R1_SCRIPT_DEFAULTS", "OPEN_R1_REWARDS",
+__all__ = ["OPEN_R1_ACCURACY_CHANGED", "OPEN_R1_EARLY_ACCURACY", "OPEN_R1_ONLY_KEYS", "OPEN_R1_DEFAULT_REWARDS", "OPEN_R1_SCRIPT_DEFAULTS", "OPEN_R1_REWARDS",
            "OPEN_R1_STAND_INS", "OPEN_R1_MODULE", "TRL_REWARDS"]
 
 
@@ -77,6 +78,16 @@ OPEN_R1_STAND_INS: dict[str, tuple[str, str]] = {
     "format": ("format", "the same layout rule (Open R1's regex: each tag on its own line, nothing around them)"),
     "tag_count": ("tag_count", "the same rule (0.25 for each of the four newline-delimited tags present exactly once)"),
 }
+
+
+# Open R1's accuracy reward changed on this date (4f5b21e): before it, verify(answer, gold) over a gold read as LaTeX
+# only, 1.0 for every completion where the gold did not parse (a plain "42", a letter, an empty cell) and 0.0 where
+# verify raised; the February-2025 demo trained with that rule. Its stand-in, for recipes dated before it:
+OPEN_R1_ACCURACY_CHANGED = datetime.date(2025, 4, 1)
+OPEN_R1_EARLY_ACCURACY: tuple[str, str] = (
+    "grpo_ablate.trainer.rewards:open_r1_accuracy_reward_early",
+    "the rule of the recipe's date (before 2025-04-01): the gold read as LaTeX only, verify(answer, gold), 1.0 for "
+    "every completion where the gold does not parse, 0.0 where verify fails")
 
 
 OPEN_R1_MODULE = "open_r1.rewards"

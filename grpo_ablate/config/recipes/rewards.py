@@ -8,16 +8,18 @@ from typing import Any
 
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes.file import Recipe, RecipeNote
-from grpo_ablate.config.recipes.registry import (OPEN_R1_DEFAULT_REWARDS, OPEN_R1_MODULE, OPEN_R1_REWARDS,
-                                                 OPEN_R1_SCRIPT_DEFAULTS, OPEN_R1_STAND_INS, TRL_REWARDS)
-from grpo_ablate.config.recipes.stack import OPEN_R1_STACK, recipe_stack
+from grpo_ablate.config.recipes.registry import (OPEN_R1_ACCURACY_CHANGED, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_EARLY_ACCURACY,
+                                                 OPEN_R1_MODULE, OPEN_R1_REWARDS, OPEN_R1_SCRIPT_DEFAULTS,
+                                                 OPEN_R1_STAND_INS, TRL_REWARDS)
+from grpo_ablate.config.recipes.defaults import recipe_target
+from grpo_ablate.config.recipes.stack import TargetStack, is_open_r1
 from grpo_ablate.errors import Problem, did_you_mean, echo
 from grpo_ablate.vocab import reward_names
 
-__all__ = ["recipe_rewards"]
+__all__ = ["recipe_rewards", "stand_in_for"]
 
 
-def _open_r1_reward(recipe: Recipe, name: str, notes: list[RecipeNote]) -> dict[str, Any]:
+def _open_r1_reward(recipe: Recipe, name: str, notes: list[RecipeNote], stack: TargetStack | None = None) -> dict[str, Any]:
     """An Open R1 registry name as a study reward: Open R1's own function where open_r1 is importable
     (factories called with the recipe's arguments), else the built-in that stands in, or Open R1's
     path for the trial machine to import."""
@@ -31,7 +33,7 @@ def _open_r1_reward(recipe: Recipe, name: str, notes: list[RecipeNote]) -> dict[
         notes.append(RecipeNote(f"{recipe.at(key)}: reward {name!r} is Open R1's own {called}, as its registry builds it"))
         return spec
     if name in OPEN_R1_STAND_INS:
-        stand_in, why = OPEN_R1_STAND_INS[name]
+        stand_in, why = stand_in_for(name, stack)
         notes.append(RecipeNote(
             f"{recipe.at(key)}: reward {name!r}: open_r1 is not installed here, so {stand_in!r} stands in for Open R1's "
             f"{path}: {why}; install open-r1 to use its own"))
@@ -44,14 +46,14 @@ def _open_r1_reward(recipe: Recipe, name: str, notes: list[RecipeNote]) -> dict[
 
 
 def _reward_name(recipe: Recipe, name: Any, open_r1: bool, notes: list[RecipeNote],
-                 problems: list[Problem]) -> dict[str, Any] | None:
+                 problems: list[Problem], stack: TargetStack | None = None) -> dict[str, Any] | None:
     """A recipe's reward name as a study reward ({name, args}), or None with a problem."""
     key = "reward_funcs"
     if not isinstance(name, str) or not name:
         problems.append(recipe.problem(key, f"expected reward names, got {echo(name)}"))
         return None
     if name in OPEN_R1_REWARDS and (open_r1 or name not in reward_names()):
-        return _open_r1_reward(recipe, name, notes)
+        return _open_r1_reward(recipe, name, notes, stack)
     if name in reward_names() or ":" in name:
         return {"name": name}
     if name in TRL_REWARDS:
@@ -74,9 +76,19 @@ def _reward_name(recipe: Recipe, name: Any, open_r1: bool, notes: list[RecipeNot
     return None
 
 
-def recipe_rewards(recipe: Recipe, notes: list[RecipeNote], problems: list[Problem]) -> list[dict[str, Any]]:
+def stand_in_for(name: str, stack: TargetStack | None) -> tuple[str, str]:
+    """The stand-in for Open R1's reward `name` on the recipe's stack: `accuracy` by the recipe's date (its rule
+    changed on OPEN_R1_ACCURACY_CHANGED), the others one rule."""
+    if name == "accuracy" and stack is not None and stack.date is not None and stack.date < OPEN_R1_ACCURACY_CHANGED:
+        return OPEN_R1_EARLY_ACCURACY
+    return OPEN_R1_STAND_INS[name]
+
+
+def recipe_rewards(recipe: Recipe, notes: list[RecipeNote], problems: list[Problem],
+                   raw: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     names = recipe.values.get("reward_funcs")
-    open_r1 = recipe_stack(recipe.values) is OPEN_R1_STACK
+    stack = recipe_target(recipe, raw or {})
+    open_r1 = is_open_r1(stack)
     if names is None:
         if not open_r1:
             return []
@@ -96,7 +108,7 @@ def recipe_rewards(recipe: Recipe, notes: list[RecipeNote], problems: list[Probl
         return []
     out = []
     for n, w in zip(names, weights):
-        resolved = _reward_name(recipe, n, open_r1, notes, problems)
+        resolved = _reward_name(recipe, n, open_r1, notes, problems, stack)
         if resolved is not None:
             out.append({**resolved, "weight": w})
     return out

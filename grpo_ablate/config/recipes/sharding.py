@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.config.recipes.file import Recipe, RecipeNote
-from grpo_ablate.config.recipes.stack import OPEN_R1_STACK, recipe_stack
+from grpo_ablate.config.recipes.stack import is_open_r1, recipe_stack
 
 __all__ = ["sharding_note", "recipe_accelerate_config"]
 
@@ -41,7 +41,7 @@ def recipe_accelerate_config(recipe: Path, values: dict[str, Any]) -> tuple[Path
     """The accelerate config an Open R1 recipe trains under, for a multi-GPU study: ZeRO-3 for a model of 7B
     parameters or more (by its name), else ZeRO-2; the file of that name near the recipe (an Open R1
     checkout's recipes/accelerate_configs/), else this repository's sweeps/accelerate/. (path, why)."""
-    if recipe_stack(values) is not OPEN_R1_STACK:
+    if not is_open_r1(recipe_stack(values)):
         return None
     size = _LARGE_MODEL.search(str(values.get("model_name_or_path") or "").split("/")[-1])
     stage = "zero3" if size and float(size.group(1)) >= 7 else "zero2"

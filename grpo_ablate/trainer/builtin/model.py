@@ -8,7 +8,8 @@ to add but forgets the carry. GRPO's verified reward then has one clear, learnab
 The model and its tokenizer are saved under `$GRPO_ABLATE_CACHE` (default
 `~/.cache/grpo-ablate`), in a folder named by a hash of every setting that shapes it and of the
 torch/transformers versions. It is written to a temporary folder and renamed into place under a
-file lock, so parallel trials build it once and never see half a model. Because it lives on
+file lock, so parallel trials build it once and never see half a model (a rank of a distributed
+trial builds it in a child process: transformers saves weights only from rank 0). Because it lives on
 disk, `beta > 0` works: TRL reloads the reference model from the policy's path.
 
     python -m grpo_ablate.trainer.builtin.model addition   # build (or find) the cached model, print accuracy
@@ -40,6 +41,7 @@ from .tasks import TASKS, Task, get_task
 from .tokenizer import DATASET_MAX_LENGTH, MAX_LENGTH, SPECIAL_TOKENS, VOCAB_CHARS, build_tokenizer
 
 __all__ = [
+    "FOLDER_FORMAT",
     "SHAPES",
     "WARM_STARTED",
     "TinyModelSettings",
@@ -49,6 +51,7 @@ __all__ = [
     "progress_words",
     "PROGRESS_REPORTS",
     "is_builtin_model",
+    "portable_tokenizer_config",
     "task_accuracy",
 ]
 
@@ -123,6 +126,23 @@ def build_tiny_model(tokenizer: Any, settings: TinyModelSettings = TinyModelSett
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
     )
     return model.to(torch.float32)
+
+
+# The folder's layout, part of the cache key: 2 writes tokenizer_config.json for older transformers too
+# (portable_tokenizer_config), so a command trial's script on transformers 4.52 loads the cached model; 3 splits
+# every character into its own piece, newlines included (tokenizer.py). The weights of a task model are the same.
+FOLDER_FORMAT = 3
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+
+
+def portable_tokenizer_config(folder: Path) -> None:
+    """Name the tokenizer class every transformers release has: transformers 5 writes `TokenizersBackend`,
+    which 4.52's AutoTokenizer refuses ("does not exist or is not currently imported"); the class the
+    tokenizer is (PreTrainedTokenizerFast over tokenizer.json) loads the same tokenizer in both."""
+    path = Path(folder) / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = TOKENIZER_CLASS
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 PROGRESS_REPORTS = 10  # the warm start says where it is this many times (by step, so a test sees every one)
@@ -264,6 +284,7 @@ def _settings(name: str, task_name: str | None, extra_chars: str = "") -> tuple[
     shape = TinyModelSettings(**SHAPES.get(name, {}),
                               **({} if task_name else {"max_position_embeddings": DATASET_MAX_LENGTH}))
     settings: dict[str, Any] = {
+        "format": FOLDER_FORMAT,
         "model": asdict(shape),
         "vocab": [*SPECIAL_TOKENS, *VOCAB_CHARS, *extra_chars],
         "warm_start": task.settings() if task else None,
@@ -272,6 +293,46 @@ def _settings(name: str, task_name: str | None, extra_chars: str = "") -> tuple[
     if name in SHAPES:  # its own folder name too (the cache key already differs by shape)
         label = label.replace("tiny-", f"{name.removeprefix(BUILTIN_MODEL_PREFIX)}-", 1)
     return label, settings, task
+
+
+def _complete(folder: Path) -> bool:
+    """Whether `folder` holds a whole model: its config and its weights (the last files written)."""
+    return (folder / "config.json").exists() and any(folder.glob("*.safetensors"))
+
+
+def _distributed_rank() -> int | None:
+    """This process's rank when torch.distributed is initialised in it, else None (torch not imported: None)."""
+    import sys
+
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    return dist.get_rank() if dist is not None and dist.is_available() and dist.is_initialized() else None
+
+
+def _build_in_child(target: Path, name: str, task_name: str | None, dataset_chars: str,
+                    log: Callable[[str], None]) -> Path:
+    """Build the model in a fresh, non-distributed process: inside a distributed trial, transformers'
+    save_pretrained writes config and weights only from global rank 0, and whichever rank takes the
+    lock first builds (rank 1 would otherwise rename a folder holding only the tokenizer into place)."""
+    import subprocess
+    import sys
+
+    from grpo_ablate.children import die_with_parent, importing_this_checkout
+
+    request = json.dumps({"model": name, "task": task_name, "dataset_chars": dataset_chars})
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate.trainer.builtin.model", "--request", request],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=importing_this_checkout({**os.environ, "PYTHONUNBUFFERED": "1"}),
+                            preexec_fn=die_with_parent())
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if line.startswith(("building", "waiting", "built")):
+            log(line.rstrip())
+    if proc.wait() != 0 or not _complete(target):
+        raise RuntimeError(f"building the built-in model in a child process failed (exit {proc.returncode}): "
+                           + " | ".join(lines[-5:]))
+    return target
 
 
 def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str], None] = print,
@@ -287,11 +348,13 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
     """
     label, settings, task = _settings(name, task_name, dataset_chars)
     target = cache_root() / "models" / f"{label}-{_cache_key(settings)}"
-    if (target / "config.json").exists():
+    if _complete(target):
         return target
+    if _distributed_rank() is not None:
+        return _build_in_child(target, name, task_name, dataset_chars, log)
     waiting = lambda: log(f"waiting for the built-in model {label}: another run is building it (once; cached)")  # noqa: E731
     with _file_lock(target.with_suffix(".lock"), waiting):
-        if (target / "config.json").exists():  # another trial built it while we waited
+        if _complete(target):  # another trial built it while we waited
             return target
         started = time.perf_counter()
         what = (f"a {task.warm_start.steps}-step warm start on {task.name}, then its accuracy"
@@ -312,7 +375,12 @@ def builtin_model_path(name: str, task_name: str | None, *, log: Callable[[str],
         try:
             model.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
+            portable_tokenizer_config(staging)
             (staging / "grpo_ablate_builtin.json").write_text(json.dumps(info, indent=2))
+            if not _complete(staging):
+                raise RuntimeError(f"saving the built-in model {label} wrote only {sorted(p.name for p in staging.iterdir())}")
+            if target.exists():  # a torn folder from an older version of this code: set it aside, then replace it
+                shutil.rmtree(target.rename(target.with_name(f".{target.name}-torn-{os.getpid()}")), ignore_errors=True)
             os.replace(staging, target)  # atomic: readers see no folder or a whole one
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -325,7 +393,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build (or find) the cached built-in model for a task.")
     parser.add_argument("task", nargs="?", default="addition", choices=sorted(TASKS))
     parser.add_argument("--model", default="builtin:tiny", choices=sorted(n for n, warm in WARM_STARTED.items() if warm))
+    parser.add_argument("--request", help=argparse.SUPPRESS)  # JSON {model, task, dataset_chars}: _build_in_child's
     args = parser.parse_args(argv)
+    if args.request:
+        request = json.loads(args.request)
+        path = builtin_model_path(request["model"], request["task"], dataset_chars=request["dataset_chars"])
+        print(f"built {path}" if _complete(path) else f"incomplete {path}", flush=True)
+        return 0 if _complete(path) else 1
     path = builtin_model_path(args.model, args.task)
     info = json.loads((path / "grpo_ablate_builtin.json").read_text())
     print(path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 __all__ = ["DATASET_MAX_LENGTH", "MAX_LENGTH", "SPECIAL_TOKENS", "VOCAB_CHARS", "build_tokenizer", "dataset_characters",
-           "load_builtin_tokenizer", "unencodable_prompts"]
+           "format_characters", "load_builtin_tokenizer", "unencodable_prompts"]
 
 # Characters the tokenizer knows; anything else maps to <unk>.
 VOCAB_CHARS = "0123456789+-*=<>:;,.?! abcdefghijklmnopqrstuvwxyz"
@@ -46,6 +46,23 @@ def dataset_characters(rows: Iterable[Any]) -> str:
     return "".join(sorted(seen - set(VOCAB_CHARS)))
 
 
+# What joins a system prompt to a plain-text prompt (trainer/prompts.py format_prompts) and ends lines in templates.
+PROMPT_SEPARATORS = "\n"
+
+
+def format_characters(data: dict[str, Any]) -> str:
+    """Every character the trial's prompt formatting adds to the dataset's own text: the system prompt, a chat
+    template given as text (all of its characters, its literal strings among them: a superset of what it renders)
+    and the separators; beyond VOCAB_CHARS, sorted. With dataset_characters, the tiny model over a user's data
+    (the CPU smoke test) can encode every prompt a recipe's system prompt or chat template makes."""
+    seen = set(PROMPT_SEPARATORS)
+    for key in ("system_prompt", "chat_template"):
+        value = data.get(key)
+        if isinstance(value, str):
+            seen.update(value)
+    return "".join(sorted(seen - set(VOCAB_CHARS)))
+
+
 def build_tokenizer(model_max_length: int = MAX_LENGTH, extra_chars: str = "") -> Any:
     """A character-level `PreTrainedTokenizerFast`, padding on the left as generation wants.
 
@@ -58,7 +75,8 @@ def build_tokenizer(model_max_length: int = MAX_LENGTH, extra_chars: str = "") -
     chars = VOCAB_CHARS + "".join(c for c in dict.fromkeys(extra_chars) if c not in VOCAB_CHARS)
     vocab = {tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *chars])}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    # every character its own piece, newlines included (a bare "." left "\n\n" one piece, unknown to the vocabulary)
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     core.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(
         tokenizer_object=core,
