@@ -3,9 +3,10 @@
 The child's scheduler is built by transformers (`TrainingArguments.get_warmup_steps` of the full
 run, trainer/build.py's prefix schedule); the parent places `budget.branch_from: warmup` there
 (study/branching.py), validate checks that point lies inside the full run (config/validate.py), every
-command refuses trials that end inside the warmup (study/warmup.py), and init sizes its trials past it
-(commands/init.py). They used to round a share two ways
-(ceil of the product, and ceil of the product less 1e-9): at 0.07 of 100 steps init sized for 8
+command refuses trials that end inside the warmup (study/warmup.py), init sizes its trials past it
+(commands/init.py), and `plan --commands` shows the warmup the trial's scheduler takes
+(launch/dry_run.py). They used to round a share two ways (ceil of the product, and ceil of the
+product less 1e-9): at 0.07 of 100 steps init sized for 8
 warmup steps while the run branched at 7, and transformers warmed up for 8.
 """
 
@@ -13,15 +14,17 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from grpo_ablate.commands.init import InitAnswers, write_study
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.cost import warmup_steps
+from grpo_ablate.launch.dry_run import effective
 from grpo_ablate.study.branching import branch_step
 from grpo_ablate.study.design import MIN_STEPS_PAST_WARMUP
 from grpo_ablate.study.warmup import inside_warmup
+from grpo_ablate.trainer.spec import TrialSpec
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
@@ -60,13 +63,19 @@ steps = st.one_of(st.integers(min_value=1, max_value=200), st.floats(min_value=1
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(warmup=st.one_of(shares, steps), full=st.integers(min_value=2, max_value=5000))
+@example(warmup=0.07, full=100)  # 7.000000000000001: where the two roundings parted
 def test_branching_validate_the_warmup_refusal_and_the_childs_scheduler_count_the_same_warmup(trl_config, warmup, full):
     """Property: for any warmup (a share or a step count) and full run, the branch point study/branching.py places
-    is the warmup transformers builds the trial's scheduler with; validate refuses the branching study exactly when
-    that point is not inside the full run; and a trial from step 0 that ends at that step is refused as inside the
+    is the warmup transformers builds the trial's scheduler with, and the one `plan --commands` shows for a
+    trial whose prefix schedule spans that run (a share only: a step count is passed as given); validate refuses the
+    branching study exactly when that point is not inside the full run; and a trial from step 0 that ends at that step is refused as inside the
     warmup (study/warmup.py) while one that ends a step later is not."""
     expected = _rule(warmup, full)
     assert expected == _child(trl_config, warmup, full)
+    if warmup < 1:
+        shown, _ = effective(TrialSpec("unused", budget={"lr_schedule": "prefix"}), {"max_steps": 1, "warmup_steps": warmup},
+                             full)
+        assert shown["warmup_steps"] == expected
     run = [f"budget.full_run={{max_steps: {full}}}", f"trainer.warmup_steps={warmup!r}", "trainer.lr_scheduler_type=linear",
            "study.seeds=[0]"]
     try:
