@@ -383,7 +383,7 @@ class Price:
     at_most: bool = False  # a race may stop before its planned maximum, which this prices
     branching: Branching | None = None  # arms branch from a shared prefix per seed, counted once
     screen: tuple[float, float] | None = None  # the screen before any training, as a multiple of the run (included)
-    expected: float | None = None  # a race's mean share of its planned maximum (study.price.race_share), when known
+    expected: float | None = None  # a race's mean share of its planned maximum (plan/price.race_share), when known
     expected_why: str = ""  # what that mean assumes
 
     def words(self) -> str:

@@ -13,8 +13,8 @@ import pytest
 from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
-from grpo_ablate.study.plan import study_plan
-from grpo_ablate.study.search.encoding import G_PARAM, LABEL_PARAM, arm_fields, trial_arm
+from grpo_ablate.plan.cells import study_plan
+from grpo_ablate.trial_record import G_PARAM, LABEL_PARAM, arm_fields, trial_arm
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Arm, Cell, Outcome
@@ -91,7 +91,7 @@ def test_batches_searched_name_the_pair_and_readers_decode_it(tmp_path):
 
 
 def test_the_arm_of_a_trial_without_attributes_is_read_from_its_params_in_one_place(tmp_path):
-    """encoding.trial_arm: the report and `smoke` both read a trial's arm there; its attributes win when written."""
+    """trial_record.trial_arm: the report and `smoke` both read a trial's arm there; its attributes win when written."""
     study = _grid(tmp_path, "generation_batch_size=[32, 64]")
     params, dists = ledger.cell_params(study, Arm(8, 64, 1.0))
     ostudy = optuna.create_study(direction="maximize")

@@ -2,7 +2,7 @@
 
 The child's scheduler is built by transformers (`TrainingArguments.get_warmup_steps` of the full
 run, trainer/build.py's prefix schedule); the parent places `budget.branch_from: warmup` there
-(study/branching.py), validate checks that point lies inside the full run (config/validate.py), every
+(plan/branching.py), validate checks that point lies inside the full run (config/validate.py), every
 command refuses trials that end inside the warmup (study/warmup.py), init sizes its trials past it
 (commands/init.py), and `plan --commands` shows the warmup the trial's scheduler takes
 (launch/dry_run.py). They used to round a share two ways (ceil of the product, and ceil of the
@@ -21,8 +21,8 @@ from grpo_ablate.commands.init import InitAnswers, write_study
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.cost import warmup_steps
 from grpo_ablate.launch.dry_run import effective
-from grpo_ablate.study.branching import branch_step
-from grpo_ablate.study.design import MIN_STEPS_PAST_WARMUP
+from grpo_ablate.plan.branching import branch_step
+from grpo_ablate.plan.design import MIN_STEPS_PAST_WARMUP
 from grpo_ablate.study.warmup import inside_warmup
 from grpo_ablate.trainer.spec import TrialSpec
 from helpers import ROOT
@@ -65,7 +65,7 @@ steps = st.one_of(st.integers(min_value=1, max_value=200), st.floats(min_value=1
 @given(warmup=st.one_of(shares, steps), full=st.integers(min_value=2, max_value=5000))
 @example(warmup=0.07, full=100)  # 7.000000000000001: where the two roundings parted
 def test_branching_validate_the_warmup_refusal_and_the_childs_scheduler_count_the_same_warmup(trl_config, warmup, full):
-    """Property: for any warmup (a share or a step count) and full run, the branch point study/branching.py places
+    """Property: for any warmup (a share or a step count) and full run, the branch point plan/branching.py places
     is the warmup transformers builds the trial's scheduler with, and the one `plan --commands` shows for a
     trial whose prefix schedule spans that run (a share only: a step count is passed as given); validate refuses the
     branching study exactly when that point is not inside the full run; and a trial from step 0 that ends at that step is refused as inside the

@@ -34,11 +34,11 @@ from grpo_ablate.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_st
 from grpo_ablate.config import Study
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes.registry import OPEN_R1_MODULE
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.study.runner import run_study
 from grpo_ablate.study.setup import open_study
 from grpo_ablate.schedule import Schedule
-from grpo_ablate.study.search.encoding import trial_arm
+from grpo_ablate.trial_record import trial_arm
 from grpo_ablate.trial_record import reason
 
 __all__ = ["add_parser", "run", "smoke_overrides", "smoke_fingerprint", "SMOKE_STEPS", "FINGERPRINT_FILE"]

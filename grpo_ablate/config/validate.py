@@ -308,7 +308,7 @@ def _check_script(sf: StudyFile) -> list[Problem]:
 
 
 def _check_branching(sf: StudyFile) -> list[Problem]:
-    """budget.branch_from: what a shared prefix needs, checked here on the file; grpo_ablate/study/branching.py places
+    """budget.branch_from: what a shared prefix needs, checked here on the file; grpo_ablate/plan/branching.py places
     the step (a share of a full run counted in epochs over the dataset is placed when the dataset is read)."""
     b = sf.budget
     raw = b.branch_from

@@ -28,7 +28,7 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, probe_table, save_probe
 from grpo_ablate.launch import LauncherPool, run_trial
 from grpo_ablate.launch.devices import cpu_slot
-from grpo_ablate.study.plan import baseline_arm
+from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.schedule import prompts_per_round
 from grpo_ablate.space import feasible_space
 from grpo_ablate.study.trial_spec import build_spec

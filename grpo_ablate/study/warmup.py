@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from grpo_ablate.cost import lr_schedule_of, warmup_steps
 from grpo_ablate.errors import Problem
 from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.study.branching import BranchError, branch_step
+from grpo_ablate.plan.branching import BranchError, branch_step
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study

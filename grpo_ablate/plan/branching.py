@@ -8,7 +8,7 @@ and generation batch and trains the trial's budget from there, the learning-rate
 on as the full run's. The prefix's compute is paid once per seed, not once per arm, and the arms
 are compared where the run trains (past warmup), not inside its first steps.
 
-Pure: reads a validated Study; the plan (plan.py) turns the step into cells, the study queues a
+Pure: reads a validated Study; the plan (plan/cells.py) turns the step into cells, the study queues a
 seed's branches once its prefix is sealed.
 """
 

@@ -1,7 +1,7 @@
 """The design of a study that is to decide: its arms, seeds, trial length and start, fitted to a budget, and
 what it can resolve at that price.
 
-    python -c "from grpo_ablate.study.design import effect_for_seeds; print(effect_for_seeds(3, 4, span=3.0))"
+    python -c "from grpo_ablate.plan.design import effect_for_seeds; print(effect_for_seeds(3, 4, span=3.0))"
 
 `init` writes studies in two stages: a screen that costs no training (preflight/screen.py), then a confirm
 stage that trains the arms the screen could not separate. This module sizes the confirm stage; it is pure
@@ -38,8 +38,8 @@ from grpo_ablate.cost import fmt_multiple
 from grpo_ablate.stats.model import MIN_SEEDS
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.stats.selection import bechhofer_pcs
-from grpo_ablate.study.branching import BranchError, branch_step
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.branching import BranchError, branch_step
+from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
