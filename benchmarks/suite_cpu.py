@@ -48,7 +48,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-PYTEST_CORE = ["-m", "not gpu and not vllm", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", "tests"]
+PYTEST_CORE = ["-m", "not gpu and not vllm and not stack", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", "tests"]
 SAMPLE_SECONDS = 0.5
 TICKS = os.sysconf("SC_CLK_TCK")
 
