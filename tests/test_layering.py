@@ -1,5 +1,5 @@
 """Dependencies point one way: no import circle among the package's modules, and every package
-imports only from its own floor or the floors below (README, "Where things are").
+imports only from its own floor or the floors below (the manual's architecture page, "Floors").
 
 Read from the source with `ast`, so the test imports nothing. Every import counts, also one
 inside a function (a deferred import hides a circle from Python, not from a reader), except

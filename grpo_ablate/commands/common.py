@@ -62,7 +62,7 @@ def load_study(path: "str | os.PathLike[str]", overrides: list[str] | None = Non
 
 
 def key_choices() -> Choices:
-    """The allowed values the schema cannot hold, for `explain`, `schema` and the README's key table (config/keys.py)."""
+    """The allowed values the schema cannot hold, for `explain`, `schema` and the key table of docs/study-file.md (config/keys.py)."""
     return {"hardware.launcher": launcher_choices()}
 
 

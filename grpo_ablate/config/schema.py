@@ -1,5 +1,5 @@
 """The study file's schema: one pydantic model per section. Each field's description is its documentation,
-shown by `grpo-ablate explain KEY`, `grpo-ablate schema` and the README's key table (config/keys.py).
+shown by `grpo-ablate explain KEY`, `grpo-ablate schema` and the key table of docs/study-file.md (config/keys.py).
 
     grpo-ablate validate studies/tiny-cpu.yaml
 

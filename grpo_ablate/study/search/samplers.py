@@ -1,6 +1,6 @@
 """The Optuna sampler and pruner of a study, built in one place for `run` and the benchmark.
 
-The defaults were chosen from benchmarks/search_efficiency.py (README, "Search efficiency");
+The defaults were chosen from benchmarks/search_efficiency.py (docs/benchmarks.md, "Search efficiency");
 what `auto` resolves to is the config's (config/study.py `resolve_sampler`).
 Pruners count steps in generated completions (search/fidelity.py).
 """
