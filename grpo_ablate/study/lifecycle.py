@@ -34,7 +34,7 @@ from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.errors import machine_fault
-from grpo_ablate.study.plan import StudyPlan
+from grpo_ablate.plan.cells import StudyPlan
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint

@@ -63,6 +63,6 @@ def study_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
 
 def study_pruner(study: "Study", budget: int | None) -> "optuna.pruners.BasePruner":
     """The study's pruner; its steps are generated completions (fidelity.py), `budget` one trial's
-    (study/plan.py's completions_per_trial)."""
+    (plan/cells.py's completions_per_trial)."""
     largest = max((p.generation_batch_size for p in study.space.feasible), default=1)
     return build_pruner(study.study.pruner, budget, quantum(largest, budget))
