@@ -509,7 +509,7 @@ def build(seeds: int, path: Path = DATA, work: Path = ROOT / ".cache" / "branchi
 
     from grpo_ablate.config import load_study
     from grpo_ablate.launch import WarmSession
-    from grpo_ablate.study.plan import study_plan
+    from grpo_ablate.plan.cells import study_plan
     from grpo_ablate.study.setup import library_versions
     from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.spec import StartFrom
@@ -613,7 +613,7 @@ def build_warmup(seeds: int, warmup: int, full: int = WARMUP_FULL, path: Path = 
 
     from grpo_ablate.config import load_study
     from grpo_ablate.launch import WarmSession
-    from grpo_ablate.study.plan import study_plan
+    from grpo_ablate.plan.cells import study_plan
     from grpo_ablate.study.setup import library_versions
     from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.spec import StartFrom

@@ -11,7 +11,7 @@ The report is then checked against what the pins exist for:
   extra), so TRL does not refuse the engine at import;
 - the resolved transformers satisfies vLLM's requirement and the project's (pip guarantees it;
   the figure is printed so a reader sees which transformers a GPU machine gets);
-- flash-attn is not part of the extra (its build needs `--no-build-isolation`, see the README).
+- flash-attn is not part of the extra (its build needs `--no-build-isolation`, see docs/gpus.md).
 
 It needs a package index (PyPI); without one it says so and exits 2.
 """

@@ -1,5 +1,5 @@
 """What a user sees first in `grpo-ablate dashboard`: open its address in Chromium, check that the
-answer's three lines are on the first screen, and save that screen as a PNG (the README's picture).
+answer's three lines are on the first screen, and save that screen as a PNG (docs/dashboard-answer.png, on the manual's report page).
 
     python benchmarks/dashboard_screenshot.py studies/tiny-cpu.yaml --out docs/dashboard-answer.png
 

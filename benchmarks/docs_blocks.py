@@ -5,8 +5,8 @@ that computes it, never by hand (tests/test_docs.py and tests/test_config_keys.p
     python benchmarks/verdict.py --runs 1 --readme   # the demo's answer, from a real run (minutes)
     python benchmarks/report_screenshot.py      # the report's first screen, from a real run of the demo
 
-Each block is written into every page that shows it (the README until it is cut to a front door, and its page of
-the manual), so the copies cannot drift apart.
+Each block is written into every page that shows it (the demo's answer: the README and Getting started; the key
+table: the study-file page alone), so the copies cannot drift apart.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 KEYS_START = "<!-- study-file-keys:start -->"
 KEYS_END = "<!-- study-file-keys:end -->"
-KEY_TABLE_PAGES = (ROOT / "docs" / "study-file.md", ROOT / "README.md")
+KEY_TABLE_PAGES = (ROOT / "docs" / "study-file.md",)  # the README is a front door now: it links the page
 
 
 def block_of(text: str, start: str, end: str) -> str | None:

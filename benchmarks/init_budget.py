@@ -8,7 +8,7 @@ For each recipe it runs the real command, in this process and offline:
 `grpo-ablate init --from RECIPE --gpus 8 --vllm server [--budget B] [RUN SIZE] --out TMP/study.yaml`, first
 without the run's size where the recipe's dataset is one this machine cannot read (it must exit 2 naming
 --full-run-prompts and --full-run-steps, writing nothing), then with it. Where a study is written it is priced
-the way `plan` prices it (study/price.planned_price) and checked against issue 49's goal:
+the way `plan` prices it (plan/price.planned_price) and checked against issue 49's goal:
 - written at most the budget (the high end of the price range), its screen at most 0.05x of the run;
 - a confirm stage that decides: the elimination race on, at least 3 seeds per arm;
 - every trial ends past the learning-rate warmup of the run it stands for (study/warmup.trial_end);
@@ -44,8 +44,8 @@ from grpo_ablate.commands.cli import main  # noqa: E402
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.config.recipes import OPEN_R1_STACK, read_recipe, recipe_stack  # noqa: E402
 from grpo_ablate.cost import fmt_multiple, parse_share  # noqa: E402
-from grpo_ablate.study.design import MIN_SEEDS, study_resolution  # noqa: E402
-from grpo_ablate.study.price import planned_price  # noqa: E402
+from grpo_ablate.plan.design import MIN_SEEDS, study_resolution  # noqa: E402
+from grpo_ablate.plan.price import planned_price  # noqa: E402
 from grpo_ablate.study.warmup import trial_end  # noqa: E402
 
 # the training rows of hub datasets the recipes name (see the docstring), and runs known only by their steps

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from grpo_ablate.config import load_study  # noqa: E402
-from grpo_ablate.study.plan import study_plan  # noqa: E402
+from grpo_ablate.plan.cells import study_plan  # noqa: E402
 from grpo_ablate.stats.seeds import compare_to_baseline, detectable_difference  # noqa: E402
 from grpo_ablate.study.setup import library_versions  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grpo_ablate.config import load_study  # noqa: E402
-from grpo_ablate.study.plan import baseline_arm  # noqa: E402
+from grpo_ablate.plan.cells import baseline_arm  # noqa: E402
 from grpo_ablate.files.probe_file import probe_table  # noqa: E402
 from grpo_ablate.preflight.probe import measure_point, run_probe  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402

@@ -18,7 +18,8 @@ from typing import Any
 
 from grpo_ablate.study.search.encoding import ORDINAL, suggest_arm
 from grpo_ablate.study.search.fidelity import ComputeClock, quantum
-from grpo_ablate.study.racing import RaceState, decide
+from grpo_ablate.race_record import RaceState
+from grpo_ablate.study.racing import decide
 from grpo_ablate.study.search.samplers import build_pruner, build_sampler
 from grpo_ablate.space import BatchShape, FeasiblePair, FeasibleSpace
 from grpo_ablate.vocab import Arm

@@ -59,7 +59,8 @@ sys.path.insert(0, str(ROOT))
 from grpo_ablate.stats.calls import calls as holm_calls  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_pcs, select  # noqa: E402
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, WORSE  # noqa: E402
-from grpo_ablate.study.racing import RaceState, Rule, calls_level, decide  # noqa: E402
+from grpo_ablate.race_record import RaceState, calls_level  # noqa: E402
+from grpo_ablate.study.racing import Rule, decide  # noqa: E402
 
 __all__ = ["Task", "tasks_of", "World", "Outcome", "planted_worlds", "replay", "score", "calibration", "main"]
 
@@ -191,7 +192,7 @@ def run_race(world: World, rule: Rule) -> Outcome:
         if state.decided:
             break
         used += 1
-    # the report holds its calls to the level the race's last look spent (study.racing.calls_level)
+    # the report holds its calls to the level the race's last look spent (race_record.calls_level)
     rec, pcs, calls, excl = answer({a: v for a, v in seen.items() if v}, world.baseline, rule.min_effect,
                                    calls_level(state.as_dict()))
     return Outcome(rec, pcs, calls, excl | {d.arm for d in state.dropped}, trials)

@@ -33,7 +33,7 @@ table, benchmarks/data/sequential_table_rare.json), and what stands in the way. 
    held-out truth (the race on 20 drawn seeds of the table, scored against the other 20). A race is
    the procedure run once on the world's whole table, which replays exactly what the race reads
    seed by seed (tests/test_racing.py checks that); the answer is then the report's own on the seeds
-   each arm ran (at study/racing.ELIMINATION_LEVEL, 1%, the level the report holds it to). Reported: P(within 0.02) of the report's recommendation
+   each arm ran (at race_record.ELIMINATION_LEVEL, 1%, the level the report holds it to). Reported: P(within 0.02) of the report's recommendation
    (and of the procedure's survivor), median and p90 seeds per arm, Bechhofer's seeds for the same
    P and the share, and the FWER of the report's statements (its eps-best exclusions and its
    better/worse/equivalent calls; an elimination is where seeds go, not a statement).
@@ -59,7 +59,8 @@ sys.path.insert(0, str(ROOT))
 from sequential import DATA, Outcome, Task, World, answer, false_statement, run_race, tasks_of  # noqa: E402
 from grpo_ablate.stats.elimination import eliminate  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_pcs  # noqa: E402
-from grpo_ablate.study.racing import ELIMINATION_LEVEL, Rule  # noqa: E402
+from grpo_ablate.race_record import ELIMINATION_LEVEL  # noqa: E402
+from grpo_ablate.study.racing import Rule  # noqa: E402
 
 __all__ = ["held_out", "planted", "bechhofer_n", "elimination_race", "main"]
 

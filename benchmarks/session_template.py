@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from warm_session import cell_difference, timed_run  # noqa: E402
 
 from grpo_ablate.config import load_study  # noqa: E402
-from grpo_ablate.study.plan import study_plan  # noqa: E402
+from grpo_ablate.plan.cells import study_plan  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.launch import WarmSession  # noqa: E402
 from grpo_ablate.launch.template import TEMPLATE_ENV, close_templates  # noqa: E402

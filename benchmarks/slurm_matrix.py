@@ -4,7 +4,7 @@
 
 Runs tests/test_slurm_faults.py's `test_matrix_cell` for each cell (a real single-node SLURM
 cluster, tests/slurm_cluster.py, and a real PostgreSQL server, the suite's fixtures), collects
-each cell's record and prints the table the README shows: the recorded outcomes, whether the
+each cell's record and prints the table the manual's Many machines page shows: the recorded outcomes, whether the
 arm completed exactly once, where the retry resumed, the faulted task's exit, and the seconds
 from the fault to the job's last process. Needs Debian's slurm-wlm, munge and postgresql.
 

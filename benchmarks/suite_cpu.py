@@ -3,6 +3,8 @@
     python benchmarks/suite_cpu.py                              # make test's pytest line (Makefile PYTEST_CORE)
     python benchmarks/suite_cpu.py -- tests/test_probe.py -n 0  # any pytest arguments after --
     python benchmarks/suite_cpu.py --json out.json              # the per-process rows too
+    python benchmarks/suite_cpu.py --files-json files.json -- tests/test_resume.py -n 2 --dist loadfile
+                                                                # each test file's CPU seconds, also as JSON
 
 Why it exists: pytest's durations say how long a test took, not what it spent. A test that starts
 `grpo-ablate run` in a subprocess, or whose trials run in a warm session forked from a template,
@@ -15,9 +17,18 @@ began count: a kernel thread's CPU since boot is not the suite's. /proc/stat bef
 the machine's busy and idle core-seconds: a suite that leaves cores idle is waiting (sleeps, grace
 periods), one that does not is bound by the CPU its processes do.
 
-A process shorter than the half-second sample is missed (a few hundredths of a second each). A
-warm session forked from a template has the template's command line; it is told apart by its
-parent. The test named for a forked session is the one that started its template.
+Each test file's CPU seconds: a plugin loaded into pytest and its workers (`-p suite_cpu_timeline`,
+benchmarks/suite_cpu_timeline.py, alone on PYTHONPATH) records, for every test, the worker's pid, its start and end on
+the clock /proc counts start times in, and the CPU the worker spent in it (time.process_time, its
+threads included: the in-process CLI, the trial run by `run_spec` in-process). Every other process
+goes to the test that was running when it started, on the pytest worker it descends from (a
+warm session forked from a template runs for the test that asked for it, not the one that started
+the template); a process whose chain of parents no longer reaches a worker (a daemonised
+PostgreSQL, a killed trial's children) goes to the test in its PYTEST_CURRENT_TEST. A session
+fixture's set-up counts for the test file that first asked for it; what no test accounts for
+(pytest's own start and collection, the workers' start) is a row of its own.
+
+A process shorter than the half-second sample is missed (a few hundredths of a second each).
 Linux only.
 """
 
@@ -26,15 +37,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PYTEST_CORE = ["-m", "not gpu and not vllm", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", "tests"]
+HERE = Path(__file__).resolve().parent
+PYTEST_CORE = ["-m", "not gpu and not vllm and not stack", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", "tests"]
 SAMPLE_SECONDS = 0.5
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -51,11 +65,12 @@ def _boot_ticks_now() -> float:
 
 
 class Sampler(threading.Thread):
-    """Every process started after `since` (ticks since boot): its latest CPU seconds, command, parent, test."""
+    """Every process started after `since` (ticks since boot): its latest CPU seconds, command, parent, test,
+    and whether its environment carries `marker` (this run's, inherited by everything the suite starts)."""
 
-    def __init__(self, since: float) -> None:
+    def __init__(self, since: float, marker: str) -> None:
         super().__init__(daemon=True)
-        self.since, self.rows, self.done = since, {}, threading.Event()
+        self.since, self.rows, self.done, self.marker = since, {}, threading.Event(), marker
         self.skip = _ancestry()  # this script and the shell that started it
 
     def run(self) -> None:
@@ -80,9 +95,10 @@ class Sampler(threading.Thread):
                 cpu = (int(rest[11]) + int(rest[12])) / TICKS
                 row = self.rows.get(key)
                 if row is None:
-                    row = self.rows[key] = {"pid": key[0], "ppid": int(rest[1]), "comm": comm,
+                    environ = _read(entry.path, "environ").split("\0")
+                    row = self.rows[key] = {"pid": key[0], "ppid": int(rest[1]), "comm": comm, "start": started / TICKS,
                                             "cmd": _read(entry.path, "cmdline").replace("\0", " ").strip(),
-                                            "test": _test_of(entry.path), "cpu": cpu}
+                                            "test": _test_of(environ), "marked": self.marker in environ, "cpu": cpu}
                 row["cpu"] = max(row["cpu"], cpu)
             except (OSError, ValueError, IndexError):
                 continue  # gone between listing and reading
@@ -108,14 +124,28 @@ def _read(folder: str, name: str) -> str:
         return ""
 
 
-def _test_of(folder: str) -> str:
-    for item in _read(folder, "environ").split("\0"):
+def _test_of(environ: list[str]) -> str:
+    for item in environ:
         if item.startswith("PYTEST_CURRENT_TEST="):
             return item.split("=", 1)[1].split("::", 1)[0].rsplit("/", 1)[-1]
     return ""
 
 
-def kind(row: dict, rows_by_pid: dict[int, dict]) -> str:
+class Parents:
+    """Each row's parent row: the process of its parent pid that had started when it did (a pid the machine
+    reused, by another user's process, is not its parent)."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        self.by_pid: dict[int, list[dict]] = defaultdict(list)
+        for r in sorted(rows, key=lambda r: r["start"]):
+            self.by_pid[r["pid"]].append(r)
+
+    def of(self, row: dict) -> dict | None:
+        started = [p for p in self.by_pid.get(row["ppid"], []) if p["start"] <= row["start"]]
+        return started[-1] if started else None
+
+
+def kind(row: dict, parents: Parents) -> str:
     """A process's kind: the Python module or script it runs (a forked session told apart), else its program."""
     words = row["cmd"].split()
     if not words:
@@ -131,7 +161,7 @@ def kind(row: dict, rows_by_pid: dict[int, dict]) -> str:
         if name == "grpo_ablate" and len(args) > 2:
             name = f"grpo_ablate {args[2]}"
         if "--template" in args:
-            parent = rows_by_pid.get(row["ppid"])
+            parent = parents.of(row)
             name += " (forked session)" if parent and "--template" in parent["cmd"] else " --template"
         return f"python -m {name}"
     if args[:1] == ["-c"]:
@@ -139,20 +169,92 @@ def kind(row: dict, rows_by_pid: dict[int, dict]) -> str:
     return f"python {args[0].rsplit('/', 1)[-1]}" if args else "python"
 
 
+def ours(rows: list[dict], root: int) -> list[dict]:
+    """The rows of the suite's processes: `root` (pytest) and its descendants, and whatever carries the run's
+    marker in its environment (a daemon or an orphan whose parents are gone); not the other users' processes
+    on a shared machine."""
+    parents = Parents(rows)
+
+    def descends(r: dict | None) -> bool:
+        seen: set[int] = set()
+        while r is not None and r["pid"] not in seen:
+            if r["pid"] == root or r["ppid"] == root:
+                return True
+            seen.add(r["pid"])
+            r = parents.of(r)
+        return False
+    return [r for r in rows if r["marked"] or descends(r)]
+
+
+def _timeline(path: Path) -> dict[int, list[dict]]:
+    """The plugin's rows by worker pid, in start order: {test, file, start, end, cpu}."""
+    out: dict[int, list[dict]] = defaultdict(list)
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                out[row["pid"]].append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: r["start"])
+    return out
+
+
+def per_file(rows: list[dict], timeline: dict[int, list[dict]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each test file's CPU seconds: ({file: in-process worker CPU}, {file: its processes' CPU}) (module doc)."""
+    parents = Parents(rows)
+    inside: dict[str, float] = defaultdict(float)
+    children: dict[str, float] = defaultdict(float)
+    for tests in timeline.values():
+        for t in tests:
+            inside[t["file"]] += t["cpu"]
+    for r in rows:
+        if r["pid"] in timeline:  # a worker (or pytest itself, with -n 0): its CPU inside tests is counted above
+            children[OUTSIDE] += max(0.0, r["cpu"] - sum(t["cpu"] for t in timeline[r["pid"]]))
+            continue
+        children[_file_of(r, parents, timeline)] += r["cpu"]
+    return dict(inside), dict(children)
+
+
+def _file_of(row: dict, parents: Parents, timeline: dict[int, list[dict]]) -> str:
+    """The test file a process ran for: the test running on its worker when it started (module doc)."""
+    start, seen, at = row["start"], set(), row
+    while at is not None and at["pid"] not in seen:
+        seen.add(at["pid"])
+        pid = at["ppid"]
+        if pid in timeline:
+            for t in timeline[pid]:
+                if t["start"] <= start <= t["end"]:
+                    return t["file"]
+            return OUTSIDE  # started by a worker between tests: a session fixture's teardown, the worker's start
+        at = parents.of(at)
+    return row["test"] or OUTSIDE
+
+
+OUTSIDE = "(outside any test: pytest, its workers, services)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", type=Path, help="write the per-process rows here")
+    parser.add_argument("--files-json", type=Path, help="write each test file's CPU seconds here")
     parser.add_argument("--top", type=int, default=25, help="rows to print per table")
     parser.add_argument("pytest_args", nargs="*", help="pytest arguments (after --); default: make test's")
     args = parser.parse_args(argv)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": ""}  # as the Makefile's TEST_ENV
-    command = [sys.executable, "-m", "pytest", "-q", *(args.pytest_args or PYTEST_CORE)]
+    plugin = Path(tempfile.mkdtemp(prefix="suite-cpu-"))  # the plugin alone on the path, not every benchmark's name
+    (plugin / "suite_cpu_timeline.py").symlink_to(HERE / "suite_cpu_timeline.py")
+    timeline = plugin / "timeline.jsonl"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "",  # as the Makefile's TEST_ENV
+           "SUITE_CPU_TIMELINE": str(timeline),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(plugin), os.environ.get("PYTHONPATH", "")) if p)}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "suite_cpu_timeline", *(args.pytest_args or PYTEST_CORE)]
 
-    sampler = Sampler(since=_boot_ticks_now() - TICKS)  # a tick of slack: the first child starts within it
+    sampler = Sampler(since=_boot_ticks_now() - TICKS,  # a tick of slack: the first child starts within it
+                      marker=f"SUITE_CPU_TIMELINE={timeline}")
     total0, idle0 = _machine_ticks()
     began = time.monotonic()
     sampler.start()
-    result = subprocess.run(command, cwd=ROOT, env=env, check=False)
+    pytest = subprocess.Popen(command, cwd=ROOT, env=env)
+    returncode = pytest.wait()
     wall = time.monotonic() - began
     sampler.done.set()
     sampler.join()
@@ -160,27 +262,42 @@ def main(argv: list[str] | None = None) -> int:
 
     cores = os.cpu_count() or 1
     share = (idle1 - idle0) / max(1, total1 - total0)
-    rows = list(sampler.rows.values())
-    by_pid = {r["pid"]: r for r in rows}
+    rows = ours(list(sampler.rows.values()), pytest.pid)
+    parents = Parents(rows)
     by_kind: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     by_test: Counter[str] = Counter()
     for r in rows:
-        k = by_kind[kind(r, by_pid)]
+        k = by_kind[kind(r, parents)]
         k[0] += 1
         k[1] += r["cpu"]
         by_test[r["test"] or "(no test: pytest, its workers, services)"] += r["cpu"]
-    print(f"\n{' '.join(command[2:])}\nexit {result.returncode}; {wall:.1f} s wall on {cores} cores: "
+    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"\n{' '.join(command[2:])}\nexit {returncode}; {wall:.1f} s wall on {cores} cores: "
           f"{wall * cores * (1 - share):.0f} busy and {wall * cores * share:.0f} idle core-seconds; "
-          f"{len(rows)} processes started, {sum(r['cpu'] for r in rows):.0f} CPU seconds among them")
+          f"{len(rows)} processes started, {sum(r['cpu'] for r in rows):.0f} CPU seconds among them; "
+          f"{waited.ru_utime + waited.ru_stime:.0f} of them in pytest and the processes it waited for "
+          f"(what /usr/bin/time and the shell's `time` count: {100 * (waited.ru_utime + waited.ru_stime) / wall:.0f} % CPU)")
     print("\nCPU s  procs  kind")
     for name, (n, cpu) in sorted(by_kind.items(), key=lambda x: -x[1][1])[:args.top]:
         print(f"{cpu:6.1f} {n:5d}  {name}")
-    print("\nCPU s  started by (test file)")
+    print("\nCPU s  started by (test file, by PYTEST_CURRENT_TEST: a forked session counts for its template's test)")
     for name, cpu in by_test.most_common(args.top):
         print(f"{cpu:6.1f}  {name}")
+    inside, children = per_file(rows, _timeline(timeline))
+    files = {f: round(inside.get(f, 0.0) + children.get(f, 0.0), 1) for f in set(inside) | set(children)}
+    print(f"\n CPU s  in-test  processes  test file (all {len(files)}; {sum(files.values()):.0f} CPU s)")
+    for name, cpu in sorted(files.items(), key=lambda x: -x[1])[:max(args.top, 60)]:
+        print(f"{cpu:6.1f}  {inside.get(name, 0.0):7.1f}  {children.get(name, 0.0):9.1f}  {name}")
     if args.json:
         args.json.write_text(json.dumps({"wall": wall, "idle_share": share, "rows": rows}, indent=0))
-    return result.returncode
+    if args.files_json:
+        args.files_json.write_text(json.dumps({"command": " ".join(command[2:]), "wall": round(wall, 1),
+                                               "cpu": round(sum(r["cpu"] for r in rows), 1),
+                                               "waited_cpu": round(waited.ru_utime + waited.ru_stime, 1),
+                                               "busy_core_s": round(wall * cores * (1 - share)),
+                                               "idle_core_s": round(wall * cores * share), "files": files},
+                                              indent=0, sort_keys=True) + "\n")
+    return returncode
 
 
 if __name__ == "__main__":

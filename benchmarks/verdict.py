@@ -17,7 +17,8 @@ Exit codes: 0 the answers agree, 1 they differ, 2 a run failed or wrote no verdi
 
 `--readme` keeps the README's first screen true: from the last run it writes docs/demo-answer.json
 (the answer's three lines, its kind, the recommended, as-good and worse arms, each arm's held-out
-reward per seed, the wall time of each run, the built-in model's build time) and the quote between
+reward per seed, the wall time of each run, the built-in model's build time for the record: the quote states no
+build time, which a cold build on a loaded machine makes meaningless) and the quote between
 the `demo-answer` markers of the README and of docs/getting-started.md, rendered from that file.
 tests/test_docs.py fails when a page differs from the file, or when the code, given the recorded
 per-seed rewards, now answers differently in kind (another kind, recommendation, as-good set or
@@ -95,15 +96,14 @@ def readme_block(record: dict[str, Any]) -> str:
     m = record["measured"]
     runs = m["run_seconds"]
     took = (f"{runs[0]} s" if len(runs) == 1 else f"{min(runs)}-{max(runs)} s") + " of wall time"
-    build = (f"; the first run also builds the built-in model, which took {m['model_build_seconds']:.0f} s and "
-             "says how far it is while it does" if m.get("model_build_seconds") else "")
     quote = "\n".join(f"> **{line}**" + ("  " if i < len(record["answer"]["lines"]) - 1 else "")
                        for i, line in enumerate(record["answer"]["lines"]))
     return (f"{START}\n<!-- written by `{record['generated_by']}` from a real run of {record['study']} "
             f"(docs/demo-answer.json); do not edit by hand -->\n{quote}\n\n"
             f"Measured on this project's {m['cpus']}-core CPU machine (no GPU), {m['date']}, load average "
             f"{m['load_average_1min']} when the run started: one demo run took {took} with the built-in model "
-            f"already cached{build}.\n{END}")
+            f"already cached. The first run on a machine also builds the built-in model, once (it is cached in "
+            f"~/.cache/grpo-ablate) and says how far it is while it does.\n{END}")
 
 
 def write_readme(record: dict[str, Any], pages: tuple[Path, ...] = PAGES, path: Path = RECORD) -> None:

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grpo_ablate.config import load_study  # noqa: E402
-from grpo_ablate.study.plan import study_plan  # noqa: E402
+from grpo_ablate.plan.cells import study_plan  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.launch import Launcher, ProcessLauncher, WarmSession  # noqa: E402
 from grpo_ablate.trainer.spec import TrialSpec  # noqa: E402

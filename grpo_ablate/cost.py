@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from grpo_ablate.bounds import BOUNDS
 from grpo_ablate.errors import StudyError
@@ -28,7 +28,7 @@ from grpo_ablate.safe_read import MB, read_bytes
 PARAMETERS = BOUNDS["parameters"]
 
 __all__ = ["Gpu", "GPU_TYPES", "REFERENCE_GPU", "Assumptions", "ASSUMED", "TrialEstimate", "full_run_steps",
-           "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range",
+           "warmup_steps", "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range",
            "Price", "price", "RunShare", "parse_share", "fmt_multiple", "Branching", "study_total"]
 
 
@@ -250,6 +250,30 @@ def full_run_steps(full_run: dict[str, Any] | None, generated_per_step: float, p
     return max(1, math.ceil(float(epochs) * int(prompts) * int(g) / generated_per_step - 1e-9))
 
 
+def warmup_steps(trainer: Mapping[str, Any], full_steps: int | None) -> int | None:
+    """The trainer section's learning-rate warmup (trainer.warmup_steps) in optimizer steps of a run `full_steps`
+    long, counted as transformers counts it.
+
+    The one owner of this rule: init sizes trials past the warmup with it, `validate` and every command that
+    loads a study refuse trials that end inside it (study/warmup.py), branching places `branch_from: warmup`
+    with it and validate checks that point; the child's scheduler is built by transformers'
+    `TrainingArguments.get_warmup_steps(full_steps)` (the prefix schedule: trainer/build.py), which this
+    reproduces (tests/test_warmup_rule.py checks it on the installed transformers): a value >= 1 is a step
+    count (its int), one in (0, 1) a share of the run, `ceil(full_steps * share)` of the float product as it
+    comes out, so 0.07 of 100 steps is 8 (0.07 * 100 is 7.000000000000001). A recipe's warmup_ratio arrives
+    here as a warmup_steps below 1 (config/recipes/merge.py). 0 without a warmup (unset, 0, not a number);
+    None for a share when the run's length is not known.
+    """
+    warmup = trainer.get("warmup_steps")
+    if not isinstance(warmup, (int, float)) or isinstance(warmup, bool) or not warmup > 0:
+        return 0
+    if warmup >= 1:
+        return int(warmup)
+    if not full_steps:
+        return None
+    return math.ceil(full_steps * float(warmup))
+
+
 def lr_schedule_of(budget: dict[str, Any]) -> str:
     """budget.lr_schedule resolved: "prefix" of the full run when the study knows one (a recipe), else "compressed"."""
     return budget.get("lr_schedule") or ("prefix" if budget.get("full_run") else "compressed")
@@ -359,7 +383,7 @@ class Price:
     at_most: bool = False  # a race may stop before its planned maximum, which this prices
     branching: Branching | None = None  # arms branch from a shared prefix per seed, counted once
     screen: tuple[float, float] | None = None  # the screen before any training, as a multiple of the run (included)
-    expected: float | None = None  # a race's mean share of its planned maximum (study.price.race_share), when known
+    expected: float | None = None  # a race's mean share of its planned maximum (plan/price.race_share), when known
     expected_why: str = ""  # what that mean assumes
 
     def words(self) -> str:

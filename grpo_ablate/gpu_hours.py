@@ -133,7 +133,7 @@ def budget_of(total: float | str | None, gpus: int | None, trials: Sequence["Fro
     """
     if total is None:
         return None
-    if isinstance(total, str):  # "0.5x" that nothing could turn into GPU-hours (study/price.resolve_budget)
+    if isinstance(total, str):  # "0.5x" that nothing could turn into GPU-hours (plan/price.resolve_budget)
         raise StudyError([Problem(path="study.budget_gpu_hours", message=(
             f"{total!r} is a share of the full run, whose GPU-hours are not known here (plan says why): write the "
             "budget in GPU-hours, or give what prices the full run (budget.full_run, hardware.gpus, a probe)"))])

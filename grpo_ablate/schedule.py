@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Switch", "Schedule", "Dynamic", "PerPrompt", "parse_generations", "generations_text", "generations_data",
-           "generations_from_data", "DEFAULT_WINDOW", "ZERO_STD", "DEFAULT_EXTRA_ROUNDS"]
+           "generations_from_data", "prompts_per_round", "DEFAULT_WINDOW", "ZERO_STD", "DEFAULT_EXTRA_ROUNDS"]
 
 DEFAULT_WINDOW = 5  # logged steps a signal condition averages over when the label gives none
 ZERO_STD = "zero_std"  # the signal: TRL's frac_reward_zero_std (share of groups with no reward spread)
@@ -308,6 +308,19 @@ class PerPrompt(_Policy):
         return (f"per-prompt G: batch / {self.phases[0]} prompts per round, each given {self.low} to {self.high} "
                 "completions (same total) where its estimated pass rate makes a mixed group most likely")
 
+
+
+def prompts_per_round(generation_batch_size: int, num_generations: int) -> int:
+    """The distinct prompts a generation round draws, at most, over a run: the batch over G, whole groups.
+
+    The one owner of this count (the feasible space's prompts_per_generation, the probe's and the trial's
+    refusal of a training set that cannot fill a round, the G-per-round sampler's round size). A plain G
+    draws batch / G each round; a schedule batch / the G of its phase, so at most batch / its smallest
+    phase; dynamic sampling and per-prompt G draw batch / their G (per-prompt G shares the round's
+    completions among those prompts; a refill round draws that many again from the same set).
+    """
+    g = num_generations.smallest if isinstance(num_generations, Schedule) else int(num_generations)
+    return generation_batch_size // max(1, g)
 
 def parse_generations(value: object) -> int:
     """A value of num_generations: a plain int (also "8", 8.0) or a Schedule (from its label)."""

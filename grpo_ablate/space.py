@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from grpo_ablate.schedule import prompts_per_round
 from grpo_ablate.vocab import Dynamic, PerPrompt, Schedule, pair_label
 
 __all__ = [
@@ -425,7 +426,7 @@ def feasible_space(
             gbs = shape.default_generation_batch_size if b is None else b
             if reason is None:
                 found = True
-                feasible.append(FeasiblePair(G, gbs, gbs // shape.unit, gbs // getattr(G, "smallest", G)))
+                feasible.append(FeasiblePair(G, gbs, gbs // shape.unit, prompts_per_round(gbs, G)))
             elif batches != "auto":
                 rejected.append(Rejection(G, gbs, reason))
         if batches == "auto" and not found:

@@ -23,10 +23,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Arm, Cell, Outcome
+from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Arm, Cell, Outcome, generations_data, generations_text
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial, Trial
+
+    from grpo_ablate.space import FeasibleSpace
 
 __all__ = [
     # trial attributes
@@ -37,11 +39,14 @@ __all__ = [
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # roles
     "PROBE_ROLE", "WARM_ROLE",
+    # Optuna param names (study/search/encoding.py draws arms through them)
+    "G_RANK_PARAM", "LABEL_PARAM", "G_PARAM", "TEMPERATURE_PARAM", "batch_param",
     # reading
     "outcome_of", "outcome", "reason", "is_cancelled", "is_copy", "ran_here", "is_finished", "is_result", "seed_of",
     "arm_of", "cell_of", "owner", "owner_run", "counted_retries", "predecessor_dirs", "FINISHED", "REASON_CHARS",
     "trial_dir", "role_of", "cell_key", "copy_source", "retry_of", "resumed_from", "recorded_metrics", "queued_params",
     "orchestrator_rss_mb", "stored_attrs", "is_prefix", "branched_from", "spec_fingerprint", "awaits_prefix", "faulted_out",
+    "arm_fields", "trial_arm",
     # the study's own attributes, typed
     "StudyAttrs", "study_attrs",
 ]
@@ -82,12 +87,24 @@ BASELINE = "baseline"  # the ablation's baseline arm, Arm.as_dict()
 HARDWARE = "hardware"
 EVALUATION = "evaluation"
 SPACE = "space"  # the feasible (G, batch) labels the study was created with
-RACING = "racing"  # {"round", "live", "leader", "decided", "dropped": [...]} (study/racing.py)
+RACING = "racing"  # {"round", "live", "leader", "decided", "dropped": [...]} (race_record.RaceState)
 PLAN_READY = "plan_ready"  # the creator queued the plan
 
 # roles
 PROBE_ROLE = "probe"  # an out-of-memory pair recorded by earlier versions' probe: ran no trial
 WARM_ROLE = "warm-start"  # a queued warm-start trial
+
+# Optuna param names: how study/search/encoding.py's encodings store an arm's knobs on a trial
+G_RANK_PARAM = "num_generations_rank"  # ORDINAL: G's rank among the feasible Gs (an int)
+LABEL_PARAM = "generation"  # LABEL: a "GxB" label (vocab.pair_label)
+G_PARAM = "num_generations"  # PLAN: G as its text (vocab.generations_text)
+TEMPERATURE_PARAM = "temperature"
+
+
+def batch_param(num_generations: int) -> str:
+    """ORDINAL's conditional batch param: its name carries G, so each G has its own feasible list."""
+    return f"generation_batch_size|G={num_generations}"
+
 
 FINISHED = frozenset({Outcome.COMPLETED, Outcome.OOM, Outcome.PRUNED, Outcome.FAILED})
 _OUTCOMES = {o.value: o for o in Outcome}
@@ -228,6 +245,41 @@ def arm_of(ft: "FrozenTrial | Trial", params: Mapping[str, Any] | None = None) -
     return Arm.from_mapping({**(params or {}), **ft.user_attrs})
 
 
+def arm_fields(params: Mapping[str, Any], space: "FeasibleSpace | None" = None) -> dict[str, Any]:
+    """The arm's knobs that a trial's params name (for a trial that failed before writing its
+    attributes), in `Arm.as_dict`'s form. A categorical's text (a "GxB" label, a schedule's label)
+    is looked up in `space`, the study's feasible space built by the loader, never parsed: without
+    a space only what needs no text is read (a plain-int G, the temperature)."""
+    out: dict[str, Any] = {}
+    label = params.get(LABEL_PARAM)
+    if isinstance(label, str) and space is not None:
+        try:
+            pair = space.by_label(label)
+        except KeyError:
+            pass
+        else:
+            out["num_generations"] = generations_data(pair.num_generations)
+            out["generation_batch_size"] = pair.generation_batch_size
+    g = params.get(G_PARAM)
+    if isinstance(g, int) and not isinstance(g, bool):
+        out.setdefault("num_generations", g)
+    elif isinstance(g, str) and space is not None:
+        by_text = {generations_text(x): x for x in space.generations}
+        if g in by_text:
+            out.setdefault("num_generations", generations_data(by_text[g]))
+    if params.get(TEMPERATURE_PARAM) is not None:
+        out["temperature"] = params[TEMPERATURE_PARAM]
+    return out
+
+
+def trial_arm(ft: "FrozenTrial", space: "FeasibleSpace | None" = None) -> Arm | None:
+    """The arm a trial ran: its attributes (`arm_of`), else, for a trial that failed before it wrote
+    them, the knobs its params name (`arm_fields`; a categorical's text looked up in `space` when one is given).
+
+    The one fallback for a trial without attributes: the report's records and `smoke`'s outcomes read arms here."""
+    return arm_of(ft, arm_fields(ft.params, space))
+
+
 def cell_of(ft: "FrozenTrial | Trial") -> Cell | None:
     """The trial's cell from its attributes (arm knobs, seed, role); None before they were written."""
     return Cell.from_attrs(ft.user_attrs)
@@ -351,7 +403,7 @@ class StudyAttrs:
     hardware: str | None = None  # the hardware arithmetic in words (BatchShape.describe)
     evaluation: dict[str, Any] | None = None  # the evaluation section
     space: tuple[str, ...] | None = None  # the feasible pairs' labels the study was created with
-    racing: dict[str, Any] | None = None  # study/racing.py's RaceState.as_dict()
+    racing: dict[str, Any] | None = None  # race_record.RaceState.as_dict(), written by study/racing.py's rounds
     plan_ready: bool = False  # the creator queued the plan
 
     def as_attrs(self) -> dict[str, Any]:

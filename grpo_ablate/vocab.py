@@ -153,7 +153,7 @@ class Cell:
     The role says why the trial exists: the ablation's "baseline" or the factor it varies
     ("num_generations=4"), "grid", the adaptive sampler's name, or PREFIX_ROLE: the baseline
     trained once per seed up to the branch point every arm of that seed starts from
-    (grpo_ablate/study/branching.py). A prefix is not an arm's result: its key differs from the
+    (grpo_ablate/plan/branching.py). A prefix is not an arm's result: its key differs from the
     baseline cell's on the same seed.
     """
 

@@ -1,4 +1,26 @@
-"""Shared fixtures: a real PostgreSQL server on loopback, offline settings, one finished tiny study.
+"""Shared fixtures: real services (PostgreSQL, a SLURM cluster), the suite's warm trial sessions, one finished study.
+
+What a new test should reuse before it starts anything of its own (docs/testing.md has the costs):
+
+    fixture              scope     what it gives                                            where
+    warm_session         session   a real WarmSession: each trial a fresh fork of one        fixtures_warm.py
+                                   template that did the imports (~1 s a trial, not ~7)
+    study_here           function  `grpo-ablate ARGS` in this process, its trials in the      fixtures_warm.py
+                                   suite's warm sessions (a study of two workers uses both)
+    finished_study       session   studies/tiny-cpu.yaml run once (2 arms, 4 steps, with     conftest.py
+                                   its report), shared by every worker: read it, or copy it
+    addition_model       session   the built-in addition model built before a test times     conftest.py
+                                   a trial's start (a cold cache builds it: minutes)
+    postgres_url         session   a private PostgreSQL server on 127.0.0.1                  conftest.py
+    fresh_pg_db          function  a new empty database on it                                conftest.py
+    slurm_cluster        function  the worker's private single-node SLURM cluster, left      conftest.py, slurm_cluster.py
+                                   clean after the test (jobs cancelled, node up)
+
+and the plain helpers (helpers.py): `cli_inprocess` (a command in this process), `run_cli` (in a
+process of its own, where the process is the point), `tiny_spec` (a trial spec of the tiny model),
+`write_study`, `TRIAL_ENV`, `fail_when_stale` (wait on a heartbeat going stale, never a sleep past
+the grace period), `tmpfs`, `fill_disk`, `watchdog`; _report_fixtures.py builds hand-made studies
+for report tests without training.
 
 Services are real: the PostgreSQL fixture runs Debian's initdb/pg_ctl into a temp dir (as the
 `postgres` user when the tests run as root, since initdb refuses root). Where a service cannot

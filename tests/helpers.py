@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 TINY_CPU = ROOT / "studies" / "tiny-cpu.yaml"
 
-__all__ = ["ROOT", "TESTS", "TINY_CPU", "TRIAL_ENV", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "fill_disk", "free_port", "read_only_bind", "run_cli",
+__all__ = ["ROOT", "TESTS", "TINY_CPU", "TRIAL_ENV", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "fail_when_stale", "fill_disk", "free_port", "read_only_bind", "run_cli",
            "tiny_spec", "tmpfs", "unavailable", "write_study"]
 
 
@@ -274,3 +274,19 @@ def watchdog(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def fail_when_stale(study: Any, number: int, timeout: float = 120.0) -> None:
+    """Fail trial `number` of an RDB study the moment its heartbeat is stale (Optuna's fail_stale_trials,
+    asked every 0.2 s, also runs the storage's stale-trial callback): a wait on the event, where a sleep
+    past the grace period had to guess a margin (and waited it out every run)."""
+    import optuna
+
+    deadline = time.monotonic() + timeout
+    while True:
+        optuna.storages.fail_stale_trials(study)
+        if next(t for t in study.get_trials(deepcopy=False) if t.number == number).state != optuna.trial.TrialState.RUNNING:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"trial {number}'s heartbeat was not stale after {timeout:g} s")
+        time.sleep(0.2)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers import ROOT
+from helpers import ROOT, cli_inprocess
 from slurm_cluster import SlurmCluster
 
 from grpo_ablate import trial_record as record
@@ -143,9 +143,10 @@ def _state(cluster: SlurmCluster, job: str) -> tuple[str, str]:
 
 
 def _script(cluster: SlurmCluster, study: Path, folder: Path, env: dict[str, str]) -> Path:
-    """The array script with the study's own resource header (`grpo-ablate slurm-script`), as the README says."""
-    out = subprocess.run([sys.executable, "-m", "grpo_ablate", "slurm-script", str(study)], env=env, capture_output=True,
-                         text=True, timeout=120)
+    """The array script with the study's own resource header (`grpo-ablate slurm-script`), as the README says; the
+    command runs in this process with the submit environment (its own process proves nothing here)."""
+    submit = {k: v for k, v in env.items() if k.startswith(("GRPO_ABLATE_", "SLURM_")) or k == "CUDA_VISIBLE_DEVICES"}
+    out = cli_inprocess("slurm-script", str(study), **submit)
     assert out.returncode == 0, out.stdout + out.stderr
     path = folder / "grpo-ablate.sbatch"
     path.write_text(out.stdout)

@@ -30,6 +30,10 @@ __all__ = ["SlurmCluster", "missing_binaries"]
 
 _BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "srun", "scancel", "scontrol", "squeue", "sinfo")
 START_TIMEOUT_S = 30.0
+# A job step credential's lifetime, which is also how long SLURM holds a requeued job before it may start
+# again (slurm.conf(5), AuthInfo cred_expire; default 120 s): a node set DOWN mid-job waited 121 s for the
+# requeued job, doing nothing (tests/test_slurm_faults.py). 30 s is still ample to launch a step here.
+CRED_EXPIRE_S = 30
 
 
 def missing_binaries() -> list[str]:
@@ -76,7 +80,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={munge_socket}
+AuthInfo=socket={munge_socket},cred_expire={CRED_EXPIRE_S}
 StateSaveLocation={base}/state
 SlurmdSpoolDir={base}/spool/%n
 SlurmctldPidFile={base}/slurmctld.pid

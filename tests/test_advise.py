@@ -255,7 +255,7 @@ def _prediction(g: int, b: int, t: float) -> Prediction:
 
 
 def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_path):
-    from grpo_ablate.study.plan import resolved_trial_count, study_plan
+    from grpo_ablate.plan.cells import resolved_trial_count, study_plan
     from grpo_ablate.study import ledger
     from grpo_ablate.study.setup import enqueue_shortlist, open_study
 

@@ -11,7 +11,7 @@ import pytest
 
 from grpo_ablate import trial_record as record
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.study.plan import racing_round, resolve_plan, resolved_trial_count, study_plan
+from grpo_ablate.plan.cells import racing_round, resolve_plan, resolved_trial_count, study_plan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.runner import blocked_branches
 from grpo_ablate.study.setup import queue_ready_branches

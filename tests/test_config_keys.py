@@ -1,5 +1,5 @@
 """The study file documents itself: every schema field has a description, and `explain`, the JSON
-Schema and the key table (docs/study-file.md, and the README's copy until it is cut) are all read from those
+Schema and the key table (docs/study-file.md; the README links it) are all read from those
 descriptions; every GRPOConfig field of the installed TRL has an `explain` answer from TRL's own metadata."""
 
 from __future__ import annotations

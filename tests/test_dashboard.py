@@ -306,7 +306,7 @@ def test_the_dashboards_first_screen_in_chromium_is_the_answer(tmp_path):
     from grpo_ablate.report.publish import publish_to
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import dashboard_screenshot  # the README's picture is taken the same way
+    import dashboard_screenshot  # the manual's picture (docs/dashboard-answer.png) is taken the same way
 
     if not Path(dashboard_screenshot.CHROMIUM).exists():
         unavailable("Debian's chromium is not installed")

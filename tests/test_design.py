@@ -1,4 +1,4 @@
-"""A study that is to decide: the design's arithmetic (study/design.py), and the refusals that keep a study from
+"""A study that is to decide: the design's arithmetic (plan/design.py), and the refusals that keep a study from
 deciding by accident on too little: trials inside the warmup of the run they stand for, races of under 3 seeds."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from helpers import ROOT, cli_inprocess, write_study
 from grpo_ablate.stats.selection import bechhofer_pcs, bechhofer_seeds
-from grpo_ablate.study.design import (MIN_SEEDS, RACE_CONFIDENCE, SEED_SD_SHARE, Shape, effect_for_seeds, fit,
+from grpo_ablate.plan.design import (MIN_SEEDS, RACE_CONFIDENCE, SEED_SD_SHARE, Shape, effect_for_seeds, fit,
                                       resolution, seeds_to_decide, trial_bounds)
 
 CODE = ROOT / "tests/fixtures/open-r1/current-qwen2.5-1.5b-instruct-grpo-config_demo_code.yaml"  # 500 steps, warmup 0.03
@@ -85,7 +85,7 @@ def test_a_race_of_fewer_than_three_seeds_is_refused(tmp_path):
 
 
 def test_the_arms_span_g_values_that_matter_never_neighbours():
-    from grpo_ablate.study.design import second_temperature, spanning_generations
+    from grpo_ablate.plan.design import second_temperature, spanning_generations
 
     seven = [2, 4, 7, 8, 14, 16, 28, 32, 56, 64]  # 448 completions a step over 7 processes
     assert spanning_generations(16, seven) == [16, 8, 32] and spanning_generations(14, seven) == [14, 7, 28]

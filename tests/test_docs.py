@@ -107,6 +107,51 @@ def test_docs_name_only_readme_sections_that_exist():
             assert name.lower() in heads, f"{path.name} names the README section {name!r}, which does not exist"
 
 
+# ---------------------------------------------------------------- the README: a front door (issue 53 item 1)
+
+README_MAX_LINES = 200
+
+
+def front_door_problems(text: str) -> list[str]:
+    """What keeps a README from being a front door: over 200 lines, or a first command block that does not open with
+    the two set-up commands (`make demo`, the main job; `make test`), or one a reader must scroll to reach."""
+    out = []
+    lines = text.splitlines()
+    if len(lines) > README_MAX_LINES:
+        out.append(f"{len(lines)} lines, more than {README_MAX_LINES}: move the text to its page under docs/")
+    fence = next((i for i, line in enumerate(lines) if line.startswith("```")), None)
+    if fence is None:
+        return out + ["no command block"]
+    if fence > 15:
+        out.append(f"the first command block starts at line {fence + 1}, below the first screen")
+    commands = [line.split("#")[0].strip() for line in lines[fence + 1:] if line.strip()][:2]
+    if commands != ["make demo", "make test"]:
+        out.append(f"the first commands are {commands}, not ['make demo', 'make test']")
+    return out
+
+
+def test_the_readme_is_a_front_door_that_opens_with_the_two_set_up_commands():
+    assert front_door_problems(DOCS[0].read_text(encoding="utf-8")) == []
+
+
+def test_a_long_readme_or_one_that_opens_with_other_commands_is_no_front_door():
+    head = "# grpo-ablate\n\nWhat it decides.\n\n```bash\nmake demo    # the main job\nmake test\n```\n"
+    assert front_door_problems(head) == []
+    assert front_door_problems(head + "more\n" * 200)[0].startswith("208 lines")
+    assert front_door_problems(head.replace("make demo    # the main job\n", "pip install .\n")) == [
+        "the first commands are ['pip install .', 'make test'], not ['make demo', 'make test']"]
+    assert front_door_problems("# grpo-ablate\n" + "intro\n" * 20 + head) == [
+        "the first command block starts at line 26, below the first screen"]
+
+
+def test_make_demo_and_make_test_do_all_set_up_on_a_fresh_machine():
+    """The two commands the README opens with need nothing before them: each depends on the install target, which
+    creates the virtualenv."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^demo: install\b", makefile, re.M) and re.search(r"^test: install\b", makefile, re.M)
+    assert re.search(r"^install: \$\(STAMP\)", makefile, re.M) and "-m venv $(VENV)" in makefile
+
+
 # ---------------------------------------------------------------- the manual, built strictly
 
 

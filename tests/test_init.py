@@ -8,7 +8,7 @@ import yaml
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.commands.init import InitAnswers, ask_missing, write_study
-from grpo_ablate.study.design import NEIGHBOUR_RATIO, seeds_to_decide
+from grpo_ablate.plan.design import NEIGHBOUR_RATIO, seeds_to_decide
 
 RECIPE = ROOT / "studies/recipes/openr1-style-every-key.yaml"
 
@@ -146,8 +146,9 @@ def test_init_on_open_r1s_current_recipes_writes_a_deciding_study_at_half_a_run(
     """Issue 49's goal: with the run's size, default init writes (does not refuse) a study of at most 0.5x the run:
     a screen of at most 0.05x, then at least 3 seeds per arm, every trial past the warmup, and plan says what it
     resolves. Without the size it exits 2 naming the flags."""
-    from grpo_ablate.study.design import MIN_SEEDS, warmup_steps
-    from grpo_ablate.study.price import planned_price
+    from grpo_ablate.cost import warmup_steps
+    from grpo_ablate.plan.design import MIN_SEEDS
+    from grpo_ablate.plan.price import planned_price
     from grpo_ablate.study.warmup import trial_end
 
     out = tmp_path / "study.yaml"

@@ -188,3 +188,40 @@ def test_a_session_that_could_see_a_gpu_is_never_forked(tmp_path):
     assert template_module._gpus_visible({"CUDA_VISIBLE_DEVICES": "0"}, driver=str(gpus))
     assert not template_module._gpus_visible({"CUDA_VISIBLE_DEVICES": ""}, driver=str(gpus))  # a CPU trial
     assert not template_module._gpus_visible({}, driver=str(tmp_path / "no-driver"))
+
+
+_EXITING_PARENT = """
+import psutil
+from helpers import tiny_spec
+from grpo_ablate.launch import WarmSession
+import sys
+from pathlib import Path
+with WarmSession() as session:
+    result = session.run(tiny_spec(Path(sys.argv[1]), steps=1))
+assert result.outcome.value == "completed", result.reason
+(template,) = [p for p in psutil.Process().children() if "--template" in p.cmdline()]
+times = template.cpu_times()
+print(times.user + times.system + times.children_user + times.children_system, flush=True)
+"""
+
+
+def test_a_process_waits_for_its_templates_when_it_exits(tmp_path):
+    """A run that exits ends its templates and reaps them, so its own parent's rusage counts their CPU and their
+    sessions' (/usr/bin/time, the shell's `time`): left to die with it they were reaped by init, and a warm
+    trial's CPU was nobody's (benchmarks/suite_cpu.py measured a third of four test files' CPU counted)."""
+    import resource
+
+    from helpers import ROOT, TESTS
+
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    before = children_cpu()
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
+    done = subprocess.run([sys.executable, "-c", _EXITING_PARENT, str(tmp_path / "trial")], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    template_cpu = float(done.stdout.split()[-1])  # its imports and the session it reaped, read while it was alive
+    assert template_cpu > 1.0  # torch, transformers and TRL: seconds
+    assert children_cpu() - before >= template_cpu  # the template's CPU reached this process: it was waited for

@@ -1,5 +1,5 @@
 """Dependencies point one way: no import circle among the package's modules, and every package
-imports only from its own floor or the floors below (README, "Where things are").
+imports only from its own floor or the floors below (the manual's architecture page, "Floors").
 
 Read from the source with `ast`, so the test imports nothing. Every import counts, also one
 inside a function (a deferred import hides a circle from Python, not from a reader), except
@@ -23,9 +23,10 @@ FLOORS: list[set[str]] = [
      "bounds", "safe_read", "journal"},  # words, small pure parts; value ranges, the safe reader, journal lines
     {"stats"},  # statistics: paired tests, intervals, sequential decisions
     {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
-    {"files", "trial_record", "gpu_hours"},  # the files the tool reads back; what a trial leaves in its study; what trials spent
+    {"files", "trial_record", "race_record", "gpu_hours"},  # the records: files read back; what a trial and a race leave in their study; what trials spent
     {"config"},  # the study file
     {"estimate"},  # what a trial costs
+    {"plan"},  # the study's plan from its file: cells, branch point, price, design (pure, no Optuna)
     {"trainer"},  # one trial: the child side (the trial process, its trainer, callbacks, checkpoints)
     {"launch"},  # the parent side of a trial: launchers and their registry, the vLLM server, dry run, device placement
     {"study"},  # the Optuna study: its plan (cells, branch points), its search (encoding, samplers, pruning), ledger, lifecycle, runner, warm start
@@ -154,8 +155,38 @@ def test_the_bottom_layer_imports_nothing_of_the_package() -> None:
 
 def test_config_and_plan_do_not_reach_into_preflight() -> None:
     graph = import_graph()
-    for name in ("grpo_ablate.study.plan", *(m for m in graph if m.startswith("grpo_ablate.config"))):
+    for name in (m for m in graph if m.startswith(("grpo_ablate.plan", "grpo_ablate.config"))):
         assert not any(d.startswith("grpo_ablate.preflight") for d in graph[name]), (name, graph[name])
+
+
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module that importing the modules under `start` runs (deferred imports included), those excluded."""
+    seen: set[str] = set()
+    todo = [m for m in graph if m == start or m.startswith(start + ".")]
+    while todo:
+        for d in graph.get(todo.pop(), ()):
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return {m for m in seen if not (m == start or m.startswith(start + "."))}
+
+
+def test_report_imports_no_study_or_launch_module() -> None:
+    """Records apart from policy (issue 54): writing a report reads the study's records (trial_record,
+    race_record, the files) and its plan (plan/), never the study's policies, its ledger or a launcher, directly
+    or through anything it imports."""
+    graph = import_graph()
+    assert "grpo_ablate.report.data" in graph
+    banned = {m for m in reached(graph, "grpo_ablate.report")
+              if m.startswith(("grpo_ablate.study", "grpo_ablate.launch"))}
+    assert banned == set(), f"report/ reaches these study/launch modules: {sorted(banned)}"
+
+
+def test_the_reach_check_finds_a_module_two_imports_away() -> None:
+    graph = {"grpo_ablate.report.data": {"grpo_ablate.plan.price"}, "grpo_ablate.plan.price": {"grpo_ablate.study.racing"},
+             "grpo_ablate.study.racing": {"grpo_ablate.launch.registry"}, "grpo_ablate.launch.registry": set()}
+    assert reached(graph, "grpo_ablate.report") == {"grpo_ablate.plan.price", "grpo_ablate.study.racing",
+                                                     "grpo_ablate.launch.registry"}
 
 
 def _package(module: str) -> str:

@@ -6,7 +6,6 @@ as the lifecycle does, without training.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import optuna
@@ -14,15 +13,15 @@ import pytest
 from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
-from grpo_ablate.study.plan import study_plan
-from grpo_ablate.study.search.encoding import G_PARAM, LABEL_PARAM, arm_fields
+from grpo_ablate.plan.cells import study_plan
+from grpo_ablate.trial_record import G_PARAM, LABEL_PARAM, arm_fields, trial_arm
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.vocab import Arm, Cell, Outcome
 from grpo_ablate import trial_record as record
+from helpers import ROOT, fail_when_stale
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
 
 
@@ -91,6 +90,21 @@ def test_batches_searched_name_the_pair_and_readers_decode_it(tmp_path):
     assert ledger.cell_params(study, Arm(3, 64, 1.0)) is None  # not feasible: never queued
 
 
+def test_the_arm_of_a_trial_without_attributes_is_read_from_its_params_in_one_place(tmp_path):
+    """trial_record.trial_arm: the report and `smoke` both read a trial's arm there; its attributes win when written."""
+    study = _grid(tmp_path, "generation_batch_size=[32, 64]")
+    params, dists = ledger.cell_params(study, Arm(8, 64, 1.0))
+    ostudy = optuna.create_study(direction="maximize")
+    failed = optuna.trial.create_trial(params=params, distributions=dists, state=TrialState.FAIL)
+    ostudy.add_trial(failed)
+    trial = ostudy.get_trials()[0]
+    assert trial_arm(trial, study.space) == Arm(8, 64, 1.0)  # the label looked up in the study's space
+    assert trial_arm(trial) is None  # without the space the label is not read, and temperature alone is no arm
+    written = optuna.trial.create_trial(params=params, distributions=dists, state=TrialState.FAIL,
+                                        user_attrs={**Arm(8, 32, 1.0).as_dict()})
+    assert trial_arm(written, study.space) == Arm(8, 32, 1.0)  # what the trial wrote wins over its params
+
+
 def test_an_adaptive_proposal_takes_a_seed_its_arm_has_not_run(tmp_path):
     study = load_study(TINY, ["study.sampler=random", "num_generations=[2]", "temperature=1.0", "study.seeds=[0, 1]",
                               f"study.output_dir={tmp_path / 'run'}"])
@@ -150,8 +164,7 @@ def test_a_dead_workers_trial_on_postgres_ends_like_a_local_requeue(tmp_path, fr
 
         trial = _start(pg, study, heartbeat=True, max_retry=max_retry)
         pg_storage.record_heartbeat(trial._trial_id)
-        time.sleep(5)  # the worker "died": no heartbeat for 5 s against a 2 s grace period
-        optuna.storages.fail_stale_trials(pg)
+        fail_when_stale(pg, trial.number)  # the worker "died": no heartbeat past the 2 s grace period
 
     assert _ended(local) == _ended(pg) == [("interrupted", True, 0), ("failed", False, 1)]
     for ostudy in (local, pg):

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from grpo_ablate.config import load_study
-from grpo_ablate.study.plan import advised_arms, resolved_trial_count, study_plan
+from grpo_ablate.plan.cells import advised_arms, resolved_trial_count, study_plan
 from grpo_ablate.study.ledger import cell_params
 from grpo_ablate.files.advise_file import ADVISED_ARMS_KEY
 from grpo_ablate.files.owned import Owner

@@ -1,4 +1,4 @@
-"""The study's price in units of the run it tunes (cost.price, study/price.py), and init fitting a study to it."""
+"""The study's price in units of the run it tunes (cost.price, plan/price.py), and init fitting a study to it."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import pytest
 import yaml
 
 from helpers import ROOT, cli_inprocess
-from grpo_ablate.study.branching import branch_step
+from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.commands.init import InitAnswers, write_study
-from grpo_ablate.study.design import MIN_SEEDS, effect_for_seeds, seeds_to_decide, warmup_steps
+from grpo_ablate.plan.design import MIN_SEEDS, effect_for_seeds, seeds_to_decide
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total
+from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total, warmup_steps
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.gpu_hours import budget_of
 from grpo_ablate import trial_record as record
 from grpo_ablate.stats.selection import bechhofer_seeds
-from grpo_ablate.study.price import planned_price, prefix_estimate, price_line, resolve_budget, spent_price
+from grpo_ablate.plan.price import planned_price, prefix_estimate, price_line, resolve_budget, spent_price
 
 FIXTURES = ROOT / "tests/fixtures/open-r1"
 DEMO = FIXTURES / "qwen2.5-1.5b-instruct-grpo-config_demo.yaml"
@@ -104,8 +104,11 @@ def test_a_share_budget_becomes_gpu_hours_of_the_full_run(tmp_path):
 
 
 def test_warmup_in_steps():
-    assert warmup_steps({"warmup_steps": 0.1}, 283) == 29 and warmup_steps({"warmup_ratio": 0.03}, 500) == 15
-    assert warmup_steps({"warmup_steps": 40}, 283) == 40 and warmup_steps({}, 283) == 0
+    """A recipe's warmup_ratio arrives as warmup_steps below 1 (config/recipes/merge.py); tests/test_warmup_rule.py
+    checks the rule against transformers and every caller."""
+    w = {"warmup_steps": 0.1}
+    assert warmup_steps(w, 283) == 29 and warmup_steps({"warmup_steps": 0.03}, 500) == 15
+    assert warmup_steps({"warmup_steps": 40}, 283) == 40 and warmup_steps({}, 283) == 0 and warmup_steps(w, None) is None
 
 
 def _printed_price(stdout: str) -> str:
@@ -297,7 +300,7 @@ def test_an_elimination_race_is_priced_at_its_maximum_and_at_the_mean_seeds_it_s
     """Issue 51: a race's budget is planned on the mean seeds it spends (stats/elimination.race_cost: the costlier of
     tied arms and one arm ahead by min_effect), said beside the planned maximum; other designs keep the maximum."""
     from grpo_ablate.stats.elimination import race_cost
-    from grpo_ablate.study.price import PLANNING_SD, race_share
+    from grpo_ablate.plan.price import PLANNING_SD, race_share
 
     over = ["study.sampler=grid", "num_generations=[2, 4, 8]", "temperature=1.0", f"study.seeds={list(range(20))}",
             "study.min_effect=0.05", "study.racing={design: elimination, confidence: 0.9, first_round_seeds: 5}",

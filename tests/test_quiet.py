@@ -10,7 +10,7 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.config.recipes import FieldList
-from grpo_ablate.study.price import tunes_a_run
+from grpo_ablate.plan.price import tunes_a_run
 from helpers import ROOT, TINY_CPU, cli_inprocess
 
 OPEN_R1 = ROOT / "studies" / "openr1-1.5b-numina-8gpu.yaml"

@@ -9,9 +9,10 @@ import optuna
 import pytest
 
 from grpo_ablate.config import load_study
-from grpo_ablate.study.plan import racing_round
+from grpo_ablate.plan.cells import racing_round
 from grpo_ablate.study.search.early_rank import race_decides_at
-from grpo_ablate.study.racing import RaceState, Rule, advance, arm_results, decide
+from grpo_ablate.race_record import RaceState
+from grpo_ablate.study.racing import Rule, advance, arm_results, decide
 from grpo_ablate.study.ledger import queue
 from grpo_ablate.study.ledger import ask, suggest_cell
 from grpo_ablate.vocab import Arm
@@ -188,7 +189,8 @@ def test_the_elimination_race_is_the_procedure_read_seed_by_seed():
     """Round by round, one seed per round after the first stage: the drops are exactly the procedure's on
     the whole table (stats/elimination replays), the answer is the report's own, the page names the design."""
     from grpo_ablate.stats.elimination import eliminate
-    from grpo_ablate.study.racing import Rule, calls_level, describe
+    from grpo_ablate.race_record import calls_level
+    from grpo_ablate.study.racing import Rule, describe
 
     table = _kn_table()
     seeds = sorted(table["best"])
@@ -251,7 +253,7 @@ def test_an_elimination_study_queues_one_seed_per_round(tmp_path):
 
 
 def test_the_page_says_which_race_ran():
-    from grpo_ablate.study.racing import design_words
+    from grpo_ablate.race_record import design_words
 
     assert "Kim & Nelson" in design_words({"design": "elimination"})
     assert "not a call" in design_words({"design": "elimination"})

@@ -28,9 +28,10 @@ EXEMPT = {  # files that name the raw fields for another reason than a trial's r
 READS = {"user_attrs", "system_attrs"}
 WRITES = {"set_user_attr", "set_system_attr"}
 OWNER_MODULES = {"grpo_ablate.trial_record", "grpo_ablate.study.ledger"}
-# the attribute-name constants (OUTCOME, TRIAL_DIR, CONFIG, ...) and the names they hold; roles are values
+# the attribute-name constants (OUTCOME, TRIAL_DIR, CONFIG, ...) and the names they hold; roles are values, and
+# the Optuna param names (*_PARAM, which trial_record also spells) are params, not attributes
 NAMES = {n for n in trial_record.__all__ if n.isupper() and isinstance(getattr(trial_record, n), str)
-         and not n.endswith("_ROLE")}
+         and not n.endswith(("_ROLE", "_PARAM"))}
 LITERALS = {getattr(trial_record, n) for n in NAMES}
 
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, TESTS, cli_env, cli_inprocess, tiny_spec, write_study
+from helpers import ROOT, cli_env, cli_inprocess, tiny_spec, write_study
 
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE
@@ -228,18 +228,20 @@ def test_a_trial_killed_mid_run_resumes_and_matches_an_uninterrupted_run(warm_se
     whole = warm_session.run(spec("whole"))  # the uninterrupted run, in the warm session launcher
     assert whole.outcome.value == "completed", whole.reason
 
+    # The same cell's trial process, SIGKILLed mid-run: a fresh fork of the suite's warm template (a real trial
+    # process, started at the cost of a fork rather than an interpreter's imports), killed past its checkpoint
     killed = spec("killed")
-    killed.save()
-    env = cli_env(PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS)]))
-    with (tmp_path / "killed.log").open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate.trainer.worker", str(killed.path / "spec.json")],
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
+    killed.path.mkdir(parents=True, exist_ok=True)
+    warm_session.start(killed, warm_session.environment(killed), tmp_path / "killed.log")
     try:
-        _wait_for(_killable_past(killed.path, 4, 6), "checkpoint-4 and 6 metrics rows", lambda: proc.poll() is None)
+        _wait_for(_killable_past(killed.path, 4, 6), "checkpoint-4 and 6 metrics rows",
+                  lambda: warm_session.poll() is None)
     finally:
-        proc.kill()  # SIGKILL: no handler, no result.json
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+        if (pid := warm_session.pid) is not None:  # else it ended first: the assertion below says so
+            os.kill(pid, signal.SIGKILL)  # no handler, no result.json
+        returncode = warm_session.wait(60)
+        warm_session.close()
+    assert returncode == -signal.SIGKILL
     assert not (killed.path / RESULT_FILE).exists()
     before = _rows(killed.path / METRICS_FILE)
     assert len(before) >= 6 and checkpoints.latest(killed.path).step == 4

@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from helpers import write_study
 from grpo_ablate.config import load_study
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.study.lifecycle import trial_dir_of

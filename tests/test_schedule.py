@@ -12,7 +12,7 @@ import pytest
 
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.config.hardware import read_generations
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.study.ledger import cell_params
 from grpo_ablate.space import BatchShape, Rounds, check_pair, feasible_space
 from grpo_ablate.schedule import generations_data, parse_generations

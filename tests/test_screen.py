@@ -16,8 +16,8 @@ from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.preflight.screen_rule import ALL_RULES, RULES, SIGNAL_RATIO, Point, drops, kept, signal_per_step
-from grpo_ablate.study.plan import study_plan
-from grpo_ablate.study.price import planned_price
+from grpo_ablate.plan.cells import study_plan
+from grpo_ablate.plan.price import planned_price
 
 AGREEMENT = ROOT / "benchmarks/data/screen_agreement.json"
 

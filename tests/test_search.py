@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grpo_ablate.config import FloatRange
-from grpo_ablate.study.search.encoding import LABEL, ORDINAL, batch_param, encode_arm, suggest_arm
+from grpo_ablate.study.search.encoding import LABEL, ORDINAL, encode_arm, suggest_arm
+from grpo_ablate.trial_record import batch_param
 from grpo_ablate.study.search.fidelity import ComputeClock, quantum
 from grpo_ablate.study.search.samplers import build_sampler
 from grpo_ablate.space import BatchShape, check_pair, feasible_space
@@ -125,7 +126,7 @@ def test_summary_full_grid_is_one_and_right():
 
 def test_study_pruner_counts_completions():
     from grpo_ablate.config import load_study
-    from grpo_ablate.study.plan import completions_per_trial
+    from grpo_ablate.plan.cells import completions_per_trial
     from grpo_ablate.study.search.samplers import study_pruner
     from helpers import TINY_CPU
 

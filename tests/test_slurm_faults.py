@@ -8,7 +8,7 @@ and not from step 0, and the faulted run's exit status saying the study did not 
 
 The cells here prove one mechanism each; the whole matrix (every fault x process, warm and slurm,
 the slurm launcher's cells also with its orchestrator killed and rerun, tests/slurm_cells.py
-run_launcher_cell; with times) is `python benchmarks/slurm_matrix.py`, its figures in the README.
+run_launcher_cell; with times) is `python benchmarks/slurm_matrix.py`, its figures on the manual's Many machines page.
 """
 
 from __future__ import annotations

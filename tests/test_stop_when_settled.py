@@ -12,7 +12,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
-from grpo_ablate.study.plan import baseline_arm, racing_round, study_plan
+from grpo_ablate.plan.cells import baseline_arm, racing_round, study_plan
 from grpo_ablate.study.racing import advance
 from grpo_ablate.study.ledger import queue as queue_cells
 from grpo_ablate.study import ledger
@@ -141,7 +141,8 @@ def test_min_effect_and_the_betting_method_are_validated(tmp_path):
 
 
 def test_the_baseline_keeps_running_while_an_arm_still_needs_it_even_when_worse_than_the_leader():
-    from grpo_ablate.study.racing import RaceState, Rule, decide
+    from grpo_ablate.race_record import RaceState
+    from grpo_ablate.study.racing import Rule, decide
 
     seeds = range(6)
     results = {"base": {s: 0.5 + 0.01 * (s % 2) for s in seeds},

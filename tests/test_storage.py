@@ -10,7 +10,7 @@ import time
 import optuna
 import pytest
 
-from helpers import cli_inprocess, fill_disk, free_port, run_cli, tmpfs
+from helpers import cli_inprocess, fail_when_stale, fill_disk, free_port, run_cli, tmpfs
 from grpo_ablate.storage import is_rdb_url, normalize_url, open_storage
 
 
@@ -37,8 +37,7 @@ def test_postgres_heartbeat_fails_and_retries_a_silent_trial(fresh_pg_db):
     space = {"g": optuna.distributions.CategoricalDistribution([2, 4])}
     trial = study.ask(space)
     storage.record_heartbeat(trial._trial_id)
-    time.sleep(3)  # the worker "died": no heartbeat within the grace period
-    optuna.storages.fail_stale_trials(study)
+    fail_when_stale(study, trial.number)  # the worker "died": no heartbeat within the grace period
     states = [t.state for t in study.get_trials()]
     assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
     retry = study.ask(space)  # the next free worker takes the queued retry first

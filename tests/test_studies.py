@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from grpo_ablate.config import load_study
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.cells import study_plan
 from helpers import ROOT
 
 

@@ -6,8 +6,12 @@ Real processes hold real `flock` slots in a private cache folder; nothing is moc
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from helpers import ROOT
 from grpo_ablate.launch.devices import claim_cpu_share
@@ -67,6 +71,20 @@ def test_a_process_s_own_workers_share_the_cores_from_the_first_trial(tmp_path):
             s.release()
 
 
+def _private_slots(cache: Path) -> Path:
+    """A cache folder whose CPU slots are its own and whose built models and TRL defaults are the suite's: the test
+    counts slots, and a trial in an empty cache would first build the built-in model (a 400-step warm start) and ask
+    a child process for GRPOConfig's defaults, work this test throws away."""
+    from grpo_ablate.trainer.builtin.model import cache_root
+
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "models").symlink_to(cache_root() / "models", target_is_directory=True)
+    for known in cache_root().glob("grpo_config_*.json"):
+        shutil.copy(known, cache / known.name)
+    return cache
+
+
+@pytest.mark.usefixtures("addition_model")  # built in the suite's cache, which the run-one's folder links to
 def test_run_one_holds_a_slot_beside_a_run_and_gives_it_back(tmp_path):
     """issue 23, item 12: a real run-one beside a trial holding a slot shares the cores, then releases its slot."""
     import signal
@@ -75,6 +93,7 @@ def test_run_one_holds_a_slot_beside_a_run_and_gives_it_back(tmp_path):
     from helpers import cli_env
     from grpo_ablate.launch.devices import _count_held
 
+    _private_slots(tmp_path)
     holder = _holder(tmp_path)  # a `run` trial on the same host
     assert holder.stdout.readline().split() == ["8", "1"]
     folder = tmp_path / "one"

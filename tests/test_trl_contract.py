@@ -3,11 +3,12 @@
     pytest tests/test_trl_contract.py
 
 Every such access lives in grpo_ablate/trainer/trl_adapter.py (the overrides of the G-schedule
-trainer, trainer/scheduled.py, are a subclass's and are listed there too). TRL may change any of
-them in a minor release without a word; a G policy built on the old behaviour would then train
-with a wrong grouping and still finish. So the source of each overridden or wrapped method is
-hashed, per TRL version (trl_adapter.CHECKED), and each private attribute must still be set and
-used where the adapter expects: an upgrade of TRL fails here, by name, until someone has re-read
+trainer, trainer/scheduled.py, are a subclass's and are listed there too, member by member: no
+blanket exemption for the subclass). TRL may change any of them in a minor release without a word;
+a G policy built on the old behaviour would then train with a wrong grouping and still finish. So
+the source of each overridden or wrapped method and of each private TRL function called is hashed,
+per TRL version (trl_adapter.CHECKED), and each private attribute must still be set and used where
+the adapter expects: an upgrade of TRL fails here, by name, until someone has re-read
 the changed members and recorded the new version. The run-time gate (trl_adapter.gate) reads the
 same table, so an unchecked TRL refuses or degrades loudly in a real trial too.
 """
@@ -27,10 +28,11 @@ from grpo_ablate.trainer import trl_adapter  # noqa: E402  (after the importorsk
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _installed() -> dict[str, str]:
-    from trl import GRPOTrainer
+HASHED = [*trl_adapter.OVERRIDDEN, *trl_adapter.FUNCTIONS]  # what CHECKED records per version
 
-    return {name: trl_adapter.source_hash(getattr(GRPOTrainer, name)) for name in trl_adapter.OVERRIDDEN}
+
+def _installed() -> dict[str, str]:
+    return {name: trl_adapter.source_hash(trl_adapter.checked_member(name)) for name in HASHED}
 
 
 def test_the_installed_trl_private_methods_are_the_ones_the_adapter_was_checked_against():
@@ -43,16 +45,20 @@ def test_the_installed_trl_private_methods_are_the_ones_the_adapter_was_checked_
             "(trainer/scheduled.py) overrides private GRPOTrainer methods and the adapter wraps one; re-read each "
             "against what they assume, run tests/test_schedule_e2e.py and tests/test_g_policy_e2e.py, then add\n"
             f"    {version!r}: {installed!r},\n"
-            "to CHECKED. What to re-check:\n" + "\n".join(f"  - {m}: {why}" for m, why in trl_adapter.OVERRIDDEN.items()),
+            "to CHECKED. What to re-check:\n" + "\n".join(f"  - {m}: {why}" for m, why in _relied_on().items()),
             pytrace=False)
-    changed = [m for m in trl_adapter.OVERRIDDEN if installed[m] != checked[m]]
+    changed = [m for m in HASHED if installed[m] != checked[m]]
     if changed:
         pytest.fail(
-            f"TRL {version}'s GRPOTrainer source differs from the hashes recorded for it in CHECKED: "
+            f"TRL {version}'s source differs from the hashes recorded for it in CHECKED: "
             + ", ".join(changed) + ". The adapter and scheduled.py rely on:\n"
-            + "\n".join(f"  - {m}: {trl_adapter.OVERRIDDEN[m]}" for m in changed)
+            + "\n".join(f"  - {m}: {_relied_on()[m]}" for m in changed)
             + f"\nRe-check them, then record the new hashes {({m: installed[m] for m in changed})!r}.", pytrace=False)
     assert trl_adapter.support().ok  # and the run-time gate agrees: nothing refused or degraded here
+
+
+def _relied_on() -> dict[str, str]:
+    return {**trl_adapter.OVERRIDDEN, **trl_adapter.FUNCTIONS}
 
 
 def test_the_pinned_trl_range_is_the_checked_minor():
@@ -115,7 +121,7 @@ def test_the_table_names_exactly_the_methods_scheduled_py_overrides():
         f"lists {sorted(trl_adapter.OVERRIDDEN)}: add the new ones to OVERRIDDEN and CHECKED")
     assert trl_adapter.TIMED in trl_adapter.OVERRIDDEN
     for version, hashes in trl_adapter.CHECKED.items():
-        assert set(hashes) == set(trl_adapter.OVERRIDDEN), version
+        assert set(hashes) == set(HASHED), version
 
 
 def _private_trl_names() -> set[str]:
@@ -131,25 +137,41 @@ def _private_trl_names() -> set[str]:
     return names | {"llm_engine", "model_executor", "driver_worker"}  # vLLM's engine internals
 
 
+def _trainer_subclasses(tree: ast.Module) -> set[int]:
+    """The ids of every node inside a class that subclasses GRPOTrainer (by name: `GRPOTrainer`, `trl.GRPOTrainer`)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(b).split(".")[-1] == "GRPOTrainer" for b in node.bases):
+            inside.update(id(n) for n in ast.walk(node))
+    return inside
+
+
 def test_no_private_trl_access_outside_the_adapter():
     """Every private TRL/vLLM member is reached through trainer/trl_adapter.py: an access on another object
-    (`trainer._logs`, `vllm._llm_weights_sleeping`) anywhere else fails here. scheduled.py's own members
-    (`self._step` in a GRPOTrainer subclass, `super()._prepare_inputs`) are its overrides, listed in the adapter."""
+    (`trainer._logs`, `vllm._llm_weights_sleeping`) anywhere else fails here. Inside a GRPOTrainer subclass
+    (trainer/scheduled.py) `self._x` and `super()._x` of a TRL private name must be one the adapter lists: a
+    method it overrides (OVERRIDDEN) or an attribute it reads (PRIVATE_ATTRIBUTES), each checked above; its own
+    new members share no TRL name. Elsewhere `self._x` is one of our own classes' members."""
     private = _private_trl_names()
+    listed = set(trl_adapter.OVERRIDDEN) | {name for _, name in trl_adapter.PRIVATE_ATTRIBUTES}
     allowed = {"grpo_ablate/trainer/trl_adapter.py"}
     bad = {}
     for path in sorted((ROOT / "grpo_ablate").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
         if rel in allowed:
             continue
+        tree = ast.parse(path.read_text())
+        subclass = _trainer_subclasses(tree)
         found = []
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in private:
                 base = node.value
                 own = isinstance(base, ast.Name) and base.id in ("self", "cls")
                 sup = isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super"
-                if rel == "grpo_ablate/trainer/scheduled.py" and (own or sup):
-                    continue  # the subclass's overrides and its own state: trl_adapter.OVERRIDDEN, PRIVATE_ATTRIBUTES
+                if id(node) in subclass and (own or sup):
+                    if node.attr not in listed:
+                        found.append(f"{node.lineno}: .{node.attr} (a GRPOTrainer member the adapter does not list)")
+                    continue
                 if own:
                     continue  # a private member of one of our own classes that shares a TRL name
                 found.append(f"{node.lineno}: .{node.attr}")
@@ -158,6 +180,52 @@ def test_no_private_trl_access_outside_the_adapter():
         if found:
             bad[rel] = found
     assert not bad, f"private TRL/vLLM access outside grpo_ablate/trainer/trl_adapter.py: {bad}"
+
+
+def _trl_imports(tree: ast.Module) -> list[tuple[int, str, str]]:
+    """(line, module, name) of every `from trl... import name` in a module (function-level ones included)."""
+    return [(node.lineno, node.module, alias.name) for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "trl"
+            for alias in node.names]
+
+
+def test_outside_the_adapter_trl_is_imported_only_by_its_exported_names():
+    """`from trl.trainer.utils import nanstd` reached a private helper past the adapter's hash and gate: outside
+    trainer/trl_adapter.py every name imported from TRL must be one a TRL package exports (its `__all__`)."""
+    import importlib
+
+    bad = []
+    for path in sorted((ROOT / "grpo_ablate").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "grpo_ablate/trainer/trl_adapter.py":
+            continue
+        for line, module, name in _trl_imports(ast.parse(path.read_text())):
+            exported = getattr(importlib.import_module(module), "__all__", None)
+            if exported is None or name not in exported:
+                bad.append(f"{rel}:{line}: from {module} import {name}")
+    assert not bad, "TRL names imported past trainer/trl_adapter.py that no TRL __all__ exports:\n  " + "\n  ".join(bad)
+
+
+def test_the_adapters_helpers_are_trls_own_and_refuse_on_an_unchecked_trl(monkeypatch):
+    """nanstd is TRL's function itself; pad_token_id reads TRL's tokenizer; both refuse where the hashes do not match."""
+    import torch
+    from trl import GRPOTrainer
+    from trl.trainer.utils import nanstd
+
+    rows = torch.tensor([[1.0, 2.0, float("nan"), 4.0], [0.5, 0.5, 0.5, 0.5]])
+    assert torch.equal(trl_adapter.nanstd(rows, dim=1), nanstd(rows, dim=1))
+    trainer = object.__new__(GRPOTrainer)
+    trainer._tokenizer = type("Tokenizer", (), {"pad_token_id": 7})()
+    assert trl_adapter.pad_token_id(trainer) == 7
+    try:
+        monkeypatch.setattr(trl_adapter, "CHECKED", {})
+        trl_adapter.support.cache_clear()
+        with pytest.raises(trl_adapter.TrlUnchecked):
+            trl_adapter.nanstd(rows, dim=1)
+        with pytest.raises(trl_adapter.TrlUnchecked):
+            trl_adapter.pad_token_id(trainer)
+    finally:
+        trl_adapter.support.cache_clear()
 
 
 def test_an_unchecked_trl_refuses_what_could_mislead_and_degrades_the_rest_loudly(monkeypatch, capsys):
@@ -183,9 +251,9 @@ def test_an_unchecked_trl_refuses_what_could_mislead_and_degrades_the_rest_loudl
         assert err.count("no generation_seconds") == 1  # once per feature
 
         version = trl.__version__  # a checked version whose source changed: named by method
-        monkeypatch.setattr(trl_adapter, "CHECKED", {version: {m: "0" * 16 for m in trl_adapter.OVERRIDDEN}})
+        monkeypatch.setattr(trl_adapter, "CHECKED", {version: {m: "0" * 16 for m in HASHED}})
         trl_adapter.support.cache_clear()
-        assert trl_adapter.support().changed == tuple(trl_adapter.OVERRIDDEN)
+        assert trl_adapter.support().changed == tuple(HASHED)
         with pytest.raises(trl_adapter.TrlUnchecked, match="differs from the checked source in _get_train_sampler"):
             trl_adapter.gate(scheduled)
     finally:

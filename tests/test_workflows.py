@@ -135,7 +135,7 @@ def test_uploads_what_the_study_writes_even_on_failure():
 def test_nightly_study_is_fixed():
     """Same trials every night: a planned sampler, fixed seeds, a step budget, tolerances for the gate."""
     from grpo_ablate.config import load_study
-    from grpo_ablate.study.plan import study_plan
+    from grpo_ablate.plan.cells import study_plan
 
     study = load_study(NIGHTLY)
     assert study.study.sampler == "ablation" and study.study.seeds

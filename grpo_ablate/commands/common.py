@@ -26,7 +26,7 @@ from grpo_ablate.config import load_study as load_study_file
 from grpo_ablate.config.keys import Choices
 from grpo_ablate.config.places import writable_dir_problem
 from grpo_ablate.launch.registry import launcher_choices, launcher_problems
-from grpo_ablate.study.price import resolve_budget
+from grpo_ablate.plan.price import resolve_budget
 from grpo_ablate.study.warmup import inside_warmup
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "add_study", "load", "load_study", "key_choices",
@@ -62,7 +62,7 @@ def load_study(path: "str | os.PathLike[str]", overrides: list[str] | None = Non
 
 
 def key_choices() -> Choices:
-    """The allowed values the schema cannot hold, for `explain`, `schema` and the README's key table (config/keys.py)."""
+    """The allowed values the schema cannot hold, for `explain`, `schema` and the key table of docs/study-file.md (config/keys.py)."""
     return {"hardware.launcher": launcher_choices()}
 
 

@@ -10,7 +10,7 @@ The study is written in two stages, sized to a budget (`--budget`, default half 
 - a confirm stage: 2-4 arms that span G values that matter (the recipe's G, about half and about twice it, not
   its neighbours; a second temperature where the recipe leaves its temperature to a default), trained past the
   recipe's learning-rate warmup with the seeds the budget buys (at least 3), the race on (Kim & Nelson
-  elimination). Its design (study/design.py) states what it resolves at its price.
+  elimination). Its design (plan/design.py) states what it resolves at its price.
 Every trial starts from step 0 where a deciding design fits that way (the answer is about the run); else the
 arms branch at the end of the warmup (budget.branch_from: warmup: one prefix per seed, counted once; the answer
 is about G from the branch step on: docs/your-own-run.md gives what that changed on the CPU benchmark);
@@ -53,13 +53,12 @@ from grpo_ablate.config.trl_releases import known_releases
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.config.hardware import trainer_batch_shape
 from grpo_ablate.space import feasible_space, nearest_generations
-from grpo_ablate.cost import Price, fmt_multiple, parse_share
+from grpo_ablate.cost import Price, fmt_multiple, parse_share, warmup_steps
 from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.study.design import (MIN_SEEDS, MIN_STEPS_PAST_WARMUP, RACE_CONFIDENCE,
+from grpo_ablate.plan.design import (MIN_SEEDS, MIN_STEPS_PAST_WARMUP, RACE_CONFIDENCE,
                                       NEIGHBOUR_RATIO, TRIAL_STEPS_CAP, Fitted, Shape, fit, resolution, resolution_line,
-                                      second_temperature, seeds_to_decide, spanning_generations, trial_bounds,
-                                      warmup_steps)
-from grpo_ablate.study.price import planned_price
+                                      second_temperature, seeds_to_decide, spanning_generations, trial_bounds)
+from grpo_ablate.plan.price import planned_price
 from grpo_ablate.vocab import BUILTIN_TASKS
 
 __all__ = ["add_parser", "run", "InitAnswers", "Arms", "study_text", "write_study", "ask_missing",
@@ -447,7 +446,7 @@ def _full_run_unknown(a: InitAnswers, why: str) -> StudyError:
 
 
 def fit_design(a: InitAnswers, out: Path) -> Written:
-    """The design init writes: the screen, then the confirm stage study/design.fit sizes to the budget (a share of
+    """The design init writes: the screen, then the confirm stage plan/design.fit sizes to the budget (a share of
     the full run, the high end of plan's estimate): from step 0 where a deciding design fits that way, else branched
     at the end of the warmup (as --branch-from allows), else the screen alone saying what the confirm stage would
     cost. StudyError when the full run's size is unknown (unless --unpriced), or even the screen does not fit."""
@@ -481,7 +480,7 @@ def fit_design(a: InitAnswers, out: Path) -> Written:
         multiple = planned_price(_shaped(study, shape)).multiple
         return math.inf if multiple is None else multiple[1]
 
-    warm = warmup_steps(study.trainer, full)
+    warm = warmup_steps(study.trainer, full) or 0  # cost.py: the one warmup rule
     if BRANCH_CHOICES[a.branch] == ("branch",) and trial_bounds("branch", full, warm) is None:
         raise StudyError([Problem(path="--branch-from", message=(
             f"warmup, but the recipe's run of {full} steps has {'no learning-rate warmup' if not warm else f'a {warm}-step warmup that leaves no room for a branch'}"

@@ -21,18 +21,18 @@ from grpo_ablate.config.recipes import FieldList, RecipeDifference, RecipeNote
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of, study_total
 from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.study.plan import completions_per_trial, resolved_trial_count, study_plan
+from grpo_ablate.plan.cells import completions_per_trial, resolved_trial_count, study_plan
 from grpo_ablate.study import limits
-from grpo_ablate.study.branching import BranchError, branch_step
-from grpo_ablate.study.price import planned_counts, planned_price, prefix_estimate
-from grpo_ablate.study.design import resolution_line
+from grpo_ablate.plan.branching import BranchError, branch_step
+from grpo_ablate.plan.price import planned_counts, planned_price, prefix_estimate
+from grpo_ablate.plan.design import resolution_line
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import add_study, EXIT_OK, load
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
 from grpo_ablate.children import die_with_parent
-from grpo_ablate.study.plan import baseline_arm
+from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.launch import describe_launch
 from grpo_ablate.vocab import Cell

@@ -20,10 +20,10 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.preflight.screen import screen_text
 from grpo_ablate.study.setup import describe_study, open_study, started_study
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
-from grpo_ablate.study.price import price_line, tunes_a_run
+from grpo_ablate.plan.price import price_line, tunes_a_run
 from grpo_ablate.study.runner import StudyRun, run_study
 
 __all__ = ["add_parser", "run", "exit_status"]
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         study = load(args, extra)
     if study.file.screen is not None and study.is_planned and not study_plan(study):
         return _screen_only(study, args.no_report)
-    line = price_line(study)  # the study's price in units of the run it tunes (study/price.py); refuses a share of none
+    line = price_line(study)  # the study's price in units of the run it tunes (plan/price.py); refuses a share of none
     if tunes_a_run(study):  # a study of no particular run (the demo) has nothing to be priced against
         print(line, flush=True)
     result = run_study(study, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True),

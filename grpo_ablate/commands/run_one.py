@@ -31,7 +31,7 @@ from rich.table import Table
 from grpo_ablate.commands.common import add_study, check_sets, load_study
 from grpo_ablate.config import StudyError
 from grpo_ablate.config.load import parse_override
-from grpo_ablate.study.plan import baseline_arm
+from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.report.text import fmt
 from grpo_ablate.launch.devices import cpu_slot
 from grpo_ablate.study.owner import claim_output_dir

@@ -3,8 +3,8 @@
     grpo-ablate schema --out study.schema.json
     # then, first line of a study file:  # yaml-language-server: $schema=study.schema.json
 
-Printed to stdout without --out. `--markdown` prints the README's key table instead (the one the
-README's "The study file" section holds; tests/test_config_keys.py checks they match).
+Printed to stdout without --out. `--markdown` prints the study file's key table instead (the one
+docs/study-file.md's "Every key" section holds; tests/test_config_keys.py checks they match).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("schema", help="the study file's JSON Schema for editors (or --markdown: the README key table)")
+    p = sub.add_parser("schema", help="the study file's JSON Schema for editors (or --markdown: its key table)")
     p.add_argument("--out", help="write it to this file (replaced whole, never half-written) instead of stdout")
-    p.add_argument("--markdown", action="store_true", help="the README's key table instead of the JSON Schema")
+    p.add_argument("--markdown", action="store_true", help="the study file's key table (Markdown) instead of the JSON Schema")
     p.set_defaults(func=run)
 
 

@@ -34,11 +34,12 @@ from grpo_ablate.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_st
 from grpo_ablate.config import Study
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes.registry import OPEN_R1_MODULE
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.study.runner import run_study
 from grpo_ablate.study.setup import open_study
 from grpo_ablate.schedule import Schedule
-from grpo_ablate.trial_record import arm_of, reason
+from grpo_ablate.trial_record import trial_arm
+from grpo_ablate.trial_record import reason
 
 __all__ = ["add_parser", "run", "smoke_overrides", "smoke_fingerprint", "SMOKE_STEPS", "FINGERPRINT_FILE"]
 
@@ -219,7 +220,7 @@ def _outcomes(study: Study) -> list[dict[str, Any]]:
     ostudy, _ = open_study(study)
     out = []
     for t in ostudy.get_trials(deepcopy=False):
-        arm = arm_of(t, t.params)
+        arm = trial_arm(t, study.space)
         out.append({"arm": arm.label if arm else json.dumps(t.params, sort_keys=True), "state": t.state.name,
                     "reason": str(reason(t) or "")[:300]})
     return out

@@ -5,7 +5,7 @@
     grpo-ablate schema --out study.schema.json
 
 The schema (config/schema.py) is the one place a key is documented; `explain`, the JSON Schema
-for editors and the README's key table ("The study file") are all read from it here, so they
+for editors and the key table of docs/study-file.md ("Every key") are all read from it here, so they
 cannot drift apart. Allowed values the schema cannot hold come in from the caller as `choices`
 (dotted key to names): `hardware.launcher`'s are the launcher registry's (launch/registry.py), a
 floor above config, so the commands pass them in (commands/common.py's key_choices). A section (a nested model) is a key of its own and its fields are keys below
@@ -98,7 +98,7 @@ def json_schema(choices: Choices | None = None) -> dict[str, Any]:
 
 
 def key_table(choices: Choices | None = None) -> str:
-    """The README's key table ("The study file"), one row per key, generated from the schema (and `choices`)."""
+    """The key table of docs/study-file.md ("Every key"), one row per key, generated from the schema (and `choices`)."""
     rows = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
     for d in key_docs(choices):
         cells = [f"`{d.key}`", _code(d.type), _code(d.default) if d.default != "required" else "required",

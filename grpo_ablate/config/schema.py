@@ -1,5 +1,5 @@
 """The study file's schema: one pydantic model per section. Each field's description is its documentation,
-shown by `grpo-ablate explain KEY`, `grpo-ablate schema` and the README's key table (config/keys.py).
+shown by `grpo-ablate explain KEY`, `grpo-ablate schema` and the key table of docs/study-file.md (config/keys.py).
 
     grpo-ablate validate studies/tiny-cpu.yaml
 
@@ -140,7 +140,7 @@ class StudySection(_Section):
         "GPU-hours the whole study may spend over every run (each attempt's wall time x its GPUs): no trial "
         "starts that the per-trial estimate says would cross it (measured once trials finished). Or a share of "
         "the full run, e.g. `0.5x`: that share of the full run's GPU-hours as `plan` estimates them (the low end; "
-        "study/price.py), resolved when a command loads the study. null: no limit."))
+        "plan/price.py), resolved when a command loads the study. null: no limit."))
     max_consecutive_failures: int = Field(default=5, ge=1, le=BOUNDS["retries"].high, description=(
         "The study stops after this many failed trials in a row."))
     heartbeat_interval: int = Field(default=60, ge=1, le=24 * 3600, description=(
@@ -172,7 +172,7 @@ class StudySection(_Section):
 
     @property
     def is_planned(self) -> bool:
-        """A grid or an ablation: study/plan.py lists every trial, the study runs only those."""
+        """A grid or an ablation: plan/cells.py lists every trial, the study runs only those."""
         return self.sampler in PLANNED_SAMPLERS
 
 
@@ -381,7 +381,7 @@ class BudgetSection(_Section):
         "checkpointed, and every arm of that seed starts from that checkpoint with its own G, temperature and "
         "generation batch, the learning-rate schedule going on as the full run's; each arm then trains the "
         "trial's budget from there. `none`/null: every trial starts from step 0; `warmup`: the end of the "
-        "trainer's warmup_steps; a step count; or a share of the full run (`0.1x`). grpo_ablate/study/branching.py."))
+        "trainer's warmup_steps; a step count; or a share of the full run (`0.1x`). grpo_ablate/plan/branching.py."))
 
     @field_validator("branch_from", mode="before")
     @classmethod

@@ -131,7 +131,7 @@ class Study:
 
     @property
     def is_planned(self) -> bool:
-        """A grid or an ablation study: every trial is planned and queued (study/plan.py)."""
+        """A grid or an ablation study: every trial is planned and queued (plan/cells.py)."""
         return self.study.is_planned
 
     @property

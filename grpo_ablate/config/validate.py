@@ -23,6 +23,7 @@ from grpo_ablate.config.hardware import batch_shape, space_for, world_size
 from grpo_ablate.config.inputs import check_inputs
 from grpo_ablate.config.names import check_names
 from grpo_ablate.bounds import REWARD_ROWS_NEEDED
+from grpo_ablate.cost import warmup_steps
 from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
@@ -309,7 +310,7 @@ def _check_script(sf: StudyFile) -> list[Problem]:
 
 
 def _check_branching(sf: StudyFile) -> list[Problem]:
-    """budget.branch_from: what a shared prefix needs, checked here on the file; grpo_ablate/study/branching.py places
+    """budget.branch_from: what a shared prefix needs, checked here on the file; grpo_ablate/plan/branching.py places
     the step (a share of a full run counted in epochs over the dataset is placed when the dataset is read)."""
     b = sf.budget
     raw = b.branch_from
@@ -330,14 +331,13 @@ def _check_branching(sf: StudyFile) -> list[Problem]:
             "every branch continues the learning-rate schedule of the full run from the branch point, so the "
             "schedule must be the full run's: set budget.full_run (max_steps, or num_train_epochs with "
             "num_generations) and leave budget.lr_schedule unset or `prefix`")))
-    given = sf.trainer.get("warmup_steps")
-    warmup = float(given) if isinstance(given, (int, float)) and not isinstance(given, bool) else 0.0
-    if raw == "warmup" and not warmup > 0:
+    full = b.full_run.max_steps if b.full_run is not None else None
+    # cost.py's rule, as the trial's scheduler counts it (None: a share of a run whose length the file does not give)
+    step = raw if isinstance(raw, int) else warmup_steps(sf.trainer, full) if raw == "warmup" else None
+    if raw == "warmup" and step == 0:
         problems.append(Problem(path=path, message=(
             "warmup, but the trainer has no warmup (trainer.warmup_steps unset or 0): give a step count instead")))
-    full = b.full_run.max_steps if b.full_run is not None else None
-    step = raw if isinstance(raw, int) else (int(warmup) if raw == "warmup" and warmup >= 1 else None)
-    if step is not None and full is not None and step >= full:
+    if step and full is not None and step >= full:
         problems.append(Problem(path=path, message=(
             f"the branch point, step {step}, is not inside the full run's {full} steps (budget.full_run.max_steps): "
             "branch earlier")))

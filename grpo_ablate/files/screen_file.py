@@ -18,8 +18,7 @@ from typing import Any
 from grpo_ablate.bounds import BatchSize, Finite, Fraction, Generations, Seconds, Temperature
 from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
 
-__all__ = ["SCREEN_FILE", "SCREEN_FIX", "ScreenRow", "ScreenDrop", "Screen", "screen_path", "load_screen", "save_screen",
-           "dropped_keys"]
+__all__ = ["SCREEN_FILE", "SCREEN_FIX", "ScreenRow", "ScreenDrop", "Screen", "screen_path", "load_screen", "save_screen"]
 
 SCREEN_FILE = "screen.json"
 SCREEN_FIX = "delete it, then rerun `grpo-ablate screen STUDY` (every command reads it first)"
@@ -94,9 +93,3 @@ def load_screen(output_dir: str | os.PathLike[str], owner: Owner) -> Screen | No
 
 def save_screen(output_dir: str | os.PathLike[str], screen: Screen) -> Path:
     return write_json(screen_path(output_dir), screen.to_dict())
-
-
-def dropped_keys(output_dir: str | os.PathLike[str], owner: Owner) -> set[str]:
-    """The arm keys the screen dropped (empty before it ran)."""
-    screen = load_screen(output_dir, owner)
-    return {d.key for d in screen.dropped} if screen is not None else set()

@@ -9,17 +9,17 @@ names GPUs), so the arguments are those of that machine, not of the laptop plann
 The keyword arguments are those the trial runs with, not placeholders: where the worker decides a
 value itself during training (the checkpointer's cadence behind save_steps=1, the prefix learning-rate
 schedule behind max_steps, a warmup fraction), the value shown is the one it decides (`effective`),
-computed by the same functions (checkpoints.interval_steps, cost.full_run_steps, transformers' warmup rule).
+computed by the same functions (checkpoints.interval_steps, cost.full_run_steps, cost.warmup_steps: transformers'
+warmup rule).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import Any
 
-from grpo_ablate.cost import lr_schedule_of
+from grpo_ablate.cost import lr_schedule_of, warmup_steps
 from grpo_ablate.schedule import Schedule
 from grpo_ablate.trainer import build, checkpoints
 from grpo_ablate.trainer.spec import TrialSpec
@@ -71,7 +71,7 @@ def effective(spec: TrialSpec, kwargs: dict[str, Any], full_run_steps: int | Non
     if scheduler_steps:
         out["lr_scheduler_steps"] = scheduler_steps
     if isinstance(warmup, float) and 0 < warmup < 1 and scheduler_steps:
-        out["warmup_steps"] = math.ceil(scheduler_steps * warmup)  # transformers' get_warmup_steps
+        out["warmup_steps"] = warmup_steps(out, scheduler_steps)
         notes.append(f"warmup_steps {out['warmup_steps']}: the fraction {warmup} of the scheduler's {scheduler_steps} steps")
     return out, notes
 

@@ -13,7 +13,7 @@ trials is one `Launcher` subclass and one line here:
 config/schema.py takes `hardware.launcher` as any string, since config sits below launch;
 `launcher_problems` checks it, and GRPO_ABLATE_LAUNCHER, where each command loads the study
 (commands/common.py's load_study), and `launcher_choices` gives `explain`, `schema` and the
-README's key table the allowed values.
+key table (docs/study-file.md) the allowed values.
 A launcher declares what it is (base.Capabilities), whether `auto` may take it
 (chosen_by_auto) and the command lines it would run (describe, for `plan --commands`).
 

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, is_binary, zero_spread_empirical
+from grpo_ablate.preflight.screen_rule import signal_per_step
+from grpo_ablate.schedule import prompts_per_round
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate import trial_record as record
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION, save_advice
@@ -171,7 +173,7 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
         g, b = pair.num_generations, pair.generation_batch_size
         for t in temps:
             z, zbar = zero[(t, g)]
-            per_step = (b // g) * (1 - z) / pair.steps_per_generation
+            per_step = signal_per_step(b, int(g), z, pair.steps_per_generation)  # at z's G (a schedule's final one)
             pred = Prediction(g, b, t, round(z, 4), None if zbar is None else round(zbar, 4), round(per_step, 4))
             point = probe.point(g, b) if probe else None
             if point is not None and point.fits and point.seconds_per_step:
@@ -182,7 +184,7 @@ def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist
                 advice.left_out_by_probe += 1
                 continue  # the probe says this batch does not fit (or is not G's largest fit)
             pred.reason = (f"{z:.0%} of groups of {g} are predicted to have zero spread at temperature {t:g}, "
-                           f"so {per_step:.2f} of {b // g} groups per step teach")
+                           f"so {per_step:.2f} of {prompts_per_round(b, int(g))} groups per step teach")
             if pred.informative_groups_per_hour is not None:
                 pred.reason += f"; {pred.informative_groups_per_hour:.0f} informative groups/hour at the probe's pace"
             advice.predictions.append(pred)

@@ -28,7 +28,8 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, probe_table, save_probe
 from grpo_ablate.launch import LauncherPool, run_trial
 from grpo_ablate.launch.devices import cpu_slot
-from grpo_ablate.study.plan import baseline_arm
+from grpo_ablate.plan.cells import baseline_arm
+from grpo_ablate.schedule import prompts_per_round
 from grpo_ablate.space import feasible_space
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.memory_cap import read_peak_memory
@@ -113,7 +114,7 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
     `env`: the trial's extra environment (the threads of the host CPU slot the probe holds).
     """
     known = study.data.num_prompts if study.data.task else study.data.max_samples  # None: the dataset's size is unknown here
-    needed = generation_batch_size // max(1, num_generations)  # prompts per round, over every process
+    needed = prompts_per_round(generation_batch_size, num_generations)  # over every process
     if known is not None and known < needed:  # the trainer would wait for a round it can never fill, until the timeout
         return ProbePoint(num_generations=num_generations, generation_batch_size=generation_batch_size, fits=False,
                           outcome=Outcome.FAILED.value, reason=(

@@ -9,7 +9,7 @@ per-prompt success on the study's training prompts, so each G's share of groups 
 the screen's whole range of G, e.g. 2-64). From these, each configuration's predicted learning signal (prompts
 per step whose group has spread) per step and per device-hour, and the drop rule (preflight/screen_rule.py,
 measured against training on the CPU tasks) decides which of the study's arms leave before training, each with
-its reason. screen.json (files/screen_file.py) keeps it all; the plan (study/plan.py) then trains the arms it
+its reason. screen.json (files/screen_file.py) keeps it all; the plan (plan/cells.py) then trains the arms it
 kept, the price counts what it spent, the report shows it as its own section.
 
 It runs before the study's first trial: the probe it runs may take out-of-memory pairs out of the study's space,
@@ -28,7 +28,7 @@ from grpo_ablate.files.screen_file import Screen, ScreenDrop, ScreenRow, save_sc
 from grpo_ablate.preflight.advise import Advice, run_advise
 from grpo_ablate.preflight.probe import run_probe
 from grpo_ablate.preflight.screen_rule import RULES, SIGNAL_RATIO, Point, drops, kept
-from grpo_ablate.study.plan import ablation_arms, baseline_arm
+from grpo_ablate.plan.cells import ablation_arms, baseline_arm
 from grpo_ablate.vocab import Arm
 
 if TYPE_CHECKING:

@@ -38,6 +38,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from grpo_ablate.schedule import prompts_per_round
+
 __all__ = ["Point", "Drop", "drops", "kept", "signal_per_step", "SIGNAL_RATIO", "SLOWER_RATIO", "NO_SPREAD_SHARE", "RULES",
            "ALL_RULES"]
 
@@ -50,8 +52,9 @@ RULES = ("infeasible", "out_of_memory", "dominated")  # those whose agreement wi
 
 def signal_per_step(generation_batch_size: int, num_generations: int, zero_spread: float,
                     steps_per_generation: float = 1.0) -> float:
-    """Prompts per optimizer step whose group has reward spread: (batch / G) x (1 - zero-spread) per step."""
-    return (generation_batch_size // num_generations) * (1.0 - zero_spread) / steps_per_generation
+    """Prompts per optimizer step whose group has reward spread: (batch / G) x (1 - zero-spread) per step (the
+    prompts a round draws: schedule.prompts_per_round)."""
+    return prompts_per_round(generation_batch_size, num_generations) * (1.0 - zero_spread) / steps_per_generation
 
 
 @dataclass(frozen=True)

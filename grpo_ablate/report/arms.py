@@ -81,7 +81,7 @@ def _arm_name(roles: Iterable[str], config: Arm) -> str:
 def study_baseline(attr: Mapping[str, Any] | None, records: Sequence[TrialRecord]) -> Arm | None:
     """The study's baseline arm, when some trial ran it.
 
-    The study stores it as its "baseline" attr (grpo_ablate.study.plan.baseline_arm). A study without
+    The study stores it as its "baseline" attr (grpo_ablate.plan.cells.baseline_arm). A study without
     that attr falls back to the arm of the trials whose role is "baseline".
     """
     ran = {r.config for r in records if r.config is not None}
@@ -232,7 +232,7 @@ def baseline_calls(arms: Sequence[ArmSummary], name: str, *, maximize: bool = Tr
     """Every other arm's call against the baseline on metric `name` (stats.calls.page_calls: the t tests of
     stats/model.py's one fit over every arm's seeds, the fit the verdict's probability reads), in one family with
     the page's other statements (`others`: the effects table's other cells' p-values, `table_pvalues`), at
-    family-wise `level` (below ALPHA after a race that stopped early: study.racing.calls_level); and those
+    family-wise `level` (below ALPHA after a race that stopped early: race_record.calls_level); and those
     statements' adjusted p-values. ({}, []) without a baseline."""
     base = next((a for a in arms if a.is_baseline), None)
     if base is None:

@@ -34,15 +34,15 @@ from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, l
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Guarantee, Verdict, decide
 from grpo_ablate import trial_record as record
-from grpo_ablate.study.branching import BranchError, branch_step
+from grpo_ablate.plan.branching import BranchError, branch_step
 from grpo_ablate.cost import lr_schedule_of
 from grpo_ablate.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
 from grpo_ablate.storage import mask_url
-from grpo_ablate.study.price import planned_price, spent_price, tunes_a_run
-from grpo_ablate.study.design import resolution_line
+from grpo_ablate.plan.price import planned_price, spent_price, tunes_a_run
+from grpo_ablate.plan.design import resolution_line
 from grpo_ablate.report.screen import screen_view
 from grpo_ablate.stats.selection import CONFIDENCE
-from grpo_ablate.study.racing import calls_level, race_guarantee
+from grpo_ablate.race_record import calls_level, race_guarantee
 from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
                                Outcome, finite, metric)
 from grpo_ablate.files.advise_file import load_advice
@@ -92,15 +92,15 @@ class ReportData:
     # per arm: the same first held-out prompts at the start and at the end (eval.jsonl `samples`)
     eval_samples: list[dict[str, Any]] = field(default_factory=list)
     evals: pd.DataFrame = field(default_factory=pd.DataFrame)  # every evaluation point, knobs on each row
-    racing: dict[str, Any] | None = None  # the study's racing state (study/racing.py), when it raced
+    racing: dict[str, Any] | None = None  # the study's racing state (race_record.RaceState.as_dict), when it raced
     advice: dict[str, Any] | None = None  # advise.json, when `grpo-ablate advise` ran for this study
     gpu_budget: dict[str, Any] | None = None  # study.budget_gpu_hours: spent and left (gpu_hours.Budget.as_dict)
-    price: str | None = None  # what the trials spent as a multiple of the full run's GPU-hours (study/price.py)
+    price: str | None = None  # what the trials spent as a multiple of the full run's GPU-hours (plan/price.py)
     lr_schedule: str | None = None  # "prefix" (of the recipe's full run) or "compressed" (into each trial)
     branched_at: int | None = None  # the step the arms branched at from one shared prefix per seed (budget.branch_from)
     shared_prefix: dict[str, Any] | None = None  # the prefixes' compute, counted once (`shared_prefix`)
     screen: dict[str, Any] | None = None  # the screen before any training (report/screen.py), when it ran
-    resolution: str | None = None  # what the study's design resolves at its price (study/design.py)
+    resolution: str | None = None  # what the study's design resolves at its price (plan/design.py)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -413,7 +413,7 @@ def read_advice(output_dir: Path, owner: "Owner") -> dict[str, Any] | None:
 
 
 def _race_guarantee(race: Mapping[str, Any] | None, names: Mapping[str, str]) -> Guarantee | None:
-    """An elimination race that stopped: its guarantee (racing.race_guarantee) as the verdict's record, the arms
+    """An elimination race that stopped: its guarantee (race_record.race_guarantee) as the verdict's record, the arms
     it kept by the names the page uses (`names`: arm key -> name)."""
     g = race_guarantee(race)
     if g is None:

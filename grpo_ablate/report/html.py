@@ -32,7 +32,7 @@ from grpo_ablate.vocab import metric as registry_metric
 from grpo_ablate.report.verdict import arm_call
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
-from grpo_ablate.study.racing import calls_level, design_words
+from grpo_ablate.race_record import calls_level, design_words
 
 __all__ = ["render_html", "view_model", "target_cell", "delta_cell", "held_out_used", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
 
@@ -307,7 +307,7 @@ def racing_view(data: ReportData) -> dict[str, Any] | None:
         "path": path,
         "settled": settled,
         "stop_when_settled": settings.get("stop_when_settled", True) if race.get("path") else False,
-        "design": design_words(race) if race.get("path") else None,  # which race ran (study/racing.py)
+        "design": design_words(race) if race.get("path") else None,  # which race ran (race_record.py)
         "decides_at": race.get("decides_at"),  # which evaluation point the race decides at (study/search/early_rank.py)
         "rows": [{"arm": label(d.get("arm")), "round": d.get("round"),
                   "seeds": ", ".join(str(s) for s in d.get("seeds") or []), "why": d.get("reason", "")}

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.metrics import read_jsonl  # the one torn-line-tolerant reader of trial files
 from grpo_ablate.report.evaluation import read_eval
-from grpo_ablate.study.search.encoding import arm_fields
 from grpo_ablate import trial_record as record
 from grpo_ablate.storage import mask_url
 from grpo_ablate.trial_record import outcome_of
@@ -97,7 +96,7 @@ def record_from_trial(ft: "FrozenTrial", names: Sequence[str],
         outcome=record.outcome(ft).value,
         reason=masked(reason) if reason else None,
         role=record.role_of(ft),
-        config=record.arm_of(ft, arm_fields(ft.params)),  # a trial that failed before its attrs has only params
+        config=record.trial_arm(ft),  # a trial that failed before its attrs has only params
         seed=int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None,
         params=dict(ft.params),
         metrics=metrics,

@@ -156,7 +156,7 @@ def decide(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objective
            race: Guarantee | None = None, reward_range: tuple[float, float] | None = None) -> Verdict:
     """The study's answer: `judge`'s record with its words (report/wording.py) filled in. `branched_at`: the step
     the arms branched at (budget.branch_from), which the words say the answer is about G from; `level`: the
-    family-wise level of the calls (a race that stopped early: its last look's, study.racing.calls_level);
+    family-wise level of the calls (a race that stopped early: its last look's, race_record.calls_level);
     `confidence`, `gpus`, `race`: see `judge`."""
     v = judge(arms, records, objectives, metrics, has_eval, tokens, success, advice, min_effect=min_effect,
               sequential=sequential, level=level, confidence=confidence, gpus=gpus, race=race,
@@ -243,7 +243,7 @@ def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives
     tasks: [0, 1]), which its intervals keep inside.
 
     `level`: the family-wise level of the calls and the eps-best set's exclusions, ALPHA unless a
-    group-sequential race stopped early (study.racing.calls_level: the level its last look spent).
+    group-sequential race stopped early (race_record.calls_level: the level its last look spent).
 
     `min_effect`: study.min_effect (None: stats/min_effect.py's default for the metric);
     `sequential`: the study ran the anytime race (it looked after every round with no plan), so

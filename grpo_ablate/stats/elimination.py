@@ -46,7 +46,7 @@ order (stage r uses the r smallest seeds the arms still in share), so the same t
 answer however it was built (a race passes its seed list as `order`); rerunning the procedure on a
 longer table replays the earlier stages exactly, which is how a race reads it after every seed
 (study/racing.py). `simulate` runs the procedure on normal seeds, many races at once, for the seeds a
-design spends on average (study/price.py plans on that mean, not the median).
+design spends on average (plan/price.py plans on that mean, not the median).
 Nothing here knows trials: a per-seed table in, the live arms out.
 """
 

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from typing import Hashable, Sequence
 
-__all__ = ["holm", "split", "METHOD", "PAGE_METHOD"]
+__all__ = ["holm", "split", "PAGE_METHOD"]
 
-METHOD = "Holm's step-down adjustment, family-wise error held at 5% over every comparison with the baseline"
 PAGE_METHOD = ("one family-wise 5% over every call and colour on the page: the answer's calls (better / worse and "
                "equivalent, Holm with Shaffer's count) and the effects table's other metrics (Holm) share it, 80% and "
                "20%, a family that is wholly rejected passing its share to the other (Bretz et al. 2009)")

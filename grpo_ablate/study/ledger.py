@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.study.branching import branches
+from grpo_ablate.plan.branching import branches
 from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
                                       HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, OWNER_RUN, PID,
                                       PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
@@ -245,7 +245,7 @@ def plan_ready(ostudy: "optuna.Study") -> bool:
 
 
 def set_race(ostudy: "optuna.Study", state: Mapping[str, Any]) -> None:
-    """A racing study's state after each round (study/racing.py's RaceState.as_dict())."""
+    """A racing study's state after each round (race_record.RaceState.as_dict(), decided by study/racing.py)."""
     ostudy.set_user_attr(RACING, dict(state))
 
 

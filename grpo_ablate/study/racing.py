@@ -31,7 +31,7 @@ the report say which ran.
   when the best leads by at least study.min_effect (race_guarantee), which the group-sequential stop (a
   posterior probability that counts an arm exactly min_effect behind as within) does not give at the
   least-favourable configuration; the answer then recommends the cheapest arm it kept. It plans on
-  the mean seeds it spends (study/price.race_share; about 13-16 per arm at min_effect 0.05 on the
+  the mean seeds it spends (plan/price.race_share; about 13-16 per arm at min_effect 0.05 on the
   committed tables, 50-90 at 0.02: benchmarks/calibration.py). The answer's probability, eps-best set
   and calls are the report's own, from the one model over every arm's seeds, its calls and exclusions
   at ELIMINATION_LEVEL (1%): an eliminated arm stopped when it looked worst.
@@ -42,7 +42,9 @@ the report say which ran.
   The differences are read in the order the seeds finished (a confidence sequence is a path).
 
 Each round's state is stored on the study by the ledger (set_race; read back as StudyAttrs.racing): its design, drops
-with their round and reason, and every round's look in its `path`, which the report shows.
+with their round and reason, and every round's look in its `path`, which the report shows. That record (RaceState,
+Drop) and its readers (calls_level, race_guarantee, design_words) are grpo_ablate/race_record.py's, a floor below,
+so the report reads a race without importing this module; this one decides the race.
 The repeated paired t-test the race used in round 2 lives in benchmarks/sequential.py only, where
 its replay shows why it was replaced.
 """
@@ -50,10 +52,12 @@ its replay shows why it was replaced.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from grpo_ablate.study.plan import StudyPlan, resolve_plan
+from grpo_ablate.plan.cells import StudyPlan, resolve_plan
+from grpo_ablate.race_record import (ALPHA, ANYTIME, ELIMINATION, ELIMINATION_LEVEL, GROUP_SEQUENTIAL, Drop,
+                                     RaceState)
 from grpo_ablate.study.search.early_rank import race_decides_at
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.elimination import eliminate
@@ -70,30 +74,7 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import Study
 
-__all__ = ["Drop", "RaceState", "Rule", "decide", "arm_results", "advance", "describe", "rule_of", "calls_level",
-           "design_words", "race_guarantee", "DESIGNS", "ELIMINATION_LEVEL"]
-
-GROUP_SEQUENTIAL, ANYTIME, ELIMINATION = "group_sequential", "anytime", "elimination"
-DESIGNS = (GROUP_SEQUENTIAL, ANYTIME, ELIMINATION)
-ALPHA = 0.05  # the family-wise level of exclusions and calls at the last look
-# after an elimination race, the answer's calls and exclusions (calls_level): an eliminated arm stopped taking
-# seeds when it looked worst, so its mean is biased low; on all-equal planted worlds of addition_rare the
-# report's better/worse calls were then false in 9% of 300 races at 5%, 5% at 2%, 3% at 1%
-# (benchmarks/sequential_frontier.py, part 4)
-ELIMINATION_LEVEL = 0.01
-
-
-@dataclass(frozen=True)
-class Drop:
-    arm: str
-    round: int
-    reason: str
-    p_value: float | None  # None: dropped without a p-value (the anytime rule, or no result to race on)
-    seeds: tuple[int, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"arm": self.arm, "round": self.round, "reason": self.reason, "p_value": self.p_value,
-                "seeds": list(self.seeds)}
+__all__ = ["Rule", "decide", "arm_results", "advance", "describe", "rule_of"]
 
 
 @dataclass(frozen=True)
@@ -125,102 +106,6 @@ class Rule:
             return 0.0
         looks = list(range(first, top + 1))
         return spending_plan(self.spending, looks, top, ALPHA).level(seeds)
-
-
-@dataclass
-class RaceState:
-    """What the race knows after a round; `live` is in contention, `dropped` in drop order.
-
-    `settled`: arms that stopped taking seeds because their call is known (anytime); `calls`: each
-    arm's call against the baseline (the leader without one) after the last round; `path`: one
-    entry per round ({round, seeds, calls, live, leader, level, pcs}) for the report; `design`:
-    which race ran; `pcs`, `eps_best`: the last look's selection (group_sequential).
-    """
-
-    round: int = 0
-    live: list[str] = field(default_factory=list)
-    dropped: list[Drop] = field(default_factory=list)
-    leader: str | None = None
-    decided: bool = False
-    settled: list[str] = field(default_factory=list)
-    calls: dict[str, str] = field(default_factory=dict)
-    path: list[dict[str, Any]] = field(default_factory=list)
-    design: str = ANYTIME
-    pcs: float | None = None
-    eps_best: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"round": self.round, "live": list(self.live), "leader": self.leader, "decided": self.decided,
-                "dropped": [d.as_dict() for d in self.dropped], "settled": list(self.settled),
-                "calls": dict(self.calls), "path": list(self.path), "design": self.design, "pcs": self.pcs,
-                "eps_best": list(self.eps_best)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None, arms: Sequence[str]) -> "RaceState":
-        if not d:
-            return cls(0, list(arms))
-        drops = [Drop(x["arm"], int(x["round"]), str(x["reason"]),
-                      None if x.get("p_value") is None else float(x["p_value"]), tuple(x.get("seeds", ())))
-                 for x in d.get("dropped", [])]
-        gone = {x.arm for x in drops}
-        live = d.get("live")
-        stored: Sequence[str] = live if isinstance(live, list) else arms
-        return cls(int(d.get("round", 0)), [a for a in arms if a not in gone and a in stored], drops,
-                   d.get("leader"), bool(d.get("decided")), list(d.get("settled") or []), dict(d.get("calls") or {}),
-                   list(d.get("path") or []), str(d.get("design") or ANYTIME), d.get("pcs"), list(d.get("eps_best") or []))
-
-
-def calls_level(race: Mapping[str, Any] | None) -> float:
-    """The family-wise level the answer's calls and exclusions are held to after a race: the level
-    the group-sequential race had spent at its last look. That is ALPHA when it ran to its planned
-    seeds (so a race that never stops early gives the fixed-sample answer), but the strict early
-    level when it stopped early (its probability reached the target, or one arm was left): testing
-    at 5% at a look the race chose from the data is optional stopping (on the all-equal null of
-    addition_rare with 48 planned seeds, 8 of 150 races then made a false better/worse call, none
-    at the look's own level: benchmarks/sequential_frontier.py). ALPHA for no race, or the anytime
-    race (its calls are the confidence sequences'). ELIMINATION_LEVEL after an elimination race (its
-    arms stopped when they looked worst: see the constant)."""
-    if isinstance(race, Mapping) and race.get("design") == ELIMINATION:
-        return ELIMINATION_LEVEL
-    if not isinstance(race, Mapping) or race.get("design") != GROUP_SEQUENTIAL:
-        return ALPHA
-    path = [r for r in race.get("path") or [] if isinstance(r, Mapping)]
-    level = path[-1].get("level") if path else None
-    return min(ALPHA, float(level)) if isinstance(level, (int, float)) and level > 0 else ALPHA
-
-
-def race_guarantee(race: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """An elimination race that stopped by its own rule (one configuration left, or the equivalence stop): its
-    guarantee at the indifference zone, P(the configuration recommended is within min_effect of the best) >= the
-    confidence, with the arms and seeds it ran and the equivalent set; None for any other race or none."""
-    if not isinstance(race, Mapping) or race.get("design") != ELIMINATION:
-        return None
-    path = [r for r in race.get("path") or [] if isinstance(r, Mapping)]
-    last = path[-1] if path else {}
-    if not isinstance(last.get("guarantee"), (int, float)):
-        return None
-    arms = len(set(race.get("live") or []) | {d.get("arm") for d in race.get("dropped") or [] if isinstance(d, Mapping)})
-    return {"probability": float(last["guarantee"]), "arms": arms, "seeds": int(last.get("seeds") or 0),
-            "equivalent": list(last.get("equivalent") or []), "kept": list(last.get("live") or [])}
-
-
-def design_words(race: Mapping[str, Any] | None) -> str:
-    """One sentence for the page: which race ran and when it dropped an arm (a stored race without a
-    design is the anytime race of earlier versions)."""
-    design = race.get("design") if isinstance(race, Mapping) else None
-    if design == ELIMINATION:
-        return ("The race was Kim & Nelson's fully sequential elimination: an arm stopped taking seeds when the "
-                "procedure eliminated it (P(the arm kept is the best) at least the confidence when the best leads "
-                "by study.min_effect); an elimination decides where seeds go, it is not a call: the answer above "
-                "reads every arm's seeds, its calls at family-wise 1% (an eliminated arm stopped when it looked "
-                "worst).")
-    if design == GROUP_SEQUENTIAL:
-        return ("The race was group-sequential (Haybittle-Peto spending over the planned seeds): an arm was dropped "
-                "when it left the min_effect-best set at the look's family-wise level, and the race stopped when "
-                "one arm was left or the probability that the leader is within min_effect of the best reached "
-                "the confidence.")
-    return ("The race was anytime: an arm was dropped only when its confidence sequence against the leader (valid "
-            "however often it is looked at) lay wholly below zero.")
 
 
 def rule_of(study: "Study") -> Rule:

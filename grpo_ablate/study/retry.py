@@ -34,7 +34,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.checkpoints import spec_fingerprint

@@ -20,7 +20,7 @@ from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.study.prefixes import Prefixes
-from grpo_ablate.study.plan import (ADVISE_ROLE, StudyPlan, baseline_arm, is_plannable, resolve_plan, round_cells,
+from grpo_ablate.plan.cells import (ADVISE_ROLE, StudyPlan, baseline_arm, is_plannable, resolve_plan, round_cells,
                                     study_plan)
 from grpo_ablate.study.search.samplers import study_pruner, study_sampler
 from grpo_ablate.study.warm import load_source

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from grpo_ablate.study.branching import branch_step
+from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
 from grpo_ablate.config.hardware import trainer_batch_shape
 from grpo_ablate.schedule import Schedule, generations_text

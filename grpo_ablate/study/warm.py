@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import load_study
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.storage import mask_url, open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.trial_record import WARM_ROLE, study_attrs

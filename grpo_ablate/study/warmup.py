@@ -19,11 +19,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grpo_ablate.cost import lr_schedule_of
+from grpo_ablate.cost import lr_schedule_of, warmup_steps
 from grpo_ablate.errors import Problem
 from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.study.branching import BranchError, branch_step
-from grpo_ablate.study.design import warmup_steps
+from grpo_ablate.plan.branching import BranchError, branch_step
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -39,13 +38,13 @@ def trial_end(study: "Study") -> tuple[int, int, int | None] | None:
         return None
     steps = math.ceil(est.completions / study.space.shape.generated_per_step - 1e-9)
     if lr_schedule_of(study.budget.model_dump()) == "compressed":
-        return steps, warmup_steps(study.trainer, steps), steps
+        return steps, warmup_steps(study.trainer, steps) or 0, steps
     full = est.full_run_steps
     try:
         start = branch_step(study) or 0
     except BranchError:  # the plan says why the branch point cannot be placed
         return None
-    return start + steps, warmup_steps(study.trainer, full), full  # a share of a run of unknown length: 0
+    return start + steps, warmup_steps(study.trainer, full) or 0, full  # a share of a run of unknown length: 0
 
 
 def inside_warmup(study: "Study") -> Problem | None:

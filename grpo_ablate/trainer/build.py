@@ -25,7 +25,7 @@ from grpo_ablate.config.precision import MIXED_PRECISION_ENV, trainer_flags, tri
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.cost import full_run_steps, lr_schedule_of
 from grpo_ablate.space import Rounds
-from grpo_ablate.schedule import Schedule
+from grpo_ablate.schedule import Schedule, prompts_per_round
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tokenizer import dataset_characters, format_characters, load_builtin_tokenizer, unencodable_prompts
@@ -320,10 +320,10 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     load_seconds += time.perf_counter() - started
 
     started = time.perf_counter()
-    prompts_per_round = config.generation_batch_size // (schedule.smallest if schedule else config.num_generations)
-    if len(dataset) < prompts_per_round:
+    needed = prompts_per_round(config.generation_batch_size, schedule if schedule is not None else config.num_generations)
+    if len(dataset) < needed:
         raise ValueError(
-            f"the dataset has {len(dataset)} prompts but each generation round needs {prompts_per_round} "
+            f"the dataset has {len(dataset)} prompts but each generation round needs {needed} "
             f"(generation_batch_size {config.generation_batch_size} / num_generations {config.num_generations}); "
             "use more prompts (data.num_prompts / data.max_samples) or a smaller generation batch"
         )

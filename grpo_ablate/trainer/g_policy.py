@@ -40,6 +40,8 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.stats.zero_spread import zero_spread_beta
 from grpo_ablate.vocab import ADVISE_FILE
 
+from .trl_adapter import nanstd
+
 __all__ = ["PromptPosterior", "allocate", "expected_informative", "group_advantages", "zero_spread_groups",
            "advice_prior", "merge_rows", "prompt_key"]
 
@@ -150,7 +152,6 @@ def group_advantages(rewards: Any, sizes: Sequence[int], scale: str) -> tuple[An
     prompt G reproduces fixed G to the bit.
     """
     import torch
-    from trl.trainer.utils import nanstd
 
     if sum(sizes) != rewards.numel():
         raise ValueError(f"group sizes sum to {sum(sizes)}, rewards have {rewards.numel()}")

@@ -51,10 +51,11 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule
+from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, prompts_per_round
 from grpo_ablate.space import Rounds
 from grpo_ablate.vocab import EVENTS_FILE
 
+from . import trl_adapter
 from .collective import from_rank0, max_over_processes, sum_over_processes
 from .g_policy import (PromptPosterior, allocate, group_advantages, merge_rows, prompt_key,
                        zero_spread_groups)
@@ -136,7 +137,7 @@ class ScheduledRepeatSampler(torch.utils.data.Sampler):
         at = 0
         while True:
             phase, _ = self.state.next_round()
-            size = self.generation_batch_size // self.state.schedule.phases[phase]
+            size = prompts_per_round(self.generation_batch_size, self.state.schedule.phases[phase])
             if at + size > len(indexes):
                 return  # an incomplete round is dropped, as RepeatSampler drops its last chunk
             g = self.state.draw()
@@ -150,7 +151,7 @@ class ScheduledRepeatSampler(torch.utils.data.Sampler):
     def __len__(self) -> int:
         # Measured with the first phase's G: only the trainer's epoch arithmetic reads it.
         g = self.state.schedule.phases[0]
-        size = self.generation_batch_size // g
+        size = prompts_per_round(self.generation_batch_size, g)
         return (self.num_samples // size) * size * g * self.repeat_count
 
 
@@ -380,7 +381,7 @@ class ScheduledGRPOTrainer(GRPOTrainer):
         # trains on a joined batch, every process recounts (one gather each, the same on every process).
         if max_over_processes(int(not trained_from_first)):
             if not trained_from_first:
-                out = merge_rows(keep, pad_token_id=int(self._tokenizer.pad_token_id or 0))
+                out = merge_rows(keep, pad_token_id=trl_adapter.pad_token_id(self))
             mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
             out["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
         self._round_done(generated, generated - batch, [g] * (batch // g), informative=informative, extra_rounds=extra)

@@ -7,7 +7,8 @@ the members used here, and may change any of them in a minor release without a w
 is named here, with what depends on it, and tests/test_trl_contract.py checks each against the
 installed TRL: the four GRPOTrainer methods the G-schedule trainer (trainer/scheduled.py, a
 subclass) overrides and the rollout this module times are hashed per TRL version (CHECKED), and
-the private attributes read here must still be set where TRL sets them.
+the private attributes read here must still be set where TRL sets them. TRL's private helpers the
+trial calls (FUNCTIONS: a module-level function no TRL `__all__` exports) are hashed the same way.
 
 Where a public route exists it is used instead: the per-step metrics come from `on_log`, the
 reward functions are plain callables, and the round's completions with each reward (groups.jsonl)
@@ -18,13 +19,18 @@ from GRPOTrainer._logs. None exists for these:
 - evaluating with the trainer's own engine between steps (trainer/evaluation.py): which step's
   weights vLLM holds (`_last_loaded_step`), whether sleep mode discarded them
   (`_llm_weights_sleeping`), and FSDP's full-parameter context (`_dist`);
-- the colocated engine's memory, from vLLM's model runner (`engine_memory_bytes`).
+- the colocated engine's memory, from vLLM's model runner (`engine_memory_bytes`);
+- the pad id of a dynamic-sampling round's joined rows (`pad_token_id`): TRL pads its own rows with its
+  `_tokenizer`'s, the processing class's tokenizer (a processor's inner one), and a joined round must match;
+- TRL's NaN-ignoring group std (`nanstd`), which per-prompt G's advantages use so that equal group sizes
+  reproduce fixed G's advantages to the bit (trainer/g_policy.py `group_advantages`).
 
 The gate (`gate(trainer)`, called when the recorder attaches): on a TRL whose version and hashes
 were checked, nothing happens. Otherwise each feature refuses or degrades, loudly, by what a
 changed member would do to the numbers:
 - REFUSED: a trainer that overrides private methods (G schedules, dynamic sampling, per-prompt
-  G: trainer/scheduled.py) and evaluation with a vLLM engine. A changed member there trains with a
+  G: trainer/scheduled.py; `nanstd` and `pad_token_id` refuse too, wherever they are called) and
+  evaluation with a vLLM engine. A changed member there trains with a
   wrong grouping or scores stale weights and still finishes: a wrong answer, so the trial fails
   with TrlUnchecked, naming the version and the fix;
 - DEGRADED (a warning on stderr, once): the rollout timing (generation_seconds left out) and
@@ -42,8 +48,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["CHECKED", "OVERRIDDEN", "TIMED", "PRIVATE_ATTRIBUTES", "REFUSED", "DEGRADED", "TrlUnchecked", "Support",
-           "support", "gate", "degraded", "time_rollouts", "vllm_generation",
+__all__ = ["CHECKED", "OVERRIDDEN", "TIMED", "FUNCTIONS", "PRIVATE_ATTRIBUTES", "REFUSED", "DEGRADED", "TrlUnchecked",
+           "Support", "support", "gate", "degraded", "time_rollouts", "vllm_generation", "pad_token_id", "nanstd",
            "engine_memory_bytes", "weights_sleeping", "mark_weights_sleeping", "loaded_step", "mark_loaded_step",
            "full_params", "dist_description"]
 
@@ -60,23 +66,31 @@ OVERRIDDEN = {
 }
 # The method this module times (time_rollouts): one call is one generation round.
 TIMED = "_generate_and_score_completions"
+# TRL's private module-level functions the trial calls (through this module): dotted path -> what relies on it.
+FUNCTIONS = {
+    "trl.trainer.utils.nanstd": "nanstd: per-prompt G's group std (g_policy.group_advantages), TRL's own arithmetic "
+                                "(Bessel-corrected, NaN-ignoring) so equal groups reproduce fixed G to the bit",
+}
 # Private attributes read or written here and in scheduled.py: (owner, name) -> what uses it.
 PRIVATE_ATTRIBUTES = {
     ("GRPOTrainer", "_step"): "scheduled.py: the micro-step counter _prepare_inputs starts a round from",
     ("GRPOTrainer", "_buffered_inputs"): "scheduled.py: the round's generated batch, served between rounds",
     ("GRPOTrainer", "_metrics"): "scheduled.py: overwrites frac_reward_zero_std of a per-prompt round",
+    ("GRPOTrainer", "_tokenizer"): "pad_token_id: the pad id of a dynamic-sampling round's joined rows (scheduled.py)",
     ("GRPOTrainer", "_last_loaded_step"): "loaded_step: the step whose weights vLLM holds (evaluation re-syncs)",
     ("GRPOTrainer", "_dist"): "full_params, dist_description: FSDP's summon_full_params for evaluation",
     ("VLLMGeneration", "_llm_weights_sleeping"): "weights_sleeping: sleep mode discarded the engine's weights",
 }
 
-# sha256 (first 16 hex digits) of inspect.getsource(GRPOTrainer.<method>), per checked TRL version.
+# sha256 (first 16 hex digits) of inspect.getsource(GRPOTrainer.<method>) and of each of FUNCTIONS, per checked
+# TRL version.
 CHECKED: dict[str, dict[str, str]] = {
     "1.16.0": {
         "_get_train_sampler": "36497afb4d311dc9",
         "_prepare_inputs": "f824e7fb07147956",
         "_calculate_rewards": "736ae29b083840b5",
         "_generate_and_score_completions": "1fa48922792dcd5c",
+        "trl.trainer.utils.nanstd": "081b874388d813a0",
     },
 }
 
@@ -117,17 +131,31 @@ def source_hash(method: object) -> str:
     return hashlib.sha256(inspect.getsource(method).encode()).hexdigest()[:16]  # type: ignore[arg-type]
 
 
+def checked_member(name: str) -> object | None:
+    """The installed TRL's member a CHECKED entry names: a GRPOTrainer method, or a function by its dotted path."""
+    import importlib
+
+    from trl import GRPOTrainer
+
+    if name not in FUNCTIONS:
+        return getattr(GRPOTrainer, name, None)
+    module, _, attr = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attr, None)
+    except ImportError:
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def support() -> Support:
-    """The installed TRL, checked once per process (reading four methods' source: milliseconds)."""
+    """The installed TRL, checked once per process (reading five members' source: milliseconds)."""
     import trl
-    from trl import GRPOTrainer
 
     version = str(trl.__version__)
     recorded = CHECKED.get(version)
     if recorded is None:
         return Support(version, False)
-    changed = tuple(m for m, h in recorded.items() if source_hash(getattr(GRPOTrainer, m, None) or (lambda: None)) != h)
+    changed = tuple(m for m, h in recorded.items() if source_hash(checked_member(m) or (lambda: None)) != h)
     return Support(version, True, changed)
 
 
@@ -185,6 +213,23 @@ def time_rollouts(trainer: Any, add_seconds: Callable[[float], None]) -> bool:
 
     setattr(trainer, TIMED, timed)
     return True
+
+
+# ---------------------------------------------------------------- the trainer's own tokenizer and arithmetic
+
+
+def pad_token_id(trainer: Any) -> int:
+    """The pad id TRL pads the trainer's completions with (its `_tokenizer`: a processor's inner tokenizer)."""
+    refuse("private overrides")
+    return int(trainer._tokenizer.pad_token_id or 0)
+
+
+def nanstd(tensor: Any, dim: int | None = None) -> Any:
+    """TRL's NaN-ignoring, Bessel-corrected standard deviation (the one its advantages use), over `dim`."""
+    refuse("private overrides")
+    from trl.trainer.utils import nanstd as trl_nanstd
+
+    return trl_nanstd(tensor, dim=dim)
 
 
 # ---------------------------------------------------------------- the vLLM engine

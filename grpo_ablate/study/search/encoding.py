@@ -2,7 +2,10 @@
 
     from grpo_ablate.study.search.encoding import suggest_arm, encode_arm, ORDINAL
 
-Each param name is spelled here once. Three encodings:
+Each param name is spelled once, in the trial-record schema (trial_record.py: G_RANK_PARAM, LABEL_PARAM,
+G_PARAM, TEMPERATURE_PARAM, batch_param), which also reads a trial's arm back from its params
+(`arm_fields`, `trial_arm`): what a trial stores is the record's, how an arm is drawn is this module's.
+Three encodings:
 - ORDINAL (the adaptive samplers' default): G is an ordinal rank over the feasible Gs
   (`num_generations_rank`, an int; feasible Gs are usually log-spaced, so the rank is their log
   scale), and the generation batch is conditional on G (`generation_batch_size|G=8`, drawn only
@@ -20,9 +23,10 @@ Seeds are never params: they are replicates, carried by a queued cell (study/led
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.vocab import Arm, generations_data, generations_text, pair_label
+from grpo_ablate.trial_record import G_PARAM, G_RANK_PARAM, LABEL_PARAM, TEMPERATURE_PARAM, batch_param
+from grpo_ablate.vocab import Arm, generations_text, pair_label
 from grpo_ablate.config import FloatRange
 
 if TYPE_CHECKING:  # for annotations only: optuna loads in the functions that use it; a space is handed in
@@ -30,25 +34,12 @@ if TYPE_CHECKING:  # for annotations only: optuna loads in the functions that us
 
     from grpo_ablate.space import FeasibleSpace
 
-__all__ = ["ORDINAL", "LABEL", "PLAN", "ENCODINGS", "DEFAULT_ENCODING", "G_RANK", "LABEL_PARAM", "G_PARAM",
-           "TEMPERATURE_PARAM", "batch_param", "suggest_arm", "encode_arm", "arm_fields"]
+__all__ = ["ORDINAL", "LABEL", "PLAN", "DEFAULT_ENCODING", "suggest_arm", "encode_arm"]
 
 ORDINAL = "ordinal"
 LABEL = "label"
 PLAN = "plan"
-ENCODINGS = (ORDINAL, LABEL)  # the adaptive samplers' choices
 DEFAULT_ENCODING = ORDINAL  # benchmarks/search_efficiency.py: tied with LABEL within noise, more right answers
-G_RANK = "num_generations_rank"
-LABEL_PARAM = "generation"  # a "GxB" label (vocab.pair_label)
-G_PARAM = "num_generations"  # G as its text (vocab.generations_text)
-TEMPERATURE_PARAM = "temperature"
-
-Temperatures = "FloatRange | list[float] | None"
-
-
-def batch_param(num_generations: int) -> str:
-    """The conditional batch param: its name carries G, so each G has its own feasible list."""
-    return f"generation_batch_size|G={num_generations}"
 
 
 def _batches(space: "FeasibleSpace", g: int) -> list[int]:
@@ -67,7 +58,7 @@ def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) ->
         out[G_PARAM] = CategoricalDistribution([generations_text(x) for x in space.generations])
     else:
         if len(gens) > 1:
-            out[G_RANK] = IntDistribution(0, len(gens) - 1)
+            out[G_RANK_PARAM] = IntDistribution(0, len(gens) - 1)
         bs = _batches(space, g)
         if len(bs) > 1:
             out[batch_param(g)] = CategoricalDistribution(bs)
@@ -95,7 +86,7 @@ def suggest_arm(trial: "optuna.Trial", space: "FeasibleSpace", temps: Any, fixed
         g, b = found.num_generations, found.generation_batch_size
     else:
         gens = list(space.generations)
-        g = gens[trial.suggest_int(G_RANK, 0, len(gens) - 1)] if len(gens) > 1 else gens[0]
+        g = gens[trial.suggest_int(G_RANK_PARAM, 0, len(gens) - 1)] if len(gens) > 1 else gens[0]
         bs = _batches(space, g)
         b = int(trial.suggest_categorical(batch_param(g), bs)) if len(bs) > 1 else bs[0]  # type: ignore[arg-type]
     if isinstance(temps, FloatRange):
@@ -120,7 +111,7 @@ def encode_arm(arm: Arm, space: "FeasibleSpace", temps: Any, encoding: str = DEF
             params[name] = pair_label(arm.num_generations, arm.generation_batch_size)
         elif name == G_PARAM:
             params[name] = generations_text(arm.num_generations)
-        elif name == G_RANK:
+        elif name == G_RANK_PARAM:
             params[name] = list(space.generations).index(arm.num_generations)
         elif name == TEMPERATURE_PARAM:
             params[name] = float(arm.temperature)
@@ -131,30 +122,3 @@ def encode_arm(arm: Arm, space: "FeasibleSpace", temps: Any, encoding: str = DEF
     if isinstance(temps, list) and float(arm.temperature) not in [float(x) for x in temps]:
         return None
     return params, dists
-
-
-def arm_fields(params: Mapping[str, Any], space: "FeasibleSpace | None" = None) -> dict[str, Any]:
-    """The arm's knobs that a trial's params name (for a trial that failed before writing its
-    attributes), in `Arm.as_dict`'s form. A categorical's text (a "GxB" label, a schedule's label)
-    is looked up in `space`, the study's feasible space built by the loader, never parsed: without
-    a space only what needs no text is read (a plain-int G, the temperature)."""
-    out: dict[str, Any] = {}
-    label = params.get(LABEL_PARAM)
-    if isinstance(label, str) and space is not None:
-        try:
-            pair = space.by_label(label)
-        except KeyError:
-            pass
-        else:
-            out["num_generations"] = generations_data(pair.num_generations)
-            out["generation_batch_size"] = pair.generation_batch_size
-    g = params.get(G_PARAM)
-    if isinstance(g, int) and not isinstance(g, bool):
-        out.setdefault("num_generations", g)
-    elif isinstance(g, str) and space is not None:
-        by_text = {generations_text(x): x for x in space.generations}
-        if g in by_text:
-            out.setdefault("num_generations", generations_data(by_text[g]))
-    if params.get(TEMPERATURE_PARAM) is not None:
-        out["temperature"] = params[TEMPERATURE_PARAM]
-    return out

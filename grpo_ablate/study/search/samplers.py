@@ -1,6 +1,6 @@
 """The Optuna sampler and pruner of a study, built in one place for `run` and the benchmark.
 
-The defaults were chosen from benchmarks/search_efficiency.py (README, "Search efficiency");
+The defaults were chosen from benchmarks/search_efficiency.py (docs/benchmarks.md, "Search efficiency");
 what `auto` resolves to is the config's (config/study.py `resolve_sampler`).
 Pruners count steps in generated completions (search/fidelity.py).
 """
@@ -63,6 +63,6 @@ def study_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
 
 def study_pruner(study: "Study", budget: int | None) -> "optuna.pruners.BasePruner":
     """The study's pruner; its steps are generated completions (fidelity.py), `budget` one trial's
-    (study/plan.py's completions_per_trial)."""
+    (plan/cells.py's completions_per_trial)."""
     largest = max((p.generation_batch_size for p in study.space.feasible), default=1)
     return build_pruner(study.study.pruner, budget, quantum(largest, budget))

@@ -3,7 +3,7 @@
 It is `studies/tiny-cpu.yaml`'s trainer section, as data for tests and benchmarks (the study
 file is what users read and change); tests/test_builtin_registries.py checks them key by key.
 With it, `grpo-ablate run studies/tiny-cpu.yaml` takes the reward from ~0.2 to
-~0.8 in 50 steps in every arm (README, "Measured").
+~0.8 in 50 steps in every arm (docs/benchmarks.md, "Speed, memory and overhead").
 """
 
 from __future__ import annotations

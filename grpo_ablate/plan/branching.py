@@ -8,7 +8,7 @@ and generation batch and trains the trial's budget from there, the learning-rate
 on as the full run's. The prefix's compute is paid once per seed, not once per arm, and the arms
 are compared where the run trains (past warmup), not inside its first steps.
 
-Pure: reads a validated Study; the plan (plan.py) turns the step into cells, the study queues a
+Pure: reads a validated Study; the plan (plan/cells.py) turns the step into cells, the study queues a
 seed's branches once its prefix is sealed.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grpo_ablate.cost import full_run_steps, parse_share
+from grpo_ablate.cost import full_run_steps, parse_share, warmup_steps
 from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.estimate import training_prompts
 from grpo_ablate.vocab import PREFIX_ROLE
@@ -54,8 +54,8 @@ def branches(study: "Study") -> bool:
 def branch_step(study: "Study") -> int | None:
     """The optimizer step every arm of a seed branches at; None when trials start from step 0.
 
-    `warmup`: the trainer's warmup_steps (a value below 1 is a share of the full run, as transformers
-    reads it); a share ("0.1x"): that share of the full run's steps, rounded up. Raises BranchError
+    `warmup`: the trainer's warmup_steps as the trial's scheduler counts it (cost.warmup_steps: a value
+    below 1 is a share of the full run, rounded up as transformers rounds it); a share ("0.1x"): that share of the full run's steps, rounded up. Raises BranchError
     when the point cannot be placed.
     """
     raw = study.budget.branch_from
@@ -64,17 +64,16 @@ def branch_step(study: "Study") -> int | None:
     if isinstance(raw, int):
         return raw
     if raw == "warmup":
-        warmup = study.trainer.get("warmup_steps") or 0
-        if not warmup:
-            raise BranchError("budget.branch_from: warmup, but the trainer has no warmup (trainer.warmup_steps "
-                              "unset or 0): give a step count instead")
-        if float(warmup) >= 1:
-            return int(warmup)
-        full = _full_run_steps(study)
-        if full is None:
+        warmup = study.trainer.get("warmup_steps")
+        full = _full_run_steps(study) if isinstance(warmup, float) and 0 < warmup < 1 else None
+        steps = warmup_steps(study.trainer, full)  # the one rule (cost.py), as the trial's scheduler counts it
+        if steps is None:
             raise BranchError(f"budget.branch_from: warmup is {warmup:g} of the full run, whose length is not known "
                               "here: set budget.full_run.max_steps (or budget.full_run.prompts)")
-        return max(1, math.ceil(float(warmup) * full - 1e-9))
+        if not steps:
+            raise BranchError("budget.branch_from: warmup, but the trainer has no warmup (trainer.warmup_steps "
+                              "unset or 0): give a step count instead")
+        return steps
     share = parse_share(raw)
     assert share is not None  # the schema let only shares through
     full = _full_run_steps(study)

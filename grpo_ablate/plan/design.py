@@ -1,7 +1,7 @@
 """The design of a study that is to decide: its arms, seeds, trial length and start, fitted to a budget, and
 what it can resolve at that price.
 
-    python -c "from grpo_ablate.study.design import effect_for_seeds; print(effect_for_seeds(3, 4, span=3.0))"
+    python -c "from grpo_ablate.plan.design import effect_for_seeds; print(effect_for_seeds(3, 4, span=3.0))"
 
 `init` writes studies in two stages: a screen that costs no training (preflight/screen.py), then a confirm
 stage that trains the arms the screen could not separate. This module sizes the confirm stage; it is pure
@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 from scipy.optimize import brentq
 
@@ -38,15 +38,15 @@ from grpo_ablate.cost import fmt_multiple
 from grpo_ablate.stats.model import MIN_SEEDS
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.stats.selection import bechhofer_pcs
-from grpo_ablate.study.branching import BranchError, branch_step
-from grpo_ablate.study.plan import study_plan
+from grpo_ablate.plan.branching import BranchError, branch_step
+from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
 
 __all__ = ["NEIGHBOUR_RATIO", "SECOND_TEMPERATURES", "spanning_generations", "second_temperature", "SEED_SD_SHARE", "RACE_CONFIDENCE", "MIN_SEEDS", "MIN_STEPS_PAST_WARMUP", "TRIAL_STEPS_CAP", "Start",
-           "Shape", "Fitted", "Resolution", "seeds_to_decide", "effect_for_seeds", "critical_shift", "warmup_steps", "resolution",
+           "Shape", "Fitted", "Resolution", "seeds_to_decide", "effect_for_seeds", "critical_shift", "resolution",
            "fit", "trial_bounds", "reward_span", "study_resolution", "resolution_line"]
 
 # Arms vary between seeds with a held-out reward sd of at least this share of the reward's range
@@ -110,19 +110,6 @@ def effect_for_seeds(arms: int, seeds: int, span: float = 1.0) -> float:
     exact = critical_shift(arms) * SEED_SD_SHARE * span / math.sqrt(seeds)
     step = 10.0 ** (math.floor(math.log10(exact)) - 2)  # three significant digits, rounded up: never below what it needs
     return round(math.ceil(exact / step - 1e-9) * step, 12)
-
-
-def warmup_steps(trainer: dict[str, Any], full_steps: int | None) -> int:
-    """The learning-rate warmup in optimizer steps of the run `full_steps` long (warmup_steps; a value below 1, or
-    warmup_ratio, a share of the run, as transformers reads them, rounded up). 0 without a warmup, or when it is a
-    share of a run whose length is not known."""
-    ws = trainer.get("warmup_steps")
-    if isinstance(ws, (int, float)) and not isinstance(ws, bool) and ws >= 1:
-        return int(ws)
-    ratio = ws if isinstance(ws, float) and 0 < ws < 1 else trainer.get("warmup_ratio")
-    if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0 and full_steps:
-        return math.ceil(float(ratio) * full_steps - 1e-9)
-    return 0
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.study.branching import branch_step
+from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.config.trainer_fields import trl_default
 from grpo_ablate.space import FeasibleSpace, default_pair, generated_completions
 from grpo_ablate.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
@@ -47,16 +47,11 @@ if TYPE_CHECKING:
     from grpo_ablate.config import FloatRange, Study
 
 __all__ = ["StudyPlan", "resolve_plan", "racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
-           "batch_is_searched", "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "prefix_cell",
-           "is_prefix_cell", "ablation_arms", "seed_cells", "round_cells", "screened_arms"]
+           "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "is_prefix_cell", "ablation_arms",
+           "seed_cells", "round_cells", "screened_arms"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 ADVISE_ROLE = "advise"  # the role of a cell advise queued
-
-
-def batch_is_searched(study: "Study") -> bool:
-    """Whether some G has several feasible batches (the ablation then varies the batch too)."""
-    return study.space.batch_choice
 
 
 def _temperatures(study: "Study") -> list[float]:
@@ -108,11 +103,6 @@ def completions_per_trial(study: "Study") -> int | None:
     steps = study.budget.max_steps or study.trainer.get("max_steps")
     steps = steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
     return generated_completions(study.space.shape, max_steps=steps, completions=study.budget.completions)
-
-
-def prefix_cell(study: "Study", seed: int) -> Cell:
-    """The seed's shared prefix (budget.branch_from): the baseline arm, trained once to the branch step."""
-    return Cell(baseline_arm(study), seed, PREFIX_ROLE)
 
 
 def is_prefix_cell(cell: Cell) -> bool:
