@@ -7,6 +7,8 @@ A folder of `sbatch`, `squeue`, `scontrol` and `sacct` scripts that call the rea
 while their cue file says otherwise (`Cues`):
 - `refuse`: the next N sbatch calls print "Unable to contact slurm controller" and exit 1 (nothing submitted);
 - `slow`: the next sbatch submits for real, then answers S seconds late (past the client's timeout);
+- `go_slow(S, D)`: from now on every query answers truly but D seconds late, for S seconds (an overloaded
+  controller: past the client's timeout, the client must conclude nothing);
 - `go_down(S)`: from now on every query (squeue, scontrol, sacct; `scontrol ping` says DOWN) fails as an
   unreachable controller for S seconds, as during a controller outage, while the real job runs on.
 Each real submission's job id is appended to `submitted`, so a test counts the jobs.
@@ -55,6 +57,11 @@ _QUERY = _COMMON + """if [ "$now" -lt "$down_until" ]; then
   echo "{unreachable}" >&2
   exit 1
 fi
+slow_until=$(cat "$cues/slow_until" 2>/dev/null || echo 0)
+if [ "$now" -lt "$slow_until" ]; then
+  echo "$0 $*" >> "$cues/slow_queries"
+  sleep "$(cat "$cues/slow_query_s")"
+fi
 exec {real} "$@"
 """
 
@@ -90,6 +97,17 @@ class FaultyClients:
     def go_down(self, seconds: float) -> None:
         """Every query fails as an unreachable controller from now for `seconds`."""
         (self.cues / "down_until").write_text(f"{int(time.time() + seconds)}\n")
+
+    def go_slow(self, seconds: float, delay: float) -> None:
+        """Every query from now for `seconds` answers (truly) only after `delay` seconds, as an overloaded controller does."""
+        (self.cues / "slow_query_s").write_text(f"{int(delay)}\n")
+        (self.cues / "slow_until").write_text(f"{int(time.time() + seconds)}\n")
+
+    @property
+    def slow_queries(self) -> int:
+        """How many queries were answered late."""
+        path = self.cues / "slow_queries"
+        return len(path.read_text().splitlines()) if path.exists() else 0
 
     @property
     def down(self) -> bool:

@@ -5,7 +5,8 @@ Round 5: one refused `sbatch` ("Unable to contact slurm controller") failed the 
 that answered after the client's timeout left a job nobody recorded. One real trial (the tiny model, 40 s of
 training whatever the machine's speed) meets all three: `sbatch` behind a wrapper script on PATH
 (tests/slurm_wrappers.py) is refused once, then submits but answers 8 s late, past a 3 s client timeout; then the
-real `slurmctld` is stopped for 32 s while the job trains on, and started again. The trial completes, from one job.
+real `slurmctld` is stopped for 32 s while the job trains on, and started again; then every query answers 8 s
+late (past the timeout) for 20 s, as an overloaded controller does. The trial completes, from one job.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.slow
 
 EVENT_WAIT_S = 600
 OUTAGE_S = 32  # past the 30 s after which an unanswered query used to read as a lost node
+SLOW_S = 20  # then every squeue/scontrol/sacct answers 8 s late for this long
 
 
 def _wait(condition, what: str) -> None:
@@ -54,6 +56,7 @@ def test_a_refused_then_slow_sbatch_and_a_controller_away_mid_trial_give_one_job
         finally:
             slurm_cluster.start_controller()
             away.append(time.monotonic() - started)
+        clients.go_slow(SLOW_S, delay=8)  # then a controller that answers, but past the client's 3 s timeout
 
     watcher = threading.Thread(target=outage_once_it_trains, daemon=True)
     watcher.start()
@@ -69,3 +72,4 @@ def test_a_refused_then_slow_sbatch_and_a_controller_away_mid_trial_give_one_job
     assert "Unable to contact slurm controller" in log and "submitting again" in log  # the refusal, retried
     assert f"sbatch gave no answer, but job {record['job']}" in log  # the slow answer, found by its recorded name
     assert "does not answer about job" in log and "answers again after" in log  # the outage: nothing concluded
+    assert clients.slow_queries > 0, "no query met the slow controller: the test proved nothing about it"
