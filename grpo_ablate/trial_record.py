@@ -34,7 +34,7 @@ __all__ = [
     # trial attributes
     "OUTCOME", "REASON", "CELL", "ROLE", "SEED", "ARM_KEY", "RETRY_OF", "RETRY_COUNTED", "HOST", "PID", "OWNER_RUN", "TRIAL_DIR",
     "QUEUED_PARAMS", "ON_LOSS", "COPY_OF", "PRUNED_AT", "ORCHESTRATOR_RSS", "OOM_CONSTRAINT", "CANCELLED", "RESUMED_FROM",
-    "BRANCHED_FROM", "SPEC_FINGERPRINT", "AWAITS_PREFIX", "TAKEN_BY",
+    "BRANCHED_FROM", "SPEC_FINGERPRINT", "AWAITS_PREFIX", "TAKEN_BY", "REQUEUED_BY",
     # study attributes
     "CONFIG", "VERSIONS", "OBJECTIVES", "BASELINE", "HARDWARE", "EVALUATION", "SPACE", "RACING", "PLAN_READY",
     # roles
@@ -77,6 +77,7 @@ BRANCHED_FROM = "branched_from"  # a branch: {"trial": its seed's prefix trial, 
 SPEC_FINGERPRINT = "spec_fingerprint"  # checkpoints.spec_fingerprint of the spec it ran: a prefix is matched by it
 AWAITS_PREFIX = "awaits_prefix"  # a branch set aside (interrupted, not counted) while its seed's prefix is retrained
 TAKEN_BY = "taken_by"  # a trial another run judged dead and took over: that run's words (study/liveness.py)
+REQUEUED_BY = "requeued_by"  # the token of the requeue call that ended it: that call, tried again, knows it did
 OOM_CONSTRAINT = "oom"  # the constraint: -1 fits in memory, +1 ran out (a COMPLETE trial the sampler learns from)
 
 # study user attributes

@@ -62,6 +62,26 @@ def test_a_trial_already_finished_elsewhere_is_not_requeued_twice(tmp_path):
     assert len(study.get_trials(states=(TrialState.WAITING,))) == 1
 
 
+def test_a_requeue_tried_again_after_its_state_was_written_still_queues_the_retry(tmp_path):
+    """storage.patiently tries a call again after an outage that may have cut it short after the state was written
+    and before the retry was queued: the same call (its token) finds its own end and queues the retry; a call of
+    another process, with the same words, does not."""
+    from grpo_ablate.study.ledger import requeue_token
+    from grpo_ablate.trial_record import REQUEUED_BY
+
+    study, storage = _study(tmp_path)
+    trial = _attempt(study)
+    token = requeue_token()
+    storage.set_trial_user_attr(trial._trial_id, REQUEUED_BY, token)  # the first try, cut short after this
+    storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+    assert requeue(study, storage, trial.number, "lost", max_retry=2, counted=True, token=requeue_token()) is None
+    assert not study.get_trials(states=(TrialState.WAITING,))  # another call: not its retry to queue
+    assert requeue(study, storage, trial.number, "lost", max_retry=2, counted=True, token=token) == "interrupted"
+    assert [record.retry_of(t) for t in study.get_trials(states=(TrialState.WAITING,))] == [trial.number]
+    assert requeue(study, storage, trial.number, "lost", max_retry=2, counted=True, token=token) == "interrupted"
+    assert len(study.get_trials(states=(TrialState.WAITING,))) == 1  # tried a third time: still one retry
+
+
 def test_a_fault_before_the_params_were_suggested_requeues_the_queued_cell(tmp_path):
     study, storage = _study(tmp_path)
     trial = ask(study, planned=True)

@@ -53,7 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse's refusal (2, its message printed) or --help/--version (0): returned, as below
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

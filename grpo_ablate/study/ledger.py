@@ -33,6 +33,7 @@ paths end with the same outcome and the same count.
 from __future__ import annotations
 
 import math
+import secrets
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.plan.branching import branches
@@ -43,7 +44,7 @@ from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLE
                                       cell_key, cell_of, counted_retries, is_cancelled, is_copy, is_finished, is_result,
                                       is_prefix, outcome, outcome_of, owner, owner_run, predecessor_dirs, ran_here, reason,
                                       retry_of, seed_of, study_attrs, trial_dir, branched_from, AWAITS_PREFIX,
-                                      SPEC_FINGERPRINT, TAKEN_BY, awaits_prefix, spec_fingerprint)
+                                      SPEC_FINGERPRINT, REQUEUED_BY, TAKEN_BY, awaits_prefix, spec_fingerprint)
 from grpo_ablate.launch.registry import reclaim_trial
 from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Cell, Outcome
 from grpo_ablate.study.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
@@ -68,7 +69,7 @@ __all__ = [
     "StudyAttrs", "study_attrs", "is_prefix", "branched_from",
     # branching
     "completed_prefixes", "record_branched_from", "record_spec_fingerprint", "spec_fingerprint", "awaits_prefix",
-    "retrain_prefix", "set_aside", "AWAITS_PREFIX", "SPEC_FINGERPRINT", "TAKEN_BY",
+    "retrain_prefix", "requeue_token", "set_aside", "AWAITS_PREFIX", "SPEC_FINGERPRINT", "TAKEN_BY",
     # writing
     "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at", "record_resumed_from",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
@@ -389,13 +390,17 @@ def retry_cell(ostudy: "optuna.Study", me: "FrozenTrial") -> None:
 
 
 def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", number: int, why: str, *,
-            max_retry: int, counted: bool) -> Outcome | None:
+            max_retry: int, counted: bool, token: str | None = None) -> Outcome | None:
     """Fail a trial that did not finish through no fault of its cell, and queue the cell again.
 
     `counted`: a fault (not a stop the user asked for), which uses up one of the cell's
     `max_retry` retries; once they are spent the trial is failed with the reason instead.
     Returns the outcome recorded (interrupted or failed), or None when the trial was already
-    finished (another process got there first).
+    finished (another process, or another call, got there first).
+    `token`: the same for every try of one logical call (`requeue_token()`, made before
+    storage.patiently's retries): a try that finds the trial finished by an earlier try of
+    this very call, cut short by an outage after the state was written, still queues the
+    retry and returns the outcome. Without it, every call is its own.
     """
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
@@ -404,7 +409,9 @@ def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", numb
     me = trials[number]
     lost, retry = _lost(trials, me, why, max_retry, counted=counted)
     trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(ostudy.study_name), number)
+    token = token or requeue_token()
     try:  # attributes first: a finished trial takes no more, so a second reaper stops here
+        storage.set_trial_user_attr(trial_id, REQUEUED_BY, token)
         storage.set_trial_user_attr(trial_id, OUTCOME, lost[OUTCOME])
         storage.set_trial_user_attr(trial_id, REASON, lost[REASON])
         storage.set_trial_user_attr(trial_id, RETRY_COUNTED, counted)
@@ -412,11 +419,16 @@ def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", numb
     except UpdateFinishedTrialError:
         # finished by another process, or by this very call tried before (storage.patiently after an outage cut
         # it short after its state was written): only in that case does the retry below still belong to it
-        if storage.get_trial(trial_id).user_attrs.get(REASON) != lost[REASON]:
+        if storage.get_trial(trial_id).user_attrs.get(REQUEUED_BY) != token:
             return None
     if retry and not any(retry_of(t) == number for t in ostudy.get_trials(deepcopy=False)):
         _retry(ostudy, me)
     return _OUTCOMES[lost[OUTCOME]]
+
+
+def requeue_token() -> str:
+    """A token naming one logical `requeue` call across its tries."""
+    return secrets.token_hex(8)
 
 
 def set_aside(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", number: int, seed: int, why: str

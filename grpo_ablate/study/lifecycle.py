@@ -221,9 +221,10 @@ class TrialLifecycle:
                 self._reclaim_predecessors(trial)  # never a second run of a trial beside a first that may live on
                 resumed = None if finished is not None else self._resume_predecessor(trial, run.trial_dir)
             except ReclaimPending as e:  # queued again, free: the next attempt asks again
-                why = f"not started: {e}"
+                why, token = f"not started: {e}", ledger.requeue_token()
                 outcome = self._patiently(lambda: ledger.requeue(self.ostudy, self.storage, trial.number, why,
-                                                                 max_retry=self.study.study.max_retry, counted=False),
+                                                                 max_retry=self.study.study.max_retry, counted=False,
+                                                                 token=token),
                                           "queueing the trial again")
                 return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, why)
             except BranchSetAside as e:  # its prefix is trained again first: queued again once it is (study/prefixes.py)
@@ -267,10 +268,11 @@ class TrialLifecycle:
                     return Ended(trial.number, Outcome.INTERRUPTED.value, taken)
                 self._patiently(lambda: upload_trial_artifacts(self.artifacts, trial, run.trial_dir), "recording the trial")
                 self._patiently(lambda: ledger.record_orchestrator_rss(trial, _rss_mb()), "recording the trial")
+                token = ledger.requeue_token()  # one for every try of the recording below (ledger.requeue)
                 if cell.role == PREFIX_ROLE:
-                    ended = self._patiently(lambda: self._tell_prefix(trial, cell, spec, result), "recording the trial")
+                    ended = self._patiently(lambda: self._tell_prefix(trial, cell, spec, result, token), "recording the trial")
                 else:
-                    ended = self._patiently(lambda: self._tell(trial, result), "recording the trial")
+                    ended = self._patiently(lambda: self._tell(trial, result, token), "recording the trial")
             except Exception as e:
                 fault = machine_fault(e)
                 if fault is None:
@@ -333,7 +335,7 @@ class TrialLifecycle:
         ledger.record_branched_from(trial, prefix.number, step)
         return point
 
-    def _tell_prefix(self, trial: "optuna.Trial", cell: Cell, spec: Any, result: "TrialResult") -> Ended:
+    def _tell_prefix(self, trial: "optuna.Trial", cell: Cell, spec: Any, result: "TrialResult", token: str) -> Ended:
         """A prefix's end. Completed only with its sealed, verified checkpoint at the branch step (else it failed:
         no branch could start); then, under the registry's lock (no worker sees an empty queue with nothing
         running in between), its seed's branches are queued."""
@@ -345,7 +347,7 @@ class TrialLifecycle:
                 result = dataclasses.replace(result, outcome=Outcome.FAILED,
                                              reason=f"the prefix finished, but its branches cannot start from it: {why}")
         with self.registry.lock:
-            ended = self._tell(trial, result)
+            ended = self._tell(trial, result, token)
             if ended.outcome == Outcome.COMPLETED.value:
                 n = queue_ready_branches(self.ostudy, self.study, self.plan.cells)
                 self.say(f"[trial {trial.number}] seed {cell.seed}'s prefix is sealed at step {spec.max_steps}: "
@@ -502,13 +504,14 @@ class TrialLifecycle:
 
         threading.Thread(target=beat, name=f"heartbeat-{number}", daemon=True).start()
 
-    def _tell(self, trial: "optuna.Trial", result: "TrialResult") -> Ended:
+    def _tell(self, trial: "optuna.Trial", result: "TrialResult", token: str) -> Ended:
+        """Record a trial's end; an interrupted one is queued again (`token`: ledger.requeue's, one per recording)."""
         reason = result.reason or ""
         if result.outcome is Outcome.INTERRUPTED:
             ledger.record_metrics(trial, result.metrics or {})
             counted = self.registry.stop_reason is None  # lost or killed, not stopped by the user
             outcome = ledger.requeue(self.ostudy, self.storage, trial.number, reason or "interrupted",
-                                     max_retry=self.study.study.max_retry, counted=counted)
+                                     max_retry=self.study.study.max_retry, counted=counted, token=token)
             return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, reason, fault=counted)
         told = ledger.tell(self.ostudy, trial, self.study, result)
         values = ledger.objective_values(self.study, result.metrics or {}) if told is not Outcome.FAILED else None
@@ -517,9 +520,10 @@ class TrialLifecycle:
     def _fault(self, trial: "optuna.Trial", stage: str, exc: BaseException | None, detail: str = "") -> Ended:
         """An infrastructure fault: the cell is not to blame, so it is queued again (within max_retry)."""
         what = f"{type(exc).__name__}: {exc}" if exc is not None else detail
-        reason = f"infrastructure fault while {stage}: {what}"
+        reason, token = f"infrastructure fault while {stage}: {what}", ledger.requeue_token()
         outcome = self._patiently(lambda: ledger.requeue(self.ostudy, self.storage, trial.number, reason,
-                                                         max_retry=self.study.study.max_retry, counted=True),
+                                                         max_retry=self.study.study.max_retry, counted=True,
+                                                         token=token),
                                   "queueing the trial again")
         return Ended(trial.number, (outcome or Outcome.INTERRUPTED).value, reason, fault=True)
 
