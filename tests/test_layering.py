@@ -20,7 +20,8 @@ PACKAGE = "grpo_ablate"
 # and packages on one floor import each other in one direction only (no package circle).
 FLOORS: list[set[str]] = [
     {"vocab", "errors", "storage_url", "schedule", "children", "prompt_file", "cost",
-     "bounds", "safe_read", "journal"},  # words, small pure parts; value ranges, the safe reader, journal lines
+     "bounds", "safe_read", "journal", "precision", "attention"},  # words, small pure parts; value ranges, the safe reader, journal lines; the trial's precision and attention rules
+    {"trl_facts"},  # facts about TRL itself: GRPOConfig's fields and defaults in the installed TRL
     {"stats"},  # statistics: paired tests, intervals, sequential decisions
     {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
     {"files", "trial_record", "race_record", "gpu_hours"},  # the records: files read back; what a trial and a race leave in their study; what trials spent

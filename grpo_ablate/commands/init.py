@@ -48,7 +48,7 @@ from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, 
                                         stack_default)
 from grpo_ablate.config.schema import DataSection
 from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.config.trl_releases import known_releases
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.config.hardware import trainer_batch_shape

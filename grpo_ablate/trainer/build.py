@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import torch
 
-from grpo_ablate.config.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.cost import full_run_steps, lr_schedule_of
 from grpo_ablate.space import Rounds
 from grpo_ablate.schedule import Schedule, prompts_per_round
@@ -38,7 +38,7 @@ from .g_policy import advice_prior
 from .rewards import RewardContext, build_rewards, record_groups
 from .spec import TrialSpec
 from .vllm_cpu import keep_weights_loadable
-from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
+from grpo_ablate.attention import AUTO, flash_attn_imports, resolve_attn
 
 __all__ = [
     "BuiltTrial",
@@ -70,7 +70,7 @@ def _cuda() -> bool:
 
 
 def mixed_precision(spec: TrialSpec) -> str:
-    """The trial's mixed precision (config/precision.py): the GRPOConfig flags and accelerate's
+    """The trial's mixed precision (grpo_ablate/precision.py): the GRPOConfig flags and accelerate's
     ACCELERATE_MIXED_PRECISION (which DeepSpeed's bf16/fp16 follow) are both set from it."""
     return trial_precision(spec.trainer, os.environ.get(MIXED_PRECISION_ENV), cuda=_cuda())
 
@@ -140,7 +140,7 @@ def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: C
 
 
 def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> str | None:
-    """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (config/attention.py)."""
+    """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (grpo_ablate/attention.py)."""
 
     if requested != AUTO:
         return requested

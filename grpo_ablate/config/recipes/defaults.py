@@ -10,7 +10,7 @@ from grpo_ablate.config.recipes.file import FieldList, Recipe, RecipeDifference,
 from grpo_ablate.config.recipes.keys import HARDWARE_KEYS, STUDY_OWNED_KEYS
 from grpo_ablate.config.recipes.stack import (OPEN_R1_STACK, TargetStack, installed_fields, installed_trl,
                                               recipe_date, recipe_stack)
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.config.trl_releases import (drift_between, known_releases, release_defaults, release_entries,
                                               release_of)
 from grpo_ablate.errors import echo

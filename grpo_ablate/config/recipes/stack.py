@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.config.recipes.registry import OPEN_R1_ONLY_KEYS, OPEN_R1_REWARDS
-from grpo_ablate.config.trainer_fields import trainer_field_names, trl_default
+from grpo_ablate.trl_facts.fields import trainer_field_names, trl_default
 from grpo_ablate.config.trl_releases import release_defaults, release_entries, release_of, release_on
 
 __all__ = ["TargetStack", "OPEN_R1_STACK", "OPEN_R1_PIN_DATE", "OPEN_R1", "is_open_r1", "recipe_date", "recipe_stack",
