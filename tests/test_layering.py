@@ -183,6 +183,21 @@ def test_report_imports_no_study_or_launch_module() -> None:
     assert banned == set(), f"report/ reaches these study/launch modules: {sorted(banned)}"
 
 
+# Above the child: the study file and everything the orchestrator builds from it. A trial reads its spec, TRL's facts
+# (trl_facts/) and the low-floor rules (precision, attention, cost, schedule), never the study file's schema or a policy.
+ABOVE_THE_CHILD = ("config", "estimate", "plan", "launch", "study", "preflight", "report", "commands", "__main__")
+
+
+def test_the_child_imports_nothing_from_config_or_the_orchestrator() -> None:
+    """The child (trainer/, the trial process) imports nothing from config/, the plan, launch/, study/, preflight/,
+    report/ or commands/ (issue 54 item 3), directly or through anything it imports, deferred imports included:
+    what crosses from the parent comes in spec.json, and what both sides need lives on a floor below both."""
+    graph = import_graph()
+    assert "grpo_ablate.trainer.build" in graph and "grpo_ablate.trainer.worker" in graph
+    banned = {m for m in reached(graph, "grpo_ablate.trainer") if _package(m) in ABOVE_THE_CHILD}
+    assert banned == set(), f"trainer/ reaches these modules above the child: {sorted(banned)}"
+
+
 def test_the_reach_check_finds_a_module_two_imports_away() -> None:
     graph = {"grpo_ablate.report.data": {"grpo_ablate.plan.price"}, "grpo_ablate.plan.price": {"grpo_ablate.study.racing"},
              "grpo_ablate.study.racing": {"grpo_ablate.launch.registry"}, "grpo_ablate.launch.registry": set()}
