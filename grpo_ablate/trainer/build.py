@@ -34,7 +34,6 @@ from . import checkpoints
 from .callbacks import MetricsRecorder, StopSwitch
 from .checkpointer import Checkpointer
 from .evaluation import Evaluator
-from .g_policy import advice_prior
 from .rewards import RewardContext, build_rewards, record_groups
 from .spec import TrialSpec
 from .vllm_cpu import keep_weights_loadable
@@ -366,7 +365,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         if spec.completions:
             scheduled["completions_budget"] = int(spec.completions)
         if schedule.kind == "adaptive":
-            prior = advice_prior(Path(spec.trial_dir).parent.parent, float(config.temperature))
+            prior = spec.advise_prior  # resolved by the parent from advise.json (study/trial_spec.py)
             scheduled["prior"] = prior
             log(f"per-prompt G {schedule.label}: prior of each prompt's pass rate "
                 + (f"Beta({prior[0]:g}, {prior[1]:g}) from advise.json" if prior else "from the running pass rate (no advise.json fit)"))
