@@ -5,7 +5,7 @@
 GRPOConfig's fields, defaults and help are TRL's facts (trl_facts/fields.py, read once and cached
 per TRL version); this module holds what the study file may and may not say about them: the keys
 TRL removed, the keys grpo-ablate owns, and each field's scalar type as TRL's argument parser casts
-it (from config/trl_defaults.json, read from the release's source).
+it (from trl_facts/trl_defaults.json, read from the release's source).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import math
 from typing import Any
 
-from grpo_ablate.config.trl_releases import release_of, release_types
+from grpo_ablate.trl_facts.releases import release_of, release_types
 from grpo_ablate.errors import Problem, did_you_mean, echo
 from grpo_ablate.trl_facts.fields import trainer_field_names
 from grpo_ablate.vocab import SEARCHED_KEYS
@@ -51,7 +51,7 @@ _SCALARS: dict[str, type] = {"bool": bool, "int": int, "float": float, "str": st
 
 @functools.lru_cache(maxsize=1)
 def _field_types() -> dict[str, str]:
-    """The installed GRPOConfig's annotations, from config/trl_defaults.json when it holds the installed TRL
+    """The installed GRPOConfig's annotations, from trl_facts/trl_defaults.json when it holds the installed TRL
     (benchmarks/trl_defaults.py writes them from the release's source); empty otherwise (nothing checked)."""
     try:
         version = release_of(importlib.metadata.version("trl"))
