@@ -187,7 +187,7 @@ def check_attention(ctx: Context) -> tuple[bool, dict[str, Any]]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from grpo_ablate.config.attention import flash_attn_imports, flash_attn_installed, resolve_attn
+    from grpo_ablate.attention import flash_attn_imports, flash_attn_installed, resolve_attn
 
     flash = (not ctx.cpu) and flash_attn_imports()
     chosen = resolve_attn("auto", flash)

@@ -13,7 +13,7 @@ A field's default is its dataclass default (or its default_factory's value). Whe
 `__post_init__` fills a None default at its top level (`self.bf16 = not self.fp16 if self.bf16 is None
 else self.bf16`), the table also holds the value it resolves to from the other defaults.
 
-Writes grpo_ablate/config/trl_defaults.json, read by config/recipes.py.
+Writes grpo_ablate/trl_facts/trl_defaults.json, read by grpo_ablate/trl_facts/releases.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parents[1] / "grpo_ablate" / "config" / "trl_defaults.json"
+OUT = Path(__file__).resolve().parents[1] / "grpo_ablate" / "trl_facts" / "trl_defaults.json"
 OPEN_R1_PIN = "0.18.0=4.52.3"  # Open R1's setup.py: trl[vllm]==0.18.0, transformers==4.52.3
 
 # Where a base class named in an import lives, when it is not in the module's own package.

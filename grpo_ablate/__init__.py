@@ -8,8 +8,18 @@ Heavy libraries (torch, trl) are imported only by the trial process; validation 
 GRPOConfig's field names once in a child process and caches them.
 """
 
-from grpo_ablate.config import Study, StudyError, load_study
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from grpo_ablate.errors import StudyError
 from grpo_ablate.space import BatchShape, FeasiblePair, FeasibleSpace, Rejection, check_pair, feasible_space
+
+if TYPE_CHECKING:
+    from grpo_ablate.config import Study, load_study
+
+# Loaded on first use: every `import grpo_ablate.<x>` runs this file, the trial process's included, and the trial
+# imports nothing of the study file's code (config/, its pydantic schema; tests/test_layering.py).
+_FROM_CONFIG = ("Study", "load_study")
 
 __version__ = "0.1.0"
 
@@ -25,3 +35,9 @@ __all__ = [
     "load_study",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_CONFIG:
+        return getattr(importlib.import_module("grpo_ablate.config"), name)
+    raise AttributeError(f"module 'grpo_ablate' has no attribute {name!r}")

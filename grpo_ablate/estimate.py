@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, assumed_trial_seconds, flops_per_token,
                               full_run_steps, model_parameters)
 from grpo_ablate.files.advise_file import load_advice

@@ -135,7 +135,7 @@ def test_every_study_file_key_and_every_grpo_config_field_has_an_explain_answer(
 def test_a_trainer_field_says_where_the_recipe_trl_differs_and_what_the_study_does():
     beta = cli_inprocess("explain", "trainer.beta")
     assert beta.returncode == 0 and "  default: 0.0\n" in beta.stdout
-    assert "TRL 0.18.0 (Open R1's recipes run it): 0.04" in beta.stdout  # config/trl_defaults.json, Open R1's pin
+    assert "TRL 0.18.0 (Open R1's recipes run it): 0.04" in beta.stdout  # trl_facts/trl_defaults.json, Open R1's pin
     gone = cli_inprocess("explain", "trainer.max_prompt_length")  # a field TRL 0.18 had and 1.16 lacks
     assert gone.returncode == 0 and "  default: 512\n" in gone.stdout and "data.max_prompt_tokens" in gone.stdout
     assert "searched by the study (search.temperature)" in cli_inprocess("explain", "trainer.temperature").stdout

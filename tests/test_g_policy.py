@@ -194,14 +194,41 @@ def test_plan_explains_each_policy_and_checks_the_batch(tmp_path):
         load_study("studies/tiny-cpu.yaml", [*sets[:1], 'search.num_generations=[8, "dynamic:64"]'])
 
 
-def test_advice_prior_reads_advise_json_at_the_nearest_temperature(tmp_path):
+def test_fitted_prior_is_advise_jsons_fit_at_the_nearest_temperature():
+    from grpo_ablate.files.advise_file import fitted_prior
+
+    fits = {"fits": {"0.7": {"a": 1.5, "b": 3.0, "mean": 0.333}, "1.0": {"a": 2.0, "b": 8.0, "mean": 0.2}}}
+    assert fitted_prior(fits, 0.9) == (2.0, 8.0) and fitted_prior(fits, 0.6) == (1.5, 3.0)
+    assert fitted_prior(None, 1.0) is None  # no advise.json: the running pass rate
+    assert fitted_prior({"fits": {"1.0": {"a": None, "b": 8.0}}}, 1.0) is None  # no usable fit
+
+
+def test_the_parent_resolves_an_adaptive_arms_prior_into_its_spec(tmp_path):
+    """The child never looks for advise.json (it used to walk up from its trial folder): build_spec reads it with
+    the study's owner and writes the fit into the spec, which carries it through spec.json."""
+    from grpo_ablate.config import StudyError, load_study
     from grpo_ablate.files.advise_file import save_advice
     from grpo_ablate.files.owned import Owner
-    from grpo_ablate.trainer.g_policy import advice_prior
+    from grpo_ablate.study.trial_spec import build_spec
+    from grpo_ablate.trainer.spec import TrialSpec
 
-    assert advice_prior(tmp_path, 1.0) is None  # no advise.json: the running pass rate
-    owner = Owner(study="s", model="builtin:tiny", hardware="defaults (one CPU process)")
-    save_advice(tmp_path, {"fits": {"0.7": {"a": 1.5, "b": 3.0, "mean": 0.333}, "1.0": {"a": 2.0, "b": 8.0, "mean": 0.2}}}, owner)
-    assert advice_prior(tmp_path, 0.9) == (2.0, 8.0) and advice_prior(tmp_path, 0.6) == (1.5, 3.0)
-    (tmp_path / "advise.json").write_text('{"owner": 1')  # truncated: not a prior, not a crash
-    assert advice_prior(tmp_path, 1.0) is None
+    study = load_study("studies/tiny-cpu.yaml", [f"study.output_dir={tmp_path}",
+                                                 'search.num_generations=[8, "adaptive:8[2-16]"]'])
+    adaptive, fixed = parse_generations("adaptive:8[2-16]"), 8
+
+    def prior(g, t=0.9):
+        return build_spec(study, Cell(Arm(g, 32, t), 0, "baseline"), tmp_path / "trials" / "00000", timeout=60).advise_prior
+
+    assert prior(adaptive) is None  # no advise.json yet: the policy starts from the running pass rate
+    save_advice(tmp_path, {"fits": {"0.7": {"a": 1.5, "b": 3.0}, "1.0": {"a": 2.0, "b": 8.0}}}, Owner.of(study))
+    assert prior(adaptive) == (2.0, 8.0) and prior(adaptive, 0.6) == (1.5, 3.0)
+    assert prior(fixed) is None  # only a per-prompt G reads a prior
+    spec = build_spec(study, Cell(Arm(adaptive, 32, 0.9), 0, "baseline"), tmp_path / "trials" / "00001", timeout=60)
+    assert TrialSpec.from_json(spec.to_json()).advise_prior == (2.0, 8.0)
+    with pytest.raises(ValueError, match="advise_prior"):
+        TrialSpec(trial_dir=str(tmp_path), advise_prior=(0.0, 1.0))
+    save_advice(tmp_path / "other", {"fits": {}}, Owner(study="another", model="m", hardware="h"))
+    (tmp_path / "advise.json").write_text((tmp_path / "other" / "advise.json").read_text())
+    with pytest.raises(StudyError, match="advise"):  # another study's file is refused, not silently ignored
+        prior(adaptive)
+    assert prior(fixed) is None  # an arm that reads no prior never reads the file

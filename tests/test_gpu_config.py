@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grpo_ablate.config import load_study
-from grpo_ablate.config.attention import FLASH_INSTALL, attn_problems, resolve_attn
+from grpo_ablate.attention import FLASH_INSTALL, attn_problems, resolve_attn
 from grpo_ablate.errors import StudyError
 
 ROOT = Path(__file__).resolve().parents[1]

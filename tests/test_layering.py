@@ -20,7 +20,8 @@ PACKAGE = "grpo_ablate"
 # and packages on one floor import each other in one direction only (no package circle).
 FLOORS: list[set[str]] = [
     {"vocab", "errors", "storage_url", "schedule", "children", "prompt_file", "cost",
-     "bounds", "safe_read", "journal"},  # words, small pure parts; value ranges, the safe reader, journal lines
+     "bounds", "safe_read", "journal", "precision", "attention"},  # words, small pure parts; value ranges, the safe reader, journal lines; the trial's precision and attention rules
+    {"trl_facts"},  # facts about TRL itself: GRPOConfig's fields and defaults in the installed TRL
     {"stats"},  # statistics: paired tests, intervals, sequential decisions
     {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
     {"files", "trial_record", "race_record", "gpu_hours"},  # the records: files read back; what a trial and a race leave in their study; what trials spent
@@ -180,6 +181,34 @@ def test_report_imports_no_study_or_launch_module() -> None:
     banned = {m for m in reached(graph, "grpo_ablate.report")
               if m.startswith(("grpo_ablate.study", "grpo_ablate.launch"))}
     assert banned == set(), f"report/ reaches these study/launch modules: {sorted(banned)}"
+
+
+# Above the child: the study file and everything the orchestrator builds from it. A trial reads its spec, TRL's facts
+# (trl_facts/) and the low-floor rules (precision, attention, cost, schedule), never the study file's schema or a policy.
+ABOVE_THE_CHILD = ("config", "estimate", "plan", "launch", "study", "preflight", "report", "commands", "__main__")
+
+
+def test_the_child_imports_nothing_from_config_or_the_orchestrator() -> None:
+    """The child (trainer/, the trial process) imports nothing from config/, the plan, launch/, study/, preflight/,
+    report/ or commands/ (issue 54 item 3), directly or through anything it imports, deferred imports included:
+    what crosses from the parent comes in spec.json, and what both sides need lives on a floor below both."""
+    graph = import_graph()
+    assert "grpo_ablate.trainer.build" in graph and "grpo_ablate.trainer.worker" in graph
+    banned = {m for m in reached(graph, "grpo_ablate.trainer") | _root_reach(graph) if _package(m) in ABOVE_THE_CHILD}
+    assert banned == set(), f"trainer/ reaches these modules above the child: {sorted(banned)}"
+
+
+def _root_reach(graph: dict[str, set[str]]) -> set[str]:
+    """What the package's own `__init__` (the public API) imports, and all those import: every `import
+    grpo_ablate.<x>` runs it first, the trial's included, so it loads the study file's code only on first use."""
+    seen: set[str] = set()
+    todo = list(graph[PACKAGE])
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += graph.get(m, ())
+    return seen
 
 
 def test_the_reach_check_finds_a_module_two_imports_away() -> None:

@@ -71,7 +71,7 @@ def test_the_build_prints_no_warning_of_its_own(wheel):
 
 def test_the_wheel_ships_every_file_the_package_reads_at_run_time_and_its_license(wheel):
     names = set(zipfile.ZipFile(wheel[0]).namelist())
-    for shipped in ("grpo_ablate/report/template.html.j2", "grpo_ablate/config/trl_defaults.json",
+    for shipped in ("grpo_ablate/report/template.html.j2", "grpo_ablate/trl_facts/trl_defaults.json",
                     "grpo_ablate/commands/grpo-ablate-array.sbatch"):
         assert shipped in names, shipped
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)

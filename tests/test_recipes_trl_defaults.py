@@ -16,8 +16,8 @@ import pytest
 from helpers import ROOT
 from grpo_ablate.config import load_study
 from grpo_ablate.config.recipes import NEW_LOSS_SWITCHES, OPEN_R1_STACK, SCRIPT_KEYS, read_recipe
-from grpo_ablate.config.trainer_fields import trainer_field_names, trl_default
-from grpo_ablate.config.trl_releases import TABLE_PATH, drift, release_defaults, release_of, same_meaning
+from grpo_ablate.trl_facts.fields import trainer_field_names, trl_default
+from grpo_ablate.trl_facts.releases import TABLE_PATH, drift, release_defaults, release_of, same_meaning
 
 FIXTURES = sorted((ROOT / "tests/fixtures/open-r1").glob("*.yaml"))
 STUDIES = [ROOT / "studies/recipes/openr1-demo-grpo.yaml", ROOT / "studies/recipes/openr1-style-every-key.yaml"]

@@ -48,8 +48,8 @@ from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, 
                                         stack_default)
 from grpo_ablate.config.schema import DataSection
 from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.config.trl_releases import known_releases
+from grpo_ablate.trl_facts.fields import trl_default
+from grpo_ablate.trl_facts.releases import known_releases
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.config.hardware import trainer_batch_shape
 from grpo_ablate.space import feasible_space, nearest_generations
@@ -95,7 +95,7 @@ class InitAnswers:
     min_effect: float | None = None  # --min-effect: in reward units; None: REWARD_MIN_EFFECT of the reward's range
     branch: str = "auto"  # --branch-from: auto (from step 0 where it fits, else branched), none, warmup
     recipe_values: dict[str, Any] = field(default_factory=dict)
-    recipe_trl: str | None = None  # the TRL release a `trl grpo` recipe was written for (config/trl_releases.py)
+    recipe_trl: str | None = None  # the TRL release a `trl grpo` recipe was written for (trl_facts/releases.py)
 
     def value(self, key: str) -> Any:
         """The recipe's value, else what the key meant on the recipe's own stack (Open R1: TRL 0.18's default)."""

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
 from grpo_ablate.config.hardware import world_size_reason
-from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
+from grpo_ablate.config.cpu_run import cpu_run_changes
+from grpo_ablate.precision import CPU_CHANGES_LEAD
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes import FieldList, RecipeDifference, RecipeNote
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of, study_total
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.plan.cells import completions_per_trial, resolved_trial_count, study_plan

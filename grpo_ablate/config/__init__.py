@@ -8,8 +8,8 @@ budget and compare. The field descriptions in config/schema.py are their documen
 (`grpo-ablate explain KEY`, config/keys.py).
 
 Modules: yaml_io (bounded YAML reading), schema (the sections), keys (their documentation), load (recipe merge, `--set`),
-recipes (a recipe's keys translated, with notes), trainer_fields (GRPOConfig's fields and
-defaults, cached), hardware (world size, batch shape, and the space with probe.json applied),
+recipes (a recipe's keys translated, with notes), trainer_fields (the trainer section against
+GRPOConfig's fields, which trl_facts/ reads and caches), hardware (world size, batch shape, and the space with probe.json applied),
 names and places (what the study names, where it writes), validate (the meaning checks), study
 (the validated Study). Problem and StudyError live one layer down (grpo_ablate/errors.py) and are
 re-exported here; probe.json is read through grpo_ablate/files/, never through preflight.
@@ -28,7 +28,6 @@ from grpo_ablate.config.schema import (
     StudySection,
 )
 from grpo_ablate.config.study import Study
-from grpo_ablate.config.trainer_fields import trainer_field_names
 
 __all__ = [
     "Study",
@@ -36,7 +35,6 @@ __all__ = [
     "Problem",
     "load_study",
     "apply_overrides",
-    "trainer_field_names",
     "FloatRange",
     "IntRange",
     "ModelSection",

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from grpo_ablate.errors import StudyError
 from grpo_ablate.config.schema import IntRange, StudyFile
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.schedule import parse_generations
 from grpo_ablate.space import BatchShape, FeasibleSpace, Rejection, feasible_space

@@ -492,7 +492,7 @@ class StudyFile(_Section):
     trainer_from: str | None = Field(default=None, description=(
         "A recipe file (Open R1 or `trl grpo` style) the trainer section starts from; keys in `trainer` win."))
     recipe_trl: str | None = Field(default=None, description=(
-        "The TRL release the `trainer_from` recipe was written for (a release in config/trl_defaults.json, e.g. "
+        "The TRL release the `trainer_from` recipe was written for (a release in trl_facts/trl_defaults.json, e.g. "
         "`0.18.0`): keys the recipe leaves out take that release's defaults. Open R1 recipes need none (their "
         "pinned TRL is known); null with a `trl grpo` recipe: `init` asks."))
     recipe_date: datetime.date | None = Field(default=None, description=(

@@ -25,7 +25,7 @@ from grpo_ablate.config.schema import (
     StudyFile,
     StudySection,
 )
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.storage_url import canonical_url, mask_url
 from grpo_ablate.schedule import parse_generations

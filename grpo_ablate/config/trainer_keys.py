@@ -5,8 +5,8 @@
 
 The study file's `trainer:` section is GRPOConfig's keyword arguments, verbatim, so its keys are documented where
 TRL documents them: each dataclass field's annotation, default and `metadata["help"]` (the text `trl grpo --help`
-prints), read from the installed TRL (config/trainer_fields.py, cached per TRL version). A recipe written for
-another TRL leaves keys at *that* release's defaults (config/trl_defaults.json, read from each release's source),
+prints), read from the installed TRL (trl_facts/fields.py, cached per TRL version). A recipe written for
+another TRL leaves keys at *that* release's defaults (trl_facts/trl_defaults.json, read from each release's source),
 so a field whose default differs there says so; fields only an older release has are explained from the table.
 What the study itself does with a key (searched, overridden, removed) comes from the rules that enforce it.
 """
@@ -22,10 +22,10 @@ from typing import Any
 from grpo_ablate.config.keys import KeyDoc
 from grpo_ablate.config.recipes.keys import REMOVED_KEYS, STUDY_OWNED_KEYS
 from grpo_ablate.config.recipes.stack import OPEN_R1_STACK, installed_fields
-from grpo_ablate.config.trainer_fields import (OWNED_TRAINER_KEYS, REMOVED_TRAINER_KEYS, installed_trl_version,
-                                               trainer_field_docs)
-from grpo_ablate.config.trl_releases import FieldDrift, drift_between, known_releases, release_entries, release_of, \
+from grpo_ablate.config.trainer_fields import OWNED_TRAINER_KEYS, REMOVED_TRAINER_KEYS
+from grpo_ablate.trl_facts.releases import FieldDrift, drift_between, known_releases, release_entries, release_of, \
     release_types
+from grpo_ablate.trl_facts.fields import installed_trl_version, trainer_field_docs
 from grpo_ablate.vocab import SEARCHED_KEYS
 
 __all__ = ["PREFIX", "trainer_key_docs", "find_trainer_key", "trainer_section_note"]
@@ -39,7 +39,7 @@ _PINNED_BY = {OPEN_R1_STACK.trl: "Open R1's recipes run it"}
 @functools.lru_cache(maxsize=1)
 def trainer_key_docs() -> tuple[KeyDoc, ...]:
     """Every key the trainer section may hold: the installed GRPOConfig's fields in its order, then the fields
-    only another release of config/trl_defaults.json has (a recipe written for it may carry them)."""
+    only another release of trl_facts/trl_defaults.json has (a recipe written for it may carry them)."""
     docs = trainer_field_docs()
     now = installed_fields()
     drifts = {r: {d.name: d for d in drift_between(release_entries(r), now)} for r in _other_releases()}
@@ -134,5 +134,5 @@ def _gone_doc(name: str, drifts: dict[str, dict[str, FieldDrift]]) -> KeyDoc:
     return KeyDoc(PREFIX + name, type_text, default, "",
                   f"Not a GRPOConfig field of the installed TRL {installed_trl_version()}: {where}. The study's trainer "
                   f"section refuses it, and so does a trainer_from recipe unless a line above says what it becomes.",
-                  notes=(f"from: config/trl_defaults.json ({', '.join('TRL ' + r for r in had) or 'no release'})",
+                  notes=(f"from: trl_facts/trl_defaults.json ({', '.join('TRL ' + r for r in had) or 'no release'})",
                          *_study_notes(name)))

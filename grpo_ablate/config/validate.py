@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from grpo_ablate.config.attention import attn_problems
+from grpo_ablate.attention import attn_problems
+from grpo_ablate.precision import CPU_CHANGES_LEAD
 from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import batch_shape, space_for, world_size
 from grpo_ablate.config.inputs import check_inputs
@@ -25,7 +26,7 @@ from grpo_ablate.config.names import check_names
 from grpo_ablate.bounds import REWARD_ROWS_NEEDED
 from grpo_ablate.cost import warmup_steps
 from grpo_ablate.config.places import check_places, is_local_dataset
-from grpo_ablate.config.precision import CPU_CHANGES_LEAD, cpu_run_changes
+from grpo_ablate.config.cpu_run import cpu_run_changes
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
 from grpo_ablate.config.study import Study
 from grpo_ablate.config.trainer_fields import check_trainer_keys

@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from grpo_ablate.bounds import BatchSize, Finite, Fraction, Generations, Temperature
 from grpo_ablate.files.owned import STRICT, Owner, read_owned_raw, write_json
 from grpo_ablate.vocab import ADVISE_FILE, Arm
 
-__all__ = ["ADVISE_COMPLETIONS", "ADVISED_ARMS_KEY", "ADVISE_FIX", "NO_SPREAD_FRACTION", "add_advised_arm", "advised_arms", "load_advice", "save_advice"]
+__all__ = ["ADVISE_COMPLETIONS", "ADVISED_ARMS_KEY", "ADVISE_FIX", "NO_SPREAD_FRACTION", "add_advised_arm", "advised_arms", "fitted_prior", "load_advice", "save_advice"]
 
 # advise's samples as a person reads them: one line per prompt and temperature, its K completions
 # with their rewards, beside advise.json (so a reward that never fires shows before any trial)
@@ -98,3 +98,14 @@ def add_advised_arm(output_dir: str | os.PathLike[str], arm: Arm, owner: Owner) 
     if arm.as_dict() not in arms:
         arms.append(arm.as_dict())
     write_json(_path(output_dir), data)
+
+
+def fitted_prior(advice: Mapping[str, Any] | None, temperature: float) -> tuple[float, float] | None:
+    """advise.json's fitted Beta(a, b) of a prompt's pass rate at the temperature nearest `temperature`, or None
+    (no advice, or no usable fit): the prior a per-prompt G policy starts each prompt from. The parent resolves it
+    into the trial's spec (study/trial_spec.py), so the trial never looks for advise.json itself."""
+    fits = {float(t): v for t, v in ((advice or {}).get("fits") or {}).items() if v and v.get("a") and v.get("b")}
+    if not fits:
+        return None
+    nearest = min(fits, key=lambda t: abs(t - temperature))
+    return float(fits[nearest]["a"]), float(fits[nearest]["b"])

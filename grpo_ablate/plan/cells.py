@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.plan.branching import branch_step
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.space import FeasibleSpace, default_pair, generated_completions
 from grpo_ablate.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
 from grpo_ablate.files.advise_file import advised_arms as saved

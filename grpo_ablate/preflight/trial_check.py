@@ -26,7 +26,7 @@ import tempfile
 import warnings
 from typing import Any
 
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.launch.dry_run import config_kwargs
 from grpo_ablate.space import Rounds
 from grpo_ablate.trainer.spec import TrialSpec

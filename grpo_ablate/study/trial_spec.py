@@ -28,7 +28,9 @@ from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.study.trackers import tracker_settings
 from grpo_ablate.trainer.spec import EvalBudget, StartFrom, TrialSpec
-from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Cell
+from grpo_ablate.files.advise_file import fitted_prior, load_advice
+from grpo_ablate.files.owned import Owner
+from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
@@ -86,7 +88,8 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
           trainer: Mapping[str, Any] | None, budget: Mapping[str, Any] | None, hardware: Mapping[str, Any] | None,
           evaluation: Mapping[str, Any] | None, timeout_s: float | None, env: Mapping[str, str] | None,
           checkpoint: Mapping[str, Any] | None = None, start_from: StartFrom | None = None,
-          branch_at: int | None = None, script: Mapping[str, Any] | None = None) -> TrialSpec:
+          branch_at: int | None = None, script: Mapping[str, Any] | None = None,
+          advise_prior: tuple[float, float] | None = None) -> TrialSpec:
     """The one resolution: the trial's knobs go into the trainer keywords, except G, which is the
     plan's own typed field; a generation batch given displaces steps_per_generation (TRL refuses
     both); the budget owns max_steps; then the batch arithmetic, from space.py's rule.
@@ -136,6 +139,7 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         eval_budget=eval_budget,
         start_from=start_from,
         script=dict(script) if script is not None else None,
+        advise_prior=advise_prior,
     )
 
 
@@ -148,6 +152,14 @@ def _script(study: "Study") -> dict[str, Any] | None:
     keys = list(study.trainer) if own is None else [k for k in own if k in study.trainer]
     return {"command": study.script.command, "python": study.script.python, "cwd": study.script.cwd,
             "recipe": study.file.trainer_from, "trainer": {k: study.trainer[k] for k in keys}}
+
+
+def _advise_prior(study: "Study", arm: Arm) -> tuple[float, float] | None:
+    """A per-prompt G arm's prior from advise.json (read with the study's owner, so a foreign or broken file is
+    refused here, naming the fix); None for any other arm, or without a fit."""
+    if getattr(arm.num_generations, "kind", None) != "adaptive":
+        return None
+    return fitted_prior(load_advice(study.output_dir, Owner.of(study)), float(arm.temperature))
 
 
 def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
@@ -192,7 +204,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
                  checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints,
                              "final": prefix},
                  start_from=start_from, branch_at=start_from.step if start_from is not None else None,
-                 script=_script(study))
+                 script=_script(study), advise_prior=_advise_prior(study, arm))
 
 
 def spec_from_sections(
@@ -210,6 +222,7 @@ def spec_from_sections(
     env: dict[str, str] | None = None,
     checkpoint: dict[str, Any] | None = None,
     start_from: StartFrom | None = None,
+    advise_prior: tuple[float, float] | None = None,
 ) -> TrialSpec:
     """A TrialSpec from plain section dicts; the trial's `params` (TRIAL_KEYS) are merged into the trainer.
 
@@ -218,4 +231,4 @@ def spec_from_sections(
     """
     return _spec(trial_dir, knobs=params or {}, params=params or {}, model=model, data=data, rewards=rewards,
                  trainer=trainer, budget=budget, hardware=hardware, evaluation=evaluation, timeout_s=timeout_s,
-                 env=env, checkpoint=checkpoint, start_from=start_from)
+                 env=env, checkpoint=checkpoint, start_from=start_from, advise_prior=advise_prior)

@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import torch
 
-from grpo_ablate.config.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.cost import full_run_steps, lr_schedule_of
 from grpo_ablate.space import Rounds
 from grpo_ablate.schedule import Schedule, prompts_per_round
@@ -34,11 +34,10 @@ from . import checkpoints
 from .callbacks import MetricsRecorder, StopSwitch
 from .checkpointer import Checkpointer
 from .evaluation import Evaluator
-from .g_policy import advice_prior
 from .rewards import RewardContext, build_rewards, record_groups
 from .spec import TrialSpec
 from .vllm_cpu import keep_weights_loadable
-from grpo_ablate.config.attention import AUTO, flash_attn_imports, resolve_attn
+from grpo_ablate.attention import AUTO, flash_attn_imports, resolve_attn
 
 __all__ = [
     "BuiltTrial",
@@ -70,7 +69,7 @@ def _cuda() -> bool:
 
 
 def mixed_precision(spec: TrialSpec) -> str:
-    """The trial's mixed precision (config/precision.py): the GRPOConfig flags and accelerate's
+    """The trial's mixed precision (grpo_ablate/precision.py): the GRPOConfig flags and accelerate's
     ACCELERATE_MIXED_PRECISION (which DeepSpeed's bf16/fp16 follow) are both set from it."""
     return trial_precision(spec.trainer, os.environ.get(MIXED_PRECISION_ENV), cuda=_cuda())
 
@@ -140,7 +139,7 @@ def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: C
 
 
 def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> str | None:
-    """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (config/attention.py)."""
+    """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (grpo_ablate/attention.py)."""
 
     if requested != AUTO:
         return requested
@@ -366,7 +365,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         if spec.completions:
             scheduled["completions_budget"] = int(spec.completions)
         if schedule.kind == "adaptive":
-            prior = advice_prior(Path(spec.trial_dir).parent.parent, float(config.temperature))
+            prior = spec.advise_prior  # resolved by the parent from advise.json (study/trial_spec.py)
             scheduled["prior"] = prior
             log(f"per-prompt G {schedule.label}: prior of each prompt's pass rate "
                 + (f"Beta({prior[0]:g}, {prior[1]:g}) from advise.json" if prior else "from the running pass rate (no advise.json fit)"))

@@ -32,18 +32,14 @@ import heapq
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
-from grpo_ablate.files.advise_file import load_advice
-from grpo_ablate.files.owned import Owner
 from grpo_ablate.stats.zero_spread import zero_spread_beta
-from grpo_ablate.vocab import ADVISE_FILE
 
 from .trl_adapter import nanstd
 
 __all__ = ["PromptPosterior", "allocate", "expected_informative", "group_advantages", "zero_spread_groups",
-           "advice_prior", "merge_rows", "prompt_key"]
+           "merge_rows", "prompt_key"]
 
 PRIOR_STRENGTH = 2.0  # pseudo-observations of the running-pass-rate prior (weak: a prompt's own groups soon dominate)
 
@@ -92,7 +88,7 @@ class PromptPosterior:
     """Per-prompt Beta posteriors of the pass rate, from each prompt's own groups.
 
     A reward counts as a pass fraction clipped to [0, 1] (exact for 0/1 rewards). A prompt not
-    seen yet starts from `prior` (advise.json's fitted Beta when given) or else from the running
+    seen yet starts from `prior` (advise.json's fitted Beta when given: the spec's advise_prior) or else from the running
     pass rate of everything seen so far, worth PRIOR_STRENGTH observations.
     """
 
@@ -122,25 +118,6 @@ class PromptPosterior:
         self.seen[key] = (s + sum(r), f + len(r) - sum(r))
         self.passes += sum(r)
         self.total += len(r)
-
-
-def advice_prior(output_dir: str | Path, temperature: float) -> tuple[float, float] | None:
-    """advise.json's fitted Beta(a, b) at the temperature nearest the trial's, or None.
-
-    Read with files/advise_file.py's reader (schema checked); the study checked the file's owner
-    when it started, so the owner written in the file is taken as is here.
-    """
-    path = Path(output_dir) / ADVISE_FILE
-    try:
-        owner = Owner(**json.loads(path.read_text())["owner"])
-        advice = load_advice(output_dir, owner) or {}
-    except Exception:  # no file, or one the study would refuse: fall back to the running pass rate
-        return None
-    fits = {float(t): v for t, v in (advice.get("fits") or {}).items() if v and v.get("a") and v.get("b")}
-    if not fits:
-        return None
-    t = min(fits, key=lambda x: abs(x - temperature))
-    return float(fits[t]["a"]), float(fits[t]["b"])
 
 
 def group_advantages(rewards: Any, sizes: Sequence[int], scale: str) -> tuple[Any, Any]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from grpo_ablate.bounds import BOUNDS
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
 
 from .builtin.tasks import TASKS, task_reward

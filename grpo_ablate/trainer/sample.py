@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.config.trainer_fields import trl_default
+from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
 from .request_seeds import prompt_seeds

@@ -28,6 +28,9 @@ G from text and never reads the study-file schema. The fields of spec.json:
 - `params`: the searched values, for the record (display text; the child never reads G from it);
 - `start_from`: a branch point, {"checkpoint": folder, "step": n, "fingerprint": the prefix spec's} or null
   (see `StartFrom`);
+- `advise_prior`: [a, b], the Beta prior of a prompt's pass rate a per-prompt G policy (`adaptive:`) starts from:
+  advise.json's fit at the temperature nearest the arm's, resolved by the parent (files/advise_file.py's
+  `fitted_prior`, the study's owner checked); null: no fit (the policy starts from the running pass rate);
 - `script`: a command trial, {"command", "python", "cwd", "recipe", "trainer"} or null: the user's own training
   script runs instead of the built-in worker (trainer/command.py turns the plan into its command line;
   `trainer` holds the GRPOConfig keys the study file itself sets, passed as overrides).
@@ -113,11 +116,17 @@ class TrialSpec:
     eval_budget: EvalBudget = field(default_factory=EvalBudget)
     start_from: StartFrom | None = None
     script: dict[str, Any] | None = None  # a command trial: the user's script (module docstring)
+    advise_prior: tuple[float, float] | None = None  # an adaptive G's Beta(a, b) prior from advise.json (module docstring)
 
     def __post_init__(self) -> None:
         self.trial_dir = os.fspath(self.trial_dir)
         self.rewards = [{"weight": 1.0, **r} for r in (self.rewards or [])]
         self.env = {str(k): str(v) for k, v in (self.env or {}).items()}
+        if self.advise_prior is not None:
+            a, b = (float(x) for x in self.advise_prior)
+            if not (a > 0 and b > 0):  # NaN fails too
+                raise ValueError(f"advise_prior must be two positive numbers (a Beta's a, b), got {self.advise_prior!r}")
+            self.advise_prior = (a, b)
         if "num_generations" in self.trainer:
             raise ValueError("the trial plan's num_generations is its own field, not a trainer keyword")
 

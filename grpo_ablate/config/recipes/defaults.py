@@ -10,8 +10,8 @@ from grpo_ablate.config.recipes.file import FieldList, Recipe, RecipeDifference,
 from grpo_ablate.config.recipes.keys import HARDWARE_KEYS, STUDY_OWNED_KEYS
 from grpo_ablate.config.recipes.stack import (OPEN_R1_STACK, TargetStack, installed_fields, installed_trl,
                                               recipe_date, recipe_stack)
-from grpo_ablate.config.trainer_fields import trl_default
-from grpo_ablate.config.trl_releases import (drift_between, known_releases, release_defaults, release_entries,
+from grpo_ablate.trl_facts.fields import trl_default
+from grpo_ablate.trl_facts.releases import (drift_between, known_releases, release_defaults, release_entries,
                                               release_of)
 from grpo_ablate.errors import echo
 from grpo_ablate.vocab import SEARCHED_KEYS
@@ -104,7 +104,7 @@ def _unknown_stack(recipe: Recipe, raw: dict[str, Any], own: dict[str, Any], sea
 def implicit_keys(recipe: Recipe, raw: dict[str, Any], trainer: dict[str, Any], own: dict[str, Any],
                    search: dict[str, Any], notes: list[RecipeNote]) -> None:
     """Every GRPOConfig field the recipe leaves out whose default is not the same in its own TRL and the
-    installed one (both read from the releases' source, config/trl_releases.py): set to its TRL's value where
+    installed one (both read from the releases' source, trl_facts/releases.py): set to its TRL's value where
     the installed TRL has the field and the study does not decide it; otherwise listed with the reason.
     On an unknown stack, the loss keys the installed TRL's defaults decide are listed instead."""
     installed = installed_trl()

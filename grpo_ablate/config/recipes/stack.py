@@ -1,7 +1,7 @@
 """The software a recipe was written for (its TRL release), and what a key it leaves out meant there.
 
 A recipe's missing keys mean what its own TRL said, not what the installed TRL says; the defaults of
-both come from config/trl_defaults.json (config/trl_releases.py). Which TRL an Open R1 recipe ran on
+both come from trl_facts/trl_defaults.json (trl_facts/releases.py). Which TRL an Open R1 recipe ran on
 depends on its date: Open R1 has pinned trl 0.18.0 since 2025-05-28 (OPEN_R1_PIN_DATE); before that it
 ran on TRL's main of the day, whose defaults are those of the newest TRL release then (temperature 0.9
 until 0.18; a per-sequence mean loss until 0.16). A recipe's date is, in this order: the study's
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.config.recipes.registry import OPEN_R1_ONLY_KEYS, OPEN_R1_REWARDS
-from grpo_ablate.config.trainer_fields import trainer_field_names, trl_default
-from grpo_ablate.config.trl_releases import release_defaults, release_entries, release_of, release_on
+from grpo_ablate.trl_facts.fields import trainer_field_names, trl_default
+from grpo_ablate.trl_facts.releases import release_defaults, release_entries, release_of, release_on
 
 __all__ = ["TargetStack", "OPEN_R1_STACK", "OPEN_R1_PIN_DATE", "OPEN_R1", "is_open_r1", "recipe_date", "recipe_stack",
            "stack_default", "installed_trl", "installed_fields"]
@@ -33,7 +33,7 @@ OPEN_R1_PIN_DATE = datetime.date(2025, 5, 28)  # Open R1's setup.py pins trl==0.
 class TargetStack:
     """The software a recipe was written for, where it is known: what the keys it leaves out meant there.
 
-    `trl` is a release of config/trl_defaults.json (read from that release's own source), so `defaults`
+    `trl` is a release of trl_facts/trl_defaults.json (read from that release's own source), so `defaults`
     holds every GRPOConfig field's default there; a recipe that leaves one out ran with that value.
     """
 

@@ -14,22 +14,19 @@ sweeps/accelerate/zero*.yaml (bf16) failed that way on a CPU. The rule, in `tria
 
 The trial applies the answer to both sides (trainer/build.py: the GRPOConfig flags and
 ACCELERATE_MIXED_PRECISION, read by TrainingArguments and accelerate's DeepSpeed plugin);
-`validate` and `plan` print `cpu_changes`, what a run on a CPU changes of the study's settings.
-Only the standard library and config/ (the orchestrator imports no torch).
+`validate` and `plan` print `cpu_changes`, what a run on a CPU changes of the study's settings
+(config/cpu_run.py reads the study's accelerate file for them). Only the standard library: the
+rule is decided where the trial runs (CUDA there, the launcher's environment), so the child reads
+it from here and the orchestrator imports no torch.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 from typing import Any, Mapping
 
-from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.errors import StudyError
-
-__all__ = ["CPU_CHANGES_LEAD", "MIXED_PRECISION_ENV", "accelerate_settings", "cpu_changes", "cpu_run_changes",
-           "no_gpu_here", "trainer_flags", "trial_precision"]
+__all__ = ["CPU_CHANGES_LEAD", "MIXED_PRECISION_ENV", "cpu_changes", "no_gpu_here", "trainer_flags", "trial_precision"]
 
 MIXED_PRECISION_ENV = "ACCELERATE_MIXED_PRECISION"
 CPU_CHANGES_LEAD = "no GPU here, so each trial runs on the CPU and changes: "
@@ -58,17 +55,6 @@ def trainer_flags(precision: str) -> dict[str, bool]:
     return {"bf16": precision in ("bf16", "fp8"), "fp16": precision == "fp16"}
 
 
-def accelerate_settings(path: str | os.PathLike[str] | None) -> dict[str, Any]:
-    """An accelerate config file as a dict ({} when unset or unreadable: validate reports those)."""
-    if not path:
-        return {}
-    try:
-        loaded = read_yaml_file(Path(path), what="accelerate config")
-    except StudyError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
 def no_gpu_here(gpus: int | None) -> bool:
     """Whether this machine's trials run on the CPU: hardware.gpus is 0, CUDA_VISIBLE_DEVICES hides
     every GPU, or there is no NVIDIA driver (no nvidia-smi)."""
@@ -94,10 +80,3 @@ def cpu_changes(trainer: Mapping[str, Any], accelerate: Mapping[str, Any]) -> li
         stage = (accelerate.get("deepspeed_config") or {}).get("zero_stage")
         out.append(f"kept: ZeRO stage {stage}, its offload and partitioning settings")
     return out
-
-
-def cpu_run_changes(sf: Any) -> list[str]:
-    """cpu_changes for a study file when its trials run on this machine's CPU (no_gpu_here), else []."""
-    if not no_gpu_here(sf.hardware.gpus):
-        return []
-    return cpu_changes(sf.trainer, accelerate_settings(sf.hardware.accelerate_config))
