@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.study import ledger
@@ -104,29 +104,36 @@ def note(count: int) -> str:
     return f"queued again {count} cell(s) that failed under an earlier version of the study file"
 
 
-def requeue_changed(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> str | None:
-    """Queue again each cell that failed only under earlier versions of the study file (module docstring).
-
-    Returns the line to print (`note`), None when nothing was queued. `plan`: the study's cells when the
-    caller has them (plan.study_plan reads advise.json).
-    """
+def _open_cells(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None
+                ) -> Iterator[tuple[str, list["FrozenTrial"]]]:
+    """(cell key, the attempts this study ran of it) for each cell of the plan that nothing runs or waits for, not
+    cancelled and not settled: the cells a rerun may queue again (requeue_changed's and requeue_faulted's)."""
     from optuna.trial import TrialState
 
-    if study.study.racing is not None:
-        return None
-    trials = [t for t in ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
     by_cell: dict[str, list["FrozenTrial"]] = {}
-    for t in trials:
-        if (key := ledger.cell_key(t)) is not None:
+    for t in ostudy.get_trials(deepcopy=False):
+        if ledger.ran_here(t) and (key := ledger.cell_key(t)) is not None:
             by_cell.setdefault(key, []).append(t)
     planned = {c.key for c in (study_plan(study) if plan is None else plan)} if study.is_planned else None
-    queued = 0
     for key, attempts in by_cell.items():
         if planned is not None and key not in planned:
             continue
         if any(t.state in (TrialState.WAITING, TrialState.RUNNING) or ledger.is_cancelled(t)
                or ledger.outcome(t) in _SETTLED for t in attempts):
             continue
+        yield key, attempts
+
+
+def requeue_changed(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> str | None:
+    """Queue again each cell that failed only under earlier versions of the study file (module docstring).
+
+    Returns the line to print (`note`), None when nothing was queued. `plan`: the study's cells when the
+    caller has them (plan.study_plan reads advise.json).
+    """
+    if study.study.racing is not None:
+        return None
+    queued = 0
+    for key, attempts in _open_cells(ostudy, study, plan):
         failed = [t for t in attempts if ledger.outcome(t) is Outcome.FAILED]
         cell = next((c for t in reversed(failed) if (c := ledger.cell_of(t)) is not None), None)
         if cell is None or cell.key != key or ledger.cell_params(study, cell.arm) is None:
@@ -148,21 +155,8 @@ def requeue_faulted(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell]
     says nothing of the cell, and a rerun after it was fixed (space freed) trains it. Each such rerun gives the cell
     one attempt (its retries stay spent). The line to print, None when nothing was queued.
     """
-    from optuna.trial import TrialState
-
-    trials = [t for t in ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
-    by_cell: dict[str, list["FrozenTrial"]] = {}
-    for t in trials:
-        if (key := ledger.cell_key(t)) is not None:
-            by_cell.setdefault(key, []).append(t)
-    planned = {c.key for c in (study_plan(study) if plan is None else plan)} if study.is_planned else None
     queued: list[str] = []
-    for key, attempts in by_cell.items():
-        if planned is not None and key not in planned:
-            continue
-        if any(t.state in (TrialState.WAITING, TrialState.RUNNING) or ledger.is_cancelled(t)
-               or ledger.outcome(t) in _SETTLED for t in attempts):
-            continue
+    for _, attempts in _open_cells(ostudy, study, plan):
         last = max(attempts, key=lambda t: t.number)
         if faulted_out(last):
             ledger.retry_cell(ostudy, last)
