@@ -27,7 +27,7 @@ Stdlib only: the vocabulary, the config and the trainer core all import it.
 
 Two ways in, two ways out. Text (`parse_generations`, the label syntax above) is read only by the
 study-file loader (config/); `generations_text` writes a label for display and keys. Between
-processes (the trial plan, trainer/spec.py) a G travels as data: `generations_data` /
+processes (the trial plan, contract/spec.py) a G travels as data: `generations_data` /
 `generations_from_data`, an int or `{"kind", "label", ...numbers}` whose label is only for
 the reader of spec.json (a hand edit that makes it disagree with the numbers is refused).
 """

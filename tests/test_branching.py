@@ -16,7 +16,8 @@ from grpo_ablate.study import ledger
 from grpo_ablate.study.runner import blocked_branches
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.spec import StartFrom, TrialResult
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import StartFrom
 from grpo_ablate.vocab import PREFIX_ROLE, Outcome
 from helpers import ROOT
 

@@ -125,7 +125,7 @@ def test_a_branch_starts_from_the_shared_checkpoint_bit_for_bit(branched, tmp_pa
     import torch
 
     from grpo_ablate.trainer.build import build_trial
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
     _, out, _, trials = branched
     branch = next(t for t in trials if record.role_of(t) == "baseline" and record.seed_of(t) == 0)

@@ -101,7 +101,7 @@ _SHARDED_SCRIPT = textwrap.dedent('''
     import json, sys
     import torch, torch.distributed as dist
     from grpo_ablate.trainer.build import build_trial
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
     spec = TrialSpec.load(sys.argv[1])
     built = build_trial(spec)

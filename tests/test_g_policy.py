@@ -210,7 +210,7 @@ def test_the_parent_resolves_an_adaptive_arms_prior_into_its_spec(tmp_path):
     from grpo_ablate.files.advise_file import save_advice
     from grpo_ablate.files.owned import Owner
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
     study = load_study("studies/tiny-cpu.yaml", [f"study.output_dir={tmp_path}",
                                                  'search.num_generations=[8, "adaptive:8[2-16]"]'])

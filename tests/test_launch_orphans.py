@@ -103,7 +103,7 @@ def _kill_all(procs: list[psutil.Process]) -> None:
 _ORCHESTRATOR = """
 import sys
 from grpo_ablate.launch import run_trial
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 run_trial(TrialSpec.load(sys.argv[1]))
 """
 
@@ -267,7 +267,7 @@ def test_every_kind_of_child_dies_with_a_sigkilled_parent(tmp_path, kind):
 _TREE_ORCHESTRATOR = """
 import sys
 from grpo_ablate.launch import ProcessLauncher, WarmSession
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 launcher = {"process": ProcessLauncher, "warm": WarmSession}[sys.argv[2]]()
 launcher.run(TrialSpec.load(sys.argv[1]))
 """

@@ -24,6 +24,7 @@ FLOORS: list[set[str]] = [
     {"trl_facts"},  # facts about TRL itself: GRPOConfig's fields and defaults in the installed TRL
     {"stats"},  # statistics: paired tests, intervals, sequential decisions
     {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
+    {"contract"},  # what crosses parent to child: the trial spec and its sections, the result, env names and flags, trial files
     {"files", "trial_record", "race_record", "gpu_hours"},  # the records: files read back; what a trial and a race leave in their study; what trials spent
     {"config"},  # the study file
     {"estimate"},  # what a trial costs
@@ -259,3 +260,25 @@ def test_no_import_circle_between_packages() -> None:
 def test_the_floor_check_finds_an_upward_import() -> None:
     graph = {"grpo_ablate.vocab": {"grpo_ablate.report.data"}, "grpo_ablate.report.data": {"grpo_ablate.vocab"}}
     assert upward_imports(graph) == {("grpo_ablate.vocab", "grpo_ablate.report.data")}
+
+
+def test_the_child_imports_nothing_above_the_contract() -> None:
+    """The child (trainer/) reaches only the contract (contract/: spec, result, env names, trial files) and the
+    floors below it, deferred imports included (issue 54 item 3): everything it learns from the parent crosses in
+    the contract, so nothing of the records, the study file, the plan or the orchestrator is on its path."""
+    graph = import_graph()
+    floor = _floor_of()
+    top = floor["contract"]
+    reach = reached(graph, "grpo_ablate.trainer") | _root_reach(graph)
+    above = {m for m in reach if _package(m) and _package(m) != "trainer" and floor[_package(m)] > top}
+    assert above == set(), f"trainer/ reaches these modules above the contract: {sorted(above)}"
+
+
+def test_the_contract_imports_no_side_of_the_boundary() -> None:
+    """The contract owns what crosses parent to child, so neither side's code is on its path: nothing from trainer/
+    (the child), launch/, study/, preflight/ (the parent) or config/ (the study file), deferred imports included."""
+    graph = import_graph()
+    assert "grpo_ablate.contract.spec" in graph
+    sides = ("trainer", "launch", "study", "preflight", "config", "plan", "commands")
+    banned = {m for m in reached(graph, "grpo_ablate.contract") if _package(m) in sides}
+    assert banned == set(), f"contract/ reaches these modules: {sorted(banned)}"

@@ -73,7 +73,7 @@ def test_each_arm_has_one_colour_on_every_figure(study):
 
 def test_run_one_piped_prints_short_lines_not_a_wrapped_table(capsys):
     from grpo_ablate.commands.run_one import print_result
-    from grpo_ablate.trainer.spec import TrialResult
+    from grpo_ablate.contract.result import TrialResult
     from grpo_ablate.vocab import HEADLINE_METRICS, Outcome
 
     print_result(TrialResult(Outcome.COMPLETED, metrics={"reward_per_hour": 12.5}))  # pytest's stdout is no terminal

@@ -22,7 +22,7 @@ from grpo_ablate.study.lifecycle import trial_dir_of
 from grpo_ablate.study.retry import requeue_changed, superseded
 from grpo_ablate.study.setup import open_study, queue_first_plan
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.spec import TrialResult
+from grpo_ablate.contract.result import TrialResult
 from grpo_ablate.vocab import Outcome
 from grpo_ablate import trial_record as record
 

@@ -101,7 +101,7 @@ def test_build_spec_hands_the_schedule_object_to_the_trainer(tmp_path):
     """G travels as a value: the plan holds the schedule object, spec.json its numbers, never a label to parse."""
     from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.build import build_config_kwargs
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
     study = load_study(TINY, ['num_generations=[2, 8, "2->8@40%"]', "study.seeds=[0]"])
     cell = study_plan(study)[2]

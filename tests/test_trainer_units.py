@@ -15,7 +15,8 @@ from grpo_ablate.commands.run_one import _split_sets
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.launch import build_command, classify, request_stop
 from grpo_ablate.space import Rounds
-from grpo_ablate.trainer.spec import EvalBudget, StartFrom, TrialResult, TrialSpec
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import EvalBudget, StartFrom, TrialSpec
 from grpo_ablate.vocab import Outcome
 
 
@@ -99,7 +100,7 @@ def test_run_one_splits_trial_values_from_overrides():
 
 
 def test_parent_side_imports_no_torch():
-    code = ("import sys, grpo_ablate.launch, grpo_ablate.trainer.spec, grpo_ablate.metrics, grpo_ablate.commands.run_one; "
+    code = ("import sys, grpo_ablate.launch, grpo_ablate.contract.spec, grpo_ablate.metrics, grpo_ablate.commands.run_one; "
             "bad = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 

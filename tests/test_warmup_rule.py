@@ -24,7 +24,7 @@ from grpo_ablate.launch.dry_run import effective
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.plan.design import MIN_STEPS_PAST_WARMUP
 from grpo_ablate.study.warmup import inside_warmup
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")

@@ -22,7 +22,7 @@ from typing import Any
 from grpo_ablate.cost import lr_schedule_of, warmup_steps
 from grpo_ablate.schedule import Schedule
 from grpo_ablate.trainer import build, checkpoints
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["config_kwargs", "effective"]
 

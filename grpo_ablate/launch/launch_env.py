@@ -18,7 +18,7 @@ from typing import Mapping
 
 from grpo_ablate.children import PACKAGE_ROOT, TREE_ENV
 from grpo_ablate.trainer.command import command_env
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, PARENT_PID_ENV
 
 from .registry import LAUNCHERS, launcher_name

@@ -68,7 +68,7 @@ import sys
 import time
 from pathlib import Path
 
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 from grpo_ablate.vocab import PROBE_FILE, RESULT_FILE
 
 from .base import STOP_GRACE_SECONDS, Launcher, NotStarted, ReclaimPending

@@ -27,7 +27,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.trainer.spec import TrialResult, TrialSpec
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import TrialSpec
 from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV
 from grpo_ablate.vocab import LEASE_ENV
 

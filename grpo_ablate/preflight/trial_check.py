@@ -29,7 +29,7 @@ from typing import Any
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.launch.dry_run import config_kwargs
 from grpo_ablate.space import Rounds
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["check_spec", "main"]
 

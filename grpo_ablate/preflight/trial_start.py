@@ -42,7 +42,7 @@ from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["TrialStartReport", "trial_start_checks", "uses_vllm", "uses_deepspeed", "SMOKE_HINT"]
 

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
-    from grpo_ablate.trainer.spec import TrialResult
+    from grpo_ablate.contract.result import TrialResult
     from grpo_ablate.vocab import Arm
 
 __all__ = [

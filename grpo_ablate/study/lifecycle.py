@@ -40,7 +40,7 @@ from grpo_ablate.study.prefixes import BranchSetAside, Prefixes
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
-from grpo_ablate.trainer.spec import StartFrom
+from grpo_ablate.contract.spec import StartFrom
 from grpo_ablate.launch import finish, launcher_for, reclaim_trial, request_stop
 from grpo_ablate.launch.base import ReclaimPending
 from grpo_ablate.launch.watch import mark_taken
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     import optuna
 
     from grpo_ablate.config import Study
-    from grpo_ablate.trainer.spec import TrialResult
+    from grpo_ablate.contract.result import TrialResult
 
 __all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "StorageUnavailable", "trial_dir_of"]
 

@@ -1,4 +1,4 @@
-"""A trial's plan (trainer/spec.py's TrialSpec), resolved in one place by the parent.
+"""A trial's plan (contract/spec.py's TrialSpec), resolved in one place by the parent.
 
     from grpo_ablate.study.trial_spec import build_spec
     spec = build_spec(study, Cell(Arm(4, 32, 0.9), 0, "probe"), Path("runs/x/probe/00000"))
@@ -27,7 +27,7 @@ from grpo_ablate.schedule import Schedule, generations_text
 from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.study.trackers import tracker_settings
-from grpo_ablate.trainer.spec import EvalBudget, StartFrom, TrialSpec
+from grpo_ablate.contract.spec import EvalBudget, StartFrom, TrialSpec
 from grpo_ablate.files.advise_file import fitted_prior, load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
@@ -172,7 +172,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
     seconds (the runner resolves study.trial_timeout with what the study measured); by default it
     is resolved here from the planned estimate (run-one, probe). `probe_steps`: a probe point
     (preflight/probe.py): the cell's generation batch whatever the study searches, and a budget of
-    exactly that many steps. `start_from`: a branch point (trainer/spec.py's StartFrom): the
+    exactly that many steps. `start_from`: a branch point (contract/spec.py's StartFrom): the
     trial trains its budget from that step on (the lifecycle gives a branch its prefix's
     checkpoint). A prefix cell (plan.PREFIX_ROLE) trains exactly the branch step's many steps and
     seals a checkpoint at its last step (checkpoint "final"), the one its branches start from.

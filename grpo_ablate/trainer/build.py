@@ -35,7 +35,7 @@ from .callbacks import MetricsRecorder, StopSwitch
 from .checkpointer import Checkpointer
 from .evaluation import Evaluator
 from .rewards import RewardContext, build_rewards, record_groups
-from .spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 from .vllm_cpu import keep_weights_loadable
 from grpo_ablate.attention import AUTO, flash_attn_imports, resolve_attn
 

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from grpo_ablate.schedule import Schedule
 
 from .checkpoints import interval_steps, trainer_dir
-from .spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["ENV_LAUNCHERS", "KEEP_EVERY_CHECKPOINT", "command_env", "command_line", "eval_steps", "overrides",
            "save_every", "script_problem"]

@@ -46,7 +46,7 @@ from . import checkpoints
 from .command import command_env, command_line, eval_steps, save_every, script_problem
 from .log_history import END_KEYS, read_log_history, rows_from_log_history
 from .signals import stop_on_sigterm
-from .spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 from .worker import PARENT_PID_ENV, end_left_processes, record_result, watch_parent
 
 __all__ = ["EVAL_POINTS_DIR", "LogClock", "main", "run_command"]

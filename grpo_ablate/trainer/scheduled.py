@@ -202,7 +202,7 @@ class ScheduledGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args: Any, schedule: Schedule, rounds: Rounds, events_dir: str | Path,
                  prior: tuple[float, float] | None = None, completions_budget: int | None = None, **kwargs: Any) -> None:
-        """`schedule` and `rounds` (TRL's generation cadence) come from the trial plan (trainer/spec.py)."""
+        """`schedule` and `rounds` (TRL's generation cadence) come from the trial plan (contract/spec.py)."""
         super().__init__(*args, **kwargs)
         a = self.args
         self.schedule_state = ScheduleState(schedule, max_steps=int(a.max_steps or 0), rounds=rounds)

@@ -41,7 +41,7 @@ from grpo_ablate.vocab import LOG_FILE
 from .lease import keep_lease
 from .memory_cap import start_memory_watch
 from .signals import stop_on_sigterm
-from .spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 from .worker import (
     EXIT_FAILED,
     LAUNCHED_AT_ENV,

@@ -46,7 +46,7 @@ from .checkpoints import BranchPointInvalid
 from .lease import keep_lease
 from .memory_cap import start_memory_watch
 from .signals import stop_on_sigterm
-from .spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = [
     "LAUNCHED_AT_ENV",

@@ -5,6 +5,8 @@ whole input, so a trial can be re-run by hand:
 
     python -m grpo_ablate.trainer.worker runs/x/trials/00003/spec.json
 
+Part of the contract (contract/): everything that crosses from parent to child.
+
 The parent (study/trial_spec.py: `build_spec` from a Study, `spec_from_sections` from plain
 sections) resolves everything a trial needs, once, into a `TrialSpec`; the child (trainer/worker,
 build, scheduled, evaluation) executes it: it never re-derives the batch arithmetic, never parses
@@ -48,9 +50,9 @@ from typing import Any
 
 from grpo_ablate.schedule import generations_data, generations_from_data
 from grpo_ablate.space import Rounds
-from grpo_ablate.vocab import SPEC_FILE, Outcome
+from grpo_ablate.vocab import SPEC_FILE
 
-__all__ = ["EvalBudget", "StartFrom", "TrialResult", "TrialSpec"]
+__all__ = ["EvalBudget", "StartFrom", "TrialSpec"]
 
 
 @dataclass(frozen=True)
@@ -179,28 +181,3 @@ class TrialSpec:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "TrialSpec":
         return cls.from_json(Path(path).read_text())
-
-
-@dataclass
-class TrialResult:
-    """What the parent learns about a finished trial.
-
-    `metrics` are the headline metrics (grpo_ablate.metrics.summarize over metrics.jsonl, plus
-    load/build seconds); they are filled for every outcome, partial runs included.
-    """
-
-    outcome: Outcome
-    reason: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    returncode: int | None = None
-    log_tail: str = ""
-    exception_type: str | None = None
-    exception_message: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    world_size: int | None = None
-    trial_dir: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["outcome"] = self.outcome.value
-        return out

@@ -1,0 +1,8 @@
+"""The parent-child contract: everything that crosses from the study (parent) to a trial process (child).
+
+- spec.py: `TrialSpec`, the trial plan the parent resolves once and the child executes (spec.json);
+- result.py: `TrialResult`, what the parent learns about a finished trial.
+
+A low floor (tests/test_layering.py): the contract imports nothing from trainer/, launch/, study/,
+preflight/ or config/, and the child (trainer/) imports nothing above it.
+"""
