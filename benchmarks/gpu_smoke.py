@@ -236,6 +236,7 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
     from trl.generation.vllm_client import VLLMClient
 
     from grpo_ablate.trainer.evaluation import EVAL_SEED, server_completions
+    from grpo_ablate.contract.spec import HardwareSpec, VllmSpec
     from grpo_ablate.launch.vllm_server import (_port_free, rendezvous_host, server_command, server_engine_args,
                                                   vllm_server)
 
@@ -245,7 +246,7 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
     command = server_command("{model}", "{port}", dtype="float32" if ctx.cpu else "bfloat16", **engine) + [
         "--enforce_eager", "true"]
     # on a CPU: hardware.gpus 0, the server beside the training process; on a GPU: a two-GPU block
-    hardware = {"gpus": 0 if ctx.cpu else 2, "vllm": {"mode": "server", "server_gpus": 1, "port": 18700}}
+    hardware = HardwareSpec(gpus=0 if ctx.cpu else 2, vllm=VllmSpec(mode="server", server_gpus=1, port=18700))
     free_before, total = (0, 0) if ctx.cpu else torch.cuda.mem_get_info()
     figures: dict[str, Any] = {"training": "not run: server-mode training syncs weights over NCCL between a training "
                                            "rank and the server, and NCCL refuses two ranks on one GPU; it needs 2 GPUs"}

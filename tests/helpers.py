@@ -188,7 +188,9 @@ def tiny_spec(folder: Path, *, steps: int = 3, num_prompts: int = 2000, rewards=
         env=dict(TRIAL_ENV),
     )
     if evaluation is not None:
-        spec.evaluation = dict(evaluation)
+        from grpo_ablate.contract.spec import EvaluationSpec
+
+        spec.evaluation = EvaluationSpec(**evaluation)
     return spec
 
 

@@ -17,7 +17,7 @@ from grpo_ablate.study.runner import blocked_branches
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.contract.result import TrialResult
-from grpo_ablate.contract.spec import StartFrom
+from grpo_ablate.contract.spec import CheckpointSpec, StartFrom
 from grpo_ablate.vocab import PREFIX_ROLE, Outcome
 from helpers import ROOT
 
@@ -55,8 +55,8 @@ def test_a_prefix_trains_to_the_branch_point_and_a_branch_its_budget_from_there(
     study = branching("budget.max_steps=null", "budget.completions=64")
     prefix, g2 = study_plan(study)[0], study_plan(study)[2]
     spec = build_spec(study, prefix, tmp_path / "p")
-    assert spec.max_steps == 3 and spec.checkpoint == {"every": study.study.checkpoint_steps, "keep": False, "final": True}
-    assert spec.budget["completions"] is None and spec.start_from is None
+    assert spec.max_steps == 3 and spec.checkpoint == CheckpointSpec(every=study.study.checkpoint_steps, keep=False, final=True)
+    assert spec.budget.completions is None and spec.start_from is None
     point = StartFrom(str(tmp_path / "p" / "checkpoints" / "checkpoint-3"), 3)
     branch = build_spec(study, g2, tmp_path / "b", start_from=point)
     plain = build_spec(study, g2, tmp_path / "c")
@@ -64,7 +64,7 @@ def test_a_prefix_trains_to_the_branch_point_and_a_branch_its_budget_from_there(
     # completions and evaluation points are the budget's, as a trial from step 0 has them
     assert (branch.max_steps, branch.completions, branch.eval_budget) == (3 + plain.max_steps, plain.completions,
                                                                          plain.eval_budget)
-    assert branch.start_from == point and not branch.checkpoint["final"]
+    assert branch.start_from == point and branch.checkpoint is not None and not branch.checkpoint.final
 
 
 @pytest.mark.parametrize("change, words", [

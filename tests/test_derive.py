@@ -135,5 +135,5 @@ def test_a_probe_point_is_the_cells_batch_for_exactly_its_steps(tmp_path):
     study = load_study(TINY, ["budget={completions: 1600}"])
     spec = build_spec(study, Cell(Arm(2, 64, 1.0), 0, "probe"), tmp_path, probe_steps=3)
     assert spec.trainer["generation_batch_size"] == 64 and "steps_per_generation" not in spec.trainer
-    assert spec.max_steps == 3 and spec.budget["completions"] is None and spec.completions == 96
+    assert spec.max_steps == 3 and spec.budget.completions is None and spec.completions == 96
     assert spec.rounds.steps_per_generation == 2 and spec.rounds.generating_steps(3) == 2  # 64 / 32 per micro-step

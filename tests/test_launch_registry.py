@@ -72,7 +72,7 @@ class _Nearby(_Elsewhere):
 
     @classmethod
     def chosen_by_auto(cls, spec, *, probe=False):
-        return spec.hardware.get("gpus") == 7  # a trial shape no shipped launcher is told apart by
+        return spec.hardware.gpus == 7  # a trial shape no shipped launcher is told apart by
 
 
 def test_run_study_refuses_an_unknown_launcher_before_it_creates_anything(tmp_path):

@@ -59,8 +59,9 @@ def _study_file(tmp_path: Path, *, cap: int | None = None, batches: str = "probe
 def test_memory_cap_kills_a_real_process_over_the_cap_and_records_oom(tmp_path):
     code = textwrap.dedent(f"""
         import time
+        from grpo_ablate.contract.spec import HardwareSpec
         from grpo_ablate.trainer.memory_cap import start_memory_watch
-        start_memory_watch({str(tmp_path)!r}, {{"memory_limit_mb": 300}})
+        start_memory_watch({str(tmp_path)!r}, HardwareSpec(memory_limit_mb=300))
         block = bytearray(400 * 2**20)
         for i in range(0, len(block), 4096):
             block[i] = 1

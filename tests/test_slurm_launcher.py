@@ -13,6 +13,7 @@ from helpers import tiny_spec
 
 from grpo_ablate.launch import LAUNCHERS, SlurmLauncher
 from grpo_ablate.launch.slurm import exit_status, resource_options
+from dataclasses import replace
 
 
 def test_the_registry_names_it():
@@ -51,7 +52,7 @@ def test_without_a_memory_limit_the_jobs_memory_is_the_probes_measured_peak_with
     points[0]["memory_kind"] = "cuda"  # a GPU's peak says nothing of the host's memory
     (tmp_path / "runs" / PROBE_FILE).write_text(json.dumps({"points": points}))
     assert memory_mb(spec) is None
-    spec.hardware["memory_limit_mb"] = 4096  # the study's own cap comes first
+    spec.hardware = replace(spec.hardware, memory_limit_mb=4096)  # the study's own cap comes first
     assert memory_mb(spec) == 4096
 
 
@@ -77,7 +78,7 @@ def test_each_launcher_declares_where_its_trials_run_and_auto_asks_the_declarati
     gpu = tiny_spec(tmp_path / "gpu")
     gpu.env["CUDA_VISIBLE_DEVICES"] = "0"
     assert launcher_name(gpu) == "process" and launcher_name(gpu, probe=True) == "warm"
-    gpu.hardware["launcher"] = "slurm"
+    gpu.hardware = replace(gpu.hardware, launcher="slurm")
     assert launcher_name(gpu) == "slurm"
 
 

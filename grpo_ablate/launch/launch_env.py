@@ -39,7 +39,7 @@ def launch_environment(spec: TrialSpec) -> dict[str, dict[str, str]]:
     base = dict(os.environ)
     env = LAUNCHERS[launcher_name(spec)]().environment(spec)
     out: dict[str, dict[str, str]] = {}
-    if ((spec.hardware.get("vllm") or {}).get("mode") or "none") == "server":
+    if (spec.hardware.vllm.mode or "none") == "server":
         train_gpus, serve_gpus = gpu_split(spec.hardware, env)
         env, server = server_environments(env, train_gpus, serve_gpus)
         out["vllm_server"] = _changes(server, base)

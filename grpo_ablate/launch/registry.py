@@ -122,7 +122,7 @@ def launcher_name(spec: TrialSpec, *, probe: bool = False) -> str:
     processes, vLLM: shares_a_session) never runs in one, whatever was asked.
     """
     choice = (os.environ.get(LAUNCHER_ENV, "").strip().lower()
-              or str(spec.hardware.get("launcher") or AUTO).strip().lower())
+              or str(spec.hardware.launcher or AUTO).strip().lower())
     if choice not in launcher_choices():
         raise ValueError(f"the launcher must be one of {launcher_choices()}, got {choice!r} "
                          f"(from {LAUNCHER_ENV if os.environ.get(LAUNCHER_ENV, '').strip() else 'hardware.launcher'})")

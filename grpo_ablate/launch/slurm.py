@@ -108,7 +108,7 @@ def resource_options(spec: TrialSpec, *, grace_s: float = STOP_GRACE_SECONDS) ->
     """The sbatch options for the trial's GPUs, CPUs, memory and time limit."""
     options = [f"--job-name=grpo-ablate-{Path(spec.trial_dir).name}", "--nodes=1", "--ntasks=1", "--no-requeue",
                f"--cpus-per-task={max(1, spec.num_processes)}"]
-    gpus = spec.hardware.get("gpus")
+    gpus = spec.hardware.gpus
     if gpus:
         options.append(f"--gres=gpu:{int(gpus)}")
     memory = memory_mb(spec)
@@ -122,7 +122,7 @@ def resource_options(spec: TrialSpec, *, grace_s: float = STOP_GRACE_SECONDS) ->
 def memory_mb(spec: TrialSpec) -> int | None:
     """The job's memory in MB: hardware.memory_limit_mb, else the probe's host-memory peak for the trial's
     (G, generation batch) times MEMORY_MARGIN; None without either (the cluster's default applies)."""
-    limit = spec.hardware.get("memory_limit_mb")
+    limit = spec.hardware.memory_limit_mb
     if limit:
         return int(limit)
     try:  # the study's own probe.json: its folder is the study's (study/owner.py), so the file is this study's

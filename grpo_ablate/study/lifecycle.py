@@ -40,7 +40,7 @@ from grpo_ablate.study.prefixes import BranchSetAside, Prefixes
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
-from grpo_ablate.contract.spec import StartFrom
+from grpo_ablate.contract.spec import StartFrom, TrialSpec
 from grpo_ablate.launch import finish, launcher_for, reclaim_trial, request_stop
 from grpo_ablate.launch.base import ReclaimPending
 from grpo_ablate.launch.watch import mark_taken
@@ -388,10 +388,10 @@ class TrialLifecycle:
         return None
 
     @staticmethod
-    def _prefix_whole(folder: Path, spec: Any, fingerprint: str) -> bool:
+    def _prefix_whole(folder: Path, spec: TrialSpec, fingerprint: str) -> bool:
         """A finished prefix is its branches' start: it is recorded from its files only with its last checkpoint whole
         (one that fails was found by a branch, and the prefix is being trained again for it). True for other roles."""
-        if spec.checkpoint is None or not spec.checkpoint.get("final"):
+        if spec.checkpoint is None or not spec.checkpoint.final:
             return True
         last = next((c for c in checkpoints.sealed_checkpoints(folder) if c.step == spec.max_steps), None)
         return last is not None and checkpoints.verify(last, fingerprint) is None

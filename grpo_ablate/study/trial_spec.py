@@ -27,7 +27,8 @@ from grpo_ablate.schedule import Schedule, generations_text
 from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.study.trackers import tracker_settings
-from grpo_ablate.contract.spec import EvalBudget, StartFrom, TrialSpec
+from grpo_ablate.contract.spec import (BudgetSpec, CheckpointSpec, DataSpec, EvalBudget, EvaluationSpec, HardwareSpec,
+                                       ModelSpec, ScriptSpec, StartFrom, TrialSpec, section_from)
 from grpo_ablate.files.advise_file import fitted_prior, load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
@@ -120,17 +121,17 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         max_steps += int(branch_at)
     return TrialSpec(
         trial_dir=str(trial_dir),
-        model=_merged(ModelSection, model),
-        data=_merged(DataSection, data),
+        model=section_from(ModelSpec, _merged(ModelSection, model), "model"),
+        data=section_from(DataSpec, _merged(DataSection, data), "data"),
         rewards=[{"name": r} if isinstance(r, str) else dict(r) for r in rewards],
         trainer=merged,
-        budget=spent,
-        hardware=hw,
+        budget=section_from(BudgetSpec, spent, "budget"),
+        hardware=section_from(HardwareSpec, hw, "hardware"),
         params={k: generations_text(v) if k == "num_generations" and isinstance(v, int) else v for k, v in params.items()},
-        evaluation=dict(evaluation) if evaluation is not None else None,
+        evaluation=section_from(EvaluationSpec, dict(evaluation), "evaluation") if evaluation is not None else None,
         timeout_s=timeout_s,
         env=dict(env or {}),
-        checkpoint=dict(checkpoint) if checkpoint is not None else None,
+        checkpoint=section_from(CheckpointSpec, dict(checkpoint), "checkpoint") if checkpoint is not None else None,
         num_generations=g,
         max_steps=max_steps,
         rounds=shape.rounds(gbs if isinstance(gbs, int) and not isinstance(gbs, bool) and gbs > 0 else None),
@@ -138,7 +139,7 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         completions=completions,
         eval_budget=eval_budget,
         start_from=start_from,
-        script=dict(script) if script is not None else None,
+        script=section_from(ScriptSpec, dict(script), "script") if script is not None else None,
         advise_prior=advise_prior,
     )
 

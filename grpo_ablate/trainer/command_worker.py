@@ -35,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,7 +46,7 @@ from . import checkpoints
 from .command import command_env, command_line, eval_steps, save_every, script_problem
 from .log_history import END_KEYS, read_log_history, rows_from_log_history
 from .signals import stop_on_sigterm
-from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.contract.spec import EvaluationSpec, TrialSpec
 from .worker import PARENT_PID_ENV, end_left_processes, record_result, watch_parent
 
 __all__ = ["EVAL_POINTS_DIR", "LogClock", "main", "run_command"]
@@ -305,9 +305,9 @@ def _evaluate(spec: TrialSpec, run: _Run, log: Callable[[str], None]) -> float:
     base, tokenizer, _ = load_model_and_tokenizer(spec.model, spec.data, log)
     _, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
     max_len = spec.trainer.get("max_completion_length") or 256
-    funcs, _, weights = build_rewards(spec.rewards, RewardContext(task=spec.data.get("task"), max_completion_length=max_len))
-    settings = dict(spec.evaluation or {})
-    settings["max_completion_length"] = settings.get("max_completion_length") or max_len
+    funcs, _, weights = build_rewards(spec.rewards, RewardContext(task=spec.data.task, max_completion_length=max_len))
+    given = spec.evaluation or EvaluationSpec()
+    settings = replace(given, max_completion_length=given.max_completion_length or max_len)
     rows = read_rows(spec.path / METRICS_FILE)
     counters = types.SimpleNamespace(completions_total=0, tokens_total=0.0, train_seconds=0.0, paused_seconds=0.0)
     evaluator = Evaluator(spec.trial_dir, prompts=held_out, tokenizer=tokenizer, reward_funcs=funcs, reward_weights=weights,
@@ -340,7 +340,7 @@ def run_command(spec: TrialSpec) -> tuple[Outcome, dict[str, Any]]:
     resumed = _resume_point(spec, fingerprint, _say)
     run = _Run(spec, resumed=resumed, fingerprint=fingerprint)
     env = command_env(os.environ, spec, PACKAGE_ROOT)
-    payload["versions"] = _versions(spec.script.get("python") if spec.script else None, env)
+    payload["versions"] = _versions(spec.script.python if spec.script else None, env)
     argv = command_line(spec, resume_from=os.fspath(resumed.path) if resumed is not None else None,
                         transformers=payload["versions"].get("transformers"))
     payload["command"] = argv
@@ -348,7 +348,7 @@ def run_command(spec: TrialSpec) -> tuple[Outcome, dict[str, Any]]:
         payload["resumed_from"] = os.fspath(resumed.path)
     _say(f"command trial: the script runs on {payload['versions'] or 'its own environment'}; checkpoints every "
          f"{save_every(spec) or 'never'} steps")
-    run.start(argv, env, spec.script.get("cwd") if spec.script else None)
+    run.start(argv, env, spec.script.cwd if spec.script else None)
     assert run.proc is not None
     stop = None
     while run.proc.poll() is None:

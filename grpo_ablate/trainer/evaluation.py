@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence
 import torch
 from transformers import TrainerCallback
 
+from grpo_ablate.contract.spec import EvaluationSpec
 from grpo_ablate.vocab import EVAL_FILE
 
 from . import trl_adapter
@@ -83,7 +84,7 @@ class Evaluator(TrainerCallback):
         tokenizer: Any,
         reward_funcs: Sequence[Callable[..., Any]],
         reward_weights: Sequence[float],
-        settings: dict[str, Any],
+        settings: EvaluationSpec,
         unit: str,
         total: float,
         recorder: Any,
@@ -94,13 +95,15 @@ class Evaluator(TrainerCallback):
         self.tokenizer = tokenizer
         self.reward_funcs = list(reward_funcs)
         self.reward_weights = list(reward_weights)
-        self.temperature = float(settings.get("temperature", 0.0))
-        self.samples = int(settings.get("samples_per_prompt", 1))
-        self.max_length = int(settings["max_completion_length"])
-        self.batch_size = int(settings.get("batch_size", 64))
-        self.show = int(settings.get("show_prompts", 4))
+        if settings.max_completion_length is None:
+            raise ValueError("the evaluation's max_completion_length must be resolved (the trainer's) before scoring")
+        self.temperature = float(settings.temperature)
+        self.samples = int(settings.samples_per_prompt)
+        self.max_length = int(settings.max_completion_length)
+        self.batch_size = int(settings.batch_size)
+        self.show = int(settings.show_prompts)
         self.unit = unit  # "completions" | "tokens" | "seconds": what the thresholds count
-        self.thresholds = evaluation_thresholds(total, int(settings.get("points", 4)))
+        self.thresholds = evaluation_thresholds(total, int(settings.points))
         self.recorder = recorder
         self.stopper = stopper
         self.trainer: Any = None

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.contract.spec import DataSpec, ModelSpec, section_from
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
@@ -150,13 +151,15 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     from .rewards import RewardContext, build_rewards
 
     started = time.perf_counter()
-    model, tokenizer, path = load_model_and_tokenizer(spec["model"], spec["data"], log=lambda m: print(m, flush=True))
-    dataset = load_prompts(spec["data"], tokenizer)
+    data = section_from(DataSpec, spec["data"], "data")
+    model, tokenizer, path = load_model_and_tokenizer(section_from(ModelSpec, spec["model"], "model"), data,
+                                                      log=lambda m: print(m, flush=True))
+    dataset = load_prompts(data, tokenizer)
     n, k, seed = int(spec["num_prompts"]), int(spec["k"]), int(spec.get("seed", 0))
     chosen = _pick_prompts(dataset, n, seed)
     rows = dataset.select(chosen)
     trainer = dict(spec.get("trainer") or {})
-    ctx = RewardContext(task=spec["data"].get("task"), max_completion_length=decoding(trainer)["max_completion_length"])
+    ctx = RewardContext(task=data.task, max_completion_length=decoding(trainer)["max_completion_length"])
     funcs, names, weights = build_rewards(spec["rewards"], ctx)
     if trainer.get("reward_weights"):
         weights = [float(w) for w in trainer["reward_weights"]]

@@ -240,7 +240,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if "startup_seconds" in timings:
             timings["startup_seconds"] += timings["import_seconds"]
         built = build_trial(spec, log=lambda m: print(f"[grpo-ablate] {m}", flush=True))
-        if str(spec.model.get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX) and "OMP_NUM_THREADS" not in os.environ:
+        if str(spec.model.name_or_path).startswith(BUILTIN_MODEL_PREFIX) and "OMP_NUM_THREADS" not in os.environ:
             # A 64-wide model gains nothing from intra-op threads, and on a busy CPU (parallel trials,
             # other jobs) spinning OpenMP threads made steps ~8x slower in our measurements.
             torch.set_num_threads(1)
@@ -365,7 +365,7 @@ def forced_environment(spec: TrialSpec) -> dict[str, str]:
     huggingface_hub reads HF_HUB_OFFLINE once, at import: a warm session imports before its
     first trial, so setting it later would leave the session online where a fresh process is not.
     """
-    if str(spec.model.get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX) and spec.data.get("task"):
+    if str(spec.model.name_or_path).startswith(BUILTIN_MODEL_PREFIX) and spec.data.task:
         return {"HF_HUB_OFFLINE": "1"}  # the built-in demo never touches the network
     return {}
 
