@@ -24,7 +24,7 @@ import pytest
 
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
-from grpo_ablate.trainer.worker import PARENT_PID_ENV
+from grpo_ablate.contract.env import PARENT_PID_ENV
 from helpers import ROOT
 
 STARTUP_DEADLINE_S = 240.0  # imports, warm start and the first step, on a busy 2-core machine

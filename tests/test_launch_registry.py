@@ -17,7 +17,7 @@ from grpo_ablate.launch import (LAUNCHERS, Capabilities, Launcher, LauncherPool,
 from grpo_ablate.commands.common import load_study
 from grpo_ablate.launch.devices import remote_launcher
 from grpo_ablate.launch.registry import launcher_choices
-from grpo_ablate.trainer.worker import PARENT_PID_ENV
+from grpo_ablate.contract.env import PARENT_PID_ENV
 from helpers import ROOT, cli_inprocess
 
 

@@ -282,3 +282,18 @@ def test_the_contract_imports_no_side_of_the_boundary() -> None:
     sides = ("trainer", "launch", "study", "preflight", "config", "plan", "commands")
     banned = {m for m in reached(graph, "grpo_ablate.contract") if _package(m) in sides}
     assert banned == set(), f"contract/ reaches these modules: {sorted(banned)}"
+
+
+# Parent modules that still import the child directly; the list only shrinks (the test fails when an entry is gone).
+CHILD_IMPORTS_PENDING = {"grpo_ablate.launch.dry_run"}  # runs the child's build; moves to the child side (issue 54 item 3)
+
+
+def test_launchers_and_preflight_import_no_child_module_directly() -> None:
+    """launch/ and preflight/ start trial processes and read what they leave; the names both sides use (environment
+    variables, flags, log prefixes, trial-file readers) live in contract/, so neither imports trainer/ for a
+    constant (issue 54 item 3)."""
+    graph = import_graph()
+    parents = [m for m in graph if m.startswith(("grpo_ablate.launch", "grpo_ablate.preflight"))]
+    direct = {m for m in parents if any(_package(d) == "trainer" for d in graph[m])}
+    assert direct - CHILD_IMPORTS_PENDING == set(), f"these import trainer/ directly: {sorted(direct - CHILD_IMPORTS_PENDING)}"
+    assert CHILD_IMPORTS_PENDING - direct == set(), "these no longer import trainer/: remove them from CHILD_IMPORTS_PENDING"

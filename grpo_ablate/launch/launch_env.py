@@ -17,9 +17,8 @@ import os
 from typing import Mapping
 
 from grpo_ablate.children import PACKAGE_ROOT, TREE_ENV
-from grpo_ablate.trainer.command import command_env
 from grpo_ablate.contract.spec import TrialSpec
-from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, PARENT_PID_ENV
+from grpo_ablate.contract.env import LAUNCHED_AT_ENV, PARENT_PID_ENV, command_env
 
 from .registry import LAUNCHERS, launcher_name
 from .vllm_server import gpu_split, server_environments

@@ -29,7 +29,7 @@ from typing import Any
 
 from grpo_ablate.contract.result import TrialResult
 from grpo_ablate.contract.spec import TrialSpec
-from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV
+from grpo_ablate.contract.env import LAUNCHED_AT_ENV
 from grpo_ablate.vocab import LEASE_ENV
 
 from .base import TERM_GRACE_SECONDS

@@ -34,7 +34,7 @@ from grpo_ablate.children import die_with_parent, importing_this_checkout
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.storage import is_rdb_url, open_storage
 from grpo_ablate.launch.devices import cpu_slot
-from grpo_ablate.trainer.sample import PROGRESS_PREFIX
+from grpo_ablate.contract.env import PROGRESS_PREFIX
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -32,7 +32,7 @@ from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.schedule import prompts_per_round
 from grpo_ablate.space import feasible_space
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.memory_cap import read_peak_memory
+from grpo_ablate.contract.files import read_peak_memory
 from grpo_ablate.vocab import METRICS_FILE, PROBE_FILE, Arm, Cell, Outcome
 
 if TYPE_CHECKING:

@@ -22,14 +22,14 @@ import math
 import os
 import shlex
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from grpo_ablate.schedule import Schedule
 
 from .checkpoints import interval_steps, trainer_dir
 from grpo_ablate.contract.spec import TrialSpec
 
-__all__ = ["ENV_LAUNCHERS", "KEEP_EVERY_CHECKPOINT", "command_env", "command_line", "eval_steps", "overrides",
+__all__ = ["ENV_LAUNCHERS", "KEEP_EVERY_CHECKPOINT", "command_line", "eval_steps", "overrides",
            "save_every", "script_problem"]
 
 # A leading word the script's environment provides: run from that environment's bin folder.
@@ -155,19 +155,3 @@ def command_line(spec: TrialSpec, *, resume_from: str | None = None, transformer
     return words
 
 
-def command_env(env: Mapping[str, str], spec: TrialSpec, package_root: str) -> dict[str, str]:
-    """The user's command's environment: the trial's, with script.python's folder first on PATH (its
-    `accelerate` and `python` are found), and this package's folder off PYTHONPATH (the script's environment
-    has its own packages; ours is not one of them)."""
-    out = dict(env)
-    path = [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p and p != package_root]
-    if path:
-        out["PYTHONPATH"] = os.pathsep.join(path)
-    else:
-        out.pop("PYTHONPATH", None)
-    python = spec.script.python if spec.script else None
-    if python:
-        bindir = os.fspath(Path(python).parent)
-        out["PATH"] = os.pathsep.join([bindir, *[p for p in out.get("PATH", "").split(os.pathsep) if p and p != bindir]])
-        out["VIRTUAL_ENV"] = os.fspath(Path(bindir).parent)
-    return out

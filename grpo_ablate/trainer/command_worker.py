@@ -43,11 +43,12 @@ from grpo_ablate.children import PACKAGE_ROOT, adopt_orphans, die_with_parent
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
 
 from . import checkpoints
-from .command import command_env, command_line, eval_steps, save_every, script_problem
+from .command import command_line, eval_steps, save_every, script_problem
 from .log_history import END_KEYS, read_log_history, rows_from_log_history
 from .signals import stop_on_sigterm
 from grpo_ablate.contract.spec import EvaluationSpec, TrialSpec
-from .worker import PARENT_PID_ENV, end_left_processes, record_result, watch_parent
+from grpo_ablate.contract.env import PARENT_PID_ENV, command_env
+from .worker import end_left_processes, record_result, watch_parent
 
 __all__ = ["EVAL_POINTS_DIR", "LogClock", "main", "run_command"]
 

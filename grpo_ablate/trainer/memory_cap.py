@@ -24,7 +24,7 @@ from typing import Any
 from grpo_ablate.contract.spec import HardwareSpec
 from grpo_ablate.vocab import MEMORY_FILE, RESULT_FILE, Outcome
 
-__all__ = ["MemoryWatch", "group_rss_mb", "read_peak_memory", "start_memory_watch"]
+__all__ = ["MemoryWatch", "group_rss_mb", "start_memory_watch"]
 
 POLL_SECONDS = 0.1  # under a cap: a spike shorter than this can slip by
 PEAK_POLL_SECONDS = 0.5  # without one, only memory.json's peak is wanted: cheaper
@@ -130,10 +130,3 @@ def start_memory_watch(trial_dir: str | os.PathLike[str], hardware: HardwareSpec
     return watch
 
 
-def read_peak_memory(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """A finished trial's memory.json ({} when it left none, e.g. killed before exit)."""
-    try:
-        raw = json.loads((Path(trial_dir) / MEMORY_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return raw if isinstance(raw, dict) else {}

@@ -18,16 +18,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.contract.env import PROGRESS_PREFIX
 from grpo_ablate.contract.spec import DataSpec, ModelSpec, section_from
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
 from .request_seeds import prompt_seeds
 
-__all__ = ["PROGRESS_PREFIX", "decoding", "hf_sampling_kwargs", "main", "prompt_texts", "sample_rewards", "vllm_sampling_kwargs"]
+__all__ = ["decoding", "hf_sampling_kwargs", "main", "prompt_texts", "sample_rewards", "vllm_sampling_kwargs"]
 
 _BATCH_PROMPTS = 64  # prompts per generate call (x K sequences)
-PROGRESS_PREFIX = "[advise]"  # log lines the parent (preflight/advise.py) echoes as progress
 
 
 def _pick_prompts(dataset: Any, n: int, seed: int) -> list[int]:

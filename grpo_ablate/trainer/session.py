@@ -41,6 +41,7 @@ from grpo_ablate.vocab import LOG_FILE
 from .lease import keep_lease
 from .memory_cap import start_memory_watch
 from .signals import stop_on_sigterm
+from grpo_ablate.contract.env import TEMPLATE_FLAG
 from grpo_ablate.contract.spec import TrialSpec
 from .worker import (
     EXIT_FAILED,
@@ -53,9 +54,8 @@ from .worker import (
     watch_parent,
 )
 
-__all__ = ["FORKED_SESSION_NAME", "TEMPLATE_FLAG", "TEMPLATE_NAME", "main", "serve_session", "serve_template"]
+__all__ = ["FORKED_SESSION_NAME", "TEMPLATE_NAME", "main", "serve_session", "serve_template"]
 
-TEMPLATE_FLAG = "--template"  # `python -m grpo_ablate.trainer.session --template`: forks sessions
 # A forked session keeps its template's command line; its process name (ps -o comm, top) tells them apart.
 TEMPLATE_NAME, FORKED_SESSION_NAME = "grpo-template", "grpo-session"
 _PR_SET_NAME = 15

@@ -46,14 +46,12 @@ from .checkpoints import BranchPointInvalid
 from .lease import keep_lease
 from .memory_cap import start_memory_watch
 from .signals import stop_on_sigterm
+from grpo_ablate.contract.env import LAUNCHED_AT_ENV, PARENT_PID_ENV, forced_environment
 from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = [
-    "LAUNCHED_AT_ENV",
-    "PARENT_PID_ENV",
     "apply_spec_environment",
     "classify_exception",
-    "forced_environment",
     "end_left_processes",
     "exit_ranked",
     "main",
@@ -66,9 +64,6 @@ __all__ = [
 
 EXIT_FAILED = 1
 EXIT_OOM = 3
-# The launch/worker environment contract (launch/ set these; only the two sides read them).
-PARENT_PID_ENV = "GRPO_ABLATE_PARENT_PID"  # the orchestrator's pid: the trial ends when it is gone
-LAUNCHED_AT_ENV = "GRPO_ABLATE_LAUNCHED_AT"  # time.time() at launch, for startup_seconds
 
 
 def rank_result_file(rank: int) -> str:
@@ -356,18 +351,6 @@ def end_left_processes(payload: dict[str, Any]) -> list[str]:
         payload["ended_processes"] = left
         print(f"[grpo-ablate] the trial left {len(left)} process(es) running, ended now: {left}", flush=True)
     return left
-
-
-def forced_environment(spec: TrialSpec) -> dict[str, str]:
-    """What a trial's environment holds whatever its parent's says: offline for the built-in demo.
-
-    The launcher puts it into the trial's environment before the process starts, because
-    huggingface_hub reads HF_HUB_OFFLINE once, at import: a warm session imports before its
-    first trial, so setting it later would leave the session online where a fresh process is not.
-    """
-    if str(spec.model.name_or_path).startswith(BUILTIN_MODEL_PREFIX) and spec.data.task:
-        return {"HF_HUB_OFFLINE": "1"}  # the built-in demo never touches the network
-    return {}
 
 
 def apply_spec_environment(spec: TrialSpec) -> None:
