@@ -35,6 +35,9 @@ G from text and never reads the study-file schema. The fields of spec.json:
 - `advise_prior`: [a, b], the Beta prior of a prompt's pass rate a per-prompt G policy (`adaptive:`) starts from:
   advise.json's fit at the temperature nearest the arm's, resolved by the parent (files/advise_file.py's
   `fitted_prior`, the study's owner checked); null: no fit (the policy starts from the running pass rate);
+- `host_memory_mb`: the host memory (MB) `grpo-ablate probe` measured for the trial's shape on CPU (probe.json,
+  resolved by the parent: files/probe_file.py's `host_peak_mb`); a launcher that reserves memory sizes its job from
+  it (SLURM's --mem); null: not measured. A launch detail, left out of the checkpoint fingerprint;
 - `script`: a command trial, {"command", "python", "cwd", "recipe", "trainer"} or null: the user's own training
   script runs instead of the built-in worker (trainer/command.py turns the plan into its command line;
   `trainer` holds the GRPOConfig keys the study file itself sets, passed as overrides).
@@ -251,6 +254,7 @@ class TrialSpec:
     start_from: StartFrom | None = None
     script: ScriptSpec | None = None  # a command trial: the user's script (module docstring)
     advise_prior: tuple[float, float] | None = None  # an adaptive G's Beta(a, b) prior from advise.json (module docstring)
+    host_memory_mb: float | None = None  # the probe's host-memory peak for this shape (module docstring)
 
     def __post_init__(self) -> None:
         self.trial_dir = os.fspath(self.trial_dir)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -30,6 +31,7 @@ from grpo_ablate.study.trackers import tracker_settings
 from grpo_ablate.contract.spec import (BudgetSpec, CheckpointSpec, DataSpec, EvalBudget, EvaluationSpec, HardwareSpec,
                                        ModelSpec, ScriptSpec, StartFrom, TrialSpec, section_from)
 from grpo_ablate.files.advise_file import fitted_prior, load_advice
+from grpo_ablate.files.probe_file import host_peak_mb, load_probe
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
 
@@ -163,6 +165,15 @@ def _advise_prior(study: "Study", arm: Arm) -> tuple[float, float] | None:
     return fitted_prior(load_advice(study.output_dir, Owner.of(study)), float(arm.temperature))
 
 
+def _host_memory(study: "Study", spec: TrialSpec) -> float | None:
+    """The probe's host-memory peak for the trial's shape (its G, its generation batch when it names one), read with the
+    study's owner; a launcher that reserves memory (SLURM) sizes the job from it, without reading the study's files."""
+    probe = load_probe(study.output_dir, Owner.of(study))
+    if probe is None:
+        return None
+    return host_peak_mb(probe.points, spec.num_generations, spec.trainer.get("generation_batch_size"))
+
+
 def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
                timeout: float | None = None, *, probe_steps: int | None = None,
                start_from: StartFrom | None = None) -> TrialSpec:
@@ -197,7 +208,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
     tracked, tracker_env = tracker_settings(study, cell)
     hardware = study.hardware.model_dump()
     hardware["num_processes"] = study.world_size
-    return _spec(trial_dir, knobs=knobs, params=cell.as_attrs(), model=study.model.model_dump(),
+    spec = _spec(trial_dir, knobs=knobs, params=cell.as_attrs(), model=study.model.model_dump(),
                  data=study.data.model_dump(), rewards=[r.model_dump() for r in study.rewards],
                  trainer={**study.trainer, **tracked}, budget=budget, hardware=hardware,
                  evaluation=study.file.evaluation.model_dump() if study.file.evaluation is not None else None,
@@ -206,6 +217,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
                              "final": prefix},
                  start_from=start_from, branch_at=start_from.step if start_from is not None else None,
                  script=_script(study), advise_prior=_advise_prior(study, arm))
+    return replace(spec, host_memory_mb=_host_memory(study, spec))
 
 
 def spec_from_sections(
