@@ -331,7 +331,7 @@ def launch_plan(study: "Study") -> list[dict[str, Any]]:
     """Per arm (its first seed), what `run` would start, without starting it: the vLLM server's command line
     (server mode), the training launch command line (a command trial: also the user's own command with the
     trial's overrides), the environment each is started with (launch/launch_env.py, the launcher's own code:
-    the GPU split included), and the GRPOConfig keyword arguments the trial runs with (launch/dry_run.py:
+    the GPU split included), and the GRPOConfig keyword arguments the trial runs with (trainer/dry_run.py:
     computed by the trial's own code in one child process, the parent never imports torch; the checkpoint
     cadence and learning-rate schedule as the worker decides them)."""
     import os
@@ -368,7 +368,7 @@ def launch_plan(study: "Study") -> list[dict[str, Any]]:
     full = estimate_trial(study).full_run_steps
     payload = [{"spec": r.pop("spec"), "world_size": study.world_size, "gpu": bool(study.hardware.gpus),
                 "full_run_steps": full} for r in rows]
-    out = subprocess.run([sys.executable, "-m", "grpo_ablate.launch.dry_run"], input=json.dumps(payload),
+    out = subprocess.run([sys.executable, "-m", "grpo_ablate.trainer.dry_run"], input=json.dumps(payload),
                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
                          preexec_fn=die_with_parent())
     if out.returncode != 0:

@@ -12,7 +12,7 @@ A trial start runs, in order, and each refusal used to cost a launch (on a clust
 4. what the trial process builds before the model (trainer/build.py): GRPOConfig from the
    trial's keyword arguments (TRL's own checks), the plan's rounds against TRL's, one reward
    weight per reward; and at the first step, the optimizer class and the learning-rate scheduler
-   (preflight/trial_check.py, in a child: the parent never imports torch);
+   (trainer/trial_check.py, in a child: the parent never imports torch);
 5. vLLM and DeepSpeed importable where the trial uses them.
 Loading the model and the prompts and the first generation are left to `grpo-ablate smoke`,
 which runs one short CPU trial per arm.
@@ -92,7 +92,7 @@ def _cells(study: "Study") -> list[Cell]:
 
 def _child(specs: list["TrialSpec"], gpu: bool) -> dict[str, Any]:
     payload = {"specs": [json.loads(s.to_json()) for s in specs], "gpu": gpu}
-    out = subprocess.run([sys.executable, "-m", "grpo_ablate.preflight.trial_check"], input=json.dumps(payload),
+    out = subprocess.run([sys.executable, "-m", "grpo_ablate.trainer.trial_check"], input=json.dumps(payload),
                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
                          timeout=CHILD_TIMEOUT_S, preexec_fn=die_with_parent())
     lines = out.stdout.strip().splitlines()

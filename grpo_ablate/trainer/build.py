@@ -68,10 +68,11 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def mixed_precision(spec: TrialSpec) -> str:
+def mixed_precision(spec: TrialSpec, cuda: bool | None = None) -> str:
     """The trial's mixed precision (grpo_ablate/precision.py): the GRPOConfig flags and accelerate's
-    ACCELERATE_MIXED_PRECISION (which DeepSpeed's bf16/fp16 follow) are both set from it."""
-    return trial_precision(spec.trainer, os.environ.get(MIXED_PRECISION_ENV), cuda=_cuda())
+    ACCELERATE_MIXED_PRECISION (which DeepSpeed's bf16/fp16 follow) are both set from it. `cuda`: whether the
+    trial's machine has CUDA (the dry run asks for the node's answer); None: this machine's."""
+    return trial_precision(spec.trainer, os.environ.get(MIXED_PRECISION_ENV), cuda=_cuda() if cuda is None else cuda)
 
 
 def claim_rendezvous_port(env: dict[str, str] | Any = os.environ) -> int | None:
@@ -162,7 +163,8 @@ def _checkpointing_field() -> str:
     return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
 
 
-def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: list[float]) -> dict[str, Any]:
+def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: list[float],
+                        cuda: bool | None = None) -> dict[str, Any]:
     """GRPOConfig keyword arguments: the study's, verbatim, plus what a trial must own.
 
     `world_size` no longer changes them (the plan resolved the batch arithmetic for its world size;
@@ -173,7 +175,8 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     optimizer), older ones removed by the Checkpointer rather than by save_total_limit (which
     removes the old one before the new one is complete). Unless the study set them: report_to
     none, save_strategy no, no progress bar (the parent shows progress). bf16/fp16 from
-    mixed_precision() (off without CUDA); use_cpu without CUDA. Built-in model: no gradient
+    mixed_precision() (off without CUDA); use_cpu without CUDA (`cuda`: the trial machine's answer, for the dry run
+    and validate's trial check planning a GPU node from a laptop; None: this machine's). Built-in model: no gradient
     checkpointing (it only slows a tiny model). vLLM mode from the hardware section; the plan's G
     (a schedule's first phase: trainer/scheduled.py changes it per round) and max_steps;
     reward_weights from the rewards when one is not 1.
@@ -192,8 +195,9 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     else:
         kw.setdefault("save_strategy", "no")
     kw.setdefault("disable_tqdm", True)
-    kw.update(trainer_flags(mixed_precision(spec)))
-    if not _cuda():
+    cuda = _cuda() if cuda is None else cuda
+    kw.update(trainer_flags(mixed_precision(spec, cuda)))
+    if not cuda:
         kw["use_cpu"] = True
     if is_builtin_model(str(spec.model.name_or_path)):
         # Checkpointing only slows a tiny model; transformers >= 5.x names it activation_checkpointing

@@ -1,6 +1,9 @@
 """The GRPOConfig keyword arguments each trial would pass, computed by the trial's own code, without training.
 
     grpo-ablate plan STUDY --commands        # runs this in a child: the parent never imports torch
+    python -m grpo_ablate.trainer.dry_run < specs.json
+
+The child side (trainer/): it imports the trial's own build; the parent (commands/plan.py) runs it as a process.
 
 Reads a JSON list of {"spec": TrialSpec as a dict, "world_size": int, "gpu": bool, "full_run_steps": int|null}
 on stdin and prints one JSON list of {"kwargs", "notes"}. `gpu` says the trial machine has CUDA (the study
@@ -22,21 +25,17 @@ from typing import Any
 
 from grpo_ablate.cost import lr_schedule_of, warmup_steps
 from grpo_ablate.schedule import Schedule
-from grpo_ablate.trainer import build, checkpoints
+from . import build, checkpoints
 from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["config_kwargs", "effective"]
 
 
 def config_kwargs(spec: TrialSpec, world_size: int, gpu: bool) -> dict:
-    """build.build_config_kwargs as the trial calls it, on a machine with (gpu) or without CUDA."""
-    cuda = build._cuda
-    build._cuda = lambda: gpu  # type: ignore[assignment]  # the trial machine's answer, not this one's
-    try:
-        weights = [float(r.get("weight", 1.0)) for r in spec.rewards]
-        return build.build_config_kwargs(spec, world_size=world_size, reward_weights=weights)
-    finally:
-        build._cuda = cuda  # type: ignore[assignment]
+    """build.build_config_kwargs as the trial calls it, on a machine with (gpu) or without CUDA: the trial machine's
+    answer, not this one's."""
+    weights = [float(r.get("weight", 1.0)) for r in spec.rewards]
+    return build.build_config_kwargs(spec, world_size=world_size, reward_weights=weights, cuda=gpu)
 
 
 def effective(spec: TrialSpec, kwargs: dict[str, Any], full_run_steps: int | None) -> tuple[dict[str, Any], list[str]]:

@@ -1,11 +1,11 @@
 """The child side of validate's trial-start checks: what a trial builds before its first step, built here.
 
-    python -m grpo_ablate.preflight.trial_check < specs.json     # preflight/trial_start.py runs it
+    python -m grpo_ablate.trainer.trial_check < specs.json     # preflight/trial_start.py runs it
 
 Reads a JSON object {"specs": [TrialSpec as a dict, ...], "gpu": bool} on stdin and prints one
 JSON object: {"cuda_devices": n, "results": [{"problems": [...]}, ...]}, one result per spec. For
 each spec, what trainer/build.py builds before it loads the model, with the trial's own code:
-the GRPOConfig keyword arguments (launch/dry_run.config_kwargs, as on a machine with or without
+the GRPOConfig keyword arguments (trainer/dry_run.config_kwargs, as on a machine with or without
 CUDA: `gpu`), GRPOConfig itself (TRL's __post_init__: batch and group divisibility, enum values,
 types TRL casts; a trial of several processes is checked in this one process with the plan's
 generation batch of all of them), the plan's generation rounds against TRL's (one process), one
@@ -27,7 +27,7 @@ import warnings
 from typing import Any
 
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.launch.dry_run import config_kwargs
+from .dry_run import config_kwargs
 from grpo_ablate.space import Rounds
 from grpo_ablate.contract.spec import TrialSpec
 
