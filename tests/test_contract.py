@@ -10,13 +10,13 @@ import pytest
 from pydantic import BaseModel
 
 from grpo_ablate.config.schema import (BudgetSection, DataSection, EvaluationSection, HardwareSection, ModelSection,
-                                       ScriptSection, VllmSection)
-from grpo_ablate.contract.spec import (BudgetSpec, DataSpec, EvaluationSpec, HardwareSpec, ModelSpec, ScriptSpec,
-                                       TrialSpec, VllmSpec, section_from)
+                                       RewardSpec, ScriptSection, VllmSection)
+from grpo_ablate.contract.spec import (BudgetSpec, DataSpec, EvaluationSpec, HardwareSpec, ModelSpec, RewardEntry,
+                                       ScriptSpec, TrialSpec, VllmSpec, section_from)
 from grpo_ablate.study.trial_spec import spec_from_sections
 
 PAIRS = [(ModelSpec, ModelSection), (DataSpec, DataSection), (BudgetSpec, BudgetSection), (HardwareSpec, HardwareSection),
-         (VllmSpec, VllmSection), (EvaluationSpec, EvaluationSection)]
+         (VllmSpec, VllmSection), (EvaluationSpec, EvaluationSection), (RewardEntry, RewardSpec)]
 
 
 def _default(f):
@@ -30,6 +30,9 @@ def test_each_section_has_the_study_files_keys_and_defaults(section, schema) -> 
     assert [f.name for f in fields(section)] == list(schema.model_fields)
     for f in fields(section):
         default = _default(f)
+        if default is MISSING:  # required on both sides
+            assert schema.model_fields[f.name].is_required(), f"{section.__name__}.{f.name}"
+            continue
         expected = schema.model_fields[f.name].get_default(call_default_factory=True)
         if isinstance(expected, BaseModel):
             assert asdict(default) == expected.model_dump(), f.name
@@ -51,8 +54,13 @@ def test_spec_json_keeps_the_study_files_section_shape(tmp_path) -> None:
     assert raw["data"] == DataSection(task="addition").model_dump()
     assert raw["evaluation"] == EvaluationSection(points=2).model_dump()
     assert raw["checkpoint"] == {"every": 2, "keep": False, "final": True}
+    assert raw["rewards"] == [] and again_rewards(tmp_path) == [{"name": "format", "weight": 1.0, "args": None}]
     again = TrialSpec.from_json(spec.to_json())
     assert again == spec and isinstance(again.hardware.vllm, VllmSpec) and again.checkpoint is not None
+
+
+def again_rewards(tmp_path) -> list:
+    return json.loads(spec_from_sections(tmp_path / "r", data={"task": "addition"}, rewards=["format"]).to_json())["rewards"]
 
 
 def test_a_section_key_the_child_does_not_know_is_refused_by_name(tmp_path) -> None:

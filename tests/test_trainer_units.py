@@ -17,7 +17,7 @@ from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.launch import build_command, classify, request_stop
 from grpo_ablate.space import Rounds
 from grpo_ablate.contract.result import TrialResult
-from grpo_ablate.contract.spec import DataSpec, EvalBudget, StartFrom, TrialSpec
+from grpo_ablate.contract.spec import DataSpec, EvalBudget, RewardEntry, StartFrom, TrialSpec
 from grpo_ablate.vocab import Outcome
 
 
@@ -30,7 +30,7 @@ def test_spec_round_trips_and_fills_defaults(tmp_path):
     assert s.model.name_or_path == "builtin:tiny" and s.hardware.vllm.mode == "none"
     assert s.trainer == {"temperature": 0.7, "seed": 3}  # params merged into the trainer; G is the plan's own
     assert s.num_generations == 4 and s.max_steps == 3 and s.rounds == Rounds(1, 1, 1)
-    assert s.rewards == [{"weight": 1.0, "name": "format"}, {"weight": 2, "name": "task"}]
+    assert s.rewards == [RewardEntry("format"), RewardEntry("task", 2)]
     path = s.save()
     assert path.name == "spec.json"
     again = TrialSpec.load(path)

@@ -16,7 +16,7 @@ G from text and never reads the study-file schema. The fields of spec.json:
   `checkpoint` ({"every", "keep", "final"} or null; "final": seal the last step too, a branching
   study's prefix): the study's sections, every key filled, each a typed frozen section here (`ModelSpec`,
   `DataSpec`, `BudgetSpec`, `HardwareSpec`, `EvaluationSpec`, `CheckpointSpec`, `ScriptSpec`) written as the
-  study file's own keys; `rewards` stays a list of {"name", "weight", "args"};
+  study file's own keys; `rewards`: a list of `RewardEntry` ({"name", "weight", "args"});
 - `trainer`: GRPOConfig keyword arguments verbatim (temperature, seed and a searched
   generation_batch_size included), never num_generations and never max_steps;
 - `num_generations`: the arm's G, an int or a schedule object (schedule.generations_data:
@@ -58,7 +58,7 @@ from grpo_ablate.space import Rounds
 from grpo_ablate.vocab import SPEC_FILE
 
 __all__ = ["BudgetSpec", "CheckpointSpec", "DataSpec", "EvalBudget", "EvaluationSpec", "HardwareSpec", "ModelSpec",
-           "ScriptSpec", "StartFrom", "TrialSpec", "VllmSpec", "section_from"]
+           "RewardEntry", "ScriptSpec", "StartFrom", "TrialSpec", "VllmSpec", "section_from"]
 
 _S = TypeVar("_S")
 
@@ -80,6 +80,15 @@ def section_from(cls: type[_S], raw: Any, where: str) -> _S:
 # The sections: the study file's sections (config/schema.py) as the child reads them, every key filled by the
 # parent (study/trial_spec.py). Same names and defaults as the schema (tests/test_contract.py checks it), so
 # spec.json keeps the study file's shape; no pydantic here, the child never imports the schema.
+
+
+@dataclass(frozen=True)
+class RewardEntry:
+    """One reward (config's `rewards:` entry): a built-in name or `module:function`, its weight, its factory's args."""
+
+    name: str
+    weight: float = 1.0
+    args: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -236,7 +245,7 @@ class TrialSpec:
     trial_dir: str
     model: ModelSpec = field(default_factory=ModelSpec)
     data: DataSpec = field(default_factory=DataSpec)
-    rewards: list[dict[str, Any]] = field(default_factory=list)
+    rewards: list[RewardEntry] = field(default_factory=list)
     trainer: dict[str, Any] = field(default_factory=dict)
     budget: BudgetSpec = field(default_factory=BudgetSpec)
     hardware: HardwareSpec = field(default_factory=HardwareSpec)
@@ -268,7 +277,7 @@ class TrialSpec:
             self.checkpoint = section_from(CheckpointSpec, self.checkpoint, "checkpoint")
         if self.script is not None:
             self.script = section_from(ScriptSpec, self.script, "script")
-        self.rewards = [{"weight": 1.0, **r} for r in (self.rewards or [])]
+        self.rewards = [section_from(RewardEntry, r, "rewards[]") for r in (self.rewards or [])]
         self.env = {str(k): str(v) for k, v in (self.env or {}).items()}
         if self.advise_prior is not None:
             a, b = (float(x) for x in self.advise_prior)
@@ -291,6 +300,7 @@ class TrialSpec:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in ("model", "data", "budget", "hardware", "evaluation", "checkpoint", "script"):
             out[name] = None if out[name] is None else asdict(out[name])
+        out["rewards"] = [asdict(r) for r in self.rewards]
         out["num_generations"] = None if self.num_generations is None else generations_data(self.num_generations)
         out["rounds"] = asdict(self.rounds)
         out["eval_budget"] = asdict(self.eval_budget)

@@ -29,7 +29,7 @@ from grpo_ablate.space import generated_completions, optimizer_steps
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.study.trackers import tracker_settings
 from grpo_ablate.contract.spec import (BudgetSpec, CheckpointSpec, DataSpec, EvalBudget, EvaluationSpec, HardwareSpec,
-                                       ModelSpec, ScriptSpec, StartFrom, TrialSpec, section_from)
+                                       ModelSpec, RewardEntry, ScriptSpec, StartFrom, TrialSpec, section_from)
 from grpo_ablate.files.advise_file import fitted_prior, load_advice
 from grpo_ablate.files.probe_file import host_peak_mb, load_probe
 from grpo_ablate.files.owned import Owner
@@ -125,7 +125,7 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         trial_dir=str(trial_dir),
         model=section_from(ModelSpec, _merged(ModelSection, model), "model"),
         data=section_from(DataSpec, _merged(DataSection, data), "data"),
-        rewards=[{"name": r} if isinstance(r, str) else dict(r) for r in rewards],
+        rewards=[RewardEntry(r) if isinstance(r, str) else section_from(RewardEntry, dict(r), "rewards[]") for r in rewards],
         trainer=merged,
         budget=section_from(BudgetSpec, spent, "budget"),
         hardware=section_from(HardwareSpec, hw, "hardware"),

@@ -34,7 +34,7 @@ __all__ = ["config_kwargs", "effective"]
 def config_kwargs(spec: TrialSpec, world_size: int, gpu: bool) -> dict:
     """build.build_config_kwargs as the trial calls it, on a machine with (gpu) or without CUDA: the trial machine's
     answer, not this one's."""
-    weights = [float(r.get("weight", 1.0)) for r in spec.rewards]
+    weights = [r.weight for r in spec.rewards]
     return build.build_config_kwargs(spec, world_size=world_size, reward_weights=weights, cuda=gpu)
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from grpo_ablate.bounds import BOUNDS
+from grpo_ablate.contract.spec import RewardEntry
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
 
@@ -467,23 +468,23 @@ def build_reward(spec: str, ctx: RewardContext, abstentions: _Abstentions | None
 
 
 def build_rewards(
-    entries: Sequence[dict[str, Any]], ctx: RewardContext
+    entries: Sequence[RewardEntry], ctx: RewardContext
 ) -> tuple[list[RewardFunc], list[str], list[float]]:
     """Reward functions, their logged names and weights; no entries means the task's own reward."""
     if not entries:
         if not ctx.task:
             raise ValueError("no rewards given and no built-in task to take one from: set `rewards:` in the study")
-        entries = [{"name": "task", "weight": 1.0}]
+        entries = [RewardEntry("task")]
     funcs, names, weights = [], [], []
     abstentions = _Abstentions([])
     for entry in entries:
-        name, func = build_reward(str(entry["name"]), ctx, abstentions, entry.get("args"))
+        name, func = build_reward(entry.name, ctx, abstentions, entry.args)
         abstentions.names.append(name)
         if name in names:
             raise ValueError(f"reward {name!r} is listed twice; TRL logs rewards by name, so names must be unique")
         funcs.append(func)
         names.append(name)
-        weights.append(float(entry.get("weight", 1.0)))
+        weights.append(float(entry.weight))
     return funcs, names, weights
 
 

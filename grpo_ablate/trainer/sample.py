@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.contract.env import PROGRESS_PREFIX
-from grpo_ablate.contract.spec import DataSpec, ModelSpec, section_from
+from grpo_ablate.contract.spec import DataSpec, ModelSpec, RewardEntry, section_from
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
@@ -160,7 +160,7 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     rows = dataset.select(chosen)
     trainer = dict(spec.get("trainer") or {})
     ctx = RewardContext(task=data.task, max_completion_length=decoding(trainer)["max_completion_length"])
-    funcs, names, weights = build_rewards(spec["rewards"], ctx)
+    funcs, names, weights = build_rewards([section_from(RewardEntry, r, "rewards[]") for r in spec["rewards"]], ctx)
     if trainer.get("reward_weights"):
         weights = [float(w) for w in trainer["reward_weights"]]
     use_vllm = (spec.get("hardware", {}).get("vllm") or {}).get("mode", "none") != "none"

@@ -41,7 +41,7 @@ def check_spec(spec: TrialSpec, *, gpu: bool, cuda_here: bool) -> list[str]:
     import torch
 
     problems: list[str] = []
-    weights = [float(r.get("weight", 1.0)) for r in spec.rewards]
+    weights = [r.weight for r in spec.rewards]
     kwargs = config_kwargs(spec, spec.num_processes, gpu)
     if gpu and not cuda_here:  # what differs between the node and this CPU machine: off here
         kwargs.update(bf16=False, fp16=False, use_cpu=True)
