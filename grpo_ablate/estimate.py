@@ -29,6 +29,7 @@ from grpo_ablate.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, 
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
+from grpo_ablate.gpu_hours import TrialTime
 from grpo_ablate.space import generated_completions
 from grpo_ablate.storage import read_existing
 from grpo_ablate.storage_url import mask_url
@@ -38,7 +39,7 @@ from grpo_ablate.vocab import Outcome
 if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a Study it is handed
     from grpo_ablate.config import Study
 
-__all__ = ["estimate_trial", "training_prompts", "TrialEstimate"]
+__all__ = ["estimate_trial", "trial_time", "training_prompts", "TrialEstimate"]
 
 
 def _measured_pace(url: str) -> tuple[float, float, str] | None:
@@ -157,6 +158,14 @@ def estimate_trial(study: "Study") -> TrialEstimate:
     """One trial's wall seconds and GPU-hours: measured where possible, else assumed (see the module docstring);
     budget.seconds caps the training time of every kind of estimate."""
     return _capped(study.budget.seconds, _estimate(study))
+
+
+def trial_time(est: TrialEstimate) -> TrialTime | None:
+    """One trial's seconds of an estimate (measured from the study's storage file or probe.json, else the
+    assumption range), as the timeout and the GPU-hour budget read them; None when nothing estimates a trial."""
+    if est.seconds is None:
+        return None
+    return TrialTime((float(est.seconds[0]), float(est.seconds[1])), est.measured, est.source)
 
 
 def _estimate(study: "Study") -> TrialEstimate:

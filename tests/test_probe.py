@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, probe_table, save_probe
@@ -139,7 +140,7 @@ def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pai
     assert probe.best()[2].generation_batch_size == 16 and probe.total_seconds > 0
     study = load_study(path)  # now with probe.json: the OOM pair is out of the space
     assert {p.label for p in study.space.feasible} == {"2x16", "4x16"}
-    ostudy, _ = open_study(study)
+    ostudy, _ = open_study(study, completions_per_trial(study))
     for _ in range(8):
         trial = ostudy.ask()
         cell = suggest_cell(trial, study)
@@ -153,7 +154,7 @@ def test_a_probe_written_after_the_study_began_is_refused_not_misread(tmp_path):
     from helpers import cli_inprocess
 
     path = _study_file(tmp_path, batches="[16, 32]")
-    ostudy, created = open_study(load_study(path))
+    ostudy, created = open_study(load_study(path), completions_per_trial(load_study(path)))
     assert created
     describe_study(ostudy, load_study(path))
     points = [ProbePoint(2, 16, True, "completed"), ProbePoint(2, 32, False, "oom", reason="cap"),

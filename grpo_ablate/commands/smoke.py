@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_study, err, load_study, set_value
-from grpo_ablate.config import Study
+from grpo_ablate.config import Study, StudyError
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes.registry import OPEN_R1_MODULE
-from grpo_ablate.plan.cells import study_plan
+from grpo_ablate.plan.cells import completions_per_trial, resolve_plan, study_plan
 from grpo_ablate.study.runner import run_study
 from grpo_ablate.study.setup import open_study
 from grpo_ablate.schedule import Schedule
@@ -183,7 +183,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         err(str(e))
         return EXIT_USAGE
-    cells = study_plan(study) or []
+    try:
+        plan = resolve_plan(study)  # once: the run and the count of arms below read this one
+    except StudyError as e:
+        err(str(e))
+        return EXIT_USAGE
+    cells = list(plan.cells)
     missing = missing_rewards(study)
     if missing:  # every trial would fail at its first step on the import: say what to install instead
         print(f"Smoke test of {args.study}: not run, {len(missing)} reward(s) cannot be imported here:")
@@ -197,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
           f"in {study.output_dir}")
     if args.verbose:
         print("  derived with: " + " ".join(f"--set {s}" for s in sets))
-    result = run_study(study, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True))
+    result = run_study(study, plan, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True))
     if result.refused is not None:
         err(result.refused)
         return EXIT_USAGE
@@ -217,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _outcomes(study: Study) -> list[dict[str, Any]]:
     """Each trial of the smoke study: its arm, its state and the reason it recorded when it did not finish."""
-    ostudy, _ = open_study(study)
+    ostudy, _ = open_study(study, completions_per_trial(study))
     out = []
     for t in ostudy.get_trials(deepcopy=False):
         arm = trial_arm(t, study.space)

@@ -15,8 +15,11 @@ the one figure it needs, each trial's completions, from its caller.
   the ablation lacks it; the arm is kept in advise.json (`advised_arms`), so `plan`, `run` and
   every later run count and queue the same cells.
 
-`run` resolves all of it once per run (`resolve_plan` -> `StudyPlan`: the cells, the baseline, the
-branch step, each trial's completions, the trial target) and hands that on; the functions below
+The commands that run a study (`run`, `smoke`) resolve all of it once per run (`resolve_plan` ->
+`StudyPlan`: the cells, the baseline, the branch step, each trial's completions, the trial target,
+the trial estimate, the per-prompt G prior's advice) and hand that down: every file the plan reads
+(advise.json, screen.json, probe.json, the dataset's rows, the storage's pace) is read inside
+`resolve_plan`, so nothing mid-run re-reads one and disagrees with the rest. The functions below
 serve the commands that need one figure of it.
 
 A study with a `screen:` section (preflight/screen.py) trains only the arms its screen kept, once
@@ -35,16 +38,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from grpo_ablate.estimate import estimate_trial, trial_time
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.space import FeasibleSpace, default_pair, generated_completions
 from grpo_ablate.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
-from grpo_ablate.files.advise_file import advised_arms as saved
+from grpo_ablate.files.advise_file import advised_arms as saved, fitted_prior, load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
 
 if TYPE_CHECKING:
     from grpo_ablate.config import FloatRange, Study
+    from grpo_ablate.cost import TrialEstimate
+    from grpo_ablate.gpu_hours import TrialTime
 
 __all__ = ["StudyPlan", "resolve_plan", "racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
            "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "is_prefix_cell", "ablation_arms",
@@ -155,8 +161,11 @@ class StudyPlan:
 
     `cells`: study_plan's (empty for adaptive samplers); `baseline`: baseline_arm's; `branch_step`:
     the step a seed's arms branch at (None: from step 0); `completions`: completions_per_trial's;
-    `trial_count`: resolved_trial_count's. Made once, so no part of the run re-reads advise.json or
-    the dataset, or disagrees with another about the plan, while the run goes on.
+    `trial_count`: resolved_trial_count's; `estimate`: estimate.estimate_trial's (the price, the
+    GPU-hour budget and an `auto` trial timeout start from it until trials of the study are measured);
+    `advice`: advise.json as read for a per-prompt G arm's prior (None when the space has no such
+    arm, or no advice). Made once, so no part of the run re-reads advise.json, probe.json or the
+    dataset, or disagrees with another about the plan, while the run goes on.
     """
 
     cells: tuple[Cell, ...]
@@ -164,21 +173,39 @@ class StudyPlan:
     branch_step: int | None
     completions: int | None
     trial_count: int
+    estimate: "TrialEstimate"
+    advice: Mapping[str, Any] | None
 
-    def round(self, study: "Study", round_no: int, live: set[str] | None = None) -> list[Cell]:
-        """racing_round on this plan."""
-        racing = study.study.racing
-        assert racing is not None
-        return round_cells(self.cells, list(study.study.seeds), racing.first_round_seeds, round_no, live)
+    @property
+    def planned(self) -> "TrialTime | None":
+        """One trial's seconds before the study's own trials are measured (None: nothing estimates one)."""
+        return trial_time(self.estimate)
+
+    def prior(self, arm: Arm) -> tuple[float, float] | None:
+        """A per-prompt G arm's prior from the advice; None for any other arm, or without a fit."""
+        if getattr(arm.num_generations, "kind", None) != "adaptive":
+            return None
+        return fitted_prior(self.advice, float(arm.temperature))
+
+    def round(self, seeds: Sequence[int], first: int, round_no: int, live: set[str] | None = None) -> list[Cell]:
+        """racing_round on this plan: `seeds` the study's, `first` racing.first_round_seeds."""
+        return round_cells(self.cells, seeds, first, round_no, live)
+
+
+def _adaptive(study: "Study") -> bool:
+    """Whether the space holds a per-prompt G (a schedule of kind adaptive), whose trials start from advice."""
+    return any(getattr(g, "kind", None) == "adaptive" for g in study.space.generations)
 
 
 def resolve_plan(study: "Study") -> StudyPlan:
-    """The run's StudyPlan. Raises BranchError (a StudyError) when budget.branch_from cannot be placed."""
+    """The run's StudyPlan: every file it needs is read here, once. Raises BranchError (a StudyError) when
+    budget.branch_from cannot be placed, and a StudyError when a file of the study's folder is not its own."""
     step = branch_step(study)
     base = baseline_arm(study)
     cells = _cells(study, base, step)
-    count = resolved_trial_count(study, cells)
-    return StudyPlan(tuple(cells), base, step, completions=completions_per_trial(study), trial_count=count)
+    advice = load_advice(study.output_dir, Owner.of(study)) if _adaptive(study) else None
+    return StudyPlan(tuple(cells), base, step, completions=completions_per_trial(study),
+                     trial_count=_trial_count(study, cells), estimate=estimate_trial(study), advice=advice)
 
 
 def seed_cells(arms: Sequence[tuple[Arm, str]], seeds: Sequence[int], prefix: Arm | None = None) -> list[Cell]:
@@ -219,15 +246,18 @@ def round_cells(cells: Sequence[Cell], seeds: Sequence[int], first: int, round_n
     return [c for c in cells if c.seed in chosen and (live is None or c.arm.key in live or is_prefix_cell(c))]
 
 
-def resolved_trial_count(study: "Study", plan: list[Cell] | None = None) -> int:
-    """The number of finished trials the study aims for, over every run and host.
+def resolved_trial_count(study: "Study") -> int:
+    """The number of finished trials the study aims for, over every run and host (a run reads its plan's)."""
+    return _trial_count(study, study_plan(study))
 
-    A branching study's prefixes are trials and count (one per seed): the plan holds them.
-    `plan`: study_plan(study) when the caller has it already."""
+
+def _trial_count(study: "Study", cells: Sequence[Cell]) -> int:
+    """resolved_trial_count on the cells already planned. A branching study's prefixes are trials and count
+    (one per seed): the cells hold them."""
     if study.study.n_trials:
         return study.study.n_trials
     if study.is_planned:
-        return len(study_plan(study) if plan is None else plan)
+        return len(cells)
     return DEFAULT_ADAPTIVE_TRIALS
 
 

@@ -223,12 +223,12 @@ def spent_price(study: "Study", trials: Iterable["FrozenTrial"]) -> Price:
     return _price(study, est, done, (h, h) if gpus else None, steps, spent=True, branching=branching)
 
 
-def price_line(study: "Study") -> str:
-    """`run`'s first line: the plan's price, and the budget as a share of the run where one was written so.
+def price_line(study: "Study", est: TrialEstimate) -> str:
+    """`run`'s first line: the plan's price (`est`: its trial estimate), and the budget as a share of the run where
+    one was written so.
 
     StudyError (before anything runs) when the budget is a share of a run nothing here prices: a share
     left as written would otherwise reach the runner, which cannot count GPU-hours against it."""
-    est = estimate_trial(study)
     budget = study.study.budget_gpu_hours
     if isinstance(budget, str):
         why = unknown_why(study, est) or _no_hours(study, est)

@@ -32,7 +32,7 @@ from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.launch.devices import claim_cpu_share
 from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.owner import HOST, new_run
-from grpo_ablate.study.trial_spec import build_spec
+from grpo_ablate.study.trial_spec import plan_spec
 from grpo_ablate.errors import database_fault, machine_fault
 from grpo_ablate.storage import patiently
 from grpo_ablate.plan.cells import StudyPlan
@@ -182,7 +182,7 @@ class TrialLifecycle:
         # how long a storage outage is waited out before the run stops with what it kept (storage.patiently): the
         # heartbeat's grace, after which other runs may judge this one's trials dead (study/liveness.py)
         self.storage_wait_s = float(study.study.grace_period or 3 * study.study.heartbeat_interval)
-        self.prefixes = Prefixes(study, plan.cells) if plan.branch_step is not None else None
+        self.prefixes = Prefixes(study, plan, plan.cells) if plan.branch_step is not None else None
 
     # ---- ask -> register
 
@@ -213,7 +213,8 @@ class TrialLifecycle:
                     env = {**env, **share.env()}
                 start_from = self._branch_point(trial, cell)
                 env = {**env, LEASE_ENV: str(self.study.study.heartbeat_interval)}  # trainer/lease.py renews at this pace
-                spec = build_spec(self.study, cell, run.trial_dir, env, timeout=self.trial_timeout_s, start_from=start_from)
+                spec = plan_spec(self.study, self.plan, cell, run.trial_dir, env, timeout=self.trial_timeout_s,
+                                 start_from=start_from)
                 ledger.record_spec_fingerprint(trial, spec_fingerprint(json.loads(spec.to_json())))
                 finished = self._finished_predecessor(trial, spec)
                 if finished is not None and cell.role == PREFIX_ROLE:  # its sealed last step is its branches' start
@@ -349,7 +350,7 @@ class TrialLifecycle:
         with self.registry.lock:
             ended = self._tell(trial, result, token)
             if ended.outcome == Outcome.COMPLETED.value:
-                n = queue_ready_branches(self.ostudy, self.study, self.plan.cells)
+                n = queue_ready_branches(self.ostudy, self.study, self.plan)
                 self.say(f"[trial {trial.number}] seed {cell.seed}'s prefix is sealed at step {spec.max_steps}: "
                          f"queued {n} branch(es)")
         return ended

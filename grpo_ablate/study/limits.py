@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from grpo_ablate.config.schema import MAX_SECONDS
-from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.estimate import estimate_trial, trial_time
 from grpo_ablate.gpu_hours import TrialTime, duration_text
 
 if TYPE_CHECKING:
@@ -32,10 +32,7 @@ NO_ESTIMATE_TIMEOUT_S = 3600.0  # before anything is known: one hour, until the 
 def planned_estimate(study: "Study") -> TrialTime | None:
     """One trial's seconds as estimate.estimate_trial gives them (measured from the study's storage file or
     probe.json, else the assumption range); None when nothing estimates a trial."""
-    est = estimate_trial(study)
-    if est.seconds is None:
-        return None
-    return TrialTime((float(est.seconds[0]), float(est.seconds[1])), est.measured, est.source)
+    return trial_time(estimate_trial(study))
 
 
 # ------------------------------------------------------------------ the timeout

@@ -35,7 +35,7 @@ from grpo_ablate.config import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.gpu_hours import Budget, budget_of, measured_estimate
-from grpo_ablate.plan.cells import StudyPlan, resolve_plan
+from grpo_ablate.plan.cells import StudyPlan
 from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage, patiently
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs
@@ -123,7 +123,7 @@ class StudyRunner:
         self.failures_stop = False
         self.stop_reason: str | None = None
         self.deadline = time.monotonic() + study.study.timeout if study.study.timeout else None
-        self.planned = limits.planned_estimate(study)  # before the study's own trials: the probe, else assumptions
+        self.planned = plan.planned  # before the study's own trials: the probe, else assumptions
         self.timeout_words: str | None = None
         self.budget: Budget | None = None
         self.budget_stop = False
@@ -364,10 +364,11 @@ class StudyRun:
         return self.refused is None and self.unplanned is None
 
 
-def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str], None],
+def run_study(study: "Study", plan: StudyPlan, *, say: Callable[[str], None], warn: Callable[[str], None],
               warm_start: str | None = None, warm_start_storage: str | None = None) -> StudyRun:
     """Create or resume the study and run it to n_trials; what happened, for the command to report.
 
+    `plan`: the study resolved once by the command (plan.cells.resolve_plan); nothing in the run resolves it again.
     `say` and `warn` take the lines said while it starts (where the study is, a warm start's
     message, cells queued since the study was created); the runner's console shows the trials.
     `warm_start`: a finished study (its file, or its name in `warm_start_storage`, default this
@@ -385,14 +386,13 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
         check_output_dir(study)  # checks first: nothing is created for a run that is refused
         if warm_start:
             check_warm_source(study, warm_start, warm_start_storage)
-        plan = resolve_plan(study)  # once: every part of the run reads this one
         study.output_dir.mkdir(parents=True, exist_ok=True)
         storage = open_storage(study.storage_url, heartbeat_interval=study.study.heartbeat_interval,
                                grace_period=study.study.grace_period,
                                stale_trial_callback=ledger.StaleTrialRequeue(study.study.max_retry))
         check_unowned_folder(study, optuna.study.get_all_study_names(storage))
         claim_output_dir(study)
-        ostudy, created = open_study(study, for_run=True, storage=storage, plan=plan)
+        ostudy, created = open_study(study, plan.completions, for_run=True, storage=storage)
     except StudyError as e:
         return StudyRun(refused=str(e))
     except OSError as e:
@@ -411,28 +411,28 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
             return StudyRun(refused=f"cannot warm-start from {warm_start}: {e}")
     cells = list(plan.cells)
     if created:
-        queue_first_plan(ostudy, study, cells)
+        queue_first_plan(ostudy, study, plan)
     elif cells and not wait_for_plan(ostudy):
         if study.study.racing is not None:
             return StudyRun(unplanned="the study exists but its first racing round was never queued")
         return StudyRun(unplanned="the study exists but its trial plan was never queued (did the first host die "
                                   "while creating it?); remove the study or run with a new study.name")
     elif cells and study.study.racing is None:  # a resumed race queues its next round itself once the queue runs dry
-        added = queue_plan(ostudy, study, cells)
+        added = queue_plan(ostudy, study, plan, cells)
         if added:
             say(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
             if (note := queued_beyond_budget(ostudy, plan.trial_count)) is not None:
                 warn(f"grpo-ablate: {note}")
     elif cells and plan.branch_step is not None:  # a resumed race: the branches of prefixes that completed
-        if added := queue_ready_branches(ostudy, study, cells):
+        if added := queue_ready_branches(ostudy, study, plan):
             say(f"grpo-ablate: queued {added} branch(es) of prefixes that completed before the last run ended")
 
-    if not created and (retried_note := requeue_changed(ostudy, study, plan.cells)) is not None:
+    if not created and (retried_note := requeue_changed(ostudy, study, plan)) is not None:
         say(f"grpo-ablate: {retried_note}")
-    if not created and (faulted_note := requeue_faulted(ostudy, study, plan.cells)) is not None:
+    if not created and (faulted_note := requeue_faulted(ostudy, study, plan)) is not None:
         say(f"grpo-ablate: {faulted_note}")
     if not created and plan.branch_step is not None:
-        for seed in Prefixes(study, plan.cells).retrain_stale(ostudy, plan.cells):
+        for seed in Prefixes(study, plan, plan.cells).retrain_stale(ostudy, plan.cells):
             say(f"grpo-ablate: seed {seed}'s prefix ran under an earlier version of the study file: queued to train "
                 "again, and its branches start from the new one")
     try:

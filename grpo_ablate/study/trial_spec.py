@@ -3,7 +3,8 @@
     from grpo_ablate.study.trial_spec import build_spec
     spec = build_spec(study, Cell(Arm(4, 32, 0.9), 0, "probe"), Path("runs/x/probe/00000"))
 
-`build_spec` takes a validated Study and a cell (`run`, `run-one`, `probe`, the benchmarks);
+`build_spec` takes a validated Study and a cell (`run-one`, `probe`, the benchmarks), `plan_spec` also the
+run's plan (`run`);
 `spec_from_sections` takes plain section dicts (tests, scripts, benchmarks without a study file).
 Both go through `_spec`, which resolves, once, what the child then only executes: the arm's G as
 a value (an int or a schedule object, never text), the sections with every schema default filled,
@@ -34,8 +35,9 @@ from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
+    from grpo_ablate.plan.cells import StudyPlan
 
-__all__ = ["build_spec", "spec_from_sections"]
+__all__ = ["build_spec", "plan_spec", "spec_from_sections"]
 
 
 @functools.cache
@@ -165,22 +167,41 @@ def _advise_prior(study: "Study", arm: Arm) -> tuple[float, float] | None:
 def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
                timeout: float | None = None, *, probe_steps: int | None = None,
                start_from: StartFrom | None = None) -> TrialSpec:
-    """A trial of this study: its sections with the cell's knobs, its trackers and its world size.
+    """A trial of this study outside a run (run-one, probe, validate): what the run's plan holds is read here.
 
-    The generation batch is the cell's only when the study searches batches; otherwise TRL
-    derives it from the trainer section, as it would without this tool. `timeout`: the trial's
-    seconds (the runner resolves study.trial_timeout with what the study measured); by default it
-    is resolved here from the planned estimate (run-one, probe). `probe_steps`: a probe point
+    `timeout`: by default resolved from the planned estimate. `probe_steps`: a probe point
     (preflight/probe.py): the cell's generation batch whatever the study searches, and a budget of
-    exactly that many steps. `start_from`: a branch point (trainer/spec.py's StartFrom): the
-    trial trains its budget from that step on (the lifecycle gives a branch its prefix's
-    checkpoint). A prefix cell (plan.PREFIX_ROLE) trains exactly the branch step's many steps and
-    seals a checkpoint at its last step (checkpoint "final"), the one its branches start from.
+    exactly that many steps. `start_from`: as plan_spec's.
     """
     setting = study.study.trial_timeout
     if timeout is None and setting is not None:  # the estimate is read only when auto needs it
         timeout, _ = resolve_timeout(setting, planned_estimate(study) if setting == "auto" else None)
+    step = branch_step(study) if cell.role == PREFIX_ROLE else None
+    return _build(study, cell, trial_dir, env, timeout, probe_steps=probe_steps, start_from=start_from,
+                  prefix_steps=step, prior=_advise_prior(study, cell.arm))
 
+
+def plan_spec(study: "Study", plan: "StudyPlan", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None, *,
+              timeout: float | None, start_from: StartFrom | None = None) -> TrialSpec:
+    """A trial of a run: what the run resolved once (its branch step, the advice a per-prompt G starts from)
+    comes from its plan, so a trial never re-reads a file the plan read.
+
+    `timeout`: the trial's seconds (the runner resolves study.trial_timeout with what the study measured).
+    `start_from`: a branch point (trainer/spec.py's StartFrom): the trial trains its budget from that step on (the
+    lifecycle gives a branch its prefix's checkpoint). A prefix cell (plan.PREFIX_ROLE) trains exactly the branch
+    step's many steps and seals a checkpoint at its last step (checkpoint "final"), the one its branches start from.
+    """
+    return _build(study, cell, trial_dir, env, timeout, probe_steps=None, start_from=start_from,
+                  prefix_steps=plan.branch_step if cell.role == PREFIX_ROLE else None, prior=plan.prior(cell.arm))
+
+
+def _build(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None, timeout: float | None, *,
+           probe_steps: int | None, start_from: StartFrom | None, prefix_steps: int | None,
+           prior: tuple[float, float] | None) -> TrialSpec:
+    """The study's sections with the cell's knobs, its trackers and its world size.
+
+    The generation batch is the cell's only when the study searches batches (or for a probe point); otherwise TRL
+    derives it from the trainer section, as it would without this tool."""
     arm = cell.arm
     prefix = cell.role == PREFIX_ROLE
     knobs: dict[str, Any] = {"num_generations": arm.num_generations, "temperature": arm.temperature, "seed": cell.seed}
@@ -188,7 +209,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
         knobs["generation_batch_size"] = arm.generation_batch_size
     budget = study.budget.model_dump()
     if prefix:
-        probe_steps = branch_step(study)
+        probe_steps = prefix_steps
         if probe_steps is None:
             raise ValueError(f"{cell.key} is a prefix cell, but the study does not branch (budget.branch_from)")
     if probe_steps is not None:
@@ -204,7 +225,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
                  checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints,
                              "final": prefix},
                  start_from=start_from, branch_at=start_from.step if start_from is not None else None,
-                 script=_script(study), advise_prior=_advise_prior(study, arm))
+                 script=_script(study), advise_prior=prior)
 
 
 def spec_from_sections(
