@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, cli_env, free_port
+from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
 from grpo_ablate.storage import open_artifact_store
@@ -104,7 +105,7 @@ def test_dashboard_names_objectives_and_shows_headline_metrics(tmp_path):
     study = load_study(study_args[0], [a for a in study_args[1:] if a != "--set"])
     ostudy, created = open_study(study, completions_per_trial(study))
     assert created
-    describe_study(ostudy, study)
+    describe_study(ostudy, study, baseline_arm(study))
     cell = Cell(Arm(8, 32, 0.9), 1, "baseline")
     trial = ostudy.ask()
     for k, v in cell.as_attrs().items():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
@@ -156,7 +157,7 @@ def test_a_probe_written_after_the_study_began_is_refused_not_misread(tmp_path):
     path = _study_file(tmp_path, batches="[16, 32]")
     ostudy, created = open_study(load_study(path), completions_per_trial(load_study(path)))
     assert created
-    describe_study(ostudy, load_study(path))
+    describe_study(ostudy, load_study(path), baseline_arm(load_study(path)))
     points = [ProbePoint(2, 16, True, "completed"), ProbePoint(2, 32, False, "oom", reason="cap"),
               ProbePoint(4, 16, True, "completed")]
     save_probe(tmp_path / "run", Probe(owner=Owner.of(load_study(path)), points=points, total_seconds=1.0))

@@ -14,6 +14,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.commands.cli import main
 from grpo_ablate.config import StudyError, load_study
@@ -153,7 +154,7 @@ def test_study_config_attribute_holds_no_credential(tmp_path):
     assert SECRET not in repr(study.to_dict())
     ostudy, created = open_study(study, completions_per_trial(study))
     assert created
-    describe_study(ostudy, study)
+    describe_study(ostudy, study, baseline_arm(study))
     stored = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path}/s.db")
     assert SECRET not in repr(record.stored_attrs(stored)) and "password=***" in record.study_attrs(stored).config["study"]["storage"]
 

@@ -159,7 +159,8 @@ def screened_arms(study: "Study", arms: list[tuple[Arm, str]]) -> list[tuple[Arm
 class StudyPlan:
     """The study file resolved once for a run (resolve_plan), and handed to every part of it.
 
-    `cells`: study_plan's (empty for adaptive samplers); `baseline`: baseline_arm's; `branch_step`:
+    `cells`: study_plan's (empty for adaptive samplers); `first`: those the study's creator queues (a racing
+    study's first round, else every cell); `baseline`: baseline_arm's; `branch_step`:
     the step a seed's arms branch at (None: from step 0); `completions`: completions_per_trial's;
     `trial_count`: resolved_trial_count's; `estimate`: estimate.estimate_trial's (the price, the
     GPU-hour budget and an `auto` trial timeout start from it until trials of the study are measured);
@@ -169,6 +170,7 @@ class StudyPlan:
     """
 
     cells: tuple[Cell, ...]
+    first: tuple[Cell, ...]
     baseline: Arm
     branch_step: int | None
     completions: int | None
@@ -204,7 +206,9 @@ def resolve_plan(study: "Study") -> StudyPlan:
     base = baseline_arm(study)
     cells = _cells(study, base, step)
     advice = load_advice(study.output_dir, Owner.of(study)) if _adaptive(study) else None
-    return StudyPlan(tuple(cells), base, step, completions=completions_per_trial(study),
+    racing = study.study.racing
+    first = cells if racing is None else round_cells(cells, list(study.study.seeds), racing.first_round_seeds, 1)
+    return StudyPlan(tuple(cells), tuple(first), base, step, completions=completions_per_trial(study),
                      trial_count=_trial_count(study, cells), estimate=estimate_trial(study), advice=advice)
 
 

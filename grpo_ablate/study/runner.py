@@ -56,6 +56,7 @@ from grpo_ablate.vocab import PREFIX_ROLE, Outcome
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.artifacts import FileSystemArtifactStore as ArtifactStore
     from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
@@ -98,12 +99,14 @@ class Wakeup:
 
 
 class StudyRunner:
-    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", workers: int,
-                 plan: StudyPlan):
+    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
+                 artifacts: "ArtifactStore", envs: list[dict[str, str]], plan: StudyPlan):
+        """`artifacts`: the study's artifact store; `envs`: each worker's environment (launch/devices.py worker_envs);
+        `plan`: the run's, resolved once by the command."""
         self.study = study
         self.ostudy = ostudy
         self.storage = storage
-        self.envs = worker_envs(study, workers)
+        self.envs = envs
         self.workers = len(self.envs)
         self.plan = plan
         self.n_trials = plan.trial_count
@@ -112,7 +115,7 @@ class StudyRunner:
         self.registry = Registry()
         self.console = StudyConsole()
         self.counts = Counts()
-        self.lifecycle = TrialLifecycle(study, ostudy, storage, open_artifact_store(study.output_dir), self.registry,
+        self.lifecycle = TrialLifecycle(study, ostudy, storage, artifacts, self.registry,
                                         workers=self.workers, heartbeat=self.heartbeat, say=self.console.say, plan=plan)
         self.liveness = Liveness(self.lifecycle.run_identity, self.lifecycle.storage_wait_s)
         self.wakeup = Wakeup()
@@ -383,6 +386,10 @@ def run_study(study: "Study", plan: StudyPlan, *, say: Callable[[str], None], wa
     try:
         if problems := launcher_problems(study):  # a caller of the Python API skipped the command's check
             raise StudyError(problems, str(study.path or ""))
+        try:
+            envs = worker_envs(study, study.study.workers)
+        except RuntimeError as e:  # GPUs that cannot hold one trial: refused before anything is created
+            return StudyRun(refused=str(e))
         check_output_dir(study)  # checks first: nothing is created for a run that is refused
         if warm_start:
             check_warm_source(study, warm_start, warm_start_storage)
@@ -390,6 +397,7 @@ def run_study(study: "Study", plan: StudyPlan, *, say: Callable[[str], None], wa
         storage = open_storage(study.storage_url, heartbeat_interval=study.study.heartbeat_interval,
                                grace_period=study.study.grace_period,
                                stale_trial_callback=ledger.StaleTrialRequeue(study.study.max_retry))
+        artifacts = open_artifact_store(study.output_dir)  # beside the storage: the trials' files
         check_unowned_folder(study, optuna.study.get_all_study_names(storage))
         claim_output_dir(study)
         ostudy, created = open_study(study, plan.completions, for_run=True, storage=storage)
@@ -436,8 +444,8 @@ def run_study(study: "Study", plan: StudyPlan, *, say: Callable[[str], None], wa
             say(f"grpo-ablate: seed {seed}'s prefix ran under an earlier version of the study file: queued to train "
                 "again, and its branches start from the new one")
     try:
-        runner = StudyRunner(study, ostudy, storage, study.study.workers, plan)
-    except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json
+        runner = StudyRunner(study, ostudy, storage, artifacts, envs, plan)
+    except (OSError, StudyError) as e:  # an unwritable folder; a bad probe.json
         return StudyRun(refused=str(e))
     done, _ = runner.finished_count()
     say(f"Study {study.study.name!r}: {'created' if created else 'resumed'} in {url} "

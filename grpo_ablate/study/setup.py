@@ -20,7 +20,7 @@ from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.study.prefixes import Prefixes
-from grpo_ablate.plan.cells import ADVISE_ROLE, StudyPlan, baseline_arm, is_plannable, resolve_plan, study_plan
+from grpo_ablate.plan.cells import ADVISE_ROLE, StudyPlan, is_plannable, resolve_plan, study_plan
 from grpo_ablate.study.search.samplers import study_pruner, study_sampler
 from grpo_ablate.study.warm import load_source
 
@@ -150,9 +150,9 @@ def masked_config(study: "Study") -> dict[str, Any]:
     return config
 
 
-def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm | None = None) -> None:
+def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm) -> None:
     """Record what the study is (its masked file, versions, objectives, baseline, shape, space) on the
-    Optuna study; `baseline`: the run's plan's, when it has one."""
+    Optuna study; `baseline`: the plan's (plan.cells.baseline_arm)."""
     name_objectives(ostudy, study)
     evaluation: dict[str, Any] | None = None
     if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction
@@ -163,7 +163,7 @@ def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm | None 
         config=masked_config(study),
         versions=library_versions(),
         objectives=tuple(zip(study.metric_names, study.directions)),
-        baseline=(baseline or baseline_arm(study)).as_dict(),
+        baseline=baseline.as_dict(),
         hardware=study.space.shape.describe(),
         space=tuple(sorted(p.label for p in study.space.feasible)),
         evaluation=evaluation,
@@ -273,12 +273,8 @@ def queue_first_plan(ostudy: "optuna.Study", study: "Study", plan: StudyPlan) ->
     Whoever creates the study calls it (`run`, `advise --enqueue`), so a later `run`
     on any host finds the plan queued rather than waiting for one (wait_for_plan).
     """
-    cells = plan.cells
-    racing = study.study.racing
-    if cells and racing is not None:  # a race queues each later round once the queue runs dry
-        queue_plan(ostudy, study, plan, plan.round(list(study.study.seeds), racing.first_round_seeds, 1))
-    elif cells:
-        queue_plan(ostudy, study, plan, cells)
+    if plan.first:  # a race queues each later round once the queue runs dry
+        queue_plan(ostudy, study, plan, plan.first)
     ledger.mark_plan_ready(ostudy)
 
 
