@@ -11,7 +11,8 @@ import pytest
 
 from grpo_ablate import trial_record as record
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.plan.cells import racing_round, resolve_plan, resolved_trial_count, study_plan
+from grpo_ablate.plan.cells import racing_round, resolved_trial_count, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.runner import blocked_branches
 from grpo_ablate.study.setup import queue_ready_branches

@@ -78,7 +78,7 @@ class _Nearby(_Elsewhere):
 def test_run_study_refuses_an_unknown_launcher_before_it_creates_anything(tmp_path):
     """The Python API (config's load_study, then run_study) skips the command's check: run_study makes it."""
     from grpo_ablate.config import load_study as load_study_file
-    from grpo_ablate.plan.cells import resolve_plan
+    from grpo_ablate.plan.run_plan import resolve_plan
     from grpo_ablate.study.runner import run_study
 
     out = tmp_path / "out"

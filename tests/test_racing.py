@@ -9,7 +9,8 @@ import optuna
 import pytest
 
 from grpo_ablate.config import load_study
-from grpo_ablate.plan.cells import racing_round, resolve_plan
+from grpo_ablate.plan.cells import racing_round
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.search.early_rank import race_decides_at
 from grpo_ablate.race_record import RaceState
 from grpo_ablate.study.racing import Rule, advance, arm_results, decide

@@ -15,7 +15,8 @@ from optuna.trial import TrialState
 
 from helpers import write_study
 from grpo_ablate.config import load_study
-from grpo_ablate.plan.cells import completions_per_trial, resolve_plan, study_plan
+from grpo_ablate.plan.cells import completions_per_trial, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.storage import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.study.lifecycle import trial_dir_of

@@ -22,7 +22,8 @@ from grpo_ablate.config import load_study
 from grpo_ablate.estimate import estimate_trial
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.plan.branching import branch_step
-from grpo_ablate.plan.cells import baseline_arm, resolve_plan, study_plan
+from grpo_ablate.plan.cells import baseline_arm, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.runner import run_study
 
 PACKAGE = ROOT / "grpo_ablate"

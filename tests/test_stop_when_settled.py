@@ -12,7 +12,8 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
-from grpo_ablate.plan.cells import baseline_arm, racing_round, resolve_plan, study_plan
+from grpo_ablate.plan.cells import baseline_arm, racing_round, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.racing import advance
 from grpo_ablate.study.ledger import queue as queue_cells
 from grpo_ablate.study import ledger

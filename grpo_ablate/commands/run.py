@@ -20,7 +20,7 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.preflight.screen import screen_text
 from grpo_ablate.study.setup import describe_study, open_study, started_study
-from grpo_ablate.plan.cells import StudyPlan, resolve_plan
+from grpo_ablate.plan.run_plan import StudyPlan, resolve_plan
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
 from grpo_ablate.plan.price import price_line, tunes_a_run
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if study.file.screen is not None and study.is_planned and not plan.cells:
         return _screen_only(study, plan, args.no_report)
-    line = price_line(study, plan.estimate)  # the study's price in units of the run it tunes (plan/price.py); refuses a share of none
+    line = price_line(study, plan.estimate, plan.price)  # the study's price in units of the run it tunes (plan/price.py); refuses a share of none
     if tunes_a_run(study):  # a study of no particular run (the demo) has nothing to be priced against
         print(line, flush=True)
     result = run_study(study, plan, say=lambda m: print(m, flush=True),

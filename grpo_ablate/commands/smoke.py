@@ -34,7 +34,8 @@ from grpo_ablate.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_st
 from grpo_ablate.config import Study, StudyError
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes.registry import OPEN_R1_MODULE
-from grpo_ablate.plan.cells import completions_per_trial, resolve_plan, study_plan
+from grpo_ablate.plan.cells import completions_per_trial, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.runner import run_study
 from grpo_ablate.study.setup import open_study
 from grpo_ablate.schedule import Schedule

@@ -1,7 +1,9 @@
 """The study's plan, resolved from the study file alone (and the files its earlier stages wrote): pure, no Optuna.
 
 - cells: the planned cells (grid, ablation, racing rounds, a branched study's prefixes), the one default arm
-  and the baseline (`StudyPlan`, `resolve_plan`);
+  and the baseline;
+- run_plan: all of it, with the trial estimate and the price, resolved once for a run (`StudyPlan`,
+  `resolve_plan`);
 - branching: the optimizer step a seed's arms branch at from one shared prefix (budget.branch_from);
 - price: the study in units of the run it tunes, planned and spent;
 - design: what a design of arms x seeds resolves at its price, and the confirm stage `init` fits to a budget.

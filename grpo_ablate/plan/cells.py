@@ -15,12 +15,8 @@ the one figure it needs, each trial's completions, from its caller.
   the ablation lacks it; the arm is kept in advise.json (`advised_arms`), so `plan`, `run` and
   every later run count and queue the same cells.
 
-The commands that run a study (`run`, `smoke`) resolve all of it once per run (`resolve_plan` ->
-`StudyPlan`: the cells, the baseline, the branch step, each trial's completions, the trial target,
-the trial estimate, the per-prompt G prior's advice) and hand that down: every file the plan reads
-(advise.json, screen.json, probe.json, the dataset's rows, the storage's pace) is read inside
-`resolve_plan`, so nothing mid-run re-reads one and disagrees with the rest. The functions below
-serve the commands that need one figure of it.
+The commands that run a study resolve all of it once per run (plan/run_plan.py `resolve_plan` ->
+`StudyPlan`) and hand that down; the functions below serve the commands that need one figure of it.
 
 A study with a `screen:` section (preflight/screen.py) trains only the arms its screen kept, once
 screen.json exists (none when the study is the screen alone, `screen.confirm: false`, or the screen
@@ -35,25 +31,21 @@ checkpoint; the ledger queues them only once that prefix has completed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.estimate import estimate_trial, trial_time
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.space import FeasibleSpace, default_pair, generated_completions
 from grpo_ablate.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
-from grpo_ablate.files.advise_file import advised_arms as saved, fitted_prior, load_advice
+from grpo_ablate.files.advise_file import advised_arms as saved
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
 
 if TYPE_CHECKING:
     from grpo_ablate.config import FloatRange, Study
-    from grpo_ablate.cost import TrialEstimate
-    from grpo_ablate.gpu_hours import TrialTime
 
-__all__ = ["StudyPlan", "resolve_plan", "racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
-           "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "is_prefix_cell", "ablation_arms",
+__all__ = ["racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
+           "resolved_trial_count", "trial_count", "cells_of", "advised_arms", "is_plannable", "ADVISE_ROLE", "is_prefix_cell", "ablation_arms",
            "seed_cells", "round_cells", "screened_arms"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
@@ -122,10 +114,10 @@ def study_plan(study: "Study") -> list[Cell]:
     seed's cells, which are then its branches."""
     if study.study.sampler not in PLANNED_SAMPLERS:
         return []
-    return _cells(study, baseline_arm(study), branch_step(study))
+    return cells_of(study, baseline_arm(study), branch_step(study))
 
 
-def _cells(study: "Study", base: Arm, step: int | None) -> list[Cell]:
+def cells_of(study: "Study", base: Arm, step: int | None) -> list[Cell]:
     """study_plan's cells from the baseline and branch step already resolved."""
     sampler = study.study.sampler
     if sampler not in PLANNED_SAMPLERS:
@@ -153,63 +145,6 @@ def screened_arms(study: "Study", arms: list[tuple[Arm, str]]) -> list[tuple[Arm
         return arms
     left = [(a, role) for a, role in arms if a.key not in {d.key for d in screen.dropped}]
     return left if len(left) >= 2 else []
-
-
-@dataclass(frozen=True)
-class StudyPlan:
-    """The study file resolved once for a run (resolve_plan), and handed to every part of it.
-
-    `cells`: study_plan's (empty for adaptive samplers); `first`: those the study's creator queues (a racing
-    study's first round, else every cell); `baseline`: baseline_arm's; `branch_step`:
-    the step a seed's arms branch at (None: from step 0); `completions`: completions_per_trial's;
-    `trial_count`: resolved_trial_count's; `estimate`: estimate.estimate_trial's (the price, the
-    GPU-hour budget and an `auto` trial timeout start from it until trials of the study are measured);
-    `advice`: advise.json as read for a per-prompt G arm's prior (None when the space has no such
-    arm, or no advice). Made once, so no part of the run re-reads advise.json, probe.json or the
-    dataset, or disagrees with another about the plan, while the run goes on.
-    """
-
-    cells: tuple[Cell, ...]
-    first: tuple[Cell, ...]
-    baseline: Arm
-    branch_step: int | None
-    completions: int | None
-    trial_count: int
-    estimate: "TrialEstimate"
-    advice: Mapping[str, Any] | None
-
-    @property
-    def planned(self) -> "TrialTime | None":
-        """One trial's seconds before the study's own trials are measured (None: nothing estimates one)."""
-        return trial_time(self.estimate)
-
-    def prior(self, arm: Arm) -> tuple[float, float] | None:
-        """A per-prompt G arm's prior from the advice; None for any other arm, or without a fit."""
-        if getattr(arm.num_generations, "kind", None) != "adaptive":
-            return None
-        return fitted_prior(self.advice, float(arm.temperature))
-
-    def round(self, seeds: Sequence[int], first: int, round_no: int, live: set[str] | None = None) -> list[Cell]:
-        """racing_round on this plan: `seeds` the study's, `first` racing.first_round_seeds."""
-        return round_cells(self.cells, seeds, first, round_no, live)
-
-
-def _adaptive(study: "Study") -> bool:
-    """Whether the space holds a per-prompt G (a schedule of kind adaptive), whose trials start from advice."""
-    return any(getattr(g, "kind", None) == "adaptive" for g in study.space.generations)
-
-
-def resolve_plan(study: "Study") -> StudyPlan:
-    """The run's StudyPlan: every file it needs is read here, once. Raises BranchError (a StudyError) when
-    budget.branch_from cannot be placed, and a StudyError when a file of the study's folder is not its own."""
-    step = branch_step(study)
-    base = baseline_arm(study)
-    cells = _cells(study, base, step)
-    advice = load_advice(study.output_dir, Owner.of(study)) if _adaptive(study) else None
-    racing = study.study.racing
-    first = cells if racing is None else round_cells(cells, list(study.study.seeds), racing.first_round_seeds, 1)
-    return StudyPlan(tuple(cells), tuple(first), base, step, completions=completions_per_trial(study),
-                     trial_count=_trial_count(study, cells), estimate=estimate_trial(study), advice=advice)
 
 
 def seed_cells(arms: Sequence[tuple[Arm, str]], seeds: Sequence[int], prefix: Arm | None = None) -> list[Cell]:
@@ -252,10 +187,10 @@ def round_cells(cells: Sequence[Cell], seeds: Sequence[int], first: int, round_n
 
 def resolved_trial_count(study: "Study") -> int:
     """The number of finished trials the study aims for, over every run and host (a run reads its plan's)."""
-    return _trial_count(study, study_plan(study))
+    return trial_count(study, study_plan(study))
 
 
-def _trial_count(study: "Study", cells: Sequence[Cell]) -> int:
+def trial_count(study: "Study", cells: Sequence[Cell]) -> int:
     """resolved_trial_count on the cells already planned. A branching study's prefixes are trials and count
     (one per seed): the cells hold them."""
     if study.study.n_trials:

@@ -223,9 +223,9 @@ def spent_price(study: "Study", trials: Iterable["FrozenTrial"]) -> Price:
     return _price(study, est, done, (h, h) if gpus else None, steps, spent=True, branching=branching)
 
 
-def price_line(study: "Study", est: TrialEstimate) -> str:
-    """`run`'s first line: the plan's price (`est`: its trial estimate), and the budget as a share of the run where
-    one was written so.
+def price_line(study: "Study", est: TrialEstimate, planned: Price) -> str:
+    """`run`'s first line: the plan's price (`est` and `planned`: the run plan's estimate and price), and the
+    budget as a share of the run where one was written so.
 
     StudyError (before anything runs) when the budget is a share of a run nothing here prices: a share
     left as written would otherwise reach the runner, which cannot count GPU-hours against it."""
@@ -235,7 +235,7 @@ def price_line(study: "Study", est: TrialEstimate) -> str:
         raise StudyError([Problem(path="study.budget_gpu_hours", message=(
             f"{budget!r} is a share of the full run, whose GPU-hours are not known here ({why}); write the budget in "
             "GPU-hours instead"))])
-    line = f"Price: {planned_price(study, est).words()}"
+    line = f"Price: {planned.words()}"
     if isinstance(budget, RunShare):
         line += f"; budget {budget.share:g}x your run = {float(budget):,.1f} GPU-h"
     return line + "."

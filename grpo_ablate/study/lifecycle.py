@@ -35,7 +35,7 @@ from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import plan_spec
 from grpo_ablate.errors import database_fault, machine_fault
 from grpo_ablate.storage import patiently
-from grpo_ablate.plan.cells import StudyPlan
+from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.study.prefixes import BranchSetAside, Prefixes
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.trainer import checkpoints

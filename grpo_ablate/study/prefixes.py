@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import Study
-    from grpo_ablate.plan.cells import StudyPlan
+    from grpo_ablate.plan.run_plan import StudyPlan
 
 __all__ = ["Prefixes", "BranchSetAside"]
 

@@ -55,7 +55,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from grpo_ablate.plan.cells import StudyPlan
+from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.race_record import (ALPHA, ANYTIME, ELIMINATION, ELIMINATION_LEVEL, GROUP_SEQUENTIAL, Drop,
                                      RaceState)
 from grpo_ablate.study.search.early_rank import race_decides_at

@@ -34,7 +34,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
-from grpo_ablate.plan.cells import StudyPlan
+from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.trial_spec import plan_spec
 from grpo_ablate.trainer.checkpoints import spec_fingerprint

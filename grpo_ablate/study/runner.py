@@ -35,7 +35,7 @@ from grpo_ablate.config import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.gpu_hours import Budget, budget_of, measured_estimate
-from grpo_ablate.plan.cells import StudyPlan
+from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage, patiently
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs

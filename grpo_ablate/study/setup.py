@@ -20,7 +20,8 @@ from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.study.prefixes import Prefixes
-from grpo_ablate.plan.cells import ADVISE_ROLE, StudyPlan, is_plannable, resolve_plan, study_plan
+from grpo_ablate.plan.cells import ADVISE_ROLE, is_plannable, study_plan
+from grpo_ablate.plan.run_plan import StudyPlan, resolve_plan
 from grpo_ablate.study.search.samplers import study_pruner, study_sampler
 from grpo_ablate.study.warm import load_source
 
@@ -152,7 +153,7 @@ def masked_config(study: "Study") -> dict[str, Any]:
 
 def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm) -> None:
     """Record what the study is (its masked file, versions, objectives, baseline, shape, space) on the
-    Optuna study; `baseline`: the plan's (plan.cells.baseline_arm)."""
+    Optuna study; `baseline`: the run plan's (plan/run_plan.py)."""
     name_objectives(ostudy, study)
     evaluation: dict[str, Any] | None = None
     if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction

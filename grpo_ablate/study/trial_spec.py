@@ -35,7 +35,7 @@ from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import Study
-    from grpo_ablate.plan.cells import StudyPlan
+    from grpo_ablate.plan.run_plan import StudyPlan
 
 __all__ = ["build_spec", "plan_spec", "spec_from_sections"]
 
