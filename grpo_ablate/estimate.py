@@ -36,8 +36,8 @@ from grpo_ablate.storage_url import mask_url
 from grpo_ablate import trial_record as record
 from grpo_ablate.vocab import Outcome
 
-if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a Study it is handed
-    from grpo_ablate.config import Study
+if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a StudyConfig it is handed
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["estimate_trial", "trial_time", "training_prompts", "TrialEstimate"]
 
@@ -76,7 +76,7 @@ def _measured_pace(url: str) -> tuple[float, float, str] | None:
     return statistics.median(rates), (statistics.median(overheads) if overheads else 0.0), where
 
 
-def training_prompts(study: "Study") -> tuple[int, str] | None:
+def training_prompts(study: "StudyConfig") -> tuple[int, str] | None:
     """(training prompts, where from), read offline: a built-in task's num_prompts, a local data file's rows
     (.jsonl, .json, .parquet, .csv), or the size the `datasets` cache recorded for a hub dataset's split
     (dataset_info.json); None otherwise.
@@ -149,12 +149,12 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
-def _trainer_value(study: "Study", key: str) -> Any:
+def _trainer_value(study: "StudyConfig", key: str) -> Any:
     v = study.trainer.get(key)
     return trl_default(key) if v is None else v
 
 
-def estimate_trial(study: "Study") -> TrialEstimate:
+def estimate_trial(study: "StudyConfig") -> TrialEstimate:
     """One trial's wall seconds and GPU-hours: measured where possible, else assumed (see the module docstring);
     budget.seconds caps the training time of every kind of estimate."""
     return _capped(study.budget.seconds, _estimate(study))
@@ -168,7 +168,7 @@ def trial_time(est: TrialEstimate) -> TrialTime | None:
     return TrialTime((float(est.seconds[0]), float(est.seconds[1])), est.measured, est.source)
 
 
-def _estimate(study: "Study") -> TrialEstimate:
+def _estimate(study: "StudyConfig") -> TrialEstimate:
     """The estimate before the cap. What is read of the study's files and storage is read first, in one
     place, so the arithmetic below works on plain values (the storage is read even for a tokens-only
     budget, where the pace goes unused: it is read-only and a missing file reads as nothing; a bad

@@ -39,7 +39,7 @@ from grpo_ablate.launch import describe_launch
 from grpo_ablate.vocab import Cell
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["add_parser", "run", "plan_json", "plan_text", "note_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
 
@@ -75,7 +75,7 @@ class TrialCost(dict[str, Any]):
     """What one trial generates (an upper bound) and what it costs (estimate.estimate_trial), as plan prints it."""
 
 
-def trial_cost(study: "Study") -> TrialCost:
+def trial_cost(study: "StudyConfig") -> TrialCost:
     """Generated completions and tokens per trial (upper bound), the measured wall time with its source,
     and GPU-hours per trial and for the study (measured, else a range from stated assumptions)."""
     n = completions_per_trial(study)
@@ -117,7 +117,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _temperature_text(study: "Study") -> tuple[str, int | None]:
+def _temperature_text(study: "StudyConfig") -> tuple[str, int | None]:
     t = study.temperatures()
     if t is None:
         return f"fixed at {study.fixed_temperature():g}", 1
@@ -126,7 +126,7 @@ def _temperature_text(study: "Study") -> tuple[str, int | None]:
     return f"searched over {[float(x) for x in t]}", len(t)
 
 
-def plan_json(study: "Study") -> dict[str, Any]:
+def plan_json(study: "StudyConfig") -> dict[str, Any]:
     space = study.space
     text, n_temps = _temperature_text(study)
     cells = study_plan(study)
@@ -163,7 +163,7 @@ def plan_json(study: "Study") -> dict[str, Any]:
     return out
 
 
-def _stack_differences(study: "Study") -> list[str]:
+def _stack_differences(study: "StudyConfig") -> list[str]:
     """What the trials will do differently from the run as written, whatever the recipe: the learning-rate
     schedule when it is compressed, and a kernel the trainer asks for that is not installed here."""
     out: list[str] = []
@@ -188,7 +188,7 @@ def note_text(note: str, verbose: bool = False) -> str:
     return note.brief() if isinstance(note, FieldList) and not verbose else str(note)
 
 
-def plan_text(study: "Study", verbose: bool = False) -> str:
+def plan_text(study: "StudyConfig", verbose: bool = False) -> str:
     space = study.space
     lines = [f"Study {study.study.name!r} ({study.sampler_kind} sampler)", ""]
     notes = [w for w in study.warnings if isinstance(w, RecipeNote) and not isinstance(w, RecipeDifference)]
@@ -246,7 +246,7 @@ def plan_text(study: "Study", verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _cost_lines(study: "Study") -> list[str]:
+def _cost_lines(study: "StudyConfig") -> list[str]:
     cost = trial_cost(study)
     n = cost["completions"]
     if not n:
@@ -294,7 +294,7 @@ def _share(x: float) -> str:
     return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
 
 
-def screen_json(study: "Study") -> dict[str, Any] | None:
+def screen_json(study: "StudyConfig") -> dict[str, Any] | None:
     """The study's screen: what it will run, and what it decided once it ran (screen.json); None without one."""
     screen = study.file.screen
     if screen is None:
@@ -306,7 +306,7 @@ def screen_json(study: "Study") -> dict[str, Any] | None:
             "kept": list(ran.kept) if ran else None}
 
 
-def screen_lines(study: "Study") -> list[str]:
+def screen_lines(study: "StudyConfig") -> list[str]:
     """plan's words on the screen: what it runs before any training, or what it dropped and why."""
     info = screen_json(study)
     if info is None:
@@ -327,7 +327,7 @@ def screen_lines(study: "Study") -> list[str]:
 # ------------------------------------------------------------------ plan --commands (a dry run)
 
 
-def launch_plan(study: "Study") -> list[dict[str, Any]]:
+def launch_plan(study: "StudyConfig") -> list[dict[str, Any]]:
     """Per arm (its first seed), what `run` would start, without starting it: the vLLM server's command line
     (server mode), the training launch command line (a command trial: also the user's own command with the
     trial's overrides), the environment each is started with (launch/launch_env.py, the launcher's own code:
@@ -381,7 +381,7 @@ def launch_plan(study: "Study") -> list[dict[str, Any]]:
     return rows
 
 
-def commands_text(study: "Study") -> str:
+def commands_text(study: "StudyConfig") -> str:
     """`plan --commands`: every arm's command lines, environments and GRPOConfig arguments, as `run` would use them."""
     import shlex
 
@@ -423,7 +423,7 @@ def commands_text(study: "Study") -> str:
     return "\n".join(lines)
 
 
-def limits_json(study: "Study") -> dict[str, Any]:
+def limits_json(study: "StudyConfig") -> dict[str, Any]:
     """The trial timeout (and its warning), the checkpoint interval and the GPU-hour budget, as plan shows them."""
     estimate = limits.planned_estimate(study)  # estimate_trial's: measured (storage, probe), else assumed
     seconds, words = limits.resolve_timeout(study.study.trial_timeout, estimate)
@@ -441,7 +441,7 @@ def limits_json(study: "Study") -> dict[str, Any]:
     return out
 
 
-def _limit_lines(study: "Study") -> list[str]:
+def _limit_lines(study: "StudyConfig") -> list[str]:
     info = limits_json(study)
     every = info["checkpoint_steps"]
     lines = [f"Trial timeout: {info['trial_timeout']}.",

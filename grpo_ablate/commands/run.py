@@ -15,7 +15,7 @@ import sys
 from grpo_ablate.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
 from grpo_ablate.commands.screen import screen_study
-from grpo_ablate.config import Study, StudyError
+from grpo_ablate.config import StudyConfig, StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.preflight.screen import screen_text
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     return exit_status(study, result, plan)
 
 
-def _screen_only(study: Study, plan: StudyPlan, no_report: bool) -> int:
+def _screen_only(study: StudyConfig, plan: StudyPlan, no_report: bool) -> int:
     """The study is the screen alone, or the screen left fewer than two arms to compare: nothing is trained. The
     study is recorded in its storage (so the report, which presents the screen as a screen, has a study to read)."""
     ostudy, created = open_study(study, plan.completions)
@@ -99,7 +99,7 @@ def _screen_only(study: Study, plan: StudyPlan, no_report: bool) -> int:
     return EXIT_OK
 
 
-def _report(study: Study) -> None:
+def _report(study: StudyConfig) -> None:
     try:
         say_answer(write_report(study))  # the report's answer, in its words, and its path
     except Exception as e:  # noqa: BLE001 - the study is safe in storage; `grpo-ablate report` redoes it
@@ -107,7 +107,7 @@ def _report(study: Study) -> None:
             f"retry with: grpo-ablate report {study.path or '<study.yaml>'}")
 
 
-def exit_status(study: Study, result: StudyRun, plan: StudyPlan) -> int:
+def exit_status(study: StudyConfig, result: StudyRun, plan: StudyPlan) -> int:
     """What the run's end means for the user: said on the console, and the exit status. `plan`: the run's (its
     cells tell the user's own n_trials apart from an incomplete plan)."""
     if result.interrupted:
@@ -145,7 +145,7 @@ def _listed(cells: list[str], limit: int = 5) -> str:
     return ", ".join(cells[:limit]) + (f" and {len(cells) - limit} more" if len(cells) > limit else "")
 
 
-def _why_queued(study: Study) -> str:
+def _why_queued(study: StudyConfig) -> str:
     if study.study.n_trials:
         return (f"study.n_trials={study.study.n_trials} was reached first; raise it (e.g. --n-trials N) and run "
                 "the same command again to run them")

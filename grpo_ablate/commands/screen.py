@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from grpo_ablate.commands.common import EXIT_OK, add_study, load
-from grpo_ablate.config import Problem, Study, StudyError
+from grpo_ablate.config import Problem, StudyConfig, StudyError
 from grpo_ablate.files.screen_file import Screen
 from grpo_ablate.preflight.screen import run_screen, screen_text
 from grpo_ablate.study.owner import check_output_dir, claim_output_dir
@@ -30,7 +30,7 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p.set_defaults(func=run)
 
 
-def screen_study(study: Study, source: str) -> Screen:
+def screen_study(study: StudyConfig, source: str) -> Screen:
     """Run the study's screen where it may run (a `screen:` section, a study not yet started). StudyError else."""
     if study.file.screen is None:
         raise StudyError([Problem(path="screen", message=(

@@ -1,4 +1,4 @@
-"""The meaning checks: a parsed study file becomes a Study, or a StudyError with every problem.
+"""The meaning checks: a parsed study file becomes a StudyConfig, or a StudyError with every problem.
 
     grpo-ablate validate studies/tiny-cpu.yaml
 
@@ -28,7 +28,7 @@ from grpo_ablate.cost import warmup_steps
 from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.cpu_run import cpu_run_changes
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
-from grpo_ablate.config.study import Study
+from grpo_ablate.config.study import StudyConfig
 from grpo_ablate.config.trainer_fields import check_trainer_keys
 from grpo_ablate.space import FeasibleSpace
 from grpo_ablate.schedule import parse_generations
@@ -49,7 +49,7 @@ def objective_metrics() -> list[str]:
 
 
 def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem] | None = None, *,
-                  reads_only: bool = False) -> Study:
+                  reads_only: bool = False) -> StudyConfig:
     """Raises StudyError with every problem found, those passed in first. `reads_only`: the command only reads the
     study's folder and storage (config/places.check_places)."""
     problems = list(problems or [])
@@ -81,7 +81,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += check_inputs(sf, warnings)  # the dataset's first rows and each reward, on this machine
     if problems:
         raise StudyError(problems, source)
-    return Study(file=sf, path=None, space=space, warnings=warnings)
+    return StudyConfig(file=sf, path=None, space=space, warnings=warnings)
 
 
 # ---------------------------------------------------------------- schema

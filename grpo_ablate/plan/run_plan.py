@@ -24,7 +24,7 @@ from grpo_ablate.plan.price import planned_price
 from grpo_ablate.vocab import Arm, Cell
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.cost import Price, TrialEstimate
     from grpo_ablate.gpu_hours import TrialTime
 
@@ -72,12 +72,12 @@ class StudyPlan:
         return round_cells(self.cells, seeds, first, round_no, live)
 
 
-def _adaptive(study: "Study") -> bool:
+def _adaptive(study: "StudyConfig") -> bool:
     """Whether the space holds a per-prompt G (a schedule of kind adaptive), whose trials start from advice."""
     return any(getattr(g, "kind", None) == "adaptive" for g in study.space.generations)
 
 
-def resolve_plan(study: "Study") -> StudyPlan:
+def resolve_plan(study: "StudyConfig") -> StudyPlan:
     """The run's StudyPlan. Raises BranchError (a StudyError) when budget.branch_from cannot be placed, and a
     StudyError when a file of the study's folder (advise.json, screen.json, probe.json) is not its own."""
     step = branch_step(study)

@@ -32,20 +32,20 @@ from grpo_ablate.plan.cells import ablation_arms, baseline_arm
 from grpo_ablate.vocab import Arm
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.files.probe_file import Probe
 
 __all__ = ["run_screen", "screen_text", "screened_study", "candidate_arms"]
 
 
-def candidate_arms(study: "Study") -> list[Arm]:
+def candidate_arms(study: "StudyConfig") -> list[Arm]:
     """The study's arms, as the ablation plans them (the baseline first): the ones the screen may drop."""
     searched = study.temperatures() if isinstance(study.temperatures(), list) else None
     temps = [float(t) for t in searched] if isinstance(searched, list) else None
     return [arm for arm, _ in ablation_arms(study.space, baseline_arm(study), temps)]
 
 
-def screened_study(study: "Study") -> "Study":
+def screened_study(study: "StudyConfig") -> "StudyConfig":
     """The study with the screen's range of G and its temperatures as its search, for advise's predictions."""
     screen = study.file.screen
     assert screen is not None
@@ -60,7 +60,7 @@ def screened_study(study: "Study") -> "Study":
     return dataclasses.replace(study, file=file, space=space_for(file))
 
 
-def run_screen(study: "Study", *, log: Callable[[str], None] = print) -> Screen:
+def run_screen(study: "StudyConfig", *, log: Callable[[str], None] = print) -> Screen:
     """Probe the study's arms, advise over the screen's range, apply the drop rule; write and return screen.json."""
     screen = study.file.screen
     assert screen is not None, "run_screen needs a study with a `screen:` section"
@@ -88,7 +88,7 @@ def run_screen(study: "Study", *, log: Callable[[str], None] = print) -> Screen:
     return result
 
 
-def _rows(study: "Study", wide: "Study", arms: list[Arm], advice: Advice, probe: "Probe") -> list[ScreenRow]:
+def _rows(study: "StudyConfig", wide: "StudyConfig", arms: list[Arm], advice: Advice, probe: "Probe") -> list[ScreenRow]:
     """One row per screened (G, batch, temperature): advise's prediction with the probe's pace where it timed it;
     the study's arms marked, an arm the probe saw run out of memory kept with its reason; G values the hardware
     refuses, with why."""

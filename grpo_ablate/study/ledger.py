@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.trainer.spec import TrialResult
     from grpo_ablate.vocab import Arm
 
@@ -81,7 +81,7 @@ _OUTCOMES = {o.value: o for o in Outcome}
 # ---------------------------------------------------------------- queueing
 
 
-def cell_params(study: "Study", arm: "Arm") -> tuple[dict[str, Any], dict[str, Any]] | None:
+def cell_params(study: "StudyConfig", arm: "Arm") -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(params, distributions) that make `suggest_cell` draw this arm in this study; None: not encodable."""
 
     return encode_arm(arm, study.space, study.temperatures(), PLAN if study.is_planned else DEFAULT_ENCODING)
@@ -96,7 +96,7 @@ def enqueue(ostudy: "optuna.Study", params: Mapping[str, Any], attrs: Mapping[st
     ostudy.enqueue_trial(dict(params), user_attrs={**attrs, QUEUED_PARAMS: dict(params)})
 
 
-def queue(ostudy: "optuna.Study", study: "Study", cells: Iterable[Cell],
+def queue(ostudy: "optuna.Study", study: "StudyConfig", cells: Iterable[Cell],
           fingerprints: Mapping[int, str] | None = None) -> int:
     """Queue the cells the study does not hold yet (run, running, queued or imported); how many were queued.
 
@@ -142,7 +142,7 @@ def completed_prefixes(trials: Sequence["FrozenTrial"], fingerprints: Mapping[in
     return out
 
 
-def retrain_prefix(ostudy: "optuna.Study", study: "Study", cell: Cell) -> bool:
+def retrain_prefix(ostudy: "optuna.Study", study: "StudyConfig", cell: Cell) -> bool:
     """Queue the prefix `cell` again (its seed's checkpoint is missing, damaged or of an earlier study file), as a
     retry of its last attempt; False when an attempt of it is already queued or running."""
     from optuna.trial import TrialState
@@ -172,7 +172,7 @@ def ask(ostudy: "optuna.Study", planned: bool) -> "optuna.Trial | None":
     return None if trial_id is None else optuna.Trial(ostudy, trial_id)
 
 
-def suggest_cell(trial: "optuna.Trial", study: "Study") -> Cell:
+def suggest_cell(trial: "optuna.Trial", study: "StudyConfig") -> Cell:
     """Draw the trial's cell and write it to the trial; only feasible pairs can be drawn.
 
     The arm goes through the study's encoding (queued params are replayed, an adaptive sampler
@@ -204,7 +204,7 @@ def next_seed(trials: Sequence["FrozenTrial"], number: int, arm_key: str, seeds:
     return fresh[0] if fresh else max([*seeds, *used]) + 1
 
 
-def add_copies(ostudy: "optuna.Study", study: "Study", source: str,
+def add_copies(ostudy: "optuna.Study", study: "StudyConfig", source: str,
                results: Sequence[tuple["FrozenTrial", Cell]]) -> int:
     """Give the sampler another study's results (a warm start): each becomes a COMPLETE trial of
     this study with COPY_OF "<source>#<number>", in this study's encoding of its cell. A copy
@@ -307,7 +307,7 @@ def _lost(trials: Mapping[int, "FrozenTrial"], me: "FrozenTrial", why: str, max_
     return {OUTCOME: Outcome.INTERRUPTED.value, REASON: why[:REASON_CHARS]}, True
 
 
-def objective_values(study: "Study", metrics: Mapping[str, Any]) -> list[float] | None:
+def objective_values(study: "StudyConfig", metrics: Mapping[str, Any]) -> list[float] | None:
     """The study's objective values from a trial's metrics; None when one is missing or not finite."""
     vals = []
     for m in study.metric_names:
@@ -326,7 +326,7 @@ def record_metrics(trial: "optuna.Trial", metrics: Mapping[str, Any]) -> None:
             trial.set_user_attr(key, None if isinstance(v, float) and not math.isfinite(v) else v)
 
 
-def tell(ostudy: "optuna.Study", trial: "optuna.Trial", study: "Study", result: "TrialResult") -> Outcome:
+def tell(ostudy: "optuna.Study", trial: "optuna.Trial", study: "StudyConfig", result: "TrialResult") -> Outcome:
     """Tell a finished trial process (completed, oom, pruned, failed) to the study; the outcome recorded.
 
     Outcomes map to Optuna states so that samplers learn the right thing: completed -> COMPLETE

@@ -52,7 +52,7 @@ from grpo_ablate.study.search.fidelity import ComputeClock, quantum
 if TYPE_CHECKING:
     import optuna
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.trainer.spec import TrialResult
 
 __all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "StorageUnavailable", "trial_dir_of"]
@@ -67,7 +67,7 @@ class StorageUnavailable(Exception):
 
 
 
-def trial_dir_of(study: "Study", number: int) -> Path:
+def trial_dir_of(study: "StudyConfig", number: int) -> Path:
     return (study.output_dir / TRIALS_DIR / trial_dir_name(number)).resolve()
 
 
@@ -164,7 +164,7 @@ class Ended:
 
 
 class TrialLifecycle:
-    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
+    def __init__(self, study: "StudyConfig", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
                  artifacts: "optuna.artifacts.FileSystemArtifactStore", registry: Registry, *, workers: int,
                  heartbeat: bool, say: Callable[[str], None], plan: StudyPlan) -> None:
         self.study = study

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.plan.run_plan import StudyPlan
 
 __all__ = ["Prefixes", "BranchSetAside"]
@@ -48,7 +48,7 @@ class BranchSetAside(Exception):
 class Prefixes:
     """Today's prefix of each seed of a branching study, and the checks a branch start makes (one per run)."""
 
-    def __init__(self, study: "Study", plan: StudyPlan, cells: Sequence[Cell]) -> None:
+    def __init__(self, study: "StudyConfig", plan: StudyPlan, cells: Sequence[Cell]) -> None:
         """`cells`: the plan's, or the part of them being queued (a racing round): their seeds' prefixes."""
         self.study = study
         self.plan = plan

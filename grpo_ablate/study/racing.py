@@ -72,7 +72,7 @@ from grpo_ablate.vocab import METRICS
 if TYPE_CHECKING:
     import optuna
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["Rule", "decide", "arm_results", "advance", "describe", "rule_of"]
 
@@ -108,7 +108,7 @@ class Rule:
         return spending_plan(self.spending, looks, top, ALPHA).level(seeds)
 
 
-def rule_of(study: "Study") -> Rule:
+def rule_of(study: "StudyConfig") -> Rule:
     """The study's rule: study.min_effect (default: stats/min_effect.py, per metric), the race's design,
     confidence, method and stop key, the objective's range as the betting bound, the planned seeds."""
     racing = study.study.racing
@@ -334,7 +334,7 @@ def arm_results(ostudy: "optuna.Study") -> dict[str, dict[int, float]]:
     return out
 
 
-def advance(ostudy: "optuna.Study", study: "Study", plan: StudyPlan, queue_next: bool = True) -> RaceState:
+def advance(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan, queue_next: bool = True) -> RaceState:
     """Close the round that just finished and queue the next one from the run's plan; the new state is written by
     the ledger (set_race). `queue_next=False`: the study's trial budget is spent, so the race ends with this round.
     """

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["requeue_changed", "requeue_faulted", "superseded", "fingerprint_of", "cell_fingerprint", "note"]
 
@@ -63,7 +63,7 @@ def fingerprint_of(spec: Mapping[str, Any]) -> str:
     return spec_fingerprint(kept)
 
 
-def cell_fingerprint(study: "Study", plan: StudyPlan, cell: Cell) -> str | None:
+def cell_fingerprint(study: "StudyConfig", plan: StudyPlan, cell: Cell) -> str | None:
     """What the cell would run today, as a fingerprint; None when its spec cannot be built (nothing would run)."""
     try:
         spec = plan_spec(study, plan, cell, study.output_dir / TRIALS_DIR / "fingerprint", timeout=0.0)
@@ -72,7 +72,7 @@ def cell_fingerprint(study: "Study", plan: StudyPlan, cell: Cell) -> str | None:
         return None
 
 
-def _attempt_fingerprint(study: "Study", trial: "FrozenTrial") -> str | None:
+def _attempt_fingerprint(study: "StudyConfig", trial: "FrozenTrial") -> str | None:
     """The fingerprint of the spec an attempt ran; NO_SPEC when its folder has none; None when unknown here."""
     recorded = ledger.trial_dir(trial)
     if recorded is None:
@@ -104,7 +104,7 @@ def note(count: int) -> str:
     return f"queued again {count} cell(s) that failed under an earlier version of the study file"
 
 
-def _open_cells(ostudy: "optuna.Study", study: "Study", plan: StudyPlan) -> Iterator[tuple[str, list["FrozenTrial"]]]:
+def _open_cells(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> Iterator[tuple[str, list["FrozenTrial"]]]:
     """(cell key, the attempts this study ran of it) for each cell of the plan that nothing runs or waits for, not
     cancelled and not settled: the cells a rerun may queue again (requeue_changed's and requeue_faulted's)."""
     from optuna.trial import TrialState
@@ -123,7 +123,7 @@ def _open_cells(ostudy: "optuna.Study", study: "Study", plan: StudyPlan) -> Iter
         yield key, attempts
 
 
-def requeue_changed(ostudy: "optuna.Study", study: "Study", plan: StudyPlan) -> str | None:
+def requeue_changed(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> str | None:
     """Queue again each cell of the run's plan that failed only under earlier versions of the study file (module
     docstring). Returns the line to print (`note`), None when nothing was queued.
     """
@@ -146,7 +146,7 @@ def requeue_changed(ostudy: "optuna.Study", study: "Study", plan: StudyPlan) -> 
     return note(queued) if queued else None
 
 
-def requeue_faulted(ostudy: "optuna.Study", study: "Study", plan: StudyPlan) -> str | None:
+def requeue_faulted(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> str | None:
     """Queue again, once per run, each cell whose last attempt failed only because its retries were all spent on
     faults of the machine (a full disk, a lost node: study.max_retry interrupted attempts, then failed): the fault
     says nothing of the cell, and a rerun after it was fixed (space freed) trains it. Each such rerun gives the cell

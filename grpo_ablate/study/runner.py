@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from optuna.artifacts import FileSystemArtifactStore as ArtifactStore
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["run_study", "StudyRun", "StudyRunner", "kills", "queued_cells", "queued_beyond_budget", "all_oom_message",
            "all_failed_reasons", "blocked_branches"]
@@ -99,7 +99,7 @@ class Wakeup:
 
 
 class StudyRunner:
-    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
+    def __init__(self, study: "StudyConfig", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
                  artifacts: "ArtifactStore", envs: list[dict[str, str]], plan: StudyPlan):
         """`artifacts`: the study's artifact store; `envs`: each worker's environment (launch/devices.py worker_envs);
         `plan`: the run's, resolved once by the command."""
@@ -367,7 +367,7 @@ class StudyRun:
         return self.refused is None and self.unplanned is None
 
 
-def run_study(study: "Study", plan: StudyPlan, *, say: Callable[[str], None], warn: Callable[[str], None],
+def run_study(study: "StudyConfig", plan: StudyPlan, *, say: Callable[[str], None], warn: Callable[[str], None],
               warm_start: str | None = None, warm_start_storage: str | None = None) -> StudyRun:
     """Create or resume the study and run it to n_trials; what happened, for the command to report.
 
@@ -531,7 +531,7 @@ def queued_beyond_budget(ostudy: "optuna.Study", target: int) -> str | None:
             f"({others} already ran or are running); raise study.n_trials to {others + waiting} to run them all")
 
 
-def all_oom_message(ostudy: "optuna.Study", study: "Study") -> str | None:
+def all_oom_message(ostudy: "optuna.Study", study: "StudyConfig") -> str | None:
     """When no finished trial fit in memory (every one ran out, or ran out or failed): why, and what did fit."""
     finished = [t for t in ostudy.get_trials(deepcopy=False) if ledger.is_finished(t)]
     ooms = [t for t in finished if ledger.outcome(t) is Outcome.OOM]
@@ -545,7 +545,7 @@ def all_oom_message(ostudy: "optuna.Study", study: "Study") -> str | None:
             f"(at {ran_out or 'configurations not recorded'}; the last reason: {reason}); {_largest_fit(study)}")
 
 
-def _largest_fit(study: "Study") -> str:
+def _largest_fit(study: "StudyConfig") -> str:
     """The largest configuration known to fit (the probe's), or what to do when none is known."""
     probe = load_probe(study.output_dir, Owner.of(study))
     best = probe.best() if probe is not None else {}

@@ -28,7 +28,7 @@ from grpo_ablate.study.warm import load_source
 if TYPE_CHECKING:
     import optuna
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["open_study", "describe_study", "space_changed", "race_rule_changed", "queue_plan", "queue_first_plan", "wait_for_plan",
            "queue_ready_branches",
@@ -50,7 +50,7 @@ def library_versions() -> dict[str, str]:
 
 
 def open_study(
-    study: "Study", completions: int | None, *, for_run: bool = False,
+    study: "StudyConfig", completions: int | None, *, for_run: bool = False,
     storage: "optuna.storages.BaseStorage | None" = None) -> tuple["optuna.Study", bool]:
     """Create the Optuna study or load it; returns (study, created_here).
 
@@ -85,7 +85,7 @@ def open_study(
 # ------------------------------------------------------------------ check first, create last
 
 
-def check_warm_source(study: "Study", source: str, storage_url: str | None) -> None:
+def check_warm_source(study: "StudyConfig", source: str, storage_url: str | None) -> None:
     """StudyError (exit 2) when `--warm-start` names a study that cannot be read, before anything is created.
 
     Otherwise the new study would be created first and its plan never queued: the corrected
@@ -123,7 +123,7 @@ def discard_new_study(ostudy: "optuna.Study", storage: "optuna.storages.BaseStor
               "remove it or use a new study.name", file=sys.stderr)
 
 
-def started_study(study: "Study") -> str | None:
+def started_study(study: "StudyConfig") -> str | None:
     """Why the study has already begun in its storage (it exists there); None when it has not.
 
     Opens no storage that does not exist yet (a journal file that is not there), so asking
@@ -142,7 +142,7 @@ def started_study(study: "Study") -> str | None:
     return f"the study {study.study.name!r} already exists in {where.masked} ({len(trials)} trial(s))"
 
 
-def masked_config(study: "Study") -> dict[str, Any]:
+def masked_config(study: "StudyConfig") -> dict[str, Any]:
     """The resolved study as stored in the study (the dashboard shows it): no password in it."""
     config = study.to_dict()
     section = config.get("study")
@@ -151,7 +151,7 @@ def masked_config(study: "Study") -> dict[str, Any]:
     return config
 
 
-def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm) -> None:
+def describe_study(ostudy: "optuna.Study", study: "StudyConfig", baseline: Arm) -> None:
     """Record what the study is (its masked file, versions, objectives, baseline, shape, space) on the
     Optuna study; `baseline`: the run plan's (plan/run_plan.py)."""
     name_objectives(ostudy, study)
@@ -172,7 +172,7 @@ def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm) -> Non
     ledger.describe(ostudy, attrs.as_attrs())
 
 
-def space_changed(stored: StudyAttrs, study: "Study") -> str | None:
+def space_changed(stored: StudyAttrs, study: "StudyConfig") -> str | None:
     """Why this study file's feasible space is not the one the stored study was created with; None if it is.
 
     The stored trials' params mean configurations of that space (G is a rank over its Gs, each
@@ -195,7 +195,7 @@ def space_changed(stored: StudyAttrs, study: "Study") -> str | None:
             "start a new study.name")
 
 
-def race_rule_changed(stored: StudyAttrs, study: "Study") -> str | None:
+def race_rule_changed(stored: StudyAttrs, study: "StudyConfig") -> str | None:
     """Why a raced study's decision rule (study.min_effect, the racing section) is not the one it
     began with; None when it is, or when the study is not raced.
 
@@ -216,7 +216,7 @@ def race_rule_changed(stored: StudyAttrs, study: "Study") -> str | None:
             "or start a new study.name")
 
 
-def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
+def name_objectives(ostudy: "optuna.Study", study: "StudyConfig") -> None:
     """The dashboard's objective names: the study's metric names, not "Objective 0"."""
     import warnings
 
@@ -225,14 +225,14 @@ def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
         ostudy.set_metric_names(list(study.metric_names))
 
 
-def queue_plan(ostudy: "optuna.Study", study: "Study", plan: StudyPlan, cells: Sequence[Cell]) -> int:
+def queue_plan(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan, cells: Sequence[Cell]) -> int:
     """Queue each of `cells` (the plan's, or some of them) not already in the study (finished, running or queued);
     how many were queued. A branching study's branches wait for a prefix of today's study file (study/prefixes.py)."""
     prefixes = Prefixes(study, plan, cells)
     return ledger.queue(ostudy, study, cells, prefixes.fingerprints() if prefixes.cells else None)
 
 
-def queue_ready_branches(ostudy: "optuna.Study", study: "Study", plan: StudyPlan) -> int:
+def queue_ready_branches(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> int:
     """A branching study: queue the branches of every seed whose prefix has completed; how many were queued.
 
     The lifecycle calls it when a prefix completes, a resumed run once at its start (a crash
@@ -268,7 +268,7 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
 # ------------------------------------------------------------------ pre-flight: probe and advise
 
 
-def queue_first_plan(ostudy: "optuna.Study", study: "Study", plan: StudyPlan) -> None:
+def queue_first_plan(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> None:
     """Queue a planned study's first cells (a racing study's first round) and mark the plan ready.
 
     Whoever creates the study calls it (`run`, `advise --enqueue`), so a later `run`
@@ -279,7 +279,7 @@ def queue_first_plan(ostudy: "optuna.Study", study: "Study", plan: StudyPlan) ->
     ledger.mark_plan_ready(ostudy)
 
 
-def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[Any]) -> int:
+def enqueue_shortlist(ostudy: "optuna.Study", study: "StudyConfig", shortlist: list[Any]) -> int:
     """Queue advise's shortlist, best first; the number of trials queued.
 
     Adaptive samplers: each arm once (seeds round robin), in the params `ledger.suggest_cell` draws,

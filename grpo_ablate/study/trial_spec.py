@@ -3,7 +3,7 @@
     from grpo_ablate.study.trial_spec import build_spec
     spec = build_spec(study, Cell(Arm(4, 32, 0.9), 0, "probe"), Path("runs/x/probe/00000"))
 
-`build_spec` takes a validated Study and a cell (`run-one`, `probe`, the benchmarks), `plan_spec` also the
+`build_spec` takes a validated StudyConfig and a cell (`run-one`, `probe`, the benchmarks), `plan_spec` also the
 run's plan (`run`);
 `spec_from_sections` takes plain section dicts (tests, scripts, benchmarks without a study file).
 Both go through `_spec`, which resolves, once, what the child then only executes: the arm's G as
@@ -34,7 +34,7 @@ from grpo_ablate.files.owned import Owner
 from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.plan.run_plan import StudyPlan
 
 __all__ = ["build_spec", "plan_spec", "spec_from_sections"]
@@ -145,7 +145,7 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
     )
 
 
-def _script(study: "Study") -> dict[str, Any] | None:
+def _script(study: "StudyConfig") -> dict[str, Any] | None:
     """A command trial's script: the command, its environment and folder, the recipe it reads, and the trainer
     keys the study file itself sets (the script gets those as overrides; the recipe's it reads itself)."""
     if study.script is None:
@@ -156,7 +156,7 @@ def _script(study: "Study") -> dict[str, Any] | None:
             "recipe": study.file.trainer_from, "trainer": {k: study.trainer[k] for k in keys}}
 
 
-def _advise_prior(study: "Study", arm: Arm) -> tuple[float, float] | None:
+def _advise_prior(study: "StudyConfig", arm: Arm) -> tuple[float, float] | None:
     """A per-prompt G arm's prior from advise.json (read with the study's owner, so a foreign or broken file is
     refused here, naming the fix); None for any other arm, or without a fit."""
     if getattr(arm.num_generations, "kind", None) != "adaptive":
@@ -164,7 +164,7 @@ def _advise_prior(study: "Study", arm: Arm) -> tuple[float, float] | None:
     return fitted_prior(load_advice(study.output_dir, Owner.of(study)), float(arm.temperature))
 
 
-def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
+def build_spec(study: "StudyConfig", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
                timeout: float | None = None, *, probe_steps: int | None = None,
                start_from: StartFrom | None = None) -> TrialSpec:
     """A trial of this study outside a run (run-one, probe, validate): what the run's plan holds is read here.
@@ -181,7 +181,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
                   prefix_steps=step, prior=_advise_prior(study, cell.arm))
 
 
-def plan_spec(study: "Study", plan: "StudyPlan", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None, *,
+def plan_spec(study: "StudyConfig", plan: "StudyPlan", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None, *,
               timeout: float | None, start_from: StartFrom | None = None) -> TrialSpec:
     """A trial of a run: what the run resolved once (its branch step, the advice a per-prompt G starts from)
     comes from its plan, so a trial never re-reads a file the plan read.
@@ -195,7 +195,7 @@ def plan_spec(study: "Study", plan: "StudyPlan", cell: Cell, trial_dir: Path, en
                   prefix_steps=plan.branch_step if cell.role == PREFIX_ROLE else None, prior=plan.prior(cell.arm))
 
 
-def _build(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None, timeout: float | None, *,
+def _build(study: "StudyConfig", cell: Cell, trial_dir: Path, env: dict[str, str] | None, timeout: float | None, *,
            probe_steps: int | None, start_from: StartFrom | None, prefix_steps: int | None,
            prior: tuple[float, float] | None) -> TrialSpec:
     """The study's sections with the cell's knobs, its trackers and its world size.
@@ -247,7 +247,7 @@ def spec_from_sections(
 ) -> TrialSpec:
     """A TrialSpec from plain section dicts; the trial's `params` (TRIAL_KEYS) are merged into the trainer.
 
-    For callers without a validated Study. Missing section keys take the study schema's defaults.
+    For callers without a validated StudyConfig. Missing section keys take the study schema's defaults.
     num_generations (in `params` or `trainer`) is an int or a schedule object, never its label.
     """
     return _spec(trial_dir, knobs=params or {}, params=params or {}, model=model, data=data, rewards=rewards,

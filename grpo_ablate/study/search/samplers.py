@@ -15,7 +15,7 @@ from grpo_ablate.vocab import PLANNED_SAMPLERS
 if TYPE_CHECKING:
     import optuna
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["build_sampler", "build_pruner", "study_sampler", "study_pruner", "tpe_startup_trials"]
 
@@ -55,13 +55,13 @@ def build_pruner(kind: str, budget: int | None, quantum: int) -> "optuna.pruners
     return optuna.pruners.NopPruner()
 
 
-def study_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
+def study_sampler(study: "StudyConfig") -> "optuna.samplers.BaseSampler":
     """The study's sampler, from its file (the kind `auto` resolved to, its seed, n_trials, objectives)."""
     return build_sampler(study.sampler_kind, study.study.sampler_seed, n_trials=study.study.n_trials,
                          n_objectives=len(study.directions))
 
 
-def study_pruner(study: "Study", budget: int | None) -> "optuna.pruners.BasePruner":
+def study_pruner(study: "StudyConfig", budget: int | None) -> "optuna.pruners.BasePruner":
     """The study's pruner; its steps are generated completions (fidelity.py), `budget` one trial's
     (plan/cells.py's completions_per_trial)."""
     largest = max((p.generation_batch_size for p in study.space.feasible), default=1)
