@@ -6,7 +6,10 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -238,3 +241,20 @@ def test_a_recipe_s_date_comes_from_its_git_checkout(tmp_path):
     found, source = recipe_date(repo / "recipe.yaml")
     assert str(found) == "2025-02-10" and "git checkout" in source
     assert recipe_date(tmp_path / "elsewhere.yaml")[0] is None
+
+
+def test_the_field_cache_is_keyed_on_transformers_too(tmp_path):
+    """GRPOConfig inherits TrainingArguments: a cache written beside another transformers (the vLLM tier's
+    environment shares ~/.cache) must not be read. A fresh process (no trl imported) reads the cache folder."""
+    trl_version = importlib.metadata.version("trl")
+    for name in (f"grpo_config_defaults-trl{trl_version}.json",  # the old key: TRL's version alone
+                 f"grpo_config_defaults-trl{trl_version}-transformers0.0.0.json"):
+        (tmp_path / name).write_text(json.dumps({"not_a_field": None}))
+    code = ("import json; from grpo_ablate.trl_facts.fields import trainer_field_names; "
+            "print(json.dumps(sorted(trainer_field_names())))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "GRPO_ABLATE_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    names = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "not_a_field" not in names and {"num_generations", "temperature"} <= names
+    written = f"grpo_config_defaults-trl{trl_version}-transformers{importlib.metadata.version('transformers')}.json"
+    assert set(json.loads((tmp_path / written).read_text())) == names
