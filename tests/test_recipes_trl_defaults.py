@@ -24,7 +24,7 @@ STUDIES = [ROOT / "studies/recipes/openr1-demo-grpo.yaml", ROOT / "studies/recip
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("trl_defaults", ROOT / "benchmarks/trl_defaults.py")
+    spec = importlib.util.spec_from_file_location("trl_defaults", ROOT / "tools/trl_defaults.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -33,7 +33,7 @@ def _script():
 
 def test_the_table_is_generated_from_the_wheels_with_its_command():
     table = json.loads(TABLE_PATH.read_text())
-    assert table["command"].startswith("python benchmarks/trl_defaults.py --release 0.18.0=4.52.3")
+    assert table["command"].startswith("python tools/trl_defaults.py --release 0.18.0=4.52.3")
     old = release_defaults("0.18.0")
     # what TRL 0.18.0's grpo_config.py says (the hand-typed table had temperature 0.9, which was TRL <= 0.17)
     assert (old["temperature"], old["beta"], old["loss_type"], old["max_completion_length"]) == (1.0, 0.04, "bnpo", 256)
@@ -44,7 +44,7 @@ def test_the_table_is_generated_from_the_wheels_with_its_command():
 def test_the_installed_trl_is_in_the_table_and_agrees_with_its_own_class():
     """The table's row for the installed TRL matches what its GRPOConfig class reports (a stale table fails)."""
     version = release_of(importlib.metadata.version("trl"))
-    assert version, "regenerate: python benchmarks/trl_defaults.py"
+    assert version, "regenerate: python tools/trl_defaults.py"
     table = release_defaults(version, resolved=False)
     assert set(table) == set(trainer_field_names())
     for key in ("beta", "loss_type", "temperature", "max_completion_length", "logging_steps", "use_bias_correction_kl"):
