@@ -182,7 +182,8 @@ def test_plan_commands_passes_the_recipes_trl_values_to_grpoconfig(tmp_path):
 def test_init_asks_which_trl_a_trl_cli_recipe_was_written_for(tmp_path):
     import yaml
 
-    from grpo_ablate.commands.init import InitAnswers, ask_missing, write_study
+    from grpo_ablate.commands.init import ask_missing, write_study
+    from grpo_ablate.plan.draft import InitAnswers
 
     recipe = ROOT / "studies/recipes/trl-cli-style.yaml"
     asked: list[str] = []
