@@ -165,7 +165,7 @@ def test_a_trl_cli_recipe_takes_the_trl_its_study_names(tmp_path):
 def test_plan_commands_passes_the_recipes_trl_values_to_grpoconfig(tmp_path):
     """`plan --commands` computes each arm's GRPOConfig arguments with the trial's own code: the fields set from
     TRL 0.18's defaults reach it (on this CPU machine bf16 is turned off by the hardware check, and listed)."""
-    from grpo_ablate.commands.plan import launch_plan
+    from grpo_ablate.preflight.launch_plan import launch_plan
 
     recipe = ROOT / "tests/fixtures/open-r1/qwen2.5-1.5b-instruct-grpo-config_demo.yaml"
     path = tmp_path / "s.yaml"
