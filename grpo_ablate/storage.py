@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -169,8 +170,6 @@ def check_foreign_file(where: Location) -> None:
 
 def _foreign_tables(path: Path) -> list[str]:
     """The tables of an SQLite file that Optuna did not create, read through a read-only connection."""
-    import sqlite3
-
     from optuna.storages._rdb import models
 
     ours = set(models.BaseModel.metadata.tables) | {"alembic_version"}

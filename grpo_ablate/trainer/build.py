@@ -11,6 +11,7 @@ No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -154,8 +155,6 @@ def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> s
 
 
 def _checkpointing_field() -> str:
-    import dataclasses
-
     from trl import GRPOConfig
 
     names = {f.name for f in dataclasses.fields(GRPOConfig)}

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -291,8 +292,6 @@ def _evaluate(spec: TrialSpec, run: _Run, log: Callable[[str], None]) -> float:
 
     In this process, now that the script has ended: the study's environment (torch, transformers, the
     study's rewards), the held-out prompts and decoding a built-in trial uses (trainer/evaluation.py)."""
-    import types
-
     from .build import load_model_and_tokenizer  # here: torch and transformers load only for the evaluation
     from .evaluation import Evaluator
     from .prompts import load_prompt_sets

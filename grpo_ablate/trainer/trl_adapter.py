@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
 import inspect
 import sys
 import time
@@ -133,8 +134,6 @@ def source_hash(method: object) -> str:
 
 def checked_member(name: str) -> object | None:
     """The installed TRL's member a CHECKED entry names: a GRPOTrainer method, or a function by its dotted path."""
-    import importlib
-
     from trl import GRPOTrainer
 
     if name not in FUNCTIONS:

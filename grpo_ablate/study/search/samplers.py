@@ -7,6 +7,7 @@ Pruners count steps in generated completions (search/fidelity.py).
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from grpo_ablate.study.search.fidelity import quantum
@@ -33,7 +34,6 @@ def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n
         return optuna.samplers.GPSampler(seed=seed)
     if kind == "random" or kind in PLANNED_SAMPLERS:  # planned studies only pop queued trials
         return optuna.samplers.RandomSampler(seed=seed)
-    import warnings
 
     n_startup = tpe_startup_trials(n_trials)
     joint = n_objectives == 1
