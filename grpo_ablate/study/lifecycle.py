@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+import psutil
+
 from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.launch.devices import claim_cpu_share
@@ -552,6 +554,4 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def _rss_mb() -> float:
-    import psutil
-
     return round(psutil.Process().memory_info().rss / 2**20, 1)

@@ -31,6 +31,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+import psutil
+
 from grpo_ablate.config import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
@@ -326,8 +328,6 @@ def kills(first: bool, new_interrupts: int) -> bool:
 
 
 def _kill_children() -> None:
-    import psutil
-
     for child in psutil.Process().children(recursive=True):
         try:
             child.kill()

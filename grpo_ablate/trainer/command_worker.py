@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grpo_ablate.children import PACKAGE_ROOT, adopt_orphans, die_with_parent
+from grpo_ablate.metrics import read_rows
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
 
 from . import checkpoints
@@ -297,9 +298,7 @@ def _evaluate(spec: TrialSpec, run: _Run, log: Callable[[str], None]) -> float:
     from .prompts import load_prompt_sets
     from .rewards import RewardContext, build_rewards
 
-    from transformers import AutoModelForCausalLM
-
-    from grpo_ablate.metrics import read_rows
+    from transformers import AutoModelForCausalLM  # here: as above, only for the evaluation
 
     base, tokenizer, _ = load_model_and_tokenizer(spec.model, spec.data, log)
     _, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
