@@ -74,7 +74,7 @@ def _parse(url: str) -> "Any | None":
     """SQLAlchemy's reading of `url` when it is one (`scheme://...`), else None."""
     if "://" not in url:
         return None
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url  # lazy: SQLAlchemy only for a URL (module docstring)
 
     try:
         parsed = make_url(url)
@@ -276,7 +276,7 @@ def url_problem(url: str) -> str | None:
                 f"sqlite:///FILE, or a journal file path ({JOURNAL_PREFIX}NAME for a file name with a colon)")
     if not url[len(_SCHEME.match(url)[0]):].startswith("//"):  # type: ignore[index]
         return f"{shown} is not a database URL: write {dialect}://..."
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url  # lazy: SQLAlchemy only for a URL (module docstring)
 
     try:
         parsed = make_url(url)

@@ -303,7 +303,7 @@ class TrialLifecycle:
 
     def _taken(self, number: int) -> str | None:
         """Why this run's trial is no longer its own (another run judged it dead and queued it again); else None."""
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
         study_id = self.storage.get_study_id_from_name(self.ostudy.study_name)
         ft = self.storage.get_trial(self.storage.get_trial_id_from_study_id_trial_number(study_id, number))
@@ -490,7 +490,7 @@ class TrialLifecycle:
         interval = self.study.study.heartbeat_interval
 
         def beat() -> None:
-            from optuna.trial import TrialState
+            from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
             while not stop.is_set():
                 try:

@@ -110,7 +110,7 @@ def tag_count_reward(completions: Sequence[Any], **_: Any) -> list[float]:
 
 def _math_verify():
     try:
-        from latex2sympy2_extended import NormalizationConfig
+        from latex2sympy2_extended import NormalizationConfig  # optional: the `math` extra
         from math_verify import LatexExtractionConfig, parse, verify
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(
@@ -168,7 +168,7 @@ def _open_r1_readers():
     bare expression: "42" and "x > 2" parse), a completion with LaTeX only, \\boxed{} tried first and nothing
     matched without an anchor (a bare 42 in the text is not an answer)."""
     try:
-        from latex2sympy2_extended import NormalizationConfig
+        from latex2sympy2_extended import NormalizationConfig  # optional: the `math` extra
         from math_verify import LatexExtractionConfig, parse, verify
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(

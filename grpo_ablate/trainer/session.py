@@ -82,7 +82,7 @@ def _apply_threads(env: dict[str, str]) -> None:
     """The trial's CPU share: torch read OMP_NUM_THREADS when the template imported it, under the template's value."""
     threads = env.get("OMP_NUM_THREADS")
     if threads and threads.isdigit() and int(threads) > 0:
-        import torch
+        import torch  # lazy: launch/template.py imports this module in the parent, which never loads torch
 
         torch.set_num_threads(int(threads))
 

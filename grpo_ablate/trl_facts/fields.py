@@ -48,6 +48,7 @@ def _read_grpo_config(what: str, reader: str) -> dict[str, Any]:
     child process, once per TRL version, cached on disk under $GRPO_ABLATE_CACHE as `what`.
     """
     if "trl" in sys.modules:
+        # only in a process that has TRL already (a trial); elsewhere a cached child process reads it
         from trl import GRPOConfig
 
         return globals()[reader](GRPOConfig)
