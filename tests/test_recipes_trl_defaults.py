@@ -27,7 +27,7 @@ STUDIES = [ROOT / "studies/recipes/openr1-demo-grpo.yaml", ROOT / "studies/recip
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("trl_defaults", ROOT / "benchmarks/trl_defaults.py")
+    spec = importlib.util.spec_from_file_location("trl_defaults", ROOT / "tools/trl_defaults.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -36,7 +36,7 @@ def _script():
 
 def test_the_table_is_generated_from_the_wheels_with_its_command():
     table = json.loads(TABLE_PATH.read_text())
-    assert table["command"].startswith("python benchmarks/trl_defaults.py --release 0.18.0=4.52.3")
+    assert table["command"].startswith("python tools/trl_defaults.py --release 0.18.0=4.52.3")
     old = release_defaults("0.18.0")
     # what TRL 0.18.0's grpo_config.py says (the hand-typed table had temperature 0.9, which was TRL <= 0.17)
     assert (old["temperature"], old["beta"], old["loss_type"], old["max_completion_length"]) == (1.0, 0.04, "bnpo", 256)
@@ -47,7 +47,7 @@ def test_the_table_is_generated_from_the_wheels_with_its_command():
 def test_the_installed_trl_is_in_the_table_and_agrees_with_its_own_class():
     """The table's row for the installed TRL matches what its GRPOConfig class reports (a stale table fails)."""
     version = release_of(importlib.metadata.version("trl"))
-    assert version, "regenerate: python benchmarks/trl_defaults.py"
+    assert version, "regenerate: python tools/trl_defaults.py"
     table = release_defaults(version, resolved=False)
     assert set(table) == set(trainer_field_names())
     for key in ("beta", "loss_type", "temperature", "max_completion_length", "logging_steps", "use_bias_correction_kl"):
@@ -168,7 +168,7 @@ def test_a_trl_cli_recipe_takes_the_trl_its_study_names(tmp_path):
 def test_plan_commands_passes_the_recipes_trl_values_to_grpoconfig(tmp_path):
     """`plan --commands` computes each arm's GRPOConfig arguments with the trial's own code: the fields set from
     TRL 0.18's defaults reach it (on this CPU machine bf16 is turned off by the hardware check, and listed)."""
-    from grpo_ablate.commands.plan import launch_plan
+    from grpo_ablate.preflight.launch_plan import launch_plan
 
     recipe = ROOT / "tests/fixtures/open-r1/qwen2.5-1.5b-instruct-grpo-config_demo.yaml"
     path = tmp_path / "s.yaml"
@@ -185,7 +185,8 @@ def test_plan_commands_passes_the_recipes_trl_values_to_grpoconfig(tmp_path):
 def test_init_asks_which_trl_a_trl_cli_recipe_was_written_for(tmp_path):
     import yaml
 
-    from grpo_ablate.commands.init import InitAnswers, ask_missing, write_study
+    from grpo_ablate.commands.init import ask_missing, write_study
+    from grpo_ablate.plan.draft import InitAnswers
 
     recipe = ROOT / "studies/recipes/trl-cli-style.yaml"
     asked: list[str] = []

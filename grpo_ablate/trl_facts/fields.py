@@ -56,6 +56,7 @@ def _read_grpo_config(what: str, reader: str) -> dict[str, Any]:
     sharing the cache (the vLLM tier's) left the first reading the other's fields.
     """
     if "trl" in sys.modules:
+        # only in a process that has TRL already (a trial); elsewhere a cached child process reads it
         from trl import GRPOConfig
 
         return globals()[reader](GRPOConfig)
