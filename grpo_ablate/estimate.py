@@ -15,8 +15,10 @@ dataset's size; it never contacts a server storage or the network, and never imp
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import os
 import re
 import statistics
 from dataclasses import replace
@@ -115,8 +117,6 @@ def _local_rows(path: Path) -> int | None:
 
             return int(pq.ParquetFile(path).metadata.num_rows)
         if suffix == ".csv":
-            import csv
-
             with open(path, newline="", encoding="utf-8") as f:
                 return max(0, sum(1 for _ in csv.reader(f)) - 1)  # records, quoted newlines included; less the header
     except (OSError, ValueError, ImportError):
@@ -126,8 +126,6 @@ def _local_rows(path: Path) -> int | None:
 
 def _cached_split_rows(dataset: str, config: str | None, split: str) -> tuple[int, str] | None:
     """A hub dataset split's num_examples from the `datasets` cache, when it was loaded on this machine before."""
-    import os
-
     root = Path(os.environ.get("HF_DATASETS_CACHE") or Path.home() / ".cache" / "huggingface" / "datasets")
     # `datasets` names the folder namespace___snake_case_name ("AI-MO___numina_math-tir"): compare letters only
     key = re.sub(r"[^a-z0-9]", "", dataset.lower())

@@ -10,7 +10,8 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.plan.branching import branch_step
-from grpo_ablate.commands.init import InitAnswers, write_study
+from grpo_ablate.commands.init import write_study
+from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.plan.design import MIN_SEEDS, effect_for_seeds, seeds_to_decide
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total, warmup_steps

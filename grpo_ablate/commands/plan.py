@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import FloatRange
@@ -19,29 +20,25 @@ from grpo_ablate.config.cpu_run import cpu_run_changes
 from grpo_ablate.precision import CPU_CHANGES_LEAD
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes import FieldList, RecipeDifference, RecipeNote
-from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of, study_total
+from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of
 from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.plan.cells import completions_per_trial, resolved_trial_count, study_plan
+from grpo_ablate.plan.cells import resolved_trial_count, study_plan
 from grpo_ablate.study import limits
-from grpo_ablate.plan.branching import BranchError, branch_step
-from grpo_ablate.plan.price import planned_counts, planned_price, prefix_estimate
+from grpo_ablate.plan.price import planned_price
 from grpo_ablate.plan.design import resolution_line
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.vocab import Schedule
 from grpo_ablate.commands.common import add_study, EXIT_OK, load
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
-from grpo_ablate.children import die_with_parent
-from grpo_ablate.plan.cells import baseline_arm
-from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.launch import describe_launch
-from grpo_ablate.vocab import Cell
+from grpo_ablate.launch.launch_env import VOLATILE
+from grpo_ablate.plan.trial_cost import trial_cost
+from grpo_ablate.preflight.launch_plan import launch_plan
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig
 
-__all__ = ["add_parser", "run", "plan_json", "plan_text", "note_text", "trial_cost", "TrialCost", "launch_plan", "commands_text"]
+__all__ = ["add_parser", "run", "plan_json", "plan_text", "note_text", "commands_text", "limits_json"]
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -69,42 +66,6 @@ STEPS_PER_GENERATION = (
     "steps/gen: micro-steps (one per-device batch each) trained on the completions of one generation round; "
     "a round spans steps/gen / gradient_accumulation_steps optimizer steps, and prompts/round = gen_batch / G."
 )
-
-
-class TrialCost(dict[str, Any]):
-    """What one trial generates (an upper bound) and what it costs (estimate.estimate_trial), as plan prints it."""
-
-
-def trial_cost(study: "StudyConfig") -> TrialCost:
-    """Generated completions and tokens per trial (upper bound), the measured wall time with its source,
-    and GPU-hours per trial and for the study (measured, else a range from stated assumptions)."""
-    n = completions_per_trial(study)
-    length = study.trainer.get("max_completion_length")
-    length = length if isinstance(length, int) and not isinstance(length, bool) else int(trl_default("max_completion_length"))
-    est = estimate_trial(study)
-    cost = TrialCost(completions=n, max_completion_length=length, max_tokens=n * length if n else None,
-                     seconds=est.seconds[1] if est.measured and est.seconds else None,
-                     seconds_source=est.source if est.measured else None, estimate=est.as_dict())
-    if est.pace:
-        cost["seconds_per_completion"], cost["overhead_seconds"] = est.pace
-    try:  # a branched study: its trials (the arms' branches) and one shared prefix per seed, each counted once
-        trials, prefixes = planned_counts(study)
-        step = branch_step(study)
-    except BranchError:  # plan's Price line says why the branch point cannot be placed
-        trials, prefixes, step = resolved_trial_count(study), 0, None
-    pre = prefix_estimate(study, step) if step is not None and prefixes else None
-    cost["prefixes"] = {"count": prefixes, "branch_step": step,
-                        "gpu_hours_each": list(pre.gpu_hours) if pre and pre.gpu_hours else None} if pre else None
-    gpu = est.gpu_hours
-    cost["gpu_time"] = None
-    if gpu is not None:
-        study_h = study_total(trials, gpu, prefixes, pre.gpu_hours if pre else None)
-        source = (f"{est.gpus} GPU(s) x the wall time above ({est.source})" if est.measured else est.source)
-        cost["gpu_time"] = {"gpus_per_trial": est.gpus, "trials": trials, "gpu_hours_per_trial": list(gpu),
-                            "gpu_hours_study": list(study_h) if study_h else None, "source": source}
-    cost["gpu_time_note"] = None if gpu is not None else (
-        "no GPU-hours: the study runs on CPU (hardware.gpus unset)" if not est.gpus else f"no GPU-hours yet: {est.source}")
-    return cost
 
 
 def _duration(seconds: float) -> str:
@@ -327,66 +288,8 @@ def screen_lines(study: "StudyConfig") -> list[str]:
 # ------------------------------------------------------------------ plan --commands (a dry run)
 
 
-def launch_plan(study: "StudyConfig") -> list[dict[str, Any]]:
-    """Per arm (its first seed), what `run` would start, without starting it: the vLLM server's command line
-    (server mode), the training launch command line (a command trial: also the user's own command with the
-    trial's overrides), the environment each is started with (launch/launch_env.py, the launcher's own code:
-    the GPU split included), and the GRPOConfig keyword arguments the trial runs with (launch/dry_run.py:
-    computed by the trial's own code in one child process, the parent never imports torch; the checkpoint
-    cadence and learning-rate schedule as the worker decides them)."""
-    import os
-    import subprocess
-    import sys
-
-    from grpo_ablate.launch.devices import worker_envs
-    from grpo_ablate.launch.launch_env import launch_environment
-    from grpo_ablate.trainer.command import command_line, script_problem
-
-    cells = study_plan(study)
-    if not cells:
-        cells = [Cell(baseline_arm(study), study.study.seeds[0], "baseline")]
-    # the first worker's devices on a node with the study's GPUs (the runner's own rule, devices.worker_envs)
-    node = worker_envs(study, 1, gpus=[str(i) for i in range(int(study.hardware.gpus or 0))])[0] \
-        if study.hardware.gpus else worker_envs(study, 1, gpus=[])[0]
-    seen: set[str] = set()
-    rows: list[dict[str, Any]] = []
-    for cell in cells:
-        if cell.arm.key in seen:
-            continue
-        seen.add(cell.arm.key)
-        trial_dir = study.output_dir / "trials" / "<n>"
-        spec = build_spec(study, cell, trial_dir, dict(node))
-        row: dict[str, Any] = {"role": cell.role, "arm": cell.arm.label, "seed": cell.seed}
-        row["environment"] = launch_environment(spec)
-        row.update(describe_launch(spec, trial_dir / "spec.json"))  # the launcher's own lines (vllm_server, launch)
-        if spec.script is not None:
-            problem = script_problem(spec)
-            row["script"] = command_line(spec) if problem is None else None
-            row["script_problem"] = problem
-        row["spec"] = json.loads(spec.to_json())
-        rows.append(row)
-    full = estimate_trial(study).full_run_steps
-    payload = [{"spec": r.pop("spec"), "world_size": study.world_size, "gpu": bool(study.hardware.gpus),
-                "full_run_steps": full} for r in rows]
-    out = subprocess.run([sys.executable, "-m", "grpo_ablate.launch.dry_run"], input=json.dumps(payload),
-                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                         preexec_fn=die_with_parent())
-    if out.returncode != 0:
-        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
-        raise RuntimeError(f"could not compute the trials' GRPOConfig arguments: {tail}")
-    for row, computed in zip(rows, json.loads(out.stdout.strip().splitlines()[-1])):
-        if "script" in row:  # the script builds its own GRPOConfig on its own TRL: its overrides are the line
-            continue
-        row["grpo_config"], row["grpo_config_notes"] = computed["kwargs"], computed["notes"]
-    return rows
-
-
 def commands_text(study: "StudyConfig") -> str:
     """`plan --commands`: every arm's command lines, environments and GRPOConfig arguments, as `run` would use them."""
-    import shlex
-
-    from grpo_ablate.launch.launch_env import VOLATILE
-
     rows = launch_plan(study)
     lines = [f"Launch plan of {study.study.name!r}: {len(rows)} arm(s), each as its first trial would start "
              f"(nothing is run; ports and trial folders are chosen at run time)"]

@@ -11,6 +11,7 @@ reward function bound to TRL's call: config/inputs.py).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from typing import Any
@@ -257,8 +258,6 @@ def _check_study(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
                     f"the betting sequence needs an objective with a known range, and {st.objectives[0].metric} has "
                     f"none; use method: t (the default) or a bounded objective such as eval_final_reward")))
     if st.sampler == "gp":
-        import importlib.util
-
         if importlib.util.find_spec("scipy") is None:
             problems.append(Problem(path="study.sampler", message="the gp sampler needs scipy: pip install scipy"))
     return problems
@@ -377,8 +376,6 @@ _TRACKER_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "
 def _check_trackers(sf: StudyFile, warnings: list[str]) -> list[Problem]:
     """Each tracker importable here (the trials run in this environment): study.trackers' a problem, the trainer's
     (a recipe's) report_to a warning, as the study may be planned on a machine other than the trials'."""
-    import importlib.util
-
     problems: list[Problem] = []
     named: list[str]
     if sf.study.trackers is not None:

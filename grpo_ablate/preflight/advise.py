@@ -283,7 +283,7 @@ def measured_points(trials: "list[FrozenTrial]") -> list[Measured]:
 
 def _measured(study: "StudyConfig") -> list[Measured]:
     """The measured points of this study's earlier trials; none before the study exists."""
-    import optuna
+    import optuna  # lazy: Optuna only when earlier trials are read; every command imports advise.py
 
 
     url = study.storage_url
@@ -299,7 +299,7 @@ def _measured(study: "StudyConfig") -> list[Measured]:
 
 def advise_figure(advice: Advice, measured: list[Measured] | None = None) -> "Figure":
     """Predicted zero-spread share against G per temperature; the mean-p curve dashed; measured dots."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: matplotlib only when the figure is drawn
 
     fig = Figure(figsize=(6, 4))
     ax = fig.add_subplot()

@@ -16,6 +16,7 @@ probe holds a host CPU slot while it runs (launch/devices.py).
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
 import time
@@ -57,8 +58,6 @@ def candidate_batches(study: "StudyConfig") -> dict[int, list[int]]:
 
 
 def _read_rows(trial_dir: Path) -> list[dict[str, Any]]:
-    import json
-
     rows = []
     try:
         for line in (trial_dir / METRICS_FILE).read_text().splitlines():

@@ -171,6 +171,7 @@ def publish_to(ostudy: "optuna.Study", store: Any, paths: Mapping[str, Path]) ->
     """The note and the artifact on an open study. One report artifact per study: a newer report
     overwrites the stored file under the same id (Optuna has no public way to drop an artifact's
     record, so re-uploading would pile up copies)."""
+    # lazy: as above, only a report that publishes pays Optuna
     from optuna.artifacts import get_all_artifact_meta, upload_artifact
     from optuna_dashboard import save_note  # about a second to import: only a report that publishes pays it
 

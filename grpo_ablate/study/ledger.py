@@ -145,7 +145,7 @@ def completed_prefixes(trials: Sequence["FrozenTrial"], fingerprints: Mapping[in
 def retrain_prefix(ostudy: "optuna.Study", study: "StudyConfig", cell: Cell) -> bool:
     """Queue the prefix `cell` again (its seed's checkpoint is missing, damaged or of an earlier study file), as a
     retry of its last attempt; False when an attempt of it is already queued or running."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only when the study is written; every command imports the ledger
 
     attempts = [t for t in ostudy.get_trials(deepcopy=False) if cell_key(t) == cell.key]
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in attempts):
@@ -162,7 +162,7 @@ def retrain_prefix(ostudy: "optuna.Study", study: "StudyConfig", cell: Cell) -> 
 
 def ask(ostudy: "optuna.Study", planned: bool) -> "optuna.Trial | None":
     """The next trial: a queued cell, or (adaptive samplers) the sampler's proposal."""
-    import optuna
+    import optuna  # lazy: Optuna only when the study is written; every command imports the ledger
 
     if not planned:
         return ostudy.ask()  # pops a queued cell first, else proposes
@@ -195,7 +195,7 @@ def next_seed(trials: Sequence["FrozenTrial"], number: int, arm_key: str, seeds:
     """An adaptive proposal's seed: the first study seed this arm has not run, is not running and
     did not import. Once every listed seed has, a seed past all of them: the same arm on a seed it
     already ran would repeat that trial bit for bit and teach nothing."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only when the study is written; every command imports the ledger
 
     used = {s for t in trials if t.number != number and t.state != TrialState.WAITING
             and t.user_attrs.get(ARM_KEY) == arm_key and outcome(t) is not Outcome.INTERRUPTED
@@ -211,7 +211,7 @@ def add_copies(ostudy: "optuna.Study", study: "StudyConfig", source: str,
     never ran here: it is no result of this study and does not count toward n_trials
     (trial_record.ran_here), and `queue` never runs its cell. How many were added (a result
     whose arm this study cannot encode is left out)."""
-    import optuna
+    import optuna  # lazy: Optuna only when the study is written; every command imports the ledger
 
     copies = []
     for t, cell in results:
@@ -334,7 +334,7 @@ def tell(ostudy: "optuna.Study", trial: "optuna.Trial", study: "StudyConfig", re
     memory ends, which a FAIL would not teach it; its values are the partial metrics, else 0);
     pruned -> PRUNED; failed -> FAIL with the reason.
     """
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only when the study is written; every command imports the ledger
 
     metrics = result.metrics or {}
     record_metrics(trial, metrics)
@@ -363,7 +363,7 @@ def tell(ostudy: "optuna.Study", trial: "optuna.Trial", study: "StudyConfig", re
 
 def fail(ostudy: "optuna.Study", trial: "optuna.Trial", why: str) -> Outcome:
     """The trial failed through its own fault: counted, not retried."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only when the study is written; every command imports the ledger
 
     trial.set_user_attr(OUTCOME, Outcome.FAILED.value)
     trial.set_user_attr(REASON, why[:REASON_CHARS])
@@ -402,6 +402,7 @@ def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", numb
     this very call, cut short by an outage after the state was written, still queues the
     retry and returns the outcome. Without it, every call is its own.
     """
+    # lazy: Optuna only when the study is written; every command imports the ledger
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
@@ -436,6 +437,7 @@ def set_aside(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", nu
     """A branch that cannot start because its seed's prefix is being trained again: it ends interrupted, its retry
     not counted (no fault of its cell) and not queued now; `queue` queues its cell again once the prefix completed.
     None when the trial was already finished (another process got there first)."""
+    # lazy: Optuna only when the study is written; every command imports the ledger
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
@@ -460,6 +462,7 @@ def cancel_queued(ostudy: "optuna.Study", arm_keys: Iterable[str], why: str) -> 
     worker claims between the read and the write is left to run (its state is no longer WAITING).
     Returns how many were cancelled.
     """
+    # lazy: Optuna only when the study is written; every command imports the ledger
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 

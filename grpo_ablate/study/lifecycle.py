@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+import psutil
+
 from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.launch.devices import claim_cpu_share
@@ -302,7 +304,7 @@ class TrialLifecycle:
 
     def _taken(self, number: int) -> str | None:
         """Why this run's trial is no longer its own (another run judged it dead and queued it again); else None."""
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
         study_id = self.storage.get_study_id_from_name(self.ostudy.study_name)
         ft = self.storage.get_trial(self.storage.get_trial_id_from_study_id_trial_number(study_id, number))
@@ -489,7 +491,7 @@ class TrialLifecycle:
         interval = self.study.study.heartbeat_interval
 
         def beat() -> None:
-            from optuna.trial import TrialState
+            from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
             while not stop.is_set():
                 try:
@@ -553,6 +555,4 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def _rss_mb() -> float:
-    import psutil
-
     return round(psutil.Process().memory_info().rss / 2**20, 1)

@@ -31,6 +31,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+import psutil
+
 from grpo_ablate.config import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
@@ -139,7 +141,7 @@ class StudyRunner:
         A warm start's copies of another study's trials, and the out-of-memory pairs earlier
         versions recorded from a probe (role "probe"), teach the sampler but ran no trial here.
         """
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
         trials = [t for t in self.ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
         retried = superseded(trials)  # failed cells queued again for a changed study file (study/retry.py)
@@ -329,8 +331,6 @@ def kills(first: bool, new_interrupts: int) -> bool:
 
 
 def _kill_children() -> None:
-    import psutil
-
     for child in psutil.Process().children(recursive=True):
         try:
             child.kill()
@@ -379,7 +379,7 @@ def run_study(study: "StudyConfig", plan: StudyPlan, *, say: Callable[[str], Non
     """
     warnings.filterwarnings("ignore", message=".*Heartbeat of storage is supposed to be used.*")
     warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
-    import optuna
+    import optuna  # here: after the warning filters above; only a run loads Optuna
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     url = mask_url(study.storage_url)
@@ -509,7 +509,7 @@ def blocked_branches(ostudy: "optuna.Study", plan: StudyPlan) -> list[str]:
 
 def queued_cells(ostudy: "optuna.Study") -> list[str]:
     """What is still queued (WAITING) in the study: each trial's cell, else its number."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
     return [ledger.cell_key(t) or f"trial {t.number}"
             for t in ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if ledger.ran_here(t)]
@@ -518,7 +518,7 @@ def queued_cells(ostudy: "optuna.Study") -> list[str]:
 def queued_beyond_budget(ostudy: "optuna.Study", target: int) -> str | None:
     """Why the queued cells will not all run in the study's budget (`target`: plan.resolved_trial_count, its
     n_trials), None when they will."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
     trials = [t for t in ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
     waiting = sum(1 for t in trials if t.state == TrialState.WAITING)

@@ -44,7 +44,7 @@ TOP_ARMS = 3
 
 def load_source(source: str, storage_url: str | None, default_storage: str) -> "optuna.Study":
     """The finished study: from its study file, else by name in `storage_url` (default: ours)."""
-    import optuna
+    import optuna  # lazy: Optuna only while a study runs; every command imports study/
 
 
     path = Path(source)

@@ -7,6 +7,7 @@ Pruners count steps in generated completions (search/fidelity.py).
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from grpo_ablate.study.search.fidelity import quantum
@@ -27,13 +28,12 @@ def tpe_startup_trials(n_trials: int | None) -> int:
 
 def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n_objectives: int = 1
                   ) -> "optuna.samplers.BaseSampler":
-    import optuna
+    import optuna  # lazy: Optuna only while a study runs; every command imports study/
 
     if kind == "gp":
         return optuna.samplers.GPSampler(seed=seed)
     if kind == "random" or kind in PLANNED_SAMPLERS:  # planned studies only pop queued trials
         return optuna.samplers.RandomSampler(seed=seed)
-    import warnings
 
     n_startup = tpe_startup_trials(n_trials)
     joint = n_objectives == 1
@@ -45,7 +45,7 @@ def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n
 
 def build_pruner(kind: str, budget: int | None, quantum: int) -> "optuna.pruners.BasePruner":
     """`budget` and `quantum` in completions (one trial's total, and the spacing of checkpoints)."""
-    import optuna
+    import optuna  # lazy: Optuna only while a study runs; every command imports study/
 
     if kind == "median":
         warmup = quantum * max(1, round((budget or quantum * 10) / quantum / 5))  # a fifth of the trial
