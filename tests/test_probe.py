@@ -106,7 +106,7 @@ def test_probed_space_keeps_each_gs_largest_fit_and_drops_oom_pairs(tmp_path):
     assert {(r.num_generations, r.generation_batch_size) for r in study.space.rejected} >= {(2, 64), (4, 32)}
     table = probe_table(load_probe(tmp_path / "run", Owner.of(study)))
     assert "one full trial is estimated at 60 s" in table
-    from grpo_ablate.commands.plan import plan_text
+    from grpo_ablate.commands.plan_words import plan_text
 
     text = plan_text(study)  # no trial has run: the plan's wall time is the probe's, beside the probe's own cost
     assert "Wall time: about 60 s per trial, 4 min for 4 trials; from the probe's pace" in text

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
-from grpo_ablate.commands.plan import plan_json, plan_text
+from grpo_ablate.commands.plan_words import plan_json, plan_text
 from grpo_ablate.plan.trial_cost import trial_cost
 from grpo_ablate.study.setup import open_study
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable
 
 from grpo_ablate.commands.common import EXIT_OK, check_out, load_study
-from grpo_ablate.commands.plan import plan_text
+from grpo_ablate.commands.plan_words import plan_text
 from grpo_ablate.config.recipes import read_recipe, recipe_stack
 from grpo_ablate.errors import Problem, StudyError
 from grpo_ablate.plan.design import resolution_line

@@ -14,11 +14,10 @@ import sys
 
 from grpo_ablate.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
-from grpo_ablate.commands.screen import screen_study
 from grpo_ablate.config import StudyConfig, StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
-from grpo_ablate.preflight.screen import screen_text
+from grpo_ablate.preflight.screen import screen_before_training, screen_text
 from grpo_ablate.study.setup import describe_study, open_study, started_study
 from grpo_ablate.plan.run_plan import StudyPlan, resolve_plan
 from grpo_ablate.report import write_report
@@ -55,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     study = load(args, extra)
     if study.file.screen is not None and load_screen(study.output_dir, Owner.of(study)) is None \
             and started_study(study) is None:  # the screen first: it may drop arms (and the probe change the space)
-        print(screen_text(screen_study(study, args.study)), flush=True)
+        print(screen_text(screen_before_training(study, args.study, log=_stderr)), flush=True)
         study = load(args, extra)
     try:
         plan = resolve_plan(study)  # once, every file it needs read here: the run, its price and its end read this one
@@ -151,3 +150,7 @@ def _why_queued(study: StudyConfig) -> str:
                 "the same command again to run them")
     return ("they are no longer part of this study file's plan (an edited file, or an advise.json that is missing "
             "or unreadable); restore it, or start a new study.name")
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -22,6 +22,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.config.hardware import space_for
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import Screen, ScreenDrop, ScreenRow, save_screen
@@ -29,13 +30,15 @@ from grpo_ablate.preflight.advise import Advice, run_advise
 from grpo_ablate.preflight.probe import run_probe
 from grpo_ablate.preflight.screen_rule import RULES, SIGNAL_RATIO, Point, drops, kept
 from grpo_ablate.plan.cells import ablation_arms, baseline_arm
+from grpo_ablate.study.owner import check_output_dir, claim_output_dir
+from grpo_ablate.study.setup import started_study
 from grpo_ablate.vocab import Arm
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig
     from grpo_ablate.files.probe_file import Probe
 
-__all__ = ["run_screen", "screen_text", "screened_study", "candidate_arms"]
+__all__ = ["run_screen", "screen_before_training", "screen_text", "screened_study", "candidate_arms"]
 
 
 def candidate_arms(study: "StudyConfig") -> list[Arm]:
@@ -86,6 +89,22 @@ def run_screen(study: "StudyConfig", *, log: Callable[[str], None] = print) -> S
         notes=_notes(rows, dropped, advice))
     save_screen(study.output_dir, result)
     return result
+
+
+def screen_before_training(study: "StudyConfig", source: str, *, log: Callable[[str], None]) -> Screen:
+    """Run the study's screen where it may run (a `screen:` section, a study not yet started), claiming its
+    output folder first; StudyError else. `grpo-ablate screen` and `run` (before its first trial) call it."""
+    if study.file.screen is None:
+        raise StudyError([Problem(path="screen", message=(
+            "the study has no screen: section; add `screen: {}` (the defaults) to screen its arms before training"))],
+            source)
+    check_output_dir(study)
+    if (started := started_study(study)) is not None:
+        raise StudyError([Problem(path="screen", message=(
+            f"{started}: the screen's probe would change its feasible space under it; screen before the study's "
+            "first `run`, or screen a new study.name (--set study.name=...)"))], source)
+    claim_output_dir(study)
+    return run_screen(study, log=log)
 
 
 def _rows(study: "StudyConfig", wide: "StudyConfig", arms: list[Arm], advice: Advice, probe: "Probe") -> list[ScreenRow]:
