@@ -162,6 +162,7 @@ def model_parameters(name_or_path: str, revision: str | None = None) -> tuple[in
         return None, "a built-in model (CPU-sized)"
     candidates: list[Path] = [Path(name_or_path) / "config.json"]
     try:
+        # lazy: only for a hub model's cached config; every command imports cost.py
         from huggingface_hub import try_to_load_from_cache
 
         cached = try_to_load_from_cache(name_or_path, "config.json", revision=revision)

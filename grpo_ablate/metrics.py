@@ -57,8 +57,10 @@ stability). The functions accept a partial file (a trial still running or one th
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -292,9 +294,6 @@ def summarize_trial(trial_dir: str | Path) -> dict[str, Any]:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-    import sys
-
     parser = argparse.ArgumentParser(description="Print a trial's headline metrics from its metrics.jsonl (and eval.jsonl).")
     parser.add_argument("path", help="a metrics.jsonl or a trial folder")
     args = parser.parse_args(argv)

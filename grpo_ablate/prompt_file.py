@@ -77,7 +77,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, Any]]:
 
 
 def _parquet_rows(path: Path, column: str) -> Iterator[tuple[str, Any]]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: pyarrow only for a parquet file
 
     try:
         table = pq.read_table(path)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -72,7 +73,7 @@ def open_storage(
     RUNNING forever, so `run` always passes them, with study/ledger.py's requeue as the
     `stale_trial_callback` (Optuna's heartbeat_stale_trial_callback).
     """
-    import optuna
+    import optuna  # lazy: Optuna only when a storage is opened; every command imports storage.py
     from optuna.storages import JournalStorage
 
     # Optuna's INFO lines ("Skipping enqueue." from every worker that queues a plan already
@@ -110,7 +111,7 @@ def read_existing(url: str) -> "optuna.storages.BaseStorage | None":
     """A local storage (journal or SQLite file) that exists, opened to read: nothing is created,
     migrated or repaired (`plan` must not change a study). None when there is no such file or the
     URL names a server; StudyError for a SQLite file that is not Optuna's (check_foreign_file)."""
-    import optuna
+    import optuna  # lazy: Optuna only when a storage is opened; every command imports storage.py
 
     where = locate(url)
     path = where.file
@@ -169,8 +170,7 @@ def check_foreign_file(where: Location) -> None:
 
 def _foreign_tables(path: Path) -> list[str]:
     """The tables of an SQLite file that Optuna did not create, read through a read-only connection."""
-    import sqlite3
-
+    # lazy: Optuna only when a storage is opened; every command imports storage.py
     from optuna.storages._rdb import models
 
     ours = set(models.BaseModel.metadata.tables) | {"alembic_version"}
@@ -203,6 +203,7 @@ def repair_journal(path: Path) -> bool:
 
 def _repair(path: Path, where: Location) -> bool:
     """repair_journal on the journal `where` names (its file: `path`)."""
+    # lazy: Optuna only when a storage is opened; every command imports storage.py
     from optuna.storages.journal import JournalFileSymlinkLock
 
     check_foreign_file(where)  # first: a FIFO is refused before anything opens it
@@ -250,7 +251,7 @@ def _rdb_with_retry(url: str, kwargs: dict[str, object]) -> "optuna.storages.RDB
 
     A server that cannot be reached at all is not retried: that answer will not change.
     """
-    import sqlalchemy.exc
+    import sqlalchemy.exc  # lazy: SQLAlchemy and Optuna only for a server storage; every command imports storage.py
     from optuna.storages import RDBStorage
 
     engine: dict[str, object] = {"pool_pre_ping": True}  # a connection the server dropped (a restart) is replaced
@@ -294,6 +295,7 @@ def patiently(call: "Callable[[], T]", *, seconds: float, what: str, say: Callab
 
 
 def open_artifact_store(output_dir: Path) -> "optuna.artifacts.FileSystemArtifactStore":
+    # lazy: Optuna only when a storage is opened; every command imports storage.py
     from optuna.artifacts import FileSystemArtifactStore
 
     base = Path(output_dir) / "artifacts"

@@ -417,7 +417,7 @@ class StudyAttrs:
 
 
 def study_attrs(source: Any) -> StudyAttrs:
-    """A study's attributes, typed: `source` is an optuna Study, a FrozenStudy or a StudySummary."""
+    """A study's attributes, typed: `source` is an optuna StudyConfig, a FrozenStudy or a StudySummary."""
     attrs: Mapping[str, Any] = getattr(source, "user_attrs", None) or {}
 
     def mapping(name: str) -> dict[str, Any] | None:

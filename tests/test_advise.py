@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.commands.cli import main
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advise_figure, advise_text, plot_advice, predict,
@@ -262,7 +263,7 @@ def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_pa
     path = _study_file(tmp_path, gens="[2, 4]", sampler="ablation", seeds="[0, 1]")
     study = load_study(path)
     assert resolved_trial_count(study) == 2 * 3  # baseline (G=4, T=1.0), G=2, T=0.7
-    ostudy, _ = open_study(study)  # as `advise --enqueue` opens it, before any `run`
+    ostudy, _ = open_study(study, completions_per_trial(study))  # as `advise --enqueue` opens it, before any `run`
     assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 0.7), _prediction(4, 16, 1.0)]) == 2
     study = load_study(path)
     assert resolved_trial_count(study) == 2 * 4

@@ -11,7 +11,8 @@ import pytest
 
 from grpo_ablate import trial_record as record
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.plan.cells import racing_round, resolve_plan, resolved_trial_count, study_plan
+from grpo_ablate.plan.cells import racing_round, resolved_trial_count, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.runner import blocked_branches
 from grpo_ablate.study.setup import queue_ready_branches
@@ -104,14 +105,14 @@ def test_branches_are_queued_only_once_their_seeds_prefix_completed(tmp_path):
     ostudy = _study_with_plan(study)
     waiting = [record.cell_key(t) for t in ostudy.get_trials(deepcopy=False)]
     assert waiting == [c.key for c in study_plan(study) if c.role == PREFIX_ROLE]  # nothing that depends on them
-    assert queue_ready_branches(ostudy, study) == 0
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 0
     _finish(ostudy, study, 0, Outcome.COMPLETED, tmp_path / "00000")
     # a resumed run queues the whole plan again: the branches of the prefix that completed (a crash between its
     # end and its branches' queueing loses none), nothing of the seed whose prefix has not
     assert ledger.queue(ostudy, study, study_plan(study)) == 3  # seed 0's three arms, not seed 1's
-    assert queue_ready_branches(ostudy, study) == 0  # queued once
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 0  # queued once
     _finish(ostudy, study, 1, Outcome.FAILED, tmp_path / "00001")
-    assert queue_ready_branches(ostudy, study) == 0  # a failed prefix starts no branch
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 0  # a failed prefix starts no branch
     trials = ostudy.get_trials(deepcopy=False)
     assert {record.seed_of(t) for t in trials if not record.is_prefix(t)} == {0}
     # the end of the run says why seed 1's arms never ran
@@ -152,8 +153,8 @@ def test_a_race_queues_the_branches_of_its_live_arms_only(tmp_path):
     _finish(ostudy, study, 0, Outcome.COMPLETED, tmp_path / "00000")
     live = study_plan(study)[2].arm.key
     ledger.set_race(ostudy, {"round": 1, "live": [live], "decided": False})
-    assert queue_ready_branches(ostudy, study) == 1
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 1
     assert [record.cell_key(t) for t in ostudy.get_trials(deepcopy=False)][-1] == study_plan(study)[2].key
     ledger.set_race(ostudy, {"round": 1, "live": [live], "decided": True})
     _finish(ostudy, study, 1, Outcome.COMPLETED, tmp_path / "00001")
-    assert queue_ready_branches(ostudy, study) == 0  # a decided race runs nothing more
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 0  # a decided race runs nothing more

@@ -9,9 +9,9 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.commands.init import InitAnswers, choose_generations
+from grpo_ablate.plan.draft import InitAnswers, choose_generations
 from grpo_ablate.plan.cells import baseline_arm, completions_per_trial, default_temperature, study_plan
-from grpo_ablate.commands.plan import plan_json
+from grpo_ablate.commands.plan_words import plan_json
 from grpo_ablate.study.search.fidelity import CHECKPOINTS, quantum
 from grpo_ablate.space import BatchShape, default_pair, feasible_space, generated_completions, nearest_generations, optimizer_steps
 

@@ -15,8 +15,9 @@ from grpo_ablate.config import load_study
 from grpo_ablate.config.recipes import RecipeDifference
 from grpo_ablate.cost import full_run_steps
 from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.commands.init import InitAnswers, write_study
+from grpo_ablate.commands.init import write_study
 from grpo_ablate.contract.spec import RewardEntry
+from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.trainer.rewards import RewardContext, build_rewards
 
 FIXTURES = ROOT / "tests/fixtures/open-r1"  # verbatim, with SOURCE.md (URL, commit, Apache-2.0)

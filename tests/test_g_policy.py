@@ -182,7 +182,7 @@ def test_g_alloc_points_read_rows_and_the_reports_json_text():
 
 def test_plan_explains_each_policy_and_checks_the_batch(tmp_path):
     from grpo_ablate import StudyError, load_study
-    from grpo_ablate.commands.plan import plan_json, plan_text
+    from grpo_ablate.commands.plan_words import plan_json, plan_text
 
     sets = [f"study.output_dir={tmp_path}", 'search.num_generations=[2, 8, "dynamic:8[1]", "adaptive:8[2-16]"]']
     study = load_study("studies/tiny-cpu.yaml", sets)

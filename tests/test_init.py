@@ -7,7 +7,8 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.commands.init import InitAnswers, ask_missing, write_study
+from grpo_ablate.commands.init import ask_missing, write_study
+from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.plan.design import NEIGHBOUR_RATIO, seeds_to_decide
 
 RECIPE = ROOT / "studies/recipes/openr1-style-every-key.yaml"
@@ -86,7 +87,8 @@ def test_init_from_a_trl_cli_recipe(tmp_path):
 def test_dataset_rewards_are_chosen_from_its_columns(tmp_path):
     import json
 
-    from grpo_ablate.commands.init import InitAnswers, write_study
+    from grpo_ablate.commands.init import write_study
+    from grpo_ablate.plan.draft import InitAnswers
 
     plain = tmp_path / "plain.jsonl"  # a plain `answer` column: accuracy, never format (it would always score 0)
     plain.write_text("".join(json.dumps({"question": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5)))

@@ -78,11 +78,12 @@ class _Nearby(_Elsewhere):
 def test_run_study_refuses_an_unknown_launcher_before_it_creates_anything(tmp_path):
     """The Python API (config's load_study, then run_study) skips the command's check: run_study makes it."""
     from grpo_ablate.config import load_study as load_study_file
+    from grpo_ablate.plan.run_plan import resolve_plan
     from grpo_ablate.study.runner import run_study
 
     out = tmp_path / "out"
     study = load_study_file(ROOT / "studies" / "tiny-cpu.yaml", [f"output_dir={out}", "hardware.launcher=nope"])
-    result = run_study(study, say=lambda _: None, warn=lambda _: None)
+    result = run_study(study, resolve_plan(study), say=lambda _: None, warn=lambda _: None)
     assert result.refused is not None and "hardware.launcher" in result.refused and "'warm'" in result.refused
     assert not out.exists()
 

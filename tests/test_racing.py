@@ -10,6 +10,7 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan.cells import racing_round
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.search.early_rank import race_decides_at
 from grpo_ablate.race_record import RaceState
 from grpo_ablate.study.racing import Rule, advance, arm_results, decide
@@ -97,7 +98,7 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
 
     assert drain() == 6
     rounds = [6]
-    while not advance(ostudy, study).decided:
+    while not advance(ostudy, study, resolve_plan(study)).decided:
         rounds.append(drain())
     assert sum(rounds) < 18  # every seed for every arm would be 18
     stored = record.study_attrs(ostudy).racing
@@ -132,7 +133,7 @@ def test_an_arm_that_ran_out_of_memory_is_dropped_and_its_zero_never_tested(tmp_
             ostudy.tell(trial, loss[cell.arm.num_generations][cell.seed])
     oom_arm = Arm(8, 32, study.fixed_temperature()).key
     assert oom_arm not in arm_results(ostudy)
-    state = advance(ostudy, study)
+    state = advance(ostudy, study, resolve_plan(study))
     assert state.leader == Arm(2, 32, study.fixed_temperature()).key
     dropped = {d.arm: d for d in state.dropped}
     assert oom_arm in dropped and oom_arm not in state.live
@@ -244,7 +245,7 @@ def test_an_elimination_study_queues_one_seed_per_round(tmp_path):
         return n
 
     rounds = [drain()]
-    while not (state := advance(ostudy, study)).decided:
+    while not (state := advance(ostudy, study, resolve_plan(study))).decided:
         rounds.append(drain())
     assert rounds[0] == 15 and all(r <= 3 for r in rounds[1:])
     stored = record.study_attrs(ostudy).racing

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
-from grpo_ablate.commands.plan import plan_json, plan_text, trial_cost
+from grpo_ablate.commands.plan_words import plan_json, plan_text
+from grpo_ablate.plan.trial_cost import trial_cost
 from grpo_ablate.study.setup import open_study
 
 
@@ -17,7 +19,7 @@ def test_tokens_and_wall_time_from_a_previous_study(tmp_path):
     assert "no measurement yet" in plan_text(study)
 
     previous = load_study("studies/tiny-cpu.yaml", [*sets, "study.name=earlier"])
-    ostudy, _ = open_study(previous)
+    ostudy, _ = open_study(previous, completions_per_trial(previous))
     for rate in (20.0, 40.0, 80.0):  # completions per second of three finished trials
         trial = ostudy.ask()
         trial.set_user_attr("samples_per_second", rate)
@@ -37,7 +39,7 @@ def test_wall_time_counts_what_a_trial_spends_outside_training(tmp_path):
 
     sets = [f"study.output_dir={tmp_path / 'out'}", "budget.max_steps=10"]
     study = load_study("studies/tiny-cpu.yaml", sets)
-    ostudy, _ = open_study(study)
+    ostudy, _ = open_study(study, completions_per_trial(study))
     start = datetime(2026, 1, 1)
     for i in range(3):
         ostudy.add_trial(optuna.trial.FrozenTrial(

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import MINIMAL_STUDY, cli_inprocess
+from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.commands.compare import compare_main
 from grpo_ablate.config import StudyError, load_study
 
@@ -111,7 +112,7 @@ def test_a_raced_study_refuses_a_changed_min_effect_before_any_trial(tmp_path):
     path = _study(tmp_path)
     study = load_study(path, sets)
     ostudy = optuna.create_study(study_name="t", storage=open_storage(study.storage_url), directions=study.directions)
-    describe_study(ostudy, study)
+    describe_study(ostudy, study, baseline_arm(study))
     assert race_rule_changed(study_attrs(ostudy), study) is None
     changed = load_study(path, [*sets[:-1], "study.min_effect=0.2"])
     assert "min_effect 0.05 -> 0.2" in (race_rule_changed(study_attrs(ostudy), changed) or "")

@@ -64,7 +64,8 @@ def test_the_parent_resolves_the_host_peak_into_the_spec_from_the_studys_probe(t
     from grpo_ablate.config import load_study
     from grpo_ablate.files.owned import Owner
     from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
-    from grpo_ablate.study.trial_spec import build_spec
+    from grpo_ablate.plan.run_plan import resolve_plan
+    from grpo_ablate.study.trial_spec import build_spec, plan_spec
     from grpo_ablate.trainer.checkpoints import spec_fingerprint
     from grpo_ablate.vocab import Arm, Cell
 
@@ -83,6 +84,8 @@ def test_the_parent_resolves_the_host_peak_into_the_spec_from_the_studys_probe(t
                                        points=[ProbePoint(4, 16, True, "completed", peak_memory_mb=700.0)]))
     spec = build_spec(study, cell, tmp_path / "elsewhere" / "00000")  # any trial folder: nothing is read from it
     assert spec.host_memory_mb == 700.0
+    plan = resolve_plan(study)  # a run reads probe.json once, with its plan; each trial's spec takes it from there
+    assert plan_spec(study, plan, cell, tmp_path / "out" / "trials" / "00001", timeout=None).host_memory_mb == 700.0
     assert spec_fingerprint(json.loads(spec.to_json())) == spec_fingerprint(json.loads(before.to_json()))
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate.commands.init import InitAnswers, write_study
+from grpo_ablate.commands.init import write_study
+from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.trainer.trial_check import check_spec
 from helpers import ROOT, tiny_spec
 

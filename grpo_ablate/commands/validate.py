@@ -19,7 +19,7 @@ import os
 import sys
 
 from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
-from grpo_ablate.commands.plan import limits_json, note_text
+from grpo_ablate.commands.plan_words import limits_json, note_text
 from grpo_ablate.config.recipes import RecipeNote
 from grpo_ablate.errors import StudyError
 from grpo_ablate.space import FeasibleSpace

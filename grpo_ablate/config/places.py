@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 from pathlib import Path
 
 from grpo_ablate.errors import Problem, StudyError, echo
@@ -52,8 +53,6 @@ def _write_refused(folder: Path) -> OSError | None:
     Permission bits say nothing for root (chmod 0555 does not stop root; a read-only mount does), and
     access(2) judges by the real, not the effective, ids: trying is the one answer that holds for
     every user on every mount."""
-    import tempfile
-
     try:
         fd, name = tempfile.mkstemp(prefix=".grpo-ablate-write-check-", dir=folder)
     except OSError as e:

@@ -52,7 +52,7 @@ _SCALARS: dict[str, type] = {"bool": bool, "int": int, "float": float, "str": st
 @functools.lru_cache(maxsize=1)
 def _field_types() -> dict[str, str]:
     """The installed GRPOConfig's annotations, from trl_facts/trl_defaults.json when it holds the installed TRL
-    (benchmarks/trl_defaults.py writes them from the release's source); empty otherwise (nothing checked)."""
+    (tools/trl_defaults.py writes them from the release's source); empty otherwise (nothing checked)."""
     try:
         version = release_of(importlib.metadata.version("trl"))
     except importlib.metadata.PackageNotFoundError:

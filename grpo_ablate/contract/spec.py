@@ -7,7 +7,7 @@ whole input, so a trial can be re-run by hand:
 
 Part of the contract (contract/): everything that crosses from parent to child.
 
-The parent (study/trial_spec.py: `build_spec` from a Study, `spec_from_sections` from plain
+The parent (study/trial_spec.py: `build_spec` from a StudyConfig, `spec_from_sections` from plain
 sections) resolves everything a trial needs, once, into a `TrialSpec`; the child (trainer/worker,
 build, scheduled, evaluation) executes it: it never re-derives the batch arithmetic, never parses
 G from text and never reads the study-file schema. The fields of spec.json:

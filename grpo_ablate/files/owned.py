@@ -45,7 +45,7 @@ class Owner:
 
     @classmethod
     def of(cls, study: Any) -> "Owner":
-        """From a Study or a StudyFile (anything with .study.name, .model.name_or_path, .hardware)."""
+        """From a StudyConfig or a StudyFile (anything with .study.name, .model.name_or_path, .hardware)."""
         hw = study.hardware.model_dump(mode="json", exclude_defaults=True)
         flat = {f"{k}.{kk}" if isinstance(v, dict) else k: vv
                 for k, v in sorted(hw.items()) for kk, vv in (sorted(v.items()) if isinstance(v, dict) else [(None, v)])}

@@ -43,7 +43,7 @@ from .slurm import SlurmLauncher
 from .warm import WarmSession, shares_a_session
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["AUTO", "LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "ReclaimPending", "describe_launch", "launcher_choices",
            "launcher_for", "launcher_name", "launcher_problems", "lend_launchers", "reclaim_trial", "release_thread_launchers",
@@ -66,7 +66,7 @@ def launcher_choices() -> list[str]:
     return [AUTO, *LAUNCHERS]
 
 
-def launcher_problems(study: Study | None, env: Mapping[str, str] = os.environ) -> list[Problem]:
+def launcher_problems(study: StudyConfig | None, env: Mapping[str, str] = os.environ) -> list[Problem]:
     """A name the registry does not hold, in the study's `hardware.launcher` or in GRPO_ABLATE_LAUNCHER, as Problems.
 
     Checked where each command loads the study (so validate, plan and run refuse it before anything

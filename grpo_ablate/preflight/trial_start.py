@@ -41,7 +41,7 @@ from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, Cell
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["TrialStartReport", "trial_start_checks", "uses_vllm", "uses_deepspeed", "SMOKE_HINT"]
@@ -60,11 +60,11 @@ class TrialStartReport:
     for_this_machine: bool = True
 
 
-def uses_vllm(study: "Study") -> bool:
+def uses_vllm(study: "StudyConfig") -> bool:
     return study.hardware.vllm.mode != "none" or bool(study.trainer.get("use_vllm"))
 
 
-def uses_deepspeed(study: "Study") -> bool:
+def uses_deepspeed(study: "StudyConfig") -> bool:
     """A DeepSpeed config in the trainer keys or the accelerate config's file."""
     if study.trainer.get("deepspeed"):
         return True
@@ -78,7 +78,7 @@ def uses_deepspeed(study: "Study") -> bool:
         return False  # config/places.py already said the file is missing
 
 
-def _cells(study: "Study") -> list[Cell]:
+def _cells(study: "StudyConfig") -> list[Cell]:
     """One cell per arm (its first seed), as `plan --commands` shows them; the baseline for an adaptive study."""
     cells = study_plan(study) or [Cell(baseline_arm(study), study.study.seeds[0], "baseline")]
     seen: set[str] = set()
@@ -103,7 +103,7 @@ def _child(specs: list["TrialSpec"], gpu: bool) -> dict[str, Any]:
     return result
 
 
-def trial_start_checks(study: "Study") -> TrialStartReport:
+def trial_start_checks(study: "StudyConfig") -> TrialStartReport:
     """Run steps 2-5 of the module docstring on a study that passed its file's checks."""
     report = TrialStartReport()
     specs: list[tuple[Cell, "TrialSpec"]] = []

@@ -51,7 +51,7 @@ from grpo_ablate.files.owned import Owner
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.files.owned import Owner
 
 __all__ = ["ReportData", "build_report_data", "collect", "read_advice", "report_metrics", "eval_samples",
@@ -386,7 +386,7 @@ def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def collect(study: "Study", read_from: str | None = None) -> ReportData:
+def collect(study: "StudyConfig", read_from: str | None = None) -> ReportData:
     """Everything the report needs for a loaded study file; `read_from`: the storage URL to read the
     trials from instead of the study's own (a private copy: report.snapshot), still shown as the study's."""
     attrs, frozen = load_trials(read_from or study.storage_url, study.study.name)

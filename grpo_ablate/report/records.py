@@ -109,7 +109,7 @@ def record_from_trial(ft: "FrozenTrial", names: Sequence[str],
 
 def load_trials(storage_url: str, study_name: str) -> tuple[record.StudyAttrs, list["FrozenTrial"]]:
     """The study's attributes and trials; a StudyError naming the fix when there is no such study."""
-    import optuna
+    import optuna  # lazy: Optuna only when trials are read; every command imports this module
 
 
     # opening creates a missing journal/SQLite file; a report must not conjure an empty study

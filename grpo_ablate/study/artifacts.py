@@ -44,6 +44,7 @@ def headline_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
 
 def upload_trial_artifacts(store: "optuna.artifacts.FileSystemArtifactStore", trial: "optuna.Trial", trial_dir: Path) -> None:
     """Attach the headline table, metrics.jsonl and the reward curve to the trial; OSErrors (a full disk) propagate."""
+    # lazy: Optuna only when files are uploaded; every command imports study/
     from optuna.artifacts import upload_artifact
 
 

@@ -11,6 +11,7 @@ No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -119,6 +120,7 @@ def load_model_and_tokenizer(model: ModelSpec, data: DataSpec, log: Callable[[st
     dtype follows TRL's rule (float32 unless the study says otherwise); padding is on the left,
     which generation needs; a tokenizer without a pad token pads with its end token.
     """
+    # lazy: model classes only when a model is built; trainer/dry_run.py imports this module
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = path or resolve_model_path(model, data, log)
@@ -155,9 +157,7 @@ def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> s
 
 
 def _checkpointing_field() -> str:
-    import dataclasses
-
-    from trl import GRPOConfig
+    from trl import GRPOConfig  # lazy: TRL loads in the trial's timed build, not at import (trainer/dry_run.py)
 
     names = {f.name for f in dataclasses.fields(GRPOConfig)}
     return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
@@ -290,7 +290,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     raw keyword arguments (facts.md). Timing: rewards, model and prompts are load_seconds; the
     config and the trainer build_seconds.
     """
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer  # here: TRL loads inside the timed build (build_seconds)
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     started = time.perf_counter()

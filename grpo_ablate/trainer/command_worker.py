@@ -35,11 +35,13 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from grpo_ablate.children import PACKAGE_ROOT, adopt_orphans, die_with_parent
+from grpo_ablate.metrics import read_rows
 from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
 
 from . import checkpoints
@@ -292,16 +294,12 @@ def _evaluate(spec: TrialSpec, run: _Run, log: Callable[[str], None]) -> float:
 
     In this process, now that the script has ended: the study's environment (torch, transformers, the
     study's rewards), the held-out prompts and decoding a built-in trial uses (trainer/evaluation.py)."""
-    import types
-
     from .build import load_model_and_tokenizer  # here: torch and transformers load only for the evaluation
     from .evaluation import Evaluator
     from .prompts import load_prompt_sets
     from .rewards import RewardContext, build_rewards
 
-    from transformers import AutoModelForCausalLM
-
-    from grpo_ablate.metrics import read_rows
+    from transformers import AutoModelForCausalLM  # here: as above, only for the evaluation
 
     base, tokenizer, _ = load_model_and_tokenizer(spec.model, spec.data, log)
     _, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
-from transformers import TrainerCallback
+from transformers import GenerationConfig, TrainerCallback
 
 from grpo_ablate.contract.spec import EvaluationSpec
 from grpo_ablate.vocab import EVAL_FILE
@@ -292,6 +292,7 @@ class Evaluator(TrainerCallback):
         token loops itself); the number and size of generate calls must match on every rank too,
         so a short shard is filled with repeats of a prompt whose completions are dropped.
         """
+        # lazy: TRL only when the trial generates; this module imports without it
         from trl.models import unwrap_model_for_generation
 
         mine = list(indices)
@@ -309,8 +310,6 @@ class Evaluator(TrainerCallback):
         """Completion ids per prompt of `work` (held-out indices) from a transformers model, at the study's fixed
         decoding, batched, in eval mode, sampling seeded by EVAL_SEED on a forked RNG (training's stream untouched).
         The trial's own model (above) and a command trial's saved checkpoints (score_model) go through here."""
-        from transformers import GenerationConfig
-
         tok = self.tokenizer
         sample = self.temperature > 0
         config = GenerationConfig(
@@ -379,7 +378,7 @@ class Evaluator(TrainerCallback):
     def _generate_colocate(self, vllm: Any, indices: list[int]) -> list[list[list[int]]]:
         """The trainer's colocated engine, in TRL's order: (weights woken and synced) -> wake the KV
         cache -> generate -> sleep again (level 2, as TRL leaves it)."""
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # optional: vLLM (the gpu extra), only for a colocated engine
 
         # a seed per held-out prompt (from its index, so a rank's share draws what one process would):
         # one seed for all gave every prompt the same random draws (request_seeds.py)

@@ -23,6 +23,7 @@ _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".cs
 
 def _load_source(data: DataSpec):
     """The raw dataset: a local file, a saved dataset folder, a loadable folder, or a hub id."""
+    # lazy: datasets only when prompts load; this module imports without it
     from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
     source = str(data.dataset)
@@ -130,7 +131,7 @@ def load_prompt_sets(
     - otherwise: the last num_prompts rows of the training data, removed from training.
     In every case an evaluation prompt that also occurs in the training prompts is dropped.
     """
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: datasets only when prompts load; this module imports without it
 
     train, column = _raw_dataset(data, seed=seed)
     if not evaluation:

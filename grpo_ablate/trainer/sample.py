@@ -103,7 +103,7 @@ def prompt_texts(tokenizer: Any, prompts: list[Any]) -> list[str]:
 
 def _generate_hf(model: Any, tokenizer: Any, prompts: list[Any], k: int, temperature: float, trainer: dict[str, Any],
                  seed: int) -> tuple[list[str], list[list[int]]]:
-    import torch
+    import torch  # lazy: preflight/advise.py imports this module in the parent, which never loads torch
 
     texts = prompt_texts(tokenizer, prompts)
     enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
@@ -134,7 +134,7 @@ def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, tempera
     Each prompt gets its own seed (request_seeds.py): one seed for the call gave all prompts the
     same draws.
     """
-    from vllm import SamplingParams
+    from vllm import SamplingParams  # optional: vLLM only when the study generates with it
 
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in prompt_texts(tokenizer, prompts)]
     params = [SamplingParams(**vllm_sampling_kwargs(trainer, temperature, k, s)) for s in prompt_seeds(seed, len(ids), k)]
@@ -166,7 +166,7 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     use_vllm = (spec.get("hardware", {}).get("vllm") or {}).get("mode", "none") != "none"
     llm = None
     if use_vllm:
-        from vllm import LLM
+        from vllm import LLM  # optional: vLLM only when the study generates with it
 
         from .vllm_cpu import keep_weights_loadable  # vLLM's modules only when the study generates with it
 
@@ -177,7 +177,7 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
         llm = LLM(model=path, dtype=spec["model"].get("dtype") or "auto", seed=seed,
                   trust_remote_code=bool(spec["model"].get("trust_remote_code")), **engine)
     else:
-        import torch
+        import torch  # lazy: preflight/advise.py imports this module in the parent, which never loads torch
 
         if torch.cuda.is_available():
             model = model.to("cuda")
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     spec_path = Path(argv[0])
     spec = json.loads(spec_path.read_text())
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    import torch
+    import torch  # lazy: preflight/advise.py imports this module in the parent, which never loads torch
 
     if str(spec["model"].get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX):
         torch.set_num_threads(1)

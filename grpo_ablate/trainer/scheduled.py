@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import torch
+from accelerate.utils import broadcast_object_list, gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
@@ -297,8 +298,6 @@ class ScheduledGRPOTrainer(GRPOTrainer):
         return out
 
     def _per_prompt_round(self, inputs):
-        from accelerate.utils import broadcast_object_list, gather_object
-
         g, n_local = self.num_generations, len(inputs)
         world, rank = self.accelerator.num_processes, self.accelerator.process_index
         everything = gather_object(list(inputs)) if world > 1 else list(inputs)

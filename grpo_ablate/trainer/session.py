@@ -26,6 +26,7 @@ memory cap, GRPO_ABLATE_SESSION_TEMPLATE=0) is a fresh process that pays the imp
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
 import os
 import select
@@ -64,8 +65,6 @@ _MESSAGE_BYTES = 1 << 20  # one request: an environment of a few kB
 
 def _name_process(name: str) -> None:
     if sys.platform.startswith("linux"):
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
@@ -83,7 +82,7 @@ def _apply_threads(env: dict[str, str]) -> None:
     """The trial's CPU share: torch read OMP_NUM_THREADS when the template imported it, under the template's value."""
     threads = env.get("OMP_NUM_THREADS")
     if threads and threads.isdigit() and int(threads) > 0:
-        import torch
+        import torch  # lazy: launch/template.py imports this module in the parent, which never loads torch
 
         torch.set_num_threads(int(threads))
 

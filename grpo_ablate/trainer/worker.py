@@ -214,6 +214,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         timings["startup_seconds"] = max(0.0, time.time() - launched_at)
     built = None
     try:
+        # here: launch/ imports this module in the parent, which never loads torch; the trial pays it, timed
         import torch
         import transformers
         import trl
@@ -227,7 +228,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
 
         transformers.logging.set_verbosity_warning()
         transformers.utils.logging.disable_progress_bar()  # log.txt gets one line per step instead
-        import datasets
+        import datasets  # here: as above, timed in the trial
 
         datasets.disable_progress_bars()
         payload["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__}

@@ -82,7 +82,7 @@ def _unknown_stack(recipe: Recipe, raw: dict[str, Any], own: dict[str, Any], sea
     if given is not None:
         notes.append(RecipeDifference(
             f"{recipe.path.name}: recipe_trl {echo(given)} is not a release of the defaults table "
-            f"(known: {known_releases()}); add it with `python benchmarks/trl_defaults.py --release "
+            f"(known: {known_releases()}); add it with `python tools/trl_defaults.py --release "
             f"{given}=<its transformers>`"))
     old = release_defaults(OPEN_R1_STACK.trl)
     for key in DRIFTING_KEYS:

@@ -47,6 +47,7 @@ def _batches(space: "FeasibleSpace", g: int) -> list[int]:
 
 
 def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) -> dict[str, "optuna.distributions.BaseDistribution"]:
+    # lazy: Optuna only while a study runs; every command imports study/
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 

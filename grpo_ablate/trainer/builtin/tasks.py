@@ -203,7 +203,7 @@ def held_out_problems(name: str, num_prompts: int, exclude: set[str], seed: int 
 
 def task_dataset(name: str, num_prompts: int = 2000, seed: int = 1234) -> Any:
     """A `datasets.Dataset` with `prompt` (plain text) and `answer`; the reward reads `answer`."""
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: the tasks import without datasets or torch (tests/test_builtin_registries.py)
 
     pairs = task_problems(name, num_prompts, seed)
     return Dataset.from_dict({"prompt": [p for p, _ in pairs], "answer": [a for _, a in pairs]})

@@ -70,6 +70,7 @@ def build_tokenizer(model_max_length: int = MAX_LENGTH, extra_chars: str = "") -
     `extra_chars` extends the vocabulary (a user's dataset: `dataset_characters`). Passing it to
     GRPOTrainer as `processing_class` keeps the trainer from reaching for the hub.
     """
+    # lazy: builtin/model.py imports this module and must load no torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -98,6 +99,7 @@ def load_builtin_tokenizer(path: Any) -> Any:
     generate failed with an IndexError. Loaded as the class it was saved from, every character the
     vocabulary holds encodes to its own token.
     """
+    # lazy: builtin/model.py imports this module and must load no torch
     from transformers import PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast.from_pretrained(path, padding_side="left")
