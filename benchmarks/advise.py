@@ -34,7 +34,7 @@ from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.preflight.advise import run_advise  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.launch import run_trial  # noqa: E402
-from grpo_ablate.vocab import METRICS_FILE, Arm, Cell, Outcome  # noqa: E402
+from grpo_ablate.core.vocab import METRICS_FILE, Arm, Cell, Outcome  # noqa: E402
 
 GENS = (2, 4, 8, 16)
 TEMPS = (0.7, 1.0)

@@ -89,7 +89,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grpo_ablate.stats.selection import eps_best, select  # noqa: E402
-from grpo_ablate.vocab import Outcome  # noqa: E402
+from grpo_ablate.core.vocab import Outcome  # noqa: E402
 
 __all__ = ["DATA", "TRUTH", "WARMUP_DATA", "Design", "scratch_design", "branched_design", "designs", "replay",
            "best_g", "score", "full_run_design", "warmup_designs", "warmup_figures", "build", "build_warmup", "figures",
@@ -497,7 +497,7 @@ def _record(table: dict[str, Any], path: Path, kind: str, cell: Any, folder: Pat
 
 
 def _evals(folder: Path) -> list[dict[str, Any]]:
-    from grpo_ablate.vocab import EVAL_FILE
+    from grpo_ablate.core.vocab import EVAL_FILE
 
     f = folder / EVAL_FILE
     return [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.exists() else []

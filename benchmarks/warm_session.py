@@ -32,7 +32,7 @@ from grpo_ablate.plan.cells import study_plan  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.launch import Launcher, ProcessLauncher, WarmSession  # noqa: E402
 from grpo_ablate.contract.spec import TrialSpec  # noqa: E402
-from grpo_ablate.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
+from grpo_ablate.core.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
 
 
 def reward_columns(trial_dir: Path) -> list[dict[str, object]]:

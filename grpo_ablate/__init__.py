@@ -11,8 +11,8 @@ GRPOConfig's field names once in a child process and caches them.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.errors import StudyError
-from grpo_ablate.space import BatchShape, FeasiblePair, FeasibleSpace, Rejection, check_pair, feasible_space
+from grpo_ablate.core.errors import StudyError
+from grpo_ablate.core.space import BatchShape, FeasiblePair, FeasibleSpace, Rejection, check_pair, feasible_space
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig, load_study

@@ -20,9 +20,9 @@ from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advis
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, zero_spread_empirical
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.study.search.encoding import encode_arm
-from grpo_ablate.schedule import generations_data, parse_generations
-from grpo_ablate.vocab import METRICS_FILE, Arm
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.schedule import generations_data, parse_generations
+from grpo_ablate.core.vocab import METRICS_FILE, Arm
+from grpo_ablate.records import trial_record as record
 from helpers import write_study
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.plan.cells import racing_round, resolved_trial_count, study_plan
 from grpo_ablate.plan.run_plan import resolve_plan
@@ -19,7 +19,7 @@ from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.contract.result import TrialResult
 from grpo_ablate.contract.spec import CheckpointSpec, StartFrom
-from grpo_ablate.vocab import PREFIX_ROLE, Outcome
+from grpo_ablate.core.vocab import PREFIX_ROLE, Outcome
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")

@@ -24,10 +24,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.launch import LauncherPool, lend_launchers
-from grpo_ablate.storage import open_storage
-from grpo_ablate.vocab import PREFIX_ROLE
+from grpo_ablate.storage.store import open_storage
+from grpo_ablate.core.vocab import PREFIX_ROLE
 from helpers import ROOT, TESTS, cli_env, cli_inprocess, write_study
 
 pytestmark = pytest.mark.slow

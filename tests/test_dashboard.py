@@ -18,11 +18,11 @@ from helpers import ROOT, cli_env, free_port
 from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
-from grpo_ablate.storage import open_artifact_store
+from grpo_ablate.storage.store import open_artifact_store
 from grpo_ablate.study.artifacts import curve_title, upload_trial_artifacts
-from grpo_ablate.vocab import HEADLINE_FILE
+from grpo_ablate.core.vocab import HEADLINE_FILE
 from grpo_ablate.study.setup import describe_study, open_study
-from grpo_ablate.vocab import METRICS_FILE, REWARD_CURVE_FILE, Arm, Cell
+from grpo_ablate.core.vocab import METRICS_FILE, REWARD_CURVE_FILE, Arm, Cell
 
 
 # Margins, not windows: on a shared 2-core machine the dashboard's start (Python, Optuna, the study

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from helpers import ROOT, cli_env
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 sys.path.insert(0, str(ROOT / "tools"))
 import verdict as demo  # noqa: E402 - tools/verdict.py, which writes the README's quote

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from helpers import free_port
-from grpo_ablate.metrics import read_jsonl
+from grpo_ablate.contract.metrics import read_jsonl
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
-from grpo_ablate.vocab import EVAL_FILE, Outcome
+from grpo_ablate.core.vocab import EVAL_FILE, Outcome
 from grpo_ablate.contract.spec import EvaluationSpec
 
 ROOT = Path(__file__).resolve().parents[1]

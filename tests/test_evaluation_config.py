@@ -7,7 +7,7 @@ import pytest
 
 from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from helpers import ROOT
 
 TINY = str(ROOT / "studies" / "tiny-cpu.yaml")

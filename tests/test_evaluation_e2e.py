@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from grpo_ablate.metrics import read_jsonl, read_rows, summarize_trial, to_target
+from grpo_ablate.contract.metrics import read_jsonl, read_rows, summarize_trial, to_target
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
-from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, METRICS_FILE, Outcome
+from grpo_ablate.core.vocab import EVAL_FILE, GROUPS_FILE, METRICS_FILE, Outcome
 
 from helpers import tiny_spec
 from grpo_ablate.contract.spec import DataSpec, EvaluationSpec, ModelSpec

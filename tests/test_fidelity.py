@@ -13,8 +13,8 @@ import yaml
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import load_study
 from grpo_ablate.config.recipes import RecipeDifference
-from grpo_ablate.cost import full_run_steps
-from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.core.cost import full_run_steps
+from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.commands.init import write_study
 from grpo_ablate.contract.spec import RewardEntry
 from grpo_ablate.plan.draft import InitAnswers

@@ -12,11 +12,11 @@ import random
 import pytest
 import torch
 
-from grpo_ablate.space import BatchShape, check_pair
+from grpo_ablate.core.space import BatchShape, check_pair
 from grpo_ablate.trainer.g_policy import (PromptPosterior, allocate, expected_informative, group_advantages,
                                           merge_rows, zero_spread_groups)
-from grpo_ablate.schedule import parse_generations
-from grpo_ablate.vocab import Arm, Cell, Dynamic, PerPrompt, Schedule, generations_text
+from grpo_ablate.core.schedule import parse_generations
+from grpo_ablate.core.vocab import Arm, Cell, Dynamic, PerPrompt, Schedule, generations_text
 
 
 # ---------------------------------------------------------------- labels

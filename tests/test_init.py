@@ -148,7 +148,7 @@ def test_init_on_open_r1s_current_recipes_writes_a_deciding_study_at_half_a_run(
     """Issue 49's goal: with the run's size, default init writes (does not refuse) a study of at most 0.5x the run:
     a screen of at most 0.05x, then at least 3 seeds per arm, every trial past the warmup, and plan says what it
     resolves. Without the size it exits 2 naming the flags."""
-    from grpo_ablate.cost import warmup_steps
+    from grpo_ablate.core.cost import warmup_steps
     from grpo_ablate.plan.design import MIN_SEEDS
     from grpo_ablate.plan.price import planned_price
     from grpo_ablate.study.warmup import trial_end
@@ -227,7 +227,7 @@ def test_branching_is_refused_where_the_recipe_has_no_warmup_to_branch_at(tmp_pa
 def test_a_recipe_on_a_local_dataset_is_priced_from_its_rows(tmp_path, suffix):
     import pandas as pd
 
-    from grpo_ablate.estimate import estimate_trial
+    from grpo_ablate.plan.estimate import estimate_trial
 
     rows = pd.DataFrame({"prompt": [f"{i} + 1 =\nwhat?" for i in range(700)], "solution": [str(i + 1) for i in range(700)]})
     data = tmp_path / f"train.{suffix}"

@@ -18,7 +18,7 @@ from helpers import cli_env, cli_inprocess, run_cli
 from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.study.owner import OWNER_FILE, claim_output_dir, read_owner
 
 

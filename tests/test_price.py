@@ -14,10 +14,10 @@ from grpo_ablate.commands.init import write_study
 from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.plan.design import MIN_SEEDS, effect_for_seeds, seeds_to_decide
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total, warmup_steps
-from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.gpu_hours import budget_of
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total, warmup_steps
+from grpo_ablate.plan.estimate import estimate_trial
+from grpo_ablate.records.gpu_hours import budget_of
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.stats.selection import bechhofer_seeds
 from grpo_ablate.plan.price import planned_price, prefix_estimate, price_line, resolve_budget, spent_price
 

@@ -20,7 +20,7 @@ from grpo_ablate.config import load_study
 from grpo_ablate.preflight.probe import measure_point
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.launch import LauncherPool, shares_a_session
-from grpo_ablate.vocab import LOG_FILE, MEMORY_FILE, RESULT_FILE, Arm, Cell, Outcome
+from grpo_ablate.core.vocab import LOG_FILE, MEMORY_FILE, RESULT_FILE, Arm, Cell, Outcome
 from helpers import ROOT, write_study
 from grpo_ablate.contract.spec import VllmSpec
 

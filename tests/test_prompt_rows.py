@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grpo_ablate.commands.cli import main
-from grpo_ablate.prompt_file import prompt_file_problem
+from grpo_ablate.core.prompt_file import prompt_file_problem
 from grpo_ablate.contract.spec import DataSpec
 
 

@@ -62,7 +62,7 @@ def _recipe_study(tmp_path, hardware: str, gens: str = "[7, 14]"):
 
 
 def test_a_gpu_study_gets_gpu_hours_from_stated_assumptions_before_any_trial(tmp_path):
-    from grpo_ablate.cost import ASSUMED, assumed_trial_seconds, flops_per_token
+    from grpo_ablate.core.cost import ASSUMED, assumed_trial_seconds, flops_per_token
 
     study = _recipe_study(tmp_path, "hardware: {gpus: 8, accelerate_config: "
                                     f"{Path('sweeps/accelerate/zero2.yaml').resolve()}, vllm: {{mode: server}}}}")
@@ -85,7 +85,7 @@ def test_a_gpu_study_gets_gpu_hours_from_stated_assumptions_before_any_trial(tmp
 
 
 def test_parameters_from_a_config_match_a_known_model():
-    from grpo_ablate.cost import parameters_from_config
+    from grpo_ablate.core.cost import parameters_from_config
 
     qwen25_1_5b = {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28, "num_attention_heads": 12,
                    "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": True}

@@ -25,8 +25,8 @@ import pytest
 from helpers import ROOT, cli_env, cli_inprocess, tiny_spec, write_study
 
 from grpo_ablate.trainer import checkpoints
-from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.vocab import EVAL_FILE, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.contract.spec import CheckpointSpec
 
 WALL_CLOCK = {"train_seconds", "step_time", "generation_seconds", "peak_memory_mb", "eval_seconds"}
@@ -198,7 +198,7 @@ def test_any_file_truncated_or_changed_means_start_over_with_the_file_named(tmp_
 def test_a_retry_finds_its_predecessors_folders_along_retry_of(tmp_path):
     import optuna
 
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
     from grpo_ablate.study import ledger
 
     storage = open_storage(str(tmp_path / "study.journal"))
@@ -372,7 +372,7 @@ def test_a_study_trial_killed_mid_run_is_requeued_and_its_retry_resumes(tmp_path
 
     import optuna
 
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
 
     trials = optuna.load_study(study_name="resume-e2e", storage=open_storage(str(out / "study.journal"))).get_trials()
     assert [record.outcome(t).value for t in trials] == ["interrupted", "completed"]

@@ -17,15 +17,15 @@ from helpers import write_study
 from grpo_ablate.config import load_study
 from grpo_ablate.plan.cells import completions_per_trial, study_plan
 from grpo_ablate.plan.run_plan import resolve_plan
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.study.lifecycle import trial_dir_of
 from grpo_ablate.study.retry import requeue_changed, superseded
 from grpo_ablate.study.setup import open_study, queue_first_plan
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.contract.result import TrialResult
-from grpo_ablate.vocab import Outcome
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.vocab import Outcome
+from grpo_ablate.records import trial_record as record
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 

@@ -19,7 +19,7 @@ from helpers import ROOT, write_study
 
 import grpo_ablate.commands.run  # noqa: F401 - loaded, so its names are among those counted
 from grpo_ablate.config import load_study
-from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.plan.cells import baseline_arm, study_plan

@@ -14,9 +14,9 @@ from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.config.hardware import read_generations
 from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.study.ledger import cell_params
-from grpo_ablate.space import BatchShape, Rounds, check_pair, feasible_space
-from grpo_ablate.schedule import generations_data, parse_generations
-from grpo_ablate.vocab import Arm, Cell, Schedule
+from grpo_ablate.core.space import BatchShape, Rounds, check_pair, feasible_space
+from grpo_ablate.core.schedule import generations_data, parse_generations
+from grpo_ablate.core.vocab import Arm, Cell, Schedule
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")

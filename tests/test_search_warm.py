@@ -15,8 +15,8 @@ from grpo_ablate.study.warm import warm_start
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import suggest_cell
 from grpo_ablate.study.setup import describe_study, open_study
-from grpo_ablate.trial_record import WARM_ROLE
-from grpo_ablate import trial_record as record
+from grpo_ablate.records.trial_record import WARM_ROLE
+from grpo_ablate.records import trial_record as record
 from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)

@@ -104,9 +104,9 @@ def test_run_one_takes_a_g_policy_as_the_string_given(tmp_path_factory, value):
 
 
 def test_a_raced_study_refuses_a_changed_min_effect_before_any_trial(tmp_path):
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
     from grpo_ablate.study.setup import describe_study, race_rule_changed
-    from grpo_ablate.trial_record import study_attrs
+    from grpo_ablate.records.trial_record import study_attrs
 
     sets = ["study.sampler=ablation", "study.racing={}", "study.seeds=[0, 1, 2]", "study.min_effect=0.05"]
     path = _study(tmp_path)

@@ -18,8 +18,8 @@ from grpo_ablate.study.racing import advance
 from grpo_ablate.study.ledger import queue as queue_cells
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import ask, suggest_cell
-from grpo_ablate.vocab import Outcome
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.vocab import Outcome
+from grpo_ablate.records import trial_record as record
 from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -142,7 +142,7 @@ def test_min_effect_and_the_betting_method_are_validated(tmp_path):
 
 
 def test_the_baseline_keeps_running_while_an_arm_still_needs_it_even_when_worse_than_the_leader():
-    from grpo_ablate.race_record import RaceState
+    from grpo_ablate.records.race_record import RaceState
     from grpo_ablate.study.racing import Rule, decide
 
     seeds = range(6)

@@ -18,8 +18,8 @@ from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.commands.cli import main
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.storage import canonical_url, is_rdb_url, mask_url, open_storage, url_problem
-from grpo_ablate import trial_record as record
+from grpo_ablate.storage.store import canonical_url, is_rdb_url, mask_url, open_storage, url_problem
+from grpo_ablate.records import trial_record as record
 from helpers import MINIMAL_STUDY
 
 SECRET = "Zq7-s3cr3t"

@@ -15,10 +15,10 @@ import pytest
 from grpo_ablate.commands.run_one import _split_sets
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.launch import build_command, classify, request_stop
-from grpo_ablate.space import Rounds
+from grpo_ablate.core.space import Rounds
 from grpo_ablate.contract.result import TrialResult
 from grpo_ablate.contract.spec import DataSpec, EvalBudget, RewardEntry, StartFrom, TrialSpec
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.vocab import Outcome
 
 
 def spec(tmp_path, **kw) -> TrialSpec:
@@ -101,7 +101,7 @@ def test_run_one_splits_trial_values_from_overrides():
 
 
 def test_parent_side_imports_no_torch():
-    code = ("import sys, grpo_ablate.launch, grpo_ablate.contract.spec, grpo_ablate.metrics, grpo_ablate.commands.run_one; "
+    code = ("import sys, grpo_ablate.launch, grpo_ablate.contract.spec, grpo_ablate.contract.metrics, grpo_ablate.commands.run_one; "
             "bad = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -156,7 +156,7 @@ def test_retry_checkpoints_save_every_step_for_the_checkpointer_but_never_for_a_
         return build_config_kwargs(dataclasses.replace(s, checkpoint={"every": "auto", "keep": False}), world_size=1,
                                    reward_weights=[1.0])
 
-    from grpo_ablate.schedule import Schedule, Switch
+    from grpo_ablate.core.schedule import Schedule, Switch
 
     g_schedule = Schedule((4, 8), (Switch("progress", 50.0),))
 
@@ -269,7 +269,7 @@ def test_spec_defaults_are_the_study_schemas(tmp_path):
 
 
 def test_the_plan_codec_round_trips_every_kind_of_g_and_the_branch_point(tmp_path):
-    from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, Switch
+    from grpo_ablate.core.schedule import Dynamic, PerPrompt, Schedule, Switch
 
     kinds = [8, Schedule((2, 4, 8), (Switch("progress", 30.0), Switch("signal", 0.3, 3))), Dynamic(8, 3), PerPrompt(8, 2, 16)]
     for g in kinds:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from grpo_ablate.commands.init import write_study
 from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.cost import warmup_steps
+from grpo_ablate.core.cost import warmup_steps
 from grpo_ablate.trainer.dry_run import effective
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.plan.design import MIN_STEPS_PAST_WARMUP

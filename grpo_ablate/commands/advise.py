@@ -10,12 +10,12 @@ import sys
 
 from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.plan.cells import completions_per_trial
-from grpo_ablate.bounds import flag_value
+from grpo_ablate.core.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
 from grpo_ablate.preflight.advise import advise_text, run_advise
 from grpo_ablate.study.owner import claim_output_dir
 from grpo_ablate.study.setup import describe_study, enqueue_shortlist, open_study, space_changed
-from grpo_ablate.trial_record import study_attrs
+from grpo_ablate.records.trial_record import study_attrs
 
 __all__ = ["add_parser", "run"]
 

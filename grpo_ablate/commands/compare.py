@@ -54,7 +54,7 @@ from grpo_ablate.report.regression import (CompareError, Row, Source, compare_su
                                            compare_verdicts, is_regression, parse_tolerances, study_differences,
                                            tracked_tolerances)
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 __all__ = ["add_parser", "run", "compare_main", "load_summary", "print_table"]
 

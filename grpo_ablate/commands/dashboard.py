@@ -22,7 +22,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from grpo_ablate.commands.common import add_study, load, set_value
 from grpo_ablate.config import StudyConfig
-from grpo_ablate.storage import mask_url, open_artifact_store, open_storage
+from grpo_ablate.storage.store import mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.setup import name_objectives
 
 __all__ = ["add_parser", "run", "serve", "banner", "answer_first", "landing_path"]

@@ -37,12 +37,12 @@ from typing import Callable
 from grpo_ablate.commands.common import EXIT_OK, check_out, load_study
 from grpo_ablate.commands.plan_words import plan_text
 from grpo_ablate.config.recipes import read_recipe, recipe_stack
-from grpo_ablate.errors import Problem, StudyError
+from grpo_ablate.core.errors import Problem, StudyError
 from grpo_ablate.plan.design import resolution_line
 from grpo_ablate.plan.draft import BRANCH_CHOICES, InitAnswers, accelerate_config, fit_design, study_text
 from grpo_ablate.plan.price import planned_price
 from grpo_ablate.trl_facts.releases import known_releases
-from grpo_ablate.vocab import BUILTIN_TASKS
+from grpo_ablate.core.vocab import BUILTIN_TASKS
 
 __all__ = ["add_parser", "run", "write_study", "ask_missing"]
 

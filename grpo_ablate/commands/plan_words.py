@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 from grpo_ablate.config import FloatRange
 from grpo_ablate.config.hardware import world_size_reason
 from grpo_ablate.config.cpu_run import cpu_run_changes
-from grpo_ablate.precision import CPU_CHANGES_LEAD
+from grpo_ablate.core.precision import CPU_CHANGES_LEAD
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes import FieldList, RecipeDifference, RecipeNote
-from grpo_ablate.cost import RunShare, fmt_range, lr_schedule_of
-from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.core.cost import RunShare, fmt_range, lr_schedule_of
+from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.plan.cells import resolved_trial_count, study_plan
 from grpo_ablate.study import limits
 from grpo_ablate.plan.price import planned_price
 from grpo_ablate.plan.design import resolution_line
 from grpo_ablate.files.screen_file import load_screen
-from grpo_ablate.vocab import Schedule
+from grpo_ablate.core.vocab import Schedule
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
 from grpo_ablate.launch.launch_env import VOLATILE

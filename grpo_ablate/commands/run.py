@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo_ablate.bounds import flag_value
+from grpo_ablate.core.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
 from grpo_ablate.config import StudyConfig, StudyError
 from grpo_ablate.files.owned import Owner

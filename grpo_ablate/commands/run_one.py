@@ -40,7 +40,7 @@ from grpo_ablate.launch import run_trial
 from grpo_ablate.launch.watch import request_stop
 from grpo_ablate.contract.result import TrialResult
 from grpo_ablate.contract.spec import TrialSpec
-from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome
+from grpo_ablate.core.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome
 
 __all__ = ["add_parser", "run", "run_one", "print_result"]
 

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_ablate.bounds import flag_value
+from grpo_ablate.core.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
 from grpo_ablate.config import StudyConfig
 from grpo_ablate.launch.base import STOP_GRACE_SECONDS

@@ -38,9 +38,9 @@ from grpo_ablate.plan.cells import completions_per_trial, study_plan
 from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.runner import run_study
 from grpo_ablate.study.setup import open_study
-from grpo_ablate.schedule import Schedule
-from grpo_ablate.trial_record import trial_arm
-from grpo_ablate.trial_record import reason
+from grpo_ablate.core.schedule import Schedule
+from grpo_ablate.records.trial_record import trial_arm
+from grpo_ablate.records.trial_record import reason
 
 __all__ = ["add_parser", "run", "smoke_overrides", "smoke_fingerprint", "SMOKE_STEPS", "FINGERPRINT_FILE"]
 

@@ -20,12 +20,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
-from grpo_ablate.safe_read import MB, kind_problem, read_text, text_stream
+from grpo_ablate.core.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.core.safe_read import MB, kind_problem, read_text, text_stream
 from grpo_ablate.config.names import UNCHECKED_PACKAGES, check_reward, module_spec
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.schema import DataSection, RewardSpec, StudyFile
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_TASKS
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_TASKS
 
 __all__ = ["check_inputs", "peek_rows", "PEEK_ROWS", "TRL_REWARD_KEYWORDS"]
 

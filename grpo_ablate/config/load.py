@@ -15,15 +15,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.errors import Problem, StudyError, echo
+from grpo_ablate.core.errors import Problem, StudyError, echo
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.recipes import RecipeNote, merge_recipe
 from grpo_ablate.config.schema import SearchSection, StudyFile, StudySection
 from grpo_ablate.config.study import StudyConfig
 from grpo_ablate.config.validate import validate_dict
 from grpo_ablate.config.yaml_io import YamlLimitError, parse_yaml, read_yaml_file
-from grpo_ablate.storage_url import JOURNAL_PREFIX, canonical_url, is_rdb_url, url_problem
-from grpo_ablate.vocab import SEARCHED_KEYS
+from grpo_ablate.storage.url import JOURNAL_PREFIX, canonical_url, is_rdb_url, url_problem
+from grpo_ablate.core.vocab import SEARCHED_KEYS
 
 __all__ = ["load_study", "apply_overrides", "parse_override", "resolve_paths"]
 

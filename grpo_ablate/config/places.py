@@ -12,12 +12,12 @@ import os
 import tempfile
 from pathlib import Path
 
-from grpo_ablate.errors import Problem, StudyError, echo
+from grpo_ablate.core.errors import Problem, StudyError, echo
 from grpo_ablate.config.hardware import accelerate_processes
 from grpo_ablate.config.schema import StudyFile
 from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.safe_read import kind_problem
-from grpo_ablate.storage_url import DATABASE_SCHEMES, JOURNAL_PREFIX, is_rdb_url, url_problem
+from grpo_ablate.core.safe_read import kind_problem
+from grpo_ablate.storage.url import DATABASE_SCHEMES, JOURNAL_PREFIX, is_rdb_url, url_problem
 
 __all__ = ["check_places", "check_storage", "writable_dir_problem", "readable_dir_problem", "read_only_mount",
            "DATABASE_SCHEMES", "is_local_dataset"]

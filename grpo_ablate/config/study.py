@@ -26,10 +26,10 @@ from grpo_ablate.config.schema import (
     StudySection,
 )
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.space import FeasibleSpace
-from grpo_ablate.storage_url import canonical_url, mask_url
-from grpo_ablate.schedule import parse_generations
-from grpo_ablate.vocab import METRICS
+from grpo_ablate.core.space import FeasibleSpace
+from grpo_ablate.storage.url import canonical_url, mask_url
+from grpo_ablate.core.schedule import parse_generations
+from grpo_ablate.core.vocab import METRICS
 
 __all__ = ["StudyConfig", "resolve_sampler", "SMALL_SPACE"]
 

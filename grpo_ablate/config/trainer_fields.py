@@ -17,9 +17,9 @@ import math
 from typing import Any
 
 from grpo_ablate.trl_facts.releases import release_of, release_types
-from grpo_ablate.errors import Problem, did_you_mean, echo
+from grpo_ablate.core.errors import Problem, did_you_mean, echo
 from grpo_ablate.trl_facts.fields import trainer_field_names
-from grpo_ablate.vocab import SEARCHED_KEYS
+from grpo_ablate.core.vocab import SEARCHED_KEYS
 
 __all__ = ["REMOVED_TRAINER_KEYS", "OWNED_TRAINER_KEYS", "check_trainer_keys", "field_type", "cast_like_trl"]
 

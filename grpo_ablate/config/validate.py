@@ -18,25 +18,25 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from grpo_ablate.attention import attn_problems
-from grpo_ablate.precision import CPU_CHANGES_LEAD
-from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.core.attention import attn_problems
+from grpo_ablate.core.precision import CPU_CHANGES_LEAD
+from grpo_ablate.core.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import batch_shape, space_for, world_size
 from grpo_ablate.config.inputs import check_inputs
 from grpo_ablate.config.names import check_names
-from grpo_ablate.bounds import REWARD_ROWS_NEEDED
-from grpo_ablate.cost import warmup_steps
+from grpo_ablate.core.bounds import REWARD_ROWS_NEEDED
+from grpo_ablate.core.cost import warmup_steps
 from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.cpu_run import cpu_run_changes
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
 from grpo_ablate.config.study import StudyConfig
 from grpo_ablate.config.trainer_fields import check_trainer_keys
-from grpo_ablate.space import FeasibleSpace
-from grpo_ablate.schedule import parse_generations
+from grpo_ablate.core.space import FeasibleSpace
+from grpo_ablate.core.schedule import parse_generations
 from grpo_ablate.stats.model import MIN_SEEDS
-from grpo_ablate.vocab import METRICS, SEARCHED_KEYS, Schedule
+from grpo_ablate.core.vocab import METRICS, SEARCHED_KEYS, Schedule
 from grpo_ablate.files.probe_file import probe_path
-from grpo_ablate.prompt_file import prompt_file_problem
+from grpo_ablate.core.prompt_file import prompt_file_problem
 
 __all__ = ["validate_dict", "objective_metrics", "EVALUATION_OBJECTIVE"]
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX
 
 from .spec import TrialSpec
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.vocab import MEMORY_FILE
+from grpo_ablate.core.vocab import MEMORY_FILE
 
 __all__ = ["read_peak_memory"]
 

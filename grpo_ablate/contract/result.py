@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.vocab import Outcome
 
 __all__ = ["TrialResult"]
 
@@ -17,7 +17,7 @@ __all__ = ["TrialResult"]
 class TrialResult:
     """What the parent learns about a finished trial.
 
-    `metrics` are the headline metrics (grpo_ablate.metrics.summarize over metrics.jsonl, plus
+    `metrics` are the headline metrics (grpo_ablate.contract.metrics.summarize over metrics.jsonl, plus
     load/build seconds); they are filled for every outcome, partial runs included.
     """
 

@@ -53,9 +53,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from grpo_ablate.schedule import generations_data, generations_from_data
-from grpo_ablate.space import Rounds
-from grpo_ablate.vocab import SPEC_FILE
+from grpo_ablate.core.schedule import generations_data, generations_from_data
+from grpo_ablate.core.space import Rounds
+from grpo_ablate.core.vocab import SPEC_FILE
 
 __all__ = ["BudgetSpec", "CheckpointSpec", "DataSpec", "EvalBudget", "EvaluationSpec", "HardwareSpec", "ModelSpec",
            "RewardEntry", "ScriptSpec", "StartFrom", "TrialSpec", "VllmSpec", "section_from"]

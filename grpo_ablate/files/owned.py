@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-from grpo_ablate.errors import Problem, StudyError, echo
-from grpo_ablate.safe_read import MB, read_text
+from grpo_ablate.core.errors import Problem, StudyError, echo
+from grpo_ablate.core.safe_read import MB, read_text
 
 __all__ = ["Owner", "STRICT", "read_owned", "read_owned_raw", "write_json", "file_error"]
 

@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from grpo_ablate.bounds import BatchSize, Generations, Megabytes, Rate, Seconds, Steps
+from grpo_ablate.core.bounds import BatchSize, Generations, Megabytes, Rate, Seconds, Steps
 from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
-from grpo_ablate.space import FeasibleSpace, Rejection
-from grpo_ablate.vocab import PROBE_FILE
+from grpo_ablate.core.space import FeasibleSpace, Rejection
+from grpo_ablate.core.vocab import PROBE_FILE
 
 __all__ = ["ProbePoint", "Probe", "host_peak_mb", "load_probe", "probe_path", "probed_space", "probe_table", "save_probe", "PROBE_FIX"]
 

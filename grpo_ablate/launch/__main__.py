@@ -6,7 +6,7 @@ import json
 import sys
 
 from grpo_ablate.contract.spec import TrialSpec
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.vocab import Outcome
 
 from .registry import run_trial
 

@@ -27,7 +27,7 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.vocab import Outcome
 
 if TYPE_CHECKING:
     from grpo_ablate.contract.spec import TrialSpec

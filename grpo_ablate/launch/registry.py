@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from grpo_ablate.config.schema import LAUNCHER_ENV  # a launcher's name: overrides hardware.launcher for every trial
-from grpo_ablate.errors import Problem
+from grpo_ablate.core.errors import Problem
 from grpo_ablate.contract.result import TrialResult
 from grpo_ablate.contract.spec import TrialSpec
 

@@ -69,7 +69,7 @@ import time
 from pathlib import Path
 
 from grpo_ablate.contract.spec import TrialSpec
-from grpo_ablate.vocab import RESULT_FILE
+from grpo_ablate.core.vocab import RESULT_FILE
 
 from .base import STOP_GRACE_SECONDS, Launcher, NotStarted, ReclaimPending
 from .process import build_command

@@ -30,7 +30,7 @@ from typing import Any
 from grpo_ablate.contract.result import TrialResult
 from grpo_ablate.contract.spec import TrialSpec
 from grpo_ablate.contract.env import LAUNCHED_AT_ENV
-from grpo_ablate.vocab import LEASE_ENV
+from grpo_ablate.core.vocab import LEASE_ENV
 
 from .base import TERM_GRACE_SECONDS
 from .local import LocalLauncher

@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grpo_ablate.cost import full_run_steps, parse_share, warmup_steps
-from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.estimate import training_prompts
-from grpo_ablate.vocab import PREFIX_ROLE
+from grpo_ablate.core.cost import full_run_steps, parse_share, warmup_steps
+from grpo_ablate.core.errors import Problem, StudyError
+from grpo_ablate.plan.estimate import training_prompts
+from grpo_ablate.core.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.space import FeasibleSpace, default_pair, generated_completions
-from grpo_ablate.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
+from grpo_ablate.core.space import FeasibleSpace, default_pair, generated_completions
+from grpo_ablate.core.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
 from grpo_ablate.files.advise_file import advised_arms as saved
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen

@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Callable, Literal
 
 from scipy.optimize import brentq
 
-from grpo_ablate.cost import fmt_multiple
+from grpo_ablate.core.cost import fmt_multiple
 from grpo_ablate.stats.model import MIN_SEEDS
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.stats.selection import bechhofer_pcs
 from grpo_ablate.plan.branching import BranchError, branch_step
 from grpo_ablate.plan.cells import study_plan
-from grpo_ablate.vocab import PREFIX_ROLE
+from grpo_ablate.core.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig

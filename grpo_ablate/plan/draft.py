@@ -32,14 +32,14 @@ from grpo_ablate.config.inputs import peek_rows
 from grpo_ablate.config.recipes import (DRIFTING_KEYS, OPEN_R1_DEFAULT_REWARDS, OPEN_R1_STACK,
                                         recipe_accelerate_config, recipe_stack, stack_default)
 from grpo_ablate.config.schema import DataSection
-from grpo_ablate.cost import Price, fmt_multiple, parse_share, warmup_steps
-from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.core.cost import Price, fmt_multiple, parse_share, warmup_steps
+from grpo_ablate.core.errors import Problem, StudyError
+from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.plan.design import (MIN_SEEDS, MIN_STEPS_PAST_WARMUP, NEIGHBOUR_RATIO, RACE_CONFIDENCE,
                                      TRIAL_STEPS_CAP, Fitted, Shape, fit, resolution, second_temperature,
                                      seeds_to_decide, spanning_generations, trial_bounds)
 from grpo_ablate.plan.price import planned_price
-from grpo_ablate.space import feasible_space, nearest_generations
+from grpo_ablate.core.space import feasible_space, nearest_generations
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.trl_facts.fields import trl_default
 

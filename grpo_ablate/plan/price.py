@@ -26,16 +26,16 @@ import dataclasses
 from typing import TYPE_CHECKING, Iterable
 
 from grpo_ablate.plan.branching import BranchError, branch_step
-from grpo_ablate.cost import Branching, Price, RunShare, parse_share, price, study_total
-from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.estimate import TrialEstimate, estimate_trial
-from grpo_ablate.gpu_hours import spent_seconds
+from grpo_ablate.core.cost import Branching, Price, RunShare, parse_share, price, study_total
+from grpo_ablate.core.errors import Problem, StudyError
+from grpo_ablate.plan.estimate import TrialEstimate, estimate_trial
+from grpo_ablate.records.gpu_hours import spent_seconds
 from grpo_ablate.stats.elimination import race_cost
 from grpo_ablate.plan.cells import ablation_arms, baseline_arm, resolved_trial_count, study_plan
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
-from grpo_ablate.trial_record import role_of
-from grpo_ablate.vocab import PREFIX_ROLE
+from grpo_ablate.records.trial_record import role_of
+from grpo_ablate.core.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

@@ -15,19 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.estimate import estimate_trial, trial_time
+from grpo_ablate.plan.estimate import estimate_trial, trial_time
 from grpo_ablate.files.advise_file import fitted_prior, load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, load_probe
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.plan.cells import baseline_arm, cells_of, completions_per_trial, round_cells, trial_count
 from grpo_ablate.plan.price import planned_price
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.core.vocab import Arm, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig
-    from grpo_ablate.cost import Price, TrialEstimate
-    from grpo_ablate.gpu_hours import TrialTime
+    from grpo_ablate.core.cost import Price, TrialEstimate
+    from grpo_ablate.records.gpu_hours import TrialTime
 
 __all__ = ["StudyPlan", "resolve_plan"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.cost import study_total
-from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.core.cost import study_total
+from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.plan.branching import BranchError, branch_step
 from grpo_ablate.plan.cells import completions_per_trial, resolved_trial_count
 from grpo_ablate.plan.price import planned_counts, prefix_estimate

@@ -14,15 +14,15 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.children import die_with_parent
-from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.launch import describe_launch
 from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.launch.launch_env import launch_environment
 from grpo_ablate.plan.cells import baseline_arm, study_plan
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer.command import command_line, script_problem
-from grpo_ablate.vocab import Cell
+from grpo_ablate.core.vocab import Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig

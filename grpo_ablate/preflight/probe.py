@@ -30,11 +30,11 @@ from grpo_ablate.files.probe_file import Probe, ProbePoint, probe_table, save_pr
 from grpo_ablate.launch import LauncherPool, run_trial
 from grpo_ablate.launch.devices import cpu_slot
 from grpo_ablate.plan.cells import baseline_arm
-from grpo_ablate.schedule import prompts_per_round
-from grpo_ablate.space import feasible_space
+from grpo_ablate.core.schedule import prompts_per_round
+from grpo_ablate.core.space import feasible_space
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.contract.files import read_peak_memory
-from grpo_ablate.vocab import METRICS_FILE, PROBE_FILE, Arm, Cell, Outcome
+from grpo_ablate.core.vocab import METRICS_FILE, PROBE_FILE, Arm, Cell, Outcome
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig

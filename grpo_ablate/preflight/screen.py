@@ -32,7 +32,7 @@ from grpo_ablate.preflight.screen_rule import RULES, SIGNAL_RATIO, Point, drops,
 from grpo_ablate.plan.cells import ablation_arms, baseline_arm
 from grpo_ablate.study.owner import check_output_dir, claim_output_dir
 from grpo_ablate.study.setup import started_study
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig

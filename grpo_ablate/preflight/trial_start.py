@@ -33,12 +33,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.children import die_with_parent
+from grpo_ablate.core.children import die_with_parent
 from grpo_ablate.config import Problem
 from grpo_ablate.launch.devices import remote_launcher
 from grpo_ablate.plan.cells import baseline_arm, study_plan
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, Cell
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig

@@ -33,17 +33,17 @@ from grpo_ablate.report.objectives import pareto_front, study_objectives
 from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, load_trials, masked, read_trial_files,
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Guarantee, Verdict, decide
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.plan.branching import BranchError, branch_step
-from grpo_ablate.cost import lr_schedule_of
-from grpo_ablate.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
-from grpo_ablate.storage import mask_url
+from grpo_ablate.core.cost import lr_schedule_of
+from grpo_ablate.records.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
+from grpo_ablate.storage.store import mask_url
 from grpo_ablate.plan.price import planned_price, spent_price, tunes_a_run
 from grpo_ablate.plan.design import resolution_line
 from grpo_ablate.report.screen import screen_view
 from grpo_ablate.stats.selection import CONFIDENCE
-from grpo_ablate.race_record import calls_level, race_guarantee
-from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
+from grpo_ablate.records.race_record import calls_level, race_guarantee
+from grpo_ablate.core.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
                                Outcome, finite, metric)
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.owned import Owner

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from grpo_ablate.report.text import fmt, fmt_p
 from grpo_ablate.report.wording import bounded_interval
-from grpo_ablate.storage import open_artifact_store, open_storage
-from grpo_ablate.vocab import Arm, metric
+from grpo_ablate.storage.store import open_artifact_store, open_storage
+from grpo_ablate.core.vocab import Arm, metric
 
 if TYPE_CHECKING:
     import optuna

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from grpo_ablate.vocab import METRICS, Arm
+from grpo_ablate.core.vocab import METRICS, Arm
 
 __all__ = ["DEFAULT_TOLERANCE", "CompareError", "Source", "Row", "parse_tolerances", "tracked_tolerances",
            "compare_summaries", "study_differences", "compare_verdicts", "is_regression"]

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from grpo_ablate.vocab import finite
+from grpo_ablate.core.vocab import finite
 
 __all__ = ["MetricStat", "Difference", "stat", "difference", "t975", "Comparison", "compare_to_baseline",
            "model_comparison", "MODEL_PAIRED", "MODEL_UNPAIRED", "TOO_FEW",

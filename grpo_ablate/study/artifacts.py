@@ -12,9 +12,9 @@ import csv
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.vocab import HEADLINE_FILE, METRICS, METRICS_FILE, REWARD_CURVE_FILE, Cell, finite
-from grpo_ablate.metrics import read_rows, summarize_trial
-from grpo_ablate.trial_record import cell_of
+from grpo_ablate.core.vocab import HEADLINE_FILE, METRICS, METRICS_FILE, REWARD_CURVE_FILE, Cell, finite
+from grpo_ablate.contract.metrics import read_rows, summarize_trial
+from grpo_ablate.records.trial_record import cell_of
 
 if TYPE_CHECKING:
     import optuna

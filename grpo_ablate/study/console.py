@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import LOG_FILE, Outcome
+from grpo_ablate.core.vocab import LOG_FILE, Outcome
 
 if TYPE_CHECKING:
     from typing import Callable

@@ -37,7 +37,7 @@ import secrets
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.plan.branching import branches
-from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
+from grpo_ablate.records.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
                                       HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, OWNER_RUN, PID,
                                       PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
                                       RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, StudyAttrs, arm_of,
@@ -46,7 +46,7 @@ from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLE
                                       retry_of, seed_of, study_attrs, trial_dir, branched_from, AWAITS_PREFIX,
                                       SPEC_FINGERPRINT, REQUEUED_BY, TAKEN_BY, awaits_prefix, spec_fingerprint)
 from grpo_ablate.launch.registry import reclaim_trial
-from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Cell, Outcome
+from grpo_ablate.core.vocab import HEADLINE_METRICS, PREFIX_ROLE, Cell, Outcome
 from grpo_ablate.study.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from grpo_ablate.config import StudyConfig
     from grpo_ablate.contract.result import TrialResult
-    from grpo_ablate.vocab import Arm
+    from grpo_ablate.core.vocab import Arm
 
 __all__ = [
     # trial attributes

@@ -35,8 +35,8 @@ from grpo_ablate.launch.devices import claim_cpu_share
 from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.owner import HOST, new_run
 from grpo_ablate.study.trial_spec import plan_spec
-from grpo_ablate.errors import database_fault, machine_fault
-from grpo_ablate.storage import patiently
+from grpo_ablate.core.errors import database_fault, machine_fault
+from grpo_ablate.storage.store import patiently
 from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.study.prefixes import BranchSetAside, Prefixes
 from grpo_ablate.study.setup import queue_ready_branches
@@ -46,9 +46,9 @@ from grpo_ablate.contract.spec import StartFrom, TrialSpec
 from grpo_ablate.launch import finish, launcher_for, reclaim_trial, request_stop
 from grpo_ablate.launch.base import ReclaimPending
 from grpo_ablate.launch.watch import mark_taken
-from grpo_ablate.vocab import (EVAL_FILE, LEASE_ENV, LEASE_FILE, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, STOP_FILE,
+from grpo_ablate.core.vocab import (EVAL_FILE, LEASE_ENV, LEASE_FILE, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, STOP_FILE,
                                TAKEN_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name)
-from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
+from grpo_ablate.contract.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
 from grpo_ablate.study.search.fidelity import ComputeClock, quantum
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from grpo_ablate.config.schema import MAX_SECONDS
-from grpo_ablate.estimate import estimate_trial, trial_time
-from grpo_ablate.gpu_hours import TrialTime, duration_text
+from grpo_ablate.plan.estimate import estimate_trial, trial_time
+from grpo_ablate.records.gpu_hours import TrialTime, duration_text
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig

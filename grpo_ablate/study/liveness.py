@@ -35,7 +35,7 @@ from grpo_ablate.launch.registry import ReclaimPending
 from grpo_ablate.launch.watch import mark_taken
 from grpo_ablate.study import ledger
 from grpo_ablate.study.owner import RunIdentity, dead_owner
-from grpo_ablate.vocab import LEASE_FILE
+from grpo_ablate.core.vocab import LEASE_FILE
 
 if TYPE_CHECKING:
     import optuna

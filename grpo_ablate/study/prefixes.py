@@ -29,7 +29,7 @@ from grpo_ablate.study import ledger
 from grpo_ablate.study.retry import cell_fingerprint
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.contract.spec import StartFrom
-from grpo_ablate.vocab import PREFIX_ROLE, TRIALS_DIR, Cell
+from grpo_ablate.core.vocab import PREFIX_ROLE, TRIALS_DIR, Cell
 
 if TYPE_CHECKING:
     import optuna

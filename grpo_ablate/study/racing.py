@@ -43,7 +43,7 @@ the report say which ran.
 
 Each round's state is stored on the study by the ledger (set_race; read back as StudyAttrs.racing): its design, drops
 with their round and reason, and every round's look in its `path`, which the report shows. That record (RaceState,
-Drop) and its readers (calls_level, race_guarantee, design_words) are grpo_ablate/race_record.py's, a floor below,
+Drop) and its readers (calls_level, race_guarantee, design_words) are grpo_ablate/records/race_record.py's, a floor below,
 so the report reads a race without importing this module; this one decides the race.
 The repeated paired t-test the race used in round 2 lives in benchmarks/sequential.py only, where
 its replay shows why it was replaced.
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from grpo_ablate.plan.run_plan import StudyPlan
-from grpo_ablate.race_record import (ALPHA, ANYTIME, ELIMINATION, ELIMINATION_LEVEL, GROUP_SEQUENTIAL, Drop,
+from grpo_ablate.records.race_record import (ALPHA, ANYTIME, ELIMINATION, ELIMINATION_LEVEL, GROUP_SEQUENTIAL, Drop,
                                      RaceState)
 from grpo_ablate.study.search.early_rank import race_decides_at
 from grpo_ablate.stats.calls import calls as holm_calls
@@ -67,7 +67,7 @@ from grpo_ablate.stats.selection import select
 from grpo_ablate.stats.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.stats.spending import plan as spending_plan
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import METRICS
+from grpo_ablate.core.vocab import METRICS
 
 if TYPE_CHECKING:
     import optuna

@@ -38,8 +38,8 @@ from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.trial_spec import plan_spec
 from grpo_ablate.trainer.checkpoints import spec_fingerprint
-from grpo_ablate.trial_record import faulted_out
-from grpo_ablate.vocab import SPEC_FILE, TRIALS_DIR, Cell, Outcome
+from grpo_ablate.records.trial_record import faulted_out
+from grpo_ablate.core.vocab import SPEC_FILE, TRIALS_DIR, Cell, Outcome
 
 if TYPE_CHECKING:
     import optuna

@@ -36,15 +36,15 @@ import psutil
 from grpo_ablate.config import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
-from grpo_ablate.gpu_hours import Budget, budget_of, measured_estimate
+from grpo_ablate.records.gpu_hours import Budget, budget_of, measured_estimate
 from grpo_ablate.plan.run_plan import StudyPlan
-from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage, patiently
+from grpo_ablate.storage.store import is_rdb_url, mask_url, open_artifact_store, open_storage, patiently
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.prefixes import Prefixes
 from grpo_ablate.study.retry import requeue_changed, requeue_faulted, superseded
-from grpo_ablate.trial_record import study_attrs
+from grpo_ablate.records.trial_record import study_attrs
 from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
 from grpo_ablate.study.liveness import Liveness
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
@@ -54,7 +54,7 @@ from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.launch import release_thread_launchers
 from grpo_ablate.launch.registry import launcher_problems
-from grpo_ablate.vocab import PREFIX_ROLE, Outcome
+from grpo_ablate.core.vocab import PREFIX_ROLE, Outcome
 
 if TYPE_CHECKING:
     import optuna

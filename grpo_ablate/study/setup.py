@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from grpo_ablate.storage import locate, mask_url, open_storage
+from grpo_ablate.storage.store import locate, mask_url, open_storage
 from grpo_ablate.study import ledger
-from grpo_ablate.trial_record import StudyAttrs, cell_key, study_attrs
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.records.trial_record import StudyAttrs, cell_key, study_attrs
+from grpo_ablate.core.vocab import Arm, Cell
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
 from grpo_ablate.files.owned import Owner

@@ -17,7 +17,7 @@ import hashlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.vocab import TENSORBOARD_DIR, Cell
+from grpo_ablate.core.vocab import TENSORBOARD_DIR, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig

@@ -25,8 +25,8 @@ from pydantic import BaseModel
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
 from grpo_ablate.config.hardware import trainer_batch_shape
-from grpo_ablate.schedule import Schedule, generations_text
-from grpo_ablate.space import generated_completions, optimizer_steps
+from grpo_ablate.core.schedule import Schedule, generations_text
+from grpo_ablate.core.space import generated_completions, optimizer_steps
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.study.trackers import tracker_settings
 from grpo_ablate.contract.spec import (BudgetSpec, CheckpointSpec, DataSpec, EvalBudget, EvaluationSpec, HardwareSpec,
@@ -34,7 +34,7 @@ from grpo_ablate.contract.spec import (BudgetSpec, CheckpointSpec, DataSpec, Eva
 from grpo_ablate.files.advise_file import fitted_prior, load_advice
 from grpo_ablate.files.probe_file import Probe, host_peak_mb, load_probe
 from grpo_ablate.files.owned import Owner
-from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
+from grpo_ablate.core.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
 
 if TYPE_CHECKING:
     from grpo_ablate.config import StudyConfig

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan.cells import study_plan
-from grpo_ablate.storage import mask_url, open_storage
+from grpo_ablate.storage.store import mask_url, open_storage
 from grpo_ablate.study import ledger
-from grpo_ablate.trial_record import WARM_ROLE, study_attrs
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.records.trial_record import WARM_ROLE, study_attrs
+from grpo_ablate.core.vocab import Arm, Cell
 
 if TYPE_CHECKING:
     import optuna

@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grpo_ablate.cost import lr_schedule_of, warmup_steps
-from grpo_ablate.errors import Problem
-from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.core.cost import lr_schedule_of, warmup_steps
+from grpo_ablate.core.errors import Problem
+from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.plan.branching import BranchError, branch_step
 
 if TYPE_CHECKING:

@@ -22,11 +22,11 @@ from typing import Any, Callable
 
 import torch
 
-from grpo_ablate.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
+from grpo_ablate.core.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.cost import full_run_steps, lr_schedule_of
-from grpo_ablate.space import Rounds
-from grpo_ablate.schedule import Schedule, prompts_per_round
+from grpo_ablate.core.cost import full_run_steps, lr_schedule_of
+from grpo_ablate.core.space import Rounds
+from grpo_ablate.core.schedule import Schedule, prompts_per_round
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tokenizer import dataset_characters, format_characters, load_builtin_tokenizer, unencodable_prompts
@@ -38,7 +38,7 @@ from .evaluation import Evaluator
 from .rewards import RewardContext, build_rewards, record_groups
 from grpo_ablate.contract.spec import BudgetSpec, DataSpec, EvaluationSpec, ModelSpec, TrialSpec
 from .vllm_cpu import keep_weights_loadable
-from grpo_ablate.attention import AUTO, flash_attn_imports, resolve_attn
+from grpo_ablate.core.attention import AUTO, flash_attn_imports, resolve_attn
 
 __all__ = [
     "BuiltTrial",
@@ -70,7 +70,7 @@ def _cuda() -> bool:
 
 
 def mixed_precision(spec: TrialSpec, cuda: bool | None = None) -> str:
-    """The trial's mixed precision (grpo_ablate/precision.py): the GRPOConfig flags and accelerate's
+    """The trial's mixed precision (grpo_ablate/core/precision.py): the GRPOConfig flags and accelerate's
     ACCELERATE_MIXED_PRECISION (which DeepSpeed's bf16/fp16 follow) are both set from it. `cuda`: whether the
     trial's machine has CUDA (the dry run asks for the node's answer); None: this machine's."""
     return trial_precision(spec.trainer, os.environ.get(MIXED_PRECISION_ENV), cuda=_cuda() if cuda is None else cuda)
@@ -142,7 +142,7 @@ def load_model_and_tokenizer(model: ModelSpec, data: DataSpec, log: Callable[[st
 
 
 def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> str | None:
-    """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (grpo_ablate/attention.py)."""
+    """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (grpo_ablate/core/attention.py)."""
 
     if requested != AUTO:
         return requested

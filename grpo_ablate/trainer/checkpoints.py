@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from grpo_ablate.vocab import EVAL_FILE, EVENTS_FILE, GROUPS_FILE, METRICS_FILE
+from grpo_ablate.core.vocab import EVAL_FILE, EVENTS_FILE, GROUPS_FILE, METRICS_FILE
 
 __all__ = ["BranchPointInvalid", "Checkpoint", "CARRIED_FILES", "CLOCK_FILE", "MANIFEST_FILE", "STATE_DIR", "DEFAULT_SHARE", "AUTO_MIN_SECONDS",
            "FINGERPRINT_IGNORED", "trainer_dir", "checkpoints_dir", "interval_steps", "spec_fingerprint", "sealed_checkpoints",

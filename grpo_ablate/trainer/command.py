@@ -24,7 +24,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.schedule import Schedule
+from grpo_ablate.core.schedule import Schedule
 
 from .checkpoints import interval_steps, trainer_dir
 from grpo_ablate.contract.spec import TrialSpec

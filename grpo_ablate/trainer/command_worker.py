@@ -40,9 +40,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.children import PACKAGE_ROOT, adopt_orphans, die_with_parent
-from grpo_ablate.metrics import read_rows
-from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
+from grpo_ablate.core.children import PACKAGE_ROOT, adopt_orphans, die_with_parent
+from grpo_ablate.contract.metrics import read_rows
+from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
 
 from . import checkpoints
 from .command import command_line, eval_steps, save_every, script_problem

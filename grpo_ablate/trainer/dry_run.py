@@ -23,8 +23,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from grpo_ablate.cost import lr_schedule_of, warmup_steps
-from grpo_ablate.schedule import Schedule
+from grpo_ablate.core.cost import lr_schedule_of, warmup_steps
+from grpo_ablate.core.schedule import Schedule
 from . import build, checkpoints
 from grpo_ablate.contract.spec import TrialSpec
 

@@ -38,7 +38,7 @@ import torch
 from transformers import GenerationConfig, TrainerCallback
 
 from grpo_ablate.contract.spec import EvaluationSpec
-from grpo_ablate.vocab import EVAL_FILE
+from grpo_ablate.core.vocab import EVAL_FILE
 
 from . import trl_adapter
 from .collective import all_gather, from_rank0, rank_and_world

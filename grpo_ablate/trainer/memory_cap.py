@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.contract.spec import HardwareSpec
-from grpo_ablate.vocab import MEMORY_FILE, RESULT_FILE, Outcome
+from grpo_ablate.core.vocab import MEMORY_FILE, RESULT_FILE, Outcome
 
 __all__ = ["MemoryWatch", "group_rss_mb", "start_memory_watch"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grpo_ablate.contract.spec import DataSpec, EvaluationSpec
-from grpo_ablate.prompt_file import prompt_file_problem
+from grpo_ablate.core.prompt_file import prompt_file_problem
 
 from .builtin.tasks import held_out_problems, task_dataset
 

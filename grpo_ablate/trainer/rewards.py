@@ -6,7 +6,7 @@ module turns each name into a TRL reward function `f(prompts, completions, compl
 with the reward's name in the reason (an exception inside it, or the wrong number of values),
 instead of a bare traceback from deep inside GRPOTrainer.
 
-The names and their descriptions are the vocabulary's (`grpo_ablate.vocab.BUILTIN_REWARDS`, and
+The names and their descriptions are the vocabulary's (`grpo_ablate.core.vocab.BUILTIN_REWARDS`, and
 every `BUILTIN_TASKS` name scores its task); `REWARD_FACTORIES` holds the code for exactly
 those names. `accuracy`, `format` and `tag_count` are written here and score as Open R1's
 rewards of those names do (tests/test_openr1_rewards.py checks them on Open R1's layouts);
@@ -40,10 +40,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from grpo_ablate.bounds import BOUNDS
+from grpo_ablate.core.bounds import BOUNDS
 from grpo_ablate.contract.spec import RewardEntry
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
+from grpo_ablate.core.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
 
 from .builtin.tasks import TASKS, task_reward
 from .collective import all_gather

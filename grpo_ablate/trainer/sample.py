@@ -21,7 +21,7 @@ from typing import Any
 from grpo_ablate.contract.env import PROGRESS_PREFIX
 from grpo_ablate.contract.spec import DataSpec, ModelSpec, RewardEntry, section_from
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
 from .request_seeds import prompt_seeds
 

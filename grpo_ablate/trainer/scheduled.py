@@ -52,9 +52,9 @@ from accelerate.utils import broadcast_object_list, gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, prompts_per_round
-from grpo_ablate.space import Rounds
-from grpo_ablate.vocab import EVENTS_FILE
+from grpo_ablate.core.schedule import Dynamic, PerPrompt, Schedule, prompts_per_round
+from grpo_ablate.core.space import Rounds
+from grpo_ablate.core.vocab import EVENTS_FILE
 
 from . import trl_adapter
 from .collective import from_rank0, max_over_processes, sum_over_processes

@@ -36,8 +36,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.children import adopt_orphans, die_with_parent
-from grpo_ablate.vocab import LOG_FILE
+from grpo_ablate.core.children import adopt_orphans, die_with_parent
+from grpo_ablate.core.vocab import LOG_FILE
 
 from .lease import keep_lease
 from .memory_cap import start_memory_watch

@@ -28,7 +28,7 @@ from typing import Any
 
 from grpo_ablate.trl_facts.fields import trl_default
 from .dry_run import config_kwargs
-from grpo_ablate.space import Rounds
+from grpo_ablate.core.space import Rounds
 from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["check_spec", "main"]

@@ -38,9 +38,9 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from grpo_ablate.children import adopt_orphans, end_descendants, process_start_time
-from grpo_ablate.errors import machine_fault, write_probe
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
+from grpo_ablate.core.children import adopt_orphans, end_descendants, process_start_time
+from grpo_ablate.core.errors import machine_fault, write_probe
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
 from .checkpoints import BranchPointInvalid
 from .lease import keep_lease

@@ -13,8 +13,8 @@ from grpo_ablate.config.recipes.stack import (OPEN_R1_STACK, TargetStack, instal
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.trl_facts.releases import (drift_between, known_releases, release_defaults, release_entries,
                                               release_of)
-from grpo_ablate.errors import echo
-from grpo_ablate.vocab import SEARCHED_KEYS
+from grpo_ablate.core.errors import echo
+from grpo_ablate.core.vocab import SEARCHED_KEYS
 
 __all__ = ["DRIFTING_KEYS", "IMPLIED_BEFORE_THE_FIELD", "NEW_LOSS_SWITCHES", "anchor_baseline", "implicit_keys",
            "recipe_target"]

@@ -17,7 +17,7 @@ import yaml
 from yaml.nodes import MappingNode, ScalarNode
 
 from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.errors import Problem, StudyError, echo
+from grpo_ablate.core.errors import Problem, StudyError, echo
 
 __all__ = ["RecipeNote", "RecipeDifference", "FieldList", "Recipe", "read_recipe"]
 

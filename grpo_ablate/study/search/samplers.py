@@ -11,7 +11,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from grpo_ablate.study.search.fidelity import quantum
-from grpo_ablate.vocab import PLANNED_SAMPLERS
+from grpo_ablate.core.vocab import PLANNED_SAMPLERS
 
 if TYPE_CHECKING:
     import optuna

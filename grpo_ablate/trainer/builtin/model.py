@@ -47,8 +47,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from grpo_ablate.children import die_with_parent, importing_this_checkout
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+from grpo_ablate.core.children import die_with_parent, importing_this_checkout
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX
 
 from .tasks import TASKS, Task, get_task
 from .tokenizer import DATASET_MAX_LENGTH, MAX_LENGTH, SPECIAL_TOKENS, VOCAB_CHARS, build_tokenizer

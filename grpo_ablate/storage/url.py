@@ -1,6 +1,6 @@
 """What a storage string is, and how it may be shown: SQLAlchemy's URL parser, one masking function.
 
-    python -c 'import sys; from grpo_ablate.storage_url import mask_url, url_problem as p; u = sys.argv[1]; print(mask_url(u), p(u))' "$URL"
+    python -c 'import sys; from grpo_ablate.storage.url import mask_url, url_problem as p; u = sys.argv[1]; print(mask_url(u), p(u))' "$URL"
 
 A storage is a database URL (`postgresql://`, `sqlite:///`, ...; schemes compared ignoring case)
 or a journal file path. Anything that looks like a URL must parse as one, or it is refused: a

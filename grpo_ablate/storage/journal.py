@@ -1,6 +1,6 @@
 """Optuna's journal file, read the way Optuna's replay reads it: every line parsed and checked.
 
-    python -c 'import sys; from grpo_ablate.journal import scan; print(scan(open(sys.argv[1], "rb").read()).summary())' study.journal
+    python -c 'import sys; from grpo_ablate.storage.journal import scan; print(scan(open(sys.argv[1], "rb").read()).summary())' study.journal
 
 A journal is one JSON object per line, each an operation (`op_code`) that Optuna's replay
 (optuna/storages/journal/_storage.py, JournalStorageReplayResult) applies in order. A crash,

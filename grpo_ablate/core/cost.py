@@ -1,7 +1,7 @@
 """What a trial costs, as arithmetic: the GPUs `hardware.gpu_type` names, the stated per-GPU rates,
 FLOPs per trained token, the recipe's full-run length, and GPU-hours. Pure: no study, no files.
 
-    python -c "from grpo_ablate.cost import GPU_TYPES; print(GPU_TYPES['H20'])"
+    python -c "from grpo_ablate.core.cost import GPU_TYPES; print(GPU_TYPES['H20'])"
 
 estimate.py applies it to a study (measured where possible). Training is bound by compute (FLOPs
 per trained token: 6 x parameters, +2x each for gradient checkpointing's recomputed forward, a
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from grpo_ablate.bounds import BOUNDS
-from grpo_ablate.errors import StudyError
-from grpo_ablate.safe_read import MB, read_bytes
+from grpo_ablate.core.bounds import BOUNDS
+from grpo_ablate.core.errors import StudyError
+from grpo_ablate.core.safe_read import MB, read_bytes
 
 PARAMETERS = BOUNDS["parameters"]
 

@@ -1,6 +1,6 @@
 """Where a study lives: Optuna storage from a URL, and the artifact store beside it.
 
-    python -c 'import sys; from grpo_ablate.storage import open_storage; open_storage(sys.argv[1])' "$URL"
+    python -c 'import sys; from grpo_ablate.storage.store import open_storage; open_storage(sys.argv[1])' "$URL"
 
 - a plain path (the default, `<output_dir>/study.journal`): Optuna's journal file, for many
   processes on one host. A journal with a torn or broken line (disk full, a crash mid-write)
@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn, TypeVar
 
-from grpo_ablate.safe_read import kind_problem, open_regular
-from grpo_ablate.journal import Scan, TolerantJournalBackend, looks_like_journal, scan
-from grpo_ablate.storage_url import (
+from grpo_ablate.core.safe_read import kind_problem, open_regular
+from grpo_ablate.storage.journal import Scan, TolerantJournalBackend, looks_like_journal, scan
+from grpo_ablate.storage.url import (
     DATABASE_SCHEMES,
     JOURNAL_PREFIX,
     Location,
@@ -38,7 +38,7 @@ from grpo_ablate.storage_url import (
     normalize_url,
     url_problem,
 )
-from grpo_ablate.errors import Problem, StudyError, database_fault
+from grpo_ablate.core.errors import Problem, StudyError, database_fault
 
 if TYPE_CHECKING:
     import optuna

@@ -1,6 +1,6 @@
 """A schedule of num_generations over one run: small G early, larger G later, as one value of G.
 
-    python -c "from grpo_ablate.schedule import parse_generations as p; print(p('4->8@40%').phases)"
+    python -c "from grpo_ablate.core.schedule import parse_generations as p; print(p('4->8@40%').phases)"
 
 Syntax (the label, `->` or `→` between phases, `@` before the condition that starts a phase):
 - by progress: `4→8@40%`: G=4 for the first 40 % of the trial's optimizer steps, then G=8;

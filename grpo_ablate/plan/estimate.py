@@ -26,17 +26,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, assumed_trial_seconds, flops_per_token,
+from grpo_ablate.core.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, assumed_trial_seconds, flops_per_token,
                               full_run_steps, model_parameters)
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
-from grpo_ablate.gpu_hours import TrialTime
-from grpo_ablate.space import generated_completions
-from grpo_ablate.storage import read_existing
-from grpo_ablate.storage_url import mask_url
-from grpo_ablate import trial_record as record
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.records.gpu_hours import TrialTime
+from grpo_ablate.core.space import generated_completions
+from grpo_ablate.storage.store import read_existing
+from grpo_ablate.storage.url import mask_url
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.core.vocab import Outcome
 
 if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a StudyConfig it is handed
     from grpo_ablate.config import StudyConfig
