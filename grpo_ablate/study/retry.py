@@ -107,7 +107,7 @@ def note(count: int) -> str:
 def _open_cells(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> Iterator[tuple[str, list["FrozenTrial"]]]:
     """(cell key, the attempts this study ran of it) for each cell of the plan that nothing runs or waits for, not
     cancelled and not settled: the cells a rerun may queue again (requeue_changed's and requeue_faulted's)."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: optuna loads on a study's first use, not with every command
 
     by_cell: dict[str, list["FrozenTrial"]] = {}
     for t in ostudy.get_trials(deepcopy=False):

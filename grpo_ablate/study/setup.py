@@ -9,6 +9,7 @@ import importlib.metadata
 import platform
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -26,7 +27,7 @@ from grpo_ablate.study.search.samplers import study_pruner, study_sampler
 from grpo_ablate.study.warm import load_source
 
 if TYPE_CHECKING:
-    import optuna
+    import optuna  # lazy: optuna loads on a study's first use, not with every command that imports this module
 
     from grpo_ablate.config import StudyConfig
 
@@ -58,7 +59,7 @@ def open_study(
     checkpoints. `storage` is the one `run` opened itself (it keeps the handle for heartbeats); otherwise
     the study's URL is opened here, with heartbeats when `for_run`.
     """
-    import optuna
+    import optuna  # lazy: optuna loads on a study's first use, not with every command that imports this module
 
     if storage is None:
         kwargs: dict[str, Any] = {}
@@ -114,7 +115,7 @@ def discard_new_study(ostudy: "optuna.Study", storage: "optuna.storages.BaseStor
 
     A half-made study (created, plan never queued) blocks every later `run` of the same name.
     """
-    import optuna
+    import optuna  # lazy: optuna loads on a study's first use, not with every command that imports this module
 
     try:
         optuna.delete_study(study_name=ostudy.study_name, storage=storage)
@@ -129,7 +130,7 @@ def started_study(study: "StudyConfig") -> str | None:
     Opens no storage that does not exist yet (a journal file that is not there), so asking
     creates nothing.
     """
-    import optuna
+    import optuna  # lazy: optuna loads on a study's first use, not with every command that imports this module
 
 
     where = locate(study.storage_url)
@@ -218,8 +219,6 @@ def race_rule_changed(stored: StudyAttrs, study: "StudyConfig") -> str | None:
 
 def name_objectives(ostudy: "optuna.Study", study: "StudyConfig") -> None:
     """The dashboard's objective names: the study's metric names, not "Objective 0"."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # set_metric_names is marked experimental
         ostudy.set_metric_names(list(study.metric_names))

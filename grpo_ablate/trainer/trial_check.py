@@ -35,6 +35,7 @@ __all__ = ["check_spec", "main"]
 
 def check_spec(spec: TrialSpec, *, gpu: bool, cuda_here: bool) -> list[str]:
     """What stops this trial before its first step, each in one line; empty when nothing does."""
+    # heavy: torch, transformers and TRL load in the check's own process only (validate and plan --commands start it)
     from transformers import Trainer
     from transformers.optimization import get_scheduler
     from trl import GRPOConfig
@@ -84,7 +85,7 @@ def check_spec(spec: TrialSpec, *, gpu: bool, cuda_here: bool) -> list[str]:
 def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     request: dict[str, Any] = json.loads(sys.stdin.read())
-    import torch
+    import torch  # heavy: after HF_HUB_OFFLINE is set, in the check's own process
 
     cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
     results = []
