@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PARSER = "parse_generations"
 LOADER = ROOT / "grpo_ablate" / "config"  # the study-file loader: it alone turns text into a G
-DEFINED_IN = ROOT / "grpo_ablate" / "schedule.py"
+DEFINED_IN = ROOT / "grpo_ablate" / "core" / "schedule.py"
 GONE = {"parse_pair_label", "from_key"}  # text-to-G readers that no longer exist anywhere
 
 

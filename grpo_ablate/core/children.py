@@ -45,7 +45,16 @@ _PR_SET_PDEATHSIG = 1
 # The folder that holds the `grpo_ablate` package (the checkout, or site-packages): a child process started with
 # it first on PYTHONPATH imports this very copy of the package, installed or not. Anything else first there (the
 # checkout's parent, say) could shadow real packages inside trials with a sibling folder named `trl` or `datasets`.
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Found by looking up from this file, so a move to another package cannot leave it one folder off (as a move once
+# did: issue 54 item 1); the supervisor (this file run as a script) finds the same folder.
+def _package_root() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    while not os.path.isfile(os.path.join(here, "grpo_ablate", "__init__.py")) and os.path.dirname(here) != here:
+        here = os.path.dirname(here)
+    return here
+
+
+PACKAGE_ROOT = _package_root()
 
 
 def importing_this_checkout(env: dict[str, str]) -> dict[str, str]:
