@@ -280,7 +280,7 @@ def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_pa
 def test_an_empty_shortlist_says_why_and_a_huge_beta_fit_is_put_in_words(tmp_path):
     """Issue 28: settings that no longer match an earlier probe emptied the shortlist without a reason, and a fit
     of equally hard prompts printed as Beta(a=1692218.67, b=7193891.85)."""
-    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.reader import Owner
     from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
 
     study = load_study(_study_file(tmp_path, gens="[4, 8]"))

@@ -55,7 +55,7 @@ def test_a_searched_range_of_any_size_is_answered_quickly(tmp_path_factory, low,
                             "samples_per_second", "steps", "wall_seconds"]),
        value=_any_number)
 def test_probe_json_numbers_outside_their_range_are_refused(tmp_path_factory, key, value):
-    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.reader import Owner
     from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
 
     folder = tmp_path_factory.mktemp("probe")

@@ -200,7 +200,7 @@ def test_a_trials_learning_rate_is_the_full_runs_at_the_same_step(tmp_path):
 def test_a_measured_completion_length_narrows_the_estimate(tmp_path):
     from grpo_ablate.config import load_study as load
     from grpo_ablate.files.advise_file import save_advice
-    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.reader import Owner
 
     unmeasured = _published_run(tmp_path, "H20")
     study = load(tmp_path / "published-H20.yaml")

@@ -11,7 +11,7 @@ import pytest
 
 from grpo_ablate.commands.cli import main
 from grpo_ablate.config import load_study
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, save_probe
 from grpo_ablate.core.vocab import ADVISE_FILE, PROBE_FILE
 

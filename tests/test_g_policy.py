@@ -208,7 +208,7 @@ def test_the_parent_resolves_an_adaptive_arms_prior_into_its_spec(tmp_path):
     the study's owner and writes the fit into the spec, which carries it through spec.json."""
     from grpo_ablate.config import StudyError, load_study
     from grpo_ablate.files.advise_file import save_advice
-    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.reader import Owner
     from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.contract.spec import TrialSpec
 

@@ -183,7 +183,7 @@ def test_a_failing_progress_callback_does_not_leave_the_trial_running(tmp_path):
 
 _HELPER_PARENT = """
 import subprocess, sys, time
-from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.core.child_processes import die_with_parent
 child = subprocess.Popen(["sleep", "600"], start_new_session=True, preexec_fn=die_with_parent())
 print(child.pid, flush=True)
 time.sleep(600)
@@ -305,7 +305,7 @@ def test_what_a_reward_started_dies_with_a_sigkilled_orchestrator(tmp_path, laun
 
 _MARKED_PARENT = """
 import os, subprocess, sys, time
-from grpo_ablate.core.children import TREE_ENV, tree_token
+from grpo_ablate.core.child_processes import TREE_ENV, tree_token
 env = {**os.environ, TREE_ENV: tree_token()}
 setsid = subprocess.Popen(["sleep", "600"], start_new_session=True, env=env)
 double = subprocess.run(["sh", "-c", "setsid sleep 601 >/dev/null 2>&1 & echo $!"], env=env, capture_output=True, text=True)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import torch
 
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, save_probe
 from grpo_ablate.trainer.callbacks import engine_memory_mb, peak_memory_mb
 

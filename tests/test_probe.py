@@ -18,7 +18,7 @@ import pytest
 from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, probe_table, save_probe
 from grpo_ablate.preflight.probe import candidate_batches, measure_point, run_probe
 from grpo_ablate.trainer.memory_cap import group_rss_mb

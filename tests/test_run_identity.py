@@ -14,7 +14,7 @@ import pytest
 from helpers import ROOT, cli_env
 
 from grpo_ablate.records import trial_record as record
-from grpo_ablate.core.children import process_start_time
+from grpo_ablate.core.child_processes import process_start_time
 from grpo_ablate.study.owner import HOST, RunIdentity, dead_owner, new_run
 
 

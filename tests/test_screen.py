@@ -13,7 +13,7 @@ import pytest
 
 from helpers import ROOT, cli_inprocess, write_study
 from grpo_ablate.config import load_study
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.preflight.screen_rule import ALL_RULES, RULES, SIGNAL_RATIO, Point, drops, kept, signal_per_step
 from grpo_ablate.plan.cells import study_plan

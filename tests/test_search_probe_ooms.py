@@ -20,7 +20,7 @@ import pytest
 
 from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
 from grpo_ablate.study.ledger import suggest_cell
 from grpo_ablate.study.setup import open_study

@@ -62,7 +62,7 @@ def test_the_host_peak_is_the_largest_fitting_cpu_point_of_the_trials_shape():
 def test_the_parent_resolves_the_host_peak_into_the_spec_from_the_studys_probe(tmp_path):
     """SLURM's --mem comes from the spec: the launcher never walks up from the trial folder to probe.json."""
     from grpo_ablate.config import load_study
-    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.reader import Owner
     from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
     from grpo_ablate.plan.run_plan import resolve_plan
     from grpo_ablate.study.trial_spec import build_spec, plan_spec

@@ -12,7 +12,7 @@ import optuna
 
 from grpo_ablate.records import trial_record as record
 from grpo_ablate.config import load_study
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.plan.cells import resolved_trial_count
 from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
 from grpo_ablate.storage.store import open_storage

@@ -322,7 +322,7 @@ def test_interrupt_while_waiting_stops_the_server(tmp_path, standin):
 
 _HOLDER = r'''
 import os, sys, time
-from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.core.child_processes import die_with_parent
 from grpo_ablate.contract.spec import HardwareSpec, VllmSpec
 from grpo_ablate.launch.vllm_server import vllm_server
 hw = HardwareSpec(gpus=2, num_processes=1, vllm=VllmSpec(mode="server", server_gpus=1, port=18200))
@@ -335,7 +335,7 @@ with vllm_server(hw, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, sys.argv[0] + ".log",
 
 
 def test_server_dies_with_a_sigkilled_orchestrator(tmp_path, standin):
-    """The server gets the parent-death signal (grpo_ablate/core/children.py): a `kill -9` of the study ends it too.
+    """The server gets the parent-death signal (grpo_ablate/core/child_processes.py): a `kill -9` of the study ends it too.
     (Its engine children are vLLM's own business: current vLLM gives them the same signal.)"""
     import subprocess
 

@@ -23,7 +23,7 @@ from grpo_ablate.plan.price import planned_price
 from grpo_ablate.plan.design import resolution_line
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.core.vocab import Schedule
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import load_probe, probe_table
 from grpo_ablate.launch.launch_env import VOLATILE
 from grpo_ablate.plan.trial_cost import trial_cost

@@ -15,7 +15,7 @@ import sys
 from grpo_ablate.core.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
 from grpo_ablate.config import StudyConfig, StudyError
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.preflight.screen import screen_before_training, screen_text
 from grpo_ablate.study.setup import describe_study, open_study, started_study

@@ -19,7 +19,7 @@ from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.config.yaml_io import read_yaml_file
 from grpo_ablate.core.schedule import parse_generations
 from grpo_ablate.core.space import BatchShape, FeasibleSpace, Rejection, feasible_space
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import load_probe, probed_space
 
 __all__ = ["accelerate_processes", "world_size", "world_size_reason", "batch_shape", "trainer_batch_shape", "space_for",

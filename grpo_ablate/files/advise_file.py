@@ -2,7 +2,7 @@
 
 Pure data, no torch: plan (the added arms), study setup (adding one), the report (the prediction
 it draws) and advise itself read and write it here, through one reader that refuses a
-truncated, mistyped or foreign file (files/owned.py): a lost `advised_arms` list would drop a
+truncated, mistyped or foreign file (files/reader.py): a lost `advised_arms` list would drop a
 queued arm from the plan. Writes are atomic, and a new prediction keeps the arms an earlier
 `--enqueue` added, since the study holds their trials.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from grpo_ablate.core.bounds import BatchSize, Finite, Fraction, Generations, Temperature
-from grpo_ablate.files.owned import STRICT, Owner, read_owned_raw, write_json
+from grpo_ablate.files.reader import STRICT, Owner, read_owned_raw, write_json
 from grpo_ablate.core.vocab import ADVISE_FILE, Arm
 
 __all__ = ["ADVISE_COMPLETIONS", "ADVISED_ARMS_KEY", "ADVISE_FIX", "NO_SPREAD_FRACTION", "add_advised_arm", "advised_arms", "fitted_prior", "load_advice", "save_advice"]

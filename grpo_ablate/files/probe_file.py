@@ -1,7 +1,7 @@
 """probe.json: what `grpo-ablate probe` measured, and the search space it leaves the study.
 
 Pure data, no torch: config (space_for), plan and study setup read it, through one reader that
-refuses a truncated, mistyped or foreign file (files/owned.py): an out-of-memory pair the probe
+refuses a truncated, mistyped or foreign file (files/reader.py): an out-of-memory pair the probe
 saw must never quietly become feasible again.
 
     python -c "from grpo_ablate.files.probe_file import probe_path; print(probe_path('runs/tiny-cpu'))"
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from grpo_ablate.core.bounds import BatchSize, Generations, Megabytes, Rate, Seconds, Steps
-from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
+from grpo_ablate.files.reader import STRICT, Owner, read_owned, write_json
 from grpo_ablate.core.space import FeasibleSpace, Rejection
 from grpo_ablate.core.vocab import PROBE_FILE
 

@@ -3,7 +3,7 @@ reasons, and the arms it left for training.
 
 Pure data, no torch: the plan (which arms train), the price (what the screen spent), the report (its section)
 and the screen itself read and write it here, through one reader that refuses a truncated, mistyped or
-foreign file (files/owned.py): a lost `dropped` list would train arms the screen had ruled out.
+foreign file (files/reader.py): a lost `dropped` list would train arms the screen had ruled out.
 
     python -c "from grpo_ablate.files.screen_file import screen_path; print(screen_path('runs/tiny-cpu'))"
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.core.bounds import BatchSize, Finite, Fraction, Generations, Seconds, Temperature
-from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
+from grpo_ablate.files.reader import STRICT, Owner, read_owned, write_json
 
 __all__ = ["SCREEN_FILE", "SCREEN_FIX", "ScreenRow", "ScreenDrop", "Screen", "screen_path", "load_screen", "save_screen"]
 

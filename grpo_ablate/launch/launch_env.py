@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from grpo_ablate.core.children import PACKAGE_ROOT, TREE_ENV
+from grpo_ablate.core.child_processes import PACKAGE_ROOT, TREE_ENV
 from grpo_ablate.contract.spec import TrialSpec
 from grpo_ablate.contract.env import LAUNCHED_AT_ENV, PARENT_PID_ENV, command_env
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from grpo_ablate.core.children import TREE_ENV, importing_this_checkout, tree_token
+from grpo_ablate.core.child_processes import TREE_ENV, importing_this_checkout, tree_token
 from grpo_ablate.contract.spec import TrialSpec
 from grpo_ablate.contract.env import PARENT_PID_ENV
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import IO, Callable, Protocol
 
-from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.core.child_processes import die_with_parent
 from grpo_ablate.contract.spec import TrialSpec
 from grpo_ablate.launch.vllm_server import (DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys,
                                              vllm_server)

@@ -34,7 +34,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import IO, Any, Hashable, Protocol
 
-from grpo_ablate.core.children import popen_for_process, stopped
+from grpo_ablate.core.child_processes import popen_for_process, stopped
 from grpo_ablate.contract.env import TEMPLATE_FLAG
 
 from .base import TERM_GRACE_SECONDS

@@ -48,7 +48,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.core.child_processes import die_with_parent
 from grpo_ablate.contract.spec import HardwareSpec
 
 __all__ = [

@@ -38,7 +38,7 @@ from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.core.space import FeasibleSpace, default_pair, generated_completions
 from grpo_ablate.core.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
 from grpo_ablate.files.advise_file import advised_arms as saved
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.screen_file import load_screen
 
 if TYPE_CHECKING:

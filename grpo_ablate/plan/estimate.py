@@ -29,7 +29,7 @@ from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.core.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, assumed_trial_seconds, flops_per_token,
                               full_run_steps, model_parameters)
 from grpo_ablate.files.advise_file import load_advice
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.records.gpu_hours import TrialTime
 from grpo_ablate.core.space import generated_completions

@@ -32,7 +32,7 @@ from grpo_ablate.plan.estimate import TrialEstimate, estimate_trial
 from grpo_ablate.records.gpu_hours import spent_seconds
 from grpo_ablate.stats.elimination import race_cost
 from grpo_ablate.plan.cells import ablation_arms, baseline_arm, resolved_trial_count, study_plan
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.screen_file import load_screen
 from grpo_ablate.records.trial_record import role_of
 from grpo_ablate.core.vocab import PREFIX_ROLE

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.plan.estimate import estimate_trial, trial_time
 from grpo_ablate.files.advise_file import fitted_prior, load_advice
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import Probe, load_probe
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.plan.cells import baseline_arm, cells_of, completions_per_trial, round_cells, trial_count

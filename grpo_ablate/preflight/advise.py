@@ -26,11 +26,11 @@ from grpo_ablate.core.schedule import prompts_per_round
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.records import trial_record as record
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION, save_advice
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.contract.metrics import summarize_file
 from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Schedule
-from grpo_ablate.core.children import die_with_parent, importing_this_checkout
+from grpo_ablate.core.child_processes import die_with_parent, importing_this_checkout
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.storage.store import is_rdb_url, open_storage
 from grpo_ablate.launch.devices import cpu_slot

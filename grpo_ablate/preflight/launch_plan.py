@@ -14,7 +14,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.core.child_processes import die_with_parent
 from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.launch import describe_launch
 from grpo_ablate.launch.devices import worker_envs

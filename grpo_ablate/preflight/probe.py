@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.config.hardware import batch_shape
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, probe_table, save_probe
 from grpo_ablate.launch import LauncherPool, run_trial
 from grpo_ablate.launch.devices import cpu_slot

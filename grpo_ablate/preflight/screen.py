@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.config.hardware import space_for
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.screen_file import Screen, ScreenDrop, ScreenRow, save_screen
 from grpo_ablate.preflight.advise import Advice, run_advise
 from grpo_ablate.preflight.probe import run_probe

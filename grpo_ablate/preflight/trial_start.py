@@ -33,7 +33,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.core.child_processes import die_with_parent
 from grpo_ablate.config import Problem
 from grpo_ablate.launch.devices import remote_launcher
 from grpo_ablate.plan.cells import baseline_arm, study_plan

@@ -46,13 +46,13 @@ from grpo_ablate.records.race_record import calls_level, race_guarantee
 from grpo_ablate.core.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
                                Outcome, finite, metric)
 from grpo_ablate.files.advise_file import load_advice
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from grpo_ablate.config import StudyConfig
-    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.reader import Owner
 
 __all__ = ["ReportData", "build_report_data", "collect", "read_advice", "report_metrics", "eval_samples",
            "EVAL_PROMPTS_SHOWN", "shared_prefix", "missing_seeds"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.screen_file import Screen, load_screen
 
 __all__ = ["screen_view", "SCREEN_ALONE", "SCREEN_WHAT"]

@@ -57,7 +57,7 @@ def summary_dict(data: ReportData) -> dict[str, Any]:
     return masked({
         "schema": 1,
         "study": data.study_name,
-        # whom it belongs to (files/owned.py's fields): compare shows them, a reader never refuses them
+        # whom it belongs to (files/reader.py's fields): compare shows them, a reader never refuses them
         "owner": {"study": data.study_name, "model": (data.config.get("model") or {}).get("name_or_path"),
                   "hardware": data.hardware},
         "generated_at": data.generated_at,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from grpo_ablate.core.children import process_start_time
+from grpo_ablate.core.child_processes import process_start_time
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.storage.store import is_rdb_url
 from grpo_ablate.storage.url import storage_identity as identity

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import psutil
 
 from grpo_ablate.config import StudyError
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.probe_file import load_probe
 from grpo_ablate.records.gpu_hours import Budget, budget_of, measured_estimate
 from grpo_ablate.plan.run_plan import StudyPlan

@@ -19,7 +19,7 @@ from grpo_ablate.records.trial_record import StudyAttrs, cell_key, study_attrs
 from grpo_ablate.core.vocab import Arm, Cell
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.study.prefixes import Prefixes
 from grpo_ablate.plan.cells import ADVISE_ROLE, is_plannable, study_plan
 from grpo_ablate.plan.run_plan import StudyPlan, resolve_plan

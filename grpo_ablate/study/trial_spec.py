@@ -33,7 +33,7 @@ from grpo_ablate.contract.spec import (BudgetSpec, CheckpointSpec, DataSpec, Eva
                                        ModelSpec, RewardEntry, ScriptSpec, StartFrom, TrialSpec, section_from)
 from grpo_ablate.files.advise_file import fitted_prior, load_advice
 from grpo_ablate.files.probe_file import Probe, host_peak_mb, load_probe
-from grpo_ablate.files.owned import Owner
+from grpo_ablate.files.reader import Owner
 from grpo_ablate.core.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
 
 if TYPE_CHECKING:

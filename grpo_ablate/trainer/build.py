@@ -33,7 +33,7 @@ from .builtin.tokenizer import dataset_characters, format_characters, load_built
 from .prompts import _load_source, load_prompt_sets
 from . import checkpoints
 from .callbacks import MetricsRecorder, StopSwitch
-from .checkpointer import Checkpointer
+from .checkpoint_callback import Checkpointer
 from .evaluation import Evaluator
 from .rewards import RewardContext, build_rewards, record_groups
 from grpo_ablate.contract.spec import BudgetSpec, DataSpec, EvaluationSpec, ModelSpec, TrialSpec

@@ -19,7 +19,7 @@ How it is trusted (`resumable`): the manifest must parse, name this trial's spec
 the folder's step, and every file must have its recorded size and hash. Anything else (a truncated
 safetensors file, a broken clock, another spec) makes the trial start over, and the reason is
 written to the trial's log. A checkpoint that passes but still fails to load starts over too
-(trainer/checkpointer.py): restoring never fails a trial.
+(trainer/checkpoint_callback.py): restoring never fails a trial.
 
 The spec fingerprint (`spec_fingerprint`) hashes the spec's canonical JSON (sorted keys) without
 the fields that legitimately differ between attempts of one trial (FINGERPRINT_IGNORED): the trial

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.core.children import PACKAGE_ROOT, adopt_orphans, die_with_parent
+from grpo_ablate.core.child_processes import PACKAGE_ROOT, adopt_orphans, die_with_parent
 from grpo_ablate.contract.metrics import read_rows
 from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
 

@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.core.children import adopt_orphans, die_with_parent
+from grpo_ablate.core.child_processes import adopt_orphans, die_with_parent
 from grpo_ablate.core.vocab import LOG_FILE
 
 from .lease import keep_lease
@@ -137,7 +137,7 @@ def _session_imports() -> None:
     import transformers  # noqa: F401
     from trl import GRPOConfig, GRPOTrainer  # noqa: F401
 
-    from . import build, checkpointer, evaluation  # noqa: F401 - the trial's own modules: a fork has them for free
+    from . import build, checkpoint_callback, evaluation  # noqa: F401 - the trial's own modules: a fork has them for free
 
 
 # --------------------------------------------------------------------------------------------

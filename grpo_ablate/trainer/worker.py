@@ -38,7 +38,7 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from grpo_ablate.core.children import adopt_orphans, end_descendants, process_start_time
+from grpo_ablate.core.child_processes import adopt_orphans, end_descendants, process_start_time
 from grpo_ablate.core.errors import machine_fault, write_probe
 from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
@@ -223,7 +223,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         # the trial's own modules load torch and transformers: here, timed, never in the parent that imports this one
         from .build import build_trial
         from .callbacks import TAKEN_REASON
-        from .checkpointer import restore_failed
+        from .checkpoint_callback import restore_failed
         from .collective import leave_process_group
 
         transformers.logging.set_verbosity_warning()

@@ -26,7 +26,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.core.child_processes import die_with_parent
 from grpo_ablate.core.errors import Problem, StudyError
 
 __all__ = ["installed_trl_version", "trainer_field_docs", "trainer_field_names", "trl_default"]

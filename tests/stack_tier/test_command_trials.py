@@ -18,7 +18,7 @@ from command_study import write_command_study
 from helpers import run_cli
 
 from grpo_ablate.config import load_study
-from grpo_ablate.core.children import PACKAGE_ROOT, importing_this_checkout
+from grpo_ablate.core.child_processes import PACKAGE_ROOT, importing_this_checkout
 from grpo_ablate.launch import run_trial
 from grpo_ablate.contract.metrics import read_rows
 from grpo_ablate.study.trial_spec import build_spec

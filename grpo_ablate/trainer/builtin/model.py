@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from grpo_ablate.core.children import die_with_parent, importing_this_checkout
+from grpo_ablate.core.child_processes import die_with_parent, importing_this_checkout
 from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX
 
 from .tasks import TASKS, Task, get_task

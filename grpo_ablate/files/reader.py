@@ -7,7 +7,7 @@ file records its owner (study, model, hardware) when written, and a reader valid
 against the writer's own types in pydantic's strict mode and checks the owner; any failure is a
 StudyError (exit 2) naming the path, what is wrong, and the fix.
 
-    python -c "from grpo_ablate.files.owned import Owner; print(Owner('s', 'builtin:tiny', 'defaults'))"
+    python -c "from grpo_ablate.files.reader import Owner; print(Owner('s', 'builtin:tiny', 'defaults'))"
 """
 
 from __future__ import annotations
