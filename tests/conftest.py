@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 
 # The plain helpers are defined once, in helpers.py; tests import them from there.
-from helpers import TESTS, FinishedStudy, cli_inprocess, free_port, unavailable
+from helpers import TESTS, FinishedStudy, cli_inprocess, environment_kept, free_port, unavailable
 from slurm_cluster import SlurmCluster, missing_binaries
 from grpo_ablate.launch.devices import claim_cpu_share
 from grpo_ablate.launch import LauncherPool, lend_launchers
@@ -120,7 +120,8 @@ def addition_model():
     """
     from grpo_ablate.trainer.builtin.model import builtin_model_path
 
-    return builtin_model_path("builtin:tiny", "addition", log=lambda _: None)
+    with environment_kept():  # a build here sets torch's variables: the test's trials keep the warm session's key
+        return builtin_model_path("builtin:tiny", "addition", log=lambda _: None)
 
 
 class PostgresServer:
