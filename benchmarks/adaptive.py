@@ -54,8 +54,8 @@ sys.path.insert(0, str(ROOT))
 
 from grpo_ablate.stats.seeds import compare_to_baseline  # noqa: E402
 from grpo_ablate.report.text import fmt_interval, fmt_p  # noqa: E402
-from grpo_ablate.trainer.spec import TrialSpec  # noqa: E402
-from grpo_ablate.vocab import metric  # noqa: E402
+from grpo_ablate.contract.spec import TrialSpec  # noqa: E402
+from grpo_ablate.core.vocab import metric  # noqa: E402
 
 FIXED = [2, 4, 8, 16]  # 8 is the baseline (TRL's default)
 ADAPTIVE = ["dynamic:8", "adaptive:8[2-16]"]

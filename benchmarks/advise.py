@@ -19,6 +19,7 @@ Also printed: the seconds advise took against one trial's. Exit status 1 when th
 
 from __future__ import annotations
 
+import dataclasses
 import argparse
 import json
 import sys
@@ -33,7 +34,7 @@ from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.preflight.advise import run_advise  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.launch import run_trial  # noqa: E402
-from grpo_ablate.vocab import METRICS_FILE, Arm, Cell, Outcome  # noqa: E402
+from grpo_ablate.core.vocab import METRICS_FILE, Arm, Cell, Outcome  # noqa: E402
 
 GENS = (2, 4, 8, 16)
 TEMPS = (0.7, 1.0)
@@ -67,7 +68,7 @@ def measure(study, g: int, t: float, steps: int, folder: Path, *, seed: int, poi
     """One short real trial; pooled zero-spread groups over its first `steps` steps."""
     batch = study.trainer["per_device_train_batch_size"]
     spec = build_spec(study, Cell(Arm(g, batch, t), seed, "benchmark"), folder)
-    spec.budget = {**spec.budget, "max_steps": steps}
+    spec.budget = dataclasses.replace(spec.budget, max_steps=steps)
     started = time.perf_counter()
     result = run_trial(spec)
     wall = time.perf_counter() - started

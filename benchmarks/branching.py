@@ -20,7 +20,7 @@ one: "branching past a warmup" is tested here as branching past the run's first 
 What this script trains (benchmarks/data/branching.json, saved after every trial; an interrupted
 build resumes where it stopped, seeds outermost): per seed, the baseline (G=8) prefix of 20 steps,
 saved as a trainer checkpoint (model, optimizer, scheduler, RNG), then every G arm started from that
-checkpoint (trainer/spec.py StartFrom, trainer/build.py) and trained on to the full run's step 60,
+checkpoint (contract/spec.py StartFrom, trainer/build.py) and trained on to the full run's step 60,
 scored at steps 20 (the branch point), 30, 40, 50 and 60. The trials are built the way the study builds them
 (study/trial_spec.build_spec from the table's own study file) and run in one warm session.
 
@@ -89,7 +89,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grpo_ablate.stats.selection import eps_best, select  # noqa: E402
-from grpo_ablate.vocab import Outcome  # noqa: E402
+from grpo_ablate.core.vocab import Outcome  # noqa: E402
 
 __all__ = ["DATA", "TRUTH", "WARMUP_DATA", "Design", "scratch_design", "branched_design", "designs", "replay",
            "best_g", "score", "full_run_design", "warmup_designs", "warmup_figures", "build", "build_warmup", "figures",
@@ -497,7 +497,7 @@ def _record(table: dict[str, Any], path: Path, kind: str, cell: Any, folder: Pat
 
 
 def _evals(folder: Path) -> list[dict[str, Any]]:
-    from grpo_ablate.vocab import EVAL_FILE
+    from grpo_ablate.core.vocab import EVAL_FILE
 
     f = folder / EVAL_FILE
     return [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.exists() else []
@@ -512,7 +512,7 @@ def build(seeds: int, path: Path = DATA, work: Path = ROOT / ".cache" / "branchi
     from grpo_ablate.plan.cells import study_plan
     from grpo_ablate.study.setup import library_versions
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.spec import StartFrom
+    from grpo_ablate.contract.spec import StartFrom
     from sequential_table import study_text
 
     table = load(path)
@@ -616,7 +616,7 @@ def build_warmup(seeds: int, warmup: int, full: int = WARMUP_FULL, path: Path = 
     from grpo_ablate.plan.cells import study_plan
     from grpo_ablate.study.setup import library_versions
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.spec import StartFrom
+    from grpo_ablate.contract.spec import StartFrom
 
     if not 0 < warmup < full:
         raise ValueError(f"--warmup {warmup}: give a warmup of at least 1 step and fewer than the full run's {full}")

@@ -52,7 +52,7 @@ from grpo_ablate.stats.elimination import simulate  # noqa: E402
 from grpo_ablate.stats.model import fit  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_seeds, select  # noqa: E402
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, WORSE  # noqa: E402
-from grpo_ablate.race_record import ELIMINATION_LEVEL  # noqa: E402
+from grpo_ablate.records.race_record import ELIMINATION_LEVEL  # noqa: E402
 
 __all__ = ["score_answer", "answer_world", "race_world", "se", "main"]
 

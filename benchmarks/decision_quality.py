@@ -51,7 +51,7 @@ from worlds import (ALL_EQUAL, AS_MEASURED, DOMINATED, LFC, SCREEN_DOMINATED, TI
                     paired_sd, screen_drops, seconds, tables)
 from grpo_ablate.stats.elimination import eliminate  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_seeds, select  # noqa: E402
-from grpo_ablate.race_record import RaceState  # noqa: E402
+from grpo_ablate.records.race_record import RaceState  # noqa: E402
 from grpo_ablate.study.racing import Rule, decide  # noqa: E402
 
 __all__ = ["Replay", "Decision", "Design", "Keep", "FixedBechhofer", "Race", "Elimination", "Pruned", "ScreenConfirm",

@@ -142,7 +142,7 @@ def trials_of(path: Path) -> list[Any]:
     import optuna
 
     from grpo_ablate.config import load_study
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
 
     study = load_study(path)
     try:
@@ -187,7 +187,7 @@ def check_attention(ctx: Context) -> tuple[bool, dict[str, Any]]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from grpo_ablate.attention import flash_attn_imports, flash_attn_installed, resolve_attn
+    from grpo_ablate.core.attention import flash_attn_imports, flash_attn_installed, resolve_attn
 
     flash = (not ctx.cpu) and flash_attn_imports()
     chosen = resolve_attn("auto", flash)
@@ -202,8 +202,8 @@ def check_attention(ctx: Context) -> tuple[bool, dict[str, Any]]:
 
 
 def check_trial(ctx: Context) -> tuple[bool, dict[str, Any]]:
-    from grpo_ablate import trial_record as record
-    from grpo_ablate.vocab import Outcome
+    from grpo_ablate.records import trial_record as record
+    from grpo_ablate.core.vocab import Outcome
 
     study = study_dict("smoke-trial", ctx.out, ctx.model, cpu=ctx.cpu, vllm=ctx.vllm, num_generations=[SCHEDULE],
                        evaluation=True)
@@ -236,6 +236,7 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
     from trl.generation.vllm_client import VLLMClient
 
     from grpo_ablate.trainer.evaluation import EVAL_SEED, server_completions
+    from grpo_ablate.contract.spec import HardwareSpec, VllmSpec
     from grpo_ablate.launch.vllm_server import (_port_free, rendezvous_host, server_command, server_engine_args,
                                                   vllm_server)
 
@@ -245,7 +246,7 @@ def check_server(ctx: Context) -> tuple[bool, dict[str, Any]]:
     command = server_command("{model}", "{port}", dtype="float32" if ctx.cpu else "bfloat16", **engine) + [
         "--enforce_eager", "true"]
     # on a CPU: hardware.gpus 0, the server beside the training process; on a GPU: a two-GPU block
-    hardware = {"gpus": 0 if ctx.cpu else 2, "vllm": {"mode": "server", "server_gpus": 1, "port": 18700}}
+    hardware = HardwareSpec(gpus=0 if ctx.cpu else 2, vllm=VllmSpec(mode="server", server_gpus=1, port=18700))
     free_before, total = (0, 0) if ctx.cpu else torch.cuda.mem_get_info()
     figures: dict[str, Any] = {"training": "not run: server-mode training syncs weights over NCCL between a training "
                                            "rank and the server, and NCCL refuses two ranks on one GPU; it needs 2 GPUs"}
@@ -305,7 +306,7 @@ def check_cuda_oom(ctx: Context) -> tuple[bool, dict[str, Any]]:
     import torch
 
     from grpo_ablate.trainer.worker import classify_exception
-    from grpo_ablate.vocab import Outcome
+    from grpo_ablate.core.vocab import Outcome
 
     try:
         torch.empty(1 << 50, dtype=torch.uint8, device="cuda")  # a petabyte: CUDA refuses it for real
@@ -317,7 +318,7 @@ def check_cuda_oom(ctx: Context) -> tuple[bool, dict[str, Any]]:
 
 
 def check_workers(ctx: Context) -> tuple[bool, dict[str, Any]]:
-    from grpo_ablate import trial_record as record
+    from grpo_ablate.records import trial_record as record
 
     study = study_dict("smoke-workers", ctx.out, ctx.model, cpu=ctx.cpu, vllm=ctx.vllm, num_generations=[4, 8],
                        steps=4, memory=0.15, workers=2)

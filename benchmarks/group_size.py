@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grpo_ablate.metrics import read_rows  # noqa: E402
+from grpo_ablate.contract.metrics import read_rows  # noqa: E402
 from grpo_ablate.study.trial_spec import spec_from_sections  # noqa: E402
 from grpo_ablate.launch import run_trial  # noqa: E402
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER  # noqa: E402

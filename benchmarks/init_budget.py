@@ -43,7 +43,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from grpo_ablate.commands.cli import main  # noqa: E402
 from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.config.recipes import OPEN_R1_STACK, read_recipe, recipe_stack  # noqa: E402
-from grpo_ablate.cost import fmt_multiple, parse_share  # noqa: E402
+from grpo_ablate.core.cost import fmt_multiple, parse_share  # noqa: E402
 from grpo_ablate.plan.design import MIN_SEEDS, study_resolution  # noqa: E402
 from grpo_ablate.plan.price import planned_price  # noqa: E402
 from grpo_ablate.study.warmup import trial_end  # noqa: E402

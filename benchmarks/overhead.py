@@ -88,7 +88,7 @@ def run_plain(tmp: Path, steps: int, seed: int, g: int, index: int) -> dict:
 def run_grpo_ablate(tmp: Path, steps: int, seed: int, g: int, index: int) -> dict:
     from grpo_ablate.study.trial_spec import spec_from_sections
     from grpo_ablate.launch import run_trial
-    from grpo_ablate.vocab import Outcome
+    from grpo_ablate.core.vocab import Outcome
     from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 
     spec = spec_from_sections(

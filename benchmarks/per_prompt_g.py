@@ -52,7 +52,7 @@ from grpo_ablate.stats.seeds import compare_to_baseline, detectable_difference  
 from grpo_ablate.study.setup import library_versions  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.launch import WarmSession  # noqa: E402
-from grpo_ablate.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
+from grpo_ablate.core.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "per_prompt_g.json"
 ADAPTIVE = "adaptive:8[2-16]"

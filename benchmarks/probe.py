@@ -29,7 +29,7 @@ from grpo_ablate.files.probe_file import probe_table  # noqa: E402
 from grpo_ablate.preflight.probe import measure_point, run_probe  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.launch import run_trial  # noqa: E402
-from grpo_ablate.vocab import Cell, Outcome  # noqa: E402
+from grpo_ablate.core.vocab import Cell, Outcome  # noqa: E402
 
 
 def study_file(folder: Path, max_batch: int, steps: int) -> Path:

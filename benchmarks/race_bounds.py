@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from worlds import DOMINATED, HOLM_NULL, LFC, TIES, UNEQUAL, ALL_EQUAL, World, draw, paired_sd, tables  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_seeds  # noqa: E402
-from grpo_ablate.race_record import ELIMINATION_LEVEL  # noqa: E402
+from grpo_ablate.records.race_record import ELIMINATION_LEVEL  # noqa: E402
 
 __all__ = ["kl", "tie_bound", "lfc_bound", "biz", "race", "main", "INFLATE", "TIE_TARGET"]
 

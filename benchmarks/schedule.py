@@ -41,7 +41,7 @@ from grpo_ablate.study.trial_spec import spec_from_sections  # noqa: E402
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER  # noqa: E402
 from grpo_ablate.launch import run_trial  # noqa: E402
 from grpo_ablate.config.hardware import read_generations  # noqa: E402  (the loader's reader of G's text)
-from grpo_ablate.vocab import EVENTS_FILE  # noqa: E402
+from grpo_ablate.core.vocab import EVENTS_FILE  # noqa: E402
 
 DEFAULT_ARMS = ["2", "8", "2->8@50%", "2->8@zero_std<0.6"]
 REFERENCE = "8"

@@ -49,13 +49,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grpo_ablate.metrics import read_rows, summarize  # noqa: E402
+from grpo_ablate.contract.metrics import read_rows, summarize  # noqa: E402
 from grpo_ablate.study.trial_spec import spec_from_sections  # noqa: E402
 from grpo_ablate.study.search.encoding import LABEL, ORDINAL  # noqa: E402
 from grpo_ablate.study.setup import library_versions  # noqa: E402
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER  # noqa: E402
 from grpo_ablate.launch import run_trial  # noqa: E402
-from grpo_ablate.vocab import Arm  # noqa: E402
+from grpo_ablate.core.vocab import Arm  # noqa: E402
 from search_replay import Strategy, replay, summarise  # noqa: E402  (benchmarks/, beside this script)
 from search_table import GridRow, GridTable, load_table, save_table  # noqa: E402
 

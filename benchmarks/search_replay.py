@@ -18,11 +18,11 @@ from typing import Any
 
 from grpo_ablate.study.search.encoding import ORDINAL, suggest_arm
 from grpo_ablate.study.search.fidelity import ComputeClock, quantum
-from grpo_ablate.race_record import RaceState
+from grpo_ablate.records.race_record import RaceState
 from grpo_ablate.study.racing import decide
 from grpo_ablate.study.search.samplers import build_pruner, build_sampler
-from grpo_ablate.space import BatchShape, FeasiblePair, FeasibleSpace
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.space import BatchShape, FeasiblePair, FeasibleSpace
+from grpo_ablate.core.vocab import Arm
 from search_table import GridTable
 
 __all__ = ["Strategy", "Trace", "replay", "table_space", "summarise", "Summary"]

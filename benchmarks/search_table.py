@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 __all__ = ["GridRow", "GridTable", "load_table", "save_table"]
 

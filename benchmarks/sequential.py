@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 from grpo_ablate.stats.calls import calls as holm_calls  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_pcs, select  # noqa: E402
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, WORSE  # noqa: E402
-from grpo_ablate.race_record import RaceState, calls_level  # noqa: E402
+from grpo_ablate.records.race_record import RaceState, calls_level  # noqa: E402
 from grpo_ablate.study.racing import Rule, decide  # noqa: E402
 
 __all__ = ["Task", "tasks_of", "World", "Outcome", "planted_worlds", "replay", "score", "calibration", "main"]

@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 from sequential import DATA, Outcome, Task, World, answer, false_statement, run_race, tasks_of  # noqa: E402
 from grpo_ablate.stats.elimination import eliminate  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_pcs  # noqa: E402
-from grpo_ablate.race_record import ELIMINATION_LEVEL  # noqa: E402
+from grpo_ablate.records.race_record import ELIMINATION_LEVEL  # noqa: E402
 from grpo_ablate.study.racing import Rule  # noqa: E402
 
 __all__ = ["held_out", "planted", "bechhofer_n", "elimination_race", "main"]

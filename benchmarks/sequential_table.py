@@ -39,7 +39,7 @@ from grpo_ablate.plan.cells import study_plan  # noqa: E402
 from grpo_ablate.study.setup import library_versions  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.launch import WarmSession  # noqa: E402
-from grpo_ablate.vocab import EVAL_FILE, Outcome  # noqa: E402
+from grpo_ablate.core.vocab import EVAL_FILE, Outcome  # noqa: E402
 
 __all__ = ["DATA", "study_text", "build", "load"]
 

@@ -16,6 +16,7 @@ is identical, 1 otherwise. The template's own start (the imports, once) is in th
 
 from __future__ import annotations
 
+import dataclasses
 import argparse
 import sys
 import tempfile
@@ -57,7 +58,7 @@ def main() -> int:
             seconds = {}
             for mode, env in modes.items():
                 spec = build_spec(study, cell, root / mode / f"{i:05d}", env)
-                spec.budget = {**spec.budget, "max_steps": args.max_steps}
+                spec.budget = dataclasses.replace(spec.budget, max_steps=args.max_steps)
                 with WarmSession() as session:  # a new session, as after an unclean end
                     took = timed_run(session, spec, mode)
                 if took is None:

@@ -16,6 +16,7 @@ and one verdict line. Exit status 0 when every cell is identical, 1 otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import argparse
 import json
 import sys
@@ -30,8 +31,8 @@ from grpo_ablate.config import load_study  # noqa: E402
 from grpo_ablate.plan.cells import study_plan  # noqa: E402
 from grpo_ablate.study.trial_spec import build_spec  # noqa: E402
 from grpo_ablate.launch import Launcher, ProcessLauncher, WarmSession  # noqa: E402
-from grpo_ablate.trainer.spec import TrialSpec  # noqa: E402
-from grpo_ablate.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
+from grpo_ablate.contract.spec import TrialSpec  # noqa: E402
+from grpo_ablate.core.vocab import EVAL_FILE, METRICS_FILE, Outcome  # noqa: E402
 
 
 def reward_columns(trial_dir: Path) -> list[dict[str, object]]:
@@ -102,7 +103,7 @@ def main() -> int:
             for mode, launcher in (("process", ProcessLauncher()), ("warm", session)):
                 spec = build_spec(study, cell, root / mode / f"{i:05d}", env)
                 if args.max_steps is not None:
-                    spec.budget = {**spec.budget, "max_steps": args.max_steps}
+                    spec.budget = dataclasses.replace(spec.budget, max_steps=args.max_steps)
                 took = timed_run(launcher, spec, mode)
                 if took is None:
                     return 1

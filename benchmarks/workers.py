@@ -40,8 +40,8 @@ def run_study(out: Path, name: str, workers: int, trials: int, steps: int) -> fl
 def rss_series(out: Path, name: str) -> list[float]:
     import optuna
 
-    from grpo_ablate import trial_record as record
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.records import trial_record as record
+    from grpo_ablate.storage.store import open_storage
 
     st = optuna.load_study(study_name=name, storage=open_storage(str(out / name / "study.journal")))
     trials = sorted(st.get_trials(deepcopy=False), key=lambda t: t.datetime_complete or t.datetime_start)

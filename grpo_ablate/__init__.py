@@ -11,15 +11,15 @@ GRPOConfig's field names once in a child process and caches them.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.errors import StudyError
-from grpo_ablate.space import BatchShape, FeasiblePair, FeasibleSpace, Rejection, check_pair, feasible_space
+from grpo_ablate.core.errors import StudyError
+from grpo_ablate.core.space import BatchShape, FeasiblePair, FeasibleSpace, Rejection, check_pair, feasible_space
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study, load_study
+    from grpo_ablate.config import StudyConfig, load_study
 
 # Loaded on first use: every `import grpo_ablate.<x>` runs this file, the trial process's included, and the trial
 # imports nothing of the study file's code (config/, its pydantic schema; tests/test_layering.py).
-_FROM_CONFIG = ("Study", "load_study")
+_FROM_CONFIG = ("StudyConfig", "load_study")
 
 __version__ = "0.1.0"
 
@@ -28,7 +28,7 @@ __all__ = [
     "FeasiblePair",
     "FeasibleSpace",
     "Rejection",
-    "Study",
+    "StudyConfig",
     "StudyError",
     "check_pair",
     "feasible_space",

@@ -19,8 +19,8 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState, create_trial
 
-from grpo_ablate import trial_record as record
-from grpo_ablate.vocab import Arm
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.core.vocab import Arm
 
 XSS = "<script>alert(1)</script>"
 STUDY_NAME = "fixture-ablation"

@@ -152,7 +152,7 @@ class FinishedStudy:
     def load(self, out: Path | None = None):
         import optuna
 
-        from grpo_ablate.storage import open_storage
+        from grpo_ablate.storage.store import open_storage
 
         return optuna.load_study(study_name=self.name, storage=open_storage(str((out or self.out) / "study.journal")))
 
@@ -187,7 +187,7 @@ def tiny_spec(folder: Path, *, steps: int = 3, num_prompts: int = 2000, rewards=
     (TINY_CPU_TRAINER), changed by keyword; tests/ is on the trial's import path for
     `helpers_rewards:<name>`. Its environment is a study's CPU trial's (no GPU, a thread count),
     so these trials and the studies run in this process (fixtures_warm.study_here) share a warm session."""
-    from grpo_ablate.schedule import parse_generations
+    from grpo_ablate.core.schedule import parse_generations
     from grpo_ablate.study.trial_spec import spec_from_sections
     from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 
@@ -205,7 +205,9 @@ def tiny_spec(folder: Path, *, steps: int = 3, num_prompts: int = 2000, rewards=
         env=dict(TRIAL_ENV),
     )
     if evaluation is not None:
-        spec.evaluation = dict(evaluation)
+        from grpo_ablate.contract.spec import EvaluationSpec
+
+        spec.evaluation = EvaluationSpec(**evaluation)
     return spec
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from helpers import ROOT, cli_inprocess
 from slurm_cluster import SlurmCluster
 
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 
 __all__ = ["CONTROLLER_FAULTS", "FAULTS", "LAUNCHER_FAULTS", "ORCHESTRATOR_FAULTS", "Cell", "run_cell", "run_launcher_cell"]
 
@@ -125,7 +125,7 @@ def _wait(condition, what: str, timeout: float = EVENT_WAIT_S, log=lambda: "") -
 
 def _checkpointed_past(trial_dir: Path, step: int, rows: int):
     from grpo_ablate.trainer import checkpoints
-    from grpo_ablate.vocab import METRICS_FILE
+    from grpo_ablate.core.vocab import METRICS_FILE
 
     def ready() -> bool:
         found = checkpoints.latest(trial_dir)
@@ -155,7 +155,7 @@ def _script(cluster: SlurmCluster, study: Path, folder: Path, env: dict[str, str
 
 def run_cell(cluster: SlurmCluster, url: str, folder: Path, launcher: str, fault: str, *, steps: int = 60) -> Cell:
     """Run one cell in `folder` on `cluster` with the study on PostgreSQL `url` (a fresh database)."""
-    from grpo_ablate.storage import normalize_url, open_storage
+    from grpo_ablate.storage.store import normalize_url, open_storage
 
     started = time.monotonic()
     cell = Cell(launcher, fault)
@@ -244,7 +244,7 @@ def _apply(cluster: SlurmCluster, fault: str, job: str, job_id: str) -> None:
 def _read_study(cell: Cell, name: str, url: str) -> None:
     import optuna
 
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
     from grpo_ablate.study import ledger
 
     trials = optuna.load_study(study_name=name, storage=open_storage(url)).get_trials(deepcopy=False)
@@ -265,7 +265,7 @@ def _read_study(cell: Cell, name: str, url: str) -> None:
 def run_launcher_cell(cluster: SlurmCluster, url: str, folder: Path, fault: str, *, steps: int = 60) -> Cell:
     """A cell of the slurm launcher: one orchestrator on this host, the trial an sbatch job, the fault on that job."""
     from grpo_ablate.launch.slurm import read_job
-    from grpo_ablate.storage import normalize_url, open_storage
+    from grpo_ablate.storage.store import normalize_url, open_storage
 
     started = time.monotonic()
     cell = Cell("slurm", fault)
@@ -375,7 +375,7 @@ def _last_step(trial_dir: str | None) -> int | None:
     """The last optimizer step in a trial folder's metrics.jsonl (what the trial trained, recorded or not)."""
     import json
 
-    from grpo_ablate.vocab import METRICS_FILE
+    from grpo_ablate.core.vocab import METRICS_FILE
 
     if trial_dir is None or not (Path(trial_dir) / METRICS_FILE).exists():
         return None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.commands.cli import main
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advise_figure, advise_text, plot_advice, predict,
@@ -19,9 +20,9 @@ from grpo_ablate.preflight.advise import (Measured, Prediction, _measured, advis
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, zero_spread_empirical
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.study.search.encoding import encode_arm
-from grpo_ablate.schedule import generations_data, parse_generations
-from grpo_ablate.vocab import METRICS_FILE, Arm
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.schedule import generations_data, parse_generations
+from grpo_ablate.core.vocab import METRICS_FILE, Arm
+from grpo_ablate.records import trial_record as record
 from helpers import write_study
 
 
@@ -262,7 +263,7 @@ def test_enqueue_adds_the_top_arm_to_an_ablation_once_and_queues_the_plan(tmp_pa
     path = _study_file(tmp_path, gens="[2, 4]", sampler="ablation", seeds="[0, 1]")
     study = load_study(path)
     assert resolved_trial_count(study) == 2 * 3  # baseline (G=4, T=1.0), G=2, T=0.7
-    ostudy, _ = open_study(study)  # as `advise --enqueue` opens it, before any `run`
+    ostudy, _ = open_study(study, completions_per_trial(study))  # as `advise --enqueue` opens it, before any `run`
     assert enqueue_shortlist(ostudy, study, [_prediction(2, 16, 0.7), _prediction(4, 16, 1.0)]) == 2
     study = load_study(path)
     assert resolved_trial_count(study) == 2 * 4

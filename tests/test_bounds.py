@@ -1,4 +1,4 @@
-"""Value ranges from one place (grpo_ablate/bounds.py), generated across and beyond each range.
+"""Value ranges from one place (grpo_ablate/core/bounds.py), generated across and beyond each range.
 
 Every reader asks the same table: the study schema (a searched range of 10^8 values once hung
 validate at 11 GB), probe.json / advise.json / summary.json (NaN seconds, G=0, a negative batch),
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import MINIMAL_STUDY, cli_inprocess, watchdog
-from grpo_ablate.bounds import BOUNDS, MAX_SEARCHED_VALUES, REWARD_ROWS_NEEDED
+from grpo_ablate.core.bounds import BOUNDS, MAX_SEARCHED_VALUES, REWARD_ROWS_NEEDED
 from grpo_ablate.config import StudyError, load_study
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
@@ -100,7 +100,7 @@ def test_a_reward_the_group_mean_cannot_hold_fails_the_reward_never_becomes_no_r
 @SETTINGS
 @given(size=st.sampled_from(["0", "0.0", "-1", "1e400", "0.000001", "1.5", "70", "1000000"]))
 def test_a_model_size_outside_the_range_is_unknown_not_a_crash(tmp_path_factory, size):
-    from grpo_ablate.cost import model_parameters
+    from grpo_ablate.core.cost import model_parameters
 
     folder = tmp_path_factory.mktemp("model")
     model = folder / f"Tiny-{size}B"
@@ -116,7 +116,7 @@ def test_a_model_size_outside_the_range_is_unknown_not_a_crash(tmp_path_factory,
 @pytest.mark.parametrize("config", [{"hidden_size": 0, "num_hidden_layers": 0, "vocab_size": 0},
                                     {"hidden_size": -8, "num_hidden_layers": 2, "vocab_size": 10}])
 def test_a_config_json_giving_an_impossible_size_is_unknown(tmp_path, config):
-    from grpo_ablate.cost import model_parameters
+    from grpo_ablate.core.cost import model_parameters
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     n, why = model_parameters(str(tmp_path))

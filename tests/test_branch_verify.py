@@ -18,8 +18,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate import trial_record as record
-from grpo_ablate.storage import open_storage
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.trainer import checkpoints
 from helpers import write_study
 

@@ -9,15 +9,17 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.plan.cells import racing_round, resolve_plan, resolved_trial_count, study_plan
+from grpo_ablate.plan.cells import racing_round, resolved_trial_count, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.runner import blocked_branches
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.spec import StartFrom, TrialResult
-from grpo_ablate.vocab import PREFIX_ROLE, Outcome
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import CheckpointSpec, StartFrom
+from grpo_ablate.core.vocab import PREFIX_ROLE, Outcome
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
@@ -54,8 +56,8 @@ def test_a_prefix_trains_to_the_branch_point_and_a_branch_its_budget_from_there(
     study = branching("budget.max_steps=null", "budget.completions=64")
     prefix, g2 = study_plan(study)[0], study_plan(study)[2]
     spec = build_spec(study, prefix, tmp_path / "p")
-    assert spec.max_steps == 3 and spec.checkpoint == {"every": study.study.checkpoint_steps, "keep": False, "final": True}
-    assert spec.budget["completions"] is None and spec.start_from is None
+    assert spec.max_steps == 3 and spec.checkpoint == CheckpointSpec(every=study.study.checkpoint_steps, keep=False, final=True)
+    assert spec.budget.completions is None and spec.start_from is None
     point = StartFrom(str(tmp_path / "p" / "checkpoints" / "checkpoint-3"), 3)
     branch = build_spec(study, g2, tmp_path / "b", start_from=point)
     plain = build_spec(study, g2, tmp_path / "c")
@@ -63,7 +65,7 @@ def test_a_prefix_trains_to_the_branch_point_and_a_branch_its_budget_from_there(
     # completions and evaluation points are the budget's, as a trial from step 0 has them
     assert (branch.max_steps, branch.completions, branch.eval_budget) == (3 + plain.max_steps, plain.completions,
                                                                          plain.eval_budget)
-    assert branch.start_from == point and not branch.checkpoint["final"]
+    assert branch.start_from == point and branch.checkpoint is not None and not branch.checkpoint.final
 
 
 @pytest.mark.parametrize("change, words", [
@@ -103,14 +105,14 @@ def test_branches_are_queued_only_once_their_seeds_prefix_completed(tmp_path):
     ostudy = _study_with_plan(study)
     waiting = [record.cell_key(t) for t in ostudy.get_trials(deepcopy=False)]
     assert waiting == [c.key for c in study_plan(study) if c.role == PREFIX_ROLE]  # nothing that depends on them
-    assert queue_ready_branches(ostudy, study) == 0
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 0
     _finish(ostudy, study, 0, Outcome.COMPLETED, tmp_path / "00000")
     # a resumed run queues the whole plan again: the branches of the prefix that completed (a crash between its
     # end and its branches' queueing loses none), nothing of the seed whose prefix has not
     assert ledger.queue(ostudy, study, study_plan(study)) == 3  # seed 0's three arms, not seed 1's
-    assert queue_ready_branches(ostudy, study) == 0  # queued once
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 0  # queued once
     _finish(ostudy, study, 1, Outcome.FAILED, tmp_path / "00001")
-    assert queue_ready_branches(ostudy, study) == 0  # a failed prefix starts no branch
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 0  # a failed prefix starts no branch
     trials = ostudy.get_trials(deepcopy=False)
     assert {record.seed_of(t) for t in trials if not record.is_prefix(t)} == {0}
     # the end of the run says why seed 1's arms never ran
@@ -151,8 +153,8 @@ def test_a_race_queues_the_branches_of_its_live_arms_only(tmp_path):
     _finish(ostudy, study, 0, Outcome.COMPLETED, tmp_path / "00000")
     live = study_plan(study)[2].arm.key
     ledger.set_race(ostudy, {"round": 1, "live": [live], "decided": False})
-    assert queue_ready_branches(ostudy, study) == 1
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 1
     assert [record.cell_key(t) for t in ostudy.get_trials(deepcopy=False)][-1] == study_plan(study)[2].key
     ledger.set_race(ostudy, {"round": 1, "live": [live], "decided": True})
     _finish(ostudy, study, 1, Outcome.COMPLETED, tmp_path / "00001")
-    assert queue_ready_branches(ostudy, study) == 0  # a decided race runs nothing more
+    assert queue_ready_branches(ostudy, study, resolve_plan(study)) == 0  # a decided race runs nothing more

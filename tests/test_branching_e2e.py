@@ -24,10 +24,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.launch import LauncherPool, lend_launchers
-from grpo_ablate.storage import open_storage
-from grpo_ablate.vocab import PREFIX_ROLE
+from grpo_ablate.storage.store import open_storage
+from grpo_ablate.core.vocab import PREFIX_ROLE
 from helpers import ROOT, TESTS, cli_env, cli_inprocess, write_study
 
 pytestmark = pytest.mark.slow
@@ -125,7 +125,7 @@ def test_a_branch_starts_from_the_shared_checkpoint_bit_for_bit(branched, tmp_pa
     import torch
 
     from grpo_ablate.trainer.build import build_trial
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
     _, out, _, trials = branched
     branch = next(t for t in trials if record.role_of(t) == "baseline" and record.seed_of(t) == 0)

@@ -12,10 +12,10 @@ import textwrap
 import optuna
 import pytest
 
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.trainer.builtin.tokenizer import (VOCAB_CHARS, build_tokenizer, dataset_characters,
                                                   load_builtin_tokenizer, unencodable_prompts)
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 
 ROWS = [{"question": "Wie viel ist 3×4? Antworte kurz.", "answer": "12"},
         {"question": "Was ist größer: 7 oder 9?", "answer": "9"}]

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from grpo_ablate import vocab
+from grpo_ablate.core import vocab
 from grpo_ablate.trainer.builtin.model import WARM_STARTED, builtin_model_path
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.trainer.builtin.tasks import TASKS, task_problems

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpo_ablate
 from helpers import tiny_spec
-from grpo_ablate.children import PACKAGE_ROOT, importing_this_checkout
+from grpo_ablate.core.children import PACKAGE_ROOT, importing_this_checkout
 from grpo_ablate.launch.process import ProcessLauncher
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from _report_fixtures import STUDY_NAME, make_study
-from grpo_ablate.commands.compare import DEFAULT_TOLERANCE, CompareError, compare_main, compare_summaries, parse_tolerances
+from grpo_ablate.commands.compare import compare_main
+from grpo_ablate.report.regression import DEFAULT_TOLERANCE, CompareError, compare_summaries, parse_tolerances
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.records import load_trials
 from grpo_ablate.report.summary import summary_dict

@@ -29,7 +29,7 @@ budget:
 
 @pytest.fixture
 def task_name() -> str:
-    from grpo_ablate.vocab import BUILTIN_TASKS
+    from grpo_ablate.core.vocab import BUILTIN_TASKS
 
     return sorted(BUILTIN_TASKS)[0]
 
@@ -219,7 +219,7 @@ def test_task_names_are_rewards_from_the_cli():
 
 
 def test_every_builtin_model_is_accepted(tmp_path, task_name):
-    from grpo_ablate.vocab import BUILTIN_MODELS
+    from grpo_ablate.core.vocab import BUILTIN_MODELS
 
     for name in BUILTIN_MODELS:
         study = load_study(write(tmp_path, MINIMAL.format(task=task_name)), [f"model.name_or_path={name}"])
@@ -231,7 +231,7 @@ def test_every_builtin_model_is_accepted(tmp_path, task_name):
 
 
 def test_builtin_names_come_from_the_vocabulary(tmp_path, task_name):
-    from grpo_ablate.vocab import reward_names
+    from grpo_ablate.core.vocab import reward_names
 
     path = write(tmp_path, MINIMAL.format(task=task_name))
     load_study(path, [f"rewards={reward_names()}"])
@@ -240,7 +240,7 @@ def test_builtin_names_come_from_the_vocabulary(tmp_path, task_name):
 
 
 def test_objectives_need_a_metric_with_a_direction(tmp_path, task_name):
-    from grpo_ablate.vocab import METRICS
+    from grpo_ablate.core.vocab import METRICS
 
     path = write(tmp_path, MINIMAL.format(task=task_name))
     assert METRICS["steps"].direction is None

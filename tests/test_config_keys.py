@@ -19,8 +19,8 @@ from grpo_ablate.config.keys import find_key, json_schema, key_docs, key_table
 from grpo_ablate.config.trainer_keys import trainer_key_docs
 from helpers import ROOT, cli_env, cli_inprocess
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import docs_blocks  # noqa: E402 - benchmarks/docs_blocks.py, which writes the docs' key table
+sys.path.insert(0, str(ROOT / "tools"))
+import docs_blocks  # noqa: E402 - tools/docs_blocks.py, which writes the docs' key table
 
 
 def _schema_models() -> list[type[BaseModel]]:
@@ -48,7 +48,7 @@ def test_the_key_table_in_the_docs_is_the_one_the_schema_generates(page):
     found = docs_blocks.block_of(page.read_text(encoding="utf-8"), docs_blocks.KEYS_START, docs_blocks.KEYS_END)
     assert found, f"{page.name} lost its generated study-file key table markers"
     assert key_table(key_choices()) in found and found == docs_blocks.key_table_block(), (
-        f"{page.name}'s study-file key table differs from config/schema.py: run `python benchmarks/docs_blocks.py`")
+        f"{page.name}'s study-file key table differs from config/schema.py: run `python tools/docs_blocks.py`")
 
 
 def test_a_key_shows_its_type_default_bounds_and_description():

@@ -15,12 +15,14 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, cli_env, free_port
+from grpo_ablate.plan.cells import baseline_arm
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
-from grpo_ablate.storage import open_artifact_store
+from grpo_ablate.storage.store import open_artifact_store
 from grpo_ablate.study.artifacts import curve_title, upload_trial_artifacts
-from grpo_ablate.vocab import HEADLINE_FILE
+from grpo_ablate.core.vocab import HEADLINE_FILE
 from grpo_ablate.study.setup import describe_study, open_study
-from grpo_ablate.vocab import METRICS_FILE, REWARD_CURVE_FILE, Arm, Cell
+from grpo_ablate.core.vocab import METRICS_FILE, REWARD_CURVE_FILE, Arm, Cell
 
 
 # Margins, not windows: on a shared 2-core machine the dashboard's start (Python, Optuna, the study
@@ -101,9 +103,9 @@ def test_dashboard_names_objectives_and_shows_headline_metrics(tmp_path):
     study_args = ["studies/tiny-cpu.yaml", "--set", "study.name=named", "--set", f"study.output_dir={tmp_path / 'named'}",
                   "--set", "study.objectives=[{metric: reward_per_hour}, {metric: peak_memory_mb}]"]
     study = load_study(study_args[0], [a for a in study_args[1:] if a != "--set"])
-    ostudy, created = open_study(study)
+    ostudy, created = open_study(study, completions_per_trial(study))
     assert created
-    describe_study(ostudy, study)
+    describe_study(ostudy, study, baseline_arm(study))
     cell = Cell(Arm(8, 32, 0.9), 1, "baseline")
     trial = ostudy.ask()
     for k, v in cell.as_attrs().items():

@@ -9,11 +9,11 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.commands.init import InitAnswers, choose_generations
+from grpo_ablate.plan.draft import InitAnswers, choose_generations
 from grpo_ablate.plan.cells import baseline_arm, completions_per_trial, default_temperature, study_plan
-from grpo_ablate.commands.plan import plan_json
+from grpo_ablate.commands.plan_words import plan_json
 from grpo_ablate.study.search.fidelity import CHECKPOINTS, quantum
-from grpo_ablate.space import BatchShape, default_pair, feasible_space, generated_completions, nearest_generations, optimizer_steps
+from grpo_ablate.core.space import BatchShape, default_pair, feasible_space, generated_completions, nearest_generations, optimizer_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
@@ -130,10 +130,10 @@ def test_no_trl_default_typed_as_a_literal_in_the_package():
 def test_a_probe_point_is_the_cells_batch_for_exactly_its_steps(tmp_path):
     """The probe's trial comes from the one plan builder: its batch and steps, the rounds that follow from them."""
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.vocab import Arm, Cell
+    from grpo_ablate.core.vocab import Arm, Cell
 
     study = load_study(TINY, ["budget={completions: 1600}"])
     spec = build_spec(study, Cell(Arm(2, 64, 1.0), 0, "probe"), tmp_path, probe_steps=3)
     assert spec.trainer["generation_batch_size"] == 64 and "steps_per_generation" not in spec.trainer
-    assert spec.max_steps == 3 and spec.budget["completions"] is None and spec.completions == 96
+    assert spec.max_steps == 3 and spec.budget.completions is None and spec.completions == 96
     assert spec.rounds.steps_per_generation == 2 and spec.rounds.generating_steps(3) == 2  # 64 / 32 per micro-step

@@ -1,14 +1,14 @@
 """Docs that cannot go stale (issues 45 and 53): the manual (mkdocs.yml, docs/) builds with MkDocs in strict mode,
 where a broken link, anchor or nav entry fails; every link in README.md and docs/*.md resolves on GitHub too,
 anchors included; the demo answer quoted in the README and in docs/getting-started.md is the one
-benchmarks/verdict.py recorded from a real run; and the code, given that run's per-seed results, still gives an
+tools/verdict.py recorded from a real run; and the code, given that run's per-seed results, still gives an
 answer of the same kind.
 
     pytest tests/test_docs.py
     make docs                  # the same strict build, into site/
 
 When the last test fails, the statistics or the wording changed what the demo answers: rerun
-`python benchmarks/verdict.py --runs 1 --readme` (minutes) and commit README.md, docs/getting-started.md and
+`python tools/verdict.py --runs 1 --readme` (minutes) and commit README.md, docs/getting-started.md and
 docs/demo-answer.json.
 """
 
@@ -25,10 +25,10 @@ import pytest
 import yaml
 
 from helpers import ROOT, cli_env
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import verdict as demo  # noqa: E402 - benchmarks/verdict.py, which writes the README's quote
+sys.path.insert(0, str(ROOT / "tools"))
+import verdict as demo  # noqa: E402 - tools/verdict.py, which writes the README's quote
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -210,7 +210,7 @@ def _record() -> dict:
 def test_the_docs_quote_the_recorded_demo_answer_and_timings(page):
     text = page.read_text(encoding="utf-8")
     block = text[text.index(demo.START):text.index(demo.END) + len(demo.END)]
-    assert block == demo.readme_block(_record()), f"{page.name} was edited by hand: rerun benchmarks/verdict.py --readme"
+    assert block == demo.readme_block(_record()), f"{page.name} was edited by hand: rerun tools/verdict.py --readme"
 
 
 def kind_differences(record: dict, root: Path) -> list[str]:
@@ -240,7 +240,7 @@ def kind_differences(record: dict, root: Path) -> list[str]:
 
 
 def test_the_code_still_gives_the_recorded_demo_answer_in_kind(tmp_path):
-    assert kind_differences(_record(), tmp_path) == [], "rerun `python benchmarks/verdict.py --runs 1 --readme`"
+    assert kind_differences(_record(), tmp_path) == [], "rerun `python tools/verdict.py --runs 1 --readme`"
 
 
 def test_a_readme_that_keeps_the_baseline_while_the_code_recommends_an_arm_fails(tmp_path):

@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from helpers import free_port
-from grpo_ablate.metrics import read_jsonl
+from grpo_ablate.contract.metrics import read_jsonl
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
-from grpo_ablate.vocab import EVAL_FILE, Outcome
+from grpo_ablate.core.vocab import EVAL_FILE, Outcome
+from grpo_ablate.contract.spec import EvaluationSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +102,7 @@ _SHARDED_SCRIPT = textwrap.dedent('''
     import json, sys
     import torch, torch.distributed as dist
     from grpo_ablate.trainer.build import build_trial
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
     spec = TrialSpec.load(sys.argv[1])
     built = build_trial(spec)
@@ -125,7 +126,7 @@ def _spec(tmp: Path, name: str, processes: int):
         tmp / name, model={"name_or_path": "builtin:tiny"}, data={"task": "addition", "num_prompts": 200},
         trainer={**TINY_CPU_TRAINER, "per_device_train_batch_size": 32 // processes, "num_generations": 8, "seed": 0},
         budget={"max_steps": 2}, hardware={"num_processes": processes})
-    spec.evaluation = dict(EVAL)
+    spec.evaluation = EvaluationSpec(**EVAL)
     return spec
 
 

@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from grpo_ablate.trainer.evaluation import EVAL_SEED, Evaluator, server_completions, shard
+from grpo_ablate.contract.spec import EvaluationSpec
 
 
 class _SamplingParams:
@@ -97,6 +98,10 @@ def tokenizer():
 
 @pytest.fixture
 def fake_vllm(monkeypatch):
+    # TRL asks importlib whether vllm is installed when it is first imported, and a stand-in without a spec
+    # makes that ask raise: import TRL's trainer against the real environment first (run alone, nothing has).
+    from trl import GRPOTrainer  # noqa: F401
+
     module = types.ModuleType("vllm")
     module.SamplingParams = _SamplingParams
     monkeypatch.setitem(sys.modules, "vllm", module)
@@ -109,7 +114,7 @@ def _evaluator(tmp_path: Path, tokenizer, *, samples=2, temperature=1.0):
     recorder = SimpleNamespace(train_seconds=0.0, completions_total=0, tokens_total=0.0, paused_seconds=0.0)
     return Evaluator(tmp_path, prompts=prompts, tokenizer=tokenizer,
                      reward_funcs=[lambda completions, **kw: [float(len(c)) for c in completions]], reward_weights=[1.0],
-                     settings={"temperature": temperature, "samples_per_prompt": samples, "max_completion_length": 6},
+                     settings=EvaluationSpec(temperature=temperature, samples_per_prompt=samples, max_completion_length=6),
                      unit="completions", total=0.0, recorder=recorder)
 
 

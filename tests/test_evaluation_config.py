@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from helpers import ROOT
 
 TINY = str(ROOT / "studies" / "tiny-cpu.yaml")
@@ -43,7 +44,7 @@ def test_describe_study_stores_the_resolved_evaluation():
 
     study = load_study(TINY)
     ostudy = optuna.create_study(directions=study.directions)
-    describe_study(ostudy, study)
+    describe_study(ostudy, study, baseline_arm(study))
     ev = record.study_attrs(ostudy).evaluation
     assert ev["num_prompts"] == 256 and ev["temperature"] == 0 and ev["points"] == 4
     assert ev["max_completion_length"] == 6  # resolved from the trainer section

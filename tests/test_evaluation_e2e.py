@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from grpo_ablate.metrics import read_jsonl, read_rows, summarize_trial, to_target
+from grpo_ablate.contract.metrics import read_jsonl, read_rows, summarize_trial, to_target
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
-from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, METRICS_FILE, Outcome
+from grpo_ablate.core.vocab import EVAL_FILE, GROUPS_FILE, METRICS_FILE, Outcome
 
 from helpers import tiny_spec
+from grpo_ablate.contract.spec import DataSpec, EvaluationSpec, ModelSpec
 
 pytestmark = pytest.mark.slow
 
@@ -81,13 +82,13 @@ def test_evaluation_prompts_never_appear_in_training(two_arms, tmp_path):
         trained = {json.loads(line)["prompt"] for line in (trial / GROUPS_FILE).read_text().splitlines()}
         assert trained and not trained & shown
     # the whole sets: the built-in task's own held-out draw, and a dataset's held-out tail
-    _, tok, _ = load_model_and_tokenizer({"name_or_path": "builtin:tiny"}, {"task": "addition"}, log=lambda m: None)
-    train, held = load_prompt_sets({"task": "addition", "num_prompts": 200}, EVAL, tok, log=lambda m: None)
+    _, tok, _ = load_model_and_tokenizer(ModelSpec("builtin:tiny"), DataSpec(task="addition"), log=lambda m: None)
+    train, held = load_prompt_sets(DataSpec(task="addition", num_prompts=200), EvaluationSpec(**EVAL), tok, log=lambda m: None)
     assert len(held) == 48 and not set(train["prompt"]) & set(held["prompt"])
     rows = [{"prompt": f"{i % 50}+1=", "answer": str(i % 50 + 1)} for i in range(60)]
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     data = {"dataset": str(tmp_path / "d.jsonl"), "chat_template": False}
-    train, held = load_prompt_sets(data, {"num_prompts": 20}, tok, log=lambda m: None)
+    train, held = load_prompt_sets(DataSpec(**data), EvaluationSpec(num_prompts=20), tok, log=lambda m: None)
     # the tail is held out, and a held-out prompt repeated in the head is dropped from evaluation
     assert len(train) == 40 and len(held) == 10 and not set(train["prompt"]) & set(held["prompt"])
 

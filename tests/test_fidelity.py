@@ -13,9 +13,11 @@ import yaml
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import load_study
 from grpo_ablate.config.recipes import RecipeDifference
-from grpo_ablate.cost import full_run_steps
-from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.commands.init import InitAnswers, write_study
+from grpo_ablate.core.cost import full_run_steps
+from grpo_ablate.plan.estimate import estimate_trial
+from grpo_ablate.commands.init import write_study
+from grpo_ablate.contract.spec import RewardEntry
+from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.trainer.rewards import RewardContext, build_rewards
 
 FIXTURES = ROOT / "tests/fixtures/open-r1"  # verbatim, with SOURCE.md (URL, commit, Apache-2.0)
@@ -78,7 +80,7 @@ def test_open_r1_factories_are_called_with_the_recipes_arguments_when_open_r1_im
     study = load_study(_study(tmp_path, CODEFORCES, search="{num_generations: [8, 16]}"))
     assert any("reward 'code_format' is Open R1's own open_r1.rewards:get_code_format_reward(language='cpp')" in w
                for w in study.warnings)
-    funcs, names, weights = build_rewards([r.model_dump() for r in study.rewards], RewardContext())
+    funcs, names, weights = build_rewards([RewardEntry(**r.model_dump()) for r in study.rewards], RewardContext())
     assert names == ["cf_code_reward", "code_format_reward"] and weights == [1.0, 0.1]
     cpp = "<think>\nloop\n</think>\n<answer>\n```cpp\nint main(){}\n```\n</answer>"
     python = cpp.replace("cpp", "python")

@@ -13,7 +13,7 @@ from grpo_ablate.commands.cli import main
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, save_probe
-from grpo_ablate.vocab import ADVISE_FILE, PROBE_FILE
+from grpo_ablate.core.vocab import ADVISE_FILE, PROBE_FILE
 
 
 def _study(tmp_path: Path, name: str = "owned", memory_limit_mb: int | None = None) -> Path:

@@ -12,11 +12,11 @@ import random
 import pytest
 import torch
 
-from grpo_ablate.space import BatchShape, check_pair
+from grpo_ablate.core.space import BatchShape, check_pair
 from grpo_ablate.trainer.g_policy import (PromptPosterior, allocate, expected_informative, group_advantages,
                                           merge_rows, zero_spread_groups)
-from grpo_ablate.schedule import parse_generations
-from grpo_ablate.vocab import Arm, Cell, Dynamic, PerPrompt, Schedule, generations_text
+from grpo_ablate.core.schedule import parse_generations
+from grpo_ablate.core.vocab import Arm, Cell, Dynamic, PerPrompt, Schedule, generations_text
 
 
 # ---------------------------------------------------------------- labels
@@ -182,7 +182,7 @@ def test_g_alloc_points_read_rows_and_the_reports_json_text():
 
 def test_plan_explains_each_policy_and_checks_the_batch(tmp_path):
     from grpo_ablate import StudyError, load_study
-    from grpo_ablate.commands.plan import plan_json, plan_text
+    from grpo_ablate.commands.plan_words import plan_json, plan_text
 
     sets = [f"study.output_dir={tmp_path}", 'search.num_generations=[2, 8, "dynamic:8[1]", "adaptive:8[2-16]"]']
     study = load_study("studies/tiny-cpu.yaml", sets)
@@ -210,7 +210,7 @@ def test_the_parent_resolves_an_adaptive_arms_prior_into_its_spec(tmp_path):
     from grpo_ablate.files.advise_file import save_advice
     from grpo_ablate.files.owned import Owner
     from grpo_ablate.study.trial_spec import build_spec
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
     study = load_study("studies/tiny-cpu.yaml", [f"study.output_dir={tmp_path}",
                                                  'search.num_generations=[8, "adaptive:8[2-16]"]'])

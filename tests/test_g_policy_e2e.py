@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate.metrics import read_rows
-from grpo_ablate.vocab import METRICS_FILE, Outcome
+from grpo_ablate.contract.metrics import read_rows
+from grpo_ablate.core.vocab import METRICS_FILE, Outcome
 
 from helpers import tiny_spec
 

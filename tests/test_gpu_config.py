@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from grpo_ablate.config import load_study
-from grpo_ablate.attention import FLASH_INSTALL, attn_problems, resolve_attn
-from grpo_ablate.errors import StudyError
+from grpo_ablate.core.attention import FLASH_INSTALL, attn_problems, resolve_attn
+from grpo_ablate.core.errors import StudyError
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

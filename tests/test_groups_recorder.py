@@ -15,7 +15,7 @@ import pytest
 
 from grpo_ablate.trainer import build
 from grpo_ablate.trainer.rewards import GROUPS_RECORDER, GenerationRound, GroupsRecorder, record_groups
-from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE
+from grpo_ablate.core.vocab import GROUPS_FILE, METRICS_FILE
 from helpers import tiny_spec
 
 # Half the completions scored by no reward (TRL leaves them out of the baseline: a recorder that scored 0 would

@@ -7,7 +7,8 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.commands.init import InitAnswers, ask_missing, write_study
+from grpo_ablate.commands.init import ask_missing, write_study
+from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.plan.design import NEIGHBOUR_RATIO, seeds_to_decide
 
 RECIPE = ROOT / "studies/recipes/openr1-style-every-key.yaml"
@@ -86,7 +87,8 @@ def test_init_from_a_trl_cli_recipe(tmp_path):
 def test_dataset_rewards_are_chosen_from_its_columns(tmp_path):
     import json
 
-    from grpo_ablate.commands.init import InitAnswers, write_study
+    from grpo_ablate.commands.init import write_study
+    from grpo_ablate.plan.draft import InitAnswers
 
     plain = tmp_path / "plain.jsonl"  # a plain `answer` column: accuracy, never format (it would always score 0)
     plain.write_text("".join(json.dumps({"question": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5)))
@@ -146,7 +148,7 @@ def test_init_on_open_r1s_current_recipes_writes_a_deciding_study_at_half_a_run(
     """Issue 49's goal: with the run's size, default init writes (does not refuse) a study of at most 0.5x the run:
     a screen of at most 0.05x, then at least 3 seeds per arm, every trial past the warmup, and plan says what it
     resolves. Without the size it exits 2 naming the flags."""
-    from grpo_ablate.cost import warmup_steps
+    from grpo_ablate.core.cost import warmup_steps
     from grpo_ablate.plan.design import MIN_SEEDS
     from grpo_ablate.plan.price import planned_price
     from grpo_ablate.study.warmup import trial_end
@@ -225,7 +227,7 @@ def test_branching_is_refused_where_the_recipe_has_no_warmup_to_branch_at(tmp_pa
 def test_a_recipe_on_a_local_dataset_is_priced_from_its_rows(tmp_path, suffix):
     import pandas as pd
 
-    from grpo_ablate.estimate import estimate_trial
+    from grpo_ablate.plan.estimate import estimate_trial
 
     rows = pd.DataFrame({"prompt": [f"{i} + 1 =\nwhat?" for i in range(700)], "solution": [str(i + 1) for i in range(700)]})
     data = tmp_path / f"train.{suffix}"

@@ -128,8 +128,8 @@ def test_an_os_error_on_a_named_path_is_one_line_wherever_it_happens(tmp_path, c
 def test_a_long_schedule_chain_gets_a_bounded_unique_run_name(tmp_path):
     from grpo_ablate.config import load_study
     from grpo_ablate.study.trackers import tracker_settings
-    from grpo_ablate.schedule import parse_generations
-    from grpo_ablate.vocab import Arm, Cell
+    from grpo_ablate.core.schedule import parse_generations
+    from grpo_ablate.core.vocab import Arm, Cell
 
     chain = "->".join(["2"] + [f"{4 if i % 2 else 2}@{i}%" for i in range(1, 60)])
     other = chain.replace("2@58%", "4@58%")

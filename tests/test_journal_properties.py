@@ -4,7 +4,7 @@ A real study (finished, failed and running trials, params of three distributions
 intermediate values) is written through Optuna, then damaged the ways a crash, a full disk, a
 second writer or an editor damages a file: bit flips, truncations, inserted garbage and torn
 fragments, byte-order marks, missing fields, wrong operations, reordered entries, a damaged
-first line. The invariants (grpo_ablate/journal.py, storage.repair_journal):
+first line. The invariants (grpo_ablate/storage/journal.py, storage.repair_journal):
 
 - no traceback: whatever the bytes, opening the storage gives a StudyError or a storage whose
   studies and trials Optuna can list, and the live reader (TolerantJournalBackend) replays it;
@@ -27,9 +27,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_ablate.errors import StudyError
-from grpo_ablate.journal import BOM, TolerantJournalBackend, entry_problem, parse_line, scan
-from grpo_ablate.storage import open_storage
+from grpo_ablate.core.errors import StudyError
+from grpo_ablate.storage.journal import BOM, TolerantJournalBackend, entry_problem, parse_line, scan
+from grpo_ablate.storage.store import open_storage
 
 _HUNT = int(os.environ.get("GRPO_PROPERTY_EXAMPLES", "0"))
 SETTINGS = settings(max_examples=_HUNT or 60, deadline=None, derandomize=not _HUNT,

@@ -26,7 +26,7 @@ import session_rewards
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.launch import ProcessLauncher
-from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE, Outcome
+from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE, Outcome
 from helpers import ROOT, TESTS
 
 CPU = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -24,7 +24,7 @@ import pytest
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.launch import oom_kill_count, oom_kill_files, parse_oom_kills, run_trial
 from grpo_ablate.launch import ProcessLauncher, classify
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.vocab import Outcome
 from helpers import ROOT, unavailable
 
 V2_EVENTS = "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n"

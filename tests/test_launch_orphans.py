@@ -24,7 +24,7 @@ import pytest
 
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
-from grpo_ablate.trainer.worker import PARENT_PID_ENV
+from grpo_ablate.contract.env import PARENT_PID_ENV
 from helpers import ROOT
 
 STARTUP_DEADLINE_S = 240.0  # imports, warm start and the first step, on a busy 2-core machine
@@ -103,7 +103,7 @@ def _kill_all(procs: list[psutil.Process]) -> None:
 _ORCHESTRATOR = """
 import sys
 from grpo_ablate.launch import run_trial
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 run_trial(TrialSpec.load(sys.argv[1]))
 """
 
@@ -183,7 +183,7 @@ def test_a_failing_progress_callback_does_not_leave_the_trial_running(tmp_path):
 
 _HELPER_PARENT = """
 import subprocess, sys, time
-from grpo_ablate.children import die_with_parent
+from grpo_ablate.core.children import die_with_parent
 child = subprocess.Popen(["sleep", "600"], start_new_session=True, preexec_fn=die_with_parent())
 print(child.pid, flush=True)
 time.sleep(600)
@@ -267,7 +267,7 @@ def test_every_kind_of_child_dies_with_a_sigkilled_parent(tmp_path, kind):
 _TREE_ORCHESTRATOR = """
 import sys
 from grpo_ablate.launch import ProcessLauncher, WarmSession
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 launcher = {"process": ProcessLauncher, "warm": WarmSession}[sys.argv[2]]()
 launcher.run(TrialSpec.load(sys.argv[1]))
 """
@@ -305,7 +305,7 @@ def test_what_a_reward_started_dies_with_a_sigkilled_orchestrator(tmp_path, laun
 
 _MARKED_PARENT = """
 import os, subprocess, sys, time
-from grpo_ablate.children import TREE_ENV, tree_token
+from grpo_ablate.core.children import TREE_ENV, tree_token
 env = {**os.environ, TREE_ENV: tree_token()}
 setsid = subprocess.Popen(["sleep", "600"], start_new_session=True, env=env)
 double = subprocess.run(["sh", "-c", "setsid sleep 601 >/dev/null 2>&1 & echo $!"], env=env, capture_output=True, text=True)

@@ -17,7 +17,7 @@ from grpo_ablate.launch import (LAUNCHERS, Capabilities, Launcher, LauncherPool,
 from grpo_ablate.commands.common import load_study
 from grpo_ablate.launch.devices import remote_launcher
 from grpo_ablate.launch.registry import launcher_choices
-from grpo_ablate.trainer.worker import PARENT_PID_ENV
+from grpo_ablate.contract.env import PARENT_PID_ENV
 from helpers import ROOT, cli_inprocess
 
 
@@ -72,17 +72,18 @@ class _Nearby(_Elsewhere):
 
     @classmethod
     def chosen_by_auto(cls, spec, *, probe=False):
-        return spec.hardware.get("gpus") == 7  # a trial shape no shipped launcher is told apart by
+        return spec.hardware.gpus == 7  # a trial shape no shipped launcher is told apart by
 
 
 def test_run_study_refuses_an_unknown_launcher_before_it_creates_anything(tmp_path):
     """The Python API (config's load_study, then run_study) skips the command's check: run_study makes it."""
     from grpo_ablate.config import load_study as load_study_file
+    from grpo_ablate.plan.run_plan import resolve_plan
     from grpo_ablate.study.runner import run_study
 
     out = tmp_path / "out"
     study = load_study_file(ROOT / "studies" / "tiny-cpu.yaml", [f"output_dir={out}", "hardware.launcher=nope"])
-    result = run_study(study, say=lambda _: None, warn=lambda _: None)
+    result = run_study(study, resolve_plan(study), say=lambda _: None, warn=lambda _: None)
     assert result.refused is not None and "hardware.launcher" in result.refused and "'warm'" in result.refused
     assert not out.exists()
 

@@ -20,7 +20,7 @@ from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.launch import LAUNCHER_ENV, ProcessLauncher, WarmSession, launcher_for, launcher_name
 from grpo_ablate.launch.warm import _startup_key
-from grpo_ablate.vocab import METRICS_FILE, RESULT_FILE, Outcome
+from grpo_ablate.core.vocab import METRICS_FILE, RESULT_FILE, Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

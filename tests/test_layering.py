@@ -16,21 +16,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "grpo_ablate"
 
-# The floors, ground up: a package (or top-level module) imports only from its own floor or below,
+# The floors, ground up: a package imports only from its own floor or below,
 # and packages on one floor import each other in one direction only (no package circle).
 FLOORS: list[set[str]] = [
-    {"vocab", "errors", "storage_url", "schedule", "children", "prompt_file", "cost",
-     "bounds", "safe_read", "journal", "precision", "attention"},  # words, small pure parts; value ranges, the safe reader, journal lines; the trial's precision and attention rules
+    {"core"},  # words and small pure rules: vocab, errors, bounds, schedule, space, cost, safe reads, precision and attention
     {"trl_facts"},  # facts about TRL itself: GRPOConfig's fields and defaults in the installed TRL
     {"stats"},  # statistics: paired tests, intervals, sequential decisions
-    {"space", "storage", "metrics"},  # arithmetic of the feasible space; storages; metrics from trial files
-    {"files", "trial_record", "race_record", "gpu_hours"},  # the records: files read back; what a trial and a race leave in their study; what trials spent
+    {"storage"},  # where a study lives: Optuna storages, their URLs, the journal's lines
+    {"contract"},  # what crosses parent to child: the trial spec and its sections, the result, env names and flags, trial files
+    {"files", "records"},  # the records: files read back; what a trial and a race leave in their study; metrics; what trials spent
     {"config"},  # the study file
-    {"estimate"},  # what a trial costs
-    {"plan"},  # the study's plan from its file: cells, branch point, price, design (pure, no Optuna)
+    {"plan"},  # the study's plan from its file: what a trial costs, cells, branch point, price, design, the run plan (pure, no Optuna)
     {"trainer"},  # one trial: the child side (the trial process, its trainer, callbacks, checkpoints)
-    {"launch"},  # the parent side of a trial: launchers and their registry, the vLLM server, dry run, device placement
-    {"study"},  # the Optuna study: its plan (cells, branch points), its search (encoding, samplers, pruning), ledger, lifecycle, runner, warm start
+    {"launch"},  # the parent side of a trial: launchers and their registry, the vLLM server, device placement
+    {"study"},  # the Optuna study: its search (encoding, samplers, pruning), ledger, lifecycle, runner, warm start
     {"preflight"},  # probe and advise, before any full trial
     {"report"},  # reads records, never runs trials
     {"commands", "__main__"},  # every `grpo-ablate` subcommand
@@ -143,14 +142,14 @@ def test_the_cycle_finder_finds_a_circle() -> None:
 
 def test_no_import_circle_in_the_package() -> None:
     graph = import_graph()
-    assert "grpo_ablate.errors" in graph and "grpo_ablate.config.places" in graph  # the walk found the package
+    assert "grpo_ablate.core.errors" in graph and "grpo_ablate.config.places" in graph  # the walk found the package
     assert cycles(graph) == []
 
 
 def test_the_bottom_layer_imports_nothing_of_the_package() -> None:
     graph = import_graph()
-    assert graph["grpo_ablate.errors"] == set()
-    assert "grpo_ablate.config" not in graph["grpo_ablate.storage"]
+    assert graph["grpo_ablate.core.errors"] == set()
+    assert "grpo_ablate.config" not in graph["grpo_ablate.storage.store"]
 
 
 
@@ -185,7 +184,7 @@ def test_report_imports_no_study_or_launch_module() -> None:
 
 # Above the child: the study file and everything the orchestrator builds from it. A trial reads its spec, TRL's facts
 # (trl_facts/) and the low-floor rules (precision, attention, cost, schedule), never the study file's schema or a policy.
-ABOVE_THE_CHILD = ("config", "estimate", "plan", "launch", "study", "preflight", "report", "commands", "__main__")
+ABOVE_THE_CHILD = ("config", "plan", "launch", "study", "preflight", "report", "commands", "__main__")
 
 
 def test_the_child_imports_nothing_from_config_or_the_orchestrator() -> None:
@@ -257,5 +256,56 @@ def test_no_import_circle_between_packages() -> None:
 
 
 def test_the_floor_check_finds_an_upward_import() -> None:
-    graph = {"grpo_ablate.vocab": {"grpo_ablate.report.data"}, "grpo_ablate.report.data": {"grpo_ablate.vocab"}}
-    assert upward_imports(graph) == {("grpo_ablate.vocab", "grpo_ablate.report.data")}
+    graph = {"grpo_ablate.core.vocab": {"grpo_ablate.report.data"}, "grpo_ablate.report.data": {"grpo_ablate.core.vocab"}}
+    assert upward_imports(graph) == {("grpo_ablate.core.vocab", "grpo_ablate.report.data")}
+
+
+def test_the_child_imports_nothing_above_the_contract() -> None:
+    """The child (trainer/) reaches only the contract (contract/: spec, result, env names, trial files) and the
+    floors below it, deferred imports included (issue 54 item 3): everything it learns from the parent crosses in
+    the contract, so nothing of the records, the study file, the plan or the orchestrator is on its path."""
+    graph = import_graph()
+    floor = _floor_of()
+    top = floor["contract"]
+    reach = reached(graph, "grpo_ablate.trainer") | _root_reach(graph)
+    above = {m for m in reach if _package(m) and _package(m) != "trainer" and floor[_package(m)] > top}
+    assert above == set(), f"trainer/ reaches these modules above the contract: {sorted(above)}"
+
+
+def test_the_contract_imports_no_side_of_the_boundary() -> None:
+    """The contract owns what crosses parent to child, so neither side's code is on its path: nothing from trainer/
+    (the child), launch/, study/, preflight/ (the parent) or config/ (the study file), deferred imports included."""
+    graph = import_graph()
+    assert "grpo_ablate.contract.spec" in graph
+    sides = ("trainer", "launch", "study", "preflight", "config", "plan", "commands")
+    banned = {m for m in reached(graph, "grpo_ablate.contract") if _package(m) in sides}
+    assert banned == set(), f"contract/ reaches these modules: {sorted(banned)}"
+
+
+# Parent modules that still import a child module directly; the list only shrinks (the test fails when one is gone).
+CHILD_IMPORTS_PENDING = {
+    # shows a command trial's own command line, which trainer/command.py builds from the spec for the child (its
+    # checkpoint and evaluation cadence included); to come out of the child before this entry can go
+    "grpo_ablate.preflight.launch_plan",
+}
+
+
+def test_launchers_and_preflight_import_no_child_module_directly() -> None:
+    """launch/ and preflight/ start trial processes and read what they leave; the names both sides use (environment
+    variables, flags, log prefixes, trial-file readers) live in contract/, so neither imports trainer/ for a
+    constant, and what runs the trial's own build (the dry run, validate's trial check) is a child module run as a
+    process (issue 54 item 3)."""
+    graph = import_graph()
+    parents = [m for m in graph if m.startswith(("grpo_ablate.launch", "grpo_ablate.preflight"))]
+    assert parents
+    direct = {m for m in parents if any(_package(d) == "trainer" for d in graph[m])}
+    assert direct - CHILD_IMPORTS_PENDING == set(), f"these import trainer/ directly: {sorted(direct - CHILD_IMPORTS_PENDING)}"
+    assert CHILD_IMPORTS_PENDING - direct == set(), "these no longer import trainer/: remove them from CHILD_IMPORTS_PENDING"
+
+
+def test_no_loose_modules_beside_the_packages():
+    """Every module lives in a package named for its floor (issue 54 item 6): the package root holds only its
+    public API (`__init__`) and the `python -m grpo_ablate` entry point, so the folder names show the architecture."""
+    loose = sorted(p.name for p in (ROOT / PACKAGE).glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py"], loose
+    assert {_package(m) for m in import_graph()} - {""} <= set().union(*FLOORS), "a package without a floor"

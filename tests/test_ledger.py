@@ -14,11 +14,11 @@ from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan.cells import study_plan
-from grpo_ablate.trial_record import G_PARAM, LABEL_PARAM, arm_fields, trial_arm
-from grpo_ablate.storage import open_storage
+from grpo_ablate.records.trial_record import G_PARAM, LABEL_PARAM, arm_fields, trial_arm
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import Arm, Cell, Outcome
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.vocab import Arm, Cell, Outcome
+from grpo_ablate.records import trial_record as record
 from helpers import ROOT, fail_when_stale
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -179,8 +179,8 @@ def test_a_dead_workers_trial_on_postgres_ends_like_a_local_requeue(tmp_path, fr
 def test_a_prefix_cells_seed_is_read_from_its_key():
     """A prefix's cell key ends in "|prefix": its seed was read as None, so a prefix queued again (a retry, or a
     prefix trained again for a damaged checkpoint) was given the first unused seed instead of its own (issue 52)."""
-    from grpo_ablate.trial_record import CELL, seed_of
-    from grpo_ablate.vocab import PREFIX_ROLE, Arm, Cell
+    from grpo_ablate.records.trial_record import CELL, seed_of
+    from grpo_ablate.core.vocab import PREFIX_ROLE, Arm, Cell
 
     for role in ("baseline", PREFIX_ROLE):
         assert seed_of({CELL: Cell(Arm(4, 8, 1.0), 2, role).key}) == 2

@@ -8,9 +8,9 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.study.ledger import ask, enqueue, requeue
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 
 
 def _study(tmp_path):
@@ -67,7 +67,7 @@ def test_a_requeue_tried_again_after_its_state_was_written_still_queues_the_retr
     and before the retry was queued: the same call (its token) finds its own end and queues the retry; a call of
     another process, with the same words, does not."""
     from grpo_ablate.study.ledger import requeue_token
-    from grpo_ablate.trial_record import REQUEUED_BY
+    from grpo_ablate.records.trial_record import REQUEUED_BY
 
     study, storage = _study(tmp_path)
     trial = _attempt(study)

@@ -14,9 +14,9 @@ from helpers import ROOT, cli_inprocess, write_study
 from optuna.distributions import IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from grpo_ablate import gpu_hours
-from grpo_ablate import trial_record as record
-from grpo_ablate.gpu_hours import TrialTime
+from grpo_ablate.records import gpu_hours
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.records.gpu_hours import TrialTime
 from grpo_ablate.study import limits
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)

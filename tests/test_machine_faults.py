@@ -14,9 +14,9 @@ import sys
 import pytest
 from helpers import fill_disk, tmpfs
 
-from grpo_ablate.errors import exception_chain, machine_fault, write_probe
+from grpo_ablate.core.errors import exception_chain, machine_fault, write_probe
 from grpo_ablate.trainer.worker import classify_exception
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.vocab import Outcome
 
 
 def _raised(make):
@@ -115,8 +115,8 @@ def test_a_full_disk_while_a_checkpoint_is_written_is_retried_and_a_rerun_after_
     once the disk has room queues the cell again and trains it."""
     import optuna
 
-    from grpo_ablate import trial_record as record
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.records import trial_record as record
+    from grpo_ablate.storage.store import open_storage
 
     disk, journal = tmp_path / "disk", tmp_path / "study.journal"
     args = ["run", "studies/tiny-cpu.yaml", "--no-report", "--set", "temperature=1.0", "--set", "study.name=full",

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from grpo_ablate.vocab import HEADLINE_METRICS, METRICS
-from grpo_ablate.metrics import (
+from grpo_ablate.core.vocab import HEADLINE_METRICS, METRICS
+from grpo_ablate.contract.metrics import (
     EVAL_KEYS,
     STABILITY_WINDOW,
     read_rows,

@@ -8,8 +8,8 @@ from optuna.trial import TrialState
 
 from grpo_ablate.report.data import missing_seeds
 from grpo_ablate.report.publish import answer_lines
-from grpo_ablate.trial_record import CELL, OUTCOME, REASON, ROLE
-from grpo_ablate.vocab import PREFIX_ROLE, Arm, Cell
+from grpo_ablate.records.trial_record import CELL, OUTCOME, REASON, ROLE
+from grpo_ablate.core.vocab import PREFIX_ROLE, Arm, Cell
 
 
 def _prefix(number: int, seed: int, state: TrialState, outcome: str | None = None, reason: str = ""):

@@ -15,8 +15,10 @@ import optuna
 import pytest
 
 from helpers import cli_env, cli_inprocess, run_cli
+from grpo_ablate.plan.cells import baseline_arm
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.study.owner import OWNER_FILE, claim_output_dir, read_owner
 
 
@@ -100,8 +102,8 @@ def test_probe_on_a_study_that_has_started_is_refused_up_front(tmp_path):
 
     out = tmp_path / "p"
     study = load_study("studies/tiny-cpu.yaml", ["study.name=started", f"study.output_dir={out}"])
-    ostudy, created = open_study(study)
-    describe_study(ostudy, study)
+    ostudy, created = open_study(study, completions_per_trial(study))
+    describe_study(ostudy, study, baseline_arm(study))
     res = run_cli("probe", *_args(out, "started"), timeout=300)
     line = _one_line(res)
     assert "'started' already exists" in line and "probe before" in line.lower(), line

@@ -100,7 +100,7 @@ def test_set_trainer_from_merges_the_recipe_as_the_file_key_does(tmp_path):
 def test_report_from_another_folder_finds_the_study(tmp_path):
     import optuna
 
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
 
     study = _write(tmp_path / "proj", "study: {name: rel, output_dir: out, storage: 'sqlite:///s.db'}\n"
                                       "model: {name_or_path: builtin:tiny}\ndata: {task: addition}\n"

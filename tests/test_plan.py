@@ -10,8 +10,8 @@ from grpo_ablate.plan.cells import advised_arms, resolved_trial_count, study_pla
 from grpo_ablate.study.ledger import cell_params
 from grpo_ablate.files.advise_file import ADVISED_ARMS_KEY
 from grpo_ablate.files.owned import Owner
-from grpo_ablate.commands.plan import plan_json, plan_text
-from grpo_ablate.vocab import ADVISE_FILE, Arm
+from grpo_ablate.commands.plan_words import plan_json, plan_text
+from grpo_ablate.core.vocab import ADVISE_FILE, Arm
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")

@@ -20,10 +20,10 @@ import psutil
 import pytest
 
 from helpers import ROOT, cli_env, free_port
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import Outcome
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.vocab import Outcome
+from grpo_ablate.records import trial_record as record
 
 pytestmark = pytest.mark.slow
 

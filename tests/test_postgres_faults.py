@@ -21,9 +21,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate import trial_record as record
-from grpo_ablate.storage import open_storage
-from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.storage.store import open_storage
+from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE
 from helpers import ROOT, cli_env
 
 pytestmark = pytest.mark.slow

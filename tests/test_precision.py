@@ -1,4 +1,4 @@
-"""A trial's mixed precision is decided in one place (grpo_ablate/precision.py) for the trainer and for
+"""A trial's mixed precision is decided in one place (grpo_ablate/core/precision.py) for the trainer and for
 accelerate/DeepSpeed; validate and plan say what a CPU run changes. The DeepSpeed trials through the
 shipped accelerate configs run in the vLLM tier (tests/vllm_tier/test_deepspeed.py)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_ablate.precision import cpu_changes, trainer_flags, trial_precision
+from grpo_ablate.core.precision import cpu_changes, trainer_flags, trial_precision
 from helpers import ROOT, cli_inprocess, write_study
 
 ZERO3 = ROOT / "sweeps" / "accelerate" / "zero3.yaml"

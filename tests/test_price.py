@@ -10,13 +10,14 @@ import yaml
 
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.plan.branching import branch_step
-from grpo_ablate.commands.init import InitAnswers, write_study
+from grpo_ablate.commands.init import write_study
+from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.plan.design import MIN_SEEDS, effect_for_seeds, seeds_to_decide
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total, warmup_steps
-from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.gpu_hours import budget_of
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.cost import Branching, RunShare, fmt_multiple, fmt_range, parse_share, price, study_total, warmup_steps
+from grpo_ablate.plan.estimate import estimate_trial
+from grpo_ablate.records.gpu_hours import budget_of
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.stats.selection import bechhofer_seeds
 from grpo_ablate.plan.price import planned_price, prefix_estimate, price_line, resolve_budget, spent_price
 
@@ -94,7 +95,7 @@ def test_a_share_budget_becomes_gpu_hours_of_the_full_run(tmp_path):
     resolve_budget(study)
     full = estimate_trial(study).full_run_gpu_hours
     assert isinstance(study.study.budget_gpu_hours, RunShare) and study.study.budget_gpu_hours == pytest.approx(0.5 * full[0])
-    assert f"budget 0.5x your run = {0.5 * full[0]:,.1f} GPU-h" in price_line(study)
+    assert f"budget 0.5x your run = {0.5 * full[0]:,.1f} GPU-h" in price_line(study, estimate_trial(study), planned_price(study))
     res = cli_inprocess("plan", str(path))
     assert f"GPU-hour budget: 0.5x your run = {0.5 * full[0]:,.1f} GPU-h" in res.stdout, res.stdout
     bad = cli_inprocess("plan", str(_study(tmp_path, extra=", budget_gpu_hours: half", name="b")))
@@ -254,7 +255,7 @@ def test_plan_prices_a_branched_study_with_one_prefix_per_seed(tmp_path):
     assert f"Price: {p.words()}." in res.stdout and "counted once (3 prefixes)" in res.stdout
     # the GPU time line adds the same prefixes once, and `run`'s first line is the same price
     assert f"{fmt_range(*p.study_h)} for 6 trials and 3 shared prefixes of 40 steps (one per seed" in res.stdout
-    assert price_line(branched) == f"Price: {p.words()}."
+    assert price_line(branched, estimate_trial(branched), planned_price(branched)) == f"Price: {p.words()}."
 
 
 def test_a_min_effect_is_the_smallest_bechhofer_tells_apart_at_those_seeds():

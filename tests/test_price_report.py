@@ -10,11 +10,11 @@ from optuna.distributions import IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from _report_fixtures import SeedRun, make_custom_study
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.report.data import build_report_data, shared_prefix
 from grpo_ablate.report.records import load_trials
 from grpo_ablate.report.summary import summary_dict
-from grpo_ablate.vocab import PREFIX_ROLE, Arm
+from grpo_ablate.core.vocab import PREFIX_ROLE, Arm
 
 BASE, G4 = Arm(8, 32, 1.0), Arm(4, 32, 1.0)
 

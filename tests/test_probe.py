@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from grpo_ablate.plan.cells import baseline_arm
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, load_probe, probe_table, save_probe
@@ -59,8 +61,9 @@ def _study_file(tmp_path: Path, *, cap: int | None = None, batches: str = "probe
 def test_memory_cap_kills_a_real_process_over_the_cap_and_records_oom(tmp_path):
     code = textwrap.dedent(f"""
         import time
+        from grpo_ablate.contract.spec import HardwareSpec
         from grpo_ablate.trainer.memory_cap import start_memory_watch
-        start_memory_watch({str(tmp_path)!r}, {{"memory_limit_mb": 300}})
+        start_memory_watch({str(tmp_path)!r}, HardwareSpec(memory_limit_mb=300))
         block = bytearray(400 * 2**20)
         for i in range(0, len(block), 4096):
             block[i] = 1
@@ -104,7 +107,7 @@ def test_probed_space_keeps_each_gs_largest_fit_and_drops_oom_pairs(tmp_path):
     assert {(r.num_generations, r.generation_batch_size) for r in study.space.rejected} >= {(2, 64), (4, 32)}
     table = probe_table(load_probe(tmp_path / "run", Owner.of(study)))
     assert "one full trial is estimated at 60 s" in table
-    from grpo_ablate.commands.plan import plan_text
+    from grpo_ablate.commands.plan_words import plan_text
 
     text = plan_text(study)  # no trial has run: the plan's wall time is the probe's, beside the probe's own cost
     assert "Wall time: about 60 s per trial, 4 min for 4 trials; from the probe's pace" in text
@@ -139,7 +142,7 @@ def test_probe_finds_the_boundary_under_a_memory_cap_and_the_study_skips_oom_pai
     assert probe.best()[2].generation_batch_size == 16 and probe.total_seconds > 0
     study = load_study(path)  # now with probe.json: the OOM pair is out of the space
     assert {p.label for p in study.space.feasible} == {"2x16", "4x16"}
-    ostudy, _ = open_study(study)
+    ostudy, _ = open_study(study, completions_per_trial(study))
     for _ in range(8):
         trial = ostudy.ask()
         cell = suggest_cell(trial, study)
@@ -153,9 +156,9 @@ def test_a_probe_written_after_the_study_began_is_refused_not_misread(tmp_path):
     from helpers import cli_inprocess
 
     path = _study_file(tmp_path, batches="[16, 32]")
-    ostudy, created = open_study(load_study(path))
+    ostudy, created = open_study(load_study(path), completions_per_trial(load_study(path)))
     assert created
-    describe_study(ostudy, load_study(path))
+    describe_study(ostudy, load_study(path), baseline_arm(load_study(path)))
     points = [ProbePoint(2, 16, True, "completed"), ProbePoint(2, 32, False, "oom", reason="cap"),
               ProbePoint(4, 16, True, "completed")]
     save_probe(tmp_path / "run", Probe(owner=Owner.of(load_study(path)), points=points, total_seconds=1.0))

@@ -11,6 +11,7 @@ a whole session is covered by tests/test_probe.py's boundary test.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,9 @@ from grpo_ablate.config import load_study
 from grpo_ablate.preflight.probe import measure_point
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.launch import LauncherPool, shares_a_session
-from grpo_ablate.vocab import LOG_FILE, MEMORY_FILE, RESULT_FILE, Arm, Cell, Outcome
+from grpo_ablate.core.vocab import LOG_FILE, MEMORY_FILE, RESULT_FILE, Arm, Cell, Outcome
 from helpers import TRIAL_ENV, write_study
+from grpo_ablate.contract.spec import VllmSpec
 
 
 
@@ -94,7 +96,7 @@ def test_a_point_past_its_timeout_is_killed_and_the_next_gets_a_fresh_process(tm
 def test_multi_process_trials_keep_a_process_each(tmp_path):
     study = _study(tmp_path)
     spec = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "x")
-    spec.hardware = {**spec.hardware, "num_processes": 2, "command": "torchrun"}
+    spec.hardware = replace(spec.hardware, num_processes=2, command="torchrun")
     assert not shares_a_session(spec)
-    spec.hardware = {**spec.hardware, "num_processes": 1, "command": "python", "vllm": {"mode": "colocate"}}
+    spec.hardware = replace(spec.hardware, num_processes=1, command="python", vllm=VllmSpec(mode="colocate"))
     assert not shares_a_session(spec)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from grpo_ablate.commands.cli import main
-from grpo_ablate.prompt_file import prompt_file_problem
+from grpo_ablate.core.prompt_file import prompt_file_problem
+from grpo_ablate.contract.spec import DataSpec
 
 
 def _lines(path: Path, *rows: str) -> Path:
@@ -103,15 +104,15 @@ def test_the_trainer_refuses_bad_rows_with_line_numbers_and_never_trains_on_none
 
     bad = _lines(tmp_path / "d.jsonl", '{"prompt": "a"}', '{"prompt": null}')
     with pytest.raises(ValueError, match="line 2 prompt is null"):
-        _load_source({"dataset": str(bad)})
+        _load_source(DataSpec(dataset=str(bad)))
     with pytest.raises(ValueError, match="has no rows"):
-        _load_source({"dataset": str(_lines(tmp_path / "e.jsonl"))})
+        _load_source(DataSpec(dataset=str(_lines(tmp_path / "e.jsonl"))))
     with pytest.raises(ValueError, match="line 2 is not valid JSON"):
-        _load_source({"dataset": str(_lines(tmp_path / "f.jsonl", '{"prompt": "a"}', '{"prompt":'))})
+        _load_source(DataSpec(dataset=str(_lines(tmp_path / "f.jsonl", '{"prompt": "a"}', '{"prompt":'))))
     # a hub dataset is not a local file: its rows are checked as they become prompts
     with pytest.raises(ValueError, match="row 2 of the prompts: prompt is null"):
-        format_prompts(Dataset.from_dict({"prompt": ["a", None]}), "prompt", {"chat_template": False}, None)
+        format_prompts(Dataset.from_dict({"prompt": ["a", None]}), "prompt", DataSpec(chat_template=False), None)
     with pytest.raises(ValueError, match="row 1 of the prompts: prompt is empty"):
-        format_prompts(Dataset.from_dict({"prompt": ["  ", "b"]}), "prompt", {"chat_template": False}, None)
-    good = format_prompts(Dataset.from_dict({"prompt": ["a", "b"]}), "prompt", {"chat_template": False}, None)
+        format_prompts(Dataset.from_dict({"prompt": ["  ", "b"]}), "prompt", DataSpec(chat_template=False), None)
+    good = format_prompts(Dataset.from_dict({"prompt": ["a", "b"]}), "prompt", DataSpec(chat_template=False), None)
     assert good["prompt"] == ["a", "b"]

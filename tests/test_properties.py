@@ -180,7 +180,7 @@ def test_storage_urls_never_crash_and_never_leak_a_password(case):
         if secret_is_credential:
             assert SECRET not in out + err, (url, out, err)
         if code == 0 and secret_is_credential:  # accepted: it is a database URL, never a journal file path
-            from grpo_ablate.storage import is_rdb_url
+            from grpo_ablate.storage.store import is_rdb_url
             assert is_rdb_url(url.strip()), url
         assert sorted(p.name for p in tmp.iterdir()) == ["study.yaml"]  # validate creates nothing
 
@@ -199,8 +199,8 @@ _lines = st.lists(_rows.map(lambda r: json.dumps(r, allow_nan=True)) | st.text(m
 @given(metrics=_lines, groups=_lines, torn=st.booleans(),
        result=_values | st.text(max_size=30) | st.fixed_dictionaries({"timings": _values}))
 def test_trial_file_readers_take_any_bytes(metrics, groups, result, torn):
-    from grpo_ablate.metrics import summarize_trial
-    from grpo_ablate.prompt_file import prompt_file_problem
+    from grpo_ablate.contract.metrics import summarize_trial
+    from grpo_ablate.core.prompt_file import prompt_file_problem
     from grpo_ablate.report.records import diagnostics, group_completions, read_trial_files
 
     with _workdir() as tmp:
@@ -244,7 +244,7 @@ def credential_urls(draw: st.DrawFn) -> tuple[str, str]:
         return f"{scheme}://bob:{secret.replace('/', '').replace('@', '').replace('#', '')}", \
             secret.replace("/", "").replace("@", "").replace("#", "")
     if shape == "query":
-        from grpo_ablate.storage_url import _HARMLESS_KEYS
+        from grpo_ablate.storage.url import _HARMLESS_KEYS
 
         key = draw(_query_keys.filter(lambda k: k.lower() not in _HARMLESS_KEYS))
         clean = secret.replace("&", "").replace("#", "").replace("=", "")

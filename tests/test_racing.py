@@ -10,13 +10,14 @@ import pytest
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan.cells import racing_round
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.search.early_rank import race_decides_at
-from grpo_ablate.race_record import RaceState
+from grpo_ablate.records.race_record import RaceState
 from grpo_ablate.study.racing import Rule, advance, arm_results, decide
 from grpo_ablate.study.ledger import queue
 from grpo_ablate.study.ledger import ask, suggest_cell
-from grpo_ablate.vocab import Arm
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.vocab import Arm
+from grpo_ablate.records import trial_record as record
 from helpers import ROOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark's table and replays
@@ -97,7 +98,7 @@ def test_racing_study_queues_rounds_and_records_drops(tmp_path):
 
     assert drain() == 6
     rounds = [6]
-    while not advance(ostudy, study).decided:
+    while not advance(ostudy, study, resolve_plan(study)).decided:
         rounds.append(drain())
     assert sum(rounds) < 18  # every seed for every arm would be 18
     stored = record.study_attrs(ostudy).racing
@@ -132,7 +133,7 @@ def test_an_arm_that_ran_out_of_memory_is_dropped_and_its_zero_never_tested(tmp_
             ostudy.tell(trial, loss[cell.arm.num_generations][cell.seed])
     oom_arm = Arm(8, 32, study.fixed_temperature()).key
     assert oom_arm not in arm_results(ostudy)
-    state = advance(ostudy, study)
+    state = advance(ostudy, study, resolve_plan(study))
     assert state.leader == Arm(2, 32, study.fixed_temperature()).key
     dropped = {d.arm: d for d in state.dropped}
     assert oom_arm in dropped and oom_arm not in state.live
@@ -189,7 +190,7 @@ def test_the_elimination_race_is_the_procedure_read_seed_by_seed():
     """Round by round, one seed per round after the first stage: the drops are exactly the procedure's on
     the whole table (stats/elimination replays), the answer is the report's own, the page names the design."""
     from grpo_ablate.stats.elimination import eliminate
-    from grpo_ablate.race_record import calls_level
+    from grpo_ablate.records.race_record import calls_level
     from grpo_ablate.study.racing import Rule, describe
 
     table = _kn_table()
@@ -244,7 +245,7 @@ def test_an_elimination_study_queues_one_seed_per_round(tmp_path):
         return n
 
     rounds = [drain()]
-    while not (state := advance(ostudy, study)).decided:
+    while not (state := advance(ostudy, study, resolve_plan(study))).decided:
         rounds.append(drain())
     assert rounds[0] == 15 and all(r <= 3 for r in rounds[1:])
     stored = record.study_attrs(ostudy).racing
@@ -253,7 +254,7 @@ def test_an_elimination_study_queues_one_seed_per_round(tmp_path):
 
 
 def test_the_page_says_which_race_ran():
-    from grpo_ablate.race_record import design_words
+    from grpo_ablate.records.race_record import design_words
 
     assert "Kim & Nelson" in design_words({"design": "elimination"})
     assert "not a call" in design_words({"design": "elimination"})
@@ -266,8 +267,8 @@ def test_the_report_page_names_the_elimination_race():
 
     from grpo_ablate.report.data import build_report_data
     from grpo_ablate.report.html import render_html
-    from grpo_ablate.trial_record import StudyAttrs
-    from grpo_ablate.vocab import Cell
+    from grpo_ablate.records.trial_record import StudyAttrs
+    from grpo_ablate.core.vocab import Cell
 
     worse, best = Arm(8, 32, 1.0), Arm(2, 32, 1.0)
     race = {"round": 8, "decided": True, "leader": best.key, "live": [best.key], "design": "elimination",

@@ -7,9 +7,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate.trial_record import WARM_ROLE
-from grpo_ablate.storage import open_storage
-from grpo_ablate import trial_record as record
+from grpo_ablate.records.trial_record import WARM_ROLE
+from grpo_ablate.storage.store import open_storage
+from grpo_ablate.records import trial_record as record
 
 pytestmark = pytest.mark.slow
 

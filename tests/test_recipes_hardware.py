@@ -45,7 +45,8 @@ def test_init_writes_the_recipes_own_deepspeed_config_not_plain_ddp(tmp_path):
     and the study's own process count, so plan no longer says the trials launch as plain DDP."""
     import yaml
 
-    from grpo_ablate.commands.init import InitAnswers, write_study
+    from grpo_ablate.commands.init import write_study
+    from grpo_ablate.plan.draft import InitAnswers
 
     fixtures = ROOT / "tests/fixtures/open-r1"
     for recipe, stage in (("qwen2.5-1.5b-instruct-grpo-config_demo.yaml", "zero2.yaml"),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
-from grpo_ablate.commands.plan import plan_json, plan_text, trial_cost
+from grpo_ablate.commands.plan_words import plan_json, plan_text
+from grpo_ablate.plan.trial_cost import trial_cost
 from grpo_ablate.study.setup import open_study
 
 
@@ -17,7 +19,7 @@ def test_tokens_and_wall_time_from_a_previous_study(tmp_path):
     assert "no measurement yet" in plan_text(study)
 
     previous = load_study("studies/tiny-cpu.yaml", [*sets, "study.name=earlier"])
-    ostudy, _ = open_study(previous)
+    ostudy, _ = open_study(previous, completions_per_trial(previous))
     for rate in (20.0, 40.0, 80.0):  # completions per second of three finished trials
         trial = ostudy.ask()
         trial.set_user_attr("samples_per_second", rate)
@@ -37,7 +39,7 @@ def test_wall_time_counts_what_a_trial_spends_outside_training(tmp_path):
 
     sets = [f"study.output_dir={tmp_path / 'out'}", "budget.max_steps=10"]
     study = load_study("studies/tiny-cpu.yaml", sets)
-    ostudy, _ = open_study(study)
+    ostudy, _ = open_study(study, completions_per_trial(study))
     start = datetime(2026, 1, 1)
     for i in range(3):
         ostudy.add_trial(optuna.trial.FrozenTrial(
@@ -60,7 +62,7 @@ def _recipe_study(tmp_path, hardware: str, gens: str = "[7, 14]"):
 
 
 def test_a_gpu_study_gets_gpu_hours_from_stated_assumptions_before_any_trial(tmp_path):
-    from grpo_ablate.cost import ASSUMED, assumed_trial_seconds, flops_per_token
+    from grpo_ablate.core.cost import ASSUMED, assumed_trial_seconds, flops_per_token
 
     study = _recipe_study(tmp_path, "hardware: {gpus: 8, accelerate_config: "
                                     f"{Path('sweeps/accelerate/zero2.yaml').resolve()}, vllm: {{mode: server}}}}")
@@ -83,7 +85,7 @@ def test_a_gpu_study_gets_gpu_hours_from_stated_assumptions_before_any_trial(tmp
 
 
 def test_parameters_from_a_config_match_a_known_model():
-    from grpo_ablate.cost import parameters_from_config
+    from grpo_ablate.core.cost import parameters_from_config
 
     qwen25_1_5b = {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28, "num_attention_heads": 12,
                    "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": True}

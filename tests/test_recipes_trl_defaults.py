@@ -6,7 +6,10 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ STUDIES = [ROOT / "studies/recipes/openr1-demo-grpo.yaml", ROOT / "studies/recip
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("trl_defaults", ROOT / "benchmarks/trl_defaults.py")
+    spec = importlib.util.spec_from_file_location("trl_defaults", ROOT / "tools/trl_defaults.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -33,7 +36,7 @@ def _script():
 
 def test_the_table_is_generated_from_the_wheels_with_its_command():
     table = json.loads(TABLE_PATH.read_text())
-    assert table["command"].startswith("python benchmarks/trl_defaults.py --release 0.18.0=4.52.3")
+    assert table["command"].startswith("python tools/trl_defaults.py --release 0.18.0=4.52.3")
     old = release_defaults("0.18.0")
     # what TRL 0.18.0's grpo_config.py says (the hand-typed table had temperature 0.9, which was TRL <= 0.17)
     assert (old["temperature"], old["beta"], old["loss_type"], old["max_completion_length"]) == (1.0, 0.04, "bnpo", 256)
@@ -44,7 +47,7 @@ def test_the_table_is_generated_from_the_wheels_with_its_command():
 def test_the_installed_trl_is_in_the_table_and_agrees_with_its_own_class():
     """The table's row for the installed TRL matches what its GRPOConfig class reports (a stale table fails)."""
     version = release_of(importlib.metadata.version("trl"))
-    assert version, "regenerate: python benchmarks/trl_defaults.py"
+    assert version, "regenerate: python tools/trl_defaults.py"
     table = release_defaults(version, resolved=False)
     assert set(table) == set(trainer_field_names())
     for key in ("beta", "loss_type", "temperature", "max_completion_length", "logging_steps", "use_bias_correction_kl"):
@@ -165,7 +168,7 @@ def test_a_trl_cli_recipe_takes_the_trl_its_study_names(tmp_path):
 def test_plan_commands_passes_the_recipes_trl_values_to_grpoconfig(tmp_path):
     """`plan --commands` computes each arm's GRPOConfig arguments with the trial's own code: the fields set from
     TRL 0.18's defaults reach it (on this CPU machine bf16 is turned off by the hardware check, and listed)."""
-    from grpo_ablate.commands.plan import launch_plan
+    from grpo_ablate.preflight.launch_plan import launch_plan
 
     recipe = ROOT / "tests/fixtures/open-r1/qwen2.5-1.5b-instruct-grpo-config_demo.yaml"
     path = tmp_path / "s.yaml"
@@ -182,7 +185,8 @@ def test_plan_commands_passes_the_recipes_trl_values_to_grpoconfig(tmp_path):
 def test_init_asks_which_trl_a_trl_cli_recipe_was_written_for(tmp_path):
     import yaml
 
-    from grpo_ablate.commands.init import InitAnswers, ask_missing, write_study
+    from grpo_ablate.commands.init import ask_missing, write_study
+    from grpo_ablate.plan.draft import InitAnswers
 
     recipe = ROOT / "studies/recipes/trl-cli-style.yaml"
     asked: list[str] = []
@@ -238,3 +242,20 @@ def test_a_recipe_s_date_comes_from_its_git_checkout(tmp_path):
     found, source = recipe_date(repo / "recipe.yaml")
     assert str(found) == "2025-02-10" and "git checkout" in source
     assert recipe_date(tmp_path / "elsewhere.yaml")[0] is None
+
+
+def test_the_field_cache_is_keyed_on_transformers_too(tmp_path):
+    """GRPOConfig inherits TrainingArguments: a cache written beside another transformers (the vLLM tier's
+    environment shares ~/.cache) must not be read. A fresh process (no trl imported) reads the cache folder."""
+    trl_version = importlib.metadata.version("trl")
+    for name in (f"grpo_config_defaults-trl{trl_version}.json",  # the old key: TRL's version alone
+                 f"grpo_config_defaults-trl{trl_version}-transformers0.0.0.json"):
+        (tmp_path / name).write_text(json.dumps({"not_a_field": None}))
+    code = ("import json; from grpo_ablate.trl_facts.fields import trainer_field_names; "
+            "print(json.dumps(sorted(trainer_field_names())))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "GRPO_ABLATE_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    names = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "not_a_field" not in names and {"num_generations", "temperature"} <= names
+    written = f"grpo_config_defaults-trl{trl_version}-transformers{importlib.metadata.version('transformers')}.json"
+    assert set(json.loads((tmp_path / written).read_text())) == names

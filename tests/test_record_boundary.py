@@ -15,19 +15,19 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from grpo_ablate import trial_record
+from grpo_ablate.records import trial_record
 
 ROOT = Path(__file__).resolve().parents[1]
-OWNERS = {"grpo_ablate/trial_record.py", "grpo_ablate/study/ledger.py"}
+OWNERS = {"grpo_ablate/records/trial_record.py", "grpo_ablate/study/ledger.py"}
 EXEMPT = {  # files that name the raw fields for another reason than a trial's record
-    "grpo_ablate/journal.py": "validates the journal file's own entry keys (Optuna's log format)",
+    "grpo_ablate/storage/journal.py": "validates the journal file's own entry keys (Optuna's log format)",
     "tests/test_storage.py": "the journal repair round-trips arbitrary attributes, as Optuna stores them",
     "tests/test_journal_properties.py": "a property test of the journal storage with arbitrary attributes",
     "tests/test_record_boundary.py": "this test names what it looks for",
 }
 READS = {"user_attrs", "system_attrs"}
 WRITES = {"set_user_attr", "set_system_attr"}
-OWNER_MODULES = {"grpo_ablate.trial_record", "grpo_ablate.study.ledger"}
+OWNER_MODULES = {"grpo_ablate.records.trial_record", "grpo_ablate.study.ledger"}
 # the attribute-name constants (OUTCOME, TRIAL_DIR, CONFIG, ...) and the names they hold; roles are values, and
 # the Optuna param names (*_PARAM, which trial_record also spells) are params, not attributes
 NAMES = {n for n in trial_record.__all__ if n.isupper() and isinstance(getattr(trial_record, n), str)
@@ -40,7 +40,7 @@ def _files() -> list[Path]:
 
 
 def _owner_aliases(tree: ast.AST) -> set[str]:
-    """Local names bound to trial_record or the ledger (`from grpo_ablate import trial_record as record`)."""
+    """Local names bound to trial_record or the ledger (`from grpo_ablate.records import trial_record as record`)."""
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -90,13 +90,13 @@ def test_only_trial_record_and_the_ledger_touch_optuna_attributes():
             continue
         if found := violations(path, fixtures=not rel.startswith("grpo_ablate/")):
             bad[rel] = found
-    assert not bad, ("read a trial's or study's attributes through grpo_ablate/trial_record.py (write them through "
+    assert not bad, ("read a trial's or study's attributes through grpo_ablate/records/trial_record.py (write them through "
                      f"study/ledger.py); raw access or attribute names elsewhere: {bad}")
 
 
 def test_the_lint_sees_each_kind_of_access(tmp_path):
     src = tmp_path / "x.py"
-    src.write_text("from grpo_ablate import trial_record as record\nfrom grpo_ablate.study.ledger import CELL\n"
+    src.write_text("from grpo_ablate.records import trial_record as record\nfrom grpo_ablate.study.ledger import CELL\n"
                    "t.user_attrs.get(record.TRIAL_DIR)\nopt.create_trial(user_attrs={'outcome': 'oom'})\n"
                    "getattr(t, 'system_attrs')\ntrial.set_user_attr(record.OUTCOME, 'oom')\n"
                    "trial.set_user_attr('cell', 'x')\nrecord.trial_dir(t)\n")

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from _report_fixtures import STUDY_NAME, make_study
 from grpo_ablate.stats.zero_spread import zero_spread_beta
-from grpo_ablate.errors import StudyError
+from grpo_ablate.core.errors import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.report.data import build_report_data, read_advice
 from grpo_ablate.report.plots import _draw_advice, plot_zero_spread

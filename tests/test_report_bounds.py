@@ -9,7 +9,7 @@ from grpo_ablate.report.figure import yerr as _yerr
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.stats.seeds import stat
 from grpo_ablate.report.text import fmt, fmt_stat, fmt_stat_short
-from grpo_ablate.vocab import Arm, metric
+from grpo_ablate.core.vocab import Arm, metric
 
 
 def _rec(n: int, seed: int, metrics: dict[str, float]) -> TrialRecord:

@@ -23,7 +23,7 @@ from _report_fixtures import STUDY_NAME, XSS, SeedRun, load_custom, make_custom_
 from grpo_ablate.report import write_outputs
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.records import load_trials
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 from helpers import ROOT, unavailable
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from _report_fixtures import PROMPTS, STUDY_NAME, XSS, make_study
-from grpo_ablate.metrics import read_jsonl
+from grpo_ablate.contract.metrics import read_jsonl
 from grpo_ablate.report import write_outputs
 from grpo_ablate.report.arms import study_baseline
 from grpo_ablate.report.data import build_report_data
@@ -19,7 +19,7 @@ from grpo_ablate.report.objectives import pareto_front
 from grpo_ablate.report.records import TrialRecord, load_trials, outcome_of
 from grpo_ablate.stats.seeds import difference, stat, t975
 from grpo_ablate.report.summary import summary_dict, trials_frame
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 T2 = 4.303  # t(0.975, df=2): three seeds
 

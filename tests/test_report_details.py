@@ -11,7 +11,7 @@ import pytest
 from _report_fixtures import SeedRun, load_custom, make_custom_study
 from grpo_ablate.report.html import delta_cell, held_out_used, render_html
 from grpo_ablate.report.plots import plot_importances
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 
 def test_effects_cells_are_coloured_only_beyond_the_seeds_spread():
@@ -73,8 +73,8 @@ def test_each_arm_has_one_colour_on_every_figure(study):
 
 def test_run_one_piped_prints_short_lines_not_a_wrapped_table(capsys):
     from grpo_ablate.commands.run_one import print_result
-    from grpo_ablate.trainer.spec import TrialResult
-    from grpo_ablate.vocab import HEADLINE_METRICS, Outcome
+    from grpo_ablate.contract.result import TrialResult
+    from grpo_ablate.core.vocab import HEADLINE_METRICS, Outcome
 
     print_result(TrialResult(Outcome.COMPLETED, metrics={"reward_per_hour": 12.5}))  # pytest's stdout is no terminal
     lines = capsys.readouterr().out.splitlines()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _report_fixtures import SeedRun, load_custom, make_custom_study
 from grpo_ablate.report.html import eval_path, render_html
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 BASE, G4 = Arm(8, 32, 1.0), Arm(4, 32, 1.0)
 

@@ -20,7 +20,7 @@ from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.findings import find_warnings
 from grpo_ablate.report.groups import success_rates_by_arm
 from grpo_ablate.report.records import TrialRecord, load_trials
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 BASE, G2 = Arm(8, 32, 1.0), Arm(2, 32, 1.0)
 FLAT = (0.0769,) * 5  # the multiplication study: the same held-out reward at every point

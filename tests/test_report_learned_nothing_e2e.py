@@ -17,7 +17,7 @@ import optuna
 import pytest
 
 from helpers import cli_inprocess
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from _report_fixtures import STUDY_NAME, make_study
 from grpo_ablate.report import write_outputs
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.records import load_trials, masked
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 
 PASSWORD = "s3cr3t-Pa55"
 URL = f"postgresql://ablate:{PASSWORD}@db.example.org:5432/optuna"

@@ -6,9 +6,9 @@ from optuna.trial import create_trial
 
 from grpo_ablate.report.data import build_report_data
 from grpo_ablate.report.html import racing_view, render_html
-from grpo_ablate.trial_record import StudyAttrs
+from grpo_ablate.records.trial_record import StudyAttrs
 from grpo_ablate.study.search.early_rank import race_decides_at
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.core.vocab import Arm, Cell
 
 
 def _data(race: dict | None, arms: tuple[Arm, ...] = ()):

@@ -18,7 +18,7 @@ from _report_fixtures import SeedRun, make_custom_study
 from helpers import ROOT, read_only_bind
 from grpo_ablate.commands.cli import main
 from grpo_ablate.config.places import read_only_mount, writable_dir_problem
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 
 def _state(folder: Path) -> dict[str, tuple[int, int, bytes]]:

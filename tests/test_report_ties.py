@@ -18,8 +18,8 @@ from grpo_ablate.report.summary import summary_dict
 from grpo_ablate.report.verdict import decide
 from grpo_ablate.stats.calls import calls
 from grpo_ablate.stats.seeds import TOO_FEW
-from grpo_ablate.race_record import calls_level
-from grpo_ablate.vocab import Arm
+from grpo_ablate.records.race_record import calls_level
+from grpo_ablate.core.vocab import Arm
 
 BASE, G4 = Arm(8, 32, 1.0), Arm(4, 32, 1.0)
 METRIC = "eval_final_reward"

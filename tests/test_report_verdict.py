@@ -18,7 +18,7 @@ from grpo_ablate.report.html import render_html, target_cell
 from grpo_ablate.report.records import load_trials
 from grpo_ablate.stats.seeds import TOO_FEW, compare_to_baseline, detectable_difference, difference, seeds_needed, stat
 from grpo_ablate.report.summary import summary_dict
-from grpo_ablate.vocab import METRICS, Arm
+from grpo_ablate.core.vocab import METRICS, Arm
 
 BASE, G4, G2 = Arm(8, 32, 1.0), Arm(4, 32, 1.0), Arm(2, 32, 1.0)
 

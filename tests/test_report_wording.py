@@ -17,7 +17,7 @@ from grpo_ablate.report.verdict import ArmVerdict, Stuck, Verdict
 from grpo_ablate.report.wording import LINES, answer_lines, bounded_interval, details
 from grpo_ablate.stats.seeds import Comparison, MetricStat
 from grpo_ablate.stats.selection import Selection
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 BASE, G2, COLD = Arm(8, 32, 1.0), Arm(2, 32, 1.0), Arm(8, 32, 0.3)
 NAMES = {"baseline": BASE.label, "g2": G2.label, "cold": COLD.label}

@@ -25,8 +25,9 @@ import pytest
 from helpers import ROOT, cli_env, cli_inprocess, tiny_spec, write_study
 
 from grpo_ablate.trainer import checkpoints
-from grpo_ablate.vocab import EVAL_FILE, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.vocab import EVAL_FILE, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.contract.spec import CheckpointSpec
 
 WALL_CLOCK = {"train_seconds", "step_time", "generation_seconds", "peak_memory_mb", "eval_seconds"}
 EVENT_WAIT_S = 600  # how long to wait for an event (a checkpoint, a row) before the test gives up
@@ -197,7 +198,7 @@ def test_any_file_truncated_or_changed_means_start_over_with_the_file_named(tmp_
 def test_a_retry_finds_its_predecessors_folders_along_retry_of(tmp_path):
     import optuna
 
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
     from grpo_ablate.study import ledger
 
     storage = open_storage(str(tmp_path / "study.journal"))
@@ -222,7 +223,7 @@ def test_a_retry_finds_its_predecessors_folders_along_retry_of(tmp_path):
 def test_a_trial_killed_mid_run_resumes_and_matches_an_uninterrupted_run(warm_session, tmp_path):
     def spec(name: str):
         s = tiny_spec(tmp_path / name, steps=10, seed=3, evaluation={"num_prompts": 16, "points": 3})
-        s.checkpoint = {"every": 4, "keep": False}
+        s.checkpoint = CheckpointSpec(every=4, keep=False)
         return s
 
     whole = warm_session.run(spec("whole"))  # the uninterrupted run, in the warm session launcher
@@ -274,7 +275,7 @@ def _seeded_from(source: Path, name: str, tmp_path: Path, steps: int = 10):
 def _epoch_spec(folder: Path, *, every: int = 4, steps: int = 10):
     # 12 prompts, 4 per round (32 completions, G=8): an epoch is 3 optimizer steps, so a run of 10 crosses 3 epochs
     s = tiny_spec(folder, steps=steps, seed=5, num_prompts=12)
-    s.checkpoint = {"every": every, "keep": True}
+    s.checkpoint = CheckpointSpec(every=every, keep=True)
     return s
 
 
@@ -371,7 +372,7 @@ def test_a_study_trial_killed_mid_run_is_requeued_and_its_retry_resumes(tmp_path
 
     import optuna
 
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
 
     trials = optuna.load_study(study_name="resume-e2e", storage=open_storage(str(out / "study.journal"))).get_trials()
     assert [record.outcome(t).value for t in trials] == ["interrupted", "completed"]

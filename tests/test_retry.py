@@ -15,16 +15,17 @@ from optuna.trial import TrialState
 
 from helpers import write_study
 from grpo_ablate.config import load_study
-from grpo_ablate.plan.cells import study_plan
-from grpo_ablate.storage import open_storage
+from grpo_ablate.plan.cells import completions_per_trial, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.study import ledger
 from grpo_ablate.study.lifecycle import trial_dir_of
 from grpo_ablate.study.retry import requeue_changed, superseded
 from grpo_ablate.study.setup import open_study, queue_first_plan
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.spec import TrialResult
-from grpo_ablate.vocab import Outcome
-from grpo_ablate import trial_record as record
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.core.vocab import Outcome
+from grpo_ablate.records import trial_record as record
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -47,6 +48,11 @@ search: {num_generations: [2]}
 budget: {max_steps: 2}
 """
 FIX = "trainer.lr_scheduler_kwargs={min_lr_rate: 0.1}"
+
+
+def _planned(study):
+    """The study and its run's plan, as requeue_changed takes them."""
+    return study, resolve_plan(study)
 
 
 def _load(tmp_path: Path, *sets: str):
@@ -74,18 +80,18 @@ def _waiting(ostudy: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 def test_failed_cells_run_again_once_the_file_changes_and_only_then(tmp_path):
     before = _load(tmp_path)
-    ostudy, created = open_study(before)
+    ostudy, created = open_study(before, completions_per_trial(before))
     assert created
-    queue_first_plan(ostudy, before)
+    queue_first_plan(ostudy, before, resolve_plan(before))
     failed = _fail_all(ostudy, before)
     assert len(failed) == 2
 
     # the same file again: nothing changed, nothing is retried (no endless retries of a cell that fails)
-    assert requeue_changed(ostudy, before) is None
+    assert requeue_changed(ostudy, before, resolve_plan(before)) is None
     assert not _waiting(ostudy)
 
     after = _load(tmp_path, FIX)
-    note = requeue_changed(ostudy, after)
+    note = requeue_changed(ostudy, after, resolve_plan(after))
     assert note == "queued again 2 cell(s) that failed under an earlier version of the study file"
     waiting = _waiting(ostudy)
     assert sorted(record.retry_of(t) for t in waiting) == failed
@@ -96,27 +102,27 @@ def test_failed_cells_run_again_once_the_file_changes_and_only_then(tmp_path):
     assert [record.counted_retries(trials, t) for t in waiting] == [0, 0]
 
     # a second rerun while the retries wait queues nothing more
-    assert requeue_changed(ostudy, after) is None
+    assert requeue_changed(ostudy, after, resolve_plan(after)) is None
     # the retries fail too, under today's file: they stay failed
     again = _fail_all(ostudy, after)
     assert len(again) == 2
-    assert requeue_changed(ostudy, after) is None
+    assert requeue_changed(ostudy, after, resolve_plan(after)) is None
     # a third version of the file: the cells' attempts all failed under other files, so they run once more
     third = _load(tmp_path, FIX, "trainer.learning_rate=1.0e-4")
-    assert requeue_changed(ostudy, third) is not None
+    assert requeue_changed(ostudy, third, resolve_plan(third)) is not None
     assert sorted(record.retry_of(t) for t in _waiting(ostudy)) == again
 
 
 def test_a_cell_with_a_result_is_not_retried(tmp_path):
     before = _load(tmp_path)
-    ostudy, _ = open_study(before)
-    queue_first_plan(ostudy, before)
+    ostudy, _ = open_study(before, completions_per_trial(before))
+    queue_first_plan(ostudy, before, resolve_plan(before))
     trial = ledger.ask(ostudy, planned=True)  # seed 0 completes under the old file
     assert trial is not None
     ledger.suggest_cell(trial, before)
     ledger.tell(ostudy, trial, before, TrialResult(Outcome.COMPLETED, metrics={"reward_per_hour": 1.0}))
     failed = _fail_all(ostudy, before)  # seed 1 fails under it
-    assert requeue_changed(ostudy, _load(tmp_path, FIX)) == ("queued again 1 cell(s) that failed under an earlier "
+    assert requeue_changed(ostudy, *_planned(_load(tmp_path, FIX))) == ("queued again 1 cell(s) that failed under an earlier "
                                                              "version of the study file")
     assert [record.retry_of(t) for t in _waiting(ostudy)] == failed
 
@@ -124,8 +130,8 @@ def test_a_cell_with_a_result_is_not_retried(tmp_path):
 @pytest.mark.parametrize("case", ["folder gone", "not in the plan", "raced"])
 def test_a_cell_is_left_alone_when_its_attempt_cannot_be_compared_or_it_is_not_planned(tmp_path, case):
     before = _load(tmp_path)
-    ostudy, _ = open_study(before)
-    queue_first_plan(ostudy, before)
+    ostudy, _ = open_study(before, completions_per_trial(before))
+    queue_first_plan(ostudy, before, resolve_plan(before))
     failed = _fail_all(ostudy, before)
     sets = [FIX]
     if case == "folder gone":  # another host's disk, or removed: nothing to compare with
@@ -137,16 +143,16 @@ def test_a_cell_is_left_alone_when_its_attempt_cannot_be_compared_or_it_is_not_p
         sets.append("study.seeds=[2]")
     else:
         sets += ["study.racing={}", "study.seeds=[0, 1, 2]"]
-    assert requeue_changed(ostudy, _load(tmp_path, *sets)) is None
+    assert requeue_changed(ostudy, *_planned(_load(tmp_path, *sets))) is None
     assert not _waiting(ostudy)
 
 
 def test_an_attempt_that_failed_before_its_spec_was_written_is_retried_when_the_spec_builds(tmp_path):
     before = _load(tmp_path)
-    ostudy, _ = open_study(before)
-    queue_first_plan(ostudy, before)
+    ostudy, _ = open_study(before, completions_per_trial(before))
+    queue_first_plan(ostudy, before, resolve_plan(before))
     failed = _fail_all(ostudy, before, write_spec=False)
-    assert requeue_changed(ostudy, _load(tmp_path)) is not None  # a spec builds now, none was written then
+    assert requeue_changed(ostudy, *_planned(_load(tmp_path))) is not None  # a spec builds now, none was written then
     assert sorted(record.retry_of(t) for t in _waiting(ostudy)) == failed
 
 

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from grpo_ablate.contract.spec import RewardEntry
 from grpo_ablate.trainer.rewards import RewardContext, RewardFunctionError, build_reward, build_rewards
 
 CTX = RewardContext(task="addition", max_completion_length=10)
@@ -38,14 +39,14 @@ def test_an_infinite_reward_fails_naming_the_value_and_position():
 
 
 def test_abstaining_beside_a_reward_that_scores_is_fine():
-    funcs, names, _ = build_rewards([{"name": "helpers_rewards:all_none"}, {"name": "format"}], CTX)
+    funcs, names, _ = build_rewards([RewardEntry("helpers_rewards:all_none"), RewardEntry("format")], CTX)
     for _ in range(3):  # batch after batch: each one is settled once both rewards have seen it
         none, scores = _call_all(funcs, list(COMPLETIONS))
         assert none == [None] * 4 and all(isinstance(s, float) for s in scores)
 
 
 def test_a_batch_no_reward_scores_names_every_reward():
-    funcs, names, _ = build_rewards([{"name": "helpers_rewards:all_none"}, {"name": "helpers_rewards:all_nan"}], CTX)
+    funcs, names, _ = build_rewards([RewardEntry("helpers_rewards:all_none"), RewardEntry("helpers_rewards:all_nan")], CTX)
     with pytest.raises(RewardFunctionError) as e:
         _call_all(funcs)
     message = str(e.value)
@@ -54,5 +55,5 @@ def test_a_batch_no_reward_scores_names_every_reward():
 
 def test_a_single_unscored_completion_is_left_to_trl():
     """TRL scores a completion no reward scored as 0 with a warning; only a batch with no score at all is broken."""
-    funcs, _, _ = build_rewards([{"name": "helpers_rewards:all_nan"}, {"name": "format"}], CTX)
+    funcs, _, _ = build_rewards([RewardEntry("helpers_rewards:all_nan"), RewardEntry("format")], CTX)
     assert _call_all(funcs)[1] == [0.0] * 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from grpo_ablate.contract.spec import RewardEntry
 from grpo_ablate.trainer.builtin.tasks import TASKS, task_problems
 from grpo_ablate.trainer.rewards import (
     REWARD_FACTORIES,
@@ -122,10 +123,10 @@ def test_unknown_names_list_the_choices():
 def test_build_rewards_defaults_to_the_task_and_keeps_weights():
     funcs, names, weights = build_rewards([], CTX)
     assert names == ["addition"] and weights == [1.0] and funcs[0].__name__ == "addition"
-    funcs, names, weights = build_rewards([{"name": "format", "weight": 0.5}, {"name": "tag_count"}], CTX)
+    funcs, names, weights = build_rewards([RewardEntry("format", 0.5), RewardEntry("tag_count")], CTX)
     assert names == ["format", "tag_count"] and weights == [0.5, 1.0]
     with pytest.raises(ValueError, match="listed twice"):
-        build_rewards([{"name": "format"}, {"name": "format"}], CTX)
+        build_rewards([RewardEntry("format"), RewardEntry("format")], CTX)
     with pytest.raises(ValueError, match="no rewards given"):
         build_rewards([], RewardContext(task=None))
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from grpo_ablate.config import load_study
 from grpo_ablate.preflight.screen_rule import signal_per_step
-from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, Switch, prompts_per_round
-from grpo_ablate.space import BatchShape, Rounds, feasible_space
+from grpo_ablate.core.schedule import Dynamic, PerPrompt, Schedule, Switch, prompts_per_round
+from grpo_ablate.core.space import BatchShape, Rounds, feasible_space
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")

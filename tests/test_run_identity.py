@@ -13,8 +13,8 @@ import time
 import pytest
 from helpers import ROOT, cli_env
 
-from grpo_ablate import trial_record as record
-from grpo_ablate.children import process_start_time
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.core.children import process_start_time
 from grpo_ablate.study.owner import HOST, RunIdentity, dead_owner, new_run
 
 
@@ -63,8 +63,8 @@ def test_a_killed_run_whose_pid_was_reused_is_run_again(study_here, tmp_path):
     import optuna
     import psutil
 
-    from grpo_ablate.storage import open_storage
-    from grpo_ablate.trial_record import PID
+    from grpo_ablate.storage.store import open_storage
+    from grpo_ablate.records.trial_record import PID
 
     out = tmp_path / "reuse"
     args = ["run", "studies/tiny-cpu.yaml", "--set", "temperature=1.0", "--set", "study.seeds=[0]", "--no-report",

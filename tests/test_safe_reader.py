@@ -1,4 +1,4 @@
-"""Every file the tool reads goes through one safe reader (grpo_ablate/safe_read.py): every
+"""Every file the tool reads goes through one safe reader (grpo_ablate/core/safe_read.py): every
 (file kind x reader) pair, on real FIFOs (os.mkfifo), real symlinks to /dev/zero and real folders.
 
 The contract: a regular file only, else exit 2 with one line naming the path; never a hang (each
@@ -17,9 +17,9 @@ from typing import Callable
 
 import pytest
 from helpers import MINIMAL_STUDY, cli_inprocess, watchdog
-from grpo_ablate.errors import StudyError
-from grpo_ablate.safe_read import read_bytes, read_text
-from grpo_ablate.storage import open_storage
+from grpo_ablate.core.errors import StudyError
+from grpo_ablate.core.safe_read import read_bytes, read_text
+from grpo_ablate.storage.store import open_storage
 
 WATCHDOG_S = 30  # far above any honest answer (milliseconds); a blocked open() never returns at all
 

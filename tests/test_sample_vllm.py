@@ -35,6 +35,10 @@ class _LLM:
 
 @pytest.fixture
 def fake_vllm(monkeypatch):
+    # TRL asks importlib whether vllm is installed when it is first imported, and a stand-in without a spec
+    # makes that ask raise: import TRL's trainer against the real environment first (run alone, nothing has).
+    from trl import GRPOTrainer  # noqa: F401
+
     module = types.ModuleType("vllm")
     module.SamplingParams = _Params
     monkeypatch.setitem(sys.modules, "vllm", module)

@@ -14,9 +14,9 @@ from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.config.hardware import read_generations
 from grpo_ablate.plan.cells import study_plan
 from grpo_ablate.study.ledger import cell_params
-from grpo_ablate.space import BatchShape, Rounds, check_pair, feasible_space
-from grpo_ablate.schedule import generations_data, parse_generations
-from grpo_ablate.vocab import Arm, Cell, Schedule
+from grpo_ablate.core.space import BatchShape, Rounds, check_pair, feasible_space
+from grpo_ablate.core.schedule import generations_data, parse_generations
+from grpo_ablate.core.vocab import Arm, Cell, Schedule
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")
@@ -101,7 +101,7 @@ def test_build_spec_hands_the_schedule_object_to_the_trainer(tmp_path):
     """G travels as a value: the plan holds the schedule object, spec.json its numbers, never a label to parse."""
     from grpo_ablate.study.trial_spec import build_spec
     from grpo_ablate.trainer.build import build_config_kwargs
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
     study = load_study(TINY, ['num_generations=[2, 8, "2->8@40%"]', "study.seeds=[0]"])
     cell = study_plan(study)[2]

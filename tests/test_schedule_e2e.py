@@ -13,9 +13,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from grpo_ablate.metrics import read_rows
-from grpo_ablate.vocab import EVENTS_FILE, METRICS_FILE, Outcome, generations_text
-from grpo_ablate import trial_record as record
+from grpo_ablate.contract.metrics import read_rows
+from grpo_ablate.core.vocab import EVENTS_FILE, METRICS_FILE, Outcome, generations_text
+from grpo_ablate.records import trial_record as record
 
 from helpers import tiny_spec
 

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from grpo_ablate.config import FloatRange
 from grpo_ablate.study.search.encoding import LABEL, ORDINAL, encode_arm, suggest_arm
-from grpo_ablate.trial_record import batch_param
+from grpo_ablate.records.trial_record import batch_param
 from grpo_ablate.study.search.fidelity import ComputeClock, quantum
 from grpo_ablate.study.search.samplers import build_sampler
-from grpo_ablate.space import BatchShape, check_pair, feasible_space
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.space import BatchShape, check_pair, feasible_space
+from grpo_ablate.core.vocab import Arm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark's table and replays
 from search_replay import Strategy, replay, summarise  # noqa: E402

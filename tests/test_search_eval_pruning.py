@@ -7,10 +7,10 @@ import json
 import optuna
 
 from grpo_ablate.config import load_study
-from grpo_ablate.plan.cells import resolve_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.lifecycle import Registry, TrialLifecycle
-from grpo_ablate.storage import open_artifact_store
-from grpo_ablate.vocab import EVAL_FILE
+from grpo_ablate.storage.store import open_artifact_store
+from grpo_ablate.core.vocab import EVAL_FILE
 from helpers import TINY_CPU as TINY
 
 

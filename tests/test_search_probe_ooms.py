@@ -18,6 +18,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
@@ -87,7 +88,7 @@ def test_a_pair_that_ran_out_of_memory_is_never_proposed(tmp_path, caplog, tempe
     expected = {"2x16", "2x32", "4x16"} if batches else {"2x16", "4x16"}
     assert {p.label for p in study.space.feasible} == expected
     assert any("ran out of memory" in r.reason for r in study.space.rejected)
-    ostudy, _ = open_study(study)
+    ostudy, _ = open_study(study, completions_per_trial(study))
     cells = _tpe_proposals(study, ostudy, 16, caplog, group=bool(batches))
     assert not [r.message for r in caplog.records if FALLBACK in r.message]
     pairs = {f"{c.arm.num_generations}x{c.arm.generation_batch_size}" for c in cells}

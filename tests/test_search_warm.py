@@ -8,13 +8,15 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from grpo_ablate.plan.cells import baseline_arm
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.config import load_study
 from grpo_ablate.study.warm import warm_start
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import suggest_cell
 from grpo_ablate.study.setup import describe_study, open_study
-from grpo_ablate.trial_record import WARM_ROLE
-from grpo_ablate import trial_record as record
+from grpo_ablate.records.trial_record import WARM_ROLE
+from grpo_ablate.records import trial_record as record
 from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -32,9 +34,9 @@ def tpe_study(tmp_path: Path, name: str, *extra: str):
 def finished_study(tmp_path: Path, oom_g: int | None = None):
     """A real (hand-told) TPE study on the journal file; trials of G=`oom_g` run out of memory, as the ledger tells them."""
     study = tpe_study(tmp_path, "old")
-    ostudy, created = open_study(study)
+    ostudy, created = open_study(study, completions_per_trial(study))
     assert created
-    describe_study(ostudy, study)
+    describe_study(ostudy, study, baseline_arm(study))
     for _ in range(8):
         trial = ostudy.ask()
         cell = suggest_cell(trial, study)
@@ -57,8 +59,8 @@ def test_warm_start_enqueues_previous_best_first_and_feeds_the_sampler(tmp_path)
     old, old_ostudy = finished_study(tmp_path)
     best_g = max({record.arm_of(t).num_generations for t in old_ostudy.trials}, key=lambda g: VALUE[g])
     new = tpe_study(tmp_path, "new", "study.seeds=[0, 1, 2]")  # a seed the old study never ran
-    ostudy, _ = open_study(new)
-    describe_study(ostudy, new)
+    ostudy, _ = open_study(new, completions_per_trial(new))
+    describe_study(ostudy, new, baseline_arm(new))
     message = warm_start(ostudy, new, "old")
     assert "gave the sampler its 8 finished trial(s)" in message, message
     waiting = ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,))
@@ -76,8 +78,8 @@ def test_a_warm_start_reruns_no_imported_cell(tmp_path):
     """Every trial the new study runs, queued or proposed, is a cell the old study did not give it."""
     finished_study(tmp_path)
     new = tpe_study(tmp_path, "new")  # the same seeds [0, 1]: the best arms were imported on both
-    ostudy, _ = open_study(new)
-    describe_study(ostudy, new)
+    ostudy, _ = open_study(new, completions_per_trial(new))
+    describe_study(ostudy, new, baseline_arm(new))
     message = warm_start(ostudy, new, "old")
     copies = [t for t in ostudy.trials if record.is_copy(t)]
     imported = _cells(copies)
@@ -98,8 +100,8 @@ def test_a_warm_start_copies_no_out_of_memory_trial_as_a_result(tmp_path):
     ooms = [t for t in old_ostudy.get_trials() if ledger.outcome(t) == "oom"]
     assert ooms and all(t.state == TrialState.COMPLETE and t.values == [0.0] for t in ooms)  # COMPLETE, like a result
     new = tpe_study(tmp_path, "new")
-    ostudy, _ = open_study(new)
-    describe_study(ostudy, new)
+    ostudy, _ = open_study(new, completions_per_trial(new))
+    describe_study(ostudy, new, baseline_arm(new))
     message = warm_start(ostudy, new, "old")
     copies = [t for t in ostudy.trials if record.is_copy(t)]
     assert len(copies) == 8 - len(ooms), message
@@ -111,7 +113,7 @@ def test_warm_start_from_other_hardware_only_enqueues(tmp_path):
     """Results from other hardware are not imported, so the best arm runs again here, at the first seed."""
     finished_study(tmp_path)
     new = tpe_study(tmp_path, "other-hw", "trainer.per_device_train_batch_size=16")
-    ostudy, _ = open_study(new)
+    ostudy, _ = open_study(new, completions_per_trial(new))
     message = warm_start(ostudy, new, "old")
     assert "not given to the sampler because hardware" in message, message
     assert not [t for t in ostudy.trials if record.is_copy(t)]
@@ -124,8 +126,8 @@ def test_the_report_says_why_imported_results_are_not_counted(tmp_path):
 
     finished_study(tmp_path)
     new = tpe_study(tmp_path, "new")
-    ostudy, _ = open_study(new)
-    describe_study(ostudy, new)
+    ostudy, _ = open_study(new, completions_per_trial(new))
+    describe_study(ostudy, new, baseline_arm(new))
     warm_start(ostudy, new, "old")
     trial = ostudy.ask()
     suggest_cell(trial, new)

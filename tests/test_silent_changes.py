@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import MINIMAL_STUDY, cli_inprocess
+from grpo_ablate.plan.cells import baseline_arm
 from grpo_ablate.commands.compare import compare_main
 from grpo_ablate.config import StudyError, load_study
 
@@ -103,15 +104,15 @@ def test_run_one_takes_a_g_policy_as_the_string_given(tmp_path_factory, value):
 
 
 def test_a_raced_study_refuses_a_changed_min_effect_before_any_trial(tmp_path):
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
     from grpo_ablate.study.setup import describe_study, race_rule_changed
-    from grpo_ablate.trial_record import study_attrs
+    from grpo_ablate.records.trial_record import study_attrs
 
     sets = ["study.sampler=ablation", "study.racing={}", "study.seeds=[0, 1, 2]", "study.min_effect=0.05"]
     path = _study(tmp_path)
     study = load_study(path, sets)
     ostudy = optuna.create_study(study_name="t", storage=open_storage(study.storage_url), directions=study.directions)
-    describe_study(ostudy, study)
+    describe_study(ostudy, study, baseline_arm(study))
     assert race_rule_changed(study_attrs(ostudy), study) is None
     changed = load_study(path, [*sets[:-1], "study.min_effect=0.2"])
     assert "min_effect 0.05 -> 0.2" in (race_rule_changed(study_attrs(ostudy), changed) or "")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from helpers import ROOT, cli_env, unavailable
 
 SCRIPT = ROOT / "sweeps" / "slurm" / "grpo-ablate-array.sbatch"
@@ -195,7 +195,7 @@ def test_two_array_tasks_share_one_postgresql_study(tmp_path, fresh_pg_db):
     """Two array tasks at once, the real grpo-ablate, a real PostgreSQL: each planned trial runs once."""
     import optuna
 
-    from grpo_ablate.storage import normalize_url, open_storage
+    from grpo_ablate.storage.store import normalize_url, open_storage
 
     url = normalize_url(fresh_pg_db)
     venv = Path(sys.executable).parent.parent

@@ -7,12 +7,15 @@ commands `plan --commands` prints. End to end on the test cluster: test_slurm_la
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from helpers import tiny_spec
+from helpers import tiny_spec, write_study
 
 from grpo_ablate.launch import LAUNCHERS, SlurmLauncher
 from grpo_ablate.launch.slurm import exit_status, resource_options
+from dataclasses import replace
 
 
 def test_the_registry_names_it():
@@ -31,28 +34,59 @@ def test_a_trials_resources_become_sbatch_options(tmp_path):
 
 
 def test_without_a_memory_limit_the_jobs_memory_is_the_probes_measured_peak_with_a_margin(tmp_path):
-    import json
-
     from grpo_ablate.launch.slurm import MEMORY_MARGIN, memory_mb
-    from grpo_ablate.vocab import PROBE_FILE
 
     spec = tiny_spec(tmp_path / "runs" / "trials" / "00000", hardware={"num_processes": 1})
-    spec.num_generations = 4
-    assert memory_mb(spec) is None  # no probe: the cluster's default
-    points = [{"num_generations": 4, "generation_batch_size": 8, "fits": True, "peak_memory_mb": 1000.0, "memory_kind": "rss"},
-              {"num_generations": 4, "generation_batch_size": 16, "fits": True, "peak_memory_mb": 1800.0, "memory_kind": "rss"},
-              {"num_generations": 4, "generation_batch_size": 32, "fits": False, "peak_memory_mb": 9000.0},
-              {"num_generations": 2, "generation_batch_size": 8, "fits": True, "peak_memory_mb": 5000.0}]
-    (tmp_path / "runs").mkdir()
-    (tmp_path / "runs" / PROBE_FILE).write_text(json.dumps({"points": points}))
-    assert memory_mb(spec) == round(1800 * MEMORY_MARGIN)  # its G's fitting points, the largest
-    spec.trainer["generation_batch_size"] = 8
-    assert f"--mem={round(1000 * MEMORY_MARGIN)}M" in resource_options(spec)  # its own batch when the spec names one
-    points[0]["memory_kind"] = "cuda"  # a GPU's peak says nothing of the host's memory
-    (tmp_path / "runs" / PROBE_FILE).write_text(json.dumps({"points": points}))
-    assert memory_mb(spec) is None
-    spec.hardware["memory_limit_mb"] = 4096  # the study's own cap comes first
+    assert spec.host_memory_mb is None and memory_mb(spec) is None  # nothing measured: the cluster's default
+    spec.host_memory_mb = 1800.0  # what the parent resolved from the study's probe.json (study/trial_spec.py)
+    assert memory_mb(spec) == round(1800 * MEMORY_MARGIN)
+    assert f"--mem={round(1800 * MEMORY_MARGIN)}M" in resource_options(spec)
+    spec.hardware = replace(spec.hardware, memory_limit_mb=4096)  # the study's own cap comes first
     assert memory_mb(spec) == 4096
+
+
+def test_the_host_peak_is_the_largest_fitting_cpu_point_of_the_trials_shape():
+    from grpo_ablate.files.probe_file import ProbePoint, host_peak_mb
+
+    points = [ProbePoint(4, 8, True, "completed", peak_memory_mb=1000.0),
+              ProbePoint(4, 16, True, "completed", peak_memory_mb=1800.0),
+              ProbePoint(4, 32, False, "oom", peak_memory_mb=9000.0),
+              ProbePoint(2, 8, True, "completed", peak_memory_mb=5000.0)]
+    assert host_peak_mb(points, 4, None) == 1800.0  # its G's fitting points, the largest
+    assert host_peak_mb(points, 4, 8) == 1000.0  # its own batch when the spec names one
+    assert host_peak_mb(points, 8, None) is None
+    points[0] = ProbePoint(4, 8, True, "completed", peak_memory_mb=1000.0, memory_kind="cuda")
+    assert host_peak_mb(points, 4, 8) is None  # a GPU's peak says nothing of the host's memory
+
+
+def test_the_parent_resolves_the_host_peak_into_the_spec_from_the_studys_probe(tmp_path):
+    """SLURM's --mem comes from the spec: the launcher never walks up from the trial folder to probe.json."""
+    from grpo_ablate.config import load_study
+    from grpo_ablate.files.owned import Owner
+    from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
+    from grpo_ablate.plan.run_plan import resolve_plan
+    from grpo_ablate.study.trial_spec import build_spec, plan_spec
+    from grpo_ablate.trainer.checkpoints import spec_fingerprint
+    from grpo_ablate.core.vocab import Arm, Cell
+
+    path = write_study(tmp_path, """
+        study: {name: s, sampler: ablation, seeds: [0], output_dir: out}
+        data: {task: addition}
+        trainer: {per_device_train_batch_size: 16, max_completion_length: 8}
+        search: {num_generations: [4, 8]}
+        budget: {max_steps: 2}
+    """)
+    study = load_study(path)
+    cell = Cell(Arm(4, 16, 1.0), 0, "grid")
+    before = build_spec(study, cell, tmp_path / "out" / "trials" / "00000")
+    assert before.host_memory_mb is None
+    save_probe(study.output_dir, Probe(owner=Owner.of(study), total_seconds=1.0,
+                                       points=[ProbePoint(4, 16, True, "completed", peak_memory_mb=700.0)]))
+    spec = build_spec(study, cell, tmp_path / "elsewhere" / "00000")  # any trial folder: nothing is read from it
+    assert spec.host_memory_mb == 700.0
+    plan = resolve_plan(study)  # a run reads probe.json once, with its plan; each trial's spec takes it from there
+    assert plan_spec(study, plan, cell, tmp_path / "out" / "trials" / "00001", timeout=None).host_memory_mb == 700.0
+    assert spec_fingerprint(json.loads(spec.to_json())) == spec_fingerprint(json.loads(before.to_json()))
 
 
 @pytest.mark.parametrize("state, code, expected", [
@@ -77,7 +111,7 @@ def test_each_launcher_declares_where_its_trials_run_and_auto_asks_the_declarati
     gpu = tiny_spec(tmp_path / "gpu")
     gpu.env["CUDA_VISIBLE_DEVICES"] = "0"
     assert launcher_name(gpu) == "process" and launcher_name(gpu, probe=True) == "warm"
-    gpu.hardware["launcher"] = "slurm"
+    gpu.hardware = replace(gpu.hardware, launcher="slurm")
     assert launcher_name(gpu) == "slurm"
 
 

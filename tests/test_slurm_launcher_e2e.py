@@ -15,7 +15,7 @@ import pytest
 
 from helpers import ROOT, write_study
 
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 
 STUDY = """\
 study:
@@ -38,7 +38,7 @@ budget: {{max_steps: 3}}
 def test_a_study_submits_each_trial_as_a_job_two_at_once(slurm_cluster, tmp_path):
     import optuna
 
-    from grpo_ablate.storage import open_storage
+    from grpo_ablate.storage.store import open_storage
 
     out = tmp_path / "runs"
     study = write_study(tmp_path, STUDY.format(out=out))

@@ -22,7 +22,7 @@ import pytest
 from helpers import ROOT
 from test_slurm import STUDY
 
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def test_the_guides_commands_are_found():
 def test_the_guides_commands_run_on_a_cluster(slurm_cluster, fresh_pg_db, tmp_path):
     import optuna
 
-    from grpo_ablate.storage import normalize_url, open_storage
+    from grpo_ablate.storage.store import normalize_url, open_storage
 
     url = normalize_url(fresh_pg_db)
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)  # the guide's `.venv` in the submit directory

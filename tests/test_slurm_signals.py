@@ -20,7 +20,7 @@ from helpers import tiny_spec
 
 from grpo_ablate.study.runner import kills
 from grpo_ablate.launch import classify, finish
-from grpo_ablate.vocab import STOP_FILE, Outcome
+from grpo_ablate.core.vocab import STOP_FILE, Outcome
 
 # A process that installs the handler for `trial_dir` (argv[1], "-" for none), says so, and waits
 # up to 60 s for a STOP file, then exits 0: a trial that checks STOP at the end of each step.

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_ablate.commands.init import InitAnswers, write_study
+from grpo_ablate.commands.init import write_study
+from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.commands.smoke import smoke_overrides
 from grpo_ablate.config import load_study
 from helpers import ROOT

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_ablate.space import BatchShape, auto_batches, check_pair, feasible_space
+from grpo_ablate.core.space import BatchShape, auto_batches, check_pair, feasible_space
 
 
 def _feasible_gens(shape: BatchShape, gens, batches=None):

@@ -23,7 +23,7 @@ from grpo_ablate.stats.seeds import mean_difference
 from grpo_ablate.stats.selection import bechhofer_pcs, bechhofer_seeds, eps_best, select
 from grpo_ablate.stats.spending import EARLY_LEVEL, crossing_probability, plan
 from grpo_ablate.stats.zero_spread import beta_moment, zero_spread, zero_spread_beta
-from grpo_ablate.race_record import RaceState
+from grpo_ablate.records.race_record import RaceState
 from grpo_ablate.study.racing import Rule, decide
 
 

@@ -13,12 +13,13 @@ from optuna.trial import TrialState
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan.cells import baseline_arm, racing_round, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.racing import advance
 from grpo_ablate.study.ledger import queue as queue_cells
 from grpo_ablate.study import ledger
 from grpo_ablate.study.ledger import ask, suggest_cell
-from grpo_ablate.vocab import Outcome
-from grpo_ablate import trial_record as record
+from grpo_ablate.core.vocab import Outcome
+from grpo_ablate.records import trial_record as record
 from helpers import ROOT
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -61,7 +62,7 @@ def test_a_settled_study_stops_early_leaves_no_queued_cells_and_reruns_as_finish
                                  storage=JournalStorage(JournalFileBackend(str(journal))))
     queue_cells(ostudy, study, racing_round(study, 1))
     spent = [_drain(ostudy, study)]
-    while not (state := advance(ostudy, study)).decided:
+    while not (state := advance(ostudy, study, resolve_plan(study))).decided:
         spent.append(_drain(ostudy, study))
     planned = len(study_plan(study))
     assert sum(spent) < planned / 2, spent  # 4 arms x 12 seeds = 48 planned; settled after 5 seeds
@@ -80,7 +81,7 @@ def test_a_settled_study_stops_early_leaves_no_queued_cells_and_reruns_as_finish
     again = optuna.load_study(study_name="s", storage=JournalStorage(JournalFileBackend(str(journal))))
     assert record.study_attrs(again).racing["decided"]
     queue_cells(again, study, [c for c in study_plan(study) if c.seed == 11])
-    assert advance(again, study).decided
+    assert advance(again, study, resolve_plan(study)).decided
     assert again.get_trials(states=(TrialState.WAITING,)) == []
     assert ask(again, planned=True) is None
     cancelled = [t for t in again.get_trials() if ledger.is_cancelled(t)]
@@ -94,7 +95,7 @@ def test_without_stop_when_settled_the_race_spends_every_seed_on_undropped_arms(
     ostudy = optuna.create_study(direction="maximize")
     queue_cells(ostudy, study, racing_round(study, 1))
     spent = [_drain(ostudy, study)]
-    while not advance(ostudy, study).decided:
+    while not advance(ostudy, study, resolve_plan(study)).decided:
         spent.append(_drain(ostudy, study))
     assert sum(spent) == 4 * 5 + 2 * 7  # all four to seed 5 (the first finite look), then G=2 and its tie G=4 to seed 12
 
@@ -108,7 +109,7 @@ def test_the_report_shows_the_settled_point_the_path_and_the_calls(tmp_path):
     ostudy.set_user_attr(ledger.BASELINE, baseline_arm(study).as_dict())
     queue_cells(ostudy, study, racing_round(study, 1))
     _drain(ostudy, study)
-    while not advance(ostudy, study).decided:
+    while not advance(ostudy, study, resolve_plan(study)).decided:
         _drain(ostudy, study)
     config = {"study": {"seeds": SEEDS, "min_effect": 0.02, "racing": {"confidence": 0.95, "first_round_seeds": 2}}}
     data = build_report_data("s", record.study_attrs(ostudy), ostudy.get_trials(), (("final_reward", "maximize"),), config)
@@ -141,7 +142,7 @@ def test_min_effect_and_the_betting_method_are_validated(tmp_path):
 
 
 def test_the_baseline_keeps_running_while_an_arm_still_needs_it_even_when_worse_than_the_leader():
-    from grpo_ablate.race_record import RaceState
+    from grpo_ablate.records.race_record import RaceState
     from grpo_ablate.study.racing import Rule, decide
 
     seeds = range(6)

@@ -11,7 +11,7 @@ import optuna
 import pytest
 
 from helpers import cli_inprocess, fail_when_stale, fill_disk, free_port, run_cli, tmpfs
-from grpo_ablate.storage import is_rdb_url, normalize_url, open_storage
+from grpo_ablate.storage.store import is_rdb_url, normalize_url, open_storage
 
 
 def test_url_kinds():
@@ -50,7 +50,7 @@ def test_workers_starting_together_create_the_tables_once(fresh_pg_db):
     import subprocess
     import sys
 
-    code = ("import sys; from grpo_ablate.storage import open_storage; "
+    code = ("import sys; from grpo_ablate.storage.store import open_storage; "
             "open_storage(sys.argv[1], heartbeat_interval=5); print('ok')")
     procs = [subprocess.Popen([sys.executable, "-c", code, fresh_pg_db], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
@@ -193,7 +193,7 @@ os.kill(os.getpid(), 9)  # ...when the process died
 
 _LIVE = """
 import sys, optuna
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 study = optuna.load_study(study_name="s", storage=open_storage(sys.argv[1]))  # opened while the journal was sound
 print("ready", flush=True)
 sys.stdin.readline()  # the other writer dies mid-line meanwhile

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from helpers import cli_inprocess
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.storage import open_storage
-from grpo_ablate.storage_url import mask_url, storage_identity
+from grpo_ablate.storage.store import open_storage
+from grpo_ablate.storage.url import mask_url, storage_identity
 from grpo_ablate.study.owner import check_output_dir, claim_output_dir
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)

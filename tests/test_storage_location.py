@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.storage_url import locate
+from grpo_ablate.storage.url import locate
 from grpo_ablate.study.setup import check_warm_source, started_study
 from helpers import ROOT
 

@@ -17,10 +17,10 @@ import time
 import optuna
 import pytest
 
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.trainer import checkpoints
-from grpo_ablate import trial_record as record
-from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE
 
 EVENT_WAIT_S = 600
 

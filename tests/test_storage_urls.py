@@ -14,10 +14,12 @@ from pathlib import Path
 import optuna
 import pytest
 
+from grpo_ablate.plan.cells import baseline_arm
+from grpo_ablate.plan.cells import completions_per_trial
 from grpo_ablate.commands.cli import main
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.storage import canonical_url, is_rdb_url, mask_url, open_storage, url_problem
-from grpo_ablate import trial_record as record
+from grpo_ablate.storage.store import canonical_url, is_rdb_url, mask_url, open_storage, url_problem
+from grpo_ablate.records import trial_record as record
 from helpers import MINIMAL_STUDY
 
 SECRET = "Zq7-s3cr3t"
@@ -150,9 +152,9 @@ def test_study_config_attribute_holds_no_credential(tmp_path):
     url = f"sqlite:///{tmp_path}/s.db?password={SECRET}"
     study = load_study(_study_file(tmp_path), [f"study.storage={url}"])
     assert SECRET not in repr(study.to_dict())
-    ostudy, created = open_study(study)
+    ostudy, created = open_study(study, completions_per_trial(study))
     assert created
-    describe_study(ostudy, study)
+    describe_study(ostudy, study, baseline_arm(study))
     stored = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path}/s.db")
     assert SECRET not in repr(record.stored_attrs(stored)) and "password=***" in record.study_attrs(stored).config["study"]["storage"]
 

@@ -23,8 +23,8 @@ import pytest
 from optuna.artifacts import get_all_artifact_meta
 
 from helpers import ROOT, cli_env, cli_inprocess, fill_disk, tmpfs
-from grpo_ablate.storage import open_storage
-from grpo_ablate import trial_record as record
+from grpo_ablate.storage.store import open_storage
+from grpo_ablate.records import trial_record as record
 
 pytestmark = pytest.mark.slow
 

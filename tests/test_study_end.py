@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import optuna
 
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.config import load_study
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.plan.cells import resolved_trial_count
 from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
-from grpo_ablate.storage import open_storage
+from grpo_ablate.storage.store import open_storage
 from grpo_ablate.study.runner import all_oom_message, queued_beyond_budget, queued_cells
 
 

@@ -10,7 +10,7 @@ import pytest
 from helpers import unavailable
 from grpo_ablate.config import StudyError, load_study
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.core.vocab import Arm, Cell
 
 CELL = Cell(Arm(4, 32, 0.9), 1, "grid")
 

@@ -14,11 +14,11 @@ import threading
 
 import pytest
 
-from grpo_ablate.metrics import read_rows
+from grpo_ablate.contract.metrics import read_rows
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.launch import run_trial
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.vocab import Outcome
 from helpers import TRIAL_ENV, environment_kept, tiny_spec
 
 pytestmark = pytest.mark.slow

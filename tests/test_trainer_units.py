@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import asdict
 import math
 import signal
 import subprocess
@@ -14,9 +15,10 @@ import pytest
 from grpo_ablate.commands.run_one import _split_sets
 from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.launch import build_command, classify, request_stop
-from grpo_ablate.space import Rounds
-from grpo_ablate.trainer.spec import EvalBudget, StartFrom, TrialResult, TrialSpec
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.space import Rounds
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import DataSpec, EvalBudget, RewardEntry, StartFrom, TrialSpec
+from grpo_ablate.core.vocab import Outcome
 
 
 def spec(tmp_path, **kw) -> TrialSpec:
@@ -25,10 +27,10 @@ def spec(tmp_path, **kw) -> TrialSpec:
 
 def test_spec_round_trips_and_fills_defaults(tmp_path):
     s = spec(tmp_path, params={"temperature": 0.7, "seed": 3}, rewards=["format", {"name": "task", "weight": 2}])
-    assert s.model["name_or_path"] == "builtin:tiny" and s.hardware["vllm"]["mode"] == "none"
+    assert s.model.name_or_path == "builtin:tiny" and s.hardware.vllm.mode == "none"
     assert s.trainer == {"temperature": 0.7, "seed": 3}  # params merged into the trainer; G is the plan's own
     assert s.num_generations == 4 and s.max_steps == 3 and s.rounds == Rounds(1, 1, 1)
-    assert s.rewards == [{"weight": 1.0, "name": "format"}, {"weight": 2, "name": "task"}]
+    assert s.rewards == [RewardEntry("format"), RewardEntry("task", 2)]
     path = s.save()
     assert path.name == "spec.json"
     again = TrialSpec.load(path)
@@ -99,7 +101,7 @@ def test_run_one_splits_trial_values_from_overrides():
 
 
 def test_parent_side_imports_no_torch():
-    code = ("import sys, grpo_ablate.launch, grpo_ablate.trainer.spec, grpo_ablate.metrics, grpo_ablate.commands.run_one; "
+    code = ("import sys, grpo_ablate.launch, grpo_ablate.contract.spec, grpo_ablate.contract.metrics, grpo_ablate.commands.run_one; "
             "bad = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -154,7 +156,7 @@ def test_retry_checkpoints_save_every_step_for_the_checkpointer_but_never_for_a_
         return build_config_kwargs(dataclasses.replace(s, checkpoint={"every": "auto", "keep": False}), world_size=1,
                                    reward_weights=[1.0])
 
-    from grpo_ablate.schedule import Schedule, Switch
+    from grpo_ablate.core.schedule import Schedule, Switch
 
     g_schedule = Schedule((4, 8), (Switch("progress", 50.0),))
 
@@ -181,18 +183,18 @@ def test_prompts_from_a_local_jsonl_as_open_r1_builds_them(tmp_path):
     path = _jsonl(tmp_path / "train.jsonl", rows)
     tok = build_tokenizer()  # no chat template: plain text prompts, the system prompt in front
     data = {"dataset": str(path), "prompt_column": "problem", "system_prompt": "think first", "max_samples": 3}
-    ds = load_prompts(data, tok)
+    ds = load_prompts(DataSpec(**data), tok)
     assert len(ds) == 3 and ds[0]["prompt"] == "think first\n\nwhat is 0+1?" and ds[0]["solution"] == "$1$"
     assert "problem" not in ds.column_names  # became `prompt`; other columns stay for the rewards
     # a chat template given in the study: [system, user] messages for TRL to template
-    ds = load_prompts({**data, "chat_template": CHAT_TEMPLATE}, tok)
+    ds = load_prompts(DataSpec(**{**data, "chat_template": CHAT_TEMPLATE}), tok)
     assert ds[1]["prompt"] == [{"role": "system", "content": "think first"}, {"role": "user", "content": "what is 1+1?"}]
     assert tok.chat_template == CHAT_TEMPLATE
     # a tokenizer with a template uses it unless told not to
-    assert isinstance(load_prompts({**data, "chat_template": None}, tok)[0]["prompt"], list)
-    assert isinstance(load_prompts({**data, "chat_template": False}, tok)[0]["prompt"], str)
+    assert isinstance(load_prompts(DataSpec(**{**data, "chat_template": None}), tok)[0]["prompt"], list)
+    assert isinstance(load_prompts(DataSpec(**{**data, "chat_template": False}), tok)[0]["prompt"], str)
     with pytest.raises(ValueError, match=r"prompt_column 'question' is not a column.*problem"):
-        load_prompts({**data, "prompt_column": "question"}, tok)
+        load_prompts(DataSpec(**{**data, "prompt_column": "question"}), tok)
 
 
 def test_prompts_from_parquet_and_a_saved_dataset(tmp_path):
@@ -205,12 +207,12 @@ def test_prompts_from_parquet_and_a_saved_dataset(tmp_path):
     ds.save_to_disk(str(tmp_path / "saved"))
     datasets.DatasetDict({"test": ds}).save_to_disk(str(tmp_path / "saved_dict"))
     tok = build_tokenizer()
-    assert load_prompts({"dataset": str(tmp_path / "p.parquet")}, tok)["prompt"] == ["a", "b"]
-    assert load_prompts({"dataset": str(tmp_path / "saved")}, tok)["answer"] == ["1", "2"]
-    assert len(load_prompts({"dataset": str(tmp_path / "saved_dict"), "split": "test"}, tok)) == 2
+    assert load_prompts(DataSpec(**{"dataset": str(tmp_path / "p.parquet")}), tok)["prompt"] == ["a", "b"]
+    assert load_prompts(DataSpec(**{"dataset": str(tmp_path / "saved")}), tok)["answer"] == ["1", "2"]
+    assert len(load_prompts(DataSpec(**{"dataset": str(tmp_path / "saved_dict"), "split": "test"}), tok)) == 2
     with pytest.raises(ValueError, match="unknown file type"):
         (tmp_path / "x.txt").write_text("hi")
-        load_prompts({"dataset": str(tmp_path / "x.txt")}, tok)
+        load_prompts(DataSpec(**{"dataset": str(tmp_path / "x.txt")}), tok)
 
 
 def test_max_prompt_tokens_drops_long_prompts(tmp_path):
@@ -220,12 +222,12 @@ def test_max_prompt_tokens_drops_long_prompts(tmp_path):
 
     path = _jsonl(tmp_path / "d.jsonl", [{"prompt": "x" * n} for n in (3, 8, 12)])
     tok = build_tokenizer()  # one token per character
-    assert load_prompts({"dataset": str(path), "max_prompt_tokens": 8}, tok)["prompt"] == ["xxx", "x" * 8]
+    assert load_prompts(DataSpec(**{"dataset": str(path), "max_prompt_tokens": 8}), tok)["prompt"] == ["xxx", "x" * 8]
     # with a chat template the templated length counts
-    templated = load_prompts({"dataset": str(path), "max_prompt_tokens": 25, "chat_template": CHAT_TEMPLATE}, tok)
+    templated = load_prompts(DataSpec(**{"dataset": str(path), "max_prompt_tokens": 25, "chat_template": CHAT_TEMPLATE}), tok)
     assert [len(p[0]["content"]) for p in templated["prompt"]] == [3, 8]  # 6 ("<user>") + n + 11 ("<assistant>") <= 25
     with pytest.raises(ValueError, match="drops every one"):
-        load_prompts({"dataset": str(path), "max_prompt_tokens": 1}, tok)
+        load_prompts(DataSpec(**{"dataset": str(path), "max_prompt_tokens": 1}), tok)
 
 
 def test_prepare_keeps_a_pending_stop_but_clears_a_previous_run(tmp_path):
@@ -258,16 +260,16 @@ def test_spec_defaults_are_the_study_schemas(tmp_path):
     from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
 
     s = spec_from_sections(tmp_path, data={"task": "addition"}, hardware={"vllm": {"mode": "colocate"}})
-    assert s.model == ModelSection().model_dump() and s.data == DataSection(task="addition").model_dump()
-    assert s.hardware == {**HardwareSection().model_dump(), "vllm": {**HardwareSection().vllm.model_dump(), "mode": "colocate"}}
+    assert asdict(s.model) == ModelSection().model_dump() and asdict(s.data) == DataSection(task="addition").model_dump()
+    assert asdict(s.hardware) == {**HardwareSection().model_dump(), "vllm": {**HardwareSection().vllm.model_dump(), "mode": "colocate"}}
     # the schema refuses it empty; the spec does not: every field unset, but the one switch, which is off
-    assert s.budget == {**{name: None for name in BudgetSection.model_fields}, "allow_inside_warmup": False}
-    assert s.hardware["num_processes"] is None and s.num_processes == 1  # not set means one process
+    assert asdict(s.budget) == {**{name: None for name in BudgetSection.model_fields}, "allow_inside_warmup": False}
+    assert s.hardware.num_processes is None and s.num_processes == 1  # not set means one process
     assert s.max_steps is None and s.eval_budget == EvalBudget("completions", 0.0)
 
 
 def test_the_plan_codec_round_trips_every_kind_of_g_and_the_branch_point(tmp_path):
-    from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, Switch
+    from grpo_ablate.core.schedule import Dynamic, PerPrompt, Schedule, Switch
 
     kinds = [8, Schedule((2, 4, 8), (Switch("progress", 30.0), Switch("signal", 0.3, 3))), Dynamic(8, 3), PerPrompt(8, 2, 16)]
     for g in kinds:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablate.commands.init import InitAnswers, write_study
-from grpo_ablate.preflight.trial_check import check_spec
+from grpo_ablate.commands.init import write_study
+from grpo_ablate.plan.draft import InitAnswers
+from grpo_ablate.trainer.trial_check import check_spec
 from helpers import ROOT, tiny_spec
 
 DEMO = ROOT / "tests/fixtures/open-r1/qwen2.5-1.5b-instruct-grpo-config_demo.yaml"

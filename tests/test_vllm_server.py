@@ -11,10 +11,13 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
 from helpers import ROOT
+
+from grpo_ablate.contract.spec import HardwareSpec, VllmSpec
 
 from grpo_ablate.launch.vllm_server import (
     VllmServerError,
@@ -29,8 +32,8 @@ from grpo_ablate.launch.vllm_server import (
     vllm_server,
 )
 
-SERVER_HW = {"gpus": 8, "num_processes": 7, "vllm": {"mode": "server", "server_gpus": 1, "port": 18000}}
-PAIR_HW = {"gpus": 2, "num_processes": 1, "vllm": {"mode": "server", "server_gpus": 1, "port": 18100}}  # 1 train + 1 vLLM
+SERVER_HW = HardwareSpec(gpus=8, num_processes=7, vllm=VllmSpec(mode="server", server_gpus=1, port=18000))
+PAIR_HW = HardwareSpec(gpus=2, num_processes=1, vllm=VllmSpec(mode="server", server_gpus=1, port=18100))  # 1 train + 1 vLLM
 
 # The stand-in: reports what it saw, starts a child (as vLLM's engine core is), then serves
 # GET /health with 200 after `delay` seconds. With `ignore_term` it survives SIGTERM.
@@ -105,9 +108,9 @@ def test_split_refuses_a_block_with_no_training_gpu():
 
 
 def test_block_is_the_trials_visible_devices_else_the_first_gpus():
-    assert block_gpus({"CUDA_VISIBLE_DEVICES": "8,9,10,11"}, {"gpus": 4}) == ["8", "9", "10", "11"]
-    assert block_gpus({}, {"gpus": 3}) == ["0", "1", "2"]
-    assert block_gpus({"CUDA_VISIBLE_DEVICES": ""}, {"gpus": 2}) == ["0", "1"]
+    assert block_gpus({"CUDA_VISIBLE_DEVICES": "8,9,10,11"}, HardwareSpec(gpus=4)) == ["8", "9", "10", "11"]
+    assert block_gpus({}, HardwareSpec(gpus=3)) == ["0", "1", "2"]
+    assert block_gpus({"CUDA_VISIBLE_DEVICES": ""}, HardwareSpec(gpus=2)) == ["0", "1"]
 
 
 def test_ports_are_offset_by_the_block_and_skip_taken_ones():
@@ -205,16 +208,16 @@ def test_trainer_keys_are_grpo_config_fields():
 
 def test_modes_other_than_server_start_nothing(tmp_path):
     env = {"CUDA_VISIBLE_DEVICES": "0"}
-    with vllm_server({"vllm": {"mode": "none"}}, "m", env, tmp_path / "v.log") as served:
+    with vllm_server(HardwareSpec(), "m", env, tmp_path / "v.log") as served:
         assert served["env"] == env and served["trainer"] == {} and served["pid"] is None
-    with vllm_server({"vllm": {"mode": "colocate"}}, "m", env, tmp_path / "v.log") as served:
+    with vllm_server(HardwareSpec(vllm=VllmSpec(mode="colocate")), "m", env, tmp_path / "v.log") as served:
         assert served["trainer"] == {"use_vllm": True, "vllm_mode": "colocate"}
     assert not (tmp_path / "v.log").exists()
 
 
 def test_too_many_processes_for_the_training_gpus(tmp_path, standin):
     command, _ = standin
-    hw = {**SERVER_HW, "num_processes": 8}
+    hw = replace(SERVER_HW, num_processes=8)
     with pytest.raises(ValueError, match="8 training processes but only 7"):
         with vllm_server(hw, "m", {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}, tmp_path / "v.log", command=command()):
             pass
@@ -319,9 +322,10 @@ def test_interrupt_while_waiting_stops_the_server(tmp_path, standin):
 
 _HOLDER = r'''
 import os, sys, time
-from grpo_ablate.children import die_with_parent
+from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.contract.spec import HardwareSpec, VllmSpec
 from grpo_ablate.launch.vllm_server import vllm_server
-hw = {"gpus": 2, "num_processes": 1, "vllm": {"mode": "server", "server_gpus": 1, "port": 18200}}
+hw = HardwareSpec(gpus=2, num_processes=1, vllm=VllmSpec(mode="server", server_gpus=1, port=18200))
 command = sys.argv[1:]
 with vllm_server(hw, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, sys.argv[0] + ".log", command=command, poll_interval=0.1,
                  preexec_fn=die_with_parent()):
@@ -331,7 +335,7 @@ with vllm_server(hw, "m", {"CUDA_VISIBLE_DEVICES": "0,1"}, sys.argv[0] + ".log",
 
 
 def test_server_dies_with_a_sigkilled_orchestrator(tmp_path, standin):
-    """The server gets the parent-death signal (grpo_ablate/children.py): a `kill -9` of the study ends it too.
+    """The server gets the parent-death signal (grpo_ablate/core/children.py): a `kill -9` of the study ends it too.
     (Its engine children are vLLM's own business: current vLLM gives them the same signal.)"""
     import subprocess
 
@@ -361,7 +365,7 @@ def test_on_a_cpu_the_server_shares_the_machine_and_two_at_once_get_their_own_po
     """hardware.gpus 0: no GPU split, no hardware.gpus=2 demand; two servers at once never share a port,
     even one that no server binds before the trial uses it (TRL's weight-sync port, vllm_group_port)."""
     command, state = standin
-    hw = {"gpus": 0, "vllm": {"mode": "server", "port": 18300}}
+    hw = HardwareSpec(gpus=0, vllm=VllmSpec(mode="server", port=18300))
     with vllm_server(hw, "/models/m", {"KEEP": "yes"}, tmp_path / "a.log", command=command(delay=0.2),
                      poll_interval=0.2) as first:
         seen = json.loads(state.read_text())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_ablate.storage import mask_url
-from grpo_ablate.vocab import (
+from grpo_ablate.storage.store import mask_url
+from grpo_ablate.core.vocab import (
     BUILTIN_REWARDS,
     BUILTIN_TASKS,
     DIAGNOSTIC_METRICS,

@@ -62,8 +62,8 @@ def test_the_loader_does_read_it_and_the_old_readers_are_gone():
 def test_the_check_sees_a_call_an_import_and_an_attribute(tmp_path):
     """The walker finds the three ways a module can reach the parser, so a clean result means something."""
     bad = tmp_path / "bad.py"
-    bad.write_text("from grpo_ablate.schedule import parse_generations\n"
-                   "import grpo_ablate.schedule as s\n"
+    bad.write_text("from grpo_ablate.core.schedule import parse_generations\n"
+                   "import grpo_ablate.core.schedule as s\n"
                    "x = s.parse_generations('4->8@40%')\n"
                    "y = parse_generations('8')\n")
     lines = sorted(line for name, line in _names(ast.parse(bad.read_text())) if name == PARSER)

@@ -4,8 +4,8 @@ The child's scheduler is built by transformers (`TrainingArguments.get_warmup_st
 run, trainer/build.py's prefix schedule); the parent places `budget.branch_from: warmup` there
 (plan/branching.py), validate checks that point lies inside the full run (config/validate.py), every
 command refuses trials that end inside the warmup (study/warmup.py), init sizes its trials past it
-(commands/init.py), and `plan --commands` shows the warmup the trial's scheduler takes
-(launch/dry_run.py). They used to round a share two ways (ceil of the product, and ceil of the
+(plan/draft.py), and `plan --commands` shows the warmup the trial's scheduler takes
+(trainer/dry_run.py). They used to round a share two ways (ceil of the product, and ceil of the
 product less 1e-9): at 0.07 of 100 steps init sized for 8
 warmup steps while the run branched at 7, and transformers warmed up for 8.
 """
@@ -17,14 +17,15 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from grpo_ablate.commands.init import InitAnswers, write_study
+from grpo_ablate.commands.init import write_study
+from grpo_ablate.plan.draft import InitAnswers
 from grpo_ablate.config import StudyError, load_study
-from grpo_ablate.cost import warmup_steps
-from grpo_ablate.launch.dry_run import effective
+from grpo_ablate.core.cost import warmup_steps
+from grpo_ablate.trainer.dry_run import effective
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.plan.design import MIN_STEPS_PAST_WARMUP
 from grpo_ablate.study.warmup import inside_warmup
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 from helpers import ROOT
 
 TINY = str(ROOT / "studies/tiny-cpu.yaml")

@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo_ablate.bounds import flag_value
+from grpo_ablate.plan.cells import baseline_arm
+from grpo_ablate.plan.cells import completions_per_trial
+from grpo_ablate.core.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
 from grpo_ablate.preflight.advise import advise_text, run_advise
 from grpo_ablate.study.owner import claim_output_dir
 from grpo_ablate.study.setup import describe_study, enqueue_shortlist, open_study, space_changed
-from grpo_ablate.trial_record import study_attrs
+from grpo_ablate.records.trial_record import study_attrs
 
 __all__ = ["add_parser", "run"]
 
@@ -37,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     print(advise_text(advice))
     if args.enqueue:
-        ostudy, created = open_study(study)
+        ostudy, created = open_study(study, completions_per_trial(study))
         if created:
-            describe_study(ostudy, study)
+            describe_study(ostudy, study, baseline_arm(study))
         elif (changed := space_changed(study_attrs(ostudy), study)) is not None:
             err(changed)
             return EXIT_USAGE

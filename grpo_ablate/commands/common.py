@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from grpo_ablate.config import Problem, Study, StudyError, apply_overrides
+from grpo_ablate.config import Problem, StudyConfig, StudyError, apply_overrides
 from grpo_ablate.config import load_study as load_study_file
 from grpo_ablate.config.keys import Choices
 from grpo_ablate.config.places import writable_dir_problem
@@ -42,7 +42,7 @@ def add_study(p: argparse.ArgumentParser) -> None:
                         "num_generations/temperature/generation_batch_size to search); repeatable")
 
 
-def load_study(path: "str | os.PathLike[str]", overrides: list[str] | None = None, *, reads_only: bool = False) -> Study:
+def load_study(path: "str | os.PathLike[str]", overrides: list[str] | None = None, *, reads_only: bool = False) -> StudyConfig:
     """config's load_study, and the launcher names checked against the registry: StudyError (exit 2) with every problem.
 
     When the file itself is invalid, a bad GRPO_ABLATE_LAUNCHER is reported with its problems, as one list."""
@@ -66,7 +66,7 @@ def key_choices() -> Choices:
     return {"hardware.launcher": launcher_choices()}
 
 
-def load(args: argparse.Namespace, extra: Sequence[str] = (), *, reads_only: bool = False) -> Study:
+def load(args: argparse.Namespace, extra: Sequence[str] = (), *, reads_only: bool = False) -> StudyConfig:
     """The study with `--set`s applied; a budget written as a share of the full run ("0.5x") in GPU-hours.
     `reads_only`: the command writes nothing into the study's folder (config.load_study)."""
     study = load_study(args.study, list(args.sets) + list(extra), reads_only=reads_only)

@@ -21,8 +21,8 @@ from typing import Any, Callable, Iterable
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from grpo_ablate.commands.common import add_study, load, set_value
-from grpo_ablate.config import Study
-from grpo_ablate.storage import mask_url, open_artifact_store, open_storage
+from grpo_ablate.config import StudyConfig
+from grpo_ablate.storage.store import mask_url, open_artifact_store, open_storage
 from grpo_ablate.study.setup import name_objectives
 
 __all__ = ["add_parser", "run", "serve", "banner", "answer_first", "landing_path"]
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     return serve(load(args, extra), host=args.host, port=args.port)
 
 
-def serve(study: "Study", host: str = "127.0.0.1", port: int = 8080) -> int:
+def serve(study: "StudyConfig", host: str = "127.0.0.1", port: int = 8080) -> int:
     from optuna_dashboard import wsgi  # 1.4 s to import: only this command pays it
 
     url = study.storage_url
@@ -98,7 +98,7 @@ def answer_first(app: Callable[..., Iterable[bytes]], landing: str) -> Callable[
     return app_answer_first
 
 
-def banner(study: "Study", host: str, port: int, landing: str = "/dashboard") -> str:
+def banner(study: "StudyConfig", host: str, port: int, landing: str = "/dashboard") -> str:
     """What `dashboard` prints first: where the study lives (masked), and where the answer is. The
     address opens on the study's Note, the report's answer; the study's own page leads with
     optuna-dashboard's "Best Trial" (one seed's luckiest run) and an importance chart fitted by
@@ -110,7 +110,7 @@ def banner(study: "Study", host: str, port: int, landing: str = "/dashboard") ->
             "its importance chart is Optuna's fit over single trials, not the measured effects.")
 
 
-def _name_objectives(storage: object, study: "Study") -> int | None:
+def _name_objectives(storage: object, study: "StudyConfig") -> int | None:
     """A study created before objectives were named gets its metric names now; its id in the storage
     (None when it is not there yet: the dashboard lists what is)."""
     import optuna  # with optuna_dashboard above: only this command pays for them

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo_ablate.bounds import flag_value
+from grpo_ablate.core.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_OK, err, load
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.probe_file import probe_table

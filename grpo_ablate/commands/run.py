@@ -12,15 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo_ablate.bounds import flag_value
+from grpo_ablate.core.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, load, set_value
-from grpo_ablate.commands.screen import screen_study
-from grpo_ablate.config import Study
+from grpo_ablate.config import StudyConfig, StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
-from grpo_ablate.preflight.screen import screen_text
+from grpo_ablate.preflight.screen import screen_before_training, screen_text
 from grpo_ablate.study.setup import describe_study, open_study, started_study
-from grpo_ablate.plan.cells import study_plan
+from grpo_ablate.plan.run_plan import StudyPlan, resolve_plan
 from grpo_ablate.report import write_report
 from grpo_ablate.report.publish import say_answer
 from grpo_ablate.plan.price import price_line, tunes_a_run
@@ -55,14 +54,20 @@ def run(args: argparse.Namespace) -> int:
     study = load(args, extra)
     if study.file.screen is not None and load_screen(study.output_dir, Owner.of(study)) is None \
             and started_study(study) is None:  # the screen first: it may drop arms (and the probe change the space)
-        print(screen_text(screen_study(study, args.study)), flush=True)
+        print(screen_text(screen_before_training(study, args.study, log=_stderr)), flush=True)
         study = load(args, extra)
-    if study.file.screen is not None and study.is_planned and not study_plan(study):
-        return _screen_only(study, args.no_report)
-    line = price_line(study)  # the study's price in units of the run it tunes (plan/price.py); refuses a share of none
+    try:
+        plan = resolve_plan(study)  # once, every file it needs read here: the run, its price and its end read this one
+    except StudyError as e:  # a branch point that cannot be placed; a file of the folder that is not this study's
+        err(str(e))
+        return EXIT_USAGE
+    if study.file.screen is not None and study.is_planned and not plan.cells:
+        return _screen_only(study, plan, args.no_report)
+    line = price_line(study, plan.estimate, plan.price)  # the study's price in units of the run it tunes (plan/price.py); refuses a share of none
     if tunes_a_run(study):  # a study of no particular run (the demo) has nothing to be priced against
         print(line, flush=True)
-    result = run_study(study, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True),
+    result = run_study(study, plan, say=lambda m: print(m, flush=True),
+                       warn=lambda m: print(m, file=sys.stderr, flush=True),
                        warm_start=args.warm_start, warm_start_storage=args.warm_start_storage)
     if result.refused is not None:
         err(result.refused)
@@ -72,15 +77,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     if not args.no_report:
         _report(study)
-    return exit_status(study, result)
+    return exit_status(study, result, plan)
 
 
-def _screen_only(study: Study, no_report: bool) -> int:
+def _screen_only(study: StudyConfig, plan: StudyPlan, no_report: bool) -> int:
     """The study is the screen alone, or the screen left fewer than two arms to compare: nothing is trained. The
     study is recorded in its storage (so the report, which presents the screen as a screen, has a study to read)."""
-    ostudy, created = open_study(study)
+    ostudy, created = open_study(study, plan.completions)
     if created:
-        describe_study(ostudy, study)
+        describe_study(ostudy, study, plan.baseline)
     why = ("the study is the screen alone (screen.confirm: false)" if study.file.screen and not study.file.screen.confirm
            else "the screen left fewer than two arms to compare")
     print(f"Nothing to train: {why}. The screen predicts; it does not decide.", flush=True)
@@ -93,7 +98,7 @@ def _screen_only(study: Study, no_report: bool) -> int:
     return EXIT_OK
 
 
-def _report(study: Study) -> None:
+def _report(study: StudyConfig) -> None:
     try:
         say_answer(write_report(study))  # the report's answer, in its words, and its path
     except Exception as e:  # noqa: BLE001 - the study is safe in storage; `grpo-ablate report` redoes it
@@ -101,8 +106,9 @@ def _report(study: Study) -> None:
             f"retry with: grpo-ablate report {study.path or '<study.yaml>'}")
 
 
-def exit_status(study: Study, result: StudyRun) -> int:
-    """What the run's end means for the user: said on the console, and the exit status."""
+def exit_status(study: StudyConfig, result: StudyRun, plan: StudyPlan) -> int:
+    """What the run's end means for the user: said on the console, and the exit status. `plan`: the run's (its
+    cells tell the user's own n_trials apart from an incomplete plan)."""
     if result.interrupted:
         print("Interrupted: run the same command again to finish the study (nothing finished is lost or repeated).")
         return EXIT_INTERRUPTED
@@ -119,7 +125,7 @@ def exit_status(study: Study, result: StudyRun) -> int:
     if result.stop_reason:
         print(f"Stopped: {result.stop_reason}")
     left = result.queued
-    planned = {c.key for c in study_plan(study)} if study.is_planned else set()
+    planned = {c.key for c in plan.cells} if study.is_planned else set()
     if left and study.is_planned and not result.stop_reason and study.study.n_trials and set(left) <= planned:
         # only the user's own limit (--n-trials / study.n_trials) left them: what was asked for ran; not a failure
         print(f"Note: study.n_trials={study.study.n_trials} reached; {len(left)} planned trial(s) are still queued "
@@ -138,9 +144,13 @@ def _listed(cells: list[str], limit: int = 5) -> str:
     return ", ".join(cells[:limit]) + (f" and {len(cells) - limit} more" if len(cells) > limit else "")
 
 
-def _why_queued(study: Study) -> str:
+def _why_queued(study: StudyConfig) -> str:
     if study.study.n_trials:
         return (f"study.n_trials={study.study.n_trials} was reached first; raise it (e.g. --n-trials N) and run "
                 "the same command again to run them")
     return ("they are no longer part of this study file's plan (an edited file, or an advise.json that is missing "
             "or unreadable); restore it, or start a new study.name")
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

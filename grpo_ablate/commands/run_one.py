@@ -38,8 +38,9 @@ from grpo_ablate.study.owner import claim_output_dir
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.launch import run_trial
 from grpo_ablate.launch.watch import request_stop
-from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.core.vocab import HEADLINE_METRICS, METRICS, TRIAL_KEYS, Cell, Outcome
 
 __all__ = ["add_parser", "run", "run_one", "print_result"]
 

@@ -14,13 +14,9 @@ import argparse
 import sys
 
 from grpo_ablate.commands.common import EXIT_OK, add_study, load
-from grpo_ablate.config import Problem, Study, StudyError
-from grpo_ablate.files.screen_file import Screen
-from grpo_ablate.preflight.screen import run_screen, screen_text
-from grpo_ablate.study.owner import check_output_dir, claim_output_dir
-from grpo_ablate.study.setup import started_study
+from grpo_ablate.preflight.screen import screen_before_training, screen_text
 
-__all__ = ["add_parser", "run", "screen_study"]
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -30,21 +26,10 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p.set_defaults(func=run)
 
 
-def screen_study(study: Study, source: str) -> Screen:
-    """Run the study's screen where it may run (a `screen:` section, a study not yet started). StudyError else."""
-    if study.file.screen is None:
-        raise StudyError([Problem(path="screen", message=(
-            "the study has no screen: section; add `screen: {}` (the defaults) to screen its arms before training"))],
-            source)
-    check_output_dir(study)
-    if (started := started_study(study)) is not None:
-        raise StudyError([Problem(path="screen", message=(
-            f"{started}: the screen's probe would change its feasible space under it; screen before the study's "
-            "first `run`, or screen a new study.name (--set study.name=...)"))], source)
-    claim_output_dir(study)
-    return run_screen(study, log=lambda m: print(m, file=sys.stderr, flush=True))
-
-
 def run(args: argparse.Namespace) -> int:
-    print(screen_text(screen_study(load(args), args.study)))
+    print(screen_text(screen_before_training(load(args), args.study, log=_stderr)))
     return EXIT_OK
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -22,9 +22,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_ablate.bounds import flag_value
+from grpo_ablate.core.bounds import flag_value
 from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
-from grpo_ablate.config import Study
+from grpo_ablate.config import StudyConfig
 from grpo_ablate.launch.base import STOP_GRACE_SECONDS
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 
@@ -45,7 +45,7 @@ def slurm_time(seconds: float) -> str:
     return f"{days}-{text}" if days else text
 
 
-def task_time(study: Study) -> tuple[str, str]:
+def task_time(study: StudyConfig) -> tuple[str, str]:
     """(the array task's default time limit, why): one trial's timeout, its stop grace and the early warning."""
     setting = study.study.trial_timeout
     seconds, words = resolve_timeout(setting, planned_estimate(study) if setting == "auto" else None)
@@ -80,7 +80,7 @@ class Resources:
         return lines
 
 
-def resources(study: Study, *, workers: int | None = None, cpus: int | None = None, time: str | None = None,
+def resources(study: StudyConfig, *, workers: int | None = None, cpus: int | None = None, time: str | None = None,
               partition: str | None = None) -> Resources:
     """The task's resources for `workers` trials side by side (default study.workers).
 

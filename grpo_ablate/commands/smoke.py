@@ -31,15 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_study, err, load_study, set_value
-from grpo_ablate.config import Study
+from grpo_ablate.config import StudyConfig, StudyError
 from grpo_ablate.config.names import module_findable
 from grpo_ablate.config.recipes.registry import OPEN_R1_MODULE
-from grpo_ablate.plan.cells import study_plan
+from grpo_ablate.plan.cells import completions_per_trial, study_plan
+from grpo_ablate.plan.run_plan import resolve_plan
 from grpo_ablate.study.runner import run_study
 from grpo_ablate.study.setup import open_study
-from grpo_ablate.schedule import Schedule
-from grpo_ablate.trial_record import trial_arm
-from grpo_ablate.trial_record import reason
+from grpo_ablate.core.schedule import Schedule
+from grpo_ablate.records.trial_record import trial_arm
+from grpo_ablate.records.trial_record import reason
 
 __all__ = ["add_parser", "run", "smoke_overrides", "smoke_fingerprint", "SMOKE_STEPS", "FINGERPRINT_FILE"]
 
@@ -52,7 +53,7 @@ SMOKE_EVAL_PROMPTS = 4
 MAX_BATCH = 256  # completions per optimizer step on the CPU; beyond it the arms' G values are refused
 
 
-def _generations(study: Study) -> list[int]:
+def _generations(study: StudyConfig) -> list[int]:
     """Every group size an arm of the study generates with (each phase of a schedule included)."""
     out: set[int] = set()
     for cell in study_plan(study) or []:
@@ -73,7 +74,7 @@ def _sample_split(dataset: Path, out: Path, held_out: int) -> tuple[Path, Path]:
     return train, held
 
 
-def smoke_overrides(study: Study, out: Path, dataset: Path | None = None, steps: int = SMOKE_STEPS) -> list[str]:
+def smoke_overrides(study: StudyConfig, out: Path, dataset: Path | None = None, steps: int = SMOKE_STEPS) -> list[str]:
     """The `--set` overrides that turn a study into its CPU smoke variant (see the module docstring)."""
     gens = _generations(study)
     batch = math.lcm(*gens)
@@ -117,7 +118,7 @@ OPEN_R1_INSTALL = ("Open R1's package, installed from its repository (in a clone
                    "E2B_API_KEY, or the router the recipe names)")
 
 
-def missing_rewards(study: Study) -> list[str]:
+def missing_rewards(study: StudyConfig) -> list[str]:
     """One line per study reward whose module does not import here, naming the install it needs."""
     out = []
     for reward in study.rewards:
@@ -137,7 +138,7 @@ def _file_digest(name: object) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def smoke_fingerprint(study: Study) -> str:
+def smoke_fingerprint(study: StudyConfig) -> str:
     """What the smoke study runs: its every resolved key and the content of its local data files."""
     files = {key: _file_digest(value) for key, value in (
         ("data", study.data.dataset), ("evaluation", study.file.evaluation.dataset if study.file.evaluation else None))}
@@ -145,7 +146,7 @@ def smoke_fingerprint(study: Study) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _fresh_if_changed(study: Study) -> bool:
+def _fresh_if_changed(study: StudyConfig) -> bool:
     """Clear the previous smoke run when what it ran differs from `study` (or is unknown); True when cleared."""
     folder = study.output_dir
     marker = folder / FINGERPRINT_FILE
@@ -168,7 +169,7 @@ def _fresh_if_changed(study: Study) -> bool:
     return cleared
 
 
-def _derived(args: argparse.Namespace) -> tuple[Study, list[str]]:
+def _derived(args: argparse.Namespace) -> tuple[StudyConfig, list[str]]:
     original = load_study(args.study, list(args.sets))
     out = Path(args.out) if args.out else original.output_dir / "smoke"
     dataset = Path(args.dataset).resolve() if args.dataset else None
@@ -183,7 +184,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         err(str(e))
         return EXIT_USAGE
-    cells = study_plan(study) or []
+    try:
+        plan = resolve_plan(study)  # once: the run and the count of arms below read this one
+    except StudyError as e:
+        err(str(e))
+        return EXIT_USAGE
+    cells = list(plan.cells)
     missing = missing_rewards(study)
     if missing:  # every trial would fail at its first step on the import: say what to install instead
         print(f"Smoke test of {args.study}: not run, {len(missing)} reward(s) cannot be imported here:")
@@ -197,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
           f"in {study.output_dir}")
     if args.verbose:
         print("  derived with: " + " ".join(f"--set {s}" for s in sets))
-    result = run_study(study, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True))
+    result = run_study(study, plan, say=lambda m: print(m, flush=True), warn=lambda m: print(m, file=sys.stderr, flush=True))
     if result.refused is not None:
         err(result.refused)
         return EXIT_USAGE
@@ -215,9 +221,9 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _outcomes(study: Study) -> list[dict[str, Any]]:
+def _outcomes(study: StudyConfig) -> list[dict[str, Any]]:
     """Each trial of the smoke study: its arm, its state and the reason it recorded when it did not finish."""
-    ostudy, _ = open_study(study)
+    ostudy, _ = open_study(study, completions_per_trial(study))
     out = []
     for t in ostudy.get_trials(deepcopy=False):
         arm = trial_arm(t, study.space)

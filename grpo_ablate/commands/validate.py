@@ -19,12 +19,12 @@ import os
 import sys
 
 from grpo_ablate.commands.common import add_study, EXIT_OK, EXIT_USAGE, err, load
-from grpo_ablate.commands.plan import limits_json, note_text
+from grpo_ablate.commands.plan_words import limits_json, note_text
 from grpo_ablate.config.recipes import RecipeNote
-from grpo_ablate.errors import StudyError
-from grpo_ablate.space import FeasibleSpace
+from grpo_ablate.core.errors import StudyError
+from grpo_ablate.core.space import FeasibleSpace
 from grpo_ablate.preflight.trial_start import trial_start_checks
-from grpo_ablate.storage import mask_url
+from grpo_ablate.storage.store import mask_url
 
 __all__ = ["add_parser", "run", "QUICK_ENV", "dropped_generations"]
 

@@ -11,11 +11,11 @@ Modules: yaml_io (bounded YAML reading), schema (the sections), keys (their docu
 recipes (a recipe's keys translated, with notes), trainer_fields (the trainer section against
 GRPOConfig's fields, which trl_facts/ reads and caches), hardware (world size, batch shape, and the space with probe.json applied),
 names and places (what the study names, where it writes), validate (the meaning checks), study
-(the validated Study). Problem and StudyError live one layer down (grpo_ablate/errors.py) and are
+(the validated StudyConfig). Problem and StudyError live one layer down (grpo_ablate/core/errors.py) and are
 re-exported here; probe.json is read through grpo_ablate/files/, never through preflight.
 """
 
-from grpo_ablate.errors import Problem, StudyError
+from grpo_ablate.core.errors import Problem, StudyError
 from grpo_ablate.config.load import apply_overrides, load_study
 from grpo_ablate.config.schema import (
     BudgetSection,
@@ -27,10 +27,10 @@ from grpo_ablate.config.schema import (
     SearchSection,
     StudySection,
 )
-from grpo_ablate.config.study import Study
+from grpo_ablate.config.study import StudyConfig
 
 __all__ = [
-    "Study",
+    "StudyConfig",
     "StudyError",
     "Problem",
     "load_study",

@@ -2,7 +2,7 @@
 
     grpo-ablate validate studies/tiny-cpu.yaml     # on a machine without a GPU: what each trial changes
 
-The precision rule itself is grpo_ablate/precision.py (read by the trial too); this module reads
+The precision rule itself is grpo_ablate/core/precision.py (read by the trial too); this module reads
 the study's side of it: its accelerate config file.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.errors import StudyError
-from grpo_ablate.precision import cpu_changes, no_gpu_here
+from grpo_ablate.core.errors import StudyError
+from grpo_ablate.core.precision import cpu_changes, no_gpu_here
 
 __all__ = ["cpu_run_changes"]
 

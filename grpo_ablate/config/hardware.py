@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from grpo_ablate.errors import StudyError
+from grpo_ablate.core.errors import StudyError
 from grpo_ablate.config.schema import IntRange, StudyFile
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.schedule import parse_generations
-from grpo_ablate.space import BatchShape, FeasibleSpace, Rejection, feasible_space
+from grpo_ablate.core.schedule import parse_generations
+from grpo_ablate.core.space import BatchShape, FeasibleSpace, Rejection, feasible_space
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe, probed_space
 

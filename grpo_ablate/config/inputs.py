@@ -20,12 +20,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
-from grpo_ablate.safe_read import MB, kind_problem, read_text, text_stream
+from grpo_ablate.core.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.core.safe_read import MB, kind_problem, read_text, text_stream
 from grpo_ablate.config.names import UNCHECKED_PACKAGES, check_reward, module_spec
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.schema import DataSection, RewardSpec, StudyFile
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_TASKS
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_TASKS
 
 __all__ = ["check_inputs", "peek_rows", "PEEK_ROWS", "TRL_REWARD_KEYWORDS"]
 
@@ -42,6 +42,7 @@ def peek_rows(data: DataSection, n: int = PEEK_ROWS) -> list[dict[str, Any]]:
     """The first `n` rows of a local dataset, as dicts. Raises OSError/ValueError when it cannot be read."""
     path = Path(str(data.dataset))
     if path.is_dir():
+        # lazy: datasets only for a saved-dataset folder; every command imports config/
         from datasets import DatasetDict, load_from_disk
 
         ds = load_from_disk(str(path))
@@ -73,7 +74,7 @@ def peek_rows(data: DataSection, n: int = PEEK_ROWS) -> list[dict[str, Any]]:
         with text_stream(path, "dataset", key="data.dataset") as f:
             return [dict(r) for _, r in zip(range(n), csv.DictReader(f))]
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # lazy: pyarrow only for a parquet file
 
         batch = next(pq.ParquetFile(path).iter_batches(batch_size=n), None)
         return batch.to_pylist() if batch is not None else []

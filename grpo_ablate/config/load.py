@@ -1,4 +1,4 @@
-"""From a study file to a validated Study: read, merge the trainer_from recipe, apply `--set`.
+"""From a study file to a validated StudyConfig: read, merge the trainer_from recipe, apply `--set`.
 
     grpo-ablate validate studies/tiny-cpu.yaml --set num_generations=[2,4] --set study.n_trials=4
 
@@ -15,19 +15,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.errors import Problem, StudyError, echo
+from grpo_ablate.core.errors import Problem, StudyError, echo
 from grpo_ablate.config.places import is_local_dataset
 from grpo_ablate.config.recipes import RecipeNote, merge_recipe
 from grpo_ablate.config.schema import SearchSection, StudyFile, StudySection
-from grpo_ablate.config.study import Study
+from grpo_ablate.config.study import StudyConfig
 from grpo_ablate.config.validate import validate_dict
 from grpo_ablate.config.yaml_io import YamlLimitError, parse_yaml, read_yaml_file
-from grpo_ablate.storage_url import JOURNAL_PREFIX, canonical_url, is_rdb_url, url_problem
-from grpo_ablate.vocab import SEARCHED_KEYS
+from grpo_ablate.storage.url import JOURNAL_PREFIX, canonical_url, is_rdb_url, url_problem
+from grpo_ablate.core.vocab import SEARCHED_KEYS
 
 __all__ = ["load_study", "apply_overrides", "parse_override", "resolve_paths"]
 
-def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None, *, reads_only: bool = False) -> Study:
+def load_study(path: str | os.PathLike[str], overrides: list[str] | None = None, *, reads_only: bool = False) -> StudyConfig:
     """Read, apply `--set` overrides, merge the recipe, validate. Raises StudyError.
 
     One path rule: a relative path written in the study file (storage, output_dir, dataset,

@@ -1,6 +1,6 @@
 """What a study names: a built-in task and model, and its rewards (built-in, or module:function).
 
-Names come from grpo_ablate/vocab.py, so validation never imports the trainer. A reward's
+Names come from grpo_ablate/core/vocab.py, so validation never imports the trainer. A reward's
 module is looked up beside the study file (config/load.py rewrites such a name to
 `/folder/module:function`), else on the import path the trial will have (the current directory
 first), without importing it or its parent packages.
@@ -14,10 +14,10 @@ import os
 import sys
 from pathlib import Path
 
-from grpo_ablate.errors import Problem, did_you_mean, echo
-from grpo_ablate.safe_read import kind_problem
+from grpo_ablate.core.errors import Problem, did_you_mean, echo
+from grpo_ablate.core.safe_read import kind_problem
 from grpo_ablate.config.schema import RewardSpec, StudyFile
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_MODELS, BUILTIN_TASKS, reward_names
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, BUILTIN_MODELS, BUILTIN_TASKS, reward_names
 
 __all__ = ["UNCHECKED_PACKAGES", "check_names", "check_reward", "module_findable", "module_spec"]
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 from pathlib import Path
 
-from grpo_ablate.errors import Problem, StudyError, echo
+from grpo_ablate.core.errors import Problem, StudyError, echo
 from grpo_ablate.config.hardware import accelerate_processes
 from grpo_ablate.config.schema import StudyFile
 from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.safe_read import kind_problem
-from grpo_ablate.storage_url import DATABASE_SCHEMES, JOURNAL_PREFIX, is_rdb_url, url_problem
+from grpo_ablate.core.safe_read import kind_problem
+from grpo_ablate.storage.url import DATABASE_SCHEMES, JOURNAL_PREFIX, is_rdb_url, url_problem
 
 __all__ = ["check_places", "check_storage", "writable_dir_problem", "readable_dir_problem", "read_only_mount",
            "DATABASE_SCHEMES", "is_local_dataset"]
@@ -52,8 +53,6 @@ def _write_refused(folder: Path) -> OSError | None:
     Permission bits say nothing for root (chmod 0555 does not stop root; a read-only mount does), and
     access(2) judges by the real, not the effective, ids: trying is the one answer that holds for
     every user on every mount."""
-    import tempfile
-
     try:
         fd, name = tempfile.mkstemp(prefix=".grpo-ablate-write-check-", dir=folder)
     except OSError as e:

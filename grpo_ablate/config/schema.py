@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from grpo_ablate.cost import GPU_TYPES, parse_share
+from grpo_ablate.core.cost import GPU_TYPES, parse_share
 
-from grpo_ablate.bounds import (BOUNDS, MAX_SEARCHED_VALUES, BatchSize, Completions, Generations, Gpus, Processes,
+from grpo_ablate.core.bounds import (BOUNDS, MAX_SEARCHED_VALUES, BatchSize, Completions, Generations, Gpus, Processes,
                                  PromptTokens, Prompts, Retries, Tokens, Trials, TrialSteps, Workers)
-from grpo_ablate.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
+from grpo_ablate.core.vocab import PLANNED_SAMPLERS  # re-exported: the config names the set too
 
 __all__ = [
     "PLANNED_SAMPLERS",
@@ -62,7 +62,7 @@ class Objective(_Section):
     """One objective of the study: a metric and whether more or less of it is better."""
 
     metric: str = Field(default="reward_per_hour", description=(
-        "A metric of grpo_ablate/vocab.py METRICS that has a direction (see \"The metrics\"), e.g. "
+        "A metric of grpo_ablate/core/vocab.py METRICS that has a direction (see \"The metrics\"), e.g. "
         "`reward_per_hour`, `eval_final_reward`, `stability_variance`."))
     direction: Literal["maximize", "minimize"] | None = Field(default=None, description=(
         "`maximize` or `minimize`; null: the metric's natural direction."))
@@ -196,7 +196,7 @@ class DataSection(_Section):
     """The training prompts: a built-in task or a dataset (exactly one), built as Open R1 builds them."""
 
     task: str | None = Field(default=None, description=(
-        "A built-in offline task (grpo_ablate/vocab.py BUILTIN_TASKS, e.g. `addition`); set this or `dataset`."))
+        "A built-in offline task (grpo_ablate/core/vocab.py BUILTIN_TASKS, e.g. `addition`); set this or `dataset`."))
     dataset: str | None = Field(default=None, description=(
         "A hub id, a local folder, or a .jsonl/.json/.parquet/.csv file; set this or `task`."))
     config_name: str | None = Field(default=None, description="The dataset's configuration (subset) name.")
@@ -330,7 +330,7 @@ class SearchSection(_Section):
     num_generations: list[Generations | str] | IntRange = Field(
         default_factory=lambda: list(DEFAULT_GENERATIONS), description=(
             "A list of G values, or `{low, high, step}`; a list may hold G schedules by label (`\"4->8@40%\"`, "
-            "`\"2->8@zero_std<0.3\"`: grpo_ablate/schedule.py)."))
+            "`\"2->8@zero_std<0.3\"`: grpo_ablate/core/schedule.py)."))
     temperature: list[float] | FloatRange | float | None = Field(default=None, description=(
         "A list, `{low, high, log}`, or one number; null: the trainer's temperature (TRL's default 1.0)."))
     generation_batch_size: list[BatchSize] | Literal["auto", "probed"] | None = Field(default=None, description=(

@@ -26,12 +26,12 @@ from grpo_ablate.config.schema import (
     StudySection,
 )
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.space import FeasibleSpace
-from grpo_ablate.storage_url import canonical_url, mask_url
-from grpo_ablate.schedule import parse_generations
-from grpo_ablate.vocab import METRICS
+from grpo_ablate.core.space import FeasibleSpace
+from grpo_ablate.storage.url import canonical_url, mask_url
+from grpo_ablate.core.schedule import parse_generations
+from grpo_ablate.core.vocab import METRICS
 
-__all__ = ["Study", "resolve_sampler", "SMALL_SPACE"]
+__all__ = ["StudyConfig", "resolve_sampler", "SMALL_SPACE"]
 
 # On the tabular benchmark (16 configurations, 4 seeds) random search reached the true best as
 # often and as early as TPE: seed noise swamps what TPE can model in so few trials. Up to this
@@ -47,7 +47,7 @@ def resolve_sampler(kind: str, n_configurations: int | None) -> str:
 
 
 @dataclass
-class Study:
+class StudyConfig:
     """A validated study: the sections, plus what was derived from them."""
 
     file: StudyFile

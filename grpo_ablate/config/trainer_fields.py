@@ -17,9 +17,9 @@ import math
 from typing import Any
 
 from grpo_ablate.trl_facts.releases import release_of, release_types
-from grpo_ablate.errors import Problem, did_you_mean, echo
+from grpo_ablate.core.errors import Problem, did_you_mean, echo
 from grpo_ablate.trl_facts.fields import trainer_field_names
-from grpo_ablate.vocab import SEARCHED_KEYS
+from grpo_ablate.core.vocab import SEARCHED_KEYS
 
 __all__ = ["REMOVED_TRAINER_KEYS", "OWNED_TRAINER_KEYS", "check_trainer_keys", "field_type", "cast_like_trl"]
 
@@ -52,7 +52,7 @@ _SCALARS: dict[str, type] = {"bool": bool, "int": int, "float": float, "str": st
 @functools.lru_cache(maxsize=1)
 def _field_types() -> dict[str, str]:
     """The installed GRPOConfig's annotations, from trl_facts/trl_defaults.json when it holds the installed TRL
-    (benchmarks/trl_defaults.py writes them from the release's source); empty otherwise (nothing checked)."""
+    (tools/trl_defaults.py writes them from the release's source); empty otherwise (nothing checked)."""
     try:
         version = release_of(importlib.metadata.version("trl"))
     except importlib.metadata.PackageNotFoundError:

@@ -26,7 +26,7 @@ from grpo_ablate.config.trainer_fields import OWNED_TRAINER_KEYS, REMOVED_TRAINE
 from grpo_ablate.trl_facts.releases import FieldDrift, drift_between, known_releases, release_entries, release_of, \
     release_types
 from grpo_ablate.trl_facts.fields import installed_trl_version, trainer_field_docs
-from grpo_ablate.vocab import SEARCHED_KEYS
+from grpo_ablate.core.vocab import SEARCHED_KEYS
 
 __all__ = ["PREFIX", "trainer_key_docs", "find_trainer_key", "trainer_section_note"]
 

@@ -1,4 +1,4 @@
-"""The meaning checks: a parsed study file becomes a Study, or a StudyError with every problem.
+"""The meaning checks: a parsed study file becomes a StudyConfig, or a StudyError with every problem.
 
     grpo-ablate validate studies/tiny-cpu.yaml
 
@@ -11,31 +11,32 @@ reward function bound to TRL's call: config/inputs.py).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from typing import Any
 
 from pydantic import ValidationError
 
-from grpo_ablate.attention import attn_problems
-from grpo_ablate.precision import CPU_CHANGES_LEAD
-from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.core.attention import attn_problems
+from grpo_ablate.core.precision import CPU_CHANGES_LEAD
+from grpo_ablate.core.errors import Problem, StudyError, did_you_mean, echo
 from grpo_ablate.config.hardware import batch_shape, space_for, world_size
 from grpo_ablate.config.inputs import check_inputs
 from grpo_ablate.config.names import check_names
-from grpo_ablate.bounds import REWARD_ROWS_NEEDED
-from grpo_ablate.cost import warmup_steps
+from grpo_ablate.core.bounds import REWARD_ROWS_NEEDED
+from grpo_ablate.core.cost import warmup_steps
 from grpo_ablate.config.places import check_places, is_local_dataset
 from grpo_ablate.config.cpu_run import cpu_run_changes
 from grpo_ablate.config.schema import FloatRange, IntRange, Objective, StudyFile, model_at
-from grpo_ablate.config.study import Study
+from grpo_ablate.config.study import StudyConfig
 from grpo_ablate.config.trainer_fields import check_trainer_keys
-from grpo_ablate.space import FeasibleSpace
-from grpo_ablate.schedule import parse_generations
+from grpo_ablate.core.space import FeasibleSpace
+from grpo_ablate.core.schedule import parse_generations
 from grpo_ablate.stats.model import MIN_SEEDS
-from grpo_ablate.vocab import METRICS, SEARCHED_KEYS, Schedule
+from grpo_ablate.core.vocab import METRICS, SEARCHED_KEYS, Schedule
 from grpo_ablate.files.probe_file import probe_path
-from grpo_ablate.prompt_file import prompt_file_problem
+from grpo_ablate.core.prompt_file import prompt_file_problem
 
 __all__ = ["validate_dict", "objective_metrics", "EVALUATION_OBJECTIVE"]
 
@@ -49,7 +50,7 @@ def objective_metrics() -> list[str]:
 
 
 def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem] | None = None, *,
-                  reads_only: bool = False) -> Study:
+                  reads_only: bool = False) -> StudyConfig:
     """Raises StudyError with every problem found, those passed in first. `reads_only`: the command only reads the
     study's folder and storage (config/places.check_places)."""
     problems = list(problems or [])
@@ -81,7 +82,7 @@ def validate_dict(raw: dict[str, Any], source: str = "", problems: list[Problem]
     problems += check_inputs(sf, warnings)  # the dataset's first rows and each reward, on this machine
     if problems:
         raise StudyError(problems, source)
-    return Study(file=sf, path=None, space=space, warnings=warnings)
+    return StudyConfig(file=sf, path=None, space=space, warnings=warnings)
 
 
 # ---------------------------------------------------------------- schema
@@ -257,8 +258,6 @@ def _check_study(sf: StudyFile, space: FeasibleSpace) -> list[Problem]:
                     f"the betting sequence needs an objective with a known range, and {st.objectives[0].metric} has "
                     f"none; use method: t (the default) or a bounded objective such as eval_final_reward")))
     if st.sampler == "gp":
-        import importlib.util
-
         if importlib.util.find_spec("scipy") is None:
             problems.append(Problem(path="study.sampler", message="the gp sampler needs scipy: pip install scipy"))
     return problems
@@ -377,8 +376,6 @@ _TRACKER_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "
 def _check_trackers(sf: StudyFile, warnings: list[str]) -> list[Problem]:
     """Each tracker importable here (the trials run in this environment): study.trackers' a problem, the trainer's
     (a recipe's) report_to a warning, as the study may be planned on a machine other than the trials'."""
-    import importlib.util
-
     problems: list[Problem] = []
     named: list[str]
     if sf.study.trackers is not None:

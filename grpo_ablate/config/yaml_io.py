@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from grpo_ablate.errors import MAX_ECHO, Problem, StudyError
-from grpo_ablate.safe_read import read_bytes
+from grpo_ablate.core.errors import MAX_ECHO, Problem, StudyError
+from grpo_ablate.core.safe_read import read_bytes
 
 __all__ = ["MAX_FILE_BYTES", "MAX_VALUES", "read_yaml_file", "parse_yaml", "YamlLimitError"]
 

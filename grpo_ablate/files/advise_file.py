@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from grpo_ablate.bounds import BatchSize, Finite, Fraction, Generations, Temperature
+from grpo_ablate.core.bounds import BatchSize, Finite, Fraction, Generations, Temperature
 from grpo_ablate.files.owned import STRICT, Owner, read_owned_raw, write_json
-from grpo_ablate.vocab import ADVISE_FILE, Arm
+from grpo_ablate.core.vocab import ADVISE_FILE, Arm
 
 __all__ = ["ADVISE_COMPLETIONS", "ADVISED_ARMS_KEY", "ADVISE_FIX", "NO_SPREAD_FRACTION", "add_advised_arm", "advised_arms", "fitted_prior", "load_advice", "save_advice"]
 

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-from grpo_ablate.errors import Problem, StudyError, echo
-from grpo_ablate.safe_read import MB, read_text
+from grpo_ablate.core.errors import Problem, StudyError, echo
+from grpo_ablate.core.safe_read import MB, read_text
 
 __all__ = ["Owner", "STRICT", "read_owned", "read_owned_raw", "write_json", "file_error"]
 
@@ -45,7 +45,7 @@ class Owner:
 
     @classmethod
     def of(cls, study: Any) -> "Owner":
-        """From a Study or a StudyFile (anything with .study.name, .model.name_or_path, .hardware)."""
+        """From a StudyConfig or a StudyFile (anything with .study.name, .model.name_or_path, .hardware)."""
         hw = study.hardware.model_dump(mode="json", exclude_defaults=True)
         flat = {f"{k}.{kk}" if isinstance(v, dict) else k: vv
                 for k, v in sorted(hw.items()) for kk, vv in (sorted(v.items()) if isinstance(v, dict) else [(None, v)])}

@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from grpo_ablate.bounds import BatchSize, Generations, Megabytes, Rate, Seconds, Steps
+from grpo_ablate.core.bounds import BatchSize, Generations, Megabytes, Rate, Seconds, Steps
 from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
-from grpo_ablate.space import FeasibleSpace, Rejection
-from grpo_ablate.vocab import PROBE_FILE
+from grpo_ablate.core.space import FeasibleSpace, Rejection
+from grpo_ablate.core.vocab import PROBE_FILE
 
-__all__ = ["ProbePoint", "Probe", "load_probe", "probe_path", "probed_space", "probe_table", "save_probe", "PROBE_FIX"]
+__all__ = ["ProbePoint", "Probe", "host_peak_mb", "load_probe", "probe_path", "probed_space", "probe_table", "save_probe", "PROBE_FIX"]
 
 PROBE_FIX = "delete it, then rerun `grpo-ablate probe STUDY` to measure again (every command reads it first)"
 
@@ -99,6 +99,16 @@ def load_probe(output_dir: str | os.PathLike[str], owner: Owner) -> Probe | None
     """The study's probe.json, None when there is none; a StudyError (exit 2, with the path and the
     fix) when it is truncated, mistyped, or was written for another study, model or hardware."""
     return read_owned(probe_path(output_dir), Probe, owner, PROBE_FIX)
+
+
+def host_peak_mb(points: Sequence[ProbePoint], num_generations: Any, generation_batch_size: int | None) -> float | None:
+    """The host memory (MB) the probe measured for a trial's shape: the largest process-tree peak among the points of
+    its G that fit, of its generation batch when it names one (else any); None without one. Host (rss, CPU) points
+    only: on GPUs the probe measures CUDA memory, which says nothing of the host's."""
+    peaks = [float(p.peak_memory_mb) for p in points if p.fits and p.memory_kind == "rss" and p.peak_memory_mb is not None
+             and p.num_generations == num_generations
+             and (generation_batch_size is None or p.generation_batch_size == generation_batch_size)]
+    return max(peaks) if peaks else None
 
 
 def save_probe(output_dir: str | os.PathLike[str], probe: Probe) -> Path:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.bounds import BatchSize, Finite, Fraction, Generations, Seconds, Temperature
+from grpo_ablate.core.bounds import BatchSize, Finite, Fraction, Generations, Seconds, Temperature
 from grpo_ablate.files.owned import STRICT, Owner, read_owned, write_json
 
 __all__ = ["SCREEN_FILE", "SCREEN_FIX", "ScreenRow", "ScreenDrop", "Screen", "screen_path", "load_screen", "save_screen"]

@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from grpo_ablate.bounds import BatchSize, Finite, Generations, Temperature
-from grpo_ablate.errors import StudyError, echo
+from grpo_ablate.core.bounds import BatchSize, Finite, Generations, Temperature
+from grpo_ablate.core.errors import StudyError, echo
 from grpo_ablate.files.owned import MAX_FILE_BYTES, STRICT, file_error
-from grpo_ablate.safe_read import read_text
+from grpo_ablate.core.safe_read import read_text
 
 __all__ = ["read_summary", "SUMMARY_FIX"]
 

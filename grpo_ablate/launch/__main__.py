@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from grpo_ablate.trainer.spec import TrialSpec
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.core.vocab import Outcome
 
 from .registry import run_trial
 

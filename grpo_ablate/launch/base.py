@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.metrics import summarize_trial
-from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, forced_environment
-from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, Outcome
+from grpo_ablate.contract.metrics import summarize_trial
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.contract.env import LAUNCHED_AT_ENV, forced_environment
+from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, Outcome
 
 from .watch import MetricsTail, finalize, finish, log_tail, prepare, request_stop, requested_stop, taken
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
 
-from grpo_ablate.children import die_with_parent
+from grpo_ablate.core.children import die_with_parent
 from grpo_ablate.launch import LAUNCHER_ENV, LAUNCHERS
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["remote_launcher", "worker_envs", "visible_gpus", "CpuShare", "claim_cpu_share", "cpu_slot", "slots_dir", "host_cores"]
 
@@ -46,14 +46,14 @@ def visible_gpus() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def remote_launcher(study: "Study") -> bool:
+def remote_launcher(study: "StudyConfig") -> bool:
     """Whether the study's trials run where a scheduler puts them (the launcher declares it: Capabilities.remote)."""
     name = os.environ.get(LAUNCHER_ENV, "").strip().lower() or str(study.hardware.launcher)
     kind = LAUNCHERS.get(name)
     return kind is not None and kind.capabilities.remote
 
 
-def worker_envs(study: "Study", workers: int, gpus: list[str] | None = None) -> list[dict[str, str]]:
+def worker_envs(study: "StudyConfig", workers: int, gpus: list[str] | None = None) -> list[dict[str, str]]:
     """Each worker's environment: its GPUs, or no GPU (its threads are set per trial by a CpuShare).
 
     With a remote launcher this host's GPUs are not the trials': every worker gets the study's

@@ -16,10 +16,9 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from grpo_ablate.children import PACKAGE_ROOT, TREE_ENV
-from grpo_ablate.trainer.command import command_env
-from grpo_ablate.trainer.spec import TrialSpec
-from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV, PARENT_PID_ENV
+from grpo_ablate.core.children import PACKAGE_ROOT, TREE_ENV
+from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.contract.env import LAUNCHED_AT_ENV, PARENT_PID_ENV, command_env
 
 from .registry import LAUNCHERS, launcher_name
 from .vllm_server import gpu_split, server_environments
@@ -39,7 +38,7 @@ def launch_environment(spec: TrialSpec) -> dict[str, dict[str, str]]:
     base = dict(os.environ)
     env = LAUNCHERS[launcher_name(spec)]().environment(spec)
     out: dict[str, dict[str, str]] = {}
-    if ((spec.hardware.get("vllm") or {}).get("mode") or "none") == "server":
+    if (spec.hardware.vllm.mode or "none") == "server":
         train_gpus, serve_gpus = gpu_split(spec.hardware, env)
         env, server = server_environments(env, train_gpus, serve_gpus)
         out["vllm_server"] = _changes(server, base)

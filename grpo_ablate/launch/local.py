@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 
-from grpo_ablate.children import TREE_ENV, importing_this_checkout, tree_token
-from grpo_ablate.trainer.spec import TrialSpec
-from grpo_ablate.trainer.worker import PARENT_PID_ENV
+from grpo_ablate.core.children import TREE_ENV, importing_this_checkout, tree_token
+from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.contract.env import PARENT_PID_ENV
 
 from .base import Capabilities, Launcher, trial_environment
 from .outcome import oom_kill_count, oom_kill_evidence

@@ -27,10 +27,10 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.vocab import Outcome
 
 if TYPE_CHECKING:
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["CGROUP_ROOT", "classify", "oom_kill_count", "oom_kill_evidence", "oom_kill_files", "parse_oom_kills"]
 

@@ -21,11 +21,11 @@ import sys
 from pathlib import Path
 from typing import IO, Callable, Protocol
 
-from grpo_ablate.children import die_with_parent
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.contract.spec import TrialSpec
 from grpo_ablate.launch.vllm_server import (DEFAULT_GROUP_PORT, server_command, server_engine_args, server_trainer_keys,
                                              vllm_server)
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX
 
 from .base import TERM_GRACE_SECONDS
 from .local import LocalLauncher
@@ -41,14 +41,14 @@ def _free_port() -> int:
 
 def command_name(spec: TrialSpec) -> str:
     """hardware.command, with "auto" resolved: python for one process, else torchrun (or accelerate with its config)."""
-    choice = str(spec.hardware.get("command") or "auto")
+    choice = str(spec.hardware.command or "auto")
     if choice != "auto":
         return choice
     if spec.num_processes <= 1:
         return "python"
     # accelerate only when the study gives it a config: `accelerate launch --cpu --num_processes 2`
     # was seen starting ONE process, torchrun starts N reliably on CPU (gloo) and GPU (nccl).
-    return "accelerate" if spec.hardware.get("accelerate_config") else "torchrun"
+    return "accelerate" if spec.hardware.accelerate_config else "torchrun"
 
 
 def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[str]:
@@ -73,8 +73,8 @@ def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[st
         ]
     if launcher == "accelerate":
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(n), "--main_process_port", str(_free_port())]
-        if spec.hardware.get("accelerate_config"):
-            cmd += ["--config_file", os.fspath(spec.hardware["accelerate_config"])]
+        if spec.hardware.accelerate_config:
+            cmd += ["--config_file", os.fspath(spec.hardware.accelerate_config)]
         return [*cmd, *worker]
     raise ValueError(f"hardware.command must be auto, python, torchrun or accelerate, got {launcher!r}")
 
@@ -132,13 +132,13 @@ class ProcessLauncher(LocalLauncher):
     def describe(cls, spec: TrialSpec, spec_path: Path) -> dict[str, list[str]]:
         """The trial's command, and in vLLM server mode the server's (on the study's port; a run picks free ones)."""
         lines: dict[str, list[str]] = {}
-        vllm = spec.hardware.get("vllm") or {}
-        if vllm.get("mode") == "server":
-            port = int(vllm.get("port") or 8000)
+        vllm = spec.hardware.vllm
+        if vllm.mode == "server":
+            port = vllm.port
             lines["vllm_server"] = server_command(
-                str(spec.model["name_or_path"]), port, tensor_parallel_size=int(vllm.get("server_gpus") or 1),
-                dtype=spec.model.get("dtype"), revision=spec.model.get("revision"),
-                trust_remote_code=bool(spec.model.get("trust_remote_code")), **server_engine_args(spec.trainer))
+                str(spec.model.name_or_path), port, tensor_parallel_size=vllm.server_gpus,
+                dtype=spec.model.dtype, revision=spec.model.revision,
+                trust_remote_code=bool(spec.model.trust_remote_code), **server_engine_args(spec.trainer))
             spec.trainer.update(server_trainer_keys(port, DEFAULT_GROUP_PORT))
         lines["launch"] = build_command(spec, spec_path)
         return lines
@@ -154,14 +154,14 @@ class ProcessLauncher(LocalLauncher):
 
         Returns the training processes' environment (CUDA_VISIBLE_DEVICES without the server GPUs).
         """
-        model = str(spec.model["name_or_path"])
+        model = str(spec.model.name_or_path)
         if model.startswith(BUILTIN_MODEL_PREFIX):
             raise ValueError("vLLM server mode needs a model folder or hub id; the built-in model is for CPU runs")
         served = self._server.enter_context(
             vllm_server(
                 spec.hardware, model, env, spec.path / "vllm.log",
-                dtype=spec.model.get("dtype"), revision=spec.model.get("revision"),
-                trust_remote_code=bool(spec.model.get("trust_remote_code")), preexec_fn=die_with_parent(),
+                dtype=spec.model.dtype, revision=spec.model.revision,
+                trust_remote_code=bool(spec.model.trust_remote_code), preexec_fn=die_with_parent(),
                 **server_engine_args(spec.trainer),
             )
         )
@@ -170,7 +170,7 @@ class ProcessLauncher(LocalLauncher):
 
     def start(self, spec: TrialSpec, env: dict[str, str], log_path: Path) -> None:
         self._log = log_path.open("ab", buffering=0)
-        if (spec.hardware.get("vllm") or {}).get("mode") == "server":
+        if spec.hardware.vllm.mode == "server":
             env = self._serve_vllm(spec, env)
         spec_path = spec.save()
         cmd = self._command(spec, spec_path)

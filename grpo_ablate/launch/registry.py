@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from grpo_ablate.config.schema import LAUNCHER_ENV  # a launcher's name: overrides hardware.launcher for every trial
-from grpo_ablate.errors import Problem
-from grpo_ablate.trainer.spec import TrialResult, TrialSpec
+from grpo_ablate.core.errors import Problem
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import TrialSpec
 
 from .base import Launcher, ReclaimPending
 from .process import ProcessLauncher
@@ -42,7 +43,7 @@ from .slurm import SlurmLauncher
 from .warm import WarmSession, shares_a_session
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["AUTO", "LAUNCHERS", "LAUNCHER_ENV", "LauncherPool", "ReclaimPending", "describe_launch", "launcher_choices",
            "launcher_for", "launcher_name", "launcher_problems", "lend_launchers", "reclaim_trial", "release_thread_launchers",
@@ -65,7 +66,7 @@ def launcher_choices() -> list[str]:
     return [AUTO, *LAUNCHERS]
 
 
-def launcher_problems(study: Study | None, env: Mapping[str, str] = os.environ) -> list[Problem]:
+def launcher_problems(study: StudyConfig | None, env: Mapping[str, str] = os.environ) -> list[Problem]:
     """A name the registry does not hold, in the study's `hardware.launcher` or in GRPO_ABLATE_LAUNCHER, as Problems.
 
     Checked where each command loads the study (so validate, plan and run refuse it before anything
@@ -121,7 +122,7 @@ def launcher_name(spec: TrialSpec, *, probe: bool = False) -> str:
     processes, vLLM: shares_a_session) never runs in one, whatever was asked.
     """
     choice = (os.environ.get(LAUNCHER_ENV, "").strip().lower()
-              or str(spec.hardware.get("launcher") or AUTO).strip().lower())
+              or str(spec.hardware.launcher or AUTO).strip().lower())
     if choice not in launcher_choices():
         raise ValueError(f"the launcher must be one of {launcher_choices()}, got {choice!r} "
                          f"(from {LAUNCHER_ENV if os.environ.get(LAUNCHER_ENV, '').strip() else 'hardware.launcher'})")

@@ -6,8 +6,8 @@
 `start` submits the trial's own command (process.build_command: python, torchrun or accelerate,
 the worker reading spec.json) with the trial's resources: `--gres=gpu:N` for hardware.gpus,
 `--cpus-per-task` for its processes, `--mem` from hardware.memory_limit_mb, else the host
-memory `grpo-ablate probe` measured for the trial's shape (probe.json in the study's folder,
-CPU points only: on GPUs the probe measures CUDA memory, which says nothing of the host's)
+memory `grpo-ablate probe` measured for the trial's shape (the spec's host_memory_mb, which the parent
+resolves from the study's probe.json: CPU points only, a GPU's CUDA peak says nothing of the host's)
 times MEMORY_MARGIN, `--time` from the trial's timeout plus the stop grace (`study.trial_timeout:
 auto` is the estimate's long end, measured or assumed, times a margin plus slack:
 study/limits.py). `plan --commands` shows the line (describe). The job's output
@@ -68,8 +68,8 @@ import sys
 import time
 from pathlib import Path
 
-from grpo_ablate.trainer.spec import TrialSpec
-from grpo_ablate.vocab import PROBE_FILE, RESULT_FILE
+from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.core.vocab import RESULT_FILE
 
 from .base import STOP_GRACE_SECONDS, Launcher, NotStarted, ReclaimPending
 from .process import build_command
@@ -108,7 +108,7 @@ def resource_options(spec: TrialSpec, *, grace_s: float = STOP_GRACE_SECONDS) ->
     """The sbatch options for the trial's GPUs, CPUs, memory and time limit."""
     options = [f"--job-name=grpo-ablate-{Path(spec.trial_dir).name}", "--nodes=1", "--ntasks=1", "--no-requeue",
                f"--cpus-per-task={max(1, spec.num_processes)}"]
-    gpus = spec.hardware.get("gpus")
+    gpus = spec.hardware.gpus
     if gpus:
         options.append(f"--gres=gpu:{int(gpus)}")
     memory = memory_mb(spec)
@@ -122,19 +122,11 @@ def resource_options(spec: TrialSpec, *, grace_s: float = STOP_GRACE_SECONDS) ->
 def memory_mb(spec: TrialSpec) -> int | None:
     """The job's memory in MB: hardware.memory_limit_mb, else the probe's host-memory peak for the trial's
     (G, generation batch) times MEMORY_MARGIN; None without either (the cluster's default applies)."""
-    limit = spec.hardware.get("memory_limit_mb")
+    limit = spec.hardware.memory_limit_mb
     if limit:
         return int(limit)
-    try:  # the study's own probe.json: its folder is the study's (study/owner.py), so the file is this study's
-        points = json.loads((Path(spec.trial_dir).parents[1] / PROBE_FILE).read_text()).get("points") or []
-    except (OSError, ValueError, AttributeError, IndexError):
-        return None
-    batch = spec.trainer.get("generation_batch_size")
-    peaks = [float(p["peak_memory_mb"]) for p in points if isinstance(p, dict) and p.get("fits")
-             and p.get("memory_kind", "rss") == "rss" and isinstance(p.get("peak_memory_mb"), (int, float))
-             and p.get("num_generations") == spec.num_generations
-             and (batch is None or p.get("generation_batch_size") == batch)]
-    return math.ceil(max(peaks) * MEMORY_MARGIN) if peaks else None
+    peak = spec.host_memory_mb  # the parent resolved it from the study's probe.json (study/trial_spec.py)
+    return math.ceil(peak * MEMORY_MARGIN) if peak else None
 
 
 def exit_status(state: str, exit_code: str) -> int | None:

@@ -34,8 +34,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import IO, Any, Hashable, Protocol
 
-from grpo_ablate.children import popen_for_process, stopped
-from grpo_ablate.trainer.session import TEMPLATE_FLAG
+from grpo_ablate.core.children import popen_for_process, stopped
+from grpo_ablate.contract.env import TEMPLATE_FLAG
 
 from .base import TERM_GRACE_SECONDS
 

@@ -48,7 +48,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from grpo_ablate.children import die_with_parent
+from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.contract.spec import HardwareSpec
 
 __all__ = [
     "VllmServerError",
@@ -78,12 +79,12 @@ class VllmServerError(RuntimeError):
 # ------------------------------------------------------------------ pure parts
 
 
-def block_gpus(env: Mapping[str, str], hardware: Mapping[str, Any]) -> list[str]:
+def block_gpus(env: Mapping[str, str], hardware: HardwareSpec) -> list[str]:
     """The trial's GPU block: its CUDA_VISIBLE_DEVICES, else GPUs 0..hardware.gpus-1."""
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip():
         return [g.strip() for g in visible.split(",") if g.strip() and g.strip() != "-1"]
-    n = int(hardware.get("gpus") or 0)
+    n = int(hardware.gpus or 0)
     return [str(i) for i in range(n)]
 
 
@@ -103,11 +104,11 @@ def split_gpus(gpus: Sequence[str], server_gpus: int) -> tuple[list[str], list[s
     return list(gpus[:-server_gpus]), list(gpus[-server_gpus:])
 
 
-def gpu_split(hardware: Mapping[str, Any], env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+def gpu_split(hardware: HardwareSpec, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """(training GPUs, server GPUs) of a server-mode trial whose environment is `env`: its block (block_gpus)
     split by split_gpus; no GPU in the block (a CPU trial): ([], []), the server beside the training process."""
     block = block_gpus(env, hardware)
-    return split_gpus(block, int(_vllm(hardware).get("server_gpus", 1) or 1)) if block else ([], [])
+    return split_gpus(block, hardware.vllm.server_gpus) if block else ([], [])
 
 
 def server_environments(env: Mapping[str, str], train_gpus: Sequence[str],
@@ -235,11 +236,6 @@ def server_trainer_keys(port: int, group_port: int) -> dict[str, Any]:
     }
 
 
-def _vllm(hardware: Mapping[str, Any]) -> Mapping[str, Any]:
-    v = hardware.get("vllm") or {}
-    return v if isinstance(v, Mapping) else {}
-
-
 def _tail(path: Path, chars: int = 4000) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -279,7 +275,7 @@ def _stop_group(proc: subprocess.Popen, stop_timeout: float) -> None:
 
 
 @contextlib.contextmanager
-def vllm_server(hardware: Mapping[str, Any], model: str, env: Mapping[str, str], log_path: str | os.PathLike[str], *,
+def vllm_server(hardware: HardwareSpec, model: str, env: Mapping[str, str], log_path: str | os.PathLike[str], *,
                 dtype: str | None = None, revision: str | None = None, trust_remote_code: bool = False,
                 gpu_memory_utilization: float | None = None, max_model_len: int | None = None,
                 command: Sequence[str] | None = None, startup_timeout: float = 900.0,
@@ -294,23 +290,22 @@ def vllm_server(hardware: Mapping[str, Any], model: str, env: Mapping[str, str],
     process before it starts (launch passes one that ties the server's life to the trial's parent).
     """
     base_env = dict(env)
-    mode = _vllm(hardware).get("mode", "none") or "none"
+    mode = hardware.vllm.mode
     if mode != "server":
         keys: dict[str, Any] = {"use_vllm": True, "vllm_mode": "colocate"} if mode == "colocate" else {}
         yield {"env": base_env, "trainer": keys, "url": None, "pid": None, "server_gpus": [], "train_gpus": []}
         return
 
-    vllm = _vllm(hardware)
-    server_n = int(vllm.get("server_gpus", 1) or 1)
+    server_n = hardware.vllm.server_gpus
     block = block_gpus(base_env, hardware)
     train_gpus, serve_gpus = gpu_split(hardware, base_env)
-    processes = hardware.get("num_processes")
+    processes = hardware.num_processes
     if block and isinstance(processes, int) and processes > len(train_gpus):
         raise ValueError(f"{processes} training processes but only {len(train_gpus)} training GPU(s) "
                          f"({','.join(train_gpus)}) once vLLM takes {','.join(serve_gpus)}; lower hardware.num_processes "
                          f"(or the accelerate config's num_processes) or raise hardware.gpus")
     with _HANDING:
-        port, group_port = server_ports(int(vllm.get("port", 8000) or 8000), block,
+        port, group_port = server_ports(hardware.vllm.port, block,
                                         is_free=lambda p: p not in _HANDED_OUT and _port_free(p),
                                         group_is_free=lambda p: p not in _HANDED_OUT and _group_port_free(p))
         _HANDED_OUT.update((port, group_port))

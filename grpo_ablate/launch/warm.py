@@ -27,9 +27,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.trainer.worker import LAUNCHED_AT_ENV
-from grpo_ablate.vocab import LEASE_ENV
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.contract.env import LAUNCHED_AT_ENV
+from grpo_ablate.core.vocab import LEASE_ENV
 
 from .base import TERM_GRACE_SECONDS
 from .local import LocalLauncher
@@ -45,7 +46,7 @@ def shares_a_session(spec: TrialSpec) -> bool:
     """True when this spec's trial may run inside a session: one process, no vLLM, the built-in trainer."""
     if spec.script is not None:
         return False  # a command trial runs the user's own script in its own environment
-    vllm = str((spec.hardware.get("vllm") or {}).get("mode") or "none")
+    vllm = str(spec.hardware.vllm.mode or "none")
     return spec.num_processes == 1 and command_name(spec) == "python" and vllm == "none"
 
 
@@ -137,7 +138,7 @@ class WarmSession(LocalLauncher):
         spec_path = spec.save()
         # A CPU memory cap compares the trial's RSS with a number: a forked session counts the
         # template's pages only once it touches them, so its RSS is not a fresh process's
-        capped = bool(spec.hardware.get("memory_limit_mb"))
+        capped = bool(spec.hardware.memory_limit_mb)
         key = (*_startup_key(env), ("(memory cap)", str(capped)))
         self.close()  # a session serves one trial
         self._proc = self._spawn(key, env, log_path, fork=not capped)

@@ -19,9 +19,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.metrics import summarize_trial
-from grpo_ablate.trainer.spec import TrialResult, TrialSpec
-from grpo_ablate.vocab import (GROUPS_FILE, LEASE_FILE, LOG_FILE, METRICS_FILE, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE,
+from grpo_ablate.contract.metrics import summarize_trial
+from grpo_ablate.contract.result import TrialResult
+from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.core.vocab import (GROUPS_FILE, LEASE_FILE, LOG_FILE, METRICS_FILE, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE,
                                RESULT_FILE, STOP_FILE, TAKEN_FILE, Outcome)
 
 from .outcome import classify

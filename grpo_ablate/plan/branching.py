@@ -8,7 +8,7 @@ and generation batch and trains the trial's budget from there, the learning-rate
 on as the full run's. The prefix's compute is paid once per seed, not once per arm, and the arms
 are compared where the run trains (past warmup), not inside its first steps.
 
-Pure: reads a validated Study; the plan (plan/cells.py) turns the step into cells, the study queues a
+Pure: reads a validated StudyConfig; the plan (plan/cells.py) turns the step into cells, the study queues a
 seed's branches once its prefix is sealed.
 """
 
@@ -17,13 +17,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grpo_ablate.cost import full_run_steps, parse_share, warmup_steps
-from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.estimate import training_prompts
-from grpo_ablate.vocab import PREFIX_ROLE
+from grpo_ablate.core.cost import full_run_steps, parse_share, warmup_steps
+from grpo_ablate.core.errors import Problem, StudyError
+from grpo_ablate.plan.estimate import training_prompts
+from grpo_ablate.core.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["PREFIX_ROLE", "branch_step", "branches", "BranchError"]
 
@@ -39,19 +39,19 @@ class BranchError(StudyError):
         super().__init__([Problem(path="budget.branch_from", message=message.removeprefix("budget.branch_from: "))])
 
 
-def _full_run_steps(study: "Study") -> int | None:
+def _full_run_steps(study: "StudyConfig") -> int | None:
     full_run = study.budget.full_run.model_dump() if study.budget.full_run else None
     known = training_prompts(study) if full_run and not full_run.get("prompts") else None
     return full_run_steps(full_run, study.space.shape.generated_per_step, known[0] if known else None)
 
 
-def branches(study: "Study") -> bool:
+def branches(study: "StudyConfig") -> bool:
     """Whether the study's arms branch from a shared prefix: read off the file alone (branch_step places
     the point, which may need the dataset; a point that cannot be placed is refused when the plan is made)."""
     return study.budget.branch_from not in (None, "none")
 
 
-def branch_step(study: "Study") -> int | None:
+def branch_step(study: "StudyConfig") -> int | None:
     """The optimizer step every arm of a seed branches at; None when trials start from step 0.
 
     `warmup`: the trainer's warmup_steps as the trial's scheduler counts it (cost.warmup_steps: a value

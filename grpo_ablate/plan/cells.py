@@ -2,7 +2,7 @@
 
     grpo-ablate plan studies/tiny-cpu.yaml
 
-Pure: reads a validated Study, imports no optuna. setup.py queues these cells through ledger.py
+Pure: reads a validated StudyConfig, imports no optuna. setup.py queues these cells through ledger.py
 (their params: search/encoding.py's PLAN encoding); lifecycle.py turns each into a trial. It lives
 in study/ because only the study and the commands above it plan cells; the search (search/) takes
 the one figure it needs, each trial's completions, from its caller.
@@ -15,9 +15,8 @@ the one figure it needs, each trial's completions, from its caller.
   the ablation lacks it; the arm is kept in advise.json (`advised_arms`), so `plan`, `run` and
   every later run count and queue the same cells.
 
-`run` resolves all of it once per run (`resolve_plan` -> `StudyPlan`: the cells, the baseline, the
-branch step, each trial's completions, the trial target) and hands that on; the functions below
-serve the commands that need one figure of it.
+The commands that run a study resolve all of it once per run (plan/run_plan.py `resolve_plan` ->
+`StudyPlan`) and hand that down; the functions below serve the commands that need one figure of it.
 
 A study with a `screen:` section (preflight/screen.py) trains only the arms its screen kept, once
 screen.json exists (none when the study is the screen alone, `screen.confirm: false`, or the screen
@@ -32,36 +31,35 @@ checkpoint; the ledger queues them only once that prefix has completed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.space import FeasibleSpace, default_pair, generated_completions
-from grpo_ablate.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
+from grpo_ablate.core.space import FeasibleSpace, default_pair, generated_completions
+from grpo_ablate.core.vocab import PLANNED_SAMPLERS, PREFIX_ROLE, Arm, Cell
 from grpo_ablate.files.advise_file import advised_arms as saved
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import FloatRange, Study
+    from grpo_ablate.config import FloatRange, StudyConfig
 
-__all__ = ["StudyPlan", "resolve_plan", "racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
-           "resolved_trial_count", "advised_arms", "is_plannable", "ADVISE_ROLE", "is_prefix_cell", "ablation_arms",
+__all__ = ["racing_round", "study_plan", "baseline_arm", "default_temperature", "completions_per_trial",
+           "resolved_trial_count", "trial_count", "cells_of", "advised_arms", "is_plannable", "ADVISE_ROLE", "is_prefix_cell", "ablation_arms",
            "seed_cells", "round_cells", "screened_arms"]
 
 DEFAULT_ADAPTIVE_TRIALS = 20  # tpe/random/gp studies without n_trials
 ADVISE_ROLE = "advise"  # the role of a cell advise queued
 
 
-def _temperatures(study: "Study") -> list[float]:
+def _temperatures(study: "StudyConfig") -> list[float]:
     t = study.temperatures()
     if isinstance(t, list):
         return [float(x) for x in t]
     return [study.fixed_temperature()]
 
 
-def baseline_arm(study: "Study", chosen: Mapping[str, Any] | None = None) -> Arm:
+def baseline_arm(study: "StudyConfig", chosen: Mapping[str, Any] | None = None) -> Arm:
     """The default arm: the ablation's baseline, and `run-one`'s values where none are given.
 
     One rule, for each value that neither `chosen` nor study.baseline sets:
@@ -96,7 +94,7 @@ def default_temperature(searched: "list[float] | FloatRange | None", anchor: flo
     return min(max(float(anchor), float(searched.low)), float(searched.high))
 
 
-def completions_per_trial(study: "Study") -> int | None:
+def completions_per_trial(study: "StudyConfig") -> int | None:
     """Completions one trial generates under the study's budget (space.generated_completions on the
     study's batch shape); None for a budget of tokens or seconds only. Plan prints it, pruning
     divides it into checkpoints, and the trainer derives max_steps by the same arithmetic."""
@@ -109,17 +107,17 @@ def is_prefix_cell(cell: Cell) -> bool:
     return cell.role == PREFIX_ROLE
 
 
-def study_plan(study: "Study") -> list[Cell]:
+def study_plan(study: "StudyConfig") -> list[Cell]:
     """Every trial a grid or ablation study runs, in order; empty for adaptive samplers.
 
     A branching study (branching.branch_step is not None) puts each seed's prefix before that
     seed's cells, which are then its branches."""
     if study.study.sampler not in PLANNED_SAMPLERS:
         return []
-    return _cells(study, baseline_arm(study), branch_step(study))
+    return cells_of(study, baseline_arm(study), branch_step(study))
 
 
-def _cells(study: "Study", base: Arm, step: int | None) -> list[Cell]:
+def cells_of(study: "StudyConfig", base: Arm, step: int | None) -> list[Cell]:
     """study_plan's cells from the baseline and branch step already resolved."""
     sampler = study.study.sampler
     if sampler not in PLANNED_SAMPLERS:
@@ -135,7 +133,7 @@ def _cells(study: "Study", base: Arm, step: int | None) -> list[Cell]:
     return seed_cells(arms, list(study.study.seeds), base if step is not None else None)
 
 
-def screened_arms(study: "Study", arms: list[tuple[Arm, str]]) -> list[tuple[Arm, str]]:
+def screened_arms(study: "StudyConfig", arms: list[tuple[Arm, str]]) -> list[tuple[Arm, str]]:
     """The arms the confirm stage trains: all of them before the screen ran (or without a screen); after it, those
     it kept, and none when the study is the screen alone or fewer than two are left to compare."""
     if study.file.screen is None:
@@ -147,38 +145,6 @@ def screened_arms(study: "Study", arms: list[tuple[Arm, str]]) -> list[tuple[Arm
         return arms
     left = [(a, role) for a, role in arms if a.key not in {d.key for d in screen.dropped}]
     return left if len(left) >= 2 else []
-
-
-@dataclass(frozen=True)
-class StudyPlan:
-    """The study file resolved once for a run (resolve_plan), and handed to every part of it.
-
-    `cells`: study_plan's (empty for adaptive samplers); `baseline`: baseline_arm's; `branch_step`:
-    the step a seed's arms branch at (None: from step 0); `completions`: completions_per_trial's;
-    `trial_count`: resolved_trial_count's. Made once, so no part of the run re-reads advise.json or
-    the dataset, or disagrees with another about the plan, while the run goes on.
-    """
-
-    cells: tuple[Cell, ...]
-    baseline: Arm
-    branch_step: int | None
-    completions: int | None
-    trial_count: int
-
-    def round(self, study: "Study", round_no: int, live: set[str] | None = None) -> list[Cell]:
-        """racing_round on this plan."""
-        racing = study.study.racing
-        assert racing is not None
-        return round_cells(self.cells, list(study.study.seeds), racing.first_round_seeds, round_no, live)
-
-
-def resolve_plan(study: "Study") -> StudyPlan:
-    """The run's StudyPlan. Raises BranchError (a StudyError) when budget.branch_from cannot be placed."""
-    step = branch_step(study)
-    base = baseline_arm(study)
-    cells = _cells(study, base, step)
-    count = resolved_trial_count(study, cells)
-    return StudyPlan(tuple(cells), base, step, completions=completions_per_trial(study), trial_count=count)
 
 
 def seed_cells(arms: Sequence[tuple[Arm, str]], seeds: Sequence[int], prefix: Arm | None = None) -> list[Cell]:
@@ -201,7 +167,7 @@ def seed_cells(arms: Sequence[tuple[Arm, str]], seeds: Sequence[int], prefix: Ar
     return out
 
 
-def racing_round(study: "Study", round_no: int, live: set[str] | None = None) -> list[Cell]:
+def racing_round(study: "StudyConfig", round_no: int, live: set[str] | None = None) -> list[Cell]:
     """The cells a racing study queues for a round: round 1 is every arm on the first seeds,
     each later round one more seed for the arms still in contention (`live`, arm keys). A
     branching study's round includes its seeds' prefixes, whatever arms are live (every branch
@@ -219,19 +185,22 @@ def round_cells(cells: Sequence[Cell], seeds: Sequence[int], first: int, round_n
     return [c for c in cells if c.seed in chosen and (live is None or c.arm.key in live or is_prefix_cell(c))]
 
 
-def resolved_trial_count(study: "Study", plan: list[Cell] | None = None) -> int:
-    """The number of finished trials the study aims for, over every run and host.
+def resolved_trial_count(study: "StudyConfig") -> int:
+    """The number of finished trials the study aims for, over every run and host (a run reads its plan's)."""
+    return trial_count(study, study_plan(study))
 
-    A branching study's prefixes are trials and count (one per seed): the plan holds them.
-    `plan`: study_plan(study) when the caller has it already."""
+
+def trial_count(study: "StudyConfig", cells: Sequence[Cell]) -> int:
+    """resolved_trial_count on the cells already planned. A branching study's prefixes are trials and count
+    (one per seed): the cells hold them."""
     if study.study.n_trials:
         return study.study.n_trials
     if study.is_planned:
-        return len(study_plan(study) if plan is None else plan)
+        return len(cells)
     return DEFAULT_ADAPTIVE_TRIALS
 
 
-def is_plannable(study: "Study", arm: Arm) -> bool:
+def is_plannable(study: "StudyConfig", arm: Arm) -> bool:
     """Whether a planned trial can run this arm: a feasible pair at a temperature the study's params can hold."""
     if study.space.pair(arm.num_generations, arm.generation_batch_size) is None:
         return False
@@ -243,7 +212,7 @@ def is_plannable(study: "Study", arm: Arm) -> bool:
     return t.low <= arm.temperature <= t.high
 
 
-def advised_arms(study: "Study") -> list[Arm]:
+def advised_arms(study: "StudyConfig") -> list[Arm]:
     """The arms `advise --enqueue` added to this ablation (advise.json), those the study can still run.
 
     Read from the study's folder, as probe.json is: the plan is the same for `plan` and `run`

@@ -34,16 +34,16 @@ from typing import TYPE_CHECKING, Callable, Literal
 
 from scipy.optimize import brentq
 
-from grpo_ablate.cost import fmt_multiple
+from grpo_ablate.core.cost import fmt_multiple
 from grpo_ablate.stats.model import MIN_SEEDS
 from grpo_ablate.stats.min_effect import REWARD_MIN_EFFECT
 from grpo_ablate.stats.selection import bechhofer_pcs
 from grpo_ablate.plan.branching import BranchError, branch_step
 from grpo_ablate.plan.cells import study_plan
-from grpo_ablate.vocab import PREFIX_ROLE
+from grpo_ablate.core.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["NEIGHBOUR_RATIO", "SECOND_TEMPERATURES", "spanning_generations", "second_temperature", "SEED_SD_SHARE", "RACE_CONFIDENCE", "MIN_SEEDS", "MIN_STEPS_PAST_WARMUP", "TRIAL_STEPS_CAP", "Start",
            "Shape", "Fitted", "Resolution", "seeds_to_decide", "effect_for_seeds", "critical_shift", "resolution",
@@ -232,21 +232,21 @@ def _most(low: int, high: int, budget: float, cost: Callable[[int], float]) -> i
     return lo
 
 
-def reward_span(study: "Study") -> float:
+def reward_span(study: "StudyConfig") -> float:
     """The held-out reward's range: the study's reward weights summed (each reward scoring in [0, 1]); 1 for a
     built-in task's own reward."""
     weights = [abs(float(r.weight)) for r in study.rewards]
     return sum(weights) if weights and sum(weights) > 0 else 1.0
 
 
-def study_resolution(study: "Study") -> Resolution | None:
+def study_resolution(study: "StudyConfig") -> Resolution | None:
     """What the study's plan resolves (plan, init and the report say it): its arms (those the screen kept, when it
     ran) and its planned seeds; None for a study that tests nothing (no plan, one arm, fewer than MIN_SEEDS seeds)."""
     arms = {c.arm.key for c in study_plan(study) if c.role != PREFIX_ROLE}
     return resolution(len(arms), len(set(study.study.seeds)), reward_span(study))
 
 
-def resolution_line(study: "Study", share: tuple[float, float] | None) -> str | None:
+def resolution_line(study: "StudyConfig", share: tuple[float, float] | None) -> str | None:
     """"Resolves: at 0.42x your run this study tells apart ..." for `plan` and the report; None when it tests
     nothing."""
     res = study_resolution(study)

@@ -26,33 +26,33 @@ import dataclasses
 from typing import TYPE_CHECKING, Iterable
 
 from grpo_ablate.plan.branching import BranchError, branch_step
-from grpo_ablate.cost import Branching, Price, RunShare, parse_share, price, study_total
-from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.estimate import TrialEstimate, estimate_trial
-from grpo_ablate.gpu_hours import spent_seconds
+from grpo_ablate.core.cost import Branching, Price, RunShare, parse_share, price, study_total
+from grpo_ablate.core.errors import Problem, StudyError
+from grpo_ablate.plan.estimate import TrialEstimate, estimate_trial
+from grpo_ablate.records.gpu_hours import spent_seconds
 from grpo_ablate.stats.elimination import race_cost
 from grpo_ablate.plan.cells import ablation_arms, baseline_arm, resolved_trial_count, study_plan
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import load_screen
-from grpo_ablate.trial_record import role_of
-from grpo_ablate.vocab import PREFIX_ROLE
+from grpo_ablate.records.trial_record import role_of
+from grpo_ablate.core.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["planned_price", "spent_price", "price_line", "resolve_budget", "unknown_why", "planned_counts",
            "prefix_estimate", "tunes_a_run", "screen_cost", "race_share", "PLANNING_SD"]
 
 
-def tunes_a_run(study: "Study") -> bool:
+def tunes_a_run(study: "StudyConfig") -> bool:
     """Whether the study names the run it tunes (budget.full_run, which a trainer_from recipe sets). Without one a
     price "in units of your run" means nothing: `run` and the report say none (`plan` says which key gives one)."""
     return study.budget.full_run is not None
 
 
-def unknown_why(study: "Study", est: TrialEstimate) -> str:
+def unknown_why(study: "StudyConfig", est: TrialEstimate) -> str:
     """Why the full run's length is not known, naming the key that fixes it ("" when it is known)."""
     if est.full_run_steps:
         if not est.completions:
@@ -65,7 +65,7 @@ def unknown_why(study: "Study", est: TrialEstimate) -> str:
             "budget.full_run.prompts (the training set's rows) or budget.full_run.max_steps")
 
 
-def _no_hours(study: "Study", est: TrialEstimate) -> str:
+def _no_hours(study: "StudyConfig", est: TrialEstimate) -> str:
     if not study.hardware.gpus:
         return "a CPU study (hardware.gpus unset)"
     if est.seconds is not None and est.full_run_seconds is None:
@@ -73,7 +73,7 @@ def _no_hours(study: "Study", est: TrialEstimate) -> str:
     return est.source
 
 
-def _price(study: "Study", est: TrialEstimate, trials: int, study_h: tuple[float, float] | None,
+def _price(study: "StudyConfig", est: TrialEstimate, trials: int, study_h: tuple[float, float] | None,
            study_steps: float | None, *, spent: bool, branching: Branching | None = None) -> Price:
     screen_h, screen_steps = screen_cost(study, est)
     if spent and load_screen(study.output_dir, Owner.of(study)) is None:
@@ -84,7 +84,7 @@ def _price(study: "Study", est: TrialEstimate, trials: int, study_h: tuple[float
                  screen_h=screen_h, screen_steps=screen_steps)
 
 
-def screen_cost(study: "Study", est: TrialEstimate | None = None) -> tuple[tuple[float, float] | None, float | None]:
+def screen_cost(study: "StudyConfig", est: TrialEstimate | None = None) -> tuple[tuple[float, float] | None, float | None]:
     """What the study's screen costs: (GPU-hours low/high, optimizer steps' worth); (None, None) without a screen.
 
     Once it ran (screen.json), its wall time x hardware.gpus. Before, at the study's own rates (estimate_trial):
@@ -114,7 +114,7 @@ def screen_cost(study: "Study", est: TrialEstimate | None = None) -> tuple[tuple
     return (advise[0] + points * probe[0], advise[1] + points * probe[1]), steps
 
 
-def _variant(study: "Study", **budget: int) -> TrialEstimate:
+def _variant(study: "StudyConfig", **budget: int) -> TrialEstimate:
     """estimate_trial of the study with another per-trial budget (`max_steps` or `completions`)."""
     update = {"max_steps": None, "completions": None, "tokens": None, "seconds": None, **budget}
     file = study.file.model_copy(update={"budget": study.budget.model_copy(update=update)})
@@ -128,7 +128,7 @@ def _trial_steps(est: TrialEstimate) -> int | None:
     return round(est.full_run_share * est.full_run_steps)
 
 
-def planned_counts(study: "Study") -> tuple[int, int]:
+def planned_counts(study: "StudyConfig") -> tuple[int, int]:
     """(trials, shared prefixes) the plan aims for: every arm x seed trial (a branch, when the study branches) and,
     when it branches, one prefix per seed. Prefix cells the plan may list are not counted as trials. BranchError
     when budget.branch_from cannot be placed."""
@@ -139,7 +139,7 @@ def planned_counts(study: "Study") -> tuple[int, int]:
     return len(arms), (len({c.seed for c in arms}) if step is not None else 0)
 
 
-def prefix_estimate(study: "Study", step: int) -> TrialEstimate:
+def prefix_estimate(study: "StudyConfig", step: int) -> TrialEstimate:
     """What one shared prefix costs: a trial of the baseline trained `step` optimizer steps (start-up included),
     at the same rates as the study's trials (estimate_trial on the study with that budget)."""
     return _variant(study, max_steps=step)
@@ -150,7 +150,7 @@ def prefix_estimate(study: "Study", step: int) -> TrialEstimate:
 PLANNING_SD = 0.067
 
 
-def race_share(study: "Study", sd: float | None = None) -> tuple[float, str] | None:
+def race_share(study: "StudyConfig", sd: float | None = None) -> tuple[float, str] | None:
     """(the mean seeds an elimination race spends as a share of its planned maximum, what that assumes) for a study
     that races by elimination (stats/elimination.race_cost: Monte Carlo of the procedure on normal seeds, per-arm
     sd `sd`, default PLANNING_SD; the mean over the least-favourable configuration and tied arms, whichever is
@@ -176,7 +176,7 @@ def race_share(study: "Study", sd: float | None = None) -> tuple[float, str] | N
             f"one ahead by min_effect")
 
 
-def planned_price(study: "Study", est: TrialEstimate | None = None) -> Price:
+def planned_price(study: "StudyConfig", est: TrialEstimate | None = None) -> Price:
     """What the study's plan costs as a multiple of the full run (a race: its planned maximum, and for an elimination
     race the mean it expects to spend, `race_share`); a branched study's shared prefixes counted once per seed."""
     price_ = _planned_price(study, est)
@@ -184,7 +184,7 @@ def planned_price(study: "Study", est: TrialEstimate | None = None) -> Price:
     return dataclasses.replace(price_, expected=share[0], expected_why=share[1]) if share else price_
 
 
-def _planned_price(study: "Study", est: TrialEstimate | None = None) -> Price:
+def _planned_price(study: "StudyConfig", est: TrialEstimate | None = None) -> Price:
     est = est or estimate_trial(study)
     try:
         trials, prefixes = planned_counts(study)
@@ -201,7 +201,7 @@ def _planned_price(study: "Study", est: TrialEstimate | None = None) -> Price:
     return _price(study, est, trials, hours, steps, spent=False, branching=Branching(step, prefixes, per_steps))
 
 
-def spent_price(study: "Study", trials: Iterable["FrozenTrial"]) -> Price:
+def spent_price(study: "StudyConfig", trials: Iterable["FrozenTrial"]) -> Price:
     """What the study's trials used, as a multiple of the full run (every attempt's wall time x hardware.gpus).
 
     A shared prefix's attempts are counted once, as what they held (not as a trial of the baseline arm)."""
@@ -223,25 +223,25 @@ def spent_price(study: "Study", trials: Iterable["FrozenTrial"]) -> Price:
     return _price(study, est, done, (h, h) if gpus else None, steps, spent=True, branching=branching)
 
 
-def price_line(study: "Study") -> str:
-    """`run`'s first line: the plan's price, and the budget as a share of the run where one was written so.
+def price_line(study: "StudyConfig", est: TrialEstimate, planned: Price) -> str:
+    """`run`'s first line: the plan's price (`est` and `planned`: the run plan's estimate and price), and the
+    budget as a share of the run where one was written so.
 
     StudyError (before anything runs) when the budget is a share of a run nothing here prices: a share
     left as written would otherwise reach the runner, which cannot count GPU-hours against it."""
-    est = estimate_trial(study)
     budget = study.study.budget_gpu_hours
     if isinstance(budget, str):
         why = unknown_why(study, est) or _no_hours(study, est)
         raise StudyError([Problem(path="study.budget_gpu_hours", message=(
             f"{budget!r} is a share of the full run, whose GPU-hours are not known here ({why}); write the budget in "
             "GPU-hours instead"))])
-    line = f"Price: {planned_price(study, est).words()}"
+    line = f"Price: {planned.words()}"
     if isinstance(budget, RunShare):
         line += f"; budget {budget.share:g}x your run = {float(budget):,.1f} GPU-h"
     return line + "."
 
 
-def resolve_budget(study: "Study") -> None:
+def resolve_budget(study: "StudyConfig") -> None:
     """study.budget_gpu_hours written as a share ("0.5x") -> GPU-hours at the low end of the full run's estimate
     (a RunShare, a float that keeps the share). Left as written when nothing prices the full run."""
     share = parse_share(study.study.budget_gpu_hours)

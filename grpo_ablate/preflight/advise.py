@@ -22,25 +22,25 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from grpo_ablate.preflight.difficulty import fit_beta_binomial, is_binary, zero_spread_empirical
 from grpo_ablate.preflight.screen_rule import signal_per_step
-from grpo_ablate.schedule import prompts_per_round
+from grpo_ablate.core.schedule import prompts_per_round
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.files.advise_file import ADVISE_COMPLETIONS, NO_SPREAD_FRACTION, save_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
-from grpo_ablate.metrics import summarize_file
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Schedule
-from grpo_ablate.children import die_with_parent, importing_this_checkout
+from grpo_ablate.contract.metrics import summarize_file
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, METRICS_FILE, SAMPLES_FILE, Schedule
+from grpo_ablate.core.children import die_with_parent, importing_this_checkout
 from grpo_ablate.config import Problem, StudyError
-from grpo_ablate.storage import is_rdb_url, open_storage
+from grpo_ablate.storage.store import is_rdb_url, open_storage
 from grpo_ablate.launch.devices import cpu_slot
-from grpo_ablate.trainer.sample import PROGRESS_PREFIX
+from grpo_ablate.contract.env import PROGRESS_PREFIX
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["Advice", "Measured", "Prediction", "advise_figure", "advise_text", "measured_points", "plot_advice", "predict",
            "run_advise", "sample", "will_not_help", "write_completions"]
@@ -92,7 +92,7 @@ def _bad(path: str, message: str) -> Exception:
     return StudyError([Problem(path=path, message=message)])
 
 
-def _candidate_temperatures(study: "Study") -> list[float]:
+def _candidate_temperatures(study: "StudyConfig") -> list[float]:
     t = study.temperatures()
     if t is None:
         return [study.fixed_temperature()]
@@ -101,7 +101,7 @@ def _candidate_temperatures(study: "Study") -> list[float]:
     return [round(t.low, 4), round((t.low + t.high) / 2, 4), round(t.high, 4)]
 
 
-def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path,
+def sample(study: "StudyConfig", *, k: int, num_prompts: int, temperatures: list[float], seed: int, folder: Path,
            log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run trainer/sample.py in its own process; its samples.json. Its progress lines go to `log`."""
 
@@ -140,7 +140,7 @@ def sample(study: "Study", *, k: int, num_prompts: int, temperatures: list[float
     return json.loads((folder / SAMPLES_FILE).read_text())
 
 
-def predict(study: "Study", samples: dict[str, Any], *, seed: int = 0, shortlist_size: int = 3,
+def predict(study: "StudyConfig", samples: dict[str, Any], *, seed: int = 0, shortlist_size: int = 3,
             completions_file: str | None = None) -> Advice:
     """Fit the difficulty per temperature and predict every feasible (G, temperature, batch).
 
@@ -281,9 +281,9 @@ def measured_points(trials: "list[FrozenTrial]") -> list[Measured]:
     return out
 
 
-def _measured(study: "Study") -> list[Measured]:
+def _measured(study: "StudyConfig") -> list[Measured]:
     """The measured points of this study's earlier trials; none before the study exists."""
-    import optuna
+    import optuna  # lazy: Optuna only when earlier trials are read; every command imports advise.py
 
 
     url = study.storage_url
@@ -299,7 +299,7 @@ def _measured(study: "Study") -> list[Measured]:
 
 def advise_figure(advice: Advice, measured: list[Measured] | None = None) -> "Figure":
     """Predicted zero-spread share against G per temperature; the mean-p curve dashed; measured dots."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: matplotlib only when the figure is drawn
 
     fig = Figure(figsize=(6, 4))
     ax = fig.add_subplot()
@@ -330,7 +330,7 @@ def plot_advice(advice: Advice, path: Path, measured: list[Measured] | None = No
     return path
 
 
-def run_advise(study: "Study", *, k: int = 16, num_prompts: int = 64, seed: int = 0,
+def run_advise(study: "StudyConfig", *, k: int = 16, num_prompts: int = 64, seed: int = 0,
                temperatures: list[float] | None = None, log: Callable[[str], None] | None = None) -> Advice:
     """Check the input, sample, predict; write advise.json and advise.png. Bad input: StudyError."""
     if k < 2:

@@ -18,6 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+from scipy.optimize import minimize
+from scipy.stats import betabinom
+
 __all__ = ["BetaFit", "fit_beta_binomial", "is_binary", "zero_spread_empirical"]
 
 
@@ -39,10 +43,6 @@ def is_binary(rewards: Sequence[Sequence[float]]) -> bool:
 
 def fit_beta_binomial(successes: Sequence[int], k: int) -> BetaFit:
     """Maximum-likelihood Beta(a, b) of per-prompt success rates from `successes` out of `k` each."""
-    import numpy as np
-    from scipy.optimize import minimize
-    from scipy.stats import betabinom
-
     s = np.asarray(successes, dtype=float)
     mean = float(np.clip(s.mean() / k, 1e-3, 1 - 1e-3))
 

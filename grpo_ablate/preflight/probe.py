@@ -16,6 +16,7 @@ probe holds a host CPU slot while it runs (launch/devices.py).
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
 import time
@@ -29,14 +30,14 @@ from grpo_ablate.files.probe_file import Probe, ProbePoint, probe_table, save_pr
 from grpo_ablate.launch import LauncherPool, run_trial
 from grpo_ablate.launch.devices import cpu_slot
 from grpo_ablate.plan.cells import baseline_arm
-from grpo_ablate.schedule import prompts_per_round
-from grpo_ablate.space import feasible_space
+from grpo_ablate.core.schedule import prompts_per_round
+from grpo_ablate.core.space import feasible_space
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.memory_cap import read_peak_memory
-from grpo_ablate.vocab import METRICS_FILE, PROBE_FILE, Arm, Cell, Outcome
+from grpo_ablate.contract.files import read_peak_memory
+from grpo_ablate.core.vocab import METRICS_FILE, PROBE_FILE, Arm, Cell, Outcome
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["candidate_batches", "failed_points", "measure_point", "run_probe"]
 
@@ -44,7 +45,7 @@ PROBE_DIR = "probe"
 STARTUP_ESTIMATE_S = 10.0  # process start + imports + model load, when no probe point measured it
 
 
-def candidate_batches(study: "Study") -> dict[int, list[int]]:
+def candidate_batches(study: "StudyConfig") -> dict[int, list[int]]:
     """Each feasible G's feasible generation batches, ascending (the study's list, else `auto`'s)."""
     batches: Any = study.search.generation_batch_size
     if batches in (None, "probed"):
@@ -57,8 +58,6 @@ def candidate_batches(study: "Study") -> dict[int, list[int]]:
 
 
 def _read_rows(trial_dir: Path) -> list[dict[str, Any]]:
-    import json
-
     rows = []
     try:
         for line in (trial_dir / METRICS_FILE).read_text().splitlines():
@@ -105,7 +104,7 @@ def _timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
             "tokens_per_second": round(tokens / total, 2) if total > 0 else None}
 
 
-def measure_point(study: "Study", num_generations: int, generation_batch_size: int, trial_dir: Path, *, steps: int,
+def measure_point(study: "StudyConfig", num_generations: int, generation_batch_size: int, trial_dir: Path, *, steps: int,
                   pool: "LauncherPool | None" = None, env: dict[str, str] | None = None) -> ProbePoint:
     """Run one real trial of `steps` optimizer steps at (G, batch) and measure it.
 
@@ -140,14 +139,14 @@ def measure_point(study: "Study", num_generations: int, generation_batch_size: i
     )
 
 
-def _first_temperature(study: "Study") -> float:
+def _first_temperature(study: "StudyConfig") -> float:
     t = study.temperatures()
     if isinstance(t, list):
         return float(max(t))  # the hottest decodes the longest completions: the memory bound
     return float(t.high)  # type: ignore[union-attr]
 
 
-def run_probe(study: "Study", *, steps: int = 2, log: Callable[[str], None] = print, keep_trials: bool = False) -> Probe:
+def run_probe(study: "StudyConfig", *, steps: int = 2, log: Callable[[str], None] = print, keep_trials: bool = False) -> Probe:
     """Bisect each G's generation batch; write and return probe.json's content.
 
     Each point runs in a fresh fork of one pre-imported template where the trial allows it
@@ -229,7 +228,7 @@ def _bisect(candidates: dict[int, list[int]], fits: Callable[[int, int], bool]) 
         previous_best = batches[lo] if lo >= 0 else previous_best
 
 
-def _one_trial_estimate(study: "Study", probe: Probe) -> float | None:
+def _one_trial_estimate(study: "StudyConfig", probe: Probe) -> float | None:
     """One full trial at the baseline G's largest fit: start-up + the budget's steps at its pace.
 
     The start-up is the probe's own: a point that started a process paid it on top of its steps

@@ -22,6 +22,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.config.hardware import space_for
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.screen_file import Screen, ScreenDrop, ScreenRow, save_screen
@@ -29,23 +30,25 @@ from grpo_ablate.preflight.advise import Advice, run_advise
 from grpo_ablate.preflight.probe import run_probe
 from grpo_ablate.preflight.screen_rule import RULES, SIGNAL_RATIO, Point, drops, kept
 from grpo_ablate.plan.cells import ablation_arms, baseline_arm
-from grpo_ablate.vocab import Arm
+from grpo_ablate.study.owner import check_output_dir, claim_output_dir
+from grpo_ablate.study.setup import started_study
+from grpo_ablate.core.vocab import Arm
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.files.probe_file import Probe
 
-__all__ = ["run_screen", "screen_text", "screened_study", "candidate_arms"]
+__all__ = ["run_screen", "screen_before_training", "screen_text", "screened_study", "candidate_arms"]
 
 
-def candidate_arms(study: "Study") -> list[Arm]:
+def candidate_arms(study: "StudyConfig") -> list[Arm]:
     """The study's arms, as the ablation plans them (the baseline first): the ones the screen may drop."""
     searched = study.temperatures() if isinstance(study.temperatures(), list) else None
     temps = [float(t) for t in searched] if isinstance(searched, list) else None
     return [arm for arm, _ in ablation_arms(study.space, baseline_arm(study), temps)]
 
 
-def screened_study(study: "Study") -> "Study":
+def screened_study(study: "StudyConfig") -> "StudyConfig":
     """The study with the screen's range of G and its temperatures as its search, for advise's predictions."""
     screen = study.file.screen
     assert screen is not None
@@ -60,7 +63,7 @@ def screened_study(study: "Study") -> "Study":
     return dataclasses.replace(study, file=file, space=space_for(file))
 
 
-def run_screen(study: "Study", *, log: Callable[[str], None] = print) -> Screen:
+def run_screen(study: "StudyConfig", *, log: Callable[[str], None] = print) -> Screen:
     """Probe the study's arms, advise over the screen's range, apply the drop rule; write and return screen.json."""
     screen = study.file.screen
     assert screen is not None, "run_screen needs a study with a `screen:` section"
@@ -88,7 +91,23 @@ def run_screen(study: "Study", *, log: Callable[[str], None] = print) -> Screen:
     return result
 
 
-def _rows(study: "Study", wide: "Study", arms: list[Arm], advice: Advice, probe: "Probe") -> list[ScreenRow]:
+def screen_before_training(study: "StudyConfig", source: str, *, log: Callable[[str], None]) -> Screen:
+    """Run the study's screen where it may run (a `screen:` section, a study not yet started), claiming its
+    output folder first; StudyError else. `grpo-ablate screen` and `run` (before its first trial) call it."""
+    if study.file.screen is None:
+        raise StudyError([Problem(path="screen", message=(
+            "the study has no screen: section; add `screen: {}` (the defaults) to screen its arms before training"))],
+            source)
+    check_output_dir(study)
+    if (started := started_study(study)) is not None:
+        raise StudyError([Problem(path="screen", message=(
+            f"{started}: the screen's probe would change its feasible space under it; screen before the study's "
+            "first `run`, or screen a new study.name (--set study.name=...)"))], source)
+    claim_output_dir(study)
+    return run_screen(study, log=log)
+
+
+def _rows(study: "StudyConfig", wide: "StudyConfig", arms: list[Arm], advice: Advice, probe: "Probe") -> list[ScreenRow]:
     """One row per screened (G, batch, temperature): advise's prediction with the probe's pace where it timed it;
     the study's arms marked, an arm the probe saw run out of memory kept with its reason; G values the hardware
     refuses, with why."""

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from grpo_ablate.schedule import prompts_per_round
+from grpo_ablate.core.schedule import prompts_per_round
 
 __all__ = ["Point", "Drop", "drops", "kept", "signal_per_step", "SIGNAL_RATIO", "SLOWER_RATIO", "NO_SPREAD_SHARE", "RULES",
            "ALL_RULES"]

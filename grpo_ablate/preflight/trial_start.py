@@ -12,7 +12,7 @@ A trial start runs, in order, and each refusal used to cost a launch (on a clust
 4. what the trial process builds before the model (trainer/build.py): GRPOConfig from the
    trial's keyword arguments (TRL's own checks), the plan's rounds against TRL's, one reward
    weight per reward; and at the first step, the optimizer class and the learning-rate scheduler
-   (preflight/trial_check.py, in a child: the parent never imports torch);
+   (trainer/trial_check.py, in a child: the parent never imports torch);
 5. vLLM and DeepSpeed importable where the trial uses them.
 Loading the model and the prompts and the first generation are left to `grpo-ablate smoke`,
 which runs one short CPU trial per arm.
@@ -33,16 +33,16 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.children import die_with_parent
+from grpo_ablate.core.children import die_with_parent
 from grpo_ablate.config import Problem
 from grpo_ablate.launch.devices import remote_launcher
 from grpo_ablate.plan.cells import baseline_arm, study_plan
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, Cell
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, Cell
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
-    from grpo_ablate.trainer.spec import TrialSpec
+    from grpo_ablate.config import StudyConfig
+    from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["TrialStartReport", "trial_start_checks", "uses_vllm", "uses_deepspeed", "SMOKE_HINT"]
 
@@ -60,11 +60,11 @@ class TrialStartReport:
     for_this_machine: bool = True
 
 
-def uses_vllm(study: "Study") -> bool:
+def uses_vllm(study: "StudyConfig") -> bool:
     return study.hardware.vllm.mode != "none" or bool(study.trainer.get("use_vllm"))
 
 
-def uses_deepspeed(study: "Study") -> bool:
+def uses_deepspeed(study: "StudyConfig") -> bool:
     """A DeepSpeed config in the trainer keys or the accelerate config's file."""
     if study.trainer.get("deepspeed"):
         return True
@@ -78,7 +78,7 @@ def uses_deepspeed(study: "Study") -> bool:
         return False  # config/places.py already said the file is missing
 
 
-def _cells(study: "Study") -> list[Cell]:
+def _cells(study: "StudyConfig") -> list[Cell]:
     """One cell per arm (its first seed), as `plan --commands` shows them; the baseline for an adaptive study."""
     cells = study_plan(study) or [Cell(baseline_arm(study), study.study.seeds[0], "baseline")]
     seen: set[str] = set()
@@ -92,7 +92,7 @@ def _cells(study: "Study") -> list[Cell]:
 
 def _child(specs: list["TrialSpec"], gpu: bool) -> dict[str, Any]:
     payload = {"specs": [json.loads(s.to_json()) for s in specs], "gpu": gpu}
-    out = subprocess.run([sys.executable, "-m", "grpo_ablate.preflight.trial_check"], input=json.dumps(payload),
+    out = subprocess.run([sys.executable, "-m", "grpo_ablate.trainer.trial_check"], input=json.dumps(payload),
                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
                          timeout=CHILD_TIMEOUT_S, preexec_fn=die_with_parent())
     lines = out.stdout.strip().splitlines()
@@ -103,7 +103,7 @@ def _child(specs: list["TrialSpec"], gpu: bool) -> dict[str, Any]:
     return result
 
 
-def trial_start_checks(study: "Study") -> TrialStartReport:
+def trial_start_checks(study: "StudyConfig") -> TrialStartReport:
     """Run steps 2-5 of the module docstring on a study that passed its file's checks."""
     report = TrialStartReport()
     specs: list[tuple[Cell, "TrialSpec"]] = []

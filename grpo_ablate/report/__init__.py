@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.report.data import ReportData
 
 __all__ = ["write_report", "write_outputs", "study_summary"]
@@ -42,7 +42,7 @@ def write_outputs(data: "ReportData", html_path: Path) -> dict[str, Path]:
     return paths
 
 
-def study_summary(study: "Study") -> dict[str, Any]:
+def study_summary(study: "StudyConfig") -> dict[str, Any]:
     """summary.json's content, computed from the study's storage without writing the report (compare)."""
     from grpo_ablate.report.data import collect  # deferred as above: data loads pandas and the statistics
     from grpo_ablate.report.summary import summary_dict  # deferred as above: pandas
@@ -50,7 +50,7 @@ def study_summary(study: "Study") -> dict[str, Any]:
     return summary_dict(collect(study))
 
 
-def write_report(study: "Study", out: str | os.PathLike[str] | None = None) -> dict[str, Path]:
+def write_report(study: "StudyConfig", out: str | os.PathLike[str] | None = None) -> dict[str, Path]:
     """Read the study's storage and trial folders; write report.html and exports.
 
     `out` is the HTML file (default <output_dir>/report.html); the exports go beside it. A report

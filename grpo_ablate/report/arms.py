@@ -24,7 +24,7 @@ from grpo_ablate.stats.multiplicity import holm
 from grpo_ablate.stats.seeds import ALPHA, TOO_FEW, Comparison, Difference, MetricStat, model_comparison, stat
 from grpo_ablate.stats.sequential import BETTER, UNDECIDED, WORSE
 from grpo_ablate.report.text import delta_words
-from grpo_ablate.vocab import BUILTIN_TASKS, DIAGNOSTIC_METRICS, Arm, Metric, Outcome, finite, metric
+from grpo_ablate.core.vocab import BUILTIN_TASKS, DIAGNOSTIC_METRICS, Arm, Metric, Outcome, finite, metric
 
 __all__ = ["ArmSummary", "Best", "Delta", "summarize_arms", "study_baseline", "best_per_objective",
            "baseline_deltas", "baseline_calls", "baseline_comparison", "table_pvalues", "names_an_arm", "DELTA_METHOD",

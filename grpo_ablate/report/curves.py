@@ -22,7 +22,7 @@ from matplotlib.ticker import EngFormatter
 
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.report.figure import HALF, WIDE, Figure, arm_colors, done_arms, new_axes, png
-from grpo_ablate.vocab import Outcome, Schedule
+from grpo_ablate.core.vocab import Outcome, Schedule
 
 __all__ = ["plot_eval_vs_tokens", "plot_eval_vs_gpu_hours", "plot_eval_seeds", "plot_training_curves",
            "plot_reward_vs_time", "plot_reward_vs_tokens", "TRAINING_CURVES"]

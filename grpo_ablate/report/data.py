@@ -33,17 +33,17 @@ from grpo_ablate.report.objectives import pareto_front, study_objectives
 from grpo_ablate.report.records import (TrialRecord, diagnostics, groups_rows, load_trials, masked, read_trial_files,
                                         record_from_trial, steps_rows, trial_columns)
 from grpo_ablate.report.verdict import Guarantee, Verdict, decide
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.plan.branching import BranchError, branch_step
-from grpo_ablate.cost import lr_schedule_of
-from grpo_ablate.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
-from grpo_ablate.storage import mask_url
+from grpo_ablate.core.cost import lr_schedule_of
+from grpo_ablate.records.gpu_hours import budget_of, duration_text, gpu_hours_text, spent_seconds
+from grpo_ablate.storage.store import mask_url
 from grpo_ablate.plan.price import planned_price, spent_price, tunes_a_run
 from grpo_ablate.plan.design import resolution_line
 from grpo_ablate.report.screen import screen_view
 from grpo_ablate.stats.selection import CONFIDENCE
-from grpo_ablate.race_record import calls_level, race_guarantee
-from grpo_ablate.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
+from grpo_ablate.records.race_record import calls_level, race_guarantee
+from grpo_ablate.core.vocab import (DIAGNOSTIC_METRICS, HEADLINE_METRICS, PREFIX_ROLE, Arm, Metric,
                                Outcome, finite, metric)
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.owned import Owner
@@ -51,7 +51,7 @@ from grpo_ablate.files.owned import Owner
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.files.owned import Owner
 
 __all__ = ["ReportData", "build_report_data", "collect", "read_advice", "report_metrics", "eval_samples",
@@ -386,7 +386,7 @@ def _completions(sample: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def collect(study: "Study", read_from: str | None = None) -> ReportData:
+def collect(study: "StudyConfig", read_from: str | None = None) -> ReportData:
     """Everything the report needs for a loaded study file; `read_from`: the storage URL to read the
     trials from instead of the study's own (a private copy: report.snapshot), still shown as the study's."""
     attrs, frozen = load_trials(read_from or study.storage_url, study.study.name)

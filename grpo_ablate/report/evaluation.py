@@ -6,7 +6,7 @@ print(summarize_eval(read_eval('runs/tiny-cpu/trials/00000')))"
 
 The rows are those of issue 10's interface (one JSON object per evaluation point: point, step,
 completions, generated_tokens, train_seconds, eval_seconds, reward, per_prompt, samples).
-The per-trial formulas (summarize_eval, to_target) are grpo_ablate.metrics'; this module adds
+The per-trial formulas (summarize_eval, to_target) are grpo_ablate.contract.metrics'; this module adds
 what needs the whole study: the target, and the censored figures per arm.
 
 A target-based figure is never averaged over an arm: `CensoredStat` keeps how many seeds reached
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.metrics import EVAL_KEYS as EVAL_METRICS
-from grpo_ablate.metrics import TARGET_COLUMNS as TARGET_KEYS
-from grpo_ablate.metrics import read_jsonl, summarize_eval, to_target
-from grpo_ablate.trial_record import StudyAttrs
-from grpo_ablate.vocab import EVAL_FILE, finite
+from grpo_ablate.contract.metrics import EVAL_KEYS as EVAL_METRICS
+from grpo_ablate.contract.metrics import TARGET_COLUMNS as TARGET_KEYS
+from grpo_ablate.contract.metrics import read_jsonl, summarize_eval, to_target
+from grpo_ablate.records.trial_record import StudyAttrs
+from grpo_ablate.core.vocab import EVAL_FILE, finite
 
 __all__ = ["EVAL_METRICS", "TARGET_KEYS", "DEFAULT_TARGET_FRACTION", "read_eval", "summarize_eval", "to_target",
            "study_has_evaluation", "study_target", "CensoredStat", "censored_stat"]

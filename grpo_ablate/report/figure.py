@@ -22,7 +22,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.data import ReportData
 from grpo_ablate.stats.seeds import MetricStat
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 __all__ = ["Figure", "STYLE", "DPI", "HALF", "WIDE", "png", "new_axes", "palette", "arm_colors", "log2_g_axis",
            "axis_label", "yerr", "done_arms"]

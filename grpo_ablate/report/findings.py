@@ -18,7 +18,7 @@ from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.stats.zero_spread import zero_spread
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.report.text import clip
-from grpo_ablate.vocab import Arm, Outcome
+from grpo_ablate.core.vocab import Arm, Outcome
 
 __all__ = ["Finding", "find_warnings", "consistent", "NEAR_DUPLICATE_DISTINCT_FRAC", "TRUNCATED_CLIPPED_RATIO",
            "ZERO_SPREAD_FRACTION", "LOW_TEMPERATURE"]

@@ -11,7 +11,7 @@ from typing import Sequence
 import pandas as pd
 
 from grpo_ablate.report.records import TrialRecord
-from grpo_ablate.vocab import Arm, Outcome
+from grpo_ablate.core.vocab import Arm, Outcome
 
 __all__ = ["PROMPT_COLUMNS", "RANKING_RULE", "prompt_variance", "success_rate", "success_rates_by_arm"]
 

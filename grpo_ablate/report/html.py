@@ -27,12 +27,12 @@ from grpo_ablate.report.summary import EXPORTS
 from grpo_ablate.report.evaluation import TARGET_KEYS, CensoredStat
 from grpo_ablate.report.groups import RANKING_RULE
 from grpo_ablate.report.text import clip, fmt, fmt_stat, fmt_stat_short
-from grpo_ablate.vocab import TARGET_METRICS, Outcome
-from grpo_ablate.vocab import metric as registry_metric
+from grpo_ablate.core.vocab import TARGET_METRICS, Outcome
+from grpo_ablate.core.vocab import metric as registry_metric
 from grpo_ablate.report.verdict import arm_call
 from grpo_ablate.stats.calls import calls as holm_calls
 from grpo_ablate.stats.min_effect import default_min_effect
-from grpo_ablate.race_record import calls_level, design_words
+from grpo_ablate.records.race_record import calls_level, design_words
 
 __all__ = ["render_html", "view_model", "target_cell", "delta_cell", "held_out_used", "TABLE_ORDER", "EVAL_TABLE_ORDER"]
 

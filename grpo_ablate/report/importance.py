@@ -8,6 +8,8 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Sequence
 
+import optuna
+
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
@@ -21,8 +23,6 @@ def param_importances(frozen: Sequence["FrozenTrial"], feasible: set[int],
     OOM trials are COMPLETE with a violated constraint; their objective values are not results,
     so the feasible trials are copied into an in-memory study per objective.
     """
-    import optuna
-
     trials = [t for t in frozen if t.number in feasible and t.values is not None]
     varying = {k for t in trials for k in t.params if len({repr(u.params.get(k)) for u in trials}) > 1}
     if len(trials) < 3 or not varying:
@@ -37,8 +37,6 @@ def param_importances(frozen: Sequence["FrozenTrial"], feasible: set[int],
 
 def _importances(trials: Sequence["FrozenTrial"], varying: set[str],
                  objectives: Sequence[tuple[str, str]]) -> tuple[dict[str, dict[str, float]], str | None]:
-    import optuna
-
     out: dict[str, dict[str, float]] = {}
     notes: list[str] = []
     for i, (name, direction) in enumerate(objectives):

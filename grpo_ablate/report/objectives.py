@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from grpo_ablate.trial_record import StudyAttrs
-from grpo_ablate.vocab import metric
+from grpo_ablate.records.trial_record import StudyAttrs
+from grpo_ablate.core.vocab import metric
 
 __all__ = ["study_objectives", "pareto_front"]
 

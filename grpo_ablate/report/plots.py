@@ -32,7 +32,7 @@ from grpo_ablate.report.figure import (HALF, STYLE, WIDE, Figure, arm_colors, ax
 from grpo_ablate.stats.seeds import MetricStat, stat
 from grpo_ablate.stats.zero_spread import zero_spread, zero_spread_beta
 from grpo_ablate.report.text import fmt
-from grpo_ablate.vocab import PLANNED_SAMPLERS, Arm, Outcome, metric
+from grpo_ablate.core.vocab import PLANNED_SAMPLERS, Arm, Outcome, metric
 
 __all__ = ["all_figures", "PLOTS", "EVAL_PLOTS", "PER_PROMPT_PLOTS"]
 

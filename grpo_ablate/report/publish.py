@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from grpo_ablate.report.text import fmt, fmt_p
 from grpo_ablate.report.wording import bounded_interval
-from grpo_ablate.storage import open_artifact_store, open_storage
-from grpo_ablate.vocab import Arm, metric
+from grpo_ablate.storage.store import open_artifact_store, open_storage
+from grpo_ablate.core.vocab import Arm, metric
 
 if TYPE_CHECKING:
     import optuna
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["answer_lines", "arms_table", "note_markdown", "publish", "publish_to", "say_answer", "REPORT_ARTIFACT"]
 
@@ -153,7 +153,7 @@ def say_answer(paths: Mapping[str, Path], say: Callable[[str], None] = print) ->
         say(line)
 
 
-def publish(study: "Study", paths: Mapping[str, Path]) -> None:
+def publish(study: "StudyConfig", paths: Mapping[str, Path]) -> None:
     """Write the answer as the study's note and attach report.html to the study (replacing an older copy).
 
     A study that is not in its storage (a report of a study copied elsewhere) is left alone.
@@ -171,6 +171,7 @@ def publish_to(ostudy: "optuna.Study", store: Any, paths: Mapping[str, Path]) ->
     """The note and the artifact on an open study. One report artifact per study: a newer report
     overwrites the stored file under the same id (Optuna has no public way to drop an artifact's
     record, so re-uploading would pile up copies)."""
+    # lazy: as above, only a report that publishes pays Optuna
     from optuna.artifacts import get_all_artifact_meta, upload_artifact
     from optuna_dashboard import save_note  # about a second to import: only a report that publishes pays it
 

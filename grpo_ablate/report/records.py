@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.metrics import read_jsonl  # the one torn-line-tolerant reader of trial files
+from grpo_ablate.contract.metrics import read_jsonl  # the one torn-line-tolerant reader of trial files
 from grpo_ablate.report.evaluation import read_eval
-from grpo_ablate import trial_record as record
-from grpo_ablate.storage import mask_url
-from grpo_ablate.trial_record import outcome_of
-from grpo_ablate.vocab import DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, finite, generations_text
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.storage.store import mask_url
+from grpo_ablate.records.trial_record import outcome_of
+from grpo_ablate.core.vocab import DIAGNOSTIC_METRICS, GROUPS_FILE, METRICS_FILE, Arm, finite, generations_text
 from grpo_ablate.config import Problem, StudyError
-from grpo_ablate.storage import local_file, open_storage
+from grpo_ablate.storage.store import local_file, open_storage
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -109,7 +109,7 @@ def record_from_trial(ft: "FrozenTrial", names: Sequence[str],
 
 def load_trials(storage_url: str, study_name: str) -> tuple[record.StudyAttrs, list["FrozenTrial"]]:
     """The study's attributes and trials; a StudyError naming the fix when there is no such study."""
-    import optuna
+    import optuna  # lazy: Optuna only when trials are read; every command imports this module
 
 
     # opening creates a missing journal/SQLite file; a report must not conjure an empty study

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from grpo_ablate.storage_url import is_rdb_url, local_file
+from grpo_ablate.storage.url import is_rdb_url, local_file
 
 __all__ = ["storage_snapshot", "writes_into_study"]
 

@@ -67,7 +67,7 @@ def summary_dict(data: ReportData) -> dict[str, Any]:
         "metrics": {m: {"direction": d.direction, "description": d.description} for m, d in data.metrics.items()},
         "recommendation": data.recommendation,
         # the answer's words and the statistics behind them (comparison, p-value, interval, detectable
-        # difference, seeds needed, timing noise): what `compare` and benchmarks/verdict.py read
+        # difference, seeds needed, timing noise): what `compare` and tools/verdict.py read
         "verdict": data.verdict.as_dict() if data.verdict else None,
         "evaluation": {"has_evaluation": data.has_eval, "target": data.target, "target_words": data.target_words},
         "best": best,

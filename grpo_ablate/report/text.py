@@ -14,7 +14,7 @@ import math
 import numbers
 
 from grpo_ablate.stats.seeds import Comparison, Difference, MetricStat
-from grpo_ablate.vocab import Metric
+from grpo_ablate.core.vocab import Metric
 
 __all__ = ["fmt", "fmt_p", "fmt_interval", "fmt_stat", "fmt_stat_short", "delta_words", "clip", "MISSING"]
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from grpo_ablate.report.arms import ArmSummary
 from grpo_ablate.report.records import TrialRecord
 from grpo_ablate.stats.seeds import coefficient_of_variation
-from grpo_ablate.vocab import METRICS, Outcome, finite, metric
+from grpo_ablate.core.vocab import METRICS, Outcome, finite, metric
 
 __all__ = ["TIME_TWINS", "TimingNoise", "timing_noise"]
 

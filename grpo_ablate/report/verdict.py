@@ -62,7 +62,7 @@ from grpo_ablate.stats.seeds import (ALPHA, MODEL_PAIRED, Comparison, MetricStat
                                      seeds_needed, stat)
 from grpo_ablate.stats.selection import CONFIDENCE, select
 from grpo_ablate.stats.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, classify
-from grpo_ablate.vocab import Arm, Metric, Outcome, finite, metric
+from grpo_ablate.core.vocab import Arm, Metric, Outcome, finite, metric
 
 __all__ = ["Verdict", "ArmVerdict", "Stuck", "Secondary", "Guarantee", "decide", "judge", "arm_call", "verdict_metric",
            "NO_SPREAD_FRACTION", "arm_costs", "arm_hours", "learned_nothing", "SEQUENTIAL_METHOD"]

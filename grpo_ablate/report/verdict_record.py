@@ -16,7 +16,7 @@ from grpo_ablate.report.timing_noise import TimingNoise
 from grpo_ablate.stats.seeds import ALPHA, POWER, Comparison, MetricStat
 from grpo_ablate.stats.selection import Selection
 from grpo_ablate.stats.sequential import UNDECIDED
-from grpo_ablate.vocab import Arm
+from grpo_ablate.core.vocab import Arm
 
 __all__ = ["Verdict", "ArmVerdict", "Stuck", "Secondary", "Guarantee"]
 

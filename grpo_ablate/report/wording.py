@@ -21,7 +21,7 @@ from grpo_ablate.report.text import fmt, fmt_interval, fmt_p
 from grpo_ablate.report.verdict_record import Stuck, Verdict
 from grpo_ablate.stats.selection import HOW
 from grpo_ablate.stats.seeds import MetricStat
-from grpo_ablate.vocab import metric
+from grpo_ablate.core.vocab import metric
 
 __all__ = ["answer_lines", "details", "notes", "bounded_interval", "guarantee_words", "LINES"]
 

@@ -19,7 +19,7 @@ scale applied to another quantity:
 
 from __future__ import annotations
 
-from grpo_ablate.vocab import METRICS, Metric
+from grpo_ablate.core.vocab import METRICS, Metric
 
 __all__ = ["DEFAULT_SHARE", "REWARD_MIN_EFFECT", "default_min_effect"]
 

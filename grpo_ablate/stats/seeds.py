@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from grpo_ablate.vocab import finite
+from grpo_ablate.core.vocab import finite
 
 __all__ = ["MetricStat", "Difference", "stat", "difference", "t975", "Comparison", "compare_to_baseline",
            "model_comparison", "MODEL_PAIRED", "MODEL_UNPAIRED", "TOO_FEW",
@@ -198,6 +198,7 @@ class Comparison:
 
 
 def _t_ppf(q: float, df: float) -> float:
+    # lazy: scipy when first called; the tables import this module stdlib-only (docstring)
     from scipy import stats as st
 
     return float(st.t.ppf(q, df))
@@ -234,6 +235,7 @@ class MeanDifference:
 
     def one_sided_p(self, null: float = 0.0, greater: bool = True) -> float:
         """p of "the difference exceeds `null`" (greater) or "falls below it"."""
+        # lazy: scipy when first called; the tables import this module stdlib-only (docstring)
         from scipy.special import stdtr
 
         t = self._t(null) if greater else -self._t(null)
@@ -307,6 +309,7 @@ def model_comparison(d: MeanDifference, *, low: float | None = None, high: float
 
 def _power(delta: float, sd: float, n: int, paired: bool, alpha: float = ALPHA) -> float:
     """Power of the two-sided t test to see a true difference `delta` (noncentral t)."""
+    # lazy: scipy when first called; the tables import this module stdlib-only (docstring)
     from scipy import stats as st
 
     if paired:
@@ -331,6 +334,7 @@ def detectable_difference(sd: float, n: int, paired: bool = True, power: float =
     """
     if n < 2 or not sd or not math.isfinite(sd) or sd <= 0:
         return None
+    # lazy: scipy when first called; the tables import this module stdlib-only (docstring)
     from scipy.optimize import brentq
 
     hi = sd

@@ -47,6 +47,7 @@ from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
+from scipy.optimize import brentq
 
 __all__ = ["Interval", "betting_cs", "t_cs", "confidence_sequence", "classify", "Call", "BETTER", "WORSE",
            "EQUIVALENT", "UNDECIDED", "CALLS", "METHODS", "ALPHA"]
@@ -116,8 +117,6 @@ def _lai_log_m(n: int, t2: np.ndarray, rho: float) -> np.ndarray:
 @lru_cache(maxsize=4096)
 def _t_star(n: int, alpha: float, rho: float) -> float:
     """The |t| at which M_n reaches 1/alpha (it depends on n only); inf when M_n never does."""
-    from scipy.optimize import brentq
-
     target = math.log(1.0 / alpha)
     f = lambda tt: float(_lai_log_m(n, np.array([tt * tt]), rho)[0]) - target  # noqa: E731
     # as t grows M_n tends to ((n+rho)/rho)^((n-1)/2): below 1/alpha (few observations) no

@@ -28,6 +28,7 @@ def beta_moment(g: float, a: float, b: float) -> float:
         for k in range(int(g)):
             out *= (a + k) / (a + b + k)
         return out
+    # lazy: the trial imports this module (trainer/g_policy.py); scipy only for a Beta law
     from scipy.special import betaln
 
     return math.exp(float(betaln(a + g, b) - betaln(a, b)))

@@ -12,9 +12,9 @@ import csv
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.vocab import HEADLINE_FILE, METRICS, METRICS_FILE, REWARD_CURVE_FILE, Cell, finite
-from grpo_ablate.metrics import read_rows, summarize_trial
-from grpo_ablate.trial_record import cell_of
+from grpo_ablate.core.vocab import HEADLINE_FILE, METRICS, METRICS_FILE, REWARD_CURVE_FILE, Cell, finite
+from grpo_ablate.contract.metrics import read_rows, summarize_trial
+from grpo_ablate.records.trial_record import cell_of
 
 if TYPE_CHECKING:
     import optuna
@@ -44,6 +44,7 @@ def headline_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
 
 def upload_trial_artifacts(store: "optuna.artifacts.FileSystemArtifactStore", trial: "optuna.Trial", trial_dir: Path) -> None:
     """Attach the headline table, metrics.jsonl and the reward curve to the trial; OSErrors (a full disk) propagate."""
+    # lazy: Optuna only when files are uploaded; every command imports study/
     from optuna.artifacts import upload_artifact
 
 

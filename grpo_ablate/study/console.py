@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import LOG_FILE, Outcome
+from grpo_ablate.core.vocab import LOG_FILE, Outcome
 
 if TYPE_CHECKING:
     from typing import Callable
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
     from grpo_ablate.study.lifecycle import Ended, Running
 
 __all__ = ["StudyConsole", "Counts"]
@@ -82,7 +82,7 @@ class StudyConsole:
         with self._lock:
             self.console.print(text, markup=False, soft_wrap=True)
 
-    def ended(self, study: "Study", ended: "Ended") -> None:
+    def ended(self, study: "StudyConfig", ended: "Ended") -> None:
         shown = ", ".join(f"{m}={v:.4g}" for m, v in zip(study.metric_names, ended.values or []))
         line = f"[trial {ended.number}] {ended.outcome}" + (f": {shown}" if shown else "")
         if ended.reason and ended.outcome != Outcome.COMPLETED.value:
@@ -101,7 +101,7 @@ class StudyConsole:
                 line += f" ({doing})"
         self.say(line)
 
-    def summary(self, study: "Study", ostudy: "optuna.Study", ended: "Callable[[FrozenTrial], str | None]") -> None:
+    def summary(self, study: "StudyConfig", ostudy: "optuna.Study", ended: "Callable[[FrozenTrial], str | None]") -> None:
         """Trials by outcome (the answer follows from the report); a warm start's copies are counted apart. A trial
         still RUNNING in the storage is "running" only while a run may run it: `ended(trial)` says why not (this
         run, which has ended, could not record it; its run is dead), and it is counted as "not recorded"."""

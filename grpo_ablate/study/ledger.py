@@ -37,7 +37,7 @@ import secrets
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from grpo_ablate.plan.branching import branches
-from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
+from grpo_ablate.records.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLED, CELL, CONFIG, COPY_OF, EVALUATION, FINISHED, HARDWARE,
                                       HOST, OBJECTIVES, ON_LOSS, OOM_CONSTRAINT, ORCHESTRATOR_RSS, OUTCOME, OWNER_RUN, PID,
                                       PLAN_READY, PRUNED_AT, QUEUED_PARAMS, RACING, REASON, REASON_CHARS, RESUMED_FROM,
                                       RETRY_COUNTED, RETRY_OF, ROLE, SEED, SPACE, TRIAL_DIR, VERSIONS, StudyAttrs, arm_of,
@@ -46,16 +46,16 @@ from grpo_ablate.trial_record import (ARM_KEY, BASELINE, BRANCHED_FROM, CANCELLE
                                       retry_of, seed_of, study_attrs, trial_dir, branched_from, AWAITS_PREFIX,
                                       SPEC_FINGERPRINT, REQUEUED_BY, TAKEN_BY, awaits_prefix, spec_fingerprint)
 from grpo_ablate.launch.registry import reclaim_trial
-from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Cell, Outcome
+from grpo_ablate.core.vocab import HEADLINE_METRICS, PREFIX_ROLE, Cell, Outcome
 from grpo_ablate.study.search.encoding import DEFAULT_ENCODING, PLAN, encode_arm, suggest_arm
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
-    from grpo_ablate.trainer.spec import TrialResult
-    from grpo_ablate.vocab import Arm
+    from grpo_ablate.config import StudyConfig
+    from grpo_ablate.contract.result import TrialResult
+    from grpo_ablate.core.vocab import Arm
 
 __all__ = [
     # trial attributes
@@ -81,7 +81,7 @@ _OUTCOMES = {o.value: o for o in Outcome}
 # ---------------------------------------------------------------- queueing
 
 
-def cell_params(study: "Study", arm: "Arm") -> tuple[dict[str, Any], dict[str, Any]] | None:
+def cell_params(study: "StudyConfig", arm: "Arm") -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(params, distributions) that make `suggest_cell` draw this arm in this study; None: not encodable."""
 
     return encode_arm(arm, study.space, study.temperatures(), PLAN if study.is_planned else DEFAULT_ENCODING)
@@ -96,7 +96,7 @@ def enqueue(ostudy: "optuna.Study", params: Mapping[str, Any], attrs: Mapping[st
     ostudy.enqueue_trial(dict(params), user_attrs={**attrs, QUEUED_PARAMS: dict(params)})
 
 
-def queue(ostudy: "optuna.Study", study: "Study", cells: Iterable[Cell],
+def queue(ostudy: "optuna.Study", study: "StudyConfig", cells: Iterable[Cell],
           fingerprints: Mapping[int, str] | None = None) -> int:
     """Queue the cells the study does not hold yet (run, running, queued or imported); how many were queued.
 
@@ -142,10 +142,10 @@ def completed_prefixes(trials: Sequence["FrozenTrial"], fingerprints: Mapping[in
     return out
 
 
-def retrain_prefix(ostudy: "optuna.Study", study: "Study", cell: Cell) -> bool:
+def retrain_prefix(ostudy: "optuna.Study", study: "StudyConfig", cell: Cell) -> bool:
     """Queue the prefix `cell` again (its seed's checkpoint is missing, damaged or of an earlier study file), as a
     retry of its last attempt; False when an attempt of it is already queued or running."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only when the study is written; every command imports the ledger
 
     attempts = [t for t in ostudy.get_trials(deepcopy=False) if cell_key(t) == cell.key]
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in attempts):
@@ -162,7 +162,7 @@ def retrain_prefix(ostudy: "optuna.Study", study: "Study", cell: Cell) -> bool:
 
 def ask(ostudy: "optuna.Study", planned: bool) -> "optuna.Trial | None":
     """The next trial: a queued cell, or (adaptive samplers) the sampler's proposal."""
-    import optuna
+    import optuna  # lazy: Optuna only when the study is written; every command imports the ledger
 
     if not planned:
         return ostudy.ask()  # pops a queued cell first, else proposes
@@ -172,7 +172,7 @@ def ask(ostudy: "optuna.Study", planned: bool) -> "optuna.Trial | None":
     return None if trial_id is None else optuna.Trial(ostudy, trial_id)
 
 
-def suggest_cell(trial: "optuna.Trial", study: "Study") -> Cell:
+def suggest_cell(trial: "optuna.Trial", study: "StudyConfig") -> Cell:
     """Draw the trial's cell and write it to the trial; only feasible pairs can be drawn.
 
     The arm goes through the study's encoding (queued params are replayed, an adaptive sampler
@@ -195,7 +195,7 @@ def next_seed(trials: Sequence["FrozenTrial"], number: int, arm_key: str, seeds:
     """An adaptive proposal's seed: the first study seed this arm has not run, is not running and
     did not import. Once every listed seed has, a seed past all of them: the same arm on a seed it
     already ran would repeat that trial bit for bit and teach nothing."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only when the study is written; every command imports the ledger
 
     used = {s for t in trials if t.number != number and t.state != TrialState.WAITING
             and t.user_attrs.get(ARM_KEY) == arm_key and outcome(t) is not Outcome.INTERRUPTED
@@ -204,14 +204,14 @@ def next_seed(trials: Sequence["FrozenTrial"], number: int, arm_key: str, seeds:
     return fresh[0] if fresh else max([*seeds, *used]) + 1
 
 
-def add_copies(ostudy: "optuna.Study", study: "Study", source: str,
+def add_copies(ostudy: "optuna.Study", study: "StudyConfig", source: str,
                results: Sequence[tuple["FrozenTrial", Cell]]) -> int:
     """Give the sampler another study's results (a warm start): each becomes a COMPLETE trial of
     this study with COPY_OF "<source>#<number>", in this study's encoding of its cell. A copy
     never ran here: it is no result of this study and does not count toward n_trials
     (trial_record.ran_here), and `queue` never runs its cell. How many were added (a result
     whose arm this study cannot encode is left out)."""
-    import optuna
+    import optuna  # lazy: Optuna only when the study is written; every command imports the ledger
 
     copies = []
     for t, cell in results:
@@ -307,7 +307,7 @@ def _lost(trials: Mapping[int, "FrozenTrial"], me: "FrozenTrial", why: str, max_
     return {OUTCOME: Outcome.INTERRUPTED.value, REASON: why[:REASON_CHARS]}, True
 
 
-def objective_values(study: "Study", metrics: Mapping[str, Any]) -> list[float] | None:
+def objective_values(study: "StudyConfig", metrics: Mapping[str, Any]) -> list[float] | None:
     """The study's objective values from a trial's metrics; None when one is missing or not finite."""
     vals = []
     for m in study.metric_names:
@@ -326,7 +326,7 @@ def record_metrics(trial: "optuna.Trial", metrics: Mapping[str, Any]) -> None:
             trial.set_user_attr(key, None if isinstance(v, float) and not math.isfinite(v) else v)
 
 
-def tell(ostudy: "optuna.Study", trial: "optuna.Trial", study: "Study", result: "TrialResult") -> Outcome:
+def tell(ostudy: "optuna.Study", trial: "optuna.Trial", study: "StudyConfig", result: "TrialResult") -> Outcome:
     """Tell a finished trial process (completed, oom, pruned, failed) to the study; the outcome recorded.
 
     Outcomes map to Optuna states so that samplers learn the right thing: completed -> COMPLETE
@@ -334,7 +334,7 @@ def tell(ostudy: "optuna.Study", trial: "optuna.Trial", study: "Study", result: 
     memory ends, which a FAIL would not teach it; its values are the partial metrics, else 0);
     pruned -> PRUNED; failed -> FAIL with the reason.
     """
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only when the study is written; every command imports the ledger
 
     metrics = result.metrics or {}
     record_metrics(trial, metrics)
@@ -363,7 +363,7 @@ def tell(ostudy: "optuna.Study", trial: "optuna.Trial", study: "Study", result: 
 
 def fail(ostudy: "optuna.Study", trial: "optuna.Trial", why: str) -> Outcome:
     """The trial failed through its own fault: counted, not retried."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only when the study is written; every command imports the ledger
 
     trial.set_user_attr(OUTCOME, Outcome.FAILED.value)
     trial.set_user_attr(REASON, why[:REASON_CHARS])
@@ -402,6 +402,7 @@ def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", numb
     this very call, cut short by an outage after the state was written, still queues the
     retry and returns the outcome. Without it, every call is its own.
     """
+    # lazy: Optuna only when the study is written; every command imports the ledger
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
@@ -436,6 +437,7 @@ def set_aside(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", nu
     """A branch that cannot start because its seed's prefix is being trained again: it ends interrupted, its retry
     not counted (no fault of its cell) and not queued now; `queue` queues its cell again once the prefix completed.
     None when the trial was already finished (another process got there first)."""
+    # lazy: Optuna only when the study is written; every command imports the ledger
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
@@ -460,6 +462,7 @@ def cancel_queued(ostudy: "optuna.Study", arm_keys: Iterable[str], why: str) -> 
     worker claims between the read and the write is left to run (its state is no longer WAITING).
     Returns how many were cancelled.
     """
+    # lazy: Optuna only when the study is written; every command imports the ledger
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 

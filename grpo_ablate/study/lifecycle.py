@@ -27,33 +27,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+import psutil
+
 from grpo_ablate.study import ledger
 from grpo_ablate.study.artifacts import upload_trial_artifacts
 from grpo_ablate.launch.devices import claim_cpu_share
 from grpo_ablate.study.limits import resolve_timeout
 from grpo_ablate.study.owner import HOST, new_run
-from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.errors import database_fault, machine_fault
-from grpo_ablate.storage import patiently
-from grpo_ablate.plan.cells import StudyPlan
+from grpo_ablate.study.trial_spec import plan_spec
+from grpo_ablate.core.errors import database_fault, machine_fault
+from grpo_ablate.storage.store import patiently
+from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.study.prefixes import BranchSetAside, Prefixes
 from grpo_ablate.study.setup import queue_ready_branches
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
-from grpo_ablate.trainer.spec import StartFrom
+from grpo_ablate.contract.spec import StartFrom, TrialSpec
 from grpo_ablate.launch import finish, launcher_for, reclaim_trial, request_stop
 from grpo_ablate.launch.base import ReclaimPending
 from grpo_ablate.launch.watch import mark_taken
-from grpo_ablate.vocab import (EVAL_FILE, LEASE_ENV, LEASE_FILE, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, STOP_FILE,
+from grpo_ablate.core.vocab import (EVAL_FILE, LEASE_ENV, LEASE_FILE, LOG_FILE, PREFIX_ROLE, RESULT_FILE, SPEC_FILE, STOP_FILE,
                                TAKEN_FILE, TRIALS_DIR, Cell, Outcome, trial_dir_name)
-from grpo_ablate.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
+from grpo_ablate.contract.metrics import EVAL_KEYS, read_jsonl, summarize, summarize_eval
 from grpo_ablate.study.search.fidelity import ComputeClock, quantum
 
 if TYPE_CHECKING:
     import optuna
 
-    from grpo_ablate.config import Study
-    from grpo_ablate.trainer.spec import TrialResult
+    from grpo_ablate.config import StudyConfig
+    from grpo_ablate.contract.result import TrialResult
 
 __all__ = ["Running", "Registry", "Ended", "TrialLifecycle", "HOST", "StorageUnavailable", "trial_dir_of"]
 
@@ -67,7 +69,7 @@ class StorageUnavailable(Exception):
 
 
 
-def trial_dir_of(study: "Study", number: int) -> Path:
+def trial_dir_of(study: "StudyConfig", number: int) -> Path:
     return (study.output_dir / TRIALS_DIR / trial_dir_name(number)).resolve()
 
 
@@ -164,7 +166,7 @@ class Ended:
 
 
 class TrialLifecycle:
-    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
+    def __init__(self, study: "StudyConfig", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
                  artifacts: "optuna.artifacts.FileSystemArtifactStore", registry: Registry, *, workers: int,
                  heartbeat: bool, say: Callable[[str], None], plan: StudyPlan) -> None:
         self.study = study
@@ -182,7 +184,7 @@ class TrialLifecycle:
         # how long a storage outage is waited out before the run stops with what it kept (storage.patiently): the
         # heartbeat's grace, after which other runs may judge this one's trials dead (study/liveness.py)
         self.storage_wait_s = float(study.study.grace_period or 3 * study.study.heartbeat_interval)
-        self.prefixes = Prefixes(study, plan.cells) if plan.branch_step is not None else None
+        self.prefixes = Prefixes(study, plan, plan.cells) if plan.branch_step is not None else None
 
     # ---- ask -> register
 
@@ -213,7 +215,8 @@ class TrialLifecycle:
                     env = {**env, **share.env()}
                 start_from = self._branch_point(trial, cell)
                 env = {**env, LEASE_ENV: str(self.study.study.heartbeat_interval)}  # trainer/lease.py renews at this pace
-                spec = build_spec(self.study, cell, run.trial_dir, env, timeout=self.trial_timeout_s, start_from=start_from)
+                spec = plan_spec(self.study, self.plan, cell, run.trial_dir, env, timeout=self.trial_timeout_s,
+                                 start_from=start_from)
                 ledger.record_spec_fingerprint(trial, spec_fingerprint(json.loads(spec.to_json())))
                 finished = self._finished_predecessor(trial, spec)
                 if finished is not None and cell.role == PREFIX_ROLE:  # its sealed last step is its branches' start
@@ -301,7 +304,7 @@ class TrialLifecycle:
 
     def _taken(self, number: int) -> str | None:
         """Why this run's trial is no longer its own (another run judged it dead and queued it again); else None."""
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
         study_id = self.storage.get_study_id_from_name(self.ostudy.study_name)
         ft = self.storage.get_trial(self.storage.get_trial_id_from_study_id_trial_number(study_id, number))
@@ -349,7 +352,7 @@ class TrialLifecycle:
         with self.registry.lock:
             ended = self._tell(trial, result, token)
             if ended.outcome == Outcome.COMPLETED.value:
-                n = queue_ready_branches(self.ostudy, self.study, self.plan.cells)
+                n = queue_ready_branches(self.ostudy, self.study, self.plan)
                 self.say(f"[trial {trial.number}] seed {cell.seed}'s prefix is sealed at step {spec.max_steps}: "
                          f"queued {n} branch(es)")
         return ended
@@ -388,10 +391,10 @@ class TrialLifecycle:
         return None
 
     @staticmethod
-    def _prefix_whole(folder: Path, spec: Any, fingerprint: str) -> bool:
+    def _prefix_whole(folder: Path, spec: TrialSpec, fingerprint: str) -> bool:
         """A finished prefix is its branches' start: it is recorded from its files only with its last checkpoint whole
         (one that fails was found by a branch, and the prefix is being trained again for it). True for other roles."""
-        if spec.checkpoint is None or not spec.checkpoint.get("final"):
+        if spec.checkpoint is None or not spec.checkpoint.final:
             return True
         last = next((c for c in checkpoints.sealed_checkpoints(folder) if c.step == spec.max_steps), None)
         return last is not None and checkpoints.verify(last, fingerprint) is None
@@ -488,7 +491,7 @@ class TrialLifecycle:
         interval = self.study.study.heartbeat_interval
 
         def beat() -> None:
-            from optuna.trial import TrialState
+            from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
             while not stop.is_set():
                 try:
@@ -552,6 +555,4 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def _rss_mb() -> float:
-    import psutil
-
     return round(psutil.Process().memory_info().rss / 2**20, 1)

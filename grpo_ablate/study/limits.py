@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from grpo_ablate.config.schema import MAX_SECONDS
-from grpo_ablate.estimate import estimate_trial
-from grpo_ablate.gpu_hours import TrialTime, duration_text
+from grpo_ablate.plan.estimate import estimate_trial, trial_time
+from grpo_ablate.records.gpu_hours import TrialTime, duration_text
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["TIMEOUT_FACTOR", "TIMEOUT_SLACK_S", "NO_ESTIMATE_TIMEOUT_S", "planned_estimate", "derived_timeout",
            "resolve_timeout", "timeout_warning"]
@@ -29,13 +29,10 @@ TIMEOUT_SLACK_S = 600.0  # ... plus 10 minutes (start-up, model download, a vLLM
 NO_ESTIMATE_TIMEOUT_S = 3600.0  # before anything is known: one hour, until the first trial finishes
 
 
-def planned_estimate(study: "Study") -> TrialTime | None:
+def planned_estimate(study: "StudyConfig") -> TrialTime | None:
     """One trial's seconds as estimate.estimate_trial gives them (measured from the study's storage file or
     probe.json, else the assumption range); None when nothing estimates a trial."""
-    est = estimate_trial(study)
-    if est.seconds is None:
-        return None
-    return TrialTime((float(est.seconds[0]), float(est.seconds[1])), est.measured, est.source)
+    return trial_time(estimate_trial(study))
 
 
 # ------------------------------------------------------------------ the timeout

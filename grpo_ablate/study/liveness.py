@@ -35,7 +35,7 @@ from grpo_ablate.launch.registry import ReclaimPending
 from grpo_ablate.launch.watch import mark_taken
 from grpo_ablate.study import ledger
 from grpo_ablate.study.owner import RunIdentity, dead_owner
-from grpo_ablate.vocab import LEASE_FILE
+from grpo_ablate.core.vocab import LEASE_FILE
 
 if TYPE_CHECKING:
     import optuna
@@ -48,6 +48,7 @@ def heartbeat_stale(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorag
     """The numbers of the study's RUNNING trials whose heartbeat is older than the storage's grace period (the
     database's own clock); empty for a storage without heartbeats. Optuna keeps the test private
     (RDBStorage._get_stale_trial_ids, used by its own fail_stale_trials): this is its one caller here."""
+    # lazy: Optuna only while a study runs; every command imports study/
     from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 
     if not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
@@ -99,7 +100,7 @@ class Liveness:
              max_retry: int, say: Callable[[str], None]) -> int:
         """Queue again every RUNNING trial whose run is dead, after marking it taken and ending what its launcher
         left; `own`: this run's trials (alive by definition). How many were queued again."""
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
         stale = heartbeat_stale(ostudy, storage)
         n = 0

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from grpo_ablate.children import process_start_time
+from grpo_ablate.core.children import process_start_time
 from grpo_ablate.config import Problem, StudyError
-from grpo_ablate.storage import is_rdb_url
-from grpo_ablate.storage_url import storage_identity as identity
+from grpo_ablate.storage.store import is_rdb_url
+from grpo_ablate.storage.url import storage_identity as identity
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["OWNER_FILE", "HOST", "RunIdentity", "new_run", "dead_owner", "claim_output_dir", "check_output_dir",
            "check_unowned_folder", "read_owner", "storage_identity"]
@@ -86,7 +86,7 @@ def dead_owner(host: str | None, pid: int | None, run: Mapping[str, str], curren
 OWNER_FILE = ".grpo-ablate-owner.json"
 
 
-def storage_identity(study: "Study") -> str:
+def storage_identity(study: "StudyConfig") -> str:
     """The storage as compared and shown: a journal inside the folder by its relative path (the
     folder may move), any other journal by its absolute path, a database by storage_url's
     identity (dialect, resolved host, port, database: no credentials, no driver)."""
@@ -118,7 +118,7 @@ def read_owner(output_dir: str | os.PathLike[str]) -> dict[str, str] | None:
     return {"study": str(raw.get("study", "?")), "storage": str(raw.get("storage", "?"))}
 
 
-def check_output_dir(study: "Study") -> None:
+def check_output_dir(study: "StudyConfig") -> None:
     """StudyError (one line: the folder, its owner, the fix) when another study owns the folder."""
     owner = read_owner(study.output_dir)
     if owner is None:
@@ -133,7 +133,7 @@ def check_output_dir(study: "Study") -> None:
         f"Give this study its own folder (--set study.output_dir=...), or use the owner's study.name and storage"))])
 
 
-def check_unowned_folder(study: "Study", study_names: list[str]) -> None:
+def check_unowned_folder(study: "StudyConfig", study_names: list[str]) -> None:
     """A folder written before owners were recorded: refuse a new study where trial folders already are.
 
     `study_names`: the studies in this study's storage. A study that is not among them is new,
@@ -151,7 +151,7 @@ def check_unowned_folder(study: "Study", study_names: list[str]) -> None:
         f"study.name and storage that wrote them"))])
 
 
-def claim_output_dir(study: "Study") -> None:
+def claim_output_dir(study: "StudyConfig") -> None:
     """Record this study as the folder's owner unless one is recorded; StudyError when another is.
 
     Written to a temporary file and linked into place, so the owner file is never half-written

@@ -28,14 +28,15 @@ from typing import TYPE_CHECKING, Sequence
 from grpo_ablate.study import ledger
 from grpo_ablate.study.retry import cell_fingerprint
 from grpo_ablate.trainer import checkpoints
-from grpo_ablate.trainer.spec import StartFrom
-from grpo_ablate.vocab import PREFIX_ROLE, TRIALS_DIR, Cell
+from grpo_ablate.contract.spec import StartFrom
+from grpo_ablate.core.vocab import PREFIX_ROLE, TRIALS_DIR, Cell
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
+    from grpo_ablate.plan.run_plan import StudyPlan
 
 __all__ = ["Prefixes", "BranchSetAside"]
 
@@ -47,8 +48,10 @@ class BranchSetAside(Exception):
 class Prefixes:
     """Today's prefix of each seed of a branching study, and the checks a branch start makes (one per run)."""
 
-    def __init__(self, study: "Study", cells: Sequence[Cell]) -> None:
+    def __init__(self, study: "StudyConfig", plan: StudyPlan, cells: Sequence[Cell]) -> None:
+        """`cells`: the plan's, or the part of them being queued (a racing round): their seeds' prefixes."""
         self.study = study
+        self.plan = plan
         self.cells = {c.seed: c for c in cells if c.role == PREFIX_ROLE}
         self._fingerprints: dict[int, str | None] = {}
 
@@ -56,7 +59,7 @@ class Prefixes:
         """The fingerprint of the prefix spec today's study file builds for `seed` (None: it cannot be built)."""
         if seed not in self._fingerprints:
             cell = self.cells.get(seed)
-            self._fingerprints[seed] = cell_fingerprint(self.study, cell) if cell is not None else None
+            self._fingerprints[seed] = cell_fingerprint(self.study, self.plan, cell) if cell is not None else None
         return self._fingerprints[seed]
 
     def fingerprints(self) -> dict[int, str]:

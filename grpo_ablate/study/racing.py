@@ -43,7 +43,7 @@ the report say which ran.
 
 Each round's state is stored on the study by the ledger (set_race; read back as StudyAttrs.racing): its design, drops
 with their round and reason, and every round's look in its `path`, which the report shows. That record (RaceState,
-Drop) and its readers (calls_level, race_guarantee, design_words) are grpo_ablate/race_record.py's, a floor below,
+Drop) and its readers (calls_level, race_guarantee, design_words) are grpo_ablate/records/race_record.py's, a floor below,
 so the report reads a race without importing this module; this one decides the race.
 The repeated paired t-test the race used in round 2 lives in benchmarks/sequential.py only, where
 its replay shows why it was replaced.
@@ -55,8 +55,8 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from grpo_ablate.plan.cells import StudyPlan, resolve_plan
-from grpo_ablate.race_record import (ALPHA, ANYTIME, ELIMINATION, ELIMINATION_LEVEL, GROUP_SEQUENTIAL, Drop,
+from grpo_ablate.plan.run_plan import StudyPlan
+from grpo_ablate.records.race_record import (ALPHA, ANYTIME, ELIMINATION, ELIMINATION_LEVEL, GROUP_SEQUENTIAL, Drop,
                                      RaceState)
 from grpo_ablate.study.search.early_rank import race_decides_at
 from grpo_ablate.stats.calls import calls as holm_calls
@@ -67,12 +67,12 @@ from grpo_ablate.stats.selection import select
 from grpo_ablate.stats.sequential import EQUIVALENT, UNDECIDED, WORSE, classify
 from grpo_ablate.stats.spending import plan as spending_plan
 from grpo_ablate.study import ledger
-from grpo_ablate.vocab import METRICS
+from grpo_ablate.core.vocab import METRICS
 
 if TYPE_CHECKING:
     import optuna
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["Rule", "decide", "arm_results", "advance", "describe", "rule_of"]
 
@@ -108,7 +108,7 @@ class Rule:
         return spending_plan(self.spending, looks, top, ALPHA).level(seeds)
 
 
-def rule_of(study: "Study") -> Rule:
+def rule_of(study: "StudyConfig") -> Rule:
     """The study's rule: study.min_effect (default: stats/min_effect.py, per metric), the race's design,
     confidence, method and stop key, the objective's range as the betting bound, the planned seeds."""
     racing = study.study.racing
@@ -334,15 +334,12 @@ def arm_results(ostudy: "optuna.Study") -> dict[str, dict[int, float]]:
     return out
 
 
-def advance(ostudy: "optuna.Study", study: "Study", plan: StudyPlan | None = None, queue_next: bool = True) -> RaceState:
-    """Close the round that just finished and queue the next one; the new state is written by the ledger (set_race).
-
-    `plan`: the run's (made here when None). `queue_next=False`: the study's trial budget is spent, so the
-    race ends with this round.
+def advance(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan, queue_next: bool = True) -> RaceState:
+    """Close the round that just finished and queue the next one from the run's plan; the new state is written by
+    the ledger (set_race). `queue_next=False`: the study's trial budget is spent, so the race ends with this round.
     """
     racing = study.study.racing
     assert racing is not None
-    plan = resolve_plan(study) if plan is None else plan
     arms = list(dict.fromkeys(c.arm.key for c in plan.cells))
 
     state = RaceState.from_dict(ledger.study_attrs(ostudy).racing, arms)
@@ -362,7 +359,7 @@ def advance(ostudy: "optuna.Study", study: "Study", plan: StudyPlan | None = Non
     stopped = set(arms) - set(state.live) if not state.decided else set(arms)
     ledger.cancel_queued(ostudy, stopped, f"racing settled the arm in round {state.round}")
     if not state.decided:
-        ledger.queue(ostudy, study, plan.round(study, state.round + 1, set(state.live)))
+        ledger.queue(ostudy, study, plan.round(list(study.study.seeds), racing.first_round_seeds, state.round + 1, set(state.live)))
     return state
 
 

@@ -32,20 +32,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
-from grpo_ablate.plan.cells import study_plan
+from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.study import ledger
-from grpo_ablate.study.trial_spec import build_spec
+from grpo_ablate.study.trial_spec import plan_spec
 from grpo_ablate.trainer.checkpoints import spec_fingerprint
-from grpo_ablate.trial_record import faulted_out
-from grpo_ablate.vocab import SPEC_FILE, TRIALS_DIR, Cell, Outcome
+from grpo_ablate.records.trial_record import faulted_out
+from grpo_ablate.core.vocab import SPEC_FILE, TRIALS_DIR, Cell, Outcome
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["requeue_changed", "requeue_faulted", "superseded", "fingerprint_of", "cell_fingerprint", "note"]
 
@@ -63,16 +63,16 @@ def fingerprint_of(spec: Mapping[str, Any]) -> str:
     return spec_fingerprint(kept)
 
 
-def cell_fingerprint(study: "Study", cell: Cell) -> str | None:
+def cell_fingerprint(study: "StudyConfig", plan: StudyPlan, cell: Cell) -> str | None:
     """What the cell would run today, as a fingerprint; None when its spec cannot be built (nothing would run)."""
     try:
-        spec = build_spec(study, cell, study.output_dir / TRIALS_DIR / "fingerprint", timeout=0.0)
+        spec = plan_spec(study, plan, cell, study.output_dir / TRIALS_DIR / "fingerprint", timeout=0.0)
         return fingerprint_of(json.loads(spec.to_json()))
     except Exception:  # noqa: BLE001 - a spec that cannot be built fails the trial the same way: no retry
         return None
 
 
-def _attempt_fingerprint(study: "Study", trial: "FrozenTrial") -> str | None:
+def _attempt_fingerprint(study: "StudyConfig", trial: "FrozenTrial") -> str | None:
     """The fingerprint of the spec an attempt ran; NO_SPEC when its folder has none; None when unknown here."""
     recorded = ledger.trial_dir(trial)
     if recorded is None:
@@ -104,17 +104,16 @@ def note(count: int) -> str:
     return f"queued again {count} cell(s) that failed under an earlier version of the study file"
 
 
-def _open_cells(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None
-                ) -> Iterator[tuple[str, list["FrozenTrial"]]]:
+def _open_cells(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> Iterator[tuple[str, list["FrozenTrial"]]]:
     """(cell key, the attempts this study ran of it) for each cell of the plan that nothing runs or waits for, not
     cancelled and not settled: the cells a rerun may queue again (requeue_changed's and requeue_faulted's)."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: optuna loads on a study's first use, not with every command
 
     by_cell: dict[str, list["FrozenTrial"]] = {}
     for t in ostudy.get_trials(deepcopy=False):
         if ledger.ran_here(t) and (key := ledger.cell_key(t)) is not None:
             by_cell.setdefault(key, []).append(t)
-    planned = {c.key for c in (study_plan(study) if plan is None else plan)} if study.is_planned else None
+    planned = {c.key for c in plan.cells} if study.is_planned else None
     for key, attempts in by_cell.items():
         if planned is not None and key not in planned:
             continue
@@ -124,11 +123,9 @@ def _open_cells(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | N
         yield key, attempts
 
 
-def requeue_changed(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> str | None:
-    """Queue again each cell that failed only under earlier versions of the study file (module docstring).
-
-    Returns the line to print (`note`), None when nothing was queued. `plan`: the study's cells when the
-    caller has them (plan.study_plan reads advise.json).
+def requeue_changed(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> str | None:
+    """Queue again each cell of the run's plan that failed only under earlier versions of the study file (module
+    docstring). Returns the line to print (`note`), None when nothing was queued.
     """
     if study.study.racing is not None:
         return None
@@ -138,7 +135,7 @@ def requeue_changed(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell]
         cell = next((c for t in reversed(failed) if (c := ledger.cell_of(t)) is not None), None)
         if cell is None or cell.key != key or ledger.cell_params(study, cell.arm) is None:
             continue
-        today = cell_fingerprint(study, cell)
+        today = cell_fingerprint(study, plan, cell)
         if today is None:
             continue
         before = [_attempt_fingerprint(study, t) for t in failed]
@@ -149,7 +146,7 @@ def requeue_changed(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell]
     return note(queued) if queued else None
 
 
-def requeue_faulted(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> str | None:
+def requeue_faulted(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> str | None:
     """Queue again, once per run, each cell whose last attempt failed only because its retries were all spent on
     faults of the machine (a full disk, a lost node: study.max_retry interrupted attempts, then failed): the fault
     says nothing of the cell, and a rerun after it was fixed (space freed) trains it. Each such rerun gives the cell

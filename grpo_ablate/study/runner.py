@@ -31,18 +31,20 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+import psutil
+
 from grpo_ablate.config import StudyError
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
-from grpo_ablate.gpu_hours import Budget, budget_of, measured_estimate
-from grpo_ablate.plan.cells import StudyPlan, resolve_plan
-from grpo_ablate.storage import is_rdb_url, mask_url, open_artifact_store, open_storage, patiently
+from grpo_ablate.records.gpu_hours import Budget, budget_of, measured_estimate
+from grpo_ablate.plan.run_plan import StudyPlan
+from grpo_ablate.storage.store import is_rdb_url, mask_url, open_artifact_store, open_storage, patiently
 from grpo_ablate.study.console import Counts, StudyConsole
 from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.prefixes import Prefixes
 from grpo_ablate.study.retry import requeue_changed, requeue_faulted, superseded
-from grpo_ablate.trial_record import study_attrs
+from grpo_ablate.records.trial_record import study_attrs
 from grpo_ablate.study.lifecycle import Ended, Registry, StorageUnavailable, TrialLifecycle
 from grpo_ablate.study.liveness import Liveness
 from grpo_ablate.study.owner import check_output_dir, check_unowned_folder, claim_output_dir
@@ -52,13 +54,14 @@ from grpo_ablate.study.setup import (check_warm_source, describe_study, discard_
 from grpo_ablate.study.warm import warm_start as warm_start_from
 from grpo_ablate.launch import release_thread_launchers
 from grpo_ablate.launch.registry import launcher_problems
-from grpo_ablate.vocab import PREFIX_ROLE, Outcome
+from grpo_ablate.core.vocab import PREFIX_ROLE, Outcome
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.artifacts import FileSystemArtifactStore as ArtifactStore
     from optuna.trial import FrozenTrial
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["run_study", "StudyRun", "StudyRunner", "kills", "queued_cells", "queued_beyond_budget", "all_oom_message",
            "all_failed_reasons", "blocked_branches"]
@@ -98,12 +101,14 @@ class Wakeup:
 
 
 class StudyRunner:
-    def __init__(self, study: "Study", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", workers: int,
-                 plan: StudyPlan):
+    def __init__(self, study: "StudyConfig", ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage",
+                 artifacts: "ArtifactStore", envs: list[dict[str, str]], plan: StudyPlan):
+        """`artifacts`: the study's artifact store; `envs`: each worker's environment (launch/devices.py worker_envs);
+        `plan`: the run's, resolved once by the command."""
         self.study = study
         self.ostudy = ostudy
         self.storage = storage
-        self.envs = worker_envs(study, workers)
+        self.envs = envs
         self.workers = len(self.envs)
         self.plan = plan
         self.n_trials = plan.trial_count
@@ -112,7 +117,7 @@ class StudyRunner:
         self.registry = Registry()
         self.console = StudyConsole()
         self.counts = Counts()
-        self.lifecycle = TrialLifecycle(study, ostudy, storage, open_artifact_store(study.output_dir), self.registry,
+        self.lifecycle = TrialLifecycle(study, ostudy, storage, artifacts, self.registry,
                                         workers=self.workers, heartbeat=self.heartbeat, say=self.console.say, plan=plan)
         self.liveness = Liveness(self.lifecycle.run_identity, self.lifecycle.storage_wait_s)
         self.wakeup = Wakeup()
@@ -123,7 +128,7 @@ class StudyRunner:
         self.failures_stop = False
         self.stop_reason: str | None = None
         self.deadline = time.monotonic() + study.study.timeout if study.study.timeout else None
-        self.planned = limits.planned_estimate(study)  # before the study's own trials: the probe, else assumptions
+        self.planned = plan.planned  # before the study's own trials: the probe, else assumptions
         self.timeout_words: str | None = None
         self.budget: Budget | None = None
         self.budget_stop = False
@@ -136,7 +141,7 @@ class StudyRunner:
         A warm start's copies of another study's trials, and the out-of-memory pairs earlier
         versions recorded from a probe (role "probe"), teach the sampler but ran no trial here.
         """
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
         trials = [t for t in self.ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
         retried = superseded(trials)  # failed cells queued again for a changed study file (study/retry.py)
@@ -326,8 +331,6 @@ def kills(first: bool, new_interrupts: int) -> bool:
 
 
 def _kill_children() -> None:
-    import psutil
-
     for child in psutil.Process().children(recursive=True):
         try:
             child.kill()
@@ -364,10 +367,11 @@ class StudyRun:
         return self.refused is None and self.unplanned is None
 
 
-def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str], None],
+def run_study(study: "StudyConfig", plan: StudyPlan, *, say: Callable[[str], None], warn: Callable[[str], None],
               warm_start: str | None = None, warm_start_storage: str | None = None) -> StudyRun:
     """Create or resume the study and run it to n_trials; what happened, for the command to report.
 
+    `plan`: the study resolved once by the command (plan.cells.resolve_plan); nothing in the run resolves it again.
     `say` and `warn` take the lines said while it starts (where the study is, a warm start's
     message, cells queued since the study was created); the runner's console shows the trials.
     `warm_start`: a finished study (its file, or its name in `warm_start_storage`, default this
@@ -375,24 +379,28 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
     """
     warnings.filterwarnings("ignore", message=".*Heartbeat of storage is supposed to be used.*")
     warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
-    import optuna
+    import optuna  # here: after the warning filters above; only a run loads Optuna
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     url = mask_url(study.storage_url)
     try:
         if problems := launcher_problems(study):  # a caller of the Python API skipped the command's check
             raise StudyError(problems, str(study.path or ""))
+        try:
+            envs = worker_envs(study, study.study.workers)
+        except RuntimeError as e:  # GPUs that cannot hold one trial: refused before anything is created
+            return StudyRun(refused=str(e))
         check_output_dir(study)  # checks first: nothing is created for a run that is refused
         if warm_start:
             check_warm_source(study, warm_start, warm_start_storage)
-        plan = resolve_plan(study)  # once: every part of the run reads this one
         study.output_dir.mkdir(parents=True, exist_ok=True)
         storage = open_storage(study.storage_url, heartbeat_interval=study.study.heartbeat_interval,
                                grace_period=study.study.grace_period,
                                stale_trial_callback=ledger.StaleTrialRequeue(study.study.max_retry))
+        artifacts = open_artifact_store(study.output_dir)  # beside the storage: the trials' files
         check_unowned_folder(study, optuna.study.get_all_study_names(storage))
         claim_output_dir(study)
-        ostudy, created = open_study(study, for_run=True, storage=storage, plan=plan)
+        ostudy, created = open_study(study, plan.completions, for_run=True, storage=storage)
     except StudyError as e:
         return StudyRun(refused=str(e))
     except OSError as e:
@@ -411,33 +419,33 @@ def run_study(study: "Study", *, say: Callable[[str], None], warn: Callable[[str
             return StudyRun(refused=f"cannot warm-start from {warm_start}: {e}")
     cells = list(plan.cells)
     if created:
-        queue_first_plan(ostudy, study, cells)
+        queue_first_plan(ostudy, study, plan)
     elif cells and not wait_for_plan(ostudy):
         if study.study.racing is not None:
             return StudyRun(unplanned="the study exists but its first racing round was never queued")
         return StudyRun(unplanned="the study exists but its trial plan was never queued (did the first host die "
                                   "while creating it?); remove the study or run with a new study.name")
     elif cells and study.study.racing is None:  # a resumed race queues its next round itself once the queue runs dry
-        added = queue_plan(ostudy, study, cells)
+        added = queue_plan(ostudy, study, plan, cells)
         if added:
             say(f"grpo-ablate: queued {added} planned trial(s) new since the study was created")
             if (note := queued_beyond_budget(ostudy, plan.trial_count)) is not None:
                 warn(f"grpo-ablate: {note}")
     elif cells and plan.branch_step is not None:  # a resumed race: the branches of prefixes that completed
-        if added := queue_ready_branches(ostudy, study, cells):
+        if added := queue_ready_branches(ostudy, study, plan):
             say(f"grpo-ablate: queued {added} branch(es) of prefixes that completed before the last run ended")
 
-    if not created and (retried_note := requeue_changed(ostudy, study, plan.cells)) is not None:
+    if not created and (retried_note := requeue_changed(ostudy, study, plan)) is not None:
         say(f"grpo-ablate: {retried_note}")
-    if not created and (faulted_note := requeue_faulted(ostudy, study, plan.cells)) is not None:
+    if not created and (faulted_note := requeue_faulted(ostudy, study, plan)) is not None:
         say(f"grpo-ablate: {faulted_note}")
     if not created and plan.branch_step is not None:
-        for seed in Prefixes(study, plan.cells).retrain_stale(ostudy, plan.cells):
+        for seed in Prefixes(study, plan, plan.cells).retrain_stale(ostudy, plan.cells):
             say(f"grpo-ablate: seed {seed}'s prefix ran under an earlier version of the study file: queued to train "
                 "again, and its branches start from the new one")
     try:
-        runner = StudyRunner(study, ostudy, storage, study.study.workers, plan)
-    except (RuntimeError, OSError, StudyError) as e:  # GPUs that cannot hold one trial; an unwritable folder; a bad probe.json
+        runner = StudyRunner(study, ostudy, storage, artifacts, envs, plan)
+    except (OSError, StudyError) as e:  # an unwritable folder; a bad probe.json
         return StudyRun(refused=str(e))
     done, _ = runner.finished_count()
     say(f"Study {study.study.name!r}: {'created' if created else 'resumed'} in {url} "
@@ -501,7 +509,7 @@ def blocked_branches(ostudy: "optuna.Study", plan: StudyPlan) -> list[str]:
 
 def queued_cells(ostudy: "optuna.Study") -> list[str]:
     """What is still queued (WAITING) in the study: each trial's cell, else its number."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
     return [ledger.cell_key(t) or f"trial {t.number}"
             for t in ostudy.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if ledger.ran_here(t)]
@@ -510,7 +518,7 @@ def queued_cells(ostudy: "optuna.Study") -> list[str]:
 def queued_beyond_budget(ostudy: "optuna.Study", target: int) -> str | None:
     """Why the queued cells will not all run in the study's budget (`target`: plan.resolved_trial_count, its
     n_trials), None when they will."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
 
     trials = [t for t in ostudy.get_trials(deepcopy=False) if ledger.ran_here(t)]
     waiting = sum(1 for t in trials if t.state == TrialState.WAITING)
@@ -523,7 +531,7 @@ def queued_beyond_budget(ostudy: "optuna.Study", target: int) -> str | None:
             f"({others} already ran or are running); raise study.n_trials to {others + waiting} to run them all")
 
 
-def all_oom_message(ostudy: "optuna.Study", study: "Study") -> str | None:
+def all_oom_message(ostudy: "optuna.Study", study: "StudyConfig") -> str | None:
     """When no finished trial fit in memory (every one ran out, or ran out or failed): why, and what did fit."""
     finished = [t for t in ostudy.get_trials(deepcopy=False) if ledger.is_finished(t)]
     ooms = [t for t in finished if ledger.outcome(t) is Outcome.OOM]
@@ -537,7 +545,7 @@ def all_oom_message(ostudy: "optuna.Study", study: "Study") -> str | None:
             f"(at {ran_out or 'configurations not recorded'}; the last reason: {reason}); {_largest_fit(study)}")
 
 
-def _largest_fit(study: "Study") -> str:
+def _largest_fit(study: "StudyConfig") -> str:
     """The largest configuration known to fit (the probe's), or what to do when none is known."""
     probe = load_probe(study.output_dir, Owner.of(study))
     best = probe.best() if probe is not None else {}

@@ -9,26 +9,27 @@ import importlib.metadata
 import platform
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from grpo_ablate.storage import locate, mask_url, open_storage
+from grpo_ablate.storage.store import locate, mask_url, open_storage
 from grpo_ablate.study import ledger
-from grpo_ablate.trial_record import StudyAttrs, cell_key, study_attrs
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.records.trial_record import StudyAttrs, cell_key, study_attrs
+from grpo_ablate.core.vocab import Arm, Cell
 from grpo_ablate.config import Problem, StudyError
 from grpo_ablate.files.advise_file import add_advised_arm
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.study.prefixes import Prefixes
-from grpo_ablate.plan.cells import (ADVISE_ROLE, StudyPlan, baseline_arm, is_plannable, resolve_plan, round_cells,
-                                    study_plan)
+from grpo_ablate.plan.cells import ADVISE_ROLE, is_plannable, study_plan
+from grpo_ablate.plan.run_plan import StudyPlan, resolve_plan
 from grpo_ablate.study.search.samplers import study_pruner, study_sampler
 from grpo_ablate.study.warm import load_source
 
 if TYPE_CHECKING:
-    import optuna
+    import optuna  # lazy: optuna loads on a study's first use, not with every command that imports this module
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["open_study", "describe_study", "space_changed", "race_rule_changed", "queue_plan", "queue_first_plan", "wait_for_plan",
            "queue_ready_branches",
@@ -50,23 +51,23 @@ def library_versions() -> dict[str, str]:
 
 
 def open_study(
-    study: "Study", *, for_run: bool = False, storage: "optuna.storages.BaseStorage | None" = None,
-    plan: StudyPlan | None = None) -> tuple["optuna.Study", bool]:
+    study: "StudyConfig", completions: int | None, *, for_run: bool = False,
+    storage: "optuna.storages.BaseStorage | None" = None) -> tuple["optuna.Study", bool]:
     """Create the Optuna study or load it; returns (study, created_here).
 
-    `storage` is the one `run` opened itself (it keeps the handle for heartbeats); otherwise
-    the study's URL is opened here, with heartbeats when `for_run`. `plan`: the run's, when it has one.
+    `completions`: each trial's (the plan's, plan.completions_per_trial), which the pruner divides into
+    checkpoints. `storage` is the one `run` opened itself (it keeps the handle for heartbeats); otherwise
+    the study's URL is opened here, with heartbeats when `for_run`.
     """
-    import optuna
+    import optuna  # lazy: optuna loads on a study's first use, not with every command that imports this module
 
-    plan = resolve_plan(study) if plan is None else plan
     if storage is None:
         kwargs: dict[str, Any] = {}
         if for_run:
             kwargs = {"heartbeat_interval": study.study.heartbeat_interval, "grace_period": study.study.grace_period,
                       "stale_trial_callback": ledger.StaleTrialRequeue(study.study.max_retry)}
         storage = open_storage(study.storage_url, **kwargs)
-    sampler, pruner = study_sampler(study), study_pruner(study, plan.completions)  # a duplicate name raises before either is used
+    sampler, pruner = study_sampler(study), study_pruner(study, completions)  # a duplicate name raises before either is used
     try:
         ostudy = optuna.create_study(study_name=study.study.name, storage=storage, directions=[optuna.study.StudyDirection[d.upper()] for d in study.directions],
                                      sampler=sampler, pruner=pruner, load_if_exists=False)
@@ -85,7 +86,7 @@ def open_study(
 # ------------------------------------------------------------------ check first, create last
 
 
-def check_warm_source(study: "Study", source: str, storage_url: str | None) -> None:
+def check_warm_source(study: "StudyConfig", source: str, storage_url: str | None) -> None:
     """StudyError (exit 2) when `--warm-start` names a study that cannot be read, before anything is created.
 
     Otherwise the new study would be created first and its plan never queued: the corrected
@@ -114,7 +115,7 @@ def discard_new_study(ostudy: "optuna.Study", storage: "optuna.storages.BaseStor
 
     A half-made study (created, plan never queued) blocks every later `run` of the same name.
     """
-    import optuna
+    import optuna  # lazy: optuna loads on a study's first use, not with every command that imports this module
 
     try:
         optuna.delete_study(study_name=ostudy.study_name, storage=storage)
@@ -123,13 +124,13 @@ def discard_new_study(ostudy: "optuna.Study", storage: "optuna.storages.BaseStor
               "remove it or use a new study.name", file=sys.stderr)
 
 
-def started_study(study: "Study") -> str | None:
+def started_study(study: "StudyConfig") -> str | None:
     """Why the study has already begun in its storage (it exists there); None when it has not.
 
     Opens no storage that does not exist yet (a journal file that is not there), so asking
     creates nothing.
     """
-    import optuna
+    import optuna  # lazy: optuna loads on a study's first use, not with every command that imports this module
 
 
     where = locate(study.storage_url)
@@ -142,7 +143,7 @@ def started_study(study: "Study") -> str | None:
     return f"the study {study.study.name!r} already exists in {where.masked} ({len(trials)} trial(s))"
 
 
-def masked_config(study: "Study") -> dict[str, Any]:
+def masked_config(study: "StudyConfig") -> dict[str, Any]:
     """The resolved study as stored in the study (the dashboard shows it): no password in it."""
     config = study.to_dict()
     section = config.get("study")
@@ -151,9 +152,9 @@ def masked_config(study: "Study") -> dict[str, Any]:
     return config
 
 
-def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm | None = None) -> None:
+def describe_study(ostudy: "optuna.Study", study: "StudyConfig", baseline: Arm) -> None:
     """Record what the study is (its masked file, versions, objectives, baseline, shape, space) on the
-    Optuna study; `baseline`: the run's plan's, when it has one."""
+    Optuna study; `baseline`: the run plan's (plan/run_plan.py)."""
     name_objectives(ostudy, study)
     evaluation: dict[str, Any] | None = None
     if study.file.evaluation is not None:  # the resolved section: fixed decoding, target and target_fraction
@@ -164,7 +165,7 @@ def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm | None 
         config=masked_config(study),
         versions=library_versions(),
         objectives=tuple(zip(study.metric_names, study.directions)),
-        baseline=(baseline or baseline_arm(study)).as_dict(),
+        baseline=baseline.as_dict(),
         hardware=study.space.shape.describe(),
         space=tuple(sorted(p.label for p in study.space.feasible)),
         evaluation=evaluation,
@@ -172,7 +173,7 @@ def describe_study(ostudy: "optuna.Study", study: "Study", baseline: Arm | None 
     ledger.describe(ostudy, attrs.as_attrs())
 
 
-def space_changed(stored: StudyAttrs, study: "Study") -> str | None:
+def space_changed(stored: StudyAttrs, study: "StudyConfig") -> str | None:
     """Why this study file's feasible space is not the one the stored study was created with; None if it is.
 
     The stored trials' params mean configurations of that space (G is a rank over its Gs, each
@@ -195,7 +196,7 @@ def space_changed(stored: StudyAttrs, study: "Study") -> str | None:
             "start a new study.name")
 
 
-def race_rule_changed(stored: StudyAttrs, study: "Study") -> str | None:
+def race_rule_changed(stored: StudyAttrs, study: "StudyConfig") -> str | None:
     """Why a raced study's decision rule (study.min_effect, the racing section) is not the one it
     began with; None when it is, or when the study is not raced.
 
@@ -216,32 +217,29 @@ def race_rule_changed(stored: StudyAttrs, study: "Study") -> str | None:
             "or start a new study.name")
 
 
-def name_objectives(ostudy: "optuna.Study", study: "Study") -> None:
+def name_objectives(ostudy: "optuna.Study", study: "StudyConfig") -> None:
     """The dashboard's objective names: the study's metric names, not "Objective 0"."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # set_metric_names is marked experimental
         ostudy.set_metric_names(list(study.metric_names))
 
 
-def queue_plan(ostudy: "optuna.Study", study: "Study", cells: Sequence[Cell]) -> int:
-    """Queue every planned cell not already in the study (finished, running or queued); how many were queued.
-    A branching study's branches wait for a prefix of today's study file (study/prefixes.py)."""
-    prefixes = Prefixes(study, cells)
+def queue_plan(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan, cells: Sequence[Cell]) -> int:
+    """Queue each of `cells` (the plan's, or some of them) not already in the study (finished, running or queued);
+    how many were queued. A branching study's branches wait for a prefix of today's study file (study/prefixes.py)."""
+    prefixes = Prefixes(study, plan, cells)
     return ledger.queue(ostudy, study, cells, prefixes.fingerprints() if prefixes.cells else None)
 
 
-def queue_ready_branches(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> int:
+def queue_ready_branches(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> int:
     """A branching study: queue the branches of every seed whose prefix has completed; how many were queued.
 
     The lifecycle calls it when a prefix completes, a resumed run once at its start (a crash
     between a prefix's end and its branches' queueing loses none). A racing study queues the
     branches of the arms still live (the race's state; every arm before its first decision),
-    and only for seeds a round queued a prefix for. `plan`: the study's plan when the caller has it
-    (plan.study_plan reads advise.json)."""
-    cells_now = study_plan(study) if plan is None else plan
-    fingerprints = Prefixes(study, cells_now).fingerprints()  # a prefix of an earlier study file starts no branch
+    and only for seeds a round queued a prefix for."""
+    cells_now = plan.cells
+    fingerprints = Prefixes(study, plan, cells_now).fingerprints()  # a prefix of an earlier study file starts no branch
     ready = ledger.completed_prefixes(ostudy.get_trials(deepcopy=False), fingerprints)
     if not ready:
         return 0
@@ -269,23 +267,18 @@ def wait_for_plan(ostudy: "optuna.Study") -> bool:
 # ------------------------------------------------------------------ pre-flight: probe and advise
 
 
-def queue_first_plan(ostudy: "optuna.Study", study: "Study", plan: Sequence[Cell] | None = None) -> None:
+def queue_first_plan(ostudy: "optuna.Study", study: "StudyConfig", plan: StudyPlan) -> None:
     """Queue a planned study's first cells (a racing study's first round) and mark the plan ready.
 
     Whoever creates the study calls it (`run`, `advise --enqueue`), so a later `run`
-    on any host finds the plan queued rather than waiting for one (wait_for_plan). `plan`: the
-    study's plan when the caller has it.
+    on any host finds the plan queued rather than waiting for one (wait_for_plan).
     """
-    cells = study_plan(study) if plan is None else plan
-    racing = study.study.racing
-    if cells and racing is not None:  # a race queues each later round once the queue runs dry
-        queue_plan(ostudy, study, round_cells(cells, list(study.study.seeds), racing.first_round_seeds, 1))
-    elif cells:
-        queue_plan(ostudy, study, cells)
+    if plan.first:  # a race queues each later round once the queue runs dry
+        queue_plan(ostudy, study, plan, plan.first)
     ledger.mark_plan_ready(ostudy)
 
 
-def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[Any]) -> int:
+def enqueue_shortlist(ostudy: "optuna.Study", study: "StudyConfig", shortlist: list[Any]) -> int:
     """Queue advise's shortlist, best first; the number of trials queued.
 
     Adaptive samplers: each arm once (seeds round robin), in the params `ledger.suggest_cell` draws,
@@ -299,14 +292,18 @@ def enqueue_shortlist(ostudy: "optuna.Study", study: "Study", shortlist: list[An
     arms = [Arm(p.num_generations, p.generation_batch_size, float(p.temperature)) for p in shortlist]
     if study.is_planned:
         top, new = arms[0], []
-        if study.study.sampler == "ablation" and is_plannable(study, top) and top.key not in {c.arm.key for c in study_plan(study)}:
+        added = (study.study.sampler == "ablation" and is_plannable(study, top)
+                 and top.key not in {c.arm.key for c in study_plan(study)})
+        if added:
             add_advised_arm(study.output_dir, top, Owner.of(study))
+        plan = resolve_plan(study)  # advise's own plan, with the arm it just saved (a later `run` resolves its own)
+        if added:
             have = {cell_key(t) for t in ostudy.get_trials(deepcopy=False)}
-            new = [c for c in study_plan(study) if c.arm.key == top.key and c.key not in have]
+            new = [c for c in plan.cells if c.arm.key == top.key and c.key not in have]
         if not ledger.plan_ready(ostudy):  # advise opened the study first: `run` finds the plan queued
-            queue_first_plan(ostudy, study)  # the new arm in its seed-major place
+            queue_first_plan(ostudy, study, plan)  # the new arm in its seed-major place
         elif new and study.study.racing is None:
-            queue_plan(ostudy, study, new)  # after the cells already queued
+            queue_plan(ostudy, study, plan, new)  # after the cells already queued
         elif new:
             return 0  # a racing study past its first round: later rounds take the arm while it is live
         return len(new)

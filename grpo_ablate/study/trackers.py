@@ -17,10 +17,10 @@ import hashlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.vocab import TENSORBOARD_DIR, Cell
+from grpo_ablate.core.vocab import TENSORBOARD_DIR, Cell
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["trackers_of", "tracker_settings", "run_name_of", "MAX_RUN_NAME"]
 
@@ -29,7 +29,7 @@ __all__ = ["trackers_of", "tracker_settings", "run_name_of", "MAX_RUN_NAME"]
 MAX_RUN_NAME = 96
 
 
-def trackers_of(study: "Study") -> list[str]:
+def trackers_of(study: "StudyConfig") -> list[str]:
     """study.trackers when set ([]: off), else the trainer's report_to (a recipe's included); [] when reporting is off."""
     if study.study.trackers is not None:
         return list(study.study.trackers)
@@ -38,7 +38,7 @@ def trackers_of(study: "Study") -> list[str]:
     return [str(n) for n in names if str(n) != "none"]
 
 
-def tracker_settings(study: "Study", cell: Cell) -> tuple[dict[str, Any], dict[str, str]]:
+def tracker_settings(study: "StudyConfig", cell: Cell) -> tuple[dict[str, Any], dict[str, str]]:
     """(GRPOConfig keys, environment) that name and group one trial's tracker run; empty when off."""
     trackers = trackers_of(study)
     if not trackers:  # off; a report_to the trainer section still holds (a recipe's) is turned off too

@@ -1,9 +1,10 @@
-"""A trial's plan (trainer/spec.py's TrialSpec), resolved in one place by the parent.
+"""A trial's plan (contract/spec.py's TrialSpec), resolved in one place by the parent.
 
     from grpo_ablate.study.trial_spec import build_spec
     spec = build_spec(study, Cell(Arm(4, 32, 0.9), 0, "probe"), Path("runs/x/probe/00000"))
 
-`build_spec` takes a validated Study and a cell (`run`, `run-one`, `probe`, the benchmarks);
+`build_spec` takes a validated StudyConfig and a cell (`run-one`, `probe`, the benchmarks), `plan_spec` also the
+run's plan (`run`);
 `spec_from_sections` takes plain section dicts (tests, scripts, benchmarks without a study file).
 Both go through `_spec`, which resolves, once, what the child then only executes: the arm's G as
 a value (an int or a schedule object, never text), the sections with every schema default filled,
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -23,19 +25,22 @@ from pydantic import BaseModel
 from grpo_ablate.plan.branching import branch_step
 from grpo_ablate.config import BudgetSection, DataSection, HardwareSection, ModelSection
 from grpo_ablate.config.hardware import trainer_batch_shape
-from grpo_ablate.schedule import Schedule, generations_text
-from grpo_ablate.space import generated_completions, optimizer_steps
+from grpo_ablate.core.schedule import Schedule, generations_text
+from grpo_ablate.core.space import generated_completions, optimizer_steps
 from grpo_ablate.study.limits import planned_estimate, resolve_timeout
 from grpo_ablate.study.trackers import tracker_settings
-from grpo_ablate.trainer.spec import EvalBudget, StartFrom, TrialSpec
+from grpo_ablate.contract.spec import (BudgetSpec, CheckpointSpec, DataSpec, EvalBudget, EvaluationSpec, HardwareSpec,
+                                       ModelSpec, RewardEntry, ScriptSpec, StartFrom, TrialSpec, section_from)
 from grpo_ablate.files.advise_file import fitted_prior, load_advice
+from grpo_ablate.files.probe_file import Probe, host_peak_mb, load_probe
 from grpo_ablate.files.owned import Owner
-from grpo_ablate.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
+from grpo_ablate.core.vocab import PREFIX_ROLE, TRIAL_KEYS, Arm, Cell
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
+    from grpo_ablate.plan.run_plan import StudyPlan
 
-__all__ = ["build_spec", "spec_from_sections"]
+__all__ = ["build_spec", "plan_spec", "spec_from_sections"]
 
 
 @functools.cache
@@ -120,17 +125,17 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         max_steps += int(branch_at)
     return TrialSpec(
         trial_dir=str(trial_dir),
-        model=_merged(ModelSection, model),
-        data=_merged(DataSection, data),
-        rewards=[{"name": r} if isinstance(r, str) else dict(r) for r in rewards],
+        model=section_from(ModelSpec, _merged(ModelSection, model), "model"),
+        data=section_from(DataSpec, _merged(DataSection, data), "data"),
+        rewards=[RewardEntry(r) if isinstance(r, str) else section_from(RewardEntry, dict(r), "rewards[]") for r in rewards],
         trainer=merged,
-        budget=spent,
-        hardware=hw,
+        budget=section_from(BudgetSpec, spent, "budget"),
+        hardware=section_from(HardwareSpec, hw, "hardware"),
         params={k: generations_text(v) if k == "num_generations" and isinstance(v, int) else v for k, v in params.items()},
-        evaluation=dict(evaluation) if evaluation is not None else None,
+        evaluation=section_from(EvaluationSpec, dict(evaluation), "evaluation") if evaluation is not None else None,
         timeout_s=timeout_s,
         env=dict(env or {}),
-        checkpoint=dict(checkpoint) if checkpoint is not None else None,
+        checkpoint=section_from(CheckpointSpec, dict(checkpoint), "checkpoint") if checkpoint is not None else None,
         num_generations=g,
         max_steps=max_steps,
         rounds=shape.rounds(gbs if isinstance(gbs, int) and not isinstance(gbs, bool) and gbs > 0 else None),
@@ -138,12 +143,12 @@ def _spec(trial_dir: str | Path, *, knobs: Mapping[str, Any], params: Mapping[st
         completions=completions,
         eval_budget=eval_budget,
         start_from=start_from,
-        script=dict(script) if script is not None else None,
+        script=section_from(ScriptSpec, dict(script), "script") if script is not None else None,
         advise_prior=advise_prior,
     )
 
 
-def _script(study: "Study") -> dict[str, Any] | None:
+def _script(study: "StudyConfig") -> dict[str, Any] | None:
     """A command trial's script: the command, its environment and folder, the recipe it reads, and the trainer
     keys the study file itself sets (the script gets those as overrides; the recipe's it reads itself)."""
     if study.script is None:
@@ -154,7 +159,7 @@ def _script(study: "Study") -> dict[str, Any] | None:
             "recipe": study.file.trainer_from, "trainer": {k: study.trainer[k] for k in keys}}
 
 
-def _advise_prior(study: "Study", arm: Arm) -> tuple[float, float] | None:
+def _advise_prior(study: "StudyConfig", arm: Arm) -> tuple[float, float] | None:
     """A per-prompt G arm's prior from advise.json (read with the study's owner, so a foreign or broken file is
     refused here, naming the fix); None for any other arm, or without a fit."""
     if getattr(arm.num_generations, "kind", None) != "adaptive":
@@ -162,25 +167,54 @@ def _advise_prior(study: "Study", arm: Arm) -> tuple[float, float] | None:
     return fitted_prior(load_advice(study.output_dir, Owner.of(study)), float(arm.temperature))
 
 
-def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
+def _host_memory(probe: Probe | None, spec: TrialSpec) -> float | None:
+    """The probe's host-memory peak for the trial's shape (its G, its generation batch when it names one): a launcher
+    that reserves memory (SLURM) sizes the job from it, without reading the study's files."""
+    if probe is None:
+        return None
+    return host_peak_mb(probe.points, spec.num_generations, spec.trainer.get("generation_batch_size"))
+
+
+def build_spec(study: "StudyConfig", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None,
                timeout: float | None = None, *, probe_steps: int | None = None,
                start_from: StartFrom | None = None) -> TrialSpec:
-    """A trial of this study: its sections with the cell's knobs, its trackers and its world size.
+    """A trial of this study outside a run (run-one, probe, validate): what the run's plan holds is read here.
 
-    The generation batch is the cell's only when the study searches batches; otherwise TRL
-    derives it from the trainer section, as it would without this tool. `timeout`: the trial's
-    seconds (the runner resolves study.trial_timeout with what the study measured); by default it
-    is resolved here from the planned estimate (run-one, probe). `probe_steps`: a probe point
+    `timeout`: by default resolved from the planned estimate. `probe_steps`: a probe point
     (preflight/probe.py): the cell's generation batch whatever the study searches, and a budget of
-    exactly that many steps. `start_from`: a branch point (trainer/spec.py's StartFrom): the
-    trial trains its budget from that step on (the lifecycle gives a branch its prefix's
-    checkpoint). A prefix cell (plan.PREFIX_ROLE) trains exactly the branch step's many steps and
-    seals a checkpoint at its last step (checkpoint "final"), the one its branches start from.
+    exactly that many steps. `start_from`: as plan_spec's.
     """
     setting = study.study.trial_timeout
     if timeout is None and setting is not None:  # the estimate is read only when auto needs it
         timeout, _ = resolve_timeout(setting, planned_estimate(study) if setting == "auto" else None)
+    step = branch_step(study) if cell.role == PREFIX_ROLE else None
+    return _build(study, cell, trial_dir, env, timeout, probe_steps=probe_steps, start_from=start_from,
+                  prefix_steps=step, prior=_advise_prior(study, cell.arm),
+                  probe=load_probe(study.output_dir, Owner.of(study)))
 
+
+def plan_spec(study: "StudyConfig", plan: "StudyPlan", cell: Cell, trial_dir: Path, env: dict[str, str] | None = None, *,
+              timeout: float | None, start_from: StartFrom | None = None) -> TrialSpec:
+    """A trial of a run: what the run resolved once (its branch step, the advice a per-prompt G starts from)
+    comes from its plan, so a trial never re-reads a file the plan read.
+
+    `timeout`: the trial's seconds (the runner resolves study.trial_timeout with what the study measured).
+    `start_from`: a branch point (contract/spec.py's StartFrom): the trial trains its budget from that step on (the
+    lifecycle gives a branch its prefix's checkpoint). A prefix cell (plan.PREFIX_ROLE) trains exactly the branch
+    step's many steps and seals a checkpoint at its last step (checkpoint "final"), the one its branches start from.
+    """
+    return _build(study, cell, trial_dir, env, timeout, probe_steps=None, start_from=start_from,
+                  prefix_steps=plan.branch_step if cell.role == PREFIX_ROLE else None, prior=plan.prior(cell.arm),
+                  probe=plan.probe)
+
+
+def _build(study: "StudyConfig", cell: Cell, trial_dir: Path, env: dict[str, str] | None, timeout: float | None, *,
+           probe_steps: int | None, start_from: StartFrom | None, prefix_steps: int | None,
+           prior: tuple[float, float] | None, probe: Probe | None) -> TrialSpec:
+    """The study's sections with the cell's knobs, its trackers and its world size.
+
+    The generation batch is the cell's only when the study searches batches (or for a probe point); otherwise TRL
+    derives it from the trainer section, as it would without this tool."""
     arm = cell.arm
     prefix = cell.role == PREFIX_ROLE
     knobs: dict[str, Any] = {"num_generations": arm.num_generations, "temperature": arm.temperature, "seed": cell.seed}
@@ -188,7 +222,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
         knobs["generation_batch_size"] = arm.generation_batch_size
     budget = study.budget.model_dump()
     if prefix:
-        probe_steps = branch_step(study)
+        probe_steps = prefix_steps
         if probe_steps is None:
             raise ValueError(f"{cell.key} is a prefix cell, but the study does not branch (budget.branch_from)")
     if probe_steps is not None:
@@ -196,7 +230,7 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
     tracked, tracker_env = tracker_settings(study, cell)
     hardware = study.hardware.model_dump()
     hardware["num_processes"] = study.world_size
-    return _spec(trial_dir, knobs=knobs, params=cell.as_attrs(), model=study.model.model_dump(),
+    spec = _spec(trial_dir, knobs=knobs, params=cell.as_attrs(), model=study.model.model_dump(),
                  data=study.data.model_dump(), rewards=[r.model_dump() for r in study.rewards],
                  trainer={**study.trainer, **tracked}, budget=budget, hardware=hardware,
                  evaluation=study.file.evaluation.model_dump() if study.file.evaluation is not None else None,
@@ -204,7 +238,8 @@ def build_spec(study: "Study", cell: Cell, trial_dir: Path, env: dict[str, str] 
                  checkpoint={"every": study.study.checkpoint_steps, "keep": study.study.keep_checkpoints,
                              "final": prefix},
                  start_from=start_from, branch_at=start_from.step if start_from is not None else None,
-                 script=_script(study), advise_prior=_advise_prior(study, arm))
+                 script=_script(study), advise_prior=prior)
+    return replace(spec, host_memory_mb=_host_memory(probe, spec))
 
 
 def spec_from_sections(
@@ -226,7 +261,7 @@ def spec_from_sections(
 ) -> TrialSpec:
     """A TrialSpec from plain section dicts; the trial's `params` (TRIAL_KEYS) are merged into the trainer.
 
-    For callers without a validated Study. Missing section keys take the study schema's defaults.
+    For callers without a validated StudyConfig. Missing section keys take the study schema's defaults.
     num_generations (in `params` or `trainer`) is an int or a schedule object, never its label.
     """
     return _spec(trial_dir, knobs=params or {}, params=params or {}, model=model, data=data, rewards=rewards,

@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.config import load_study
 from grpo_ablate.plan.cells import study_plan
-from grpo_ablate.storage import mask_url, open_storage
+from grpo_ablate.storage.store import mask_url, open_storage
 from grpo_ablate.study import ledger
-from grpo_ablate.trial_record import WARM_ROLE, study_attrs
-from grpo_ablate.vocab import Arm, Cell
+from grpo_ablate.records.trial_record import WARM_ROLE, study_attrs
+from grpo_ablate.core.vocab import Arm, Cell
 
 if TYPE_CHECKING:
     import optuna
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["warm_start", "load_source", "best_arms", "mismatch", "TOP_ARMS"]
 
@@ -44,7 +44,7 @@ TOP_ARMS = 3
 
 def load_source(source: str, storage_url: str | None, default_storage: str) -> "optuna.Study":
     """The finished study: from its study file, else by name in `storage_url` (default: ours)."""
-    import optuna
+    import optuna  # lazy: Optuna only while a study runs; every command imports study/
 
 
     path = Path(source)
@@ -77,7 +77,7 @@ def best_arms(other: "optuna.Study", limit: int = TOP_ARMS) -> list[tuple[Arm, f
     return [(a, means[a]) for a in ranked[:limit]]
 
 
-def mismatch(other: "optuna.Study", study: "Study") -> list[str]:
+def mismatch(other: "optuna.Study", study: "StudyConfig") -> list[str]:
     """Why the finished study's results would mislead this study's sampler (empty: they would not)."""
     theirs = study_attrs(other)
     config: dict[str, Any] = theirs.config or {}
@@ -100,7 +100,7 @@ def mismatch(other: "optuna.Study", study: "Study") -> list[str]:
     return out
 
 
-def warm_start(ostudy: "optuna.Study", study: "Study", source: str, storage_url: str | None = None,
+def warm_start(ostudy: "optuna.Study", study: "StudyConfig", source: str, storage_url: str | None = None,
                limit: int = TOP_ARMS) -> str:
     """Queue the finished study's best arms first; give its results to the sampler when they match. A message."""
     other = load_source(source, storage_url, study.storage_url)
@@ -150,7 +150,7 @@ def warm_start(ostudy: "optuna.Study", study: "Study", source: str, storage_url:
     return text
 
 
-def _importable(results: list["optuna.trial.FrozenTrial"], study: "Study") -> list[tuple["optuna.trial.FrozenTrial", Cell]]:
+def _importable(results: list["optuna.trial.FrozenTrial"], study: "StudyConfig") -> list[tuple["optuna.trial.FrozenTrial", Cell]]:
     """The results this study can hold as copies (an arm it can encode, its number of objectives), with their cells."""
     out = []
     for t in results:

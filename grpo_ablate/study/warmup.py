@@ -19,18 +19,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grpo_ablate.cost import lr_schedule_of, warmup_steps
-from grpo_ablate.errors import Problem
-from grpo_ablate.estimate import estimate_trial
+from grpo_ablate.core.cost import lr_schedule_of, warmup_steps
+from grpo_ablate.core.errors import Problem
+from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.plan.branching import BranchError, branch_step
 
 if TYPE_CHECKING:
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["inside_warmup", "trial_end"]
 
 
-def trial_end(study: "Study") -> tuple[int, int, int | None] | None:
+def trial_end(study: "StudyConfig") -> tuple[int, int, int | None] | None:
     """(the step a trial ends at, its warmup's last step, the length of the run it stands for); None when the
     trial's length in steps is not known (a budget of tokens or seconds only) or the warmup cannot be placed."""
     est = estimate_trial(study)
@@ -47,7 +47,7 @@ def trial_end(study: "Study") -> tuple[int, int, int | None] | None:
     return start + steps, warmup_steps(study.trainer, full) or 0, full  # a share of a run of unknown length: 0
 
 
-def inside_warmup(study: "Study") -> Problem | None:
+def inside_warmup(study: "StudyConfig") -> Problem | None:
     """A Problem at budget.max_steps when the study's trials end inside their run's warmup and the study did not
     opt in (budget.allow_inside_warmup); None otherwise."""
     if study.budget.allow_inside_warmup:

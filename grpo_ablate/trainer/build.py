@@ -11,21 +11,22 @@ No Optuna here: a trial is just a run, so `run-one`, the tests and the benchmark
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from grpo_ablate.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
+from grpo_ablate.core.precision import MIXED_PRECISION_ENV, trainer_flags, trial_precision
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.cost import full_run_steps, lr_schedule_of
-from grpo_ablate.space import Rounds
-from grpo_ablate.schedule import Schedule, prompts_per_round
+from grpo_ablate.core.cost import full_run_steps, lr_schedule_of
+from grpo_ablate.core.space import Rounds
+from grpo_ablate.core.schedule import Schedule, prompts_per_round
 
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tokenizer import dataset_characters, format_characters, load_builtin_tokenizer, unencodable_prompts
@@ -35,9 +36,9 @@ from .callbacks import MetricsRecorder, StopSwitch
 from .checkpointer import Checkpointer
 from .evaluation import Evaluator
 from .rewards import RewardContext, build_rewards, record_groups
-from .spec import TrialSpec
+from grpo_ablate.contract.spec import BudgetSpec, DataSpec, EvaluationSpec, ModelSpec, TrialSpec
 from .vllm_cpu import keep_weights_loadable
-from grpo_ablate.attention import AUTO, flash_attn_imports, resolve_attn
+from grpo_ablate.core.attention import AUTO, flash_attn_imports, resolve_attn
 
 __all__ = [
     "BuiltTrial",
@@ -68,10 +69,11 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def mixed_precision(spec: TrialSpec) -> str:
-    """The trial's mixed precision (grpo_ablate/precision.py): the GRPOConfig flags and accelerate's
-    ACCELERATE_MIXED_PRECISION (which DeepSpeed's bf16/fp16 follow) are both set from it."""
-    return trial_precision(spec.trainer, os.environ.get(MIXED_PRECISION_ENV), cuda=_cuda())
+def mixed_precision(spec: TrialSpec, cuda: bool | None = None) -> str:
+    """The trial's mixed precision (grpo_ablate/core/precision.py): the GRPOConfig flags and accelerate's
+    ACCELERATE_MIXED_PRECISION (which DeepSpeed's bf16/fp16 follow) are both set from it. `cuda`: whether the
+    trial's machine has CUDA (the dry run asks for the node's answer); None: this machine's."""
+    return trial_precision(spec.trainer, os.environ.get(MIXED_PRECISION_ENV), cuda=_cuda() if cuda is None else cuda)
 
 
 def claim_rendezvous_port(env: dict[str, str] | Any = os.environ) -> int | None:
@@ -98,19 +100,19 @@ def claim_rendezvous_port(env: dict[str, str] | Any = os.environ) -> int | None:
 # --------------------------------------------------------------------------------------------
 
 
-def resolve_model_path(model: dict[str, Any], data: dict[str, Any], log: Callable[[str], None] = print) -> str:
+def resolve_model_path(model: ModelSpec, data: DataSpec, log: Callable[[str], None] = print) -> str:
     """A hub id or local path as given; `builtin:*` resolved to its cached folder (built on first use)."""
-    name = str(model["name_or_path"])
+    name = model.name_or_path
     if is_builtin_model(name):
         # over a user's dataset (no task): a tiny model that knows the dataset's characters and those its prompt
         # formatting adds (system prompt, chat template, separators): the CPU smoke test of a recipe
-        chars = "" if data.get("task") else "".join(sorted(set(dataset_characters(_load_source(data)))
+        chars = "" if data.task else "".join(sorted(set(dataset_characters(_load_source(data)))
                                                           | set(format_characters(data))))
-        return os.fspath(builtin_model_path(name, data.get("task"), log=log, dataset_chars=chars))
+        return os.fspath(builtin_model_path(name, data.task, log=log, dataset_chars=chars))
     return name
 
 
-def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: Callable[[str], None] = print,
+def load_model_and_tokenizer(model: ModelSpec, data: DataSpec, log: Callable[[str], None] = print,
                              path: str | None = None):
     """(model, tokenizer, path). The model is loaded here, not by TRL, so its time is measured. `path`: the model's
     folder when the caller resolved it already (resolve_model_path).
@@ -118,19 +120,20 @@ def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: C
     dtype follows TRL's rule (float32 unless the study says otherwise); padding is on the left,
     which generation needs; a tokenizer without a pad token pads with its end token.
     """
+    # lazy: model classes only when a model is built; trainer/dry_run.py imports this module
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = path or resolve_model_path(model, data, log)
-    common: dict[str, Any] = {"trust_remote_code": bool(model.get("trust_remote_code"))}
-    if model.get("revision"):
-        common["revision"] = model["revision"]
+    common: dict[str, Any] = {"trust_remote_code": model.trust_remote_code}
+    if model.revision:
+        common["revision"] = model.revision
     kwargs: dict[str, Any] = dict(common)
-    dtype = model.get("dtype")
+    dtype = model.dtype
     kwargs["dtype"] = "auto" if dtype == "auto" else getattr(torch, dtype or "float32")
-    attn = _attn_implementation(model.get("attn_implementation"), log)
+    attn = _attn_implementation(model.attn_implementation, log)
     if attn:
         kwargs["attn_implementation"] = attn
-    tokenizer = (load_builtin_tokenizer(path) if is_builtin_model(str(model["name_or_path"]))
+    tokenizer = (load_builtin_tokenizer(path) if is_builtin_model(model.name_or_path)
                  else AutoTokenizer.from_pretrained(path, padding_side="left", **common))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -139,7 +142,7 @@ def load_model_and_tokenizer(model: dict[str, Any], data: dict[str, Any], log: C
 
 
 def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> str | None:
-    """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (grpo_ablate/attention.py)."""
+    """`auto` -> flash_attention_2 when flash_attn really imports here, else sdpa (grpo_ablate/core/attention.py)."""
 
     if requested != AUTO:
         return requested
@@ -154,15 +157,14 @@ def _attn_implementation(requested: str | None, log: Callable[[str], None]) -> s
 
 
 def _checkpointing_field() -> str:
-    import dataclasses
-
-    from trl import GRPOConfig
+    from trl import GRPOConfig  # lazy: TRL loads in the trial's timed build, not at import (trainer/dry_run.py)
 
     names = {f.name for f in dataclasses.fields(GRPOConfig)}
     return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
 
 
-def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: list[float]) -> dict[str, Any]:
+def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: list[float],
+                        cuda: bool | None = None) -> dict[str, Any]:
     """GRPOConfig keyword arguments: the study's, verbatim, plus what a trial must own.
 
     `world_size` no longer changes them (the plan resolved the batch arithmetic for its world size;
@@ -173,7 +175,8 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     optimizer), older ones removed by the Checkpointer rather than by save_total_limit (which
     removes the old one before the new one is complete). Unless the study set them: report_to
     none, save_strategy no, no progress bar (the parent shows progress). bf16/fp16 from
-    mixed_precision() (off without CUDA); use_cpu without CUDA. Built-in model: no gradient
+    mixed_precision() (off without CUDA); use_cpu without CUDA (`cuda`: the trial machine's answer, for the dry run
+    and validate's trial check planning a GPU node from a laptop; None: this machine's). Built-in model: no gradient
     checkpointing (it only slows a tiny model). vLLM mode from the hardware section; the plan's G
     (a schedule's first phase: trainer/scheduled.py changes it per round) and max_steps;
     reward_weights from the rewards when one is not 1.
@@ -192,16 +195,17 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     else:
         kw.setdefault("save_strategy", "no")
     kw.setdefault("disable_tqdm", True)
-    kw.update(trainer_flags(mixed_precision(spec)))
-    if not _cuda():
+    cuda = _cuda() if cuda is None else cuda
+    kw.update(trainer_flags(mixed_precision(spec, cuda)))
+    if not cuda:
         kw["use_cpu"] = True
-    if is_builtin_model(str(spec.model["name_or_path"])):
+    if is_builtin_model(str(spec.model.name_or_path)):
         # Checkpointing only slows a tiny model; transformers >= 5.x names it activation_checkpointing
         # (gradient_checkpointing is its deprecated alias, which TRL still defaults to True).
         kw.pop("gradient_checkpointing", None)
         kw[_checkpointing_field()] = False
         kw.setdefault("ddp_find_unused_parameters", False)  # every parameter is used: skip DDP's extra graph walk
-    vllm_mode = (spec.hardware.get("vllm") or {}).get("mode", "none")
+    vllm_mode = spec.hardware.vllm.mode
     if vllm_mode in ("colocate", "server"):
         kw.setdefault("use_vllm", True)
         kw.setdefault("vllm_mode", vllm_mode)
@@ -219,12 +223,12 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
 
 def _checkpoints_asked(spec: TrialSpec) -> bool:
     """Checkpoints every so often (study.checkpoint_steps), or a prefix's final one (its branches start there)."""
-    return spec.checkpoint is not None and (spec.checkpoint.get("every") is not None or _final_asked(spec))
+    return spec.checkpoint is not None and (spec.checkpoint.every is not None or _final_asked(spec))
 
 
 def _final_asked(spec: TrialSpec) -> bool:
     """A branching study's prefix: a checkpoint sealed at its last step, where every branch of its seed starts."""
-    return spec.checkpoint is not None and bool(spec.checkpoint.get("final"))
+    return spec.checkpoint is not None and spec.checkpoint.final
 
 
 def _checkpointing(spec: TrialSpec) -> bool:
@@ -286,11 +290,11 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     raw keyword arguments (facts.md). Timing: rewards, model and prompts are load_seconds; the
     config and the trainer build_seconds.
     """
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer  # here: TRL loads inside the timed build (build_seconds)
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     started = time.perf_counter()
-    ctx = RewardContext(task=spec.data.get("task"), max_completion_length=spec.trainer.get("max_completion_length") or trl_default("max_completion_length"))
+    ctx = RewardContext(task=spec.data.task, max_completion_length=spec.trainer.get("max_completion_length") or trl_default("max_completion_length"))
     funcs, names, weights = build_rewards(spec.rewards, ctx)
     # before GRPOConfig: a built-in model built (once, cached) where no ZeRO-3 config is alive yet to partition it
     model_path = resolve_model_path(spec.model, spec.data, log)
@@ -311,10 +315,10 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     model, tokenizer, path = load_model_and_tokenizer(spec.model, spec.data, log, path=model_path)
     # The same prompt set for every trial of a study: the trial's seed varies sampling, not data.
     dataset, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
-    if is_builtin_model(str(spec.model["name_or_path"])):
+    if is_builtin_model(str(spec.model.name_or_path)):
         bad = unencodable_prompts(dataset["prompt"], tokenizer)
         if bad:  # before training: generate would fail on an empty prompt, or train on <unk>
-            raise ValueError(f"{spec.model['name_or_path']} cannot encode these prompts ({'; '.join(bad)}); "
+            raise ValueError(f"{spec.model.name_or_path} cannot encode these prompts ({'; '.join(bad)}); "
                              f"fix or filter those rows (data.dataset)")
     load_seconds += time.perf_counter() - started
 
@@ -343,7 +347,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         groups=groups,
         echo=echo,
     )
-    stopper = StopSwitch(spec.trial_dir, max_tokens=spec.budget.get("tokens"), max_seconds=spec.budget.get("seconds"))
+    stopper = StopSwitch(spec.trial_dir, max_tokens=spec.budget.tokens, max_seconds=spec.budget.seconds)
     evaluator = None
     if held_out is not None:
         evaluator = _evaluator(spec, config, held_out, tokenizer, funcs, effective_weights, recorder, stopper)
@@ -352,7 +356,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
         keep_weights_loadable(log)  # vLLM's CPU build packs weights away from TRL's weight sync
     checkpointer = None
     if spec.checkpoint is not None and _checkpointing(spec):
-        checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint["every"], recorder=recorder, stopper=stopper,
+        checkpointer = Checkpointer(spec.trial_dir, every=spec.checkpoint.every, recorder=recorder, stopper=stopper,
                                     evaluator=evaluator, round_steps=spec.rounds.period_steps,
                                     fingerprint=checkpoints.spec_fingerprint(json.loads(spec.to_json())),
                                     final=_final_asked(spec))
@@ -409,14 +413,14 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     )
 
 
-def _lr_schedule(trainer: Any, budget: dict[str, Any], generated_per_step: float, prompts: int,
+def _lr_schedule(trainer: Any, budget: BudgetSpec, generated_per_step: float, prompts: int,
                  log: Callable[[str], None]) -> None:
     """budget.lr_schedule "prefix": the scheduler is built for the recipe's full run, and the trial stops at
     its own max_steps, so step k has the learning rate the full run has at step k (warmup included, as a
     fraction of the full run). "compressed" leaves transformers' schedule over the trial's own steps."""
-    if lr_schedule_of(budget) != "prefix":
+    if lr_schedule_of(asdict(budget)) != "prefix":
         return
-    full = full_run_steps(budget.get("full_run"), generated_per_step, prompts)
+    full = full_run_steps(budget.full_run, generated_per_step, prompts)
     steps = trainer.args.max_steps
     if not full or not steps or steps <= 0:
         log("learning-rate schedule: compressed into the trial (the full run's length is not known)")
@@ -434,8 +438,8 @@ def _lr_schedule(trainer: Any, budget: dict[str, Any], generated_per_step: float
 
 def _evaluator(spec: TrialSpec, config: Any, prompts: Any, tokenizer: Any, funcs: list, weights: list[float],
                recorder: MetricsRecorder, stopper: StopSwitch):
-    settings = dict(spec.evaluation or {})
-    settings["max_completion_length"] = settings.get("max_completion_length") or config.max_completion_length
+    given = spec.evaluation or EvaluationSpec()
+    settings = replace(given, max_completion_length=given.max_completion_length or config.max_completion_length)
     return Evaluator(spec.trial_dir, prompts=prompts, tokenizer=tokenizer, reward_funcs=funcs, reward_weights=weights,
                      settings=settings, unit=spec.eval_budget.unit, total=spec.eval_budget.total, recorder=recorder,
                      stopper=stopper)

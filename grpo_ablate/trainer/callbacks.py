@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import torch
 from transformers import TrainerCallback
 
-from grpo_ablate.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE, TAKEN_FILE
+from grpo_ablate.core.vocab import GROUPS_FILE, METRICS_FILE, STOP_FILE, TAKEN_FILE
 
 from . import trl_adapter
 from .collective import from_rank0

@@ -192,7 +192,7 @@ class Checkpointer(TrainerCallback):
             log("starting over")
 
     def branch_from(self, checkpoint: checkpoints.Checkpoint) -> None:
-        """A branch starts from another trial's checkpoint (trainer/spec.py's StartFrom): only the data sampler's
+        """A branch starts from another trial's checkpoint (contract/spec.py's StartFrom): only the data sampler's
         state goes on, so the data order is the one a plain resume of that checkpoint would see. The branch's
         metrics, completions, tokens and seconds start at zero (its own steps; the prefix counts its own)."""
         sampler = checkpoint.clock.get("sampler_state")

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from grpo_ablate.vocab import EVAL_FILE, EVENTS_FILE, GROUPS_FILE, METRICS_FILE
+from grpo_ablate.core.vocab import EVAL_FILE, EVENTS_FILE, GROUPS_FILE, METRICS_FILE
 
 __all__ = ["BranchPointInvalid", "Checkpoint", "CARRIED_FILES", "CLOCK_FILE", "MANIFEST_FILE", "STATE_DIR", "DEFAULT_SHARE", "AUTO_MIN_SECONDS",
            "FINGERPRINT_IGNORED", "trainer_dir", "checkpoints_dir", "interval_steps", "spec_fingerprint", "sealed_checkpoints",
@@ -58,7 +58,7 @@ MANIFEST_FILE = "manifest.json"  # written last, inside the staging folder: size
 MANIFEST_FORMAT = 1
 CARRIED_FILES = (METRICS_FILE, GROUPS_FILE, EVAL_FILE, EVENTS_FILE)
 # top-level spec.json fields that may differ between attempts of one trial (see the module docstring)
-FINGERPRINT_IGNORED = ("trial_dir", "timeout_s", "env", "checkpoint")
+FINGERPRINT_IGNORED = ("trial_dir", "timeout_s", "env", "checkpoint", "host_memory_mb")
 DEFAULT_SHARE = 0.1  # `auto`: a checkpoint every ~10% of a trial's steps, so a kill loses at most that
 # `auto` also waits for this much training since the last checkpoint: a trial of a few minutes is
 # cheaper to run again than to checkpoint (a large model's checkpoint takes minutes to write)

@@ -22,14 +22,14 @@ import math
 import os
 import shlex
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from grpo_ablate.schedule import Schedule
+from grpo_ablate.core.schedule import Schedule
 
 from .checkpoints import interval_steps, trainer_dir
-from .spec import TrialSpec
+from grpo_ablate.contract.spec import TrialSpec
 
-__all__ = ["ENV_LAUNCHERS", "KEEP_EVERY_CHECKPOINT", "command_env", "command_line", "eval_steps", "overrides",
+__all__ = ["ENV_LAUNCHERS", "KEEP_EVERY_CHECKPOINT", "command_line", "eval_steps", "overrides",
            "save_every", "script_problem"]
 
 # A leading word the script's environment provides: run from that environment's bin folder.
@@ -59,12 +59,12 @@ def save_every(spec: TrialSpec) -> int | None:
     if steps <= 0:
         return None
     rounds = max(1, spec.rounds.period_steps)
-    every = spec.checkpoint.get("every") if spec.checkpoint else None
+    every = spec.checkpoint.every if spec.checkpoint else None
     candidates = []
     interval = interval_steps(every, steps, rounds) if every is not None else None
     if interval:
         candidates.append(interval)
-    points = int((spec.evaluation or {}).get("points") or 0) if spec.evaluation else 0
+    points = spec.evaluation.points if spec.evaluation else 0
     if points > 0:
         spacing = max(rounds, math.ceil(steps / (points + 1) / rounds) * rounds)
         if spacing < steps:
@@ -78,7 +78,7 @@ def eval_steps(spec: TrialSpec) -> list[int]:
     if not spec.evaluation or not spec.max_steps:
         return []
     steps, every = int(spec.max_steps), save_every(spec)
-    points = int(spec.evaluation.get("points") or 0)
+    points = spec.evaluation.points
     if not every or points <= 0:
         return []
     out: list[int] = []
@@ -107,7 +107,7 @@ def overrides(spec: TrialSpec, *, resume_from: str | None = None, transformers: 
     `transformers`: the script environment's version, where known (the command worker asks it): before 5 the
     TensorBoard callback writes to `logging_dir`, not to TENSORBOARD_LOGGING_DIR, so the trial's folder goes there."""
     assert spec.script is not None
-    values: dict[str, Any] = dict(spec.script.get("trainer") or {})  # the study file's own trainer keys
+    values: dict[str, Any] = dict(spec.script.trainer or {})  # the study file's own trainer keys
     if spec.num_generations is not None:
         values["num_generations"] = int(spec.num_generations)  # type: ignore[arg-type]  # schedules refused
     for key in ("temperature", "generation_batch_size", "seed"):
@@ -139,11 +139,11 @@ def command_line(spec: TrialSpec, *, resume_from: str | None = None, transformer
     """The argv of the user's command for this trial: `{recipe}` filled, the leading word taken from
     script.python's environment, then `--key value` for every override."""
     assert spec.script is not None
-    recipe = spec.script.get("recipe") or ""
-    words = [w.replace("{recipe}", recipe) for w in shlex.split(str(spec.script["command"]))]
+    recipe = spec.script.recipe or ""
+    words = [w.replace("{recipe}", recipe) for w in shlex.split(str(spec.script.command))]
     if not words:
         raise ValueError("script.command is empty")
-    python = spec.script.get("python")
+    python = spec.script.python
     if python:
         bindir = Path(python).parent
         if words[0] in ("python", "python3"):
@@ -155,19 +155,3 @@ def command_line(spec: TrialSpec, *, resume_from: str | None = None, transformer
     return words
 
 
-def command_env(env: Mapping[str, str], spec: TrialSpec, package_root: str) -> dict[str, str]:
-    """The user's command's environment: the trial's, with script.python's folder first on PATH (its
-    `accelerate` and `python` are found), and this package's folder off PYTHONPATH (the script's environment
-    has its own packages; ours is not one of them)."""
-    out = dict(env)
-    path = [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p and p != package_root]
-    if path:
-        out["PYTHONPATH"] = os.pathsep.join(path)
-    else:
-        out.pop("PYTHONPATH", None)
-    python = (spec.script or {}).get("python")
-    if python:
-        bindir = os.fspath(Path(python).parent)
-        out["PATH"] = os.pathsep.join([bindir, *[p for p in out.get("PATH", "").split(os.pathsep) if p and p != bindir]])
-        out["VIRTUAL_ENV"] = os.fspath(Path(bindir).parent)
-    return out

@@ -35,19 +35,22 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+import types
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.children import PACKAGE_ROOT, adopt_orphans, die_with_parent
-from grpo_ablate.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
+from grpo_ablate.core.children import PACKAGE_ROOT, adopt_orphans, die_with_parent
+from grpo_ablate.contract.metrics import read_rows
+from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
 
 from . import checkpoints
-from .command import command_env, command_line, eval_steps, save_every, script_problem
+from .command import command_line, eval_steps, save_every, script_problem
 from .log_history import END_KEYS, read_log_history, rows_from_log_history
 from .signals import stop_on_sigterm
-from .spec import TrialSpec
-from .worker import PARENT_PID_ENV, end_left_processes, record_result, watch_parent
+from grpo_ablate.contract.spec import EvaluationSpec, TrialSpec
+from grpo_ablate.contract.env import PARENT_PID_ENV, command_env
+from .worker import end_left_processes, record_result, watch_parent
 
 __all__ = ["EVAL_POINTS_DIR", "LogClock", "main", "run_command"]
 
@@ -291,23 +294,19 @@ def _evaluate(spec: TrialSpec, run: _Run, log: Callable[[str], None]) -> float:
 
     In this process, now that the script has ended: the study's environment (torch, transformers, the
     study's rewards), the held-out prompts and decoding a built-in trial uses (trainer/evaluation.py)."""
-    import types
-
     from .build import load_model_and_tokenizer  # here: torch and transformers load only for the evaluation
     from .evaluation import Evaluator
     from .prompts import load_prompt_sets
     from .rewards import RewardContext, build_rewards
 
-    from transformers import AutoModelForCausalLM
-
-    from grpo_ablate.metrics import read_rows
+    from transformers import AutoModelForCausalLM  # here: as above, only for the evaluation
 
     base, tokenizer, _ = load_model_and_tokenizer(spec.model, spec.data, log)
     _, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
     max_len = spec.trainer.get("max_completion_length") or 256
-    funcs, _, weights = build_rewards(spec.rewards, RewardContext(task=spec.data.get("task"), max_completion_length=max_len))
-    settings = dict(spec.evaluation or {})
-    settings["max_completion_length"] = settings.get("max_completion_length") or max_len
+    funcs, _, weights = build_rewards(spec.rewards, RewardContext(task=spec.data.task, max_completion_length=max_len))
+    given = spec.evaluation or EvaluationSpec()
+    settings = replace(given, max_completion_length=given.max_completion_length or max_len)
     rows = read_rows(spec.path / METRICS_FILE)
     counters = types.SimpleNamespace(completions_total=0, tokens_total=0.0, train_seconds=0.0, paused_seconds=0.0)
     evaluator = Evaluator(spec.trial_dir, prompts=held_out, tokenizer=tokenizer, reward_funcs=funcs, reward_weights=weights,
@@ -340,7 +339,7 @@ def run_command(spec: TrialSpec) -> tuple[Outcome, dict[str, Any]]:
     resumed = _resume_point(spec, fingerprint, _say)
     run = _Run(spec, resumed=resumed, fingerprint=fingerprint)
     env = command_env(os.environ, spec, PACKAGE_ROOT)
-    payload["versions"] = _versions(spec.script.get("python") if spec.script else None, env)
+    payload["versions"] = _versions(spec.script.python if spec.script else None, env)
     argv = command_line(spec, resume_from=os.fspath(resumed.path) if resumed is not None else None,
                         transformers=payload["versions"].get("transformers"))
     payload["command"] = argv
@@ -348,7 +347,7 @@ def run_command(spec: TrialSpec) -> tuple[Outcome, dict[str, Any]]:
         payload["resumed_from"] = os.fspath(resumed.path)
     _say(f"command trial: the script runs on {payload['versions'] or 'its own environment'}; checkpoints every "
          f"{save_every(spec) or 'never'} steps")
-    run.start(argv, env, spec.script.get("cwd") if spec.script else None)
+    run.start(argv, env, spec.script.cwd if spec.script else None)
     assert run.proc is not None
     stop = None
     while run.proc.poll() is None:

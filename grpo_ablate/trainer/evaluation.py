@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
-from transformers import TrainerCallback
+from transformers import GenerationConfig, TrainerCallback
 
-from grpo_ablate.vocab import EVAL_FILE
+from grpo_ablate.contract.spec import EvaluationSpec
+from grpo_ablate.core.vocab import EVAL_FILE
 
 from . import trl_adapter
 from .collective import all_gather, from_rank0, rank_and_world
@@ -83,7 +84,7 @@ class Evaluator(TrainerCallback):
         tokenizer: Any,
         reward_funcs: Sequence[Callable[..., Any]],
         reward_weights: Sequence[float],
-        settings: dict[str, Any],
+        settings: EvaluationSpec,
         unit: str,
         total: float,
         recorder: Any,
@@ -94,13 +95,15 @@ class Evaluator(TrainerCallback):
         self.tokenizer = tokenizer
         self.reward_funcs = list(reward_funcs)
         self.reward_weights = list(reward_weights)
-        self.temperature = float(settings.get("temperature", 0.0))
-        self.samples = int(settings.get("samples_per_prompt", 1))
-        self.max_length = int(settings["max_completion_length"])
-        self.batch_size = int(settings.get("batch_size", 64))
-        self.show = int(settings.get("show_prompts", 4))
+        if settings.max_completion_length is None:
+            raise ValueError("the evaluation's max_completion_length must be resolved (the trainer's) before scoring")
+        self.temperature = float(settings.temperature)
+        self.samples = int(settings.samples_per_prompt)
+        self.max_length = int(settings.max_completion_length)
+        self.batch_size = int(settings.batch_size)
+        self.show = int(settings.show_prompts)
         self.unit = unit  # "completions" | "tokens" | "seconds": what the thresholds count
-        self.thresholds = evaluation_thresholds(total, int(settings.get("points", 4)))
+        self.thresholds = evaluation_thresholds(total, int(settings.points))
         self.recorder = recorder
         self.stopper = stopper
         self.trainer: Any = None
@@ -289,6 +292,7 @@ class Evaluator(TrainerCallback):
         token loops itself); the number and size of generate calls must match on every rank too,
         so a short shard is filled with repeats of a prompt whose completions are dropped.
         """
+        # lazy: TRL only when the trial generates; this module imports without it
         from trl.models import unwrap_model_for_generation
 
         mine = list(indices)
@@ -306,8 +310,6 @@ class Evaluator(TrainerCallback):
         """Completion ids per prompt of `work` (held-out indices) from a transformers model, at the study's fixed
         decoding, batched, in eval mode, sampling seeded by EVAL_SEED on a forked RNG (training's stream untouched).
         The trial's own model (above) and a command trial's saved checkpoints (score_model) go through here."""
-        from transformers import GenerationConfig
-
         tok = self.tokenizer
         sample = self.temperature > 0
         config = GenerationConfig(
@@ -376,7 +378,7 @@ class Evaluator(TrainerCallback):
     def _generate_colocate(self, vllm: Any, indices: list[int]) -> list[list[list[int]]]:
         """The trainer's colocated engine, in TRL's order: (weights woken and synced) -> wake the KV
         cache -> generate -> sleep again (level 2, as TRL leaves it)."""
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # optional: vLLM (the gpu extra), only for a colocated engine
 
         # a seed per held-out prompt (from its index, so a rank's share draws what one process would):
         # one seed for all gave every prompt the same random draws (request_seeds.py)

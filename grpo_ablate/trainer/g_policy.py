@@ -128,7 +128,7 @@ def group_advantages(rewards: Any, sizes: Sequence[int], scale: str) -> tuple[An
     group has the same size this is TRL's own vectorised arithmetic, so a policy that gives every
     prompt G reproduces fixed G to the bit.
     """
-    import torch
+    import torch  # lazy: only the per-prompt path needs torch; the policies import without it
 
     if sum(sizes) != rewards.numel():
         raise ValueError(f"group sizes sum to {sum(sizes)}, rewards have {rewards.numel()}")
@@ -176,7 +176,7 @@ def merge_rows(pieces: Sequence[tuple[dict[str, Any], Sequence[int]]], *, pad_to
     Prompts are left-padded and completions right-padded, as TRL pads them, to the longest
     piece. `num_items_in_batch` is left to the caller (it counts every process's tokens).
     """
-    import torch
+    import torch  # lazy: only the per-prompt path needs torch; the policies import without it
 
     keys = set(pieces[0][0])
     unknown = keys - _ROW_KEYS - {"num_items_in_batch"}

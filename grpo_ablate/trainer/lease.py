@@ -17,7 +17,7 @@ import socket
 import threading
 from pathlib import Path
 
-from grpo_ablate.vocab import LEASE_ENV, LEASE_FILE
+from grpo_ablate.core.vocab import LEASE_ENV, LEASE_FILE
 
 __all__ = ["DEFAULT_LEASE_S", "keep_lease"]
 

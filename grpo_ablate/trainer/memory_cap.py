@@ -21,9 +21,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.vocab import MEMORY_FILE, RESULT_FILE, Outcome
+from grpo_ablate.contract.spec import HardwareSpec
+from grpo_ablate.core.vocab import MEMORY_FILE, RESULT_FILE, Outcome
 
-__all__ = ["MemoryWatch", "group_rss_mb", "read_peak_memory", "start_memory_watch"]
+__all__ = ["MemoryWatch", "group_rss_mb", "start_memory_watch"]
 
 POLL_SECONDS = 0.1  # under a cap: a spike shorter than this can slip by
 PEAK_POLL_SECONDS = 0.5  # without one, only memory.json's peak is wanted: cheaper
@@ -99,7 +100,7 @@ class MemoryWatch:
         self.poll()
         self.write()
 
-    def retarget(self, trial_dir: str | os.PathLike[str], hardware: dict[str, Any] | None = None) -> None:
+    def retarget(self, trial_dir: str | os.PathLike[str], hardware: HardwareSpec | None = None) -> None:
         """Watch the next trial run by this same process (a warm session): a fresh peak, a new folder, its cap.
 
         The caller releases the previous trial's memory first (worker.release_memory), so the
@@ -115,12 +116,12 @@ class MemoryWatch:
         self.poll()
 
 
-def _limit(hardware: dict[str, Any]) -> float | None:
-    limit = hardware.get("memory_limit_mb")
+def _limit(hardware: HardwareSpec) -> float | None:
+    limit = hardware.memory_limit_mb
     return float(limit) if limit else None
 
 
-def start_memory_watch(trial_dir: str | os.PathLike[str], hardware: dict[str, Any]) -> MemoryWatch:
+def start_memory_watch(trial_dir: str | os.PathLike[str], hardware: HardwareSpec) -> MemoryWatch:
     """Start the watch thread for this trial process; memory.json is written at exit."""
     watch = MemoryWatch(Path(trial_dir), _limit(hardware), rank=int(os.environ.get("RANK", "0")))
     watch.poll()
@@ -129,10 +130,3 @@ def start_memory_watch(trial_dir: str | os.PathLike[str], hardware: dict[str, An
     return watch
 
 
-def read_peak_memory(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """A finished trial's memory.json ({} when it left none, e.g. killed before exit)."""
-    try:
-        raw = json.loads((Path(trial_dir) / MEMORY_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return raw if isinstance(raw, dict) else {}

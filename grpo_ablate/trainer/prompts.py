@@ -5,10 +5,12 @@ disjoint from it. Read by trainer/build.py (the trial) and trainer/sample.py (ad
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.prompt_file import prompt_file_problem
+from grpo_ablate.contract.spec import DataSpec, EvaluationSpec
+from grpo_ablate.core.prompt_file import prompt_file_problem
 
 from .builtin.tasks import held_out_problems, task_dataset
 
@@ -19,12 +21,13 @@ DEFAULT_TASK_PROMPTS = 2000
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
 
-def _load_source(data: dict[str, Any]):
+def _load_source(data: DataSpec):
     """The raw dataset: a local file, a saved dataset folder, a loadable folder, or a hub id."""
+    # lazy: datasets only when prompts load; this module imports without it
     from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
-    source = str(data["dataset"])
-    split = data.get("split") or "train"
+    source = str(data.dataset)
+    split = data.split or "train"
     path = Path(source).expanduser()
     if path.is_file():
         builder = _FILE_BUILDERS.get(path.suffix.lower())
@@ -32,7 +35,7 @@ def _load_source(data: dict[str, Any]):
             raise ValueError(
                 f"data.dataset {source!r}: unknown file type {path.suffix!r}; use one of {sorted(_FILE_BUILDERS)}"
             )
-        problem = prompt_file_problem(path, data.get("prompt_column") or "prompt", data.get("max_samples"))
+        problem = prompt_file_problem(path, data.prompt_column or "prompt", data.max_samples)
         if problem:  # datasets would train on "None", or fail with no line number
             raise ValueError(problem)
         return load_dataset(builder, data_files=str(path), split="train")
@@ -44,12 +47,12 @@ def _load_source(data: dict[str, Any]):
             loaded = loaded[split]
         assert isinstance(loaded, Dataset)
         return loaded
-    return load_dataset(source, name=data.get("config_name"), split=split)
+    return load_dataset(source, name=data.config_name, split=split)
 
 
-def _use_chat(data: dict[str, Any], tokenizer) -> bool:
+def _use_chat(data: DataSpec, tokenizer) -> bool:
     """Whether prompts become chat messages: `chat_template` null = when the tokenizer has one."""
-    setting = data.get("chat_template")
+    setting = data.chat_template
     if isinstance(setting, str) and setting.strip():
         tokenizer.chat_template = setting  # a Jinja template given in the study
         return True
@@ -61,22 +64,22 @@ def _use_chat(data: dict[str, Any], tokenizer) -> bool:
     return has_template
 
 
-def _raw_dataset(data: dict[str, Any], *, seed: int) -> tuple[Any, str]:
+def _raw_dataset(data: DataSpec, *, seed: int) -> tuple[Any, str]:
     """(dataset, prompt column) before formatting: a built-in task's draw or the named dataset."""
-    if data.get("task"):
-        return task_dataset(data["task"], int(data.get("num_prompts") or DEFAULT_TASK_PROMPTS), seed=seed), "prompt"
+    if data.task:
+        return task_dataset(data.task, int(data.num_prompts or DEFAULT_TASK_PROMPTS), seed=seed), "prompt"
     dataset = _load_source(data)
-    column = data.get("prompt_column") or "prompt"
+    column = data.prompt_column or "prompt"
     if column not in dataset.column_names:
         raise ValueError(
-            f"data.prompt_column {column!r} is not a column of {data['dataset']!r}; columns are {dataset.column_names}"
+            f"data.prompt_column {column!r} is not a column of {data.dataset!r}; columns are {dataset.column_names}"
         )
-    if data.get("max_samples"):
-        dataset = dataset.select(range(min(int(data["max_samples"]), len(dataset))))
+    if data.max_samples:
+        dataset = dataset.select(range(min(int(data.max_samples), len(dataset))))
     return dataset, column
 
 
-def format_prompts(dataset: Any, column: str, data: dict[str, Any], tokenizer) -> Any:
+def format_prompts(dataset: Any, column: str, data: DataSpec, tokenizer) -> Any:
     """Rows with a `prompt` column, built as Open R1 builds it.
 
     With a chat template: [system?, user] messages (TRL applies the template). Without: plain
@@ -84,7 +87,7 @@ def format_prompts(dataset: Any, column: str, data: dict[str, Any], tokenizer) -
     (`solution`, `answer`, ...). Prompts longer than data.max_prompt_tokens are dropped.
     """
     chat = _use_chat(data, tokenizer)
-    system = data.get("system_prompt")
+    system = data.system_prompt
 
     def to_prompt(row: dict[str, Any], index: int) -> dict[str, Any]:
         value = row[column]
@@ -106,20 +109,20 @@ def format_prompts(dataset: Any, column: str, data: dict[str, Any], tokenizer) -
 
     remove = [column] if column != "prompt" else []
     dataset = dataset.map(to_prompt, with_indices=True, remove_columns=remove, desc="building prompts")
-    limit = data.get("max_prompt_tokens")
+    limit = data.max_prompt_tokens
     if limit:
         dataset = _drop_long_prompts(dataset, tokenizer, int(limit))
     return dataset
 
 
-def load_prompts(data: dict[str, Any], tokenizer, *, seed: int = 1234):
+def load_prompts(data: DataSpec, tokenizer, *, seed: int = 1234):
     """The training dataset with a `prompt` column (see format_prompts); no evaluation hold-out."""
     dataset, column = _raw_dataset(data, seed=seed)
     return format_prompts(dataset, column, data, tokenizer)
 
 
 def load_prompt_sets(
-    data: dict[str, Any], evaluation: dict[str, Any] | None, tokenizer, *, seed: int = 1234, log: Callable[[str], None] = print
+    data: DataSpec, evaluation: EvaluationSpec | None, tokenizer, *, seed: int = 1234, log: Callable[[str], None] = print
 ) -> tuple[Any, Any | None]:
     """(training prompts, held-out evaluation prompts or None), disjoint by construction.
 
@@ -128,18 +131,18 @@ def load_prompt_sets(
     - otherwise: the last num_prompts rows of the training data, removed from training.
     In every case an evaluation prompt that also occurs in the training prompts is dropped.
     """
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: datasets only when prompts load; this module imports without it
 
     train, column = _raw_dataset(data, seed=seed)
     if not evaluation:
         return format_prompts(train, column, data, tokenizer), None
-    n = int(evaluation.get("num_prompts") or 128)
-    if data.get("task"):
-        pairs = held_out_problems(data["task"], n, exclude=set(train["prompt"]))
+    n = int(evaluation.num_prompts or 128)
+    if data.task:
+        pairs = held_out_problems(data.task, n, exclude=set(train["prompt"]))
         held = Dataset.from_dict({"prompt": [p for p, _ in pairs], "answer": [a for _, a in pairs]})
-    elif evaluation.get("dataset") or evaluation.get("split"):
-        source = {**data, "dataset": evaluation.get("dataset") or data["dataset"], "split": evaluation.get("split") or "train"}
-        held, _ = _raw_dataset({**source, "max_samples": None}, seed=seed)
+    elif evaluation.dataset or evaluation.split:
+        source = replace(data, dataset=evaluation.dataset or data.dataset, split=evaluation.split or "train", max_samples=None)
+        held, _ = _raw_dataset(source, seed=seed)
         if column not in held.column_names:
             raise ValueError(f"the evaluation prompts have no {column!r} column; columns are {held.column_names}")
         held = held.select(range(min(n, len(held))))

@@ -6,12 +6,13 @@ module turns each name into a TRL reward function `f(prompts, completions, compl
 with the reward's name in the reason (an exception inside it, or the wrong number of values),
 instead of a bare traceback from deep inside GRPOTrainer.
 
-The names and their descriptions are the vocabulary's (`grpo_ablate.vocab.BUILTIN_REWARDS`, and
+The names and their descriptions are the vocabulary's (`grpo_ablate.core.vocab.BUILTIN_REWARDS`, and
 every `BUILTIN_TASKS` name scores its task); `REWARD_FACTORIES` holds the code for exactly
 those names. `accuracy`, `format` and `tag_count` are written here and score as Open R1's
 rewards of those names do (tests/test_openr1_rewards.py checks them on Open R1's layouts);
 `accuracy` needs `pip install 'grpo-ablate[math]'`. A recipe that names Open R1's rewards uses
-Open R1's own functions where `open_r1` is importable (config/recipes/rewards.py).
+Open R1's own functions where `open_r1` is importable (config/recipes/rewards.py), else Open R1's accuracy
+rule of the recipe's date (trainer/open_r1_rewards.py, re-exported here under the names recipes record).
 
     python -c "from grpo_ablate.trainer.rewards import describe; print(describe())"
 
@@ -39,12 +40,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from grpo_ablate.bounds import BOUNDS
+from grpo_ablate.core.bounds import BOUNDS
+from grpo_ablate.contract.spec import RewardEntry
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
+from grpo_ablate.core.vocab import BUILTIN_REWARDS, BUILTIN_TASKS
 
 from .builtin.tasks import TASKS, task_reward
 from .collective import all_gather
+# the names recipes resolve to (config/recipes/registry.py) and stored studies record: `trainer.rewards:<name>`
+from .open_r1_rewards import open_r1_accuracy_reward, open_r1_accuracy_reward_early
 from .text import plain_text
 
 __all__ = [
@@ -110,7 +114,7 @@ def tag_count_reward(completions: Sequence[Any], **_: Any) -> list[float]:
 
 def _math_verify():
     try:
-        from latex2sympy2_extended import NormalizationConfig
+        from latex2sympy2_extended import NormalizationConfig  # optional: the `math` extra
         from math_verify import LatexExtractionConfig, parse, verify
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(
@@ -159,73 +163,6 @@ def accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None =
                 predicted = parse(tagged.group(1) if tagged else text)
             out.append(1.0 if predicted and verify(gold_parsed, predicted) else 0.0)
         except Exception:  # math-verify raises on pathological strings: a wrong answer, not a crash
-            out.append(0.0)
-    return out
-
-
-def _open_r1_readers():
-    """Open R1's two math-verify readers at its TRL 0.18 pin: the gold with math-verify's own defaults (LaTeX, then a
-    bare expression: "42" and "x > 2" parse), a completion with LaTeX only, \\boxed{} tried first and nothing
-    matched without an anchor (a bare 42 in the text is not an answer)."""
-    try:
-        from latex2sympy2_extended import NormalizationConfig
-        from math_verify import LatexExtractionConfig, parse, verify
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "the stand-in for Open R1's accuracy reward needs math-verify: pip install 'grpo-ablate[math]'") from exc
-    strict = NormalizationConfig(basic_latex=True, units=True, malformed_operators=False, nits=False, boxed="all")
-    completion_reader = [LatexExtractionConfig(normalization_config=strict, boxed_match_priority=0,
-                                               try_extract_without_anchor=False)]
-    return parse, verify, completion_reader
-
-
-def open_r1_accuracy_reward(completions: Sequence[Any], solution: Sequence[Any] | None = None,
-                            **_: Any) -> list[float | None]:
-    """Open R1's accuracy reward (open_r1/rewards.py at the TRL 0.18 pin its recipes use), for recipes naming
-    `accuracy` where open_r1 is not installed: 1.0 / 0.0 as math-verify finds the completion's answer equal
-    to the gold one, checked as verify(gold, answer) (gold first: verify is not symmetric); None, which TRL
-    leaves out of the reward sum, when the gold does not parse (a letter, a word, an empty cell) or
-    verify raises. tests/fixtures/openr1_reward_cases.json holds Open R1's own scores, matched 100%."""
-    if solution is None:
-        raise ValueError("needs a `solution` column in the dataset, as Open R1's accuracy reward does")
-    parse, verify, completion_reader = _open_r1_readers()
-    out: list[float | None] = []
-    for completion, gold in zip(completions, solution, strict=True):
-        gold_parsed = parse(str(gold), extraction_mode="first_match")
-        if not gold_parsed:
-            out.append(None)
-            continue
-        answer = parse(plain_text(completion), extraction_config=completion_reader, extraction_mode="first_match")
-        try:
-            out.append(1.0 if verify(gold_parsed, answer) else 0.0)
-        except Exception:  # math-verify's own failure on this pair: no score, as in Open R1
-            out.append(None)
-    return out
-
-
-def open_r1_accuracy_reward_early(completions: Sequence[Any], solution: Sequence[Any] | None = None,
-                                  **_: Any) -> list[float]:
-    """Open R1's accuracy reward before 4f5b21e (2025-04-01), for recipes dated before it (the February-2025 demo
-    trained with it): the gold parsed with LaTeX extraction only, the completion as later (LaTeX only, \\boxed
-    first, nothing without an anchor), verify(answer, gold) (answer first, as it was then); 1.0 for every
-    completion where the gold does not parse (a plain "42", a letter, an empty cell: the group has no spread and
-    trains nothing), 0.0 where verify raises. tests/fixtures/openr1_reward_cases.json's `accuracy_early` column
-    holds that procedure's scores (benchmarks/reward_cases.py), matched case by case."""
-    if solution is None:
-        raise ValueError("needs a `solution` column in the dataset, as Open R1's accuracy reward does")
-    parse, verify, completion_reader = _open_r1_readers()
-    from math_verify import LatexExtractionConfig  # installed with the readers above (the `math` extra)
-
-    out: list[float] = []
-    for completion, gold in zip(completions, solution, strict=True):
-        gold_parsed = parse(str(gold), extraction_mode="first_match", extraction_config=[LatexExtractionConfig()])
-        if not gold_parsed:
-            out.append(1.0)
-            continue
-        answer = parse(plain_text(completion), extraction_config=completion_reader, extraction_mode="first_match")
-        try:
-            out.append(float(verify(answer, gold_parsed)))
-        except Exception:  # noqa: BLE001 - then, a verify failure scored 0.0
             out.append(0.0)
     return out
 
@@ -467,23 +404,23 @@ def build_reward(spec: str, ctx: RewardContext, abstentions: _Abstentions | None
 
 
 def build_rewards(
-    entries: Sequence[dict[str, Any]], ctx: RewardContext
+    entries: Sequence[RewardEntry], ctx: RewardContext
 ) -> tuple[list[RewardFunc], list[str], list[float]]:
     """Reward functions, their logged names and weights; no entries means the task's own reward."""
     if not entries:
         if not ctx.task:
             raise ValueError("no rewards given and no built-in task to take one from: set `rewards:` in the study")
-        entries = [{"name": "task", "weight": 1.0}]
+        entries = [RewardEntry("task")]
     funcs, names, weights = [], [], []
     abstentions = _Abstentions([])
     for entry in entries:
-        name, func = build_reward(str(entry["name"]), ctx, abstentions, entry.get("args"))
+        name, func = build_reward(entry.name, ctx, abstentions, entry.args)
         abstentions.names.append(name)
         if name in names:
             raise ValueError(f"reward {name!r} is listed twice; TRL logs rewards by name, so names must be unique")
         funcs.append(func)
         names.append(name)
-        weights.append(float(entry.get("weight", 1.0)))
+        weights.append(float(entry.weight))
     return funcs, names, weights
 
 

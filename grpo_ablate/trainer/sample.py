@@ -18,15 +18,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate.contract.env import PROGRESS_PREFIX
+from grpo_ablate.contract.spec import DataSpec, ModelSpec, RewardEntry, section_from
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, SAMPLES_FILE
 
 from .request_seeds import prompt_seeds
 
-__all__ = ["PROGRESS_PREFIX", "decoding", "hf_sampling_kwargs", "main", "prompt_texts", "sample_rewards", "vllm_sampling_kwargs"]
+__all__ = ["decoding", "hf_sampling_kwargs", "main", "prompt_texts", "sample_rewards", "vllm_sampling_kwargs"]
 
 _BATCH_PROMPTS = 64  # prompts per generate call (x K sequences)
-PROGRESS_PREFIX = "[advise]"  # log lines the parent (preflight/advise.py) echoes as progress
 
 
 def _pick_prompts(dataset: Any, n: int, seed: int) -> list[int]:
@@ -102,7 +103,7 @@ def prompt_texts(tokenizer: Any, prompts: list[Any]) -> list[str]:
 
 def _generate_hf(model: Any, tokenizer: Any, prompts: list[Any], k: int, temperature: float, trainer: dict[str, Any],
                  seed: int) -> tuple[list[str], list[list[int]]]:
-    import torch
+    import torch  # lazy: preflight/advise.py imports this module in the parent, which never loads torch
 
     texts = prompt_texts(tokenizer, prompts)
     enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
@@ -133,7 +134,7 @@ def _generate_vllm(llm: Any, tokenizer: Any, prompts: list[Any], k: int, tempera
     Each prompt gets its own seed (request_seeds.py): one seed for the call gave all prompts the
     same draws.
     """
-    from vllm import SamplingParams
+    from vllm import SamplingParams  # optional: vLLM only when the study generates with it
 
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in prompt_texts(tokenizer, prompts)]
     params = [SamplingParams(**vllm_sampling_kwargs(trainer, temperature, k, s)) for s in prompt_seeds(seed, len(ids), k)]
@@ -150,20 +151,22 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
     from .rewards import RewardContext, build_rewards
 
     started = time.perf_counter()
-    model, tokenizer, path = load_model_and_tokenizer(spec["model"], spec["data"], log=lambda m: print(m, flush=True))
-    dataset = load_prompts(spec["data"], tokenizer)
+    data = section_from(DataSpec, spec["data"], "data")
+    model, tokenizer, path = load_model_and_tokenizer(section_from(ModelSpec, spec["model"], "model"), data,
+                                                      log=lambda m: print(m, flush=True))
+    dataset = load_prompts(data, tokenizer)
     n, k, seed = int(spec["num_prompts"]), int(spec["k"]), int(spec.get("seed", 0))
     chosen = _pick_prompts(dataset, n, seed)
     rows = dataset.select(chosen)
     trainer = dict(spec.get("trainer") or {})
-    ctx = RewardContext(task=spec["data"].get("task"), max_completion_length=decoding(trainer)["max_completion_length"])
-    funcs, names, weights = build_rewards(spec["rewards"], ctx)
+    ctx = RewardContext(task=data.task, max_completion_length=decoding(trainer)["max_completion_length"])
+    funcs, names, weights = build_rewards([section_from(RewardEntry, r, "rewards[]") for r in spec["rewards"]], ctx)
     if trainer.get("reward_weights"):
         weights = [float(w) for w in trainer["reward_weights"]]
     use_vllm = (spec.get("hardware", {}).get("vllm") or {}).get("mode", "none") != "none"
     llm = None
     if use_vllm:
-        from vllm import LLM
+        from vllm import LLM  # optional: vLLM only when the study generates with it
 
         from .vllm_cpu import keep_weights_loadable  # vLLM's modules only when the study generates with it
 
@@ -174,7 +177,7 @@ def sample_rewards(spec: dict[str, Any]) -> dict[str, Any]:
         llm = LLM(model=path, dtype=spec["model"].get("dtype") or "auto", seed=seed,
                   trust_remote_code=bool(spec["model"].get("trust_remote_code")), **engine)
     else:
-        import torch
+        import torch  # lazy: preflight/advise.py imports this module in the parent, which never loads torch
 
         if torch.cuda.is_available():
             model = model.to("cuda")
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     spec_path = Path(argv[0])
     spec = json.loads(spec_path.read_text())
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    import torch
+    import torch  # lazy: preflight/advise.py imports this module in the parent, which never loads torch
 
     if str(spec["model"].get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX):
         torch.set_num_threads(1)

@@ -48,12 +48,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import torch
+from accelerate.utils import broadcast_object_list, gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, prompts_per_round
-from grpo_ablate.space import Rounds
-from grpo_ablate.vocab import EVENTS_FILE
+from grpo_ablate.core.schedule import Dynamic, PerPrompt, Schedule, prompts_per_round
+from grpo_ablate.core.space import Rounds
+from grpo_ablate.core.vocab import EVENTS_FILE
 
 from . import trl_adapter
 from .collective import from_rank0, max_over_processes, sum_over_processes
@@ -202,7 +203,7 @@ class ScheduledGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args: Any, schedule: Schedule, rounds: Rounds, events_dir: str | Path,
                  prior: tuple[float, float] | None = None, completions_budget: int | None = None, **kwargs: Any) -> None:
-        """`schedule` and `rounds` (TRL's generation cadence) come from the trial plan (trainer/spec.py)."""
+        """`schedule` and `rounds` (TRL's generation cadence) come from the trial plan (contract/spec.py)."""
         super().__init__(*args, **kwargs)
         a = self.args
         self.schedule_state = ScheduleState(schedule, max_steps=int(a.max_steps or 0), rounds=rounds)
@@ -297,8 +298,6 @@ class ScheduledGRPOTrainer(GRPOTrainer):
         return out
 
     def _per_prompt_round(self, inputs):
-        from accelerate.utils import broadcast_object_list, gather_object
-
         g, n_local = self.num_generations, len(inputs)
         world, rank = self.accelerator.num_processes, self.accelerator.process_index
         everything = gather_object(list(inputs)) if world > 1 else list(inputs)

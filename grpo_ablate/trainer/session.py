@@ -26,6 +26,7 @@ memory cap, GRPO_ABLATE_SESSION_TEMPLATE=0) is a fresh process that pays the imp
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
 import os
 import select
@@ -35,13 +36,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from grpo_ablate.children import adopt_orphans, die_with_parent
-from grpo_ablate.vocab import LOG_FILE
+from grpo_ablate.core.children import adopt_orphans, die_with_parent
+from grpo_ablate.core.vocab import LOG_FILE
 
 from .lease import keep_lease
 from .memory_cap import start_memory_watch
 from .signals import stop_on_sigterm
-from .spec import TrialSpec
+from grpo_ablate.contract.env import TEMPLATE_FLAG
+from grpo_ablate.contract.spec import TrialSpec
 from .worker import (
     EXIT_FAILED,
     LAUNCHED_AT_ENV,
@@ -53,9 +55,8 @@ from .worker import (
     watch_parent,
 )
 
-__all__ = ["FORKED_SESSION_NAME", "TEMPLATE_FLAG", "TEMPLATE_NAME", "main", "serve_session", "serve_template"]
+__all__ = ["FORKED_SESSION_NAME", "TEMPLATE_NAME", "main", "serve_session", "serve_template"]
 
-TEMPLATE_FLAG = "--template"  # `python -m grpo_ablate.trainer.session --template`: forks sessions
 # A forked session keeps its template's command line; its process name (ps -o comm, top) tells them apart.
 TEMPLATE_NAME, FORKED_SESSION_NAME = "grpo-template", "grpo-session"
 _PR_SET_NAME = 15
@@ -64,8 +65,6 @@ _MESSAGE_BYTES = 1 << 20  # one request: an environment of a few kB
 
 def _name_process(name: str) -> None:
     if sys.platform.startswith("linux"):
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
@@ -83,7 +82,7 @@ def _apply_threads(env: dict[str, str]) -> None:
     """The trial's CPU share: torch read OMP_NUM_THREADS when the template imported it, under the template's value."""
     threads = env.get("OMP_NUM_THREADS")
     if threads and threads.isdigit() and int(threads) > 0:
-        import torch
+        import torch  # lazy: launch/template.py imports this module in the parent, which never loads torch
 
         torch.set_num_threads(int(threads))
 

@@ -22,7 +22,7 @@ import signal
 from pathlib import Path
 from types import FrameType
 
-from grpo_ablate.vocab import STOP_FILE, Outcome
+from grpo_ablate.core.vocab import STOP_FILE, Outcome
 
 __all__ = ["TERM_STOP_REASON", "stop_on_sigterm", "write_stop"]
 

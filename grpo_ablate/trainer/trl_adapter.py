@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
 import inspect
 import sys
 import time
@@ -133,9 +134,7 @@ def source_hash(method: object) -> str:
 
 def checked_member(name: str) -> object | None:
     """The installed TRL's member a CHECKED entry names: a GRPOTrainer method, or a function by its dotted path."""
-    import importlib
-
-    from trl import GRPOTrainer
+    from trl import GRPOTrainer  # lazy: the gate's table imports without TRL; TRL loads when a trial checks it
 
     if name not in FUNCTIONS:
         return getattr(GRPOTrainer, name, None)
@@ -149,7 +148,7 @@ def checked_member(name: str) -> object | None:
 @functools.lru_cache(maxsize=1)
 def support() -> Support:
     """The installed TRL, checked once per process (reading five members' source: milliseconds)."""
-    import trl
+    import trl  # lazy: the gate's table imports without TRL; TRL loads when a trial checks it
 
     version = str(trl.__version__)
     recorded = CHECKED.get(version)
@@ -186,7 +185,7 @@ def refuse(feature: str) -> None:
 
 def gate(trainer: Any, *, vllm_evaluation: bool = False) -> None:
     """The run-time version gate for one trial's trainer (see the module docstring for what refuses)."""
-    from trl import GRPOTrainer
+    from trl import GRPOTrainer  # lazy: the gate's table imports without TRL; TRL loads when a trial checks it
 
     if type(trainer) is not GRPOTrainer and any(m in vars(type(trainer)) for m in OVERRIDDEN):
         refuse("private overrides")
@@ -227,6 +226,7 @@ def pad_token_id(trainer: Any) -> int:
 def nanstd(tensor: Any, dim: int | None = None) -> Any:
     """TRL's NaN-ignoring, Bessel-corrected standard deviation (the one its advantages use), over `dim`."""
     refuse("private overrides")
+    # lazy: the gate's table imports without TRL; TRL loads when a trial checks it
     from trl.trainer.utils import nanstd as trl_nanstd
 
     return trl_nanstd(tensor, dim=dim)

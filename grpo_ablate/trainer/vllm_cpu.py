@@ -24,7 +24,7 @@ from typing import Callable
 def keep_weights_loadable(log: Callable[[str], None] = print) -> bool:
     """Turn vLLM's CPU weight prepacking off in this process; True when it was on a CPU platform and done."""
     try:
-        from vllm import _custom_ops as ops
+        from vllm import _custom_ops as ops  # optional: vLLM (the gpu extra, or the vLLM tier's CPU build)
         from vllm.model_executor.layers import utils as layer_utils
         from vllm.platforms import current_platform
     except ImportError:

@@ -38,22 +38,20 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from grpo_ablate.children import adopt_orphans, end_descendants, process_start_time
-from grpo_ablate.errors import machine_fault, write_probe
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
+from grpo_ablate.core.children import adopt_orphans, end_descendants, process_start_time
+from grpo_ablate.core.errors import machine_fault, write_probe
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
 from .checkpoints import BranchPointInvalid
 from .lease import keep_lease
 from .memory_cap import start_memory_watch
 from .signals import stop_on_sigterm
-from .spec import TrialSpec
+from grpo_ablate.contract.env import LAUNCHED_AT_ENV, PARENT_PID_ENV, forced_environment
+from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = [
-    "LAUNCHED_AT_ENV",
-    "PARENT_PID_ENV",
     "apply_spec_environment",
     "classify_exception",
-    "forced_environment",
     "end_left_processes",
     "exit_ranked",
     "main",
@@ -66,9 +64,6 @@ __all__ = [
 
 EXIT_FAILED = 1
 EXIT_OOM = 3
-# The launch/worker environment contract (launch/ set these; only the two sides read them).
-PARENT_PID_ENV = "GRPO_ABLATE_PARENT_PID"  # the orchestrator's pid: the trial ends when it is gone
-LAUNCHED_AT_ENV = "GRPO_ABLATE_LAUNCHED_AT"  # time.time() at launch, for startup_seconds
 
 
 def rank_result_file(rank: int) -> str:
@@ -219,6 +214,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         timings["startup_seconds"] = max(0.0, time.time() - launched_at)
     built = None
     try:
+        # here: launch/ imports this module in the parent, which never loads torch; the trial pays it, timed
         import torch
         import transformers
         import trl
@@ -232,7 +228,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
 
         transformers.logging.set_verbosity_warning()
         transformers.utils.logging.disable_progress_bar()  # log.txt gets one line per step instead
-        import datasets
+        import datasets  # here: as above, timed in the trial
 
         datasets.disable_progress_bars()
         payload["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__}
@@ -240,7 +236,7 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
         if "startup_seconds" in timings:
             timings["startup_seconds"] += timings["import_seconds"]
         built = build_trial(spec, log=lambda m: print(f"[grpo-ablate] {m}", flush=True))
-        if str(spec.model.get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX) and "OMP_NUM_THREADS" not in os.environ:
+        if str(spec.model.name_or_path).startswith(BUILTIN_MODEL_PREFIX) and "OMP_NUM_THREADS" not in os.environ:
             # A 64-wide model gains nothing from intra-op threads, and on a busy CPU (parallel trials,
             # other jobs) spinning OpenMP threads made steps ~8x slower in our measurements.
             torch.set_num_threads(1)
@@ -356,18 +352,6 @@ def end_left_processes(payload: dict[str, Any]) -> list[str]:
         payload["ended_processes"] = left
         print(f"[grpo-ablate] the trial left {len(left)} process(es) running, ended now: {left}", flush=True)
     return left
-
-
-def forced_environment(spec: TrialSpec) -> dict[str, str]:
-    """What a trial's environment holds whatever its parent's says: offline for the built-in demo.
-
-    The launcher puts it into the trial's environment before the process starts, because
-    huggingface_hub reads HF_HUB_OFFLINE once, at import: a warm session imports before its
-    first trial, so setting it later would leave the session online where a fresh process is not.
-    """
-    if str(spec.model.get("name_or_path", "")).startswith(BUILTIN_MODEL_PREFIX) and spec.data.get("task"):
-        return {"HF_HUB_OFFLINE": "1"}  # the built-in demo never touches the network
-    return {}
 
 
 def apply_spec_environment(spec: TrialSpec) -> None:

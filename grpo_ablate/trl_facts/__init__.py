@@ -6,5 +6,5 @@ Both the orchestrator and the trial process read them, so they sit below `config
 file) and `trainer/` (the child): the child takes TRL's defaults from here without importing the
 study file's schema. Modules: fields (the installed GRPOConfig, read once and cached per version);
 releases (each release's defaults and annotations, trl_defaults.json, read from its wheel by
-benchmarks/trl_defaults.py).
+tools/trl_defaults.py).
 """

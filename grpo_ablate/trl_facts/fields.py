@@ -26,8 +26,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.children import die_with_parent
-from grpo_ablate.errors import Problem, StudyError
+from grpo_ablate.core.children import die_with_parent
+from grpo_ablate.core.errors import Problem, StudyError
 
 __all__ = ["installed_trl_version", "trainer_field_docs", "trainer_field_names", "trl_default"]
 
@@ -35,8 +35,13 @@ __all__ = ["installed_trl_version", "trainer_field_docs", "trainer_field_names",
 @functools.lru_cache(maxsize=1)
 def installed_trl_version() -> str:
     """The installed TRL's version ("unknown" without one); read once (each read parses the package's metadata)."""
+    return _version_of("trl")
+
+
+@functools.lru_cache(maxsize=4)
+def _version_of(distribution: str) -> str:
     try:
-        return importlib.metadata.version("trl")
+        return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
 
@@ -45,14 +50,18 @@ def _read_grpo_config(what: str, reader: str) -> dict[str, Any]:
     """`reader(GRPOConfig)` (a function of this module returning plain JSON), for the installed TRL.
 
     In a process that has imported trl already (a trial), read from the class; elsewhere from a
-    child process, once per TRL version, cached on disk under $GRPO_ABLATE_CACHE as `what`.
+    child process, once per pair of TRL and transformers versions, cached on disk under
+    $GRPO_ABLATE_CACHE as `what`. GRPOConfig inherits transformers' TrainingArguments, so its
+    fields depend on both: keyed on TRL's alone, a second environment with another transformers
+    sharing the cache (the vLLM tier's) left the first reading the other's fields.
     """
     if "trl" in sys.modules:
+        # only in a process that has TRL already (a trial); elsewhere a cached child process reads it
         from trl import GRPOConfig
 
         return globals()[reader](GRPOConfig)
     folder = Path(os.environ.get("GRPO_ABLATE_CACHE") or Path.home() / ".cache" / "grpo-ablate")
-    cache = folder / f"grpo_config_{what}-trl{installed_trl_version()}.json"
+    cache = folder / f"grpo_config_{what}-trl{installed_trl_version()}-transformers{_version_of('transformers')}.json"
     try:
         cached = json.loads(cache.read_text())
         if isinstance(cached, dict):

@@ -1,6 +1,6 @@
 """GRPOConfig's defaults in each TRL release a recipe may target, read from the released source.
 
-    python benchmarks/trl_defaults.py        # regenerates trl_defaults.json from the PyPI wheels
+    python tools/trl_defaults.py        # regenerates trl_defaults.json from the PyPI wheels
 
 A recipe that leaves a key out ran with the default of the TRL it was written for, which is not
 the installed TRL's when a release changed it (TRL 0.18 -> 1.x: beta 0.04 -> 0.0, loss_type bnpo ->

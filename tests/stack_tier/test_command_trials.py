@@ -18,12 +18,12 @@ from command_study import write_command_study
 from helpers import run_cli
 
 from grpo_ablate.config import load_study
-from grpo_ablate.children import PACKAGE_ROOT, importing_this_checkout
+from grpo_ablate.core.children import PACKAGE_ROOT, importing_this_checkout
 from grpo_ablate.launch import run_trial
-from grpo_ablate.metrics import read_rows
+from grpo_ablate.contract.metrics import read_rows
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer import checkpoints
-from grpo_ablate.vocab import Arm, Cell, Outcome
+from grpo_ablate.core.vocab import Arm, Cell, Outcome
 
 
 def test_a_study_over_a_trl_018_script_ends_in_an_answer_curves_and_the_report(script_python, tmp_path):

@@ -17,7 +17,8 @@ import yaml
 
 from helpers import ROOT, run_cli
 
-from grpo_ablate.commands.init import InitAnswers, write_study
+from grpo_ablate.commands.init import write_study
+from grpo_ablate.plan.draft import InitAnswers
 
 FIXTURES = sorted((ROOT / "tests/fixtures/open-r1").glob("*.yaml"))
 EXTERNAL = {"code", "binary_code", "ioi_code", "cf_code", "code_format"}  # Open R1's rewards of its own package

@@ -1,5 +1,5 @@
 """DeepSpeed ZeRO-2 and ZeRO-3 on 2 CPU processes through the SHIPPED accelerate configs
-(sweeps/accelerate/zero2.yaml, zero3.yaml: bf16 there, fp32 on a CPU by grpo_ablate/precision.py), with
+(sweeps/accelerate/zero2.yaml, zero3.yaml: bf16 there, fp32 on a CPU by grpo_ablate/core/precision.py), with
 held-out evaluation over both ranks (15 prompts: an uneven split). Each one's per-step metrics and
 greedy evaluation equal plain 2-process DDP's (torchrun). ZeRO-3 really partitions: builtin:tiny-vllm's
 MLP matrices (64 x 1664 = 106,496 elements) pass DeepSpeed's default stage3_param_persistence_threshold

@@ -16,7 +16,7 @@ from typing import Any
 
 from helpers import run_cli, write_study
 from tier import jsonl
-from grpo_ablate import trial_record as record
+from grpo_ablate.records import trial_record as record
 from grpo_ablate.trainer import checkpoints
 
 STEPS = 4
@@ -133,8 +133,8 @@ def _check_trial(trial: Path, model: Path, g_first: int, g_last: int) -> None:
 def test_two_colocate_trials_at_once_evaluate_through_vllm_as_transformers_does(tmp_path, needs_vllm, tiny_vllm_model):
     import optuna
 
-    from grpo_ablate.storage import open_storage
-    from grpo_ablate.trial_record import arm_of
+    from grpo_ablate.storage.store import open_storage
+    from grpo_ablate.records.trial_record import arm_of
 
     r = run_cli("run", str(_study(tmp_path)), "--no-report", timeout=1200)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]

@@ -13,8 +13,8 @@ from grpo_ablate.config.recipes.stack import (OPEN_R1_STACK, TargetStack, instal
 from grpo_ablate.trl_facts.fields import trl_default
 from grpo_ablate.trl_facts.releases import (drift_between, known_releases, release_defaults, release_entries,
                                               release_of)
-from grpo_ablate.errors import echo
-from grpo_ablate.vocab import SEARCHED_KEYS
+from grpo_ablate.core.errors import echo
+from grpo_ablate.core.vocab import SEARCHED_KEYS
 
 __all__ = ["DRIFTING_KEYS", "IMPLIED_BEFORE_THE_FIELD", "NEW_LOSS_SWITCHES", "anchor_baseline", "implicit_keys",
            "recipe_target"]
@@ -82,7 +82,7 @@ def _unknown_stack(recipe: Recipe, raw: dict[str, Any], own: dict[str, Any], sea
     if given is not None:
         notes.append(RecipeDifference(
             f"{recipe.path.name}: recipe_trl {echo(given)} is not a release of the defaults table "
-            f"(known: {known_releases()}); add it with `python benchmarks/trl_defaults.py --release "
+            f"(known: {known_releases()}); add it with `python tools/trl_defaults.py --release "
             f"{given}=<its transformers>`"))
     old = release_defaults(OPEN_R1_STACK.trl)
     for key in DRIFTING_KEYS:

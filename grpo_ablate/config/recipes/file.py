@@ -17,7 +17,7 @@ import yaml
 from yaml.nodes import MappingNode, ScalarNode
 
 from grpo_ablate.config.yaml_io import read_yaml_file
-from grpo_ablate.errors import Problem, StudyError, echo
+from grpo_ablate.core.errors import Problem, StudyError, echo
 
 __all__ = ["RecipeNote", "RecipeDifference", "FieldList", "Recipe", "read_recipe"]
 
@@ -25,7 +25,7 @@ __all__ = ["RecipeNote", "RecipeDifference", "FieldList", "Recipe", "read_recipe
 class RecipeNote(str):
     """What the study did with a recipe key, e.g. "recipe.yaml:12: max_prompt_length -> data.max_prompt_tokens".
 
-    A str, so it travels in Study.warnings; `plan` and `validate` print it as a note.
+    A str, so it travels in StudyConfig.warnings; `plan` and `validate` print it as a note.
     """
 
 

@@ -27,7 +27,7 @@ SCRIPT_KEYS: dict[str, tuple[str, str]] = {
 }
 
 
-# Recipe attention values that become `auto` (grpo_ablate/attention.py): flash attention where installed, else sdpa.
+# Recipe attention values that become `auto` (grpo_ablate/core/attention.py): flash attention where installed, else sdpa.
 FLASH_ATTENTION = ("flash_attention_2", "flash_attention_3")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.attention import AUTO
+from grpo_ablate.core.attention import AUTO
 from grpo_ablate.config.recipes.defaults import anchor_baseline, implicit_keys
 from grpo_ablate.config.recipes.file import Recipe, RecipeDifference, RecipeNote, read_recipe
 from grpo_ablate.config.recipes.keys import (FLASH_ATTENTION, OTHER_TOOL_KEYS, REMOVED_KEYS, SCRIPT_KEYS,
@@ -17,8 +17,8 @@ from grpo_ablate.config.recipes.rewards import recipe_rewards
 from grpo_ablate.config.recipes.sharding import sharding_note
 from grpo_ablate.config.trainer_fields import cast_like_trl
 from grpo_ablate.trl_facts.fields import trainer_field_names, trl_default
-from grpo_ablate.errors import Problem, StudyError, did_you_mean, echo
-from grpo_ablate.vocab import SEARCHED_KEYS
+from grpo_ablate.core.errors import Problem, StudyError, did_you_mean, echo
+from grpo_ablate.core.vocab import SEARCHED_KEYS
 
 __all__ = ["merge_recipe"]
 

@@ -13,8 +13,8 @@ from grpo_ablate.config.recipes.registry import (OPEN_R1_ACCURACY_CHANGED, OPEN_
                                                  OPEN_R1_STAND_INS, TRL_REWARDS)
 from grpo_ablate.config.recipes.defaults import recipe_target
 from grpo_ablate.config.recipes.stack import TargetStack, is_open_r1
-from grpo_ablate.errors import Problem, did_you_mean, echo
-from grpo_ablate.vocab import reward_names
+from grpo_ablate.core.errors import Problem, did_you_mean, echo
+from grpo_ablate.core.vocab import reward_names
 
 __all__ = ["recipe_rewards", "stand_in_for"]
 

@@ -130,7 +130,7 @@ def installed_trl() -> str:
 
 def installed_fields() -> dict[str, dict[str, Any]]:
     """The installed TRL's fields as the table holds them: the table's release when it is the installed one,
-    else read from the installed GRPOConfig (declared defaults; run benchmarks/trl_defaults.py to add it)."""
+    else read from the installed GRPOConfig (declared defaults; run tools/trl_defaults.py to add it)."""
     version = release_of(installed_trl())
     if version:
         return release_entries(version)

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.trial_record import G_PARAM, G_RANK_PARAM, LABEL_PARAM, TEMPERATURE_PARAM, batch_param
-from grpo_ablate.vocab import Arm, generations_text, pair_label
+from grpo_ablate.records.trial_record import G_PARAM, G_RANK_PARAM, LABEL_PARAM, TEMPERATURE_PARAM, batch_param
+from grpo_ablate.core.vocab import Arm, generations_text, pair_label
 from grpo_ablate.config import FloatRange
 
 if TYPE_CHECKING:  # for annotations only: optuna loads in the functions that use it; a space is handed in
     import optuna
 
-    from grpo_ablate.space import FeasibleSpace
+    from grpo_ablate.core.space import FeasibleSpace
 
 __all__ = ["ORDINAL", "LABEL", "PLAN", "DEFAULT_ENCODING", "suggest_arm", "encode_arm"]
 
@@ -47,6 +47,7 @@ def _batches(space: "FeasibleSpace", g: int) -> list[int]:
 
 
 def _distributions(space: "FeasibleSpace", temps: Any, encoding: str, g: int) -> dict[str, "optuna.distributions.BaseDistribution"]:
+    # lazy: Optuna only while a study runs; every command imports study/
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 

@@ -7,15 +7,16 @@ Pruners count steps in generated completions (search/fidelity.py).
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from grpo_ablate.study.search.fidelity import quantum
-from grpo_ablate.vocab import PLANNED_SAMPLERS
+from grpo_ablate.core.vocab import PLANNED_SAMPLERS
 
 if TYPE_CHECKING:
     import optuna
 
-    from grpo_ablate.config import Study
+    from grpo_ablate.config import StudyConfig
 
 __all__ = ["build_sampler", "build_pruner", "study_sampler", "study_pruner", "tpe_startup_trials"]
 
@@ -27,13 +28,12 @@ def tpe_startup_trials(n_trials: int | None) -> int:
 
 def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n_objectives: int = 1
                   ) -> "optuna.samplers.BaseSampler":
-    import optuna
+    import optuna  # lazy: Optuna only while a study runs; every command imports study/
 
     if kind == "gp":
         return optuna.samplers.GPSampler(seed=seed)
     if kind == "random" or kind in PLANNED_SAMPLERS:  # planned studies only pop queued trials
         return optuna.samplers.RandomSampler(seed=seed)
-    import warnings
 
     n_startup = tpe_startup_trials(n_trials)
     joint = n_objectives == 1
@@ -45,7 +45,7 @@ def build_sampler(kind: str, seed: int | None, *, n_trials: int | None = None, n
 
 def build_pruner(kind: str, budget: int | None, quantum: int) -> "optuna.pruners.BasePruner":
     """`budget` and `quantum` in completions (one trial's total, and the spacing of checkpoints)."""
-    import optuna
+    import optuna  # lazy: Optuna only while a study runs; every command imports study/
 
     if kind == "median":
         warmup = quantum * max(1, round((budget or quantum * 10) / quantum / 5))  # a fifth of the trial
@@ -55,13 +55,13 @@ def build_pruner(kind: str, budget: int | None, quantum: int) -> "optuna.pruners
     return optuna.pruners.NopPruner()
 
 
-def study_sampler(study: "Study") -> "optuna.samplers.BaseSampler":
+def study_sampler(study: "StudyConfig") -> "optuna.samplers.BaseSampler":
     """The study's sampler, from its file (the kind `auto` resolved to, its seed, n_trials, objectives)."""
     return build_sampler(study.sampler_kind, study.study.sampler_seed, n_trials=study.study.n_trials,
                          n_objectives=len(study.directions))
 
 
-def study_pruner(study: "Study", budget: int | None) -> "optuna.pruners.BasePruner":
+def study_pruner(study: "StudyConfig", budget: int | None) -> "optuna.pruners.BasePruner":
     """The study's pruner; its steps are generated completions (fidelity.py), `budget` one trial's
     (plan/cells.py's completions_per_trial)."""
     largest = max((p.generation_batch_size for p in study.space.feasible), default=1)

@@ -5,5 +5,5 @@
 - `tasks`: the task definitions, their datasets and their exact-answer rewards;
 - `recipe`: the trainer section they learn with on a CPU (`studies/tiny-cpu.yaml`'s).
 
-The names and descriptions are the vocabulary's (`grpo_ablate.vocab`); the code is here.
+The names and descriptions are the vocabulary's (`grpo_ablate.core.vocab`); the code is here.
 """

@@ -47,8 +47,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from grpo_ablate.children import die_with_parent, importing_this_checkout
-from grpo_ablate.vocab import BUILTIN_MODEL_PREFIX
+from grpo_ablate.core.children import die_with_parent, importing_this_checkout
+from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX
 
 from .tasks import TASKS, Task, get_task
 from .tokenizer import DATASET_MAX_LENGTH, MAX_LENGTH, SPECIAL_TOKENS, VOCAB_CHARS, build_tokenizer
@@ -106,7 +106,7 @@ def is_builtin_model(name_or_path: str) -> bool:
 @contextlib.contextmanager
 def _seeded(seed: int) -> Iterator[None]:
     """Seed torch's global generator for a block, then restore it (the trainer seeds its own)."""
-    import torch
+    import torch  # lazy: this module imports without torch (tests/test_builtin_registries.py)
 
     state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -118,7 +118,7 @@ def _seeded(seed: int) -> Iterator[None]:
 
 def build_tiny_model(tokenizer: Any, settings: TinyModelSettings = TinyModelSettings()) -> Any:
     """A randomly initialised tiny Qwen2, seeded so every build is identical."""
-    import torch
+    import torch  # lazy: this module imports without torch (tests/test_builtin_registries.py)
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
@@ -177,7 +177,7 @@ def _warm_start(model: Any, tokenizer: Any, task: Task,
                 progress: Callable[[int, int, float], None] = lambda step, steps, elapsed: None) -> dict[str, float]:
     """Supervised steps on the task's (prompt, answer) pairs, loss on the answer only; `progress`
     (step, steps, seconds so far) is called PROGRESS_REPORTS times along the way."""
-    import torch
+    import torch  # lazy: this module imports without torch (tests/test_builtin_registries.py)
 
     ws = task.warm_start
     rng = random.Random(f"warm:{task.name}:{ws.seed}")
@@ -232,7 +232,7 @@ def _warm_start(model: Any, tokenizer: Any, task: Task,
 def task_accuracy(model: Any, tokenizer: Any, task_name: str, *, n: int = 512, temperature: float | None = None,
                   seed: int = 99) -> float:
     """Share of `n` fresh problems answered exactly (greedy when temperature is None)."""
-    import torch
+    import torch  # lazy: this module imports without torch (tests/test_builtin_registries.py)
 
     task = get_task(task_name)
     rng = random.Random(f"eval:{task_name}:{seed}")
@@ -260,7 +260,7 @@ def cache_root() -> Path:
 
 
 def _cache_key(settings: dict[str, Any]) -> str:
-    import torch
+    import torch  # lazy: this module imports without torch (tests/test_builtin_registries.py)
     import transformers
 
     # Library versions are part of the key: the same seed gives different weights across them.
@@ -279,7 +279,7 @@ def _file_lock(path: Path, waiting: Callable[[], None] = lambda: None, wait_s: f
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         try:
-            import fcntl
+            import fcntl  # POSIX only (the except below)
         except ImportError:  # pragma: no cover - Windows: atomic rename still prevents torn reads
             yield
             return

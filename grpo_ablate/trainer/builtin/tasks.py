@@ -3,7 +3,7 @@
 "addition" is a carry drill: a 2-digit plus a 1-digit number whose units carry (`47+8=` ->
 `55`), checked exactly, reward 1 or 0. A task also says how a learner typically slips, so the
 tiny model can be warm-started into a state GRPO can fix (see builtin/model.py). The names and
-descriptions are the vocabulary's (`grpo_ablate.vocab.BUILTIN_TASKS`); the code is here.
+descriptions are the vocabulary's (`grpo_ablate.core.vocab.BUILTIN_TASKS`); the code is here.
 
     python -c "from grpo_ablate.trainer.builtin.tasks import task_problems; print(task_problems('addition', 3))"
 """
@@ -14,7 +14,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-from grpo_ablate.vocab import BUILTIN_TASKS
+from grpo_ablate.core.vocab import BUILTIN_TASKS
 
 from ..text import plain_text
 
@@ -203,7 +203,7 @@ def held_out_problems(name: str, num_prompts: int, exclude: set[str], seed: int 
 
 def task_dataset(name: str, num_prompts: int = 2000, seed: int = 1234) -> Any:
     """A `datasets.Dataset` with `prompt` (plain text) and `answer`; the reward reads `answer`."""
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: the tasks import without datasets or torch (tests/test_builtin_registries.py)
 
     pairs = task_problems(name, num_prompts, seed)
     return Dataset.from_dict({"prompt": [p for p, _ in pairs], "answer": [a for _, a in pairs]})

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from grpo_ablate.contract.spec import DataSpec
+
 __all__ = ["DATASET_MAX_LENGTH", "MAX_LENGTH", "SPECIAL_TOKENS", "VOCAB_CHARS", "build_tokenizer", "dataset_characters",
            "format_characters", "load_builtin_tokenizer", "unencodable_prompts"]
 
@@ -50,14 +52,13 @@ def dataset_characters(rows: Iterable[Any]) -> str:
 PROMPT_SEPARATORS = "\n"
 
 
-def format_characters(data: dict[str, Any]) -> str:
+def format_characters(data: DataSpec) -> str:
     """Every character the trial's prompt formatting adds to the dataset's own text: the system prompt, a chat
     template given as text (all of its characters, its literal strings among them: a superset of what it renders)
     and the separators; beyond VOCAB_CHARS, sorted. With dataset_characters, the tiny model over a user's data
     (the CPU smoke test) can encode every prompt a recipe's system prompt or chat template makes."""
     seen = set(PROMPT_SEPARATORS)
-    for key in ("system_prompt", "chat_template"):
-        value = data.get(key)
+    for value in (data.system_prompt, data.chat_template):
         if isinstance(value, str):
             seen.update(value)
     return "".join(sorted(seen - set(VOCAB_CHARS)))
@@ -69,6 +70,7 @@ def build_tokenizer(model_max_length: int = MAX_LENGTH, extra_chars: str = "") -
     `extra_chars` extends the vocabulary (a user's dataset: `dataset_characters`). Passing it to
     GRPOTrainer as `processing_class` keeps the trainer from reaching for the hub.
     """
+    # lazy: builtin/model.py imports this module and must load no torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -97,6 +99,7 @@ def load_builtin_tokenizer(path: Any) -> Any:
     generate failed with an IndexError. Loaded as the class it was saved from, every character the
     vocabulary holds encodes to its own token.
     """
+    # lazy: builtin/model.py imports this module and must load no torch
     from transformers import PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast.from_pretrained(path, padding_side="left")

@@ -1,6 +1,6 @@
 """The one way the tool opens a file it reads: a regular file, within a size bound, BOM handled.
 
-    python -c "import sys; from grpo_ablate.safe_read import read_text; print(len(read_text(sys.argv[1], 'a file')))" FILE
+    python -c "import sys; from grpo_ablate.core.safe_read import read_text; print(len(read_text(sys.argv[1], 'a file')))" FILE
 
 Every file a study names or leaves behind (the study file, a recipe, an accelerate config, a
 dataset, a reward module, probe.json, advise.json, summary.json, the journal) is user-reachable
@@ -22,7 +22,7 @@ import os
 import stat
 from typing import BinaryIO
 
-from grpo_ablate.errors import Problem, StudyError, echo
+from grpo_ablate.core.errors import Problem, StudyError, echo
 
 __all__ = ["open_regular", "read_bytes", "read_text", "text_stream", "kind_problem", "MB", "BOM"]
 

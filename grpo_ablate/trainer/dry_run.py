@@ -1,6 +1,9 @@
 """The GRPOConfig keyword arguments each trial would pass, computed by the trial's own code, without training.
 
     grpo-ablate plan STUDY --commands        # runs this in a child: the parent never imports torch
+    python -m grpo_ablate.trainer.dry_run < specs.json
+
+The child side (trainer/): it imports the trial's own build; the parent (commands/plan.py) runs it as a process.
 
 Reads a JSON list of {"spec": TrialSpec as a dict, "world_size": int, "gpu": bool, "full_run_steps": int|null}
 on stdin and prints one JSON list of {"kwargs", "notes"}. `gpu` says the trial machine has CUDA (the study
@@ -17,31 +20,28 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from typing import Any
 
-from grpo_ablate.cost import lr_schedule_of, warmup_steps
-from grpo_ablate.schedule import Schedule
-from grpo_ablate.trainer import build, checkpoints
-from grpo_ablate.trainer.spec import TrialSpec
+from grpo_ablate.core.cost import lr_schedule_of, warmup_steps
+from grpo_ablate.core.schedule import Schedule
+from . import build, checkpoints
+from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["config_kwargs", "effective"]
 
 
 def config_kwargs(spec: TrialSpec, world_size: int, gpu: bool) -> dict:
-    """build.build_config_kwargs as the trial calls it, on a machine with (gpu) or without CUDA."""
-    cuda = build._cuda
-    build._cuda = lambda: gpu  # type: ignore[assignment]  # the trial machine's answer, not this one's
-    try:
-        weights = [float(r.get("weight", 1.0)) for r in spec.rewards]
-        return build.build_config_kwargs(spec, world_size=world_size, reward_weights=weights)
-    finally:
-        build._cuda = cuda  # type: ignore[assignment]
+    """build.build_config_kwargs as the trial calls it, on a machine with (gpu) or without CUDA: the trial machine's
+    answer, not this one's."""
+    weights = [r.weight for r in spec.rewards]
+    return build.build_config_kwargs(spec, world_size=world_size, reward_weights=weights, cuda=gpu)
 
 
 def effective(spec: TrialSpec, kwargs: dict[str, Any], full_run_steps: int | None) -> tuple[dict[str, Any], list[str]]:
     """(the keyword arguments with the values the trial really runs with, a note per value changed)."""
     out, notes = dict(kwargs), []
-    every = (spec.checkpoint or {}).get("every")
+    every = spec.checkpoint.every if spec.checkpoint else None
     if kwargs.get("save_steps") == 1 and kwargs.get("save_total_limit") is None and spec.checkpoint is not None \
             and not isinstance(spec.num_generations, Schedule):
         steps = int(spec.max_steps or 0)
@@ -56,7 +56,7 @@ def effective(spec: TrialSpec, kwargs: dict[str, Any], full_run_steps: int | Non
     steps = int(out.get("max_steps") or 0)
     scheduler_steps: int | None = steps
     warmup = out.get("warmup_steps")
-    if lr_schedule_of(spec.budget) == "prefix" and spec.budget.get("full_run") and not full_run_steps and steps:
+    if lr_schedule_of(asdict(spec.budget)) == "prefix" and spec.budget.full_run and not full_run_steps and steps:
         scheduler_steps = None  # build._lr_schedule counts the full run from the prompts the trial loads
         out["lr_scheduler_steps"] = "the full run's (counted from the prompts when the trial starts)"
         if isinstance(warmup, float) and 0 < warmup < 1:
@@ -64,7 +64,7 @@ def effective(spec: TrialSpec, kwargs: dict[str, Any], full_run_steps: int | Non
         notes.append("learning-rate schedule: built for the full run (budget.lr_schedule: prefix), whose length the "
                      "trial counts from its prompts at start; the trial runs its first "
                      f"{steps} steps" + (f", warmup {warmup} of the full run's steps" if warmup else ""))
-    elif lr_schedule_of(spec.budget) == "prefix" and full_run_steps and steps and full_run_steps > steps:
+    elif lr_schedule_of(asdict(spec.budget)) == "prefix" and full_run_steps and steps and full_run_steps > steps:
         scheduler_steps = full_run_steps
         notes.append(f"learning-rate schedule: built for the full run's {full_run_steps} steps; the trial runs the "
                      f"first {steps} (budget.lr_schedule: prefix)")

@@ -1,6 +1,6 @@
 """The words every layer shares, each defined once. Stdlib only, so anything may import it.
 
-    python -c "from grpo_ablate.vocab import Arm; print(Arm(8, 64, 0.9).key)"   # G8xB64|T0.9
+    python -c "from grpo_ablate.core.vocab import Arm; print(Arm(8, 64, 0.9).key)"   # G8xB64|T0.9
 
 - `Arm`: one configuration of the knobs this tool decides (G, generation batch, temperature),
   with its key (stable across studies: compare matches arms on it) and its labels;
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from grpo_ablate.schedule import Dynamic, PerPrompt, Schedule, generations_data, generations_from_data, generations_text
+from grpo_ablate.core.schedule import Dynamic, PerPrompt, Schedule, generations_data, generations_from_data, generations_text
 
 __all__ = [
     "PLANNED_SAMPLERS",
@@ -249,7 +249,7 @@ class Metric:
     label: str  # short, for tables and axes
     unit: str
     direction: str | None  # "maximize" | "minimize"; None: a count, not something to optimise
-    description: str  # plain words; the formula lives in grpo_ablate/metrics.py
+    description: str  # plain words; the formula lives in grpo_ablate/contract/metrics.py
     low: float | None = None  # the range the quantity can take (intervals are clipped to it)
     high: float | None = None
     # "trial": computed when a trial ends, copied into its user attributes (objectives are these);

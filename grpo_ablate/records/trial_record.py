@@ -1,6 +1,6 @@
 """The trial-record schema: what a trial leaves in its study, named and read in one place.
 
-    from grpo_ablate import trial_record as record
+    from grpo_ablate.records import trial_record as record
     record.outcome(frozen_trial)          # completed | oom | pruned | failed | interrupted | running | queued
     record.trial_dir(frozen_trial)        # a typed fact, never the raw attribute
     record.study_attrs(optuna_study)      # StudyAttrs: what the study's creator wrote
@@ -23,12 +23,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from grpo_ablate.vocab import HEADLINE_METRICS, PREFIX_ROLE, Arm, Cell, Outcome, generations_data, generations_text
+from grpo_ablate.core.vocab import HEADLINE_METRICS, PREFIX_ROLE, Arm, Cell, Outcome, generations_data, generations_text
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial, Trial
 
-    from grpo_ablate.space import FeasibleSpace
+    from grpo_ablate.core.space import FeasibleSpace
 
 __all__ = [
     # trial attributes
@@ -417,7 +417,7 @@ class StudyAttrs:
 
 
 def study_attrs(source: Any) -> StudyAttrs:
-    """A study's attributes, typed: `source` is an optuna Study, a FrozenStudy or a StudySummary."""
+    """A study's attributes, typed: `source` is an optuna StudyConfig, a FrozenStudy or a StudySummary."""
     attrs: Mapping[str, Any] = getattr(source, "user_attrs", None) or {}
 
     def mapping(name: str) -> dict[str, Any] | None:

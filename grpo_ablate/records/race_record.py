@@ -1,6 +1,6 @@
 """The race's record: what a race stores on its study after each round, and how it is read back.
 
-    from grpo_ablate.race_record import RaceState, calls_level
+    from grpo_ablate.records.race_record import RaceState, calls_level
     RaceState.from_dict(trial_record.study_attrs(optuna_study).racing, arms)
 
 study/racing.py decides a race (the policy: which arm leaves, when the race stops) and the ledger

@@ -1,6 +1,6 @@
 """What a storage string is, and how it may be shown: SQLAlchemy's URL parser, one masking function.
 
-    python -c 'import sys; from grpo_ablate.storage_url import mask_url, url_problem as p; u = sys.argv[1]; print(mask_url(u), p(u))' "$URL"
+    python -c 'import sys; from grpo_ablate.storage.url import mask_url, url_problem as p; u = sys.argv[1]; print(mask_url(u), p(u))' "$URL"
 
 A storage is a database URL (`postgresql://`, `sqlite:///`, ...; schemes compared ignoring case)
 or a journal file path. Anything that looks like a URL must parse as one, or it is refused: a
@@ -11,12 +11,16 @@ Optuna installs) only when a string looks like a URL.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
+import ipaddress
+import os
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 __all__ = ["mask_url", "url_problem", "is_rdb_url", "canonical_url", "local_file", "normalize_url", "secrets_in",
            "storage_identity", "Location", "locate", "DATABASE_SCHEMES", "JOURNAL_PREFIX"]
@@ -70,7 +74,7 @@ def _parse(url: str) -> "Any | None":
     """SQLAlchemy's reading of `url` when it is one (`scheme://...`), else None."""
     if "://" not in url:
         return None
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url  # lazy: SQLAlchemy only for a URL (module docstring)
 
     try:
         parsed = make_url(url)
@@ -195,8 +199,6 @@ def _scrub(shown: str, url: str) -> str:
 def secrets_in(url: str) -> list[str]:
     """The secret values in `url`, to scrub from a driver's error text that may quote them: what
     mask_url hides, as written and as decoded."""
-    from urllib.parse import unquote, unquote_plus
-
     found: list[str] = []
     for m in _URL.finditer(url):
         userinfo, tail, _, query = _split_url(m["rest"])
@@ -268,15 +270,13 @@ def url_problem(url: str) -> str | None:
         return None
     dialect, _ = scheme
     if dialect not in DATABASE_SCHEMES:
-        import difflib
-
         close = difflib.get_close_matches(dialect[:80], _SUGGESTED_SCHEMES, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return (f"unknown storage scheme {dialect[:80]!r} in {_cut(shown)!r}{hint}; use postgresql://user@host/db, "
                 f"sqlite:///FILE, or a journal file path ({JOURNAL_PREFIX}NAME for a file name with a colon)")
     if not url[len(_SCHEME.match(url)[0]):].startswith("//"):  # type: ignore[index]
         return f"{shown} is not a database URL: write {dialect}://..."
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url  # lazy: SQLAlchemy only for a URL (module docstring)
 
     try:
         parsed = make_url(url)
@@ -373,10 +373,6 @@ _LOCAL = "localhost"
 def _host_identity(host: str | None, dialect: str) -> str:
     """One spelling per machine: loopback names and addresses are `localhost`; a name is resolved
     to its addresses where this machine can resolve it, else kept, lower-cased."""
-    import ipaddress
-    import os
-    import socket
-
     if not host and dialect == "postgresql":
         host = os.environ.get("PGHOST")  # libpq's default, where a URL without a host connects
     if not host or host.startswith("/"):  # no host, or a Unix socket folder: this machine

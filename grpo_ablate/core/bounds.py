@@ -1,7 +1,7 @@
 """Each value's valid range, said once: the schema, the readers of the tool's own files and the
 trainer's checks all ask here.
 
-    python -c "from grpo_ablate.bounds import BOUNDS; print(BOUNDS['num_generations'])"
+    python -c "from grpo_ablate.core.bounds import BOUNDS; print(BOUNDS['num_generations'])"
 
 A range checked in one place and not another was a hang (`num_generations: {low: 2, high: 1e8}`
 made validate enumerate 10^8 values), a silent wrong answer (a reward of 1e308 overflowed the

@@ -18,10 +18,10 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from grpo_ablate.cost import fmt_hours
-from grpo_ablate.errors import Problem, StudyError
-from grpo_ablate.trial_record import outcome, ran_here, resumed_from
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.core.cost import fmt_hours
+from grpo_ablate.core.errors import Problem, StudyError
+from grpo_ablate.records.trial_record import outcome, ran_here, resumed_from
+from grpo_ablate.core.vocab import Outcome
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

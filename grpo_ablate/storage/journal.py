@@ -1,6 +1,6 @@
 """Optuna's journal file, read the way Optuna's replay reads it: every line parsed and checked.
 
-    python -c 'import sys; from grpo_ablate.journal import scan; print(scan(open(sys.argv[1], "rb").read()).summary())' study.journal
+    python -c 'import sys; from grpo_ablate.storage.journal import scan; print(scan(open(sys.argv[1], "rb").read()).summary())' study.journal
 
 A journal is one JSON object per line, each an operation (`op_code`) that Optuna's replay
 (optuna/storages/journal/_storage.py, JournalStorageReplayResult) applies in order. A crash,
@@ -71,6 +71,7 @@ def _time_problem(v: Any, key: str) -> str | None:
 
 
 def _distribution_problem(text: Any, value: Any | None = None) -> str | None:
+    # lazy: Optuna only when an entry is checked (module docstring)
     from optuna.distributions import json_to_distribution
 
     if not isinstance(text, str):
@@ -85,7 +86,7 @@ def _distribution_problem(text: Any, value: Any | None = None) -> str | None:
 
 
 def _state_problem(state: Any) -> str | None:
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: Optuna only when an entry is checked (module docstring)
 
     if not _is_int(state):
         return "state is not a number"
@@ -183,7 +184,7 @@ def entry_problem(entry: Any) -> str | None:
     if op == 6:
         if p := _state_problem(entry["state"]):
             return p
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: Optuna only when an entry is checked (module docstring)
 
         state = TrialState(entry["state"])
         if state == TrialState.RUNNING and (p := _time_problem(entry.get("datetime_start"), "datetime_start")):
@@ -351,6 +352,7 @@ class TolerantJournalBackend:
     """
 
     def __init__(self, file_path: str) -> None:
+        # lazy: Optuna only when an entry is checked (module docstring)
         from optuna.storages.journal import JournalFileSymlinkLock
 
         self._file_path = file_path
@@ -386,6 +388,7 @@ class TolerantJournalBackend:
                 number += 1
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        # lazy: Optuna only when an entry is checked (module docstring)
         from optuna.storages.journal._file import get_lock_file
 
         text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs).encode("utf-8")

@@ -1,7 +1,7 @@
 """GRPOConfig's field defaults per TRL release, read from the released wheels' source (never imported).
 
-    python benchmarks/trl_defaults.py                       # TRL 0.18.0 (Open R1's pin) and the installed TRL
-    python benchmarks/trl_defaults.py --release 0.18.0=4.52.3 --release 1.16.0=5.25.0
+    python tools/trl_defaults.py                       # TRL 0.18.0 (Open R1's pin) and the installed TRL
+    python tools/trl_defaults.py --release 0.18.0=4.52.3 --release 1.16.0=5.25.0
 
 Each release is `TRL=TRANSFORMERS`: the TRL wheel and the transformers wheel it ran with (GRPOConfig
 subclasses TrainingArguments, so the defaults it does not override are that transformers' own). Both
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     releases = args.release or [OPEN_R1_PIN, f"{importlib.metadata.version('trl')}="
                                              f"{importlib.metadata.version('transformers')}"]
     table: dict[str, Any] = {
-        "command": "python benchmarks/trl_defaults.py " + " ".join(f"--release {r}" for r in releases),
+        "command": "python tools/trl_defaults.py " + " ".join(f"--release {r}" for r in releases),
         "about": "GRPOConfig field defaults per TRL release, read with ast from the released wheels' "
                  "trl/trainer/grpo_config.py, its TRL base classes and transformers/training_args.py",
         "releases": {},

@@ -1,8 +1,8 @@
 """The docs' generated blocks: text between two HTML-comment markers in a Markdown page, written by the command
 that computes it, never by hand (tests/test_docs.py and tests/test_config_keys.py check each against its source).
 
-    python benchmarks/docs_blocks.py            # the study-file key table, from the schema (`grpo-ablate schema --markdown`)
-    python benchmarks/verdict.py --runs 1 --readme   # the demo's answer, from a real run (minutes)
+    python tools/docs_blocks.py            # the study-file key table, from the schema (`grpo-ablate schema --markdown`)
+    python tools/verdict.py --runs 1 --readme   # the demo's answer, from a real run (minutes)
     python benchmarks/report_screenshot.py      # the report's first screen, from a real run of the demo
 
 Each block is written into every page that shows it (the demo's answer: the README and Getting started; the key
@@ -45,7 +45,7 @@ def key_table_block() -> str:
     from grpo_ablate.commands.common import key_choices
     from grpo_ablate.config.keys import key_table
 
-    return (f"{KEYS_START}\n<!-- written by `python benchmarks/docs_blocks.py` (`grpo-ablate schema --markdown`) from "
+    return (f"{KEYS_START}\n<!-- written by `python tools/docs_blocks.py` (`grpo-ablate schema --markdown`) from "
             f"the schema's descriptions (grpo_ablate/config/schema.py); do not edit by hand -->\n"
             f"{key_table(key_choices())}{KEYS_END}")
 

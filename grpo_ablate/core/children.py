@@ -21,7 +21,7 @@ The other direction: what a trial starts (a reward that forks, even a grandchild
 already exited) ends with the trial. The trial's process adopts its orphans (`adopt_orphans`)
 and, when the trial is over, ends every process below it (`end_descendants`).
 
-    python -c "from grpo_ablate.children import die_with_parent"    # stdlib only
+    python -c "from grpo_ablate.core.children import die_with_parent"    # stdlib only
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ generation round starts at and the round-aligned checkpoint period all follow fr
 init, plan, the trial plan (study/trial_spec.py) and the trainer (checkpoints, G schedules) ask
 here; `tests/test_space.py` checks the rule against a real GRPOTrainer's generation calls.
 
-A G schedule (`grpo_ablate.schedule`, e.g. `4→8@40%`) keeps its arm's generation batch in every
+A G schedule (`grpo_ablate.core.schedule`, e.g. `4→8@40%`) keeps its arm's generation batch in every
 phase, so it is feasible with a batch when every phase's G is; a rejection names the phase.
 """
 
@@ -31,8 +31,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from grpo_ablate.schedule import prompts_per_round
-from grpo_ablate.vocab import Dynamic, PerPrompt, Schedule, pair_label
+from grpo_ablate.core.schedule import prompts_per_round
+from grpo_ablate.core.vocab import Dynamic, PerPrompt, Schedule, pair_label
 
 __all__ = [
     "BatchShape",

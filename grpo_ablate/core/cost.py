@@ -1,7 +1,7 @@
 """What a trial costs, as arithmetic: the GPUs `hardware.gpu_type` names, the stated per-GPU rates,
 FLOPs per trained token, the recipe's full-run length, and GPU-hours. Pure: no study, no files.
 
-    python -c "from grpo_ablate.cost import GPU_TYPES; print(GPU_TYPES['H20'])"
+    python -c "from grpo_ablate.core.cost import GPU_TYPES; print(GPU_TYPES['H20'])"
 
 estimate.py applies it to a study (measured where possible). Training is bound by compute (FLOPs
 per trained token: 6 x parameters, +2x each for gradient checkpointing's recomputed forward, a
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from grpo_ablate.bounds import BOUNDS
-from grpo_ablate.errors import StudyError
-from grpo_ablate.safe_read import MB, read_bytes
+from grpo_ablate.core.bounds import BOUNDS
+from grpo_ablate.core.errors import StudyError
+from grpo_ablate.core.safe_read import MB, read_bytes
 
 PARAMETERS = BOUNDS["parameters"]
 
@@ -162,6 +162,7 @@ def model_parameters(name_or_path: str, revision: str | None = None) -> tuple[in
         return None, "a built-in model (CPU-sized)"
     candidates: list[Path] = [Path(name_or_path) / "config.json"]
     try:
+        # lazy: only for a hub model's cached config; every command imports cost.py
         from huggingface_hub import try_to_load_from_cache
 
         cached = try_to_load_from_cache(name_or_path, "config.json", revision=revision)

@@ -1,6 +1,6 @@
 """The rows of a local prompt file, checked before anything trains on them (stdlib only).
 
-    python -c "import sys; from grpo_ablate.prompt_file import prompt_file_problem as p; print(p(sys.argv[1], 'prompt'))" data.jsonl
+    python -c "import sys; from grpo_ablate.core.prompt_file import prompt_file_problem as p; print(p(sys.argv[1], 'prompt'))" data.jsonl
 
 `datasets` reads a JSON-lines file without complaint when a prompt is null (the trial then
 trains on the text "None"), fails on a blank one deep inside tokenization, and reports a
@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from grpo_ablate.errors import StudyError
-from grpo_ablate.safe_read import MB, kind_problem, open_regular, read_text, text_stream
+from grpo_ablate.core.errors import StudyError
+from grpo_ablate.core.safe_read import MB, kind_problem, open_regular, read_text, text_stream
 
 __all__ = ["prompt_file_problem", "CHECKED_SUFFIXES", "MAX_REPORTED"]
 
@@ -77,7 +77,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, Any]]:
 
 
 def _parquet_rows(path: Path, column: str) -> Iterator[tuple[str, Any]]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: pyarrow only for a parquet file
 
     try:
         table = pq.read_table(path)

@@ -1,6 +1,6 @@
 """Where a study lives: Optuna storage from a URL, and the artifact store beside it.
 
-    python -c 'import sys; from grpo_ablate.storage import open_storage; open_storage(sys.argv[1])' "$URL"
+    python -c 'import sys; from grpo_ablate.storage.store import open_storage; open_storage(sys.argv[1])' "$URL"
 
 - a plain path (the default, `<output_dir>/study.journal`): Optuna's journal file, for many
   processes on one host. A journal with a torn or broken line (disk full, a crash mid-write)
@@ -18,14 +18,15 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn, TypeVar
 
-from grpo_ablate.safe_read import kind_problem, open_regular
-from grpo_ablate.journal import Scan, TolerantJournalBackend, looks_like_journal, scan
-from grpo_ablate.storage_url import (
+from grpo_ablate.core.safe_read import kind_problem, open_regular
+from grpo_ablate.storage.journal import Scan, TolerantJournalBackend, looks_like_journal, scan
+from grpo_ablate.storage.url import (
     DATABASE_SCHEMES,
     JOURNAL_PREFIX,
     Location,
@@ -37,7 +38,7 @@ from grpo_ablate.storage_url import (
     normalize_url,
     url_problem,
 )
-from grpo_ablate.errors import Problem, StudyError, database_fault
+from grpo_ablate.core.errors import Problem, StudyError, database_fault
 
 if TYPE_CHECKING:
     import optuna
@@ -72,7 +73,7 @@ def open_storage(
     RUNNING forever, so `run` always passes them, with study/ledger.py's requeue as the
     `stale_trial_callback` (Optuna's heartbeat_stale_trial_callback).
     """
-    import optuna
+    import optuna  # lazy: Optuna only when a storage is opened; every command imports storage.py
     from optuna.storages import JournalStorage
 
     # Optuna's INFO lines ("Skipping enqueue." from every worker that queues a plan already
@@ -110,7 +111,7 @@ def read_existing(url: str) -> "optuna.storages.BaseStorage | None":
     """A local storage (journal or SQLite file) that exists, opened to read: nothing is created,
     migrated or repaired (`plan` must not change a study). None when there is no such file or the
     URL names a server; StudyError for a SQLite file that is not Optuna's (check_foreign_file)."""
-    import optuna
+    import optuna  # lazy: Optuna only when a storage is opened; every command imports storage.py
 
     where = locate(url)
     path = where.file
@@ -169,8 +170,7 @@ def check_foreign_file(where: Location) -> None:
 
 def _foreign_tables(path: Path) -> list[str]:
     """The tables of an SQLite file that Optuna did not create, read through a read-only connection."""
-    import sqlite3
-
+    # lazy: Optuna only when a storage is opened; every command imports storage.py
     from optuna.storages._rdb import models
 
     ours = set(models.BaseModel.metadata.tables) | {"alembic_version"}
@@ -203,6 +203,7 @@ def repair_journal(path: Path) -> bool:
 
 def _repair(path: Path, where: Location) -> bool:
     """repair_journal on the journal `where` names (its file: `path`)."""
+    # lazy: Optuna only when a storage is opened; every command imports storage.py
     from optuna.storages.journal import JournalFileSymlinkLock
 
     check_foreign_file(where)  # first: a FIFO is refused before anything opens it
@@ -250,7 +251,7 @@ def _rdb_with_retry(url: str, kwargs: dict[str, object]) -> "optuna.storages.RDB
 
     A server that cannot be reached at all is not retried: that answer will not change.
     """
-    import sqlalchemy.exc
+    import sqlalchemy.exc  # lazy: SQLAlchemy and Optuna only for a server storage; every command imports storage.py
     from optuna.storages import RDBStorage
 
     engine: dict[str, object] = {"pool_pre_ping": True}  # a connection the server dropped (a restart) is replaced
@@ -294,6 +295,7 @@ def patiently(call: "Callable[[], T]", *, seconds: float, what: str, say: Callab
 
 
 def open_artifact_store(output_dir: Path) -> "optuna.artifacts.FileSystemArtifactStore":
+    # lazy: Optuna only when a storage is opened; every command imports storage.py
     from optuna.artifacts import FileSystemArtifactStore
 
     base = Path(output_dir) / "artifacts"

@@ -1,6 +1,6 @@
 """A schedule of num_generations over one run: small G early, larger G later, as one value of G.
 
-    python -c "from grpo_ablate.schedule import parse_generations as p; print(p('4->8@40%').phases)"
+    python -c "from grpo_ablate.core.schedule import parse_generations as p; print(p('4->8@40%').phases)"
 
 Syntax (the label, `->` or `→` between phases, `@` before the condition that starts a phase):
 - by progress: `4→8@40%`: G=4 for the first 40 % of the trial's optimizer steps, then G=8;
@@ -27,7 +27,7 @@ Stdlib only: the vocabulary, the config and the trainer core all import it.
 
 Two ways in, two ways out. Text (`parse_generations`, the label syntax above) is read only by the
 study-file loader (config/); `generations_text` writes a label for display and keys. Between
-processes (the trial plan, trainer/spec.py) a G travels as data: `generations_data` /
+processes (the trial plan, contract/spec.py) a G travels as data: `generations_data` /
 `generations_from_data`, an int or `{"kind", "label", ...numbers}` whose label is only for
 the reader of spec.json (a hand edit that makes it disagree with the numbers is refused).
 """

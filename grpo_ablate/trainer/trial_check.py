@@ -1,11 +1,11 @@
 """The child side of validate's trial-start checks: what a trial builds before its first step, built here.
 
-    python -m grpo_ablate.preflight.trial_check < specs.json     # preflight/trial_start.py runs it
+    python -m grpo_ablate.trainer.trial_check < specs.json     # preflight/trial_start.py runs it
 
 Reads a JSON object {"specs": [TrialSpec as a dict, ...], "gpu": bool} on stdin and prints one
 JSON object: {"cuda_devices": n, "results": [{"problems": [...]}, ...]}, one result per spec. For
 each spec, what trainer/build.py builds before it loads the model, with the trial's own code:
-the GRPOConfig keyword arguments (launch/dry_run.config_kwargs, as on a machine with or without
+the GRPOConfig keyword arguments (trainer/dry_run.config_kwargs, as on a machine with or without
 CUDA: `gpu`), GRPOConfig itself (TRL's __post_init__: batch and group divisibility, enum values,
 types TRL casts; a trial of several processes is checked in this one process with the plan's
 generation batch of all of them), the plan's generation rounds against TRL's (one process), one
@@ -27,21 +27,22 @@ import warnings
 from typing import Any
 
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.launch.dry_run import config_kwargs
-from grpo_ablate.space import Rounds
-from grpo_ablate.trainer.spec import TrialSpec
+from .dry_run import config_kwargs
+from grpo_ablate.core.space import Rounds
+from grpo_ablate.contract.spec import TrialSpec
 
 __all__ = ["check_spec", "main"]
 
 def check_spec(spec: TrialSpec, *, gpu: bool, cuda_here: bool) -> list[str]:
     """What stops this trial before its first step, each in one line; empty when nothing does."""
+    # heavy: torch, transformers and TRL load in the check's own process only (validate and plan --commands start it)
     from transformers import Trainer
     from transformers.optimization import get_scheduler
     from trl import GRPOConfig
     import torch
 
     problems: list[str] = []
-    weights = [float(r.get("weight", 1.0)) for r in spec.rewards]
+    weights = [r.weight for r in spec.rewards]
     kwargs = config_kwargs(spec, spec.num_processes, gpu)
     if gpu and not cuda_here:  # what differs between the node and this CPU machine: off here
         kwargs.update(bf16=False, fp16=False, use_cpu=True)
@@ -84,7 +85,7 @@ def check_spec(spec: TrialSpec, *, gpu: bool, cuda_here: bool) -> list[str]:
 def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     request: dict[str, Any] = json.loads(sys.stdin.read())
-    import torch
+    import torch  # heavy: after HF_HUB_OFFLINE is set, in the check's own process
 
     cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
     results = []

@@ -1,8 +1,8 @@
 """Is the demo's answer reproducible? Run the study twice from scratch and compare the two answers.
 
-    python benchmarks/verdict.py                      # studies/tiny-cpu.yaml, twice (minutes on 2 cores)
-    python benchmarks/verdict.py --quick              # a smoke run: 10 steps per trial
-    python benchmarks/verdict.py --study studies/x.yaml --runs 3 --set study.seeds=[0,1,2] --json
+    python tools/verdict.py                      # studies/tiny-cpu.yaml, twice (minutes on 2 cores)
+    python tools/verdict.py --quick              # a smoke run: 10 steps per trial
+    python tools/verdict.py --study studies/x.yaml --runs 3 --set study.seeds=[0,1,2] --json
 
 Each run is the real command line, `python -m grpo_ablate run STUDY --set study.output_dir=TMP`,
 into its own fresh folder (so its own fresh journal), then reads TMP/summary.json's "verdict":
@@ -13,7 +13,7 @@ configuration (vocab.Arm.key).
 
 Exit codes: 0 the answers agree, 1 they differ, 2 a run failed or wrote no verdict.
 
-    python benchmarks/verdict.py --runs 1 --readme    # also write the README's quoted answer and timings
+    python tools/verdict.py --runs 1 --readme    # also write the README's quoted answer and timings
 
 `--readme` keeps the README's first screen true: from the last run it writes docs/demo-answer.json
 (the answer's three lines, its kind, the recommended, as-good and worse arms, each arm's held-out
@@ -42,7 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from docs_blocks import replace_block  # noqa: E402 - benchmarks/docs_blocks.py: the one writer of the docs' generated blocks
+from docs_blocks import replace_block  # noqa: E402 - tools/docs_blocks.py: the one writer of the docs' generated blocks
 from grpo_ablate.report.text import fmt, fmt_interval, fmt_p  # noqa: E402
 
 QUICK_STEPS = 10
@@ -79,7 +79,7 @@ def build_seconds() -> float | None:
 def demo_record(v: dict[str, Any], folder: Path, seconds: list[float], study: str, load: float) -> dict[str, Any]:
     """docs/demo-answer.json: what the README quotes and what tests/test_docs.py checks the code against."""
     return {
-        "generated_by": "python benchmarks/verdict.py --readme",
+        "generated_by": "python tools/verdict.py --readme",
         "study": os.path.relpath(study, ROOT),
         "measured": {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(),
                      "load_average_1min": round(load, 1), "run_seconds": [round(x) for x in seconds],

@@ -51,18 +51,20 @@ and `train_seconds` (training time so far, evaluation time excluded).
 Metrics that need more rows than the file has are None (a trial pruned after one step has no
 stability). The functions accept a partial file (a trial still running or one that crashed).
 
-    python -m grpo_ablate.metrics runs/tiny/trials/0/metrics.jsonl
-    python -m grpo_ablate.metrics runs/tiny/trials/00000     # metrics.jsonl and eval.jsonl
+    python -m grpo_ablate.contract.metrics runs/tiny/trials/0/metrics.jsonl
+    python -m grpo_ablate.contract.metrics runs/tiny/trials/00000     # metrics.jsonl and eval.jsonl
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from grpo_ablate.vocab import EVAL_FILE, HEADLINE_METRICS, METRICS_FILE, RESULT_FILE
+from grpo_ablate.core.vocab import EVAL_FILE, HEADLINE_METRICS, METRICS_FILE, RESULT_FILE
 
 __all__ = [
     "SMOOTHING_FRACTION",
@@ -292,9 +294,6 @@ def summarize_trial(trial_dir: str | Path) -> dict[str, Any]:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-    import sys
-
     parser = argparse.ArgumentParser(description="Print a trial's headline metrics from its metrics.jsonl (and eval.jsonl).")
     parser.add_argument("path", help="a metrics.jsonl or a trial folder")
     args = parser.parse_args(argv)

@@ -15,8 +15,10 @@ dataset's size; it never contacts a server storage or the network, and never imp
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import os
 import re
 import statistics
 from dataclasses import replace
@@ -24,21 +26,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, assumed_trial_seconds, flops_per_token,
+from grpo_ablate.core.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, assumed_trial_seconds, flops_per_token,
                               full_run_steps, model_parameters)
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.owned import Owner
 from grpo_ablate.files.probe_file import load_probe
-from grpo_ablate.space import generated_completions
-from grpo_ablate.storage import read_existing
-from grpo_ablate.storage_url import mask_url
-from grpo_ablate import trial_record as record
-from grpo_ablate.vocab import Outcome
+from grpo_ablate.records.gpu_hours import TrialTime
+from grpo_ablate.core.space import generated_completions
+from grpo_ablate.storage.store import read_existing
+from grpo_ablate.storage.url import mask_url
+from grpo_ablate.records import trial_record as record
+from grpo_ablate.core.vocab import Outcome
 
-if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a Study it is handed
-    from grpo_ablate.config import Study
+if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a StudyConfig it is handed
+    from grpo_ablate.config import StudyConfig
 
-__all__ = ["estimate_trial", "training_prompts", "TrialEstimate"]
+__all__ = ["estimate_trial", "trial_time", "training_prompts", "TrialEstimate"]
 
 
 def _measured_pace(url: str) -> tuple[float, float, str] | None:
@@ -75,7 +78,7 @@ def _measured_pace(url: str) -> tuple[float, float, str] | None:
     return statistics.median(rates), (statistics.median(overheads) if overheads else 0.0), where
 
 
-def training_prompts(study: "Study") -> tuple[int, str] | None:
+def training_prompts(study: "StudyConfig") -> tuple[int, str] | None:
     """(training prompts, where from), read offline: a built-in task's num_prompts, a local data file's rows
     (.jsonl, .json, .parquet, .csv), or the size the `datasets` cache recorded for a hub dataset's split
     (dataset_info.json); None otherwise.
@@ -114,8 +117,6 @@ def _local_rows(path: Path) -> int | None:
 
             return int(pq.ParquetFile(path).metadata.num_rows)
         if suffix == ".csv":
-            import csv
-
             with open(path, newline="", encoding="utf-8") as f:
                 return max(0, sum(1 for _ in csv.reader(f)) - 1)  # records, quoted newlines included; less the header
     except (OSError, ValueError, ImportError):
@@ -125,8 +126,6 @@ def _local_rows(path: Path) -> int | None:
 
 def _cached_split_rows(dataset: str, config: str | None, split: str) -> tuple[int, str] | None:
     """A hub dataset split's num_examples from the `datasets` cache, when it was loaded on this machine before."""
-    import os
-
     root = Path(os.environ.get("HF_DATASETS_CACHE") or Path.home() / ".cache" / "huggingface" / "datasets")
     # `datasets` names the folder namespace___snake_case_name ("AI-MO___numina_math-tir"): compare letters only
     key = re.sub(r"[^a-z0-9]", "", dataset.lower())
@@ -148,18 +147,26 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
-def _trainer_value(study: "Study", key: str) -> Any:
+def _trainer_value(study: "StudyConfig", key: str) -> Any:
     v = study.trainer.get(key)
     return trl_default(key) if v is None else v
 
 
-def estimate_trial(study: "Study") -> TrialEstimate:
+def estimate_trial(study: "StudyConfig") -> TrialEstimate:
     """One trial's wall seconds and GPU-hours: measured where possible, else assumed (see the module docstring);
     budget.seconds caps the training time of every kind of estimate."""
     return _capped(study.budget.seconds, _estimate(study))
 
 
-def _estimate(study: "Study") -> TrialEstimate:
+def trial_time(est: TrialEstimate) -> TrialTime | None:
+    """One trial's seconds of an estimate (measured from the study's storage file or probe.json, else the
+    assumption range), as the timeout and the GPU-hour budget read them; None when nothing estimates a trial."""
+    if est.seconds is None:
+        return None
+    return TrialTime((float(est.seconds[0]), float(est.seconds[1])), est.measured, est.source)
+
+
+def _estimate(study: "StudyConfig") -> TrialEstimate:
     """The estimate before the cap. What is read of the study's files and storage is read first, in one
     place, so the arithmetic below works on plain values (the storage is read even for a tokens-only
     budget, where the pace goes unused: it is read-only and a missing file reads as nothing; a bad

@@ -1,0 +1,12 @@
+"""The parent-child contract: everything that crosses from the study (parent) to a trial process (child).
+
+- spec.py: `TrialSpec`, the trial plan the parent resolves once and the child executes (spec.json);
+- result.py: `TrialResult`, what the parent learns about a finished trial;
+- env.py: environment variable names, flags and log prefixes both sides use, and the environment a launcher
+  must set before the child starts (`forced_environment`, a command trial's `command_env`);
+- files.py: the readers of what a trial leaves that the parent reads back (memory.json);
+- metrics.py: a trial's headline metrics, computed from its metrics.jsonl and eval.jsonl alone.
+
+A low floor (tests/test_layering.py): the contract imports nothing from trainer/, launch/, study/,
+preflight/ or config/, and the child (trainer/) imports nothing above it.
+"""
