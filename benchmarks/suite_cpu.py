@@ -23,8 +23,10 @@ the clock /proc counts start times in, and the CPU the worker spent in it (time.
 threads included: the in-process CLI, the trial run by `run_spec` in-process). Every other process
 goes to the test that was running when it started, on the pytest worker it descends from (a
 warm session forked from a template runs for the test that asked for it, not the one that started
-the template); a process whose chain of parents no longer reaches a worker (a daemonised
-PostgreSQL, a killed trial's children) goes to the test in its PYTEST_CURRENT_TEST. A session
+the template); a process whose chain of parents no longer reaches a worker (a SLURM job under
+slurmd, a daemonised PostgreSQL, a killed trial's children) goes to the test that was running, when
+it started, on the worker whose environment it inherited (PYTEST_XDIST_WORKER), else to the test in
+its PYTEST_CURRENT_TEST. A session
 fixture's set-up counts for the test file that first asked for it; what no test accounts for
 (pytest's own start and collection, the workers' start) is a row of its own.
 
@@ -98,7 +100,8 @@ class Sampler(threading.Thread):
                     environ = _read(entry.path, "environ").split("\0")
                     row = self.rows[key] = {"pid": key[0], "ppid": int(rest[1]), "comm": comm, "start": started / TICKS,
                                             "cmd": _read(entry.path, "cmdline").replace("\0", " ").strip(),
-                                            "test": _test_of(environ), "marked": self.marker in environ, "cpu": cpu}
+                                            "test": _test_of(environ), "worker": _worker_of(environ),
+                                            "marked": self.marker in environ, "cpu": cpu}
                 row["cpu"] = max(row["cpu"], cpu)
             except (OSError, ValueError, IndexError):
                 continue  # gone between listing and reading
@@ -128,6 +131,14 @@ def _test_of(environ: list[str]) -> str:
     for item in environ:
         if item.startswith("PYTEST_CURRENT_TEST="):
             return item.split("=", 1)[1].split("::", 1)[0].rsplit("/", 1)[-1]
+    return ""
+
+
+def _worker_of(environ: list[str]) -> str:
+    """The pytest-xdist worker (gw0, gw1, ...) whose environment a process inherited; "" without xdist."""
+    for item in environ:
+        if item.startswith("PYTEST_XDIST_WORKER="):
+            return item.split("=", 1)[1]
     return ""
 
 
@@ -227,6 +238,15 @@ def _file_of(row: dict, parents: Parents, timeline: dict[int, list[dict]]) -> st
                     return t["file"]
             return OUTSIDE  # started by a worker between tests: a session fixture's teardown, the worker's start
         at = parents.of(at)
+    # No parent chain to a worker (a SLURM job under slurmd, a daemonised server, a killed trial's children): the
+    # test running when it started on the worker whose environment it inherited. Its PYTEST_CURRENT_TEST is only
+    # the test that was running when its oldest ancestor started: for every SLURM job, the test that started the
+    # worker's cluster (its session fixture), so one file was charged with every SLURM test's jobs.
+    workers = [pid for pid, tests in timeline.items() if tests and tests[0].get("worker", "") == row.get("worker", "")]
+    if len(workers) == 1:
+        for t in timeline[workers[0]]:
+            if t["start"] <= start <= t["end"]:
+                return t["file"]
     return row["test"] or OUTSIDE
 
 

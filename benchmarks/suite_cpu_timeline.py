@@ -30,7 +30,7 @@ def pytest_runtest_protocol(item, nextitem):
         return
     start, cpu = _uptime(), time.process_time()
     yield
-    row = {"pid": os.getpid(), "test": item.nodeid, "file": item.path.name, "start": start, "end": _uptime(),
-           "cpu": round(time.process_time() - cpu, 3)}
+    row = {"pid": os.getpid(), "worker": os.environ.get("PYTEST_XDIST_WORKER", ""), "test": item.nodeid,
+           "file": item.path.name, "start": start, "end": _uptime(), "cpu": round(time.process_time() - cpu, 3)}
     with open(_PATH, "a") as out:  # one short write per line: the workers' lines never interleave
         out.write(json.dumps(row) + "\n")

@@ -19,8 +19,13 @@ What a new test should reuse before it starts anything of its own (docs/testing.
 and the plain helpers (helpers.py): `cli_inprocess` (a command in this process), `run_cli` (in a
 process of its own, where the process is the point), `tiny_spec` (a trial spec of the tiny model),
 `write_study`, `TRIAL_ENV`, `fail_when_stale` (wait on a heartbeat going stale, never a sleep past
-the grace period), `tmpfs`, `fill_disk`, `watchdog`; _report_fixtures.py builds hand-made studies
-for report tests without training.
+the grace period), `environment_kept` (os.environ back after in-process work inside a test), `tmpfs`,
+`fill_disk`, `watchdog`; _report_fixtures.py builds hand-made studies for report tests without training.
+
+A trial forks from the warm template of its startup environment (launch/warm.py `_startup_key`): one
+run in this process with another environment (no CUDA_VISIBLE_DEVICES, no thread count, a variable an
+in-process build left, PYTHONPATH without tests/) starts a template of its own, ~5 CPU s. Give in-process
+runs TRIAL_ENV's variables (study_here does) unless the environment is what the test is about.
 
 Services are real: the PostgreSQL fixture runs Debian's initdb/pg_ctl into a temp dir (as the
 `postgres` user when the tests run as root, since initdb refuses root). Where a service cannot
@@ -43,7 +48,7 @@ from pathlib import Path
 import pytest
 
 # The plain helpers are defined once, in helpers.py; tests import them from there.
-from helpers import TESTS, FinishedStudy, cli_inprocess, free_port, unavailable
+from helpers import TESTS, FinishedStudy, cli_inprocess, environment_kept, free_port, unavailable
 from slurm_cluster import SlurmCluster, missing_binaries
 from grpo_ablate.launch.devices import claim_cpu_share
 from grpo_ablate.launch import LauncherPool, lend_launchers
@@ -120,7 +125,8 @@ def addition_model():
     """
     from grpo_ablate.trainer.builtin.model import builtin_model_path
 
-    return builtin_model_path("builtin:tiny", "addition", log=lambda _: None)
+    with environment_kept():  # a build here sets torch's variables: the test's trials keep the warm session's key
+        return builtin_model_path("builtin:tiny", "addition", log=lambda _: None)
 
 
 class PostgresServer:

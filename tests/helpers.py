@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 TINY_CPU = ROOT / "studies" / "tiny-cpu.yaml"
 
-__all__ = ["ROOT", "TESTS", "TINY_CPU", "TRIAL_ENV", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "fail_when_stale", "fill_disk", "free_port", "read_only_bind", "run_cli",
+__all__ = ["ROOT", "TESTS", "TINY_CPU", "TRIAL_ENV", "CliResult", "FinishedStudy", "cli_env", "cli_inprocess", "environment_kept", "fail_when_stale", "fill_disk", "free_port", "read_only_bind", "run_cli",
            "tiny_spec", "tmpfs", "unavailable", "write_study"]
 
 
@@ -38,6 +38,23 @@ def unavailable(reason: str) -> None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"required under CI but unavailable: {reason}")
     pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def environment_kept() -> Iterator[None]:
+    """os.environ as it was on entry, again on exit, for in-process work that sets variables of its own.
+
+    A built-in model built in this process (a fresh cache) leaves torch's TORCHINDUCTOR_CACHE_DIR in
+    os.environ; a trial started after it in the same test had a startup environment the suite's warm
+    session had not seen, and a template of its own (an interpreter's imports, ~5 CPU s). conftest.py
+    restores the environment after each test; this restores it inside one."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        if os.environ != before:
+            os.environ.clear()
+            os.environ.update(before)
 
 
 def free_port() -> int:

@@ -7,6 +7,8 @@ purpose, the custom ones below behave as a user's would.
 
 from __future__ import annotations
 
+import time
+
 
 def oom_for_large_groups(prompts, completions, **kwargs):
     """Raises MemoryError when groups hold 8 or more completions, as a too-large G would on a GPU."""
@@ -23,6 +25,19 @@ def always_raises(prompts, completions, **kwargs):
 def wrong_length(prompts, completions, **kwargs):
     return [0.0] * (len(completions) + 1)
 
+
+
+def pause(prompts, completions, **kwargs):
+    """Sleeps PAUSE_S at every call and scores nothing (give it weight 0.0 beside the task reward).
+
+    For a real trial that must last some seconds of wall time whatever the machine's speed, where what is
+    tested is the launcher around it: it trains fewer steps in that time and spends most of it asleep, not
+    on a core the other test worker needs (tests/test_slurm_client.py: 40 s of training, ~35 CPU s without it)."""
+    time.sleep(PAUSE_S)
+    return [0.0] * len(completions)
+
+
+PAUSE_S = 0.25
 
 
 # ------------------------------------------------------------------ well-behaved custom rewards

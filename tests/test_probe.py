@@ -175,7 +175,10 @@ def test_a_point_that_fails_otherwise_is_recorded_and_the_probe_goes_on(tmp_path
 
     path = _study_file(tmp_path, batches="[16, 32]", gens="[2]")
     path.write_text(path.read_text() + "rewards:\n  - name: helpers_rewards:raises_for_large_batches\n")
-    res = cli_inprocess("probe", str(path), "--steps", "1", "--keep", PYTHONPATH=str(ROOT / "tests"))
+    # the trial environment of the suite's warm session (helpers.TRIAL_ENV: tests/ on the path, no GPU), so the
+    # point forks from its template: a probe on a CPU host leaves CUDA_VISIBLE_DEVICES unset, which made a startup
+    # key, and a template (an interpreter's imports, ~5 CPU s), of its own
+    res = cli_inprocess("probe", str(path), "--steps", "1", "--keep", PYTHONPATH=str(ROOT / "tests"), CUDA_VISIBLE_DEVICES="")
     assert res.returncode == 1, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
     assert "probe point G=2 batch=32 failed" in res.stderr and "raises_for_large_batches" in res.stderr, res.stderr

@@ -21,7 +21,7 @@ from grpo_ablate.preflight.probe import measure_point
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.launch import LauncherPool, shares_a_session
 from grpo_ablate.core.vocab import LOG_FILE, MEMORY_FILE, RESULT_FILE, Arm, Cell, Outcome
-from helpers import ROOT, write_study
+from helpers import TRIAL_ENV, write_study
 from grpo_ablate.contract.spec import VllmSpec
 
 
@@ -40,13 +40,22 @@ def _study(tmp_path: Path, rewards: str = "[task]"):
     return load_study(path)
 
 
+def _suite_trial_env(monkeypatch) -> None:
+    """The environment of the suite's warm-session trials (helpers.TRIAL_ENV: tests/ importable for helpers_rewards,
+    no GPU, one thread), so these points fork from that session's template instead of starting one of their own (an
+    interpreter's imports, ~5 CPU s): a point built here has no CPU slot's thread count and no CUDA_VISIBLE_DEVICES,
+    each a startup key of its own."""
+    for key, value in TRIAL_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
 def _result(folder: Path) -> dict:
     return json.loads((folder / RESULT_FILE).read_text())
 
 
 @pytest.mark.slow
 def test_each_point_gets_a_fresh_fork_and_an_in_process_oom_reaches_no_other_point(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))  # helpers_rewards, in the session's process
+    _suite_trial_env(monkeypatch)  # helpers_rewards, in the session's process
     study = _study(tmp_path, "[{name: task}, {name: 'helpers_rewards:oom_for_large_groups', weight: 0.0}]")
     root = tmp_path / "points"
     with LauncherPool(probe=True) as pool:
@@ -69,7 +78,7 @@ def test_each_point_gets_a_fresh_fork_and_an_in_process_oom_reaches_no_other_poi
 
 @pytest.mark.slow
 def test_a_point_past_its_timeout_is_killed_and_the_next_gets_a_fresh_process(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))  # the test above's startup environment: its template serves
+    _suite_trial_env(monkeypatch)  # the test above's startup environment: its template serves
     study = _study(tmp_path)
     # 2,000 steps cannot finish in a second, even forked from a template that did every import already
     slow = build_spec(study, Cell(Arm(2, 16, 1.0), 0, "probe"), tmp_path / "slow", probe_steps=2000)

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from helpers import ROOT, cli_inprocess, write_study
+from helpers import ROOT, TESTS, cli_inprocess, write_study
 from grpo_ablate.config import load_study
 from grpo_ablate.files.reader import Owner
 from grpo_ablate.files.screen_file import load_screen
@@ -118,7 +118,9 @@ def test_a_screen_on_the_cpu_task_drops_the_arm_it_shows_dominated_and_the_repor
 
     monkeypatch.setattr(screen_rule, "SLOWER_RATIO", float("inf"))
     path = _tiny(tmp_path, confirm=False)
-    res = cli_inprocess("run", str(path))
+    # the screen's probe points in the startup environment of the suite's warm session (helpers.TRIAL_ENV's tests/
+    # on the path, no GPU), so they fork from its template rather than start one of their own (~5 CPU s of imports)
+    res = cli_inprocess("run", str(path), PYTHONPATH=str(TESTS), CUDA_VISIBLE_DEVICES="")
     assert res.returncode == 0, res.stderr
     assert "Nothing to train: the study is the screen alone" in res.stdout
     study = load_study(path)

@@ -41,8 +41,11 @@ def test_a_refused_then_slow_sbatch_and_a_controller_away_mid_trial_give_one_job
         monkeypatch.setenv(key, value)
     monkeypatch.setenv(CLIENT_TIMEOUT_ENV, "3")
     clients.cue(refuse=1, slow=8)
-    # a seconds budget ends it completed after 40 s of training: the outage lies inside it on any machine
+    # a seconds budget ends it completed after 40 s of training: the outage lies inside it on any machine. A reward
+    # of weight 0 sleeps 0.25 s a step (helpers_rewards.pause): the 40 s are the same, most of them asleep rather
+    # than training on a core (~35 CPU s of steps before, which the client under test never needed)
     spec = tiny_spec(tmp_path / "trial", num_prompts=400, per_device_train_batch_size=8,
+                     rewards=[{"name": "task"}, {"name": "helpers_rewards:pause", "weight": 0.0}],
                      budget={"max_steps": 100000, "seconds": 40})
     metrics = tmp_path / "trial" / "metrics.jsonl"
     away: list[float] = []

@@ -19,7 +19,7 @@ from grpo_ablate.study.trial_spec import spec_from_sections
 from grpo_ablate.trainer.builtin.recipe import TINY_CPU_TRAINER
 from grpo_ablate.launch import run_trial
 from grpo_ablate.core.vocab import Outcome
-from helpers import TRIAL_ENV, tiny_spec
+from helpers import TRIAL_ENV, environment_kept, tiny_spec
 
 pytestmark = pytest.mark.slow
 
@@ -144,7 +144,8 @@ def test_user_dataset_local_model_path_chat_template_and_reward_registry(tmp_pat
     pytest.importorskip("math_verify")
     from grpo_ablate.trainer.builtin.model import builtin_model_path
 
-    model_dir = builtin_model_path("builtin:tiny-untrained", None)  # a plain saved model folder
+    with environment_kept():  # a first build sets TORCHINDUCTOR_CACHE_DIR here: the trial keeps the warm session's key
+        model_dir = builtin_model_path("builtin:tiny-untrained", None)  # a plain saved model folder
     data = tmp_path / "math.jsonl"
     data.write_text("\n".join(json.dumps({"problem": f"what is {i} plus {i}?", "solution": f"${2 * i}$"}) for i in range(16)))
     template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
