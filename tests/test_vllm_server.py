@@ -43,9 +43,11 @@ port, state, delay, ignore_term = int(sys.argv[1]), sys.argv[2], float(sys.argv[
 if ignore_term:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-with open(state, "w") as f:
+# whole or absent (a rename): a test that waits for the file to exist, then stops the server, must find the pids
+with open(state + ".tmp", "w") as f:
     json.dump({"pid": os.getpid(), "child": child.pid, "pgid": os.getpgid(0),
                "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "rank": os.environ.get("RANK")}, f)
+os.replace(state + ".tmp", state)
 time.sleep(delay)
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
