@@ -371,7 +371,7 @@ def run_study(study: "StudyConfig", plan: StudyPlan, *, say: Callable[[str], Non
               warm_start: str | None = None, warm_start_storage: str | None = None) -> StudyRun:
     """Create or resume the study and run it to n_trials; what happened, for the command to report.
 
-    `plan`: the study resolved once by the command (plan.cells.resolve_plan); nothing in the run resolves it again.
+    `plan`: the study resolved once by the command (plan/run_plan.py resolve_plan); nothing in the run resolves it again.
     `say` and `warn` take the lines said while it starts (where the study is, a warm start's
     message, cells queued since the study was created); the runner's console shows the trials.
     `warm_start`: a finished study (its file, or its name in `warm_start_storage`, default this
