@@ -9,14 +9,15 @@ from dataclasses import MISSING, asdict, fields
 import pytest
 from pydantic import BaseModel
 
-from grpo_ablate.config.schema import (BudgetSection, DataSection, EvaluationSection, HardwareSection, ModelSection,
-                                       RewardSpec, ScriptSection, VllmSection)
+from grpo_ablate.config.schema import (BudgetSection, DataSection, EvaluationSection, FullRunSection, HardwareSection,
+                                       ModelSection, RewardSpec, ScriptSection, VllmSection)
+from grpo_ablate.core.cost import FullRun
 from grpo_ablate.contract.spec import (BudgetSpec, DataSpec, EvaluationSpec, HardwareSpec, ModelSpec, RewardEntry,
                                        ScriptSpec, TrialSpec, VllmSpec, section_from)
 from grpo_ablate.study.trial_spec import spec_from_sections
 
 PAIRS = [(ModelSpec, ModelSection), (DataSpec, DataSection), (BudgetSpec, BudgetSection), (HardwareSpec, HardwareSection),
-         (VllmSpec, VllmSection), (EvaluationSpec, EvaluationSection), (RewardEntry, RewardSpec)]
+         (VllmSpec, VllmSection), (EvaluationSpec, EvaluationSection), (RewardEntry, RewardSpec), (FullRun, FullRunSection)]
 
 
 def _default(f):
@@ -70,3 +71,12 @@ def test_a_section_key_the_child_does_not_know_is_refused_by_name(tmp_path) -> N
         TrialSpec.from_json(json.dumps(raw))
     with pytest.raises(ValueError, match="model must be an object"):
         section_from(ModelSpec, "builtin:tiny", "model")
+
+
+def test_the_full_run_crosses_typed() -> None:
+    """budget.full_run reaches the child as core/cost.py's FullRun (spec.json keeps its keys), an unknown key refused."""
+    budget = BudgetSpec(full_run={"max_steps": 300, "num_generations": 16})
+    assert budget.full_run == FullRun(max_steps=300, num_generations=16)
+    assert asdict(budget)["full_run"] == {"max_steps": 300, "num_train_epochs": None, "num_generations": 16, "prompts": None}
+    with pytest.raises(ValueError, match=r"budget.full_run has unknown keys \['steps'\]"):
+        BudgetSpec(full_run={"steps": 300})

@@ -13,7 +13,7 @@ import yaml
 from helpers import ROOT, cli_inprocess
 from grpo_ablate.config import load_study
 from grpo_ablate.config.recipes import RecipeDifference
-from grpo_ablate.core.cost import full_run_steps
+from grpo_ablate.core.cost import FullRun, full_run_steps
 from grpo_ablate.plan.estimate import estimate_trial
 from grpo_ablate.commands.init import write_study
 from grpo_ablate.contract.spec import RewardEntry
@@ -128,7 +128,7 @@ def test_the_learning_rate_schedule_is_a_prefix_of_the_full_run_by_default(tmp_p
     compressed = cli_inprocess("plan", str(_study(tmp_path, DEMO, name="c")), "--set", "budget.lr_schedule=compressed")
     assert "differs: budget.lr_schedule: compressed" in compressed.stdout or "compressed into each trial" in compressed.stdout
     # the full run's length: 1 epoch of 72,441 prompts at G=7 with 7 x 16 x 16 = 1792 completions per step
-    assert full_run_steps({"num_train_epochs": 1, "num_generations": 7}, study.space.shape.generated_per_step,
+    assert full_run_steps(FullRun(num_train_epochs=1, num_generations=7), study.space.shape.generated_per_step,
                           NUMINA_TIR_TRAIN_PROMPTS) == 283
 
 

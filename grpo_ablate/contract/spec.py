@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from grpo_ablate.core.cost import FullRun
 from grpo_ablate.core.schedule import generations_data, generations_from_data
 from grpo_ablate.core.space import Rounds
 from grpo_ablate.core.vocab import SPEC_FILE
@@ -147,17 +148,21 @@ class HardwareSpec:
 @dataclass(frozen=True)
 class BudgetSpec:
     """What a trial may spend (config's `budget:`). `lr_schedule`: "prefix" or "compressed", resolved by the parent
-    (cost.lr_schedule_of); `full_run`: the recipe's whole run ({"max_steps", "num_train_epochs", "num_generations",
-    "prompts"}, cost.full_run_steps), which the child turns into steps once it knows its dataset's size."""
+    (cost.lr_schedule_of); `full_run`: the recipe's whole run (core/cost.py's `FullRun`), which the child turns into
+    steps once it knows its dataset's size (cost.full_run_steps)."""
 
     max_steps: int | None = None
     completions: int | None = None
     tokens: int | None = None
     seconds: float | None = None
     lr_schedule: str | None = None
-    full_run: dict[str, Any] | None = None
+    full_run: FullRun | None = None
     allow_inside_warmup: bool = False
     branch_from: int | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.full_run is not None:
+            object.__setattr__(self, "full_run", section_from(FullRun, self.full_run, "budget.full_run"))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from grpo_ablate.core.safe_read import MB, read_bytes
 
 PARAMETERS = BOUNDS["parameters"]
 
-__all__ = ["Gpu", "GPU_TYPES", "REFERENCE_GPU", "Assumptions", "ASSUMED", "TrialEstimate", "full_run_steps",
+__all__ = ["Gpu", "GPU_TYPES", "REFERENCE_GPU", "Assumptions", "ASSUMED", "TrialEstimate", "FullRun", "full_run_steps",
            "warmup_steps", "lr_schedule_of", "model_parameters", "parameters_from_config", "assumed_trial_seconds", "flops_per_token", "hours", "fmt_hours", "fmt_range",
            "Price", "price", "RunShare", "parse_share", "fmt_multiple", "Branching", "study_total"]
 
@@ -234,18 +234,30 @@ def _combined(r: tuple[float, float], k: int) -> tuple[float, float]:
     return (centre / half, centre * half)
 
 
-def full_run_steps(full_run: dict[str, Any] | None, generated_per_step: float, prompts: int | None) -> int | None:
+@dataclass(frozen=True)
+class FullRun:
+    """The run a trial is the first part of (the study file's `budget.full_run`, a recipe's own length): its
+    optimizer steps, else its epochs over the training prompts at the recipe's G. The parent and the trial read
+    it alike (spec.json's budget.full_run has these keys)."""
+
+    max_steps: int | None = None
+    num_train_epochs: float | None = None
+    num_generations: int | None = None
+    prompts: int | None = None
+
+
+def full_run_steps(full_run: FullRun | None, generated_per_step: float, prompts: int | None) -> int | None:
     """The recipe's whole run in optimizer steps: its max_steps, else epochs x prompts x G / completions per step.
 
-    Counted at the recipe's own G (full_run["num_generations"]), so every arm of a study shares one
+    Counted at the recipe's own G (full_run.num_generations), so every arm of a study shares one
     schedule length. None when neither is known (epochs over a dataset whose size is not known here).
     """
-    if not full_run:
+    if full_run is None:
         return None
-    if full_run.get("max_steps"):
-        return int(full_run["max_steps"])
-    epochs, g = full_run.get("num_train_epochs"), full_run.get("num_generations")
-    prompts = full_run.get("prompts") or prompts
+    if full_run.max_steps:
+        return int(full_run.max_steps)
+    epochs, g = full_run.num_train_epochs, full_run.num_generations
+    prompts = full_run.prompts or prompts
     if not (epochs and g and prompts):
         return None
     return max(1, math.ceil(float(epochs) * int(prompts) * int(g) / generated_per_step - 1e-9))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grpo_ablate.core.cost import full_run_steps, parse_share, warmup_steps
+from grpo_ablate.core.cost import FullRun, full_run_steps, parse_share, warmup_steps
 from grpo_ablate.core.errors import Problem, StudyError
 from grpo_ablate.plan.estimate import training_prompts
 from grpo_ablate.core.vocab import PREFIX_ROLE
@@ -40,8 +40,8 @@ class BranchError(StudyError):
 
 
 def _full_run_steps(study: "StudyConfig") -> int | None:
-    full_run = study.budget.full_run.model_dump() if study.budget.full_run else None
-    known = training_prompts(study) if full_run and not full_run.get("prompts") else None
+    full_run = FullRun(**study.budget.full_run.model_dump()) if study.budget.full_run else None
+    known = training_prompts(study) if full_run and not full_run.prompts else None
     return full_run_steps(full_run, study.space.shape.generated_per_step, known[0] if known else None)
 
 

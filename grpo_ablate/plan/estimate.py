@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablate.trl_facts.fields import trl_default
-from grpo_ablate.core.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, TrialEstimate, assumed_trial_seconds, flops_per_token,
+from grpo_ablate.core.cost import (ASSUMED, GPU_TYPES, REFERENCE_GPU, FullRun, TrialEstimate, assumed_trial_seconds, flops_per_token,
                               full_run_steps, model_parameters)
 from grpo_ablate.files.advise_file import load_advice
 from grpo_ablate.files.reader import Owner
@@ -171,8 +171,8 @@ def _estimate(study: "StudyConfig") -> TrialEstimate:
     place, so the arithmetic below works on plain values (the storage is read even for a tokens-only
     budget, where the pace goes unused: it is read-only and a missing file reads as nothing; a bad
     probe.json or advise.json is refused whether or not a measurement makes it unneeded)."""
-    full_run = study.budget.full_run.model_dump() if study.budget.full_run else None
-    known = training_prompts(study) if full_run and not full_run.get("prompts") else None
+    full_run = FullRun(**study.budget.full_run.model_dump()) if study.budget.full_run else None
+    known = training_prompts(study) if full_run and not full_run.prompts else None
     owner = Owner.of(study)
     probe = load_probe(study.output_dir, owner)
     advice = load_advice(study.output_dir, owner)
