@@ -50,6 +50,7 @@ from .worker import (
     PARENT_PID_ENV,
     apply_spec_environment,
     end_left_processes,
+    import_trial_modules,
     record_result,
     run_spec,
     watch_parent,
@@ -98,7 +99,7 @@ def serve_session() -> int:
         return EXIT_FAILED
     adopt_orphans()  # a trial's grandchildren stay below the session, where end_descendants finds them
     reply = os.fdopen(os.dup(1), "w", buffering=1)  # the answer; fds 1 and 2 become the trial's log
-    _session_imports()  # done already in a session forked from a template
+    import_trial_modules()  # done already in a session forked from a template
     line = next((text for text in sys.stdin if text.strip()), None)
     if line is None:
         return 0  # the parent closed it before sending a trial
@@ -126,20 +127,6 @@ def serve_session() -> int:
     os._exit(0)
 
 
-def _session_imports() -> None:
-    """The imports a session pays once, in the template: the libraries and this package's trial modules.
-
-    The template's environment is its first trial's, so the libraries read at import what a fresh
-    trial process would (HF_HUB_OFFLINE, for one).
-    """
-    import datasets  # noqa: F401
-    import torch  # noqa: F401
-    import transformers  # noqa: F401
-    from trl import GRPOConfig, GRPOTrainer  # noqa: F401
-
-    from . import build, checkpoint_callback, evaluation  # noqa: F401 - the trial's own modules: a fork has them for free
-
-
 # --------------------------------------------------------------------------------------------
 # The template: sessions at the cost of a fork
 # --------------------------------------------------------------------------------------------
@@ -155,7 +142,7 @@ def serve_template() -> bool:
     """
     control = socket.socket(fileno=0)  # type: ignore[call-arg]  # the family and type are read from the descriptor
     _name_process(TEMPLATE_NAME)
-    _session_imports()
+    import_trial_modules()
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD writes to the wake-up pipe

@@ -28,6 +28,7 @@ The trial's single-process twin, many trials in one process, is the warm session
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import signal
@@ -54,6 +55,7 @@ __all__ = [
     "classify_exception",
     "end_left_processes",
     "exit_ranked",
+    "import_trial_modules",
     "main",
     "oom_evidence",
     "rank_result_file",
@@ -303,6 +305,32 @@ def run_spec(spec: TrialSpec, *, launched_at: float | None = None) -> tuple[Outc
     return outcome, payload
 
 
+def import_trial_modules() -> None:
+    """Import what every trial needs (the libraries and this package's trial modules), then freeze them
+    out of the garbage collector.
+
+    Call it once the trial's environment is set: the libraries read it at import (HF_HUB_OFFLINE, for
+    one). A warm-session template calls it before it forks sessions, so a fork has them for free.
+
+    Why freeze: the Trainer collects garbage at the start of training (accelerate's free_memory ends in
+    gc.collect()), and a full collection walks every object the imports made (torch, transformers,
+    TRL: about 0.26 s of CPU here). Those objects live as long as the process, so the collector gains
+    nothing by walking them. In a session forked from a template the walk also writes each object's
+    header, which copies every page the template shares with its sessions. gc.freeze() moves them
+    to a generation the collector never scans (the use the Python manual gives it for processes that
+    fork without exec): a forked 4-step trial of the tiny model spends about 0.63x the CPU, with the
+    same rewards (`python benchmarks/gc_freeze.py`; figures in docs/benchmarks.md).
+    """
+    import datasets  # noqa: F401
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+    from trl import GRPOConfig, GRPOTrainer  # noqa: F401
+
+    from . import build, checkpoint_callback, evaluation  # noqa: F401 - the trial's own modules
+
+    gc.freeze()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -318,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     adopt_orphans()  # a reward's grandchildren stay below this process, and end with it
     start_memory_watch(spec.trial_dir, spec.hardware)  # memory.json; hardware.memory_limit_mb
     apply_spec_environment(spec)
+    import_trial_modules()
     launched = os.environ.get(LAUNCHED_AT_ENV)
     outcome, payload = run_spec(spec, launched_at=float(launched) if launched else None)
     end_left_processes(payload)
