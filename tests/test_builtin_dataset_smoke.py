@@ -69,6 +69,19 @@ def test_prompts_a_tokenizer_cannot_encode_are_named_by_row(tmp_path):
     assert "\U0001f600" in bad[0] and "<unk>" in bad[0]
 
 
+def test_prompts_are_checked_in_batches_with_rows_counted_across_them(tmp_path):
+    """Encoded a batch at a time: rows keep their numbers across batches (chat messages skipped, still counted)
+    and the limit holds across batches; the answer is the one-prompt-at-a-time answer."""
+    tok = load_builtin_tokenizer(_saved_tiny(tmp_path, ""))
+    messages = [{"role": "user", "content": EMOJI[0]["prompt"]}]
+    prompts = ["1+1=", messages, EMOJI[0]["prompt"], "2+2=", "3+3=", EMOJI[1]["prompt"], EMOJI[0]["prompt"]]
+    one_by_one = unencodable_prompts(prompts, tok, batch=1)
+    assert [b.split(":")[0] for b in one_by_one] == ["row 3", "row 6", "row 7"]
+    for batch in (2, 3, 1024):
+        assert unencodable_prompts(prompts, tok, batch=batch) == one_by_one
+        assert unencodable_prompts(prompts, tok, limit=2, batch=batch) == one_by_one[:2]
+
+
 @pytest.mark.slow
 def test_own_dataset_and_reward_run_end_to_end_on_cpu(study_here, tmp_path):
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS * 40))

@@ -9,6 +9,7 @@ embedding table (most of a tiny model's parameters) stays small.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterable
 
 from grpo_ablate.contract.spec import DataSpec
@@ -105,20 +106,28 @@ def load_builtin_tokenizer(path: Any) -> Any:
     return PreTrainedTokenizerFast.from_pretrained(path, padding_side="left")
 
 
-def unencodable_prompts(prompts: Iterable[Any], tokenizer: Any, limit: int = 5) -> list[str]:
+def unencodable_prompts(prompts: Iterable[Any], tokenizer: Any, limit: int = 5, *, batch: int = 1024) -> list[str]:
     """Up to `limit` descriptions ("row 3: '😀' -> <unk>") of plain-text prompts the tokenizer cannot
-    encode: no token at all, or a character it maps to <unk>; empty when every prompt encodes."""
+    encode: no token at all, or a character it maps to <unk>; empty when every prompt encodes.
+
+    The prompts are encoded `batch` at a time (one call of the fast tokenizer each, not one per
+    prompt: 2,000 prompts took 0.14 s of a trial's start one by one); only a prompt that fails is
+    looked at character by character.
+    """
     unk = getattr(tokenizer, "unk_token_id", None)
     bad: list[str] = []
-    for i, prompt in enumerate(prompts):
-        if not isinstance(prompt, str):
-            continue  # chat messages: the template decides what is encoded
-        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        if ids and unk not in ids:
-            continue
-        lost = "".join(c for c in dict.fromkeys(prompt)
-                       if tokenizer(c, add_special_tokens=False)["input_ids"] in ([], [unk]))
-        bad.append(f"row {i + 1}: {prompt[:40]!r} -> " + (f"<unk> or nothing for {lost!r}" if lost else "no token"))
-        if len(bad) >= limit:
+    rows = ((i, prompt) for i, prompt in enumerate(prompts) if isinstance(prompt, str))  # chat messages: the template decides
+    while len(bad) < limit:
+        chunk = list(itertools.islice(rows, batch))
+        if not chunk:
             break
+        encoded = tokenizer([prompt for _, prompt in chunk], add_special_tokens=False)["input_ids"]
+        for (i, prompt), ids in zip(chunk, encoded):
+            if ids and unk not in ids:
+                continue
+            lost = "".join(c for c in dict.fromkeys(prompt)
+                           if tokenizer(c, add_special_tokens=False)["input_ids"] in ([], [unk]))
+            bad.append(f"row {i + 1}: {prompt[:40]!r} -> " + (f"<unk> or nothing for {lost!r}" if lost else "no token"))
+            if len(bad) >= limit:
+                break
     return bad
