@@ -316,7 +316,7 @@ def build_trial(spec: TrialSpec, *, log: Callable[[str], None] = print, echo: bo
     # The same prompt set for every trial of a study: the trial's seed varies sampling, not data.
     dataset, held_out = load_prompt_sets(spec.data, spec.evaluation, tokenizer, log=log)
     if is_builtin_model(str(spec.model.name_or_path)):
-        bad = unencodable_prompts(dataset["prompt"], tokenizer)
+        bad = unencodable_prompts(dataset["prompt"][:], tokenizer)  # the column read whole: iterating it reads row by row
         if bad:  # before training: generate would fail on an empty prompt, or train on <unk>
             raise ValueError(f"{spec.model.name_or_path} cannot encode these prompts ({'; '.join(bad)}); "
                              f"fix or filter those rows (data.dataset)")

@@ -89,8 +89,7 @@ def format_prompts(dataset: Any, column: str, data: DataSpec, tokenizer) -> Any:
     chat = _use_chat(data, tokenizer)
     system = data.system_prompt
 
-    def to_prompt(row: dict[str, Any], index: int) -> dict[str, Any]:
-        value = row[column]
+    def to_prompt(value: Any, index: int) -> Any:
         if value is None or (isinstance(value, (str, list)) and not value) or (isinstance(value, str) and not value.strip()):
             # a hub dataset is not checked row by row beforehand: never train on "None" or on nothing
             raise ValueError(f"row {index + 1} of the prompts: {column} is {'null' if value is None else 'empty'}; "
@@ -99,16 +98,20 @@ def format_prompts(dataset: Any, column: str, data: DataSpec, tokenizer) -> Any:
             messages = list(value)
             if system and not (messages and messages[0].get("role") == "system"):
                 messages = [{"role": "system", "content": system}, *messages]
-            return {"prompt": messages}
+            return messages
         if chat:
             messages = [{"role": "user", "content": str(value)}]
             if system:
                 messages.insert(0, {"role": "system", "content": system})
-            return {"prompt": messages}
-        return {"prompt": f"{system}\n\n{value}" if system else str(value)}
+            return messages
+        return f"{system}\n\n{value}" if system else str(value)
+
+    def to_prompts(rows: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
+        return {"prompt": [to_prompt(value, index) for value, index in zip(rows[column], indices)]}
 
     remove = [column] if column != "prompt" else []
-    dataset = dataset.map(to_prompt, with_indices=True, remove_columns=remove, desc="building prompts")
+    # a batch of rows per call (datasets' default 1,000), not a row: 2,000 rows took 0.13 s of a trial's start
+    dataset = dataset.map(to_prompts, with_indices=True, batched=True, remove_columns=remove, desc="building prompts")
     limit = data.max_prompt_tokens
     if limit:
         dataset = _drop_long_prompts(dataset, tokenizer, int(limit))
