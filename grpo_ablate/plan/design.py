@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Literal
 
-from scipy.optimize import brentq
 
 from grpo_ablate.core.cost import fmt_multiple
 from grpo_ablate.stats.model import MIN_SEEDS
@@ -91,6 +90,9 @@ def critical_shift(arms: int) -> float:
     """The standardised lead s* = effect x sqrt(seeds) / sd at which Bechhofer's PCS for `arms` arms is exactly
     RACE_CONFIDENCE (stats.selection.bechhofer_pcs depends on effect, seeds and sd through that one number and
     grows with it), so the seeds an effect needs and the effect seeds resolve are each one line of arithmetic."""
+    # lazy: every command imports this module (commands/init.py, plan_words.py); scipy costs ~0.6 s of each command's start
+    from scipy.optimize import brentq
+
     return float(brentq(lambda shift: bechhofer_pcs(arms, 1, shift, 1.0) - RACE_CONFIDENCE, 1e-3, 20.0, xtol=1e-9))
 
 

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.stats import betabinom
 
 __all__ = ["BetaFit", "fit_beta_binomial", "is_binary", "zero_spread_empirical"]
 
@@ -43,6 +41,10 @@ def is_binary(rewards: Sequence[Sequence[float]]) -> bool:
 
 def fit_beta_binomial(successes: Sequence[int], k: int) -> BetaFit:
     """Maximum-likelihood Beta(a, b) of per-prompt success rates from `successes` out of `k` each."""
+    # lazy: every command imports this module (commands/advise.py); scipy costs ~0.6 s of each command's start
+    from scipy.optimize import minimize
+    from scipy.stats import betabinom
+
     s = np.asarray(successes, dtype=float)
     mean = float(np.clip(s.mean() / k, 1e-3, 1 - 1e-3))
 

@@ -58,7 +58,6 @@ from functools import lru_cache
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats as st
 
 from grpo_ablate.stats.model import grid_floor
 
@@ -121,6 +120,9 @@ def max_seeds(k: int, delta: float, alpha: float, n0: int, sd_difference: float,
 
 @lru_cache(maxsize=4096)
 def _t(level: float, df: float) -> float:
+    # lazy: plan/price.py imports this module, and every command with it; scipy.stats costs ~0.6 s of each command's start
+    from scipy import stats as st
+
     return float(st.t.isf(level / 2, df))
 
 

@@ -42,8 +42,6 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy import integrate
-from scipy import stats as st
 
 from grpo_ablate.stats.model import MIN_SEEDS, Fit, canonical_order, clean, fit
 from grpo_ablate.stats.multiplicity import holm
@@ -183,6 +181,9 @@ def design_pcs(f: Fit, min_effect: float) -> float | None:
     s2 = float(np.mean(list(f.pair_var.values()))) / 2
     if s2 <= 0:
         return None
+    # lazy: every command imports this module (through plan/design.py); scipy costs ~0.6 s of each command's start
+    from scipy import stats as st
+
     nu = float(np.mean(list(f.pair_df.values())))
     n = min(f.seeds[a] for a in f.arms)
     chi = st.chi2.ppf((np.arange(_SD_QUANTILES) + 0.5) / _SD_QUANTILES, nu)
@@ -236,6 +237,10 @@ def select(values: Mapping[str, Mapping[int, float]], min_effect: float, *, maxi
 
 def bechhofer_pcs(k: int, seeds: float, delta: float, sd: float) -> float:
     """P(the best of k independent normal arms has the best mean of `seeds` seeds) when it leads by delta."""
+    # lazy, as in design_pcs
+    from scipy import integrate
+    from scipy import stats as st
+
     shift = delta * math.sqrt(seeds) / sd
     val, _ = integrate.quad(lambda z: st.norm.pdf(z) * st.norm.cdf(z + shift) ** (k - 1), -12, 12, limit=200)
     return float(val)

@@ -47,7 +47,6 @@ from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import brentq
 
 __all__ = ["Interval", "betting_cs", "t_cs", "confidence_sequence", "classify", "Call", "BETTER", "WORSE",
            "EQUIVALENT", "UNDECIDED", "CALLS", "METHODS", "ALPHA"]
@@ -123,6 +122,9 @@ def _t_star(n: int, alpha: float, rho: float) -> float:
     # candidate can be rejected, and the CS is the whole line
     if (n - 1) / 2 * math.log((n + rho) / rho) <= target:
         return math.inf
+    # lazy: every command imports this module (through report/); scipy costs ~0.6 s of each command's start
+    from scipy.optimize import brentq
+
     top = 10.0
     while f(top) < 0:
         top *= 10
