@@ -70,6 +70,7 @@ __all__ = [
     # branching
     "completed_prefixes", "record_branched_from", "record_spec_fingerprint", "spec_fingerprint", "awaits_prefix",
     "retrain_prefix", "requeue_token", "set_aside", "AWAITS_PREFIX", "SPEC_FINGERPRINT", "TAKEN_BY",
+    "retries_due",
     # writing
     "describe", "mark_plan_ready", "plan_ready", "set_race", "record_orchestrator_rss", "record_pruned_at", "record_resumed_from",
     "cell_params", "enqueue", "queue", "add_copies", "ask", "suggest_cell", "next_seed", "started", "set_trial_dir", "tell", "fail",
@@ -425,6 +426,22 @@ def requeue(ostudy: "optuna.Study", storage: "optuna.storages.BaseStorage", numb
     if retry and not any(retry_of(t) == number for t in ostudy.get_trials(deepcopy=False)):
         _retry(ostudy, me)
     return _OUTCOMES[lost[OUTCOME]]
+
+
+def retries_due(trials: Sequence["FrozenTrial"]) -> set[int]:
+    """The trials `requeue` has ended whose retry is not in the study yet.
+
+    `requeue` writes twice: the trial's end first (so a second reaper stops there), its retry after. Between the
+    two, another run sees the trial ended, no retry queued and nothing running, and would end with the retry still
+    to come (queued a moment later, by then left to the run that queues it alone). A run that finds one here
+    waits for it, as for any other host's running trial.
+    """
+    from optuna.trial import TrialState  # lazy: Optuna only when the study is read; every command imports the ledger
+
+    retried = {retry_of(t) for t in trials}
+    return {t.number for t in trials
+            if t.state == TrialState.FAIL and t.user_attrs.get(REQUEUED_BY) is not None
+            and t.user_attrs.get(OUTCOME) == Outcome.INTERRUPTED.value and t.number not in retried}
 
 
 def requeue_token() -> str:

@@ -70,6 +70,9 @@ WAIT = "wait"
 RACE_WAIT = "race-wait"  # a racing round's last trials are still running
 BRANCH_WAIT = "branch-wait"  # a branching study's queue is empty while a prefix (or a branch) still runs
 BUDGET_WAIT = "budget-wait"  # the GPU-hour budget cannot take one more trial until a running one has ended
+# How long a run waits for a retry another run is about to queue: the two writes of ledger.requeue are
+# milliseconds apart (an outage between them is waited out by storage.patiently, up to the grace period)
+RETRY_DUE_S = 30.0
 STATUS_EVERY_S = 30.0
 
 
@@ -132,6 +135,7 @@ class StudyRunner:
         self.timeout_words: str | None = None
         self.budget: Budget | None = None
         self.budget_stop = False
+        self.retry_due_since: dict[int, float] = {}  # trial number -> when this run first saw its retry due
 
     # ---- choosing the next trial
 
@@ -175,8 +179,17 @@ class StudyRunner:
             if trial is None and running > 0 and self.branches:
                 return BRANCH_WAIT  # a prefix still running queues its seed's branches when it completes
             if trial is None:
-                return WAIT if may_wait else None
+                return WAIT if may_wait or self._retry_due() else None
             return trial
+
+    def _retry_due(self) -> bool:
+        """Whether another run has just ended a trial and is about to queue its retry (ledger.retries_due): waited
+        for up to RETRY_DUE_S on this run's clock, after which the run that ended it died between its two writes
+        and nothing will queue the retry."""
+        now = time.monotonic()
+        due = ledger.retries_due(self.ostudy.get_trials(deepcopy=False))
+        self.retry_due_since = {n: self.retry_due_since.get(n, now) for n in due}
+        return any(now - since < RETRY_DUE_S for since in self.retry_due_since.values())
 
     def spending(self) -> Budget:
         """The GPU-hour budget now (study.budget_gpu_hours is set)."""
