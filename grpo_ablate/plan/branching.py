@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grpo_ablate.core.cost import FullRun, full_run_steps, parse_share, warmup_steps
+from grpo_ablate.core.cost import parse_share, warmup_steps
 from grpo_ablate.core.errors import Problem, StudyError
-from grpo_ablate.plan.estimate import training_prompts
+from grpo_ablate.plan.estimate import study_full_run_steps
 from grpo_ablate.core.vocab import PREFIX_ROLE
 
 if TYPE_CHECKING:
@@ -37,12 +37,6 @@ class BranchError(StudyError):
 
     def __init__(self, message: str) -> None:
         super().__init__([Problem(path="budget.branch_from", message=message.removeprefix("budget.branch_from: "))])
-
-
-def _full_run_steps(study: "StudyConfig") -> int | None:
-    full_run = FullRun(**study.budget.full_run.model_dump()) if study.budget.full_run else None
-    known = training_prompts(study) if full_run and not full_run.prompts else None
-    return full_run_steps(full_run, study.space.shape.generated_per_step, known[0] if known else None)
 
 
 def branches(study: "StudyConfig") -> bool:
@@ -65,7 +59,7 @@ def branch_step(study: "StudyConfig") -> int | None:
         return raw
     if raw == "warmup":
         warmup = study.trainer.get("warmup_steps")
-        full = _full_run_steps(study) if isinstance(warmup, float) and 0 < warmup < 1 else None
+        full = study_full_run_steps(study) if isinstance(warmup, float) and 0 < warmup < 1 else None
         steps = warmup_steps(study.trainer, full)  # the one rule (cost.py), as the trial's scheduler counts it
         if steps is None:
             raise BranchError(f"budget.branch_from: warmup is {warmup:g} of the full run, whose length is not known "
@@ -76,7 +70,7 @@ def branch_step(study: "StudyConfig") -> int | None:
         return steps
     share = parse_share(raw)
     assert share is not None  # the schema let only shares through
-    full = _full_run_steps(study)
+    full = study_full_run_steps(study)
     if full is None:
         raise BranchError(f"budget.branch_from: {raw} of the full run, whose length is not known here: set "
                           "budget.full_run.max_steps (or budget.full_run.prompts)")

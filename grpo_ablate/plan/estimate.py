@@ -41,7 +41,7 @@ from grpo_ablate.core.vocab import Outcome
 if TYPE_CHECKING:  # for annotations only: nothing here runs config code, it reads a StudyConfig it is handed
     from grpo_ablate.config import StudyConfig
 
-__all__ = ["estimate_trial", "trial_time", "training_prompts", "TrialEstimate"]
+__all__ = ["estimate_trial", "trial_time", "training_prompts", "study_full_run_steps", "TrialEstimate"]
 
 
 def _measured_pace(url: str) -> tuple[float, float, str] | None:
@@ -95,6 +95,14 @@ def training_prompts(study: "StudyConfig") -> tuple[int, str] | None:
     if found and data.max_samples and data.max_samples < found[0]:
         found = (data.max_samples, "data.max_samples")
     return found
+
+
+def study_full_run_steps(study: "StudyConfig") -> int | None:
+    """The study's `budget.full_run` in optimizer steps (core/cost.py full_run_steps), its prompts counted offline
+    (training_prompts) when the study file does not give them; None when neither says."""
+    full_run = FullRun(**study.budget.full_run.model_dump()) if study.budget.full_run else None
+    known = training_prompts(study) if full_run and not full_run.prompts else None
+    return full_run_steps(full_run, study.space.shape.generated_per_step, known[0] if known else None)
 
 
 def _local_rows(path: Path) -> int | None:
@@ -171,8 +179,6 @@ def _estimate(study: "StudyConfig") -> TrialEstimate:
     place, so the arithmetic below works on plain values (the storage is read even for a tokens-only
     budget, where the pace goes unused: it is read-only and a missing file reads as nothing; a bad
     probe.json or advise.json is refused whether or not a measurement makes it unneeded)."""
-    full_run = FullRun(**study.budget.full_run.model_dump()) if study.budget.full_run else None
-    known = training_prompts(study) if full_run and not full_run.prompts else None
     owner = Owner.of(study)
     probe = load_probe(study.output_dir, owner)
     advice = load_advice(study.output_dir, owner)
@@ -184,7 +190,7 @@ def _estimate(study: "StudyConfig") -> TrialEstimate:
     steps = study.budget.max_steps or _int(study.trainer.get("max_steps"))
     n = generated_completions(shape, max_steps=steps, completions=study.budget.completions)
     gpus = int(study.hardware.gpus or 0)
-    full_steps = full_run_steps(full_run, shape.generated_per_step, known[0] if known else None)
+    full_steps = study_full_run_steps(study)
     trial_steps = math.ceil(n / shape.generated_per_step - 1e-9) if n else None
     share = trial_steps / full_steps if full_steps and trial_steps else None
     common: dict[str, Any] = {"gpus": gpus, "completions": n, "full_run_steps": full_steps, "full_run_share": share}
