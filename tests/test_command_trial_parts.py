@@ -19,7 +19,7 @@ from grpo_ablate.config import load_study
 from grpo_ablate.launch import ProcessLauncher
 from grpo_ablate.launch.launch_env import VOLATILE, launch_environment
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.command import KEEP_EVERY_CHECKPOINT, command_line, eval_steps, save_every
+from grpo_ablate.contract.command import KEEP_EVERY_CHECKPOINT, command_line, eval_steps, save_every
 from grpo_ablate.trainer.log_history import TIMING_INTERPOLATED, read_log_history, rows_from_log_history
 from grpo_ablate.contract.metrics import summarize
 from grpo_ablate.core.vocab import Arm, Cell

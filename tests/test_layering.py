@@ -290,14 +290,6 @@ def test_the_contract_imports_no_side_of_the_boundary() -> None:
     assert banned == set(), f"contract/ reaches these modules: {sorted(banned)}"
 
 
-# Parent modules that still import a child module directly; the list only shrinks (the test fails when one is gone).
-CHILD_IMPORTS_PENDING = {
-    # shows a command trial's own command line, which trainer/command.py builds from the spec for the child (its
-    # checkpoint and evaluation cadence included); to come out of the child before this entry can go
-    "grpo_ablate.preflight.launch_plan",
-}
-
-
 def test_launchers_and_preflight_import_no_child_module_directly() -> None:
     """launch/ and preflight/ start trial processes and read what they leave; the names both sides use (environment
     variables, flags, log prefixes, trial-file readers) live in contract/, so neither imports trainer/ for a
@@ -307,8 +299,7 @@ def test_launchers_and_preflight_import_no_child_module_directly() -> None:
     parents = [m for m in graph if m.startswith(("grpo_ablate.launch", "grpo_ablate.preflight"))]
     assert parents
     direct = {m for m in parents if any(_package(d) == "trainer" for d in graph[m])}
-    assert direct - CHILD_IMPORTS_PENDING == set(), f"these import trainer/ directly: {sorted(direct - CHILD_IMPORTS_PENDING)}"
-    assert CHILD_IMPORTS_PENDING - direct == set(), "these no longer import trainer/: remove them from CHILD_IMPORTS_PENDING"
+    assert direct == set(), f"these import trainer/ directly: {sorted(direct)}"
 
 
 def test_no_loose_modules_beside_the_packages():

@@ -25,6 +25,8 @@ import pytest
 from helpers import ROOT, cli_env, cli_inprocess, tiny_spec, write_study
 
 from grpo_ablate.trainer import checkpoints
+from grpo_ablate.contract.cadence import interval_steps
+from grpo_ablate.contract.files import trainer_dir
 from grpo_ablate.core.vocab import EVAL_FILE, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE
 from grpo_ablate.records import trial_record as record
 from grpo_ablate.contract.spec import CheckpointSpec
@@ -67,7 +69,7 @@ FP = "f" * 64  # a spec fingerprint
 
 def _fake_checkpoint(trial_dir: Path, step: int, *, fingerprint: str = FP, after=None) -> Path:
     """A checkpoint as the trainer stages it (its files), sealed as the Checkpointer seals it."""
-    staging = checkpoints.trainer_dir(trial_dir) / f"checkpoint-{step}"
+    staging = trainer_dir(trial_dir) / f"checkpoint-{step}"
     staging.mkdir(parents=True)
     (staging / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     (staging / "model.safetensors").write_bytes(bytes(range(256)) * (step + 1))
@@ -81,18 +83,18 @@ def _contents(folder: Path) -> dict[str, bytes]:
 
 
 def test_the_interval_is_whole_rounds_and_saves_nothing_at_the_last_step():
-    assert checkpoints.interval_steps("auto", 100) == 10
-    assert checkpoints.interval_steps("auto", 100, round_steps=4) == 12  # 10 rounded up to whole rounds of 4
-    assert checkpoints.interval_steps(7, 100, round_steps=2) == 8
-    assert checkpoints.interval_steps(100, 100) is None  # the last step needs no checkpoint
-    assert checkpoints.interval_steps(None, 100) is None
-    assert checkpoints.interval_steps("auto", 3) == 1
+    assert interval_steps("auto", 100) == 10
+    assert interval_steps("auto", 100, round_steps=4) == 12  # 10 rounded up to whole rounds of 4
+    assert interval_steps(7, 100, round_steps=2) == 8
+    assert interval_steps(100, 100) is None  # the last step needs no checkpoint
+    assert interval_steps(None, 100) is None
+    assert interval_steps("auto", 3) == 1
 
 
 def test_a_sealed_checkpoint_is_resumed_and_a_retry_in_this_study_takes_it_over(tmp_path):
     old, new = tmp_path / "00000", tmp_path / "00001"
     _fake_checkpoint(old, 4)
-    assert not list(checkpoints.trainer_dir(old).glob("checkpoint-*"))  # the staging name is gone: renamed
+    assert not list(trainer_dir(old).glob("checkpoint-*"))  # the staging name is gone: renamed
     found, rejected = checkpoints.resumable(old, FP)
     assert found is not None and found.step == 4 and rejected == []
     moved = checkpoints.carry_over(old, new, move=True)
@@ -171,7 +173,7 @@ def test_a_write_killed_at_any_stage_resumes_a_whole_checkpoint_or_none(tmp_path
             else:
                 assert not earlier, stage
             checkpoints.discard(trial, keep=found)  # the next start clears the staging folder
-            assert not list(checkpoints.trainer_dir(trial).glob("checkpoint-*"))
+            assert not list(trainer_dir(trial).glob("checkpoint-*"))
 
 
 def test_any_file_truncated_or_changed_means_start_over_with_the_file_named(tmp_path):

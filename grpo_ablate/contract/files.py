@@ -1,4 +1,5 @@
-"""The readers of what a trial process leaves in its folder that the parent reads back (the file names are vocab.py's).
+"""A trial folder as both sides see it: where the trainer writes (`trainer_dir`), and the readers of what a trial
+process leaves there that the parent reads back (the file names are vocab.py's).
 
 The child writes them (trainer/memory_cap.py writes memory.json); the parent (preflight/probe.py, the launchers)
 reads them here, without importing the child.
@@ -13,7 +14,7 @@ from typing import Any
 
 from grpo_ablate.core.vocab import MEMORY_FILE
 
-__all__ = ["read_peak_memory"]
+__all__ = ["read_peak_memory", "trainer_dir"]
 
 
 def read_peak_memory(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -23,3 +24,9 @@ def read_peak_memory(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError):
         return {}
     return raw if isinstance(raw, dict) else {}
+
+
+def trainer_dir(trial_dir: str | os.PathLike[str]) -> Path:
+    """The trainer's output_dir inside a trial folder (the built-in trainer's and a command trial's `--output_dir`);
+    its checkpoint-<step> folders are staging, never resumed (trainer/checkpoints.py seals them)."""
+    return Path(trial_dir) / "trainer"

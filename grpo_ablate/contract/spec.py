@@ -39,7 +39,7 @@ G from text and never reads the study-file schema. The fields of spec.json:
   resolved by the parent: files/probe_file.py's `host_peak_mb`); a launcher that reserves memory sizes its job from
   it (SLURM's --mem); null: not measured. A launch detail, left out of the checkpoint fingerprint;
 - `script`: a command trial, {"command", "python", "cwd", "recipe", "trainer"} or null: the user's own training
-  script runs instead of the built-in worker (trainer/command.py turns the plan into its command line;
+  script runs instead of the built-in worker (contract/command.py turns the plan into its command line;
   `trainer` holds the GRPOConfig keys the study file itself sets, passed as overrides).
 
 One codec: `to_json` / `from_json` (round-trip tested, G schedules included).
@@ -194,7 +194,7 @@ class CheckpointSpec:
 
 @dataclass(frozen=True)
 class ScriptSpec:
-    """A command trial: the user's own training script (trainer/command.py turns the plan into its command line).
+    """A command trial: the user's own training script (contract/command.py turns the plan into its command line).
     `trainer`: the GRPOConfig keys the study file itself sets, passed as overrides; `recipe`: the file it reads."""
 
     command: str

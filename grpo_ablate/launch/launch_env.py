@@ -5,7 +5,7 @@
 `launch_environment(spec)` asks the launcher chosen for the spec (registry.launcher_name) for the trial's
 environment (Launcher.environment: trial_environment, the local launchers' additions), splits the GPUs
 between training and the vLLM server as server mode does (vllm_server.gpu_split, server_environments),
-and for a command trial adds what the user's script gets (trainer/command.py command_env). It returns,
+and for a command trial adds what the user's script gets (contract/command.py command_env). It returns,
 per role, every variable that differs from this process's environment: what the launcher sets. The
 values that only exist once a trial starts (its launch time, the orchestrator's pid, the process tree's
 mark) are the keys of VOLATILE: their values are the dry run's own.

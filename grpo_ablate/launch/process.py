@@ -54,7 +54,7 @@ def command_name(spec: TrialSpec) -> str:
 def build_command(spec: TrialSpec, spec_path: str | os.PathLike[str]) -> list[str]:
     """The argv that starts the trial's process(es): the built-in worker under python, torchrun or accelerate, or
     for a command trial (spec.script) the command worker, which starts the user's own command itself
-    (trainer/command_worker.py; its line: trainer/command.py command_line)."""
+    (trainer/command_worker.py; its line: contract/command.py command_line)."""
     if spec.script is not None:
         return [sys.executable, "-m", "grpo_ablate.trainer.command_worker", os.fspath(spec_path)]
     worker = ["-m", "grpo_ablate.trainer.worker", os.fspath(spec_path)]

@@ -21,7 +21,7 @@ from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.launch.launch_env import launch_environment
 from grpo_ablate.plan.cells import baseline_arm, study_plan
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer.command import command_line, script_problem
+from grpo_ablate.contract.command import command_line, script_problem
 from grpo_ablate.core.vocab import Cell
 
 if TYPE_CHECKING:

@@ -37,6 +37,7 @@ from .checkpoint_callback import Checkpointer
 from .evaluation import Evaluator
 from .rewards import RewardContext, build_rewards, record_groups
 from grpo_ablate.contract.spec import BudgetSpec, DataSpec, EvaluationSpec, ModelSpec, TrialSpec
+from grpo_ablate.contract.files import trainer_dir
 from .vllm_cpu import keep_weights_loadable
 from grpo_ablate.core.attention import AUTO, flash_attn_imports, resolve_attn
 
@@ -185,7 +186,7 @@ def build_config_kwargs(spec: TrialSpec, *, world_size: int, reward_weights: lis
     g = spec.num_generations
     if g is not None:
         kw["num_generations"] = g.phases[0] if isinstance(g, Schedule) else int(g)
-    kw["output_dir"] = os.fspath(checkpoints.trainer_dir(spec.trial_dir))
+    kw["output_dir"] = os.fspath(trainer_dir(spec.trial_dir))
     kw["logging_strategy"] = "steps"
     kw["logging_steps"] = 1
     kw.setdefault("report_to", "none")

@@ -24,6 +24,8 @@ from torch.utils.data import Sampler
 from transformers import TrainerCallback
 
 from . import checkpoints
+from grpo_ablate.contract.cadence import interval_steps
+from grpo_ablate.contract.files import trainer_dir
 from .collective import all_gather, from_rank0, rank_and_world
 
 if TYPE_CHECKING:
@@ -90,7 +92,7 @@ class Checkpointer(TrainerCallback):
         self._resume_sampler: list[int] | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.interval = checkpoints.interval_steps(self.every, int(state.max_steps or 0), self.round_steps)
+        self.interval = interval_steps(self.every, int(state.max_steps or 0), self.round_steps)
         state.save_steps = self.interval or 0
 
     def on_epoch_begin(self, args, state, control, train_dataloader=None, **kwargs):
@@ -132,7 +134,7 @@ class Checkpointer(TrainerCallback):
         all_gather(None)  # every rank has written its part (ZeRO/FSDP shards) before the folder is sealed
         if state.is_world_process_zero:
             self.saved_at_seconds = self.recorder.train_seconds
-            staging = checkpoints.trainer_dir(self.trial_dir) / f"checkpoint-{state.global_step}"
+            staging = trainer_dir(self.trial_dir) / f"checkpoint-{state.global_step}"
             checkpoints.seal(self.trial_dir, staging, step=state.global_step, fingerprint=self.fingerprint,
                              clock=self.clock(state.global_step, at_epoch_end=float(state.epoch or 0).is_integer()))
         all_gather(None)  # no rank goes on (and may be killed) believing a checkpoint exists before it is sealed

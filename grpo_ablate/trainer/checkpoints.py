@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
@@ -45,10 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from grpo_ablate.contract.files import trainer_dir
 from grpo_ablate.core.vocab import EVAL_FILE, EVENTS_FILE, GROUPS_FILE, METRICS_FILE
 
-__all__ = ["BranchPointInvalid", "Checkpoint", "CARRIED_FILES", "CLOCK_FILE", "MANIFEST_FILE", "STATE_DIR", "DEFAULT_SHARE", "AUTO_MIN_SECONDS",
-           "FINGERPRINT_IGNORED", "trainer_dir", "checkpoints_dir", "interval_steps", "spec_fingerprint", "sealed_checkpoints",
+__all__ = ["BranchPointInvalid", "Checkpoint", "CARRIED_FILES", "CLOCK_FILE", "MANIFEST_FILE", "STATE_DIR", "AUTO_MIN_SECONDS",
+           "FINGERPRINT_IGNORED", "checkpoints_dir", "spec_fingerprint", "sealed_checkpoints",
            "latest", "seal", "verify", "resumable", "discard", "restore_files", "remove_checkpoints", "prune_older",
            "carry_over"]
 
@@ -59,7 +59,6 @@ MANIFEST_FORMAT = 1
 CARRIED_FILES = (METRICS_FILE, GROUPS_FILE, EVAL_FILE, EVENTS_FILE)
 # top-level spec.json fields that may differ between attempts of one trial (see the module docstring)
 FINGERPRINT_IGNORED = ("trial_dir", "timeout_s", "env", "checkpoint", "host_memory_mb")
-DEFAULT_SHARE = 0.1  # `auto`: a checkpoint every ~10% of a trial's steps, so a kill loses at most that
 # `auto` also waits for this much training since the last checkpoint: a trial of a few minutes is
 # cheaper to run again than to checkpoint (a large model's checkpoint takes minutes to write)
 AUTO_MIN_SECONDS = 300.0
@@ -68,31 +67,9 @@ _TRAINER_STATE = "trainer_state.json"
 _CHUNK = 1 << 20
 
 
-def trainer_dir(trial_dir: str | os.PathLike[str]) -> Path:
-    """The trainer's output_dir inside a trial folder; its checkpoint-<step> folders are staging, never resumed."""
-    return Path(trial_dir) / "trainer"
-
-
 def checkpoints_dir(trial_dir: str | os.PathLike[str]) -> Path:
     """Where a trial's sealed checkpoints live."""
     return Path(trial_dir) / "checkpoints"
-
-
-def interval_steps(every: int | str | None, max_steps: int, round_steps: int = 1) -> int | None:
-    """Optimizer steps between checkpoints; None: no checkpoint.
-
-    `every`: a number of steps, "auto" (DEFAULT_SHARE of max_steps), or None (off). Rounded up to
-    a whole number of generation rounds (`round_steps` optimizer steps each): TRL generates at a
-    round's first step, so a checkpoint inside a round would resume with the round's completions
-    lost and train on fresh ones. An interval that reaches max_steps saves nothing (the last
-    step needs no checkpoint: the trial is then complete).
-    """
-    if every is None or max_steps <= 0:
-        return None
-    steps = math.ceil(max_steps * DEFAULT_SHARE) if every == "auto" else int(every)
-    round_steps = max(1, int(round_steps))
-    steps = max(round_steps, math.ceil(max(1, steps) / round_steps) * round_steps)
-    return steps if steps < max_steps else None
 
 
 def spec_fingerprint(spec: Mapping[str, Any]) -> str:

@@ -5,7 +5,7 @@
 The launchers start this module for a spec with a `script` (launch/process.py build_command) exactly as they
 start the built-in worker, so stop, grace, timeout, SLURM and the outcome's classification are theirs
 unchanged. This process runs in the study's environment; the script runs in its own (script.python), with
-the trial's values as its own overrides (trainer/command.py), and nothing of its TRL is imported here.
+the trial's values as its own overrides (contract/command.py), and nothing of its TRL is imported here.
 
 - Resume: the newest verified checkpoint of the trial (trainer/checkpoints.py: sealed, hashed, this spec's
   fingerprint) is passed as `--resume_from_checkpoint`; its per-step files and clock are put back first.
@@ -45,7 +45,8 @@ from grpo_ablate.contract.metrics import read_rows
 from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
 
 from . import checkpoints
-from .command import command_line, eval_steps, save_every, script_problem
+from grpo_ablate.contract.command import command_line, eval_steps, save_every, script_problem
+from grpo_ablate.contract.files import trainer_dir
 from .log_history import END_KEYS, read_log_history, rows_from_log_history
 from .signals import stop_on_sigterm
 from grpo_ablate.contract.spec import EvaluationSpec, TrialSpec
@@ -179,7 +180,7 @@ class _Run:
     # -- checkpoints and rows ----------------------------------------------------------------
     def _staged(self) -> list[tuple[int, Path]]:
         found = []
-        for path in checkpoints.trainer_dir(self.trial).glob("checkpoint-*"):
+        for path in trainer_dir(self.trial).glob("checkpoint-*"):
             try:
                 step = int(path.name.split("-", 1)[1])
             except ValueError:
@@ -361,7 +362,7 @@ def run_command(spec: TrialSpec) -> tuple[Outcome, dict[str, Any]]:
     run.wait_reader()
     stop = stop or _stop_reason(spec.path)
     run.seal_ready(ended=True)
-    final = checkpoints.trainer_dir(spec.trial_dir) / "trainer_state.json"
+    final = trainer_dir(spec.trial_dir) / "trainer_state.json"
     if final.is_file():  # the script's own save_state at the end: every step's log
         try:
             run.append_rows(read_log_history(final))

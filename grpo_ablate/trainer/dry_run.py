@@ -12,7 +12,7 @@ names GPUs), so the arguments are those of that machine, not of the laptop plann
 The keyword arguments are those the trial runs with, not placeholders: where the worker decides a
 value itself during training (the checkpointer's cadence behind save_steps=1, the prefix learning-rate
 schedule behind max_steps, a warmup fraction), the value shown is the one it decides (`effective`),
-computed by the same functions (checkpoints.interval_steps, cost.full_run_steps, cost.warmup_steps: transformers'
+computed by the same functions (cadence.interval_steps, cost.full_run_steps, cost.warmup_steps: transformers'
 warmup rule).
 """
 
@@ -25,8 +25,9 @@ from typing import Any
 
 from grpo_ablate.core.cost import lr_schedule_of, warmup_steps
 from grpo_ablate.core.schedule import Schedule
-from . import build, checkpoints
+from . import build
 from grpo_ablate.contract.spec import TrialSpec
+from grpo_ablate.contract.cadence import interval_steps
 
 __all__ = ["config_kwargs", "effective"]
 
@@ -45,7 +46,7 @@ def effective(spec: TrialSpec, kwargs: dict[str, Any], full_run_steps: int | Non
     if kwargs.get("save_steps") == 1 and kwargs.get("save_total_limit") is None and spec.checkpoint is not None \
             and not isinstance(spec.num_generations, Schedule):
         steps = int(spec.max_steps or 0)
-        interval = checkpoints.interval_steps(every, steps, spec.rounds.period_steps)
+        interval = interval_steps(every, steps, spec.rounds.period_steps)
         out["save_steps"] = interval if interval is not None else steps
         out["save_total_limit"] = 1
         notes.append(f"save_steps {out['save_steps']}: the checkpointer's interval (study.checkpoint_steps {every!r}, "

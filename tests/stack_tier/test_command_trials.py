@@ -21,6 +21,7 @@ from grpo_ablate.config import load_study
 from grpo_ablate.core.child_processes import PACKAGE_ROOT, importing_this_checkout
 from grpo_ablate.launch import run_trial
 from grpo_ablate.contract.metrics import read_rows
+from grpo_ablate.contract.files import trainer_dir
 from grpo_ablate.study.trial_spec import build_spec
 from grpo_ablate.trainer import checkpoints
 from grpo_ablate.core.vocab import Arm, Cell, Outcome
@@ -80,5 +81,5 @@ def test_a_killed_command_trial_resumes_from_its_checkpoint(script_python, tmp_p
     assert result.outcome is Outcome.COMPLETED, result.reason or log[-3000:]
     assert f"resuming from checkpoint-{step}" in log and "--resume_from_checkpoint" in log
     assert [r["step"] for r in read_rows(spec.path / "metrics.jsonl")] == list(range(1, 13))
-    state = json.loads((checkpoints.trainer_dir(spec.trial_dir) / "trainer_state.json").read_text())
+    state = json.loads((trainer_dir(spec.trial_dir) / "trainer_state.json").read_text())
     assert state["global_step"] == 12

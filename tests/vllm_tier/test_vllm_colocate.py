@@ -17,7 +17,7 @@ from typing import Any
 from helpers import run_cli, write_study
 from tier import jsonl
 from grpo_ablate.records import trial_record as record
-from grpo_ablate.trainer import checkpoints
+from grpo_ablate.contract.files import trainer_dir
 
 STEPS = 4
 HELD_OUT = 48
@@ -118,7 +118,7 @@ def _check_trial(trial: Path, model: Path, g_first: int, g_last: int) -> None:
     answers = lambda row: [s["completions"][0]["text"] for s in row["samples"]]  # noqa: E731
 
     # checkpoint_steps is null: no sealed checkpoints; the trainer's own save_steps wrote its output_dir
-    (final,) = sorted(checkpoints.trainer_dir(trial).glob("checkpoint-*"))
+    (final,) = sorted(trainer_dir(trial).glob("checkpoint-*"))
     before = _greedy(model, prompts, first["max_completion_length"])
     after = _greedy(final, prompts, last["max_completion_length"])
     # training changed some answer by more than a near tie, so an engine still holding the first

@@ -26,8 +26,9 @@ from typing import Any
 
 from grpo_ablate.core.schedule import Schedule
 
-from .checkpoints import interval_steps, trainer_dir
-from grpo_ablate.contract.spec import TrialSpec
+from .cadence import interval_steps
+from .files import trainer_dir
+from .spec import TrialSpec
 
 __all__ = ["ENV_LAUNCHERS", "KEEP_EVERY_CHECKPOINT", "command_line", "eval_steps", "overrides",
            "save_every", "script_problem"]
