@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -41,6 +42,13 @@ def test_a_second_cluster_starts_beside_the_first_and_stops_without_a_trace(slur
     if missing_binaries():
         pytest.skip("no SLURM here")
     base = Path(tempfile.mkdtemp(prefix="grpo-slurm-second-"))
+    try:
+        _start_second_and_stop(slurm_cluster, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _start_second_and_stop(slurm_cluster, base: Path) -> None:
     with SlurmCluster.start(base, name="second") as other:
         assert other.run("srun", "--time=1", "true").returncode == 0
         job = other.run("sbatch", "--parsable", "--output=/dev/null", "--wrap", "sleep 300 & sleep 300").stdout.strip()
