@@ -132,11 +132,12 @@ def exit_status(study: StudyConfig, result: StudyRun, plan: StudyPlan) -> int:
               f"({_listed(left)}): raise it (e.g. --n-trials N) and run the same command again to run them")
         return EXIT_OK
     if left and study.is_planned and not result.stop_reason:  # the plan's results are incomplete: not a success
-        err(f"the study ended with {len(left)} queued trial(s) that never ran ({_listed(left)}): {_why_queued(study)}")
+        err(f"the study ended with {len(left)} queued trial(s) that never ran ({_listed(left)}): "
+            f"{_why_queued(study, left, planned)}")
         return EXIT_FAILED
     if left:  # an adaptive sampler's queued hints (warm start, advise), or a stop the line above explained
         print(f"Note: {len(left)} queued trial(s) did not run ({_listed(left)}): "
-              + ("run the same command again to run them" if result.stop_reason else _why_queued(study)))
+              + ("run the same command again to run them" if result.stop_reason else _why_queued(study, left, planned)))
     return EXIT_OK
 
 
@@ -144,10 +145,16 @@ def _listed(cells: list[str], limit: int = 5) -> str:
     return ", ".join(cells[:limit]) + (f" and {len(cells) - limit} more" if len(cells) > limit else "")
 
 
-def _why_queued(study: StudyConfig) -> str:
+def _why_queued(study: StudyConfig, left: list[str], planned: set[str]) -> str:
+    """Why queued trials outlived the run: the user's trial limit, trials the file no longer plans, or (all of them
+    in the plan) trials another run queued after this one's last look, as a retry of a trial it took over."""
     if study.study.n_trials:
         return (f"study.n_trials={study.study.n_trials} was reached first; raise it (e.g. --n-trials N) and run "
                 "the same command again to run them")
+    if study.is_planned and set(left) <= planned:
+        return ("they are part of this study file's plan and were queued after this run found nothing left to start "
+                "(by another run of the study, e.g. the retry of a trial it took over); run the same command again "
+                "to run them")
     return ("they are no longer part of this study file's plan (an edited file, or an advise.json that is missing "
             "or unreadable); restore it, or start a new study.name")
 
