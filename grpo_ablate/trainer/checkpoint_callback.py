@@ -55,7 +55,7 @@ class Checkpointer(TrainerCallback):
     """Checkpoint at whole generation rounds and when the parent interrupts the trial; resume a checkpoint.
 
     The trainer writes its folder (save_strategy "steps") under a staging name; this callback
-    decides when: every `interval` optimizer steps (checkpoints.interval_steps from the trial's
+    decides when: every `interval` optimizer steps (cadence.interval_steps from the trial's
     max_steps), and at an interrupt (a stop the parent asked for, which queues the trial again),
     never inside a round nor at the last step (the trial is complete then), except with `final`:
     a branching study's prefix seals its last step, which every branch of its seed starts from. With "auto", a
