@@ -124,7 +124,7 @@ def _wait(condition, what: str, timeout: float = EVENT_WAIT_S, log=lambda: "") -
 
 
 def _checkpointed_past(trial_dir: Path, step: int, rows: int):
-    from grpo_ablate.trainer import checkpoints
+    from grpo_ablate.contract import checkpoints
     from grpo_ablate.core.vocab import METRICS_FILE
 
     def ready() -> bool:

@@ -20,7 +20,7 @@ import pytest
 
 from grpo_ablate.records import trial_record as record
 from grpo_ablate.storage.store import open_storage
-from grpo_ablate.trainer import checkpoints
+from grpo_ablate.contract import checkpoints
 from helpers import write_study
 
 pytestmark = pytest.mark.slow

@@ -152,7 +152,7 @@ def test_a_prefix_seals_its_last_step_even_when_the_study_takes_no_checkpoints(t
     """study.checkpoint_steps: null still seals the prefix's last step (checkpoint "final"), verified as a resume is."""
     from dataclasses import replace
 
-    from grpo_ablate.trainer import checkpoints
+    from grpo_ablate.contract import checkpoints
     from helpers import tiny_spec
 
     spec = replace(tiny_spec(tmp_path / "prefix", steps=2, num_prompts=200, per_device_train_batch_size=16),

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, cli_env, cli_inprocess, tiny_spec, write_study
 
-from grpo_ablate.trainer import checkpoints
+from grpo_ablate.contract import checkpoints
 from grpo_ablate.contract.cadence import interval_steps
 from grpo_ablate.contract.files import trainer_dir
 from grpo_ablate.core.vocab import EVAL_FILE, GROUPS_FILE, LOG_FILE, METRICS_FILE, RESULT_FILE

@@ -66,7 +66,7 @@ def test_the_parent_resolves_the_host_peak_into_the_spec_from_the_studys_probe(t
     from grpo_ablate.files.probe_file import Probe, ProbePoint, save_probe
     from grpo_ablate.plan.run_plan import resolve_plan
     from grpo_ablate.study.trial_spec import build_spec, plan_spec
-    from grpo_ablate.trainer.checkpoints import spec_fingerprint
+    from grpo_ablate.contract.checkpoints import spec_fingerprint
     from grpo_ablate.core.vocab import Arm, Cell
 
     path = write_study(tmp_path, """

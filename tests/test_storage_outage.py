@@ -18,7 +18,7 @@ import optuna
 import pytest
 
 from grpo_ablate.storage.store import open_storage
-from grpo_ablate.trainer import checkpoints
+from grpo_ablate.contract import checkpoints
 from grpo_ablate.records import trial_record as record
 from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, RESULT_FILE
 

@@ -382,7 +382,7 @@ def test_a_trial_starts_from_its_branch_point(tmp_path):
         build_trial(wrong, log=lambda _: None, echo=False)
     # with the prefix spec's fingerprint the trial checks the folder as a resume would (issue 52): an unsealed
     # folder has no manifest, and the trial ends interrupted (its prefix is trained again), never failed
-    from grpo_ablate.trainer.checkpoints import BranchPointInvalid
+    from grpo_ablate.contract.checkpoints import BranchPointInvalid
     from grpo_ablate.trainer.worker import classify_exception
 
     checked = dataclasses.replace(spec, start_from=StartFrom(str(folder), 2, "f" * 64))

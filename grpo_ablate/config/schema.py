@@ -133,7 +133,7 @@ class StudySection(_Section):
         "it was, with its metrics and compute clock. `auto`: every ~10% of the trial's steps once 5 min of "
         "training passed since the last (a short trial saves none); null: never (then the trainer section's "
         "save_strategy applies). While on, it replaces the trainer section's save_strategy, save_steps and "
-        "save_total_limit (trainer/checkpoints.py)."))
+        "save_total_limit (contract/checkpoints.py)."))
     keep_checkpoints: bool = Field(default=False, description=(
         "Keep a finished trial's last checkpoint; false: it is removed when the trial ends for good."))
     budget_gpu_hours: Annotated[float, Field(gt=0)] | str | None = Field(default=None, description=(

@@ -5,6 +5,8 @@
 - env.py: environment variable names, flags and log prefixes both sides use, and the environment a launcher
   must set before the child starts (`forced_environment`, a command trial's `command_env`);
 - files.py: where a trial's trainer writes, and the readers of what a trial leaves that the parent reads back;
+- checkpoints.py: a checkpoint as a sealed, verified unit (the child seals it; the parent verifies, carries it into a
+  retry's folder and removes it) and the spec fingerprint that ties it to its trial;
 - cadence.py: how often a trial saves a checkpoint (one rule for the child, the dry run and a command trial);
 - command.py: a command trial's command line (the user's script with the trial as its overrides), which
   `plan --commands` shows and the command worker runs;

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["AUTO_SHARE", "interval_steps"]
+__all__ = ["AUTO_MIN_SECONDS", "AUTO_SHARE", "interval_steps"]
 
 AUTO_SHARE = 0.1  # `auto`: a checkpoint every ~10% of a trial's steps, so a kill loses at most that
+# `auto` also waits for this much training since the last checkpoint: a trial of a few minutes is
+# cheaper to run again than to checkpoint (a large model's checkpoint takes minutes to write)
+AUTO_MIN_SECONDS = 300.0
 
 
 def interval_steps(every: int | str | None, max_steps: int, round_steps: int = 1) -> int | None:

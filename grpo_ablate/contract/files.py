@@ -28,5 +28,5 @@ def read_peak_memory(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 def trainer_dir(trial_dir: str | os.PathLike[str]) -> Path:
     """The trainer's output_dir inside a trial folder (the built-in trainer's and a command trial's `--output_dir`);
-    its checkpoint-<step> folders are staging, never resumed (trainer/checkpoints.py seals them)."""
+    its checkpoint-<step> folders are staging, never resumed (contract/checkpoints.py seals them)."""
     return Path(trial_dir) / "trainer"

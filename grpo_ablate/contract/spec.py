@@ -184,7 +184,7 @@ class EvaluationSpec:
 
 @dataclass(frozen=True)
 class CheckpointSpec:
-    """Checkpoint and resume (trainer/checkpoints.py): `every` steps (or "auto"; None: only `final`), `keep` them
+    """Checkpoint and resume (contract/checkpoints.py): `every` steps (or "auto"; None: only `final`), `keep` them
     after the trial, `final`: seal the last step too (a branching study's prefix)."""
 
     every: int | str | None = None
@@ -211,9 +211,9 @@ class StartFrom:
 
     `checkpoint`: a checkpoint folder holding weights, optimizer, scheduler, RNG states and
     trainer_state.json: another trial's sealed `<trial_dir>/checkpoints/checkpoint-<step>`
-    (trainer/checkpoints.py), or any folder TRL's Trainer saved; `step`: the optimizer
+    (contract/checkpoints.py), or any folder TRL's Trainer saved; `step`: the optimizer
     step it holds (checked against the folder). The child resumes model, optimizer and scheduler
-    state from it (trainer/checkpoints.py's resume path, `trainer.train(resume_from_checkpoint=...)`)
+    state from it (contract/checkpoints.py's resume path, `trainer.train(resume_from_checkpoint=...)`)
     and trains from step + 1 to `max_steps`; when the folder is a complete checkpoint of this
     package (it has its clock) and the trial checkpoints, the data sampler's state goes on too.
     The trial's own metrics, completions and seconds start at zero: a branch's result is about

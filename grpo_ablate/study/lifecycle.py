@@ -40,8 +40,8 @@ from grpo_ablate.storage.store import patiently
 from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.study.prefixes import BranchSetAside, Prefixes
 from grpo_ablate.study.setup import queue_ready_branches
-from grpo_ablate.trainer import checkpoints
-from grpo_ablate.trainer.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
+from grpo_ablate.contract import checkpoints
+from grpo_ablate.contract.checkpoints import carry_over, remove_checkpoints, spec_fingerprint
 from grpo_ablate.contract.spec import StartFrom, TrialSpec
 from grpo_ablate.launch import finish, launcher_for, reclaim_trial, request_stop
 from grpo_ablate.launch.base import ReclaimPending

@@ -5,7 +5,7 @@ checks a resume makes, matched to today's study file; a prefix that fails them i
 
 A branching study (study/branching.py) trains one prefix per seed and starts every arm of that seed from the
 prefix's sealed checkpoint at the branch step. What a branch starts from is checked as a resume checks its own
-checkpoint (trainer/checkpoints.verify: the manifest, every file's size and SHA-256, the spec fingerprint), against
+checkpoint (contract/checkpoints.verify: the manifest, every file's size and SHA-256, the spec fingerprint), against
 the fingerprint of the prefix spec *today's* study file builds for that seed:
 - a checkpoint whose tensors were changed in place (same size) fails its hashes;
 - another seed's prefix copied over this one's names another spec (the seed is in the spec);
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from grpo_ablate.study import ledger
 from grpo_ablate.study.retry import cell_fingerprint
-from grpo_ablate.trainer import checkpoints
+from grpo_ablate.contract import checkpoints
 from grpo_ablate.contract.spec import StartFrom
 from grpo_ablate.core.vocab import PREFIX_ROLE, TRIALS_DIR, Cell
 

@@ -11,7 +11,7 @@ the cell once the file is fixed, though. So on a rerun each failed cell's attemp
 with what the cell would run today, by the fingerprint of its trial spec: the spec.json its
 attempt left in its folder against `build_spec` for the same cell now, both without what differs
 between attempts of one trial (folder, timeout, environment, checkpoint cadence:
-trainer/checkpoints.FINGERPRINT_IGNORED; a branch point's folder, keeping its step).
+contract/checkpoints.FINGERPRINT_IGNORED; a branch point's folder, keeping its step).
 
 A cell is queued again when every attempt it has ended failed, none of them under today's
 fingerprint, and it holds nothing else (a queued, running or cancelled attempt, a result). An
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.study import ledger
 from grpo_ablate.study.trial_spec import plan_spec
-from grpo_ablate.trainer.checkpoints import spec_fingerprint
+from grpo_ablate.contract.checkpoints import spec_fingerprint
 from grpo_ablate.records.trial_record import faulted_out
 from grpo_ablate.core.vocab import SPEC_FILE, TRIALS_DIR, Cell, Outcome
 

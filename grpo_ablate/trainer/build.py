@@ -31,7 +31,7 @@ from grpo_ablate.core.schedule import Schedule, prompts_per_round
 from .builtin.model import builtin_model_path, is_builtin_model
 from .builtin.tokenizer import dataset_characters, format_characters, load_builtin_tokenizer, unencodable_prompts
 from .prompts import _load_source, load_prompt_sets
-from . import checkpoints
+from grpo_ablate.contract import checkpoints
 from .callbacks import MetricsRecorder, StopSwitch
 from .checkpoint_callback import Checkpointer
 from .evaluation import Evaluator

@@ -23,8 +23,8 @@ import torch
 from torch.utils.data import Sampler
 from transformers import TrainerCallback
 
-from . import checkpoints
-from grpo_ablate.contract.cadence import interval_steps
+from grpo_ablate.contract import checkpoints
+from grpo_ablate.contract.cadence import AUTO_MIN_SECONDS, interval_steps
 from grpo_ablate.contract.files import trainer_dir
 from .collective import all_gather, from_rank0, rank_and_world
 
@@ -80,7 +80,7 @@ class Checkpointer(TrainerCallback):
         self.evaluator = evaluator
         self.fingerprint = fingerprint
         self.round_steps = max(1, int(round_steps))
-        self.min_seconds = (checkpoints.AUTO_MIN_SECONDS if every == "auto" else 0.0) if min_seconds is None else min_seconds
+        self.min_seconds = (AUTO_MIN_SECONDS if every == "auto" else 0.0) if min_seconds is None else min_seconds
         self.final = final  # also seal the last step (a branching study's prefix: its branches start there)
         self.interval: int | None = None
         self.resumed_step: int | None = None

@@ -7,7 +7,7 @@ start the built-in worker, so stop, grace, timeout, SLURM and the outcome's clas
 unchanged. This process runs in the study's environment; the script runs in its own (script.python), with
 the trial's values as its own overrides (contract/command.py), and nothing of its TRL is imported here.
 
-- Resume: the newest verified checkpoint of the trial (trainer/checkpoints.py: sealed, hashed, this spec's
+- Resume: the newest verified checkpoint of the trial (contract/checkpoints.py: sealed, hashed, this spec's
   fingerprint) is passed as `--resume_from_checkpoint`; its per-step files and clock are put back first.
 - Checkpoints: the script's Trainer saves `<trial>/trainer/checkpoint-N` every `save_every` steps; once
   its log shows a later step (every rank is past the save) or the script has ended, this process seals the
@@ -44,7 +44,7 @@ from grpo_ablate.core.child_processes import PACKAGE_ROOT, adopt_orphans, die_wi
 from grpo_ablate.contract.metrics import read_rows
 from grpo_ablate.core.vocab import LOG_FILE, METRICS_FILE, STOP_FILE, Outcome
 
-from . import checkpoints
+from grpo_ablate.contract import checkpoints
 from grpo_ablate.contract.command import command_line, eval_steps, save_every, script_problem
 from grpo_ablate.contract.files import trainer_dir
 from .log_history import END_KEYS, read_log_history, rows_from_log_history

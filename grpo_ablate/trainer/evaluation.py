@@ -128,7 +128,7 @@ class Evaluator(TrainerCallback):
         return float(self.recorder.completions_total)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if self.point == 0:  # a resumed trial scored its start before (trainer/checkpoints.py)
+        if self.point == 0:  # a resumed trial scored its start before (contract/checkpoints.py)
             self._evaluate(state)
 
     def on_log(self, args, state, control, logs=None, **kwargs):

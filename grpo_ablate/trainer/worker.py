@@ -43,7 +43,7 @@ from grpo_ablate.core.child_processes import adopt_orphans, end_descendants, pro
 from grpo_ablate.core.errors import machine_fault, write_probe
 from grpo_ablate.core.vocab import BUILTIN_MODEL_PREFIX, RANK_RESULT_GLOB, RESOLVED_CONFIG_FILE, RESULT_FILE, Outcome
 
-from .checkpoints import BranchPointInvalid
+from grpo_ablate.contract.checkpoints import BranchPointInvalid
 from .lease import keep_lease
 from .memory_cap import start_memory_watch
 from .signals import stop_on_sigterm

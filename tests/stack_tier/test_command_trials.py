@@ -23,7 +23,7 @@ from grpo_ablate.launch import run_trial
 from grpo_ablate.contract.metrics import read_rows
 from grpo_ablate.contract.files import trainer_dir
 from grpo_ablate.study.trial_spec import build_spec
-from grpo_ablate.trainer import checkpoints
+from grpo_ablate.contract import checkpoints
 from grpo_ablate.core.vocab import Arm, Cell, Outcome
 
 

@@ -29,8 +29,10 @@ trained). Everything else (model, data, rewards, trainer arguments, budget, hard
 evaluation) changes the run's future, so a changed value starts over. It takes the JSON dict, not a
 class, so it holds whatever type writes spec.json.
 
-Stdlib only: the parent side (study/lifecycle.py) carries a predecessor's checkpoint into a retry's
-folder: moved when it lies in the study's own trial folders, copied from anywhere else.
+Stdlib only, and in the contract because both sides use the format: the child seals and resumes
+(trainer/checkpoint_callback.py); the parent (study/lifecycle.py, study/prefixes.py) verifies a branch
+point, carries a predecessor's checkpoint into a retry's folder (moved when it lies in the study's own trial
+folders, copied from anywhere else) and removes what is no longer needed.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import Any, Callable, Mapping
 from grpo_ablate.contract.files import trainer_dir
 from grpo_ablate.core.vocab import EVAL_FILE, EVENTS_FILE, GROUPS_FILE, METRICS_FILE
 
-__all__ = ["BranchPointInvalid", "Checkpoint", "CARRIED_FILES", "CLOCK_FILE", "MANIFEST_FILE", "STATE_DIR", "AUTO_MIN_SECONDS",
+__all__ = ["BranchPointInvalid", "Checkpoint", "CARRIED_FILES", "CLOCK_FILE", "MANIFEST_FILE", "STATE_DIR",
            "FINGERPRINT_IGNORED", "checkpoints_dir", "spec_fingerprint", "sealed_checkpoints",
            "latest", "seal", "verify", "resumable", "discard", "restore_files", "remove_checkpoints", "prune_older",
            "carry_over"]
@@ -59,9 +61,6 @@ MANIFEST_FORMAT = 1
 CARRIED_FILES = (METRICS_FILE, GROUPS_FILE, EVAL_FILE, EVENTS_FILE)
 # top-level spec.json fields that may differ between attempts of one trial (see the module docstring)
 FINGERPRINT_IGNORED = ("trial_dir", "timeout_s", "env", "checkpoint", "host_memory_mb")
-# `auto` also waits for this much training since the last checkpoint: a trial of a few minutes is
-# cheaper to run again than to checkpoint (a large model's checkpoint takes minutes to write)
-AUTO_MIN_SECONDS = 300.0
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 _TRAINER_STATE = "trainer_state.json"
 _CHUNK = 1 << 20
