@@ -109,7 +109,7 @@ def test_a_paused_orchestrator_is_waited_for_on_its_host_and_taken_over_elsewher
             if p is not None and p.poll() is None:
                 p.kill()
     logs = {x: p.read_text() for x, p in zip("abc", (log_a, log_b, log_c))}
-    assert codes == [0, 0, 0], {x: t[-2500:] for x, t in logs.items()}
+    assert codes == [0, 0, 0], "\n".join(f"--- run {x}'s log (its end):\n{t[-2500:]}" for x, t in logs.items())
     trials = optuna.load_study(study_name="paused", storage=open_storage(fresh_pg_db)).get_trials()
     assert [record.outcome(t).value for t in trials] == ["interrupted", "completed"], logs["c"][-3000:]
     assert "taken over" in (record.reason(trials[0]) or "") and "elsewhere" in (record.reason(trials[0]) or "")

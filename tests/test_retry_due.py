@@ -3,7 +3,9 @@
 ledger.requeue writes twice: the trial's end (so a second reaper stops there), then its retry. A run
 that looked between the two saw the trial ended, nothing queued and nothing running, ended, and exited
 1 over a "queued trial that never ran" (tests/test_postgres_faults.py's same-host run, once in a CI
-run: the retry came a moment later). Here the window is made by hand, on a real study and a real runner.
+run: the retry came a moment later). A second window, after that fix: the retry landed between the run's ask
+(the queue empty) and its look for retries due (the retry there, so none due), and the run ended with the
+retry queued. Here the windows are made by hand, on a real study and a real runner.
 """
 
 from __future__ import annotations
@@ -76,3 +78,22 @@ def test_a_trial_failed_for_good_or_already_retried_is_not_waited_for(tmp_path):
 
     storage.set_trial_state_values(retry._trial_id, state=TrialState.FAIL)
     assert ledger.retries_due(ostudy.get_trials(deepcopy=False)) == set()
+
+
+def test_a_retry_queued_between_the_ask_and_the_look_for_retries_due_is_taken(tmp_path, monkeypatch):
+    """The other run's second write lands just after this run's ask found the queue empty: the run looks again."""
+    study, plan, storage, ostudy = _one_cell_study(tmp_path)
+    number = _ended_by_another_run(ostudy, storage)
+    run = runner.StudyRunner(study, ostudy, storage, open_artifact_store(study.output_dir), [{}], plan)
+    ask = ledger.ask
+
+    def empty_then_retry_lands(ostudy_, planned):
+        monkeypatch.setattr(ledger, "ask", ask)  # once
+        ledger._retry(ostudy, ostudy.get_trials(deepcopy=False)[number])  # requeue's second write, after the ask's read
+        return None
+
+    monkeypatch.setattr(ledger, "ask", empty_then_retry_lands)
+    assert run._next_trial() == runner.WAIT  # not None: the retry queued meanwhile is not left behind
+    trial = run._next_trial()
+    assert not isinstance(trial, str) and trial is not None
+    assert ledger.retry_of(ostudy.get_trials(deepcopy=False)[trial.number]) == number

@@ -179,15 +179,24 @@ class StudyRunner:
             if trial is None and running > 0 and self.branches:
                 return BRANCH_WAIT  # a prefix still running queues its seed's branches when it completes
             if trial is None:
-                return WAIT if may_wait or self._retry_due() else None
+                return WAIT if may_wait or self._more_to_come() else None
             return trial
 
-    def _retry_due(self) -> bool:
-        """Whether another run has just ended a trial and is about to queue its retry (ledger.retries_due): waited
-        for up to RETRY_DUE_S on this run's clock, after which the run that ended it died between its two writes
-        and nothing will queue the retry."""
+    def _more_to_come(self) -> bool:
+        """The queue was found empty: whether the study, read again, may still give this run a trial. One was queued
+        since the ask looked (another run's retry can land between this run's reads), or another run took one
+        meanwhile (waited for, as a running trial is: its host may die), or another run has just ended a trial and
+        is about to queue its retry (ledger.retries_due): waited for up to RETRY_DUE_S on this run's clock, after
+        which the run that ended it died between its two writes and nothing will queue it."""
+        from optuna.trial import TrialState  # lazy: Optuna only while a study runs; every command imports study/
+
+        trials = self.ostudy.get_trials(deepcopy=False)
+        if any(t.state == TrialState.WAITING for t in trials):
+            return True  # the next look asks for it (or finds another run took it)
+        if self.heartbeat and any(t.state == TrialState.RUNNING and t.number not in self.registry.running for t in trials):
+            return True  # another run took it meanwhile: waited for, as `may_wait` does (its host may die)
         now = time.monotonic()
-        due = ledger.retries_due(self.ostudy.get_trials(deepcopy=False))
+        due = ledger.retries_due(trials)
         self.retry_due_since = {n: self.retry_due_since.get(n, now) for n in due}
         return any(now - since < RETRY_DUE_S for since in self.retry_due_since.values())
 
