@@ -3,6 +3,8 @@ what each design spends, on planted-truth worlds built from the committed tables
 
     OMP_NUM_THREADS=1 nice -n 19 python benchmarks/decision_quality.py --json benchmarks/data/decision_quality.json
     python benchmarks/decision_quality.py --replays 10                      # a quick look
+    python benchmarks/decision_quality.py --tasks addition_mixed --designs "screen + confirm" \
+        --worlds "one dominated (-4 min_effect)" "screen-marked dominated (-4 min_effect)"  # where the seeds go
 
 Designs are plug-ins (`Design`: a name and `run(replay) -> Decision`); `DESIGNS` lists them and a new one is
 one more entry:
@@ -296,7 +298,7 @@ def replay_design(design: Design, task: Any, world: str, me: float, replays: int
         shapes[a] = list(mean / mean[-1]) if mean[-1] else [1.0] * len(mean)
         shapes[a + "|final"] = [float(mean[-1])]
     cost = seconds(task)
-    within, regret, compute = [], [], []
+    within, regret, compute, longest = [], [], [], []
     for _ in range(replays):
         w = draw(task, world, me, cap, rng)
         r = Replay(w, me, cap, bech, planted_curve(task, w, shapes, raw), cost, task)
@@ -304,10 +306,13 @@ def replay_design(design: Design, task: Any, world: str, me: float, replays: int
         within.append(w.within(d.recommended, me))
         regret.append(w.best - w.truth[d.recommended])
         compute.append(d.compute)
+        longest.append(int(math.ceil(max(d.seeds.values(), default=0))))
     fixed = bech * sum(cost.values())
     return {"design": design.name, "task": task.name, "world": world, "replays": replays, "bechhofer_seeds": bech,
             "within": float(np.mean(within)), "regret": float(np.mean(regret)), "compute": float(np.mean(compute)),
-            "share": float(np.mean(compute)) / fixed if fixed else None}
+            "share": float(np.mean(compute)) / fixed if fixed else None,
+            # the most seeds an arm ran, replay by replay: a race that stopped at its first look ran its first stage
+            "longest_arm": {str(n): longest.count(n) / replays for n in sorted(set(longest))}}
 
 
 def _row(job: tuple[int, str, int, float, int]) -> dict[str, Any]:
@@ -338,6 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="worker processes")
     p.add_argument("--min-effect", type=float, default=0.05)
     p.add_argument("--worlds", nargs="+", default=[AS_MEASURED, SCREEN_DOMINATED, DOMINATED, TIES, ALL_EQUAL, LFC])
+    p.add_argument("--tasks", nargs="+", help="only the tables whose task is named (default: every table)")
+    p.add_argument("--designs", nargs="+", help="only the designs whose name contains one of these (default: all)")
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", action="store_true", help="print docs/statistics.md's table from --json, run nothing")
     a = p.parse_args(argv)
@@ -347,14 +354,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.time()
     if SCREEN is None:
         print("screen + confirm: no screen rule plugged in (benchmarks/decision_quality.SCREEN): left out")
-    jobs = [(t, world, d, a.min_effect, a.replays) for t in range(len(tables())) for world in a.worlds
-            for d in range(len(designs(SCREEN)))]
+    names = [d.name for d in designs(SCREEN)]
+    task_ids = [t for t, task in enumerate(tables()) if not a.tasks or task.name.split(",")[0] in a.tasks]
+    design_ids = [d for d, name in enumerate(names) if not a.designs or any(x in name for x in a.designs)]
+    if not task_ids or not design_ids:
+        p.error(f"nothing to run: tasks {[t.name for t in tables()]}, designs {names}")
+    jobs = [(t, world, d, a.min_effect, a.replays) for t in task_ids for world in a.worlds for d in design_ids]
     with multiprocessing.Pool(a.jobs) as pool:  # the replays of a world are the same for every design and --jobs
         rows = pool.map(_row, jobs)
-    print(f"{'task':<24} {'world':<44} {'design':<32} {'P within':>8} {'regret':>7} {'share of Bechhofer':>18}")
+    print(f"{'task':<24} {'world':<44} {'design':<32} {'P within':>8} {'regret':>7} {'share of Bechhofer':>18}  "
+          f"most seeds of an arm (share of replays)")
     for r in rows:
+        most = ", ".join(f"{n}: {v:.2f}" for n, v in r["longest_arm"].items())
         print(f"{r['task']:<24} {r['world']:<44} {r['design']:<32} {r['within']:>8.3f} {r['regret']:>7.4f} "
-              f"{r['share']:>18.2f}")
+              f"{r['share']:>18.2f}  {most}")
     if a.json:
         a.json.write_text(json.dumps({"command": "python benchmarks/decision_quality.py " + " ".join(sys.argv[1:]),
                                       "min_effect": a.min_effect, "rows": rows,
