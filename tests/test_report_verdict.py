@@ -146,6 +146,26 @@ def test_two_equivalent_arms_recommend_the_cheaper_one(tmp_path):
     assert "The recommended one is also the cheapest of these" in v.lines[1]
 
 
+def test_a_baseline_the_page_excludes_is_not_kept_when_no_arm_reaches_the_confidence(tmp_path):
+    """G=2 and G=4 tie near 0.8 with seed noise (neither reaches 0.95 of being within 0.05 of the best) and the
+    baseline sits 0.3 below both on every seed: the page excludes it from the as-good set, so "keep the baseline"
+    would contradict it. The answer names the most probable configuration instead, says why, and lists the
+    baseline as worse; nothing on the page recommends it."""
+    arms = {"baseline": (BASE, runs({s: 0.50 + 0.01 * (s % 3) for s in range(6)})),
+            "num_generations=4": (G4, runs(dict(enumerate((0.80, 0.88, 0.72, 0.84, 0.76, 0.80))))),
+            "num_generations=2": (G2, runs(dict(enumerate((0.86, 0.74, 0.81, 0.73, 0.87, 0.79)))))}
+    storage, _ = make_custom_study(tmp_path, arms, evaluation={})
+    v = load_custom(storage).verdict
+    sel = v.selection
+    assert not sel.confident and not sel.kept and not v.kept and "baseline" in sel.excluded
+    assert sel.reference_excluded == "baseline" and v.reason == "baseline_excluded"
+    assert v.recommended != BASE and v.recommended_name == max(sel.p_within, key=sel.p_within.get)
+    assert v.lines[0].startswith(f"Use {v.recommended_name}") and "is excluded from being within 0.05" in v.lines[0]
+    assert "so it is not kept; no configuration reaches probability 0.95" in v.lines[0]
+    assert "Keep the baseline" not in v.words and v.lines[2].startswith("Worse") and "G=8" in v.lines[2]
+    assert summary_dict(load_custom(storage))["verdict"]["reason"] == "baseline_excluded"
+
+
 def test_clear_study_names_the_winner_and_the_paired_comparison(clear):
     v = clear.verdict
     assert v.kind == "winner" and v.recommended == G4 and v.reason == "cheapest_confident"

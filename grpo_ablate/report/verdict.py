@@ -17,7 +17,8 @@ The rules, in order:
    per optimizer step on a GPU study, else generated tokens per trial) among those whose probability
    of being within study.min_effect of the best (default per metric: stats/min_effect.py) reaches the
    study's confidence (racing.confidence, 0.95); none reaching it, keep the baseline (the user's own
-   recipe) and name the closest contender with its probability. That probability is a model
+   recipe) and name the closest contender with its probability, unless the page excludes the baseline from
+   being within min_effect of the best: then the most probable configuration. That probability is a model
    posterior and the page says so; beside it the design's frequentist guarantee (`Guarantee`: P(the
    best is picked) at the indifference zone, Bechhofer's for the design that ran, or an elimination
    race's bound). Then the configurations that cannot be excluded from being within min_effect of the
@@ -313,6 +314,7 @@ def judge(arms: Sequence[ArmSummary], records: Sequence[TrialRecord], objectives
                        "baseline_not_beaten" if rec is base else "best_mean_untested",
                        rv.comparison if rv is not None else None, **common)
     reason = ("race_kept" if race is not None and rec.name in race.kept else "baseline_kept" if selection.kept else
+              "baseline_excluded" if selection.reference_excluded else
               "baseline_cheapest_confident" if rec is base else "cheapest_confident")
     if base is None:
         return Verdict("no_baseline", name, direction, rec.config, rec.name,

@@ -102,8 +102,8 @@ class Verdict:
     direction: str | None
     recommended: Arm | None = None
     recommended_name: str | None = None
-    # learned_nothing | clearly_better | most_likely_best | baseline_most_likely_best | baseline_not_beaten |
-    # best_mean_untested
+    # race_kept | baseline_kept | baseline_excluded | baseline_cheapest_confident | cheapest_confident |
+    # most_likely_best | learned_nothing | baseline_not_beaten | best_mean_untested
     reason: str | None = None
     comparison: Comparison | None = None  # the recommended arm's (or, without a winner, the closest arm's)
     arms: tuple[ArmVerdict, ...] = ()

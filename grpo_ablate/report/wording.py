@@ -115,6 +115,14 @@ def _use_line(v: Verdict) -> str:
         return (f"Keep the baseline, {v.recommended.words}: no configuration reaches probability {conf} of being "
                 f"within {_eps(v)} of the best {_label(v)} (a model posterior, not a frequency; {_seed_counts(v)} "
                 f"seeds per configuration){closest}{_left_out(v)}.")
+    if sel.reference_excluded is not None:
+        ref = sel.reference_excluded
+        return (f"Use {v.recommended.words}: the baseline, {_name(v, ref)}, is excluded from being within {_eps(v)} "
+                f"of the best {_label(v)} ({_name(v, sel.excluded[ref])} leads it by more than {_eps(v)}, simultaneous "
+                f"{1 - sel.alpha:.0%}), so it is not kept; no configuration reaches probability {conf} of being within "
+                f"{_eps(v)} of the best, and this one is the most likely, probability "
+                f"{_p(sel.probability or 0.0, sel.confidence)} (a model posterior, not a frequency; {_seed_counts(v)} "
+                f"seeds per configuration){_left_out(v)}.")
     keep = v.recommended == v.baseline
     what = f"Keep the baseline, {v.recommended.words}" if keep else f"Use {v.recommended.words}"
     g = v.guarantee

@@ -20,8 +20,9 @@ floor, no arm with fewer than model.MIN_SEEDS seeds), the same model the calls a
 - the single recommendation (`recommend`, issue 49): among the arms whose probability reaches the
   study's confidence, the cheapest (the caller's cost: GPU-hours per optimizer step, or generated
   tokens); none reaching it: keep the reference (the baseline: the user's own recipe), naming the
-  closest contender and its probability. Without a reference, the leader, its probability below
-  the confidence.
+  closest contender and its probability. Without a reference, or with one the eps-best set excludes
+  (some arm leads it by more than min_effect, simultaneously at alpha: keeping it would contradict the
+  page's own exclusion), the most probable arm not excluded, its probability below the confidence.
 - the eps-best set: the arms that cannot be excluded from being within min_effect of the best,
   simultaneously: arm i is excluded when some arm j beats it by more than min_effect in the
   model's one-sided t test, with Holm's adjustment over every ordered pair (i, j). Every arm
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -61,8 +62,10 @@ class Selection:
     """The answer a user acts on; `p_within[a]` is P(arm a within min_effect of the best) (a model posterior).
 
     `recommended`: the single recommendation (`recommend`); `kept`: no arm reached `confidence`, so it is the
-    reference kept; `contender`: then the arm most likely within min_effect of the best. `leader`: the arm most
-    likely within min_effect of the best, `pcs` its probability (what a race stops on)."""
+    reference kept; `contender`: then the arm most likely within min_effect of the best; `reference_excluded`: no
+    arm reached it and the reference is excluded from the eps-best set, so the recommendation is the most probable
+    arm left instead. `leader`: the arm most likely within min_effect of the best, `pcs` its probability (what a
+    race stops on)."""
 
     leader: str | None
     pcs: float | None  # p_within of the leader; None below two arms with MIN_SEEDS seeds
@@ -80,6 +83,7 @@ class Selection:
     kept: bool = False
     contender: str | None = None
     design_pcs: float | None = None  # Bechhofer's P(correct selection) at the indifference zone for this design
+    reference_excluded: str | None = None  # the reference not kept although no arm reached the confidence
 
     @property
     def unmeasured(self) -> tuple[str, ...]:
@@ -102,7 +106,8 @@ class Selection:
                 "leader": self.leader, "pcs": self.pcs, "p_within": dict(self.p_within),
                 "eps_best": list(self.eps_best), "excluded": dict(self.excluded), "means": dict(self.means),
                 "min_effect": self.min_effect, "alpha": self.alpha, "cheapest": self.cheapest,
-                "costs": dict(self.costs), "seeds": dict(self.seeds), "design_pcs": self.design_pcs, "how": HOW}
+                "costs": dict(self.costs), "seeds": dict(self.seeds), "design_pcs": self.design_pcs,
+                "reference_excluded": self.reference_excluded, "how": HOW}
 
 
 def _p_within(f: Fit, min_effect: float, maximize: bool, draws: int, seed: int) -> dict[str, float]:
@@ -146,21 +151,25 @@ def eps_best(values: Mapping[str, Mapping[int, float]], min_effect: float, maxim
 
 
 def recommend(p_within: Mapping[str, float], *, confidence: float, costs: Mapping[str, float] | None = None,
-              reference: str | None = None, rank: Mapping[str, int] | None = None) -> tuple[str | None, bool, str | None]:
+              reference: str | None = None, rank: Mapping[str, int] | None = None,
+              excluded: Collection[str] = ()) -> tuple[str | None, bool, str | None]:
     """(recommended, kept, contender): the cheapest arm whose probability reaches `confidence` (ties: the higher
     probability, then `rank`, a name-free order); none reaching it: the `reference` kept (kept True) with the
-    arm of the highest probability as the contender; no reference: that arm itself (module docstring)."""
+    arm of the highest probability as the contender; no reference, or a reference in `excluded` (the eps-best
+    set's exclusions: some arm leads it by more than min_effect, simultaneously at the page's level): the arm of
+    the highest probability itself, never an excluded one while another is left (module docstring)."""
     if not p_within:
         return None, False, None
     order = rank or {a: i for i, a in enumerate(sorted(p_within))}
-    best = min(p_within, key=lambda a: (-round(p_within[a], 6), order.get(a, 0)))
+    left = [a for a in p_within if a not in excluded] or list(p_within)
+    best = min(left, key=lambda a: (-round(p_within[a], 6), order.get(a, 0)))
     confident = [a for a, p in p_within.items() if p >= confidence]
     if confident:
         def cost(a: str) -> float:
             c = (costs or {}).get(a)
             return float(c) if c is not None and math.isfinite(float(c)) else math.inf
         return min(confident, key=lambda a: (cost(a), -round(p_within[a], 6), order.get(a, 0))), False, None
-    if reference is not None:
+    if reference is not None and reference not in excluded:
         return reference, True, (best if best != reference else None)
     return best, False, None
 
@@ -226,13 +235,16 @@ def select(values: Mapping[str, Mapping[int, float]], min_effect: float, *, maxi
     if picked:
         rec, kept, contender = min(picked, key=lambda a: ((costs or {}).get(a, math.inf), rank[a])), False, None
     elif probs:
-        rec, kept, contender = recommend(probs, confidence=confidence, costs=costs, reference=ref, rank=rank)
+        rec, kept, contender = recommend(probs, confidence=confidence, costs=costs, reference=ref, rank=rank,
+                                         excluded=excluded)
     else:
         rec, kept, contender = leader, False, None
+    passed = (ref if ref is not None and not picked and probs and ref in excluded
+              and not any(p >= confidence for p in probs.values()) else None)
     return Selection(leader, probs.get(leader) if probs else None, probs, tuple(keep), excluded, means, min_effect,
                      alpha, cheapest, {a: float(c) for a, c in (costs or {}).items() if c is not None},
                      {a: len(v) for a, v in vals.items()}, confidence, rec, kept, contender,
-                     design_pcs(f, min_effect) if probs else None)
+                     design_pcs(f, min_effect) if probs else None, passed)
 
 
 def bechhofer_pcs(k: int, seeds: float, delta: float, sd: float) -> float:
