@@ -19,9 +19,11 @@ one more entry:
   scaled to the planted mean) and stops where the pruner says; the answer is the arm whose completed trials
   have the best mean, with Bechhofer's seeds per arm as the budget;
 - screen + confirm: `ScreenConfirm(screen)`, a screen that drops arms before any training (a pure function
-  of what the screen measures, `Screen`), then the elimination race on the rest. `SCREEN` is the study
-  area's rule (preflight/screen_rule.drops) on the real screen of each task's starting model
-  (benchmarks/data/screen_points.json); None leaves the entry out.
+  of what the screen measures, `Screen`), then the elimination race on the rest (or the group-sequential
+  one). `SCREEN` is the study area's rule (preflight/screen_rule.drops) on the real screen of each task's
+  starting model (benchmarks/data/screen_points.json); None leaves the entries out. "budget 0.5": the confirm
+  stage sized as `init` sizes it to a budget (the most seeds it buys, at least 3), the budget half the fixed
+  design's compute: what a study given half of what Bechhofer's design costs gets.
 
 Compute is measured in trial-seconds at each arm's measured time per trial on the table's machine (a
 pruned trial counts its share of the curve it ran); the table gives it as a share of the fixed Bechhofer
@@ -52,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from worlds import (ALL_EQUAL, AS_MEASURED, DOMINATED, LFC, SCREEN_DOMINATED, TIES, World, curves, draw,  # noqa: E402
                     paired_sd, screen_drops, seconds, tables)
 from grpo_ablate.stats.elimination import eliminate  # noqa: E402
+from grpo_ablate.stats.model import MIN_SEEDS  # noqa: E402
 from grpo_ablate.stats.selection import bechhofer_seeds, select  # noqa: E402
 from grpo_ablate.records.race_record import RaceState  # noqa: E402
 from grpo_ablate.study.racing import Rule, decide  # noqa: E402
@@ -76,6 +79,7 @@ class Replay:
     curve: Callable[[str, int], list[tuple[float, float]]]  # (arm, seed) -> [(completions, reward)], the last the value
     cost: dict[str, float]  # arm -> seconds per trial
     task: Any = None  # the table's task (what a screen reads its measurements of)
+    planned: int | None = None  # the most seeds per arm a budget buys (a race plans no more); None: the design's own
 
     @property
     def arms(self) -> list[str]:
@@ -136,7 +140,7 @@ class Race:
         self.name = self.name or f"{self.design.replace('_', '-')} race"
 
     def run(self, r: Replay) -> Decision:
-        cap = r.bechhofer
+        cap = min(r.planned or r.bechhofer, r.bechhofer)
         rule = Rule(min_effect=r.me, confidence=self.confidence, design=self.design, max_seeds=cap, first=self.first,
                     order=tuple(range(cap)))
         state, used = RaceState(0, r.arms), self.first
@@ -170,6 +174,7 @@ class Elimination:
     def run(self, r: Replay) -> Decision:
         sd, k = paired_sd(r.task), len(r.task.arms)
         cap = max(self.n0, bechhofer_seeds(k, r.me, sd, self.confidence))
+        cap = max(self.n0, min(r.planned or cap, cap))
         table = {a: {s: r.world.values[a][s] for s in range(cap)} for a in r.arms}
         e = eliminate(table, delta=r.me, alpha=1 - self.confidence, n0=self.n0, order=list(range(cap)), cap=cap)
         ran = {a: (e.eliminated[a][1] if a in e.eliminated else (e.seeds if e.stopped else cap)) for a in r.arms}
@@ -241,19 +246,27 @@ SCREEN: Screen | None = table_screen
 @dataclass
 class ScreenConfirm:
     """screen + confirm: the arms the screen drops never train; a race confirms among the rest (the elimination race
-    as init writes it, or another design to compare)."""
+    as init writes it, or another design to compare). `budget`: the confirm stage sized as `init` sizes it
+    (plan/design.fit: the most seeds the budget buys, at least MIN_SEEDS, no more than the race plans), the budget a
+    share of the fixed Bechhofer design's compute on all the arms; None: the race's own planned seeds."""
 
     screen: Screen
     confirm: Design = field(default_factory=Elimination)
     name: str = "screen + confirm (elimination)"
+    budget: float | None = None
 
     def run(self, r: Replay) -> Decision:
         dropped = self.screen(r)
         rest = [a for a in r.arms if a not in dropped] or [r.world.baseline]
         if len(rest) == 1:
             return Decision(rest[0], 0.0, {})
+        planned = None
+        if self.budget is not None:
+            fixed = r.bechhofer * sum(r.cost.values())
+            planned = max(MIN_SEEDS, int(self.budget * fixed / sum(r.cost[a] for a in rest)))
         sub = Replay(World({a: r.world.values[a] for a in rest}, r.world.truth, r.world.baseline, r.world.rows,
-                           {a: r.world.other[a] for a in rest}), r.me, r.cap, r.bechhofer, r.curve, r.cost, r.task)
+                           {a: r.world.other[a] for a in rest}), r.me, r.cap, r.bechhofer, r.curve, r.cost, r.task,
+                     planned)
         return self.confirm.run(sub)
 
 
@@ -263,7 +276,10 @@ def designs(screen: Screen | None = None) -> list[Design]:
                          Pruned("successive halving"), Pruned("hyperband")]
     if screen is not None:
         out += [ScreenConfirm(screen), ScreenConfirm(screen, Race("group_sequential"),
-                                                     "screen + confirm (group-sequential)")]
+                                                     "screen + confirm (group-sequential)"),
+                ScreenConfirm(screen, name="screen + confirm (elimination), budget 0.5", budget=0.5),
+                ScreenConfirm(screen, Race("group_sequential"), "screen + confirm (group-sequential), budget 0.5",
+                              budget=0.5)]
     return out
 
 
