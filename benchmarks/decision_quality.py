@@ -173,8 +173,8 @@ class Elimination:
 
     def run(self, r: Replay) -> Decision:
         sd, k = paired_sd(r.task), len(r.task.arms)
-        cap = max(self.n0, bechhofer_seeds(k, r.me, sd, self.confidence))
-        cap = max(self.n0, min(r.planned or cap, cap))
+        own = bechhofer_seeds(k, r.me, sd, self.confidence)  # planned for min_effect; a budget may buy fewer
+        cap = max(self.n0, min(r.planned or own, own))
         table = {a: {s: r.world.values[a][s] for s in range(cap)} for a in r.arms}
         e = eliminate(table, delta=r.me, alpha=1 - self.confidence, n0=self.n0, order=list(range(cap)), cap=cap)
         ran = {a: (e.eliminated[a][1] if a in e.eliminated else (e.seeds if e.stopped else cap)) for a in r.arms}
