@@ -106,6 +106,9 @@ class Registry:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.running: dict[int, Running] = {}
+        # every trial this process asked, kept once it ends: a trial whose start never reached the storage (its
+        # owner unrecorded, as when the disk filled) is still this run's, and not running once the run is over
+        self.taken: set[int] = set()
         self.stop = threading.Event()
         self.stop_reason: str | None = None  # "interrupted" once the study was asked to stop
 
@@ -113,6 +116,7 @@ class Registry:
         """Call with the lock held."""
         run = Running(number, trial_dir, started=time.monotonic())
         self.running[number] = run
+        self.taken.add(number)
         try:
             trial_dir.mkdir(parents=True, exist_ok=True)  # a local folder, no storage round trip
         except OSError:

@@ -242,9 +242,10 @@ class StudyRunner:
 
     def ended_here(self, ft: "FrozenTrial") -> str | None:
         """Once the run is over: why a trial the storage still calls RUNNING is not running (its end could not be
-        recorded by this run, or its run is dead); None when another live run may be running it."""
+        recorded by this run, or its run is dead); None when another live run may be running it. A trial this run
+        asked is this run's even where its owner record never reached the storage."""
         host, pid = ledger.owner(ft)
-        if ledger.owner_run(ft).get("run_id") == self.lifecycle.run_identity.run_id:
+        if ft.number in self.registry.taken or ledger.owner_run(ft).get("run_id") == self.lifecycle.run_identity.run_id:
             return "this run ended without recording it" + (f": {self.stop_reason}"[:160] if self.storage_error else "")
         return self.liveness.dead(ft, heartbeat_stale=False) if host == self.lifecycle.run_identity.host else None
 
