@@ -77,18 +77,26 @@ STATUS_EVERY_S = 30.0
 
 
 class Wakeup:
-    """A self-pipe: the signal handler (through signal.set_wakeup_fd) and finishing workers wake the main loop."""
+    """A self-pipe: the signal handler (through signal.set_wakeup_fd) and finishing workers wake the main loop.
+
+    A notify after `close` does nothing: once closed, the descriptor's number may already belong to another
+    file the process opened (the study's journal among them), and a late worker must never write into it."""
 
     def __init__(self) -> None:
         self.r, self.w = os.pipe()
         os.set_blocking(self.r, False)
         os.set_blocking(self.w, False)
+        self.lock = threading.Lock()
+        self.closed = False
 
     def notify(self) -> None:
-        try:
-            os.write(self.w, b"\0")
-        except BlockingIOError:  # the pipe is full: a wake-up is pending anyway
-            pass
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                os.write(self.w, b"\0")
+            except BlockingIOError:  # the pipe is full: a wake-up is pending anyway
+                pass
 
     def wait(self, timeout: float) -> None:
         select.select([self.r], [], [], max(0.0, timeout))
@@ -99,8 +107,12 @@ class Wakeup:
             pass
 
     def close(self) -> None:
-        os.close(self.r)
-        os.close(self.w)
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            os.close(self.r)
+            os.close(self.w)
 
 
 class StudyRunner:
@@ -332,6 +344,8 @@ class StudyRunner:
                 running = self.registry.snapshot()
                 if running:
                     self.console.status(self.counts, running)
+        for t in threads:  # each has set its event; what is left of it is the wake-up it sends as it ends
+            t.join()
 
     def _on_interrupt(self, first: bool, kill: bool = False, term: bool = False) -> None:
         self.interrupted = True
