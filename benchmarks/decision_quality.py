@@ -205,8 +205,10 @@ class Pruned:
     def run(self, r: Replay) -> Decision:
         n = r.bechhofer
         points = r.curve(r.arms[0], 0)[1:]
-        study = optuna.create_study(direction="maximize", pruner=self._pruner(len(points)),
-                                    sampler=optuna.samplers.RandomSampler(seed=0))
+        # A fixed name: Hyperband puts a trial in a bracket by a hash of the study's name and the trial's
+        # number, and Optuna's default name is random, so the figures would change from run to run.
+        study = optuna.create_study(study_name="decision-quality-replay", direction="maximize",
+                                    pruner=self._pruner(len(points)), sampler=optuna.samplers.RandomSampler(seed=0))
         finals: dict[str, list[float]] = {a: [] for a in r.arms}
         seeds = {a: 0.0 for a in r.arms}
         for s in range(n):

@@ -135,7 +135,8 @@ def _replay_adaptive(table: GridTable, strategy: Strategy, seed: int, rng: rando
     budget = int(statistics.median(float(r.metrics.get("completions") or 0) for r in table.rows)) or None
     q = quantum(largest, budget)
     pruner = build_pruner(strategy.pruner, budget, q) if strategy.fidelity == "compute" else _step_pruner(strategy, table)
-    study = optuna.create_study(direction="maximize" if maximize else "minimize",
+    # A fixed name: Hyperband's brackets hash the study's name (Optuna's default is random).
+    study = optuna.create_study(study_name=f"search-replay-{seed}", direction="maximize" if maximize else "minimize",
                                 sampler=build_sampler(strategy.sampler, seed, n_trials=strategy.n_trials),
                                 pruner=pruner)
     counts: dict[Arm, int] = {}
