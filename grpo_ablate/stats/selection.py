@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Collection, Mapping, Sequence
+from typing import Collection, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -150,16 +150,26 @@ def eps_best(values: Mapping[str, Mapping[int, float]], min_effect: float, maxim
     return _eps_best(fit(values), arms, min_effect, maximize, alpha)
 
 
+class Recommendation(NamedTuple):
+    """`recommend`'s answer: `kept`, the reference kept for want of a confident arm, `contender` then the most
+    probable other arm; `passed_over`, the reference not kept, none being confident, because it is excluded."""
+
+    recommended: str | None
+    kept: bool = False
+    contender: str | None = None
+    passed_over: str | None = None
+
+
 def recommend(p_within: Mapping[str, float], *, confidence: float, costs: Mapping[str, float] | None = None,
               reference: str | None = None, rank: Mapping[str, int] | None = None,
-              excluded: Collection[str] = ()) -> tuple[str | None, bool, str | None]:
-    """(recommended, kept, contender): the cheapest arm whose probability reaches `confidence` (ties: the higher
+              excluded: Collection[str] = ()) -> Recommendation:
+    """The cheapest arm whose probability reaches `confidence` (ties: the higher
     probability, then `rank`, a name-free order); none reaching it: the `reference` kept (kept True) with the
     arm of the highest probability as the contender; no reference, or a reference in `excluded` (the eps-best
     set's exclusions: some arm leads it by more than min_effect, simultaneously at the page's level): the arm of
     the highest probability itself, never an excluded one while another is left (module docstring)."""
     if not p_within:
-        return None, False, None
+        return Recommendation(None)
     order = rank or {a: i for i, a in enumerate(sorted(p_within))}
     left = [a for a in p_within if a not in excluded] or list(p_within)
     best = min(left, key=lambda a: (-round(p_within[a], 6), order.get(a, 0)))
@@ -168,10 +178,12 @@ def recommend(p_within: Mapping[str, float], *, confidence: float, costs: Mappin
         def cost(a: str) -> float:
             c = (costs or {}).get(a)
             return float(c) if c is not None and math.isfinite(float(c)) else math.inf
-        return min(confident, key=lambda a: (cost(a), -round(p_within[a], 6), order.get(a, 0))), False, None
-    if reference is not None and reference not in excluded:
-        return reference, True, (best if best != reference else None)
-    return best, False, None
+        return Recommendation(min(confident, key=lambda a: (cost(a), -round(p_within[a], 6), order.get(a, 0))))
+    if reference is None:
+        return Recommendation(best)
+    if reference in excluded:
+        return Recommendation(best, passed_over=reference)
+    return Recommendation(reference, True, best if best != reference else None)
 
 
 _Z = np.linspace(-10.0, 10.0, 801)  # the standard normal's grid for Bechhofer's integral over many spreads at once
@@ -231,20 +243,16 @@ def select(values: Mapping[str, Mapping[int, float]], min_effect: float, *, maxi
     cheapest = min(priced, key=lambda a: (priced[a], rank[a])) if priced else None
     ref = reference if reference in vals else None
     picked = [a for a in chosen if a in vals]
-    rec: str | None
     if picked:
-        rec, kept, contender = min(picked, key=lambda a: ((costs or {}).get(a, math.inf), rank[a])), False, None
+        answer = Recommendation(min(picked, key=lambda a: ((costs or {}).get(a, math.inf), rank[a])))
     elif probs:
-        rec, kept, contender = recommend(probs, confidence=confidence, costs=costs, reference=ref, rank=rank,
-                                         excluded=excluded)
+        answer = recommend(probs, confidence=confidence, costs=costs, reference=ref, rank=rank, excluded=excluded)
     else:
-        rec, kept, contender = leader, False, None
-    passed = (ref if ref is not None and not picked and probs and ref in excluded
-              and not any(p >= confidence for p in probs.values()) else None)
+        answer = Recommendation(leader)
     return Selection(leader, probs.get(leader) if probs else None, probs, tuple(keep), excluded, means, min_effect,
                      alpha, cheapest, {a: float(c) for a, c in (costs or {}).items() if c is not None},
-                     {a: len(v) for a, v in vals.items()}, confidence, rec, kept, contender,
-                     design_pcs(f, min_effect) if probs else None, passed)
+                     {a: len(v) for a, v in vals.items()}, confidence, answer.recommended, answer.kept,
+                     answer.contender, design_pcs(f, min_effect) if probs else None, answer.passed_over)
 
 
 def bechhofer_pcs(k: int, seeds: float, delta: float, sd: float) -> float:
