@@ -1,11 +1,11 @@
-"""The run loop's self-pipe (study/runner.py Wakeup): a worker that ends after the loop closed it must
+"""The run loop's self-pipe (study/wakeup.py): a worker that ends after the loop closed it must
 neither raise nor write into whatever file has since taken the pipe's descriptor numbers."""
 
 import os
 import select
 import time
 
-from grpo_ablate.study.runner import Wakeup
+from grpo_ablate.study.wakeup import Wakeup
 
 
 def test_a_notify_after_close_writes_nothing_into_the_file_that_took_the_descriptor(tmp_path):

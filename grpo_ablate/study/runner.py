@@ -22,8 +22,6 @@ Trial state (what finished, what a dead orchestrator left running) is read throu
 from __future__ import annotations
 
 from collections import Counter
-import os
-import select
 import signal
 import threading
 import time
@@ -40,6 +38,7 @@ from grpo_ablate.records.gpu_hours import Budget, budget_of, measured_estimate
 from grpo_ablate.plan.run_plan import StudyPlan
 from grpo_ablate.storage.store import is_rdb_url, mask_url, open_artifact_store, open_storage, patiently
 from grpo_ablate.study.console import Counts, StudyConsole
+from grpo_ablate.study.wakeup import Wakeup
 from grpo_ablate.launch.devices import worker_envs
 from grpo_ablate.study import ledger, limits
 from grpo_ablate.study.prefixes import Prefixes
@@ -74,45 +73,6 @@ BUDGET_WAIT = "budget-wait"  # the GPU-hour budget cannot take one more trial un
 # milliseconds apart (an outage between them is waited out by storage.patiently, up to the grace period)
 RETRY_DUE_S = 30.0
 STATUS_EVERY_S = 30.0
-
-
-class Wakeup:
-    """A self-pipe: the signal handler (through signal.set_wakeup_fd) and finishing workers wake the main loop.
-
-    A notify after `close` does nothing: once closed, the descriptor's number may already belong to another
-    file the process opened (the study's journal among them), and a late worker must never write into it."""
-
-    def __init__(self) -> None:
-        self.r, self.w = os.pipe()
-        os.set_blocking(self.r, False)
-        os.set_blocking(self.w, False)
-        self.lock = threading.Lock()
-        self.closed = False
-
-    def notify(self) -> None:
-        with self.lock:
-            if self.closed:
-                return
-            try:
-                os.write(self.w, b"\0")
-            except BlockingIOError:  # the pipe is full: a wake-up is pending anyway
-                pass
-
-    def wait(self, timeout: float) -> None:
-        select.select([self.r], [], [], max(0.0, timeout))
-        try:
-            while os.read(self.r, 4096):
-                pass
-        except BlockingIOError:
-            pass
-
-    def close(self) -> None:
-        with self.lock:
-            if self.closed:
-                return
-            self.closed = True
-            os.close(self.r)
-            os.close(self.w)
 
 
 class StudyRunner:
