@@ -83,16 +83,16 @@ def test_reclaim_cancels_the_job_a_dead_run_left_and_returns_once_it_has_ended(s
     trial_dir = tmp_path / "00007"
     trial_dir.mkdir()
     assert reclaim_trial(trial_dir) == []  # no job was submitted from it: nothing to do
-    stopped = tmp_path / "stopped"
-    script = f"trap 'sleep 3; echo step checkpointed > {stopped}; exit 0' TERM; sleep 300 & wait"
+    stopped, trapped = tmp_path / "stopped", tmp_path / "trapped"
+    script = f"trap 'sleep 3; echo step checkpointed > {stopped}; exit 0' TERM; touch {trapped}; sleep 300 & wait"
     job = slurm_cluster.run("sbatch", "--parsable", "--no-requeue", "--output=/dev/null", "--wrap", script).stdout.strip()
     (trial_dir / JOB_FILE).write_text(f'{{"job": "{job}"}}\n')
     assert read_job(trial_dir) == job
     deadline = time.monotonic() + 60
-    while slurm_cluster.job_state(job) != "RUNNING" or not slurm_cluster.job_processes():
+    # the event: the batch shell has set its trap (a TERM before it would end the shell without its handler)
+    while not trapped.exists() or slurm_cluster.job_state(job) != "RUNNING" or not slurm_cluster.job_processes():
         assert time.monotonic() < deadline, slurm_cluster.run("squeue").stdout
         time.sleep(0.2)
-    time.sleep(1.0)  # the batch shell has set its trap
     words = reclaim_trial(trial_dir)
     assert len(words) == 1 and f"cancelled SLURM job {job}" in words[0] and "(ended)" in words[0], words
     assert slurm_cluster.job_state(job) == "CANCELLED" and not slurm_cluster.job_processes()
